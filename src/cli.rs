@@ -1,0 +1,113 @@
+//! The command line: what a user types ([`Args`], clap derive; doc comments are the `--help`).
+//!
+//! Precedence for every setting: command-line flag, then environment variable (named in
+//! `env_vars`), then the built-in default.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::env_vars;
+
+/// capstan keeps Kubernetes clusters on Proxmox VE in the state a Git repository declares.
+///
+/// A repository holds `capstan.yaml` (connections and policy) and one YAML file per cluster.
+/// capstan observes what exists (VMs, nodes, certificates, Flux's kubeconfig), plans the
+/// difference and drives each cluster there, one safe step at a time.
+///
+/// Exit codes: 0 success; 1 the repository has errors or the command failed; 2 usage error.
+#[derive(Debug, Parser)]
+#[command(
+    name = "capstan",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+pub struct Args {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+    /// Logging options.
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+/// Logging options, shared by every command.
+#[derive(Debug, clap::Args)]
+pub struct LogArgs {
+    /// Log line format.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Plain, env = env_vars::CAPSTAN_LOG_FORMAT)]
+    pub log_format: LogFormat,
+    /// Which logs to show, in `tracing` filter syntax (e.g. `info`, `capstan=debug`).
+    #[arg(long, global = true, default_value = "warn", env = env_vars::CAPSTAN_LOG)]
+    pub log: String,
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One human-readable line per event.
+    Plain,
+    /// One JSON object per event, for log collectors.
+    Json,
+}
+
+/// Format of a command's report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    /// For people.
+    Text,
+    /// For programs.
+    Json,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check a repository: syntax, field names, types and every rule between fields and files.
+    ///
+    /// Prints every error and warning with its file, line, column and field path, and what to do
+    /// about it. Exits 0 when the repository is valid (warnings allowed), 1 when it has errors.
+    ///
+    /// Example: `capstan validate examples-repo`
+    Validate(ValidateArgs),
+    /// Print or write the JSON Schemas of `capstan.yaml` and the cluster files (for editors and
+    /// CI). The committed copies live in `schemas/`.
+    Schema(SchemaArgs),
+    /// Preview what merging a change would do (not built yet).
+    Plan(NotBuiltArgs),
+    /// Run the reconciler daemon (not built yet).
+    Run(NotBuiltArgs),
+    /// Show the status of the clusters a running daemon manages (not built yet).
+    Status(NotBuiltArgs),
+    /// Serve the lab: a simulated Proxmox VE and simulated clusters on loopback (not built yet).
+    Lab(NotBuiltArgs),
+}
+
+/// `capstan validate`.
+#[derive(Debug, clap::Args)]
+pub struct ValidateArgs {
+    /// The repository folder (holding `capstan.yaml`).
+    #[arg(default_value = ".", env = env_vars::CAPSTAN_REPO)]
+    pub repo: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text, env = env_vars::CAPSTAN_FORMAT)]
+    pub format: ReportFormat,
+}
+
+/// `capstan schema`.
+#[derive(Debug, clap::Args)]
+pub struct SchemaArgs {
+    /// Write `fleet.schema.json` and `cluster.schema.json` into this folder instead of printing
+    /// them.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// Arguments of a command that is not built yet: accepted, so the command can say so plainly.
+#[derive(Debug, clap::Args)]
+pub struct NotBuiltArgs {
+    /// Ignored.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    pub rest: Vec<String>,
+}

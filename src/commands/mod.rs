@@ -1,0 +1,14 @@
+//! What each subcommand does once its arguments are parsed. Each returns an [`Outcome`] or a
+//! typed error; `main` maps them to exit codes.
+
+pub mod schema;
+pub mod validate;
+
+/// How a command ended, for the exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Exit 0.
+    Success,
+    /// Exit 1: the command ran and found a problem it reported (e.g. an invalid repository).
+    Failure,
+}

@@ -1,0 +1,50 @@
+//! `capstan schema`: print or write the JSON Schemas generated from the spec types.
+
+use std::io::Write;
+
+use crate::cli::SchemaArgs;
+use crate::spec;
+
+/// Writing the schemas failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaError {
+    /// A schema file could not be written.
+    #[error("cannot write {path}")]
+    Write {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The text of one schema file, as committed in `schemas/` (pretty JSON, trailing newline).
+pub fn render(schema: &serde_json::Value) -> String {
+    format!("{schema:#}\n")
+}
+
+/// Prints the schemas to `out`, or writes them into `args.out`.
+///
+/// # Errors
+/// When a file or stdout cannot be written.
+pub fn run(args: &SchemaArgs, out: &mut impl Write) -> Result<(), SchemaError> {
+    for (name, schema) in spec::json_schemas() {
+        let text = render(&schema);
+        match &args.out {
+            Some(dir) => {
+                let path = dir.join(name);
+                std::fs::create_dir_all(dir)
+                    .and_then(|()| std::fs::write(&path, text))
+                    .map_err(|source| SchemaError::Write { path, source })?;
+            }
+            None => out
+                .write_all(format!("# {name}\n{text}").as_bytes())
+                .map_err(|source| SchemaError::Write {
+                    path: "stdout".into(),
+                    source,
+                })?,
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,11 @@
+//! Names of the environment variables capstan reads, in one place. Only `main` and `cli` read
+//! them; everything below receives typed configuration.
+
+/// Log filter, `tracing` `EnvFilter` syntax (e.g. `info,capstan=debug`).
+pub const CAPSTAN_LOG: &str = "CAPSTAN_LOG";
+/// Log format: `plain` or `json`.
+pub const CAPSTAN_LOG_FORMAT: &str = "CAPSTAN_LOG_FORMAT";
+/// Output format of commands that print a report: `text` or `json`.
+pub const CAPSTAN_FORMAT: &str = "CAPSTAN_FORMAT";
+/// The repository folder.
+pub const CAPSTAN_REPO: &str = "CAPSTAN_REPO";

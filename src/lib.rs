@@ -1,0 +1,12 @@
+//! capstan: a GitOps reconciler that keeps Kubernetes clusters on Proxmox VE in the state a Git
+//! repository declares.
+//!
+//! The pipeline, one module each:
+//! `source` (read the repository) → `spec` (parse, default, validate; pure) → observe → plan
+//! (pure) → execute → report. `cli` turns the command line into typed configuration.
+
+pub mod cli;
+pub mod commands;
+pub mod env_vars;
+pub mod source;
+pub mod spec;

@@ -1,0 +1,59 @@
+//! The `capstan` binary: parse the command line, set up logging, run one command, map the
+//! outcome to an exit code. The only place that uses `anyhow`.
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Parser as _;
+use tracing_subscriber::EnvFilter;
+
+use capstan::cli::{Args, Command, LogArgs, LogFormat};
+use capstan::commands::{self, Outcome};
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    init_logging(&args.log);
+    match run(args) {
+        Ok(Outcome::Success) => ExitCode::SUCCESS,
+        Ok(Outcome::Failure) => ExitCode::from(1),
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(args: Args) -> anyhow::Result<Outcome> {
+    let mut stdout = std::io::stdout().lock();
+    match args.command {
+        Command::Validate(validate) => commands::validate::run(&validate, &mut stdout)
+            .with_context(|| format!("validating {}", validate.repo.display())),
+        Command::Schema(schema) => commands::schema::run(&schema, &mut stdout)
+            .map(|()| Outcome::Success)
+            .map_err(Into::into),
+        Command::Plan(_) => not_built("plan", "the planner issue"),
+        Command::Run(_) => not_built("run", "the lifecycle issue"),
+        Command::Status(_) => not_built("status", "the lifecycle issue"),
+        Command::Lab(_) => not_built("lab", "the Proxmox issue"),
+    }
+}
+
+/// Says plainly that a command exists in the interface but does nothing yet.
+fn not_built(command: &str, issue: &str) -> anyhow::Result<Outcome> {
+    eprintln!("capstan {command}: not built yet (tracked in {issue}); nothing was done");
+    Ok(Outcome::Failure)
+}
+
+fn init_logging(log: &LogArgs) {
+    let filter = EnvFilter::try_new(&log.log).unwrap_or_else(|err| {
+        eprintln!("warning: ignoring log filter `{}`: {err}", log.log);
+        EnvFilter::new("warn")
+    });
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match log.log_format {
+        LogFormat::Plain => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}

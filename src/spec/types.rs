@@ -1,0 +1,493 @@
+//! The serde types of the two file kinds: `capstan.yaml` (`kind: Fleet`) and one file per
+//! cluster (`kind: Cluster`). Field names here are the file format: other tools and tests rely
+//! on them. Defaults are filled by serde, so a parsed value is complete; cross-field rules live
+//! in `validate`.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use ipnet::IpNet;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::values::{AddressRange, CronSchedule, HumanDuration, KubeVersion, MinorVersion};
+
+/// The only `apiVersion` this release reads.
+pub const API_VERSION: &str = "capstan.dev/v1alpha1";
+
+/// `apiVersion` of every capstan file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub enum ApiVersion {
+    /// The first, still-evolving version of the format.
+    #[default]
+    #[serde(rename = "capstan.dev/v1alpha1")]
+    V1alpha1,
+}
+
+/// `kind` of the repository's root file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub enum FleetKind {
+    /// The fleet: connections and policy shared by every cluster.
+    #[default]
+    Fleet,
+}
+
+/// `kind` of a cluster file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub enum ClusterKind {
+    /// One Kubernetes cluster.
+    #[default]
+    Cluster,
+}
+
+/// `capstan.yaml`: where the cluster files are, how to reach Proxmox and the management
+/// clusters, and the policy that applies to every cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Fleet {
+    /// Always `capstan.dev/v1alpha1`.
+    pub api_version: ApiVersion,
+    /// Always `Fleet`.
+    pub kind: FleetKind,
+    /// Folder, relative to the repository root, that holds one YAML file per cluster.
+    #[serde(default = "default_clusters_dir")]
+    pub clusters_dir: PathBuf,
+    /// Proxmox VE connections by name; a cluster names the one it lives on in `spec.proxmox`.
+    #[serde(default)]
+    pub proxmox: BTreeMap<String, ProxmoxConnection>,
+    /// Management clusters (where FluxCD runs) by name, for kubeconfig delivery.
+    #[serde(default)]
+    pub management_clusters: BTreeMap<String, ManagementCluster>,
+    /// Kubernetes minors that clusters may run or move to, e.g. `["1.36", "1.37"]`. A new minor
+    /// is rolled out only once listed here (all of Flux's components must support it first).
+    #[serde(default)]
+    pub approved_minors: Vec<MinorVersion>,
+    /// Delete clusters whose file was removed, and VMs that no cluster claims. Off by default:
+    /// such clusters and VMs are reported, never destroyed.
+    #[serde(default)]
+    pub prune: bool,
+    /// Where capstan writes status back to the repository.
+    #[serde(default)]
+    pub status: StatusSettings,
+    /// How often the repository is polled for new commits.
+    #[serde(default = "default_poll_interval")]
+    pub poll_interval: HumanDuration,
+}
+
+fn default_clusters_dir() -> PathBuf {
+    PathBuf::from("clusters")
+}
+
+fn default_poll_interval() -> HumanDuration {
+    HumanDuration::minutes(1)
+}
+
+/// How to reach one Proxmox VE cluster through its REST API.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProxmoxConnection {
+    /// API base, e.g. `https://pve1.lab.example:8006`.
+    pub url: String,
+    /// The API token's id, `USER@REALM!TOKENID` (e.g. `capstan@pve!reconciler`).
+    pub token_id: String,
+    /// Where to read the token's secret (a UUID). Never write the secret itself here.
+    pub token_from: SecretSource,
+    /// SHA-256 fingerprint of the server certificate (`AB:CD:...`, as the Proxmox GUI shows it),
+    /// to trust a self-signed certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_fingerprint: Option<String>,
+    /// PEM file of the CA that signed the server certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
+}
+
+/// Where a secret is read from at run time. Secrets never live in the repository.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum SecretSource {
+    /// An environment variable of the capstan process.
+    Env(String),
+    /// A file on the machine (or a mounted Kubernetes Secret) that capstan runs on.
+    File(PathBuf),
+}
+
+/// A Kubernetes cluster where FluxCD runs and reads the kubeconfigs capstan delivers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ManagementCluster {
+    /// Where to read a kubeconfig that may write Secrets in the delivery namespaces.
+    pub kubeconfig_from: SecretSource,
+}
+
+/// Status write-back settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StatusSettings {
+    /// Branch that status commits go to (kept apart from the branch people edit).
+    #[serde(default = "default_status_branch")]
+    pub branch: String,
+}
+
+impl Default for StatusSettings {
+    fn default() -> Self {
+        StatusSettings {
+            branch: default_status_branch(),
+        }
+    }
+}
+
+fn default_status_branch() -> String {
+    "capstan-status".to_owned()
+}
+
+/// One cluster file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Cluster {
+    /// Always `capstan.dev/v1alpha1`.
+    pub api_version: ApiVersion,
+    /// Always `Cluster`.
+    pub kind: ClusterKind,
+    /// The cluster's identity.
+    pub metadata: Metadata,
+    /// What the cluster should be.
+    pub spec: ClusterSpec,
+}
+
+/// Identity of a cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Metadata {
+    /// DNS-1123 label, unique in the repository; it prefixes every VM's name.
+    pub name: String,
+}
+
+/// The desired shape of a cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterSpec {
+    /// Name of a connection under `proxmox:` in `capstan.yaml`.
+    pub proxmox: String,
+    /// Kubernetes version and distribution.
+    pub kubernetes: KubernetesSpec,
+    /// The API endpoint: fixed forever once the cluster is initialised.
+    pub endpoint: Endpoint,
+    /// Pod, service and node networks.
+    pub network: Network,
+    /// The control-plane nodes.
+    pub control_plane: ControlPlane,
+    /// Worker pools.
+    pub workers: Vec<WorkerPool>,
+    /// How changes roll out.
+    #[serde(default)]
+    pub rollout: Rollout,
+    /// Certificate renewal.
+    #[serde(default)]
+    pub certificates: Certificates,
+    /// Automatic recovery of dead nodes.
+    #[serde(default)]
+    pub remediation: Remediation,
+    /// Where the admin kubeconfig is delivered.
+    #[serde(default)]
+    pub delivery: Delivery,
+}
+
+/// Kubernetes version and distribution.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubernetesSpec {
+    /// Release, `MAJOR.MINOR.PATCH`. Its minor must be in `approvedMinors`.
+    pub version: KubeVersion,
+    /// How the cluster is built.
+    #[serde(default)]
+    pub distribution: Distribution,
+}
+
+/// How a cluster is built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Distribution {
+    /// kubeadm with CRI-O of the same minor and a stacked etcd.
+    #[default]
+    Kubeadm,
+    /// K3s with an external SQL datastore through kine (reserved; not built yet).
+    K3s,
+}
+
+/// The API endpoint: a DNS name reserved for the cluster and the address kube-vip holds on the
+/// active control plane. `kubeadm init` writes it into every certificate, kubeconfig and join,
+/// so it never changes after the cluster exists.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Endpoint {
+    /// DNS name of the endpoint, e.g. `k8s-prod.lab.example`.
+    pub host: String,
+    /// Virtual address kube-vip announces; inside `network.nodes`, outside `network.reserved`,
+    /// and no VM's own address.
+    pub address: IpAddr,
+    /// API server port.
+    #[serde(default = "default_api_port")]
+    pub port: u16,
+}
+
+fn default_api_port() -> u16 {
+    6443
+}
+
+/// Networks of a cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Network {
+    /// The CNI installed at bootstrap (Flux owns it afterwards).
+    #[serde(default)]
+    pub cni: Cni,
+    /// Pod network (Calico IPIP).
+    #[serde(default = "default_pods")]
+    #[schemars(with = "String")]
+    pub pods: IpNet,
+    /// Service network.
+    #[serde(default = "default_services")]
+    #[schemars(with = "String")]
+    pub services: IpNet,
+    /// The subnet the VMs live in.
+    #[schemars(with = "String")]
+    pub nodes: IpNet,
+    /// Addresses in `nodes` that belong to something else (e.g. the MetalLB pool).
+    #[serde(default)]
+    pub reserved: Vec<AddressRange>,
+}
+
+fn default_pods() -> IpNet {
+    IpNet::V4(ipnet::Ipv4Net::new_assert([172, 16, 0, 0].into(), 16))
+}
+
+fn default_services() -> IpNet {
+    IpNet::V4(ipnet::Ipv4Net::new_assert([10, 96, 0, 0].into(), 12))
+}
+
+/// Container network interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Cni {
+    /// Calico in IPIP mode.
+    #[default]
+    Calico,
+}
+
+/// The control plane.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ControlPlane {
+    /// Number of control-plane nodes: 1, 3 or 5 (etcd needs an odd number for quorum).
+    #[serde(default = "default_control_plane_replicas")]
+    pub replicas: u32,
+    /// The VM every control-plane node is built from.
+    pub machine: Machine,
+}
+
+fn default_control_plane_replicas() -> u32 {
+    1
+}
+
+/// A pool of identical workers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkerPool {
+    /// Pool name, a DNS-1123 label unique in the cluster; part of every VM's name.
+    pub pool: String,
+    /// Number of workers in the pool.
+    pub replicas: u32,
+    /// The VM every worker of the pool is built from.
+    pub machine: Machine,
+}
+
+/// The VM a node is built from. A node whose machine differs from this is replaced, never
+/// changed in place.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Machine {
+    /// Name of the Proxmox template to clone (a full clone).
+    pub template: String,
+    /// vCPUs.
+    pub cores: u32,
+    /// Memory in MiB.
+    #[serde(rename = "memoryMiB")]
+    pub memory_mib: u32,
+    /// Boot disk size in GiB (the template's disk is grown to it).
+    #[serde(rename = "diskGiB", default = "default_disk_gib")]
+    pub disk_gib: u32,
+    /// Proxmox nodes to spread the VMs over, least loaded first.
+    pub placement: Vec<String>,
+    /// Proxmox vCPU type. It must offer x86-64-v2: Calico crashes without it.
+    #[serde(default = "default_cpu_type")]
+    pub cpu: String,
+    /// Proxmox storage for the full clone (default: the template's storage).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<String>,
+}
+
+fn default_disk_gib() -> u32 {
+    50
+}
+
+fn default_cpu_type() -> String {
+    "x86-64-v2-AES".to_owned()
+}
+
+/// How changes roll out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Rollout {
+    /// Never fewer Ready, schedulable workers than this (two Traefik replicas on different
+    /// nodes would otherwise block a drain).
+    #[serde(default = "default_min_workers")]
+    pub min_workers: u32,
+    /// How long a drain may take; past it the node stays cordoned and its VM is kept.
+    #[serde(default = "default_drain_timeout")]
+    pub drain_timeout: HumanDuration,
+    /// How long a new machine may take to join; past it, it is destroyed and created again.
+    #[serde(default = "default_join_timeout")]
+    pub join_timeout: HumanDuration,
+    /// When disruptive steps may run. Without one they may run at any time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance_window: Option<MaintenanceWindow>,
+    /// What to do with a VM whose Proxmox config was changed outside capstan.
+    #[serde(default)]
+    pub on_drift: DriftPolicy,
+}
+
+impl Default for Rollout {
+    fn default() -> Self {
+        Rollout {
+            min_workers: default_min_workers(),
+            drain_timeout: default_drain_timeout(),
+            join_timeout: default_join_timeout(),
+            maintenance_window: None,
+            on_drift: DriftPolicy::default(),
+        }
+    }
+}
+
+fn default_min_workers() -> u32 {
+    2
+}
+
+fn default_drain_timeout() -> HumanDuration {
+    HumanDuration::minutes(10)
+}
+
+fn default_join_timeout() -> HumanDuration {
+    HumanDuration::minutes(15)
+}
+
+/// A recurring window for disruptive steps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MaintenanceWindow {
+    /// When a window opens (cron with seconds, UTC).
+    pub schedule: CronSchedule,
+    /// How long it stays open.
+    pub duration: HumanDuration,
+}
+
+/// What to do with a drifted VM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DriftPolicy {
+    /// Report the fields that differ; change nothing.
+    #[default]
+    Report,
+    /// Replace the machine with one built from the spec.
+    Replace,
+}
+
+/// Certificate renewal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Certificates {
+    /// Renew this long before the certificates (one year) expire.
+    #[serde(default = "default_renew_before")]
+    pub renew_before: HumanDuration,
+}
+
+impl Default for Certificates {
+    fn default() -> Self {
+        Certificates {
+            renew_before: default_renew_before(),
+        }
+    }
+}
+
+fn default_renew_before() -> HumanDuration {
+    HumanDuration::days(30)
+}
+
+/// Automatic recovery of nodes that died.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Remediation {
+    /// Hard-stop a node's VM when the node is NotReady and its guest agent is silent, taint it
+    /// out-of-service so its volumes detach, and replace it.
+    #[serde(default)]
+    pub fence: bool,
+    /// How long a node must be NotReady before it is fenced.
+    #[serde(default = "default_fence_after")]
+    pub after: HumanDuration,
+}
+
+impl Default for Remediation {
+    fn default() -> Self {
+        Remediation {
+            fence: false,
+            after: default_fence_after(),
+        }
+    }
+}
+
+fn default_fence_after() -> HumanDuration {
+    HumanDuration::minutes(5)
+}
+
+/// Where the cluster's admin kubeconfig goes.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Delivery {
+    /// A Secret that FluxCD reads through `spec.kubeConfig.secretRef`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flux: Option<FluxDelivery>,
+}
+
+/// The Flux Secret holding this cluster's kubeconfig (key `value`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FluxDelivery {
+    /// Name of a management cluster in `capstan.yaml`.
+    pub cluster: String,
+    /// Namespace of the Secret.
+    #[serde(default = "default_flux_namespace")]
+    pub namespace: String,
+    /// Name of the Secret (default `<cluster>-kubeconfig`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_name: Option<String>,
+}
+
+fn default_flux_namespace() -> String {
+    "flux-system".to_owned()
+}
+
+impl FluxDelivery {
+    /// The Secret's name, defaulted from the cluster's name.
+    pub fn secret_name_for(&self, cluster: &str) -> String {
+        self.secret_name
+            .clone()
+            .unwrap_or_else(|| format!("{cluster}-kubeconfig"))
+    }
+}
+
+impl ClusterSpec {
+    /// Total workers over every pool.
+    pub fn worker_replicas(&self) -> u32 {
+        self.workers.iter().map(|pool| pool.replicas).sum()
+    }
+}

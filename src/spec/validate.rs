@@ -1,0 +1,644 @@
+//! The rules a parsed repository must follow beyond its types: names, networks, versions, the
+//! endpoint, replica counts and references between files. Each rule adds findings and never
+//! stops at the first, so one run reports every error of a repository.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+use super::diagnostic::{Diagnostic, SourceFile};
+use super::types::{Cluster, ClusterSpec, Distribution, Fleet, Machine, SecretSource};
+use super::values::{is_dns1123_label, is_dns1123_subdomain};
+
+/// Prefix of every VM capstan creates; the rest is `<cluster>-<pool>-<5 chars>`.
+pub const VM_NAME_PREFIX: &str = "capstan-";
+/// Pool part of control-plane VM names, so no worker pool may use it.
+pub const CONTROL_PLANE_POOL: &str = "cp";
+/// Length of the random suffix of a VM name, plus its dash.
+const VM_NAME_SUFFIX_LEN: usize = 6;
+/// Hostnames (and so VM and Node names) are DNS labels.
+const MAX_VM_NAME_LEN: usize = 63;
+/// kubeadm's preflight refuses a control plane with fewer CPUs (`NumCPU`).
+const MIN_CONTROL_PLANE_CORES: u32 = 2;
+/// kubeadm's preflight refuses a control plane with less memory (`Mem`, 1700 MB).
+const MIN_CONTROL_PLANE_MEMORY_MIB: u32 = 1700;
+/// Certificates kubeadm issues last a year; renewing earlier than that renews forever.
+const CERTIFICATE_LIFETIME_DAYS: u64 = 365;
+/// vCPU types without x86-64-v2 (SSE4.2, POPCNT): Calico's binaries crash on them (seed 004).
+const CPU_TYPES_WITHOUT_X86_64_V2: &[&str] = &[
+    "kvm32", "kvm64", "qemu32", "qemu64", "486", "pentium", "pentium2", "pentium3", "athlon",
+    "coreduo", "core2duo", "n270", "phenom",
+];
+
+/// Rules of `capstan.yaml` alone.
+pub fn fleet(fleet: &Fleet, file: &SourceFile) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    if fleet.clusters_dir.is_absolute()
+        || fleet
+            .clusters_dir
+            .components()
+            .any(|c| c.as_os_str() == "..")
+    {
+        out.push(
+            file.error("clustersDir", "must be a folder inside the repository")
+                .with_hint("write a relative path such as `clusters`"),
+        );
+    }
+    for (name, connection) in &fleet.proxmox {
+        let path = format!("proxmox.{name}");
+        if !is_dns1123_label(name) {
+            out.push(
+                file.error(&path, format!("`{name}` is not a valid connection name"))
+                    .with_hint(DNS_LABEL_HINT),
+            );
+        }
+        if !connection.url.starts_with("https://") {
+            out.push(
+                file.error(
+                    &format!("{path}.url"),
+                    format!("`{}` is not an https:// URL", connection.url),
+                )
+                .with_hint("Proxmox serves its API over TLS, e.g. `https://pve1.lab.example:8006`"),
+            );
+        }
+        if !is_token_id(&connection.token_id) {
+            out.push(
+                file.error(&format!("{path}.tokenId"), format!("`{}` is not an API token id", connection.token_id))
+                    .with_hint("write USER@REALM!TOKENID, e.g. `capstan@pve!reconciler`; the secret goes in tokenFrom"),
+            );
+        }
+        check_secret_source(
+            &mut out,
+            file,
+            &format!("{path}.tokenFrom"),
+            &connection.token_from,
+        );
+        if connection.tls_fingerprint.is_some() && connection.ca_file.is_some() {
+            out.push(
+                file.error(&format!("{path}.tlsFingerprint"), "set tlsFingerprint or caFile, not both")
+                    .with_hint("pin the fingerprint of a self-signed certificate, or name the CA that signed it"),
+            );
+        }
+        if let Some(fingerprint) = &connection.tls_fingerprint
+            && !is_sha256_fingerprint(fingerprint)
+        {
+            out.push(
+                file.error(&format!("{path}.tlsFingerprint"), "not a SHA-256 fingerprint")
+                    .with_hint("copy it from Proxmox (Node → System → Certificates): 32 hex bytes like `AB:CD:...`"),
+            );
+        }
+    }
+    for (name, management) in &fleet.management_clusters {
+        let path = format!("managementClusters.{name}");
+        if !is_dns1123_label(name) {
+            out.push(
+                file.error(&path, format!("`{name}` is not a valid cluster name"))
+                    .with_hint(DNS_LABEL_HINT),
+            );
+        }
+        check_secret_source(
+            &mut out,
+            file,
+            &format!("{path}.kubeconfigFrom"),
+            &management.kubeconfig_from,
+        );
+    }
+    let mut seen = Vec::new();
+    for (index, minor) in fleet.approved_minors.iter().enumerate() {
+        if seen.contains(minor) {
+            out.push(file.warning(
+                &format!("approvedMinors[{index}]"),
+                format!("{minor} is listed twice"),
+            ));
+        }
+        seen.push(*minor);
+    }
+    if fleet.poll_interval.0.as_secs() < 10 {
+        out.push(
+            file.warning(
+                "pollInterval",
+                format!(
+                    "polling every {} loads the Git server for little gain",
+                    fleet.poll_interval
+                ),
+            )
+            .with_hint("use a webhook for fast reaction and keep the poll at 1m or more"),
+        );
+    }
+    out
+}
+
+const DNS_LABEL_HINT: &str = "use lowercase letters, digits and `-`, starting and ending with a letter or digit, at most 63 characters";
+
+fn check_secret_source(
+    out: &mut Vec<Diagnostic>,
+    file: &SourceFile,
+    path: &str,
+    source: &SecretSource,
+) {
+    match source {
+        SecretSource::Env(variable) if variable.is_empty() || variable.contains(['=', ' ']) => {
+            out.push(file.error(
+                &format!("{path}.env"),
+                format!("`{variable}` is not an environment variable name"),
+            ));
+        }
+        SecretSource::File(file_path) if file_path.as_os_str().is_empty() => {
+            out.push(file.error(&format!("{path}.file"), "the file path is empty"));
+        }
+        _ => {}
+    }
+}
+
+fn is_token_id(token_id: &str) -> bool {
+    match token_id
+        .split_once('@')
+        .and_then(|(user, rest)| Some((user, rest.split_once('!')?)))
+    {
+        Some((user, (realm, token))) => {
+            !user.is_empty() && !realm.is_empty() && !token.is_empty() && !token.contains('=')
+        }
+        None => false,
+    }
+}
+
+fn is_sha256_fingerprint(text: &str) -> bool {
+    let hex: String = text.chars().filter(|c| *c != ':').collect();
+    hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit())
+}
+
+/// Rules of one cluster file, given the fleet it belongs to.
+pub fn cluster(fleet: &Fleet, cluster: &Cluster, file: &SourceFile) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let name = &cluster.metadata.name;
+    let spec = &cluster.spec;
+    if !is_dns1123_label(name) {
+        out.push(
+            file.error("metadata.name", format!("`{name}` is not a DNS-1123 label"))
+                .with_hint(DNS_LABEL_HINT),
+        );
+    }
+    references(&mut out, fleet, spec, file);
+    version(&mut out, fleet, spec, file);
+    networks(&mut out, spec, file);
+    endpoint(&mut out, spec, file);
+    control_plane(&mut out, spec, file);
+    workers(&mut out, name, spec, file);
+    rollout(&mut out, spec, file);
+    if let Some(flux) = &spec.delivery.flux {
+        if !is_dns1123_label(&flux.namespace) {
+            out.push(
+                file.error(
+                    "spec.delivery.flux.namespace",
+                    format!("`{}` is not a namespace name", flux.namespace),
+                )
+                .with_hint(DNS_LABEL_HINT),
+            );
+        }
+        let secret = flux.secret_name_for(name);
+        if !is_dns1123_subdomain(&secret) {
+            out.push(file.error(
+                "spec.delivery.flux.secretName",
+                format!("`{secret}` is not a valid Secret name"),
+            ));
+        }
+    }
+    out
+}
+
+fn references(out: &mut Vec<Diagnostic>, fleet: &Fleet, spec: &ClusterSpec, file: &SourceFile) {
+    if !fleet.proxmox.contains_key(&spec.proxmox) {
+        out.push(
+            file.error(
+                "spec.proxmox",
+                format!(
+                    "no Proxmox connection named `{}` in capstan.yaml",
+                    spec.proxmox
+                ),
+            )
+            .with_hint(known_names("proxmox", fleet.proxmox.keys())),
+        );
+    }
+    if let Some(flux) = &spec.delivery.flux
+        && !fleet.management_clusters.contains_key(&flux.cluster)
+    {
+        out.push(
+            file.error(
+                "spec.delivery.flux.cluster",
+                format!(
+                    "no management cluster named `{}` in capstan.yaml",
+                    flux.cluster
+                ),
+            )
+            .with_hint(known_names(
+                "managementClusters",
+                fleet.management_clusters.keys(),
+            )),
+        );
+    }
+}
+
+fn known_names<'a>(section: &str, names: impl Iterator<Item = &'a String>) -> String {
+    let names: Vec<&str> = names.map(String::as_str).collect();
+    if names.is_empty() {
+        format!("add one under `{section}:` in capstan.yaml")
+    } else {
+        format!(
+            "known in `{section}:`: {}; or add it there",
+            names.join(", ")
+        )
+    }
+}
+
+fn version(out: &mut Vec<Diagnostic>, fleet: &Fleet, spec: &ClusterSpec, file: &SourceFile) {
+    let version = spec.kubernetes.version;
+    let minor = version.minor_version();
+    if !fleet.approved_minors.contains(&minor) {
+        out.push(
+            file.error("spec.kubernetes.version", format!("{version}: minor {minor} is not approved"))
+                .with_hint(format!(
+                    "add \"{minor}\" to approvedMinors in capstan.yaml once every Flux component supports it"
+                )),
+        );
+    }
+    if spec.kubernetes.distribution == Distribution::K3s {
+        out.push(
+            file.error(
+                "spec.kubernetes.distribution",
+                "k3s is reserved in the format but this capstan builds only kubeadm clusters",
+            )
+            .with_hint("use `distribution: kubeadm`"),
+        );
+    }
+}
+
+fn networks(out: &mut Vec<Diagnostic>, spec: &ClusterSpec, file: &SourceFile) {
+    let network = &spec.network;
+    let named = [
+        ("pods", network.pods),
+        ("services", network.services),
+        ("nodes", network.nodes),
+    ];
+    for (i, (a_name, a)) in named.iter().enumerate() {
+        for (b_name, b) in &named[i + 1..] {
+            if overlaps(a, b) {
+                out.push(
+                    file.error(
+                        &format!("spec.network.{b_name}"),
+                        format!("{b_name} {b} overlaps {a_name} {a}"),
+                    )
+                    .with_hint("pod, service and node networks must be disjoint"),
+                );
+            }
+        }
+    }
+    for (index, range) in network.reserved.iter().enumerate() {
+        if !network.nodes.contains(&range.first) || !network.nodes.contains(&range.last) {
+            out.push(file.warning(
+                &format!("spec.network.reserved[{index}]"),
+                format!("{range} is not inside network.nodes {}", network.nodes),
+            ));
+        }
+    }
+}
+
+fn overlaps(a: &IpNet, b: &IpNet) -> bool {
+    a.contains(&b.network()) || b.contains(&a.network())
+}
+
+fn endpoint(out: &mut Vec<Diagnostic>, spec: &ClusterSpec, file: &SourceFile) {
+    let endpoint = &spec.endpoint;
+    let nodes = spec.network.nodes;
+    if !is_dns1123_subdomain(&endpoint.host) || !endpoint.host.contains('.') {
+        out.push(
+            file.error("spec.endpoint.host", format!("`{}` is not a fully qualified DNS name", endpoint.host))
+                .with_hint("reserve a DNS record for the cluster, e.g. `k8s-prod.lab.example`; it can never change later"),
+        );
+    }
+    let address = endpoint.address;
+    if !nodes.contains(&address) {
+        out.push(
+            file.error(
+                "spec.endpoint.address",
+                format!("{address} is outside network.nodes {nodes}"),
+            )
+            .with_hint(
+                "kube-vip announces the endpoint on the VMs' subnet: pick a free address in it",
+            ),
+        );
+    } else if address == nodes.network() || address == nodes.broadcast() {
+        out.push(file.error(
+            "spec.endpoint.address",
+            format!("{address} is the network or broadcast address of {nodes}"),
+        ));
+    }
+    if let Some(range) = spec.network.reserved.iter().find(|r| r.contains(address)) {
+        out.push(
+            file.error("spec.endpoint.address", format!("{address} lies in the reserved range {range}"))
+                .with_hint("the endpoint must not collide with e.g. the MetalLB pool: pick an address outside network.reserved"),
+        );
+    }
+    if endpoint.port == 0 {
+        out.push(file.error("spec.endpoint.port", "port 0 is not a port"));
+    }
+}
+
+fn control_plane(out: &mut Vec<Diagnostic>, spec: &ClusterSpec, file: &SourceFile) {
+    let replicas = spec.control_plane.replicas;
+    if replicas == 0 || replicas.is_multiple_of(2) {
+        out.push(
+            file.error(
+                "spec.controlPlane.replicas",
+                format!("{replicas} control planes cannot keep etcd quorum"),
+            )
+            .with_hint("use an odd number: 1, 3 or 5"),
+        );
+    } else if replicas == 1 {
+        out.push(
+            file.warning(
+                "spec.controlPlane.replicas",
+                "a single control plane: the API is down while it is replaced or fails",
+            )
+            .with_hint("use 3 for clusters that must stay reachable"),
+        );
+    }
+    let machine = &spec.control_plane.machine;
+    let path = "spec.controlPlane.machine";
+    if machine.cores < MIN_CONTROL_PLANE_CORES {
+        out.push(file.error(
+            &format!("{path}.cores"),
+            format!(
+                "{} vCPU: kubeadm needs at least {MIN_CONTROL_PLANE_CORES} on a control plane",
+                machine.cores
+            ),
+        ));
+    }
+    if machine.memory_mib < MIN_CONTROL_PLANE_MEMORY_MIB {
+        out.push(file.error(
+            &format!("{path}.memoryMiB"),
+            format!("{} MiB: kubeadm needs at least {MIN_CONTROL_PLANE_MEMORY_MIB} MiB on a control plane", machine.memory_mib),
+        ));
+    }
+    check_machine(out, machine, path, replicas, file);
+}
+
+fn workers(out: &mut Vec<Diagnostic>, cluster: &str, spec: &ClusterSpec, file: &SourceFile) {
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for (index, pool) in spec.workers.iter().enumerate() {
+        let path = format!("spec.workers[{index}]");
+        let name = pool.pool.as_str();
+        if !is_dns1123_label(name) {
+            out.push(
+                file.error(
+                    &format!("{path}.pool"),
+                    format!("`{name}` is not a DNS-1123 label"),
+                )
+                .with_hint(DNS_LABEL_HINT),
+            );
+        } else if name == CONTROL_PLANE_POOL {
+            out.push(
+                file.error(
+                    &format!("{path}.pool"),
+                    format!("`{CONTROL_PLANE_POOL}` names the control plane's VMs"),
+                )
+                .with_hint("choose another pool name"),
+            );
+        }
+        if let Some(first) = seen.insert(name, index) {
+            out.push(file.error(
+                &format!("{path}.pool"),
+                format!("pool `{name}` is already defined at spec.workers[{first}]"),
+            ));
+        }
+        check_machine(
+            out,
+            &pool.machine,
+            &format!("{path}.machine"),
+            pool.replicas,
+            file,
+        );
+    }
+    for pool in spec
+        .workers
+        .iter()
+        .map(|p| p.pool.as_str())
+        .chain([CONTROL_PLANE_POOL])
+    {
+        let length = VM_NAME_PREFIX.len() + cluster.len() + 1 + pool.len() + VM_NAME_SUFFIX_LEN;
+        if length > MAX_VM_NAME_LEN {
+            out.push(
+                file.error("metadata.name", format!("VM names `{VM_NAME_PREFIX}{cluster}-{pool}-xxxxx` would be {length} characters, over the {MAX_VM_NAME_LEN} a hostname allows"))
+                    .with_hint("shorten the cluster or pool name"),
+            );
+        }
+    }
+    let total = spec.worker_replicas();
+    let minimum = spec.rollout.min_workers;
+    if total < minimum {
+        let field = if spec.workers.is_empty() {
+            "spec.workers".to_owned()
+        } else {
+            format!("spec.workers[{}].replicas", spec.workers.len() - 1)
+        };
+        out.push(
+            file.error(&field, format!("{total} workers in all, below rollout.minWorkers {minimum}"))
+                .with_hint("add a worker first: keep at least rollout.minWorkers workers so drains can always move workloads"),
+        );
+    }
+}
+
+fn check_machine(
+    out: &mut Vec<Diagnostic>,
+    machine: &Machine,
+    path: &str,
+    replicas: u32,
+    file: &SourceFile,
+) {
+    if machine.template.trim().is_empty() {
+        out.push(file.error(&format!("{path}.template"), "the template name is empty"));
+    }
+    if machine.cores == 0 {
+        out.push(file.error(&format!("{path}.cores"), "a VM needs at least 1 vCPU"));
+    }
+    if machine.memory_mib < 512 {
+        out.push(
+            file.error(
+                &format!("{path}.memoryMiB"),
+                format!(
+                    "{} MiB is too little for a Kubernetes node",
+                    machine.memory_mib
+                ),
+            )
+            .with_hint("give a node at least 2048 MiB"),
+        );
+    }
+    if machine.disk_gib < 10 {
+        out.push(
+            file.error(
+                &format!("{path}.diskGiB"),
+                format!(
+                    "{} GiB is too small for a node's images and logs",
+                    machine.disk_gib
+                ),
+            )
+            .with_hint("use 50 GiB as the seed clusters do"),
+        );
+    }
+    if machine.placement.is_empty() {
+        out.push(
+            file.error(
+                &format!("{path}.placement"),
+                "no Proxmox node to place VMs on",
+            )
+            .with_hint("list at least one, e.g. `placement: [pve1]`"),
+        );
+    }
+    for (index, node) in machine.placement.iter().enumerate() {
+        if !is_dns1123_label(node) {
+            out.push(file.error(
+                &format!("{path}.placement[{index}]"),
+                format!("`{node}` is not a Proxmox node name"),
+            ));
+        } else if machine.placement[..index].contains(node) {
+            out.push(file.warning(
+                &format!("{path}.placement[{index}]"),
+                format!("`{node}` is listed twice"),
+            ));
+        }
+    }
+    if machine.placement.len() == 1 && replicas > 1 {
+        out.push(
+            file.warning(
+                &format!("{path}.placement"),
+                format!(
+                    "all {replicas} replicas on `{}`: one host failure takes them all",
+                    machine.placement[0]
+                ),
+            )
+            .with_hint("list several Proxmox nodes to spread them"),
+        );
+    }
+    let cpu_model = machine
+        .cpu
+        .split(',')
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches("cputype=");
+    if CPU_TYPES_WITHOUT_X86_64_V2.contains(&cpu_model) {
+        out.push(
+            file.error(
+                &format!("{path}.cpu"),
+                format!("vCPU type `{cpu_model}` lacks x86-64-v2: Calico crashes on it"),
+            )
+            .with_hint("use `x86-64-v2-AES` (the default) or `host`"),
+        );
+    }
+}
+
+fn rollout(out: &mut Vec<Diagnostic>, spec: &ClusterSpec, file: &SourceFile) {
+    let rollout = &spec.rollout;
+    if rollout.drain_timeout.0.is_zero() {
+        out.push(
+            file.error(
+                "spec.rollout.drainTimeout",
+                "a drain needs time: 0 would cordon and give up at once",
+            )
+            .with_hint("the default is 10m"),
+        );
+    }
+    if rollout.join_timeout.0.is_zero() {
+        out.push(
+            file.error("spec.rollout.joinTimeout", "a new node needs time to join")
+                .with_hint("the default is 15m"),
+        );
+    }
+    if let Some(window) = &rollout.maintenance_window
+        && window.duration.0.is_zero()
+    {
+        out.push(file.error(
+            "spec.rollout.maintenanceWindow.duration",
+            "a window of 0 never opens",
+        ));
+    }
+    let renew_before = spec.certificates.renew_before.0.as_secs() / 86_400;
+    if renew_before >= CERTIFICATE_LIFETIME_DAYS {
+        out.push(
+            file.error("spec.certificates.renewBefore", format!("{}: certificates last {CERTIFICATE_LIFETIME_DAYS} days, so they would be renewed forever", spec.certificates.renew_before))
+                .with_hint("the default is 30d"),
+        );
+    }
+    if spec.remediation.fence && spec.remediation.after.0.as_secs() < 60 {
+        out.push(
+            file.warning(
+                "spec.remediation.after",
+                format!(
+                    "fencing after {}: a short network blip would hard-stop a node",
+                    spec.remediation.after
+                ),
+            )
+            .with_hint("the default is 5m"),
+        );
+    }
+}
+
+/// A cluster that passed its own rules, with the file it came from.
+pub struct Checked<'a> {
+    /// The cluster.
+    pub cluster: &'a Cluster,
+    /// Its file, to position findings.
+    pub file: &'a SourceFile,
+}
+
+/// Rules across cluster files: names, endpoint hosts and addresses must be unique. Returns the
+/// findings and, for each, the index of the later file that loses.
+pub fn across(clusters: &[Checked<'_>]) -> Vec<(usize, Diagnostic)> {
+    let mut out = Vec::new();
+    let mut names: BTreeMap<&str, &SourceFile> = BTreeMap::new();
+    let mut hosts: BTreeMap<String, &SourceFile> = BTreeMap::new();
+    let mut addresses: BTreeMap<IpAddr, &SourceFile> = BTreeMap::new();
+    for (index, checked) in clusters.iter().enumerate() {
+        let Checked { cluster, file } = checked;
+        if let Some(first) = names.insert(&cluster.metadata.name, file) {
+            out.push((
+                index,
+                file.error(
+                    "metadata.name",
+                    format!(
+                        "cluster `{}` is already defined in {}",
+                        cluster.metadata.name, first.name
+                    ),
+                )
+                .with_hint("cluster names are unique in a repository"),
+            ));
+        }
+        let host = cluster.spec.endpoint.host.to_ascii_lowercase();
+        if let Some(first) = hosts.insert(host, file) {
+            out.push((
+                index,
+                file.error(
+                    "spec.endpoint.host",
+                    format!(
+                        "endpoint host `{}` is already used by {}",
+                        cluster.spec.endpoint.host, first.name
+                    ),
+                )
+                .with_hint("each cluster needs its own DNS record"),
+            ));
+        }
+        if let Some(first) = addresses.insert(cluster.spec.endpoint.address, file) {
+            out.push((
+                index,
+                file.error(
+                    "spec.endpoint.address",
+                    format!(
+                        "endpoint address {} is already used by {}",
+                        cluster.spec.endpoint.address, first.name
+                    ),
+                )
+                .with_hint("two clusters' kube-vip would fight for the same address"),
+            ));
+        }
+    }
+    out
+}

@@ -3,10 +3,15 @@
 //!
 //! The pipeline, one module each:
 //! `source` (read the repository) → `spec` (parse, default, validate; pure) → observe → plan
-//! (pure) → execute → report. `cli` turns the command line into typed configuration.
+//! (pure) → execute → report. `cli` turns the command line into typed configuration; `sim` is
+//! the lab (simulated Proxmox VE and clusters) that the main command targets by default.
 
 pub mod cli;
+pub mod clock;
 pub mod commands;
 pub mod env_vars;
+pub mod fingerprint;
+pub mod model;
+pub mod sim;
 pub mod source;
 pub mod spec;

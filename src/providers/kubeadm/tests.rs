@@ -1,0 +1,437 @@
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+use super::*;
+use crate::model::VmId;
+use crate::spec::{Cluster, RepoFiles, SourceText};
+
+fn example_cluster(name: &str) -> Cluster {
+    let read = |path: &str| {
+        std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("examples-repo")
+                .join(path),
+        )
+        .expect("example file")
+    };
+    let files = RepoFiles {
+        fleet: SourceText {
+            path: "capstan.yaml".into(),
+            text: read("capstan.yaml"),
+        },
+        clusters: vec![SourceText {
+            path: format!("clusters/{name}.yaml"),
+            text: read(&format!("clusters/{name}.yaml")),
+        }],
+    };
+    let desired = crate::spec::load(&files).desired.expect("valid example");
+    desired.clusters[name].clone()
+}
+
+fn address() -> IpAddr {
+    "192.168.1.101".parse().expect("ip")
+}
+
+fn written(steps: &[NodeStep], path: &str) -> String {
+    steps
+        .iter()
+        .rev()
+        .find_map(|step| match step {
+            NodeStep::WriteFile { path: p, content } if p == path => Some(content.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{path} is written"))
+}
+
+/// Field paths kubeadm.k8s.io/v1beta4 and kubelet.config.k8s.io/v1beta1 define (the ones our
+/// templates may use), from https://kubernetes.io/docs/reference/config-api/kubeadm-config.v1beta4/.
+fn known_fields(kind: &str) -> BTreeSet<&'static str> {
+    let node_registration = [
+        "nodeRegistration",
+        "nodeRegistration.name",
+        "nodeRegistration.criSocket",
+        "nodeRegistration.taints",
+        "nodeRegistration.kubeletExtraArgs",
+        "nodeRegistration.kubeletExtraArgs.name",
+        "nodeRegistration.kubeletExtraArgs.value",
+        "nodeRegistration.ignorePreflightErrors",
+        "nodeRegistration.imagePullPolicy",
+        "nodeRegistration.imagePullSerial",
+    ];
+    let mut fields: BTreeSet<&str> = ["apiVersion", "kind"].into();
+    match kind {
+        "InitConfiguration" => {
+            fields.extend(node_registration);
+            fields.extend([
+                "bootstrapTokens",
+                "localAPIEndpoint",
+                "localAPIEndpoint.advertiseAddress",
+                "localAPIEndpoint.bindPort",
+                "certificateKey",
+                "skipPhases",
+                "patches",
+                "timeouts",
+                "dryRun",
+            ]);
+        }
+        "ClusterConfiguration" => fields.extend([
+            "etcd",
+            "etcd.local",
+            "etcd.local.dataDir",
+            "etcd.local.extraArgs",
+            "etcd.local.serverCertSANs",
+            "etcd.local.peerCertSANs",
+            "etcd.external",
+            "networking",
+            "networking.serviceSubnet",
+            "networking.podSubnet",
+            "networking.dnsDomain",
+            "kubernetesVersion",
+            "controlPlaneEndpoint",
+            "apiServer",
+            "apiServer.certSANs",
+            "apiServer.extraArgs",
+            "apiServer.extraVolumes",
+            "controllerManager",
+            "scheduler",
+            "dns",
+            "proxy",
+            "certificatesDir",
+            "imageRepository",
+            "featureGates",
+            "clusterName",
+            "encryptionAlgorithm",
+            "certificateValidityPeriod",
+            "caCertificateValidityPeriod",
+        ]),
+        "JoinConfiguration" => {
+            fields.extend(node_registration);
+            fields.extend([
+                "dryRun",
+                "caCertPath",
+                "discovery",
+                "discovery.bootstrapToken",
+                "discovery.bootstrapToken.token",
+                "discovery.bootstrapToken.apiServerEndpoint",
+                "discovery.bootstrapToken.caCertHashes",
+                "discovery.bootstrapToken.unsafeSkipCAVerification",
+                "discovery.file",
+                "discovery.tlsBootstrapToken",
+                "discovery.timeout",
+                "controlPlane",
+                "controlPlane.localAPIEndpoint",
+                "controlPlane.localAPIEndpoint.advertiseAddress",
+                "controlPlane.localAPIEndpoint.bindPort",
+                "controlPlane.certificateKey",
+                "skipPhases",
+                "patches",
+                "timeouts",
+            ]);
+        }
+        "KubeletConfiguration" => fields.extend(["cgroupDriver"]),
+        other => panic!("unexpected kind {other}"),
+    }
+    fields
+}
+
+fn field_paths(value: &serde_json::Value, prefix: &str, out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, child) in map {
+                let path = if prefix.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{prefix}.{key}")
+                };
+                out.push(path.clone());
+                field_paths(child, &path, out);
+            }
+        }
+        serde_json::Value::Array(items) => {
+            items.iter().for_each(|item| field_paths(item, prefix, out))
+        }
+        _ => {}
+    }
+}
+
+fn assert_kubeadm_fields(yaml: &str, expected_kinds: &[&str]) {
+    let documents: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(yaml).expect("rendered YAML parses");
+    let kinds: Vec<&str> = documents
+        .iter()
+        .map(|d| d["kind"].as_str().expect("kind"))
+        .collect();
+    assert_eq!(kinds, expected_kinds);
+    for document in &documents {
+        let kind = document["kind"].as_str().expect("kind");
+        let known = known_fields(kind);
+        let mut paths = Vec::new();
+        field_paths(document, "", &mut paths);
+        for path in paths {
+            assert!(
+                known.contains(path.as_str()),
+                "{kind} has no field `{path}`"
+            );
+        }
+    }
+    assert!(
+        !yaml.contains("${"),
+        "a placeholder is left unfilled:\n{yaml}"
+    );
+}
+
+#[test]
+fn init_configuration_uses_kubeadm_field_names_and_the_cluster_values() {
+    let cluster = example_cluster("prod");
+    let steps = init_control_plane(
+        "prod",
+        &cluster.spec,
+        &NodeName::from("capstan-prod-cp-1a2b3"),
+        address(),
+    );
+    let config = written(&steps, INIT_CONFIG);
+    assert_kubeadm_fields(
+        &config,
+        &[
+            "InitConfiguration",
+            "ClusterConfiguration",
+            "KubeletConfiguration",
+        ],
+    );
+    let documents: Vec<serde_json::Value> = serde_saphyr::from_multiple(&config).expect("parses");
+    let cluster_configuration = &documents[1];
+    assert_eq!(
+        cluster_configuration["apiVersion"],
+        "kubeadm.k8s.io/v1beta4"
+    );
+    assert_eq!(
+        cluster_configuration["controlPlaneEndpoint"],
+        "k8s-prod.lab.example:6443"
+    );
+    assert_eq!(cluster_configuration["kubernetesVersion"], "v1.36.2");
+    assert_eq!(
+        cluster_configuration["networking"]["podSubnet"],
+        "172.16.0.0/16"
+    );
+    assert_eq!(
+        cluster_configuration["networking"]["serviceSubnet"],
+        "10.96.0.0/12"
+    );
+    assert_eq!(
+        documents[0]["nodeRegistration"]["name"],
+        "capstan-prod-cp-1a2b3"
+    );
+}
+
+#[test]
+fn join_configurations_use_kubeadm_field_names() {
+    let cluster = example_cluster("platform");
+    let ticket = JoinTicket {
+        api_server_endpoint: "k8s-platform.lab.example:6443".into(),
+        token: "abcdef.0123456789abcdef".into(),
+        ca_cert_hash: "sha256:00ff".into(),
+    };
+    let worker = join_node(
+        Role::Worker,
+        &ticket,
+        None,
+        &cluster.spec,
+        &NodeName::from("w"),
+        address(),
+    );
+    assert_kubeadm_fields(&written(&worker, JOIN_CONFIG), &["JoinConfiguration"]);
+    assert!(
+        !worker
+            .iter()
+            .any(|s| matches!(s, NodeStep::WriteFile { path, .. } if path == KUBE_VIP_MANIFEST))
+    );
+
+    let key = "a".repeat(64);
+    let control_plane = join_node(
+        Role::ControlPlane,
+        &ticket,
+        Some(&key),
+        &cluster.spec,
+        &NodeName::from("c"),
+        address(),
+    );
+    let config = written(&control_plane, JOIN_CONFIG);
+    assert_kubeadm_fields(&config, &["JoinConfiguration"]);
+    assert!(config.contains(&format!("certificateKey: {key}")));
+    let kube_vip = written(&control_plane, KUBE_VIP_MANIFEST);
+    assert!(
+        kube_vip.contains("value: \"192.168.1.24\"")
+            && kube_vip.contains("/etc/kubernetes/admin.conf")
+    );
+}
+
+#[test]
+fn kube_vip_starts_with_super_admin_during_init_then_switches_to_admin() {
+    let cluster = example_cluster("prod");
+    let steps = init_control_plane("prod", &cluster.spec, &NodeName::from("n"), address());
+    let manifests: Vec<&String> = steps
+        .iter()
+        .filter_map(|s| match s {
+            NodeStep::WriteFile { path, content } if path == KUBE_VIP_MANIFEST => Some(content),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(manifests.len(), 2);
+    assert!(manifests[0].contains("path: /etc/kubernetes/super-admin.conf"));
+    assert!(manifests[1].contains("path: /etc/kubernetes/admin.conf"));
+    let calico = written(&steps, CALICO_INSTALLATION);
+    assert!(calico.contains("cidr: 172.16.0.0/16") && calico.contains("encapsulation: IPIP"));
+}
+
+#[test]
+fn join_commands_and_certificate_keys_are_read_from_kubeadm_output() {
+    let output = "kubeadm join k8s-prod.lab.example:6443 --token abcdef.0123456789abcdef --discovery-token-ca-cert-hash sha256:1234 \n";
+    let ticket = parse_join_command(output).expect("ticket");
+    assert_eq!(ticket.api_server_endpoint, "k8s-prod.lab.example:6443");
+    assert_eq!(ticket.token, "abcdef.0123456789abcdef");
+    assert_eq!(ticket.ca_cert_hash, "sha256:1234");
+    assert!(!format!("{ticket:?}").contains("0123456789abcdef"));
+    assert_eq!(parse_join_command("error"), None);
+
+    let key = "f".repeat(64);
+    let upload = format!(
+        "[upload-certs] Storing the certificates in Secret \"kubeadm-certs\"\n[upload-certs] Using certificate key:\n{key}\n"
+    );
+    assert_eq!(parse_certificate_key(&upload), Some(key));
+    assert_eq!(parse_certificate_key("no key here"), None);
+}
+
+#[test]
+fn etcd_members_are_read_and_removed_by_hex_id() {
+    let json = r#"{"header":{"cluster_id":1},"members":[{"ID":11400818519003537137,"name":"capstan-p-cp-aaaaa","peerURLs":["https://192.168.1.101:2380"]}]}"#;
+    let members = parse_etcd_members(json).expect("members");
+    assert_eq!(
+        members,
+        vec![EtcdMember {
+            id: 11400818519003537137,
+            name: "capstan-p-cp-aaaaa".into()
+        }]
+    );
+    let remove = etcd_member_remove(&NodeName::from("capstan-p-cp-bbbbb"), &members[0]);
+    assert_eq!(
+        remove.argv.last().map(String::as_str),
+        Some("9e37d809f5e69ef1")
+    );
+    assert!(remove.argv.contains(&"etcd-capstan-p-cp-bbbbb".to_owned()));
+}
+
+/// A node that records what it is asked and answers from a script.
+#[derive(Default)]
+struct ScriptedNode {
+    log: Mutex<Vec<String>>,
+    existing_files: Vec<&'static str>,
+}
+
+impl NodeExec for ScriptedNode {
+    async fn write_file(&self, _: &NodeTarget, path: &str, _: &str) -> Result<(), ExecError> {
+        self.log.lock().expect("log").push(format!("write {path}"));
+        Ok(())
+    }
+
+    async fn run(&self, _: &NodeTarget, command: &Command) -> Result<Output, ExecError> {
+        self.log.lock().expect("log").push(command.argv.join(" "));
+        let exit_code = match command.argv.as_slice() {
+            [test, flag, path] if test == "test" && flag == "-f" => {
+                i32::from(!self.existing_files.contains(&path.as_str()))
+            }
+            _ => 0,
+        };
+        Ok(Output {
+            exit_code,
+            ..Output::default()
+        })
+    }
+}
+
+fn target() -> NodeTarget {
+    NodeTarget {
+        vmid: VmId(101),
+        proxmox_node: "pve1".into(),
+        name: NodeName::from("capstan-prod-cp-1a2b3"),
+    }
+}
+
+#[tokio::test]
+async fn init_is_skipped_on_a_node_that_was_already_initialised() {
+    let cluster = example_cluster("prod");
+    let steps = init_control_plane("prod", &cluster.spec, &target().name, address());
+
+    let fresh = Kubeadm::new(ScriptedNode::default());
+    fresh
+        .run_steps("init", &target(), &steps)
+        .await
+        .expect("init");
+    let log = fresh.exec.log.lock().expect("log").clone();
+    assert!(
+        log.iter().any(|l| l.starts_with("kubeadm init --config")),
+        "{log:#?}"
+    );
+
+    let done = Kubeadm::new(ScriptedNode {
+        existing_files: vec![ADMIN_CONF],
+        ..Default::default()
+    });
+    done.run_steps("init", &target(), &steps)
+        .await
+        .expect("init again");
+    let log = done.exec.log.lock().expect("log").clone();
+    assert!(
+        !log.iter().any(|l| l.starts_with("kubeadm init")),
+        "{log:#?}"
+    );
+    assert!(
+        log.iter().any(|l| l.contains("calico-installation.yaml")),
+        "Calico is still applied: {log:#?}"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_sensitive_command_reports_no_output() {
+    struct Failing;
+    impl NodeExec for Failing {
+        async fn write_file(&self, _: &NodeTarget, _: &str, _: &str) -> Result<(), ExecError> {
+            Ok(())
+        }
+        async fn run(&self, _: &NodeTarget, _: &Command) -> Result<Output, ExecError> {
+            Ok(Output {
+                exit_code: 1,
+                stdout: String::new(),
+                stderr: "token abcdef.0123456789abcdef rejected".into(),
+            })
+        }
+    }
+    let err = Kubeadm::new(Failing)
+        .join_ticket(&target())
+        .await
+        .expect_err("fails");
+    let text = format!("{err}");
+    assert!(
+        text.contains("create join token on capstan-prod-cp-1a2b3: `kubeadm …` exited 1"),
+        "{text}"
+    );
+    assert!(!text.contains("abcdef"), "{text}");
+}
+
+#[test]
+fn the_admin_certificate_expiry_is_read_from_a_kubeconfig() {
+    use base64::Engine as _;
+    let not_after =
+        Timestamp::from_second(Timestamp::now().as_second() + 86_400 * 365).expect("ts");
+    let ca = crate::sim::tls::CertificateAuthority::new("kubernetes", not_after).expect("ca");
+    let admin = ca
+        .issue_client("kubernetes-admin", &["kubeadm:cluster-admins"], not_after)
+        .expect("client");
+    let encode = |text: &str| base64::engine::general_purpose::STANDARD.encode(text);
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nusers:\n- name: kubernetes-admin\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\n",
+        encode(&admin.cert_pem),
+        encode(&admin.key_pem)
+    );
+    assert_eq!(client_certificate_expiry(&kubeconfig), Some(not_after));
+    assert_eq!(client_certificate_expiry("not a kubeconfig"), None);
+}

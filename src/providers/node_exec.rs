@@ -1,0 +1,229 @@
+//! Running commands inside a node's VM.
+//!
+//! capstan reaches a node's operating system through the QEMU guest agent (Proxmox's
+//! `agent/exec`, `agent/exec-status` and `agent/file-write`), so it needs only a Proxmox API
+//! token, no SSH keys. The transport is a trait so SSH can be added without touching what runs.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::model::{NodeName, VmId};
+
+/// The VM a command runs in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeTarget {
+    /// Proxmox VM id.
+    pub vmid: VmId,
+    /// Proxmox node the VM runs on.
+    pub proxmox_node: String,
+    /// The VM's (and Kubernetes Node's) name.
+    pub name: NodeName,
+}
+
+impl fmt::Display for NodeTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} (VM {} on {})",
+            self.name, self.vmid, self.proxmox_node
+        )
+    }
+}
+
+/// A program and its arguments, run without a shell.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Command {
+    /// Program followed by its arguments.
+    pub argv: Vec<String>,
+    /// The output (or the arguments) hold a secret: never log or report them.
+    pub sensitive: bool,
+    /// How long the command may run.
+    pub timeout: Duration,
+}
+
+impl Command {
+    /// A command from its words, with a default timeout of two minutes.
+    pub fn new<S: AsRef<str>>(argv: &[S]) -> Self {
+        Command {
+            argv: argv.iter().map(|word| word.as_ref().to_owned()).collect(),
+            sensitive: false,
+            timeout: Duration::from_secs(120),
+        }
+    }
+
+    /// Marks the command's arguments and output as secret.
+    pub fn sensitive(mut self) -> Self {
+        self.sensitive = true;
+        self
+    }
+
+    /// Sets how long the command may run.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The command as it may appear in logs and errors: the program and its first arguments,
+    /// or only the program when the command is sensitive.
+    pub fn display(&self) -> String {
+        let shown = if self.sensitive { 1 } else { 4 };
+        let mut words: Vec<&str> = self.argv.iter().take(shown).map(String::as_str).collect();
+        if self.argv.len() > shown {
+            words.push("…");
+        }
+        words.join(" ")
+    }
+}
+
+impl fmt::Debug for Command {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Command")
+            .field("argv", &self.display())
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+/// What a finished command printed and how it exited.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct Output {
+    /// Exit code (0 is success).
+    pub exit_code: i32,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+impl Output {
+    /// Whether the command exited 0.
+    pub fn success(&self) -> bool {
+        self.exit_code == 0
+    }
+
+    /// The last lines of standard error, for an error message.
+    pub fn stderr_tail(&self) -> String {
+        let lines: Vec<&str> = self
+            .stderr
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .collect();
+        lines[lines.len().saturating_sub(5)..].join(" | ")
+    }
+}
+
+impl fmt::Debug for Output {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Output may hold secrets (a join command, a kubeconfig): show sizes only.
+        f.debug_struct("Output")
+            .field("exit_code", &self.exit_code)
+            .field("stdout_bytes", &self.stdout.len())
+            .field("stderr_bytes", &self.stderr.len())
+            .finish()
+    }
+}
+
+/// Reaching the VM failed (not: the command exited non-zero, which is an [`Output`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// The transport (guest agent, SSH) refused or failed.
+    #[error("cannot run `{command}` on {node}")]
+    Transport {
+        /// The VM.
+        node: String,
+        /// The command, as shown in logs.
+        command: String,
+        /// Whether trying again later may succeed (agent not up yet, API hiccup).
+        transient: bool,
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The command did not finish in time.
+    #[error("`{command}` on {node} did not finish within {}", humantime::format_duration(*.after))]
+    Timeout {
+        /// The VM.
+        node: String,
+        /// The command, as shown in logs.
+        command: String,
+        /// The timeout.
+        after: Duration,
+    },
+}
+
+impl ExecError {
+    /// Whether retrying later may succeed.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ExecError::Transport { transient, .. } => *transient,
+            ExecError::Timeout { .. } => true,
+        }
+    }
+}
+
+/// Runs commands and writes files inside a node's VM.
+///
+/// # Guarantees
+/// Implementations never log a [`Command::sensitive`] command's arguments or output, nor the
+/// content of a file (files may hold tokens).
+pub trait NodeExec: Send + Sync {
+    /// Writes `content` to `path` inside the VM (replacing it).
+    fn write_file(
+        &self,
+        target: &NodeTarget,
+        path: &str,
+        content: &str,
+    ) -> impl Future<Output = Result<(), ExecError>> + Send;
+
+    /// Runs `command` to completion inside the VM.
+    fn run(
+        &self,
+        target: &NodeTarget,
+        command: &Command,
+    ) -> impl Future<Output = Result<Output, ExecError>> + Send;
+}
+
+impl<T: NodeExec> NodeExec for Arc<T> {
+    fn write_file(
+        &self,
+        target: &NodeTarget,
+        path: &str,
+        content: &str,
+    ) -> impl Future<Output = Result<(), ExecError>> + Send {
+        (**self).write_file(target, path, content)
+    }
+
+    fn run(
+        &self,
+        target: &NodeTarget,
+        command: &Command,
+    ) -> impl Future<Output = Result<Output, ExecError>> + Send {
+        (**self).run(target, command)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sensitive_commands_show_only_the_program() {
+        let join =
+            Command::new(&["kubeadm", "token", "create", "--print-join-command"]).sensitive();
+        assert_eq!(join.display(), "kubeadm …");
+        let reset = Command::new(&["kubeadm", "reset", "--force"]);
+        assert_eq!(reset.display(), "kubeadm reset --force");
+    }
+
+    #[test]
+    fn output_debug_never_shows_content() {
+        let output = Output {
+            exit_code: 0,
+            stdout: "token abcdef.0123456789abcdef".into(),
+            stderr: String::new(),
+        };
+        assert!(!format!("{output:?}").contains("abcdef"));
+    }
+}

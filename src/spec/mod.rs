@@ -45,6 +45,29 @@ pub struct RepoFiles {
     pub clusters: Vec<SourceText>,
 }
 
+impl RepoFiles {
+    /// A short identifier of this exact content, `dir:` and 12 hex digits of a sha1 over every
+    /// path and text: what status reports as the revision acted on when the repository is a
+    /// plain folder (a Git source reports its commit instead).
+    pub fn content_revision(&self) -> String {
+        use sha1::{Digest, Sha1};
+        let mut hasher = Sha1::new();
+        for file in std::iter::once(&self.fleet).chain(&self.clusters) {
+            hasher.update(file.path.as_bytes());
+            hasher.update([0]);
+            hasher.update(file.text.as_bytes());
+            hasher.update([0]);
+        }
+        let hex: String = hasher
+            .finalize()
+            .iter()
+            .take(6)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        format!("dir:{hex}")
+    }
+}
+
 /// The desired state of a repository.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Desired {

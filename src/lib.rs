@@ -9,6 +9,7 @@
 pub mod cli;
 pub mod clock;
 pub mod commands;
+pub mod daemon;
 pub mod env_vars;
 pub mod fingerprint;
 pub mod model;

@@ -15,7 +15,10 @@ pub struct Backoff {
 impl Default for Backoff {
     /// 2s doubling to 5 minutes: quick to retry a hiccup, gentle on a host that is down.
     fn default() -> Self {
-        Backoff { base: Duration::from_secs(2), cap: Duration::from_secs(300) }
+        Backoff {
+            base: Duration::from_secs(2),
+            cap: Duration::from_secs(300),
+        }
     }
 }
 
@@ -52,6 +55,10 @@ mod tests {
         let backoff = Backoff::default();
         assert_eq!(backoff.delay(3, 0.0), Duration::from_secs(4));
         assert_eq!(backoff.delay(3, 0.999_999).as_secs(), 7);
-        assert_eq!(backoff.delay(3, 7.0), Duration::from_secs(8), "jitter is clamped");
+        assert_eq!(
+            backoff.delay(3, 7.0),
+            Duration::from_secs(8),
+            "jitter is clamped"
+        );
     }
 }

@@ -465,6 +465,11 @@ impl<E: NodeExec> Kubeadm<E> {
         Kubeadm { exec }
     }
 
+    /// The transport the operations run over.
+    pub fn transport(&self) -> &E {
+        &self.exec
+    }
+
     /// Runs `steps` in order, stopping at the first failure.
     ///
     /// # Errors

@@ -1,0 +1,5 @@
+//! Providers: the only modules that talk to the outside world (Proxmox VE, Kubernetes API
+//! servers, nodes, Git, Flux). Each sits behind a trait in domain verbs, so the executor never
+//! sees HTTP or wire types and tests can drive it against the lab.
+
+pub mod proxmox;

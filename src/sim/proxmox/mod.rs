@@ -305,6 +305,11 @@ impl SimHandle {
             .collect()
     }
 
+    /// The VM `vmid`, if it exists.
+    pub fn vm(&self, vmid: u32) -> Option<SimVm> {
+        self.vms().into_iter().find(|vm| vm.vmid == vmid)
+    }
+
     /// The VM named `name`, if one exists.
     pub fn vm_named(&self, name: &str) -> Option<SimVm> {
         self.vms().into_iter().find(|vm| vm.name == name)

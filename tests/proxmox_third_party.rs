@@ -132,7 +132,10 @@ async fn curl_lists_nodes_clones_and_reads_tasks_with_the_token() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curl_sees_real_error_answers() {
-    let setup = start_with(fast_world(), Arc::new(DefaultShell::new()), false).await;
+    let mut world = fast_world();
+    // A clone long enough that a call made during it surely finds the VM locked.
+    world.timings.clone = capstan::spec::HumanDuration(Duration::from_secs(30));
+    let setup = start_with(world, Arc::new(DefaultShell::new()), false).await;
     let curl = Curl::new(&setup.sim);
     let (status, body) = curl.run("wrong-secret", &[], "/nodes").await;
     assert_eq!(status, "HTTP/1.1 401 authentication failure");

@@ -17,21 +17,18 @@ use tokio::time::Instant;
 
 use super::api::{Api, Method, Params, Retry, segment};
 use super::connection::ConnectionConfig;
-use super::error::{ProxmoxError, RetryPolicy, TaskFailure, hint_for};
+use super::error::{ProxmoxError, RetryPolicy};
 use super::ownership::{self, VmOwner};
-use super::upid::Upid;
+use super::wire::{as_u64, boot_disk, flag, float, owner_of, text, uint, uint_signed, vm_path};
 use super::{
     CloneRequest, CommandOutput, ExecPid, ExecStatus, ExpectedVm, HostInfo, Inventory, PowerState,
     ProxmoxProvider, PveNode, ResizeOutcome, VmInfo, VmRef, VmSettings,
 };
 use crate::model::VmId;
 
-const MIB: u64 = 1024 * 1024;
-const GIB: u64 = 1024 * MIB;
+use super::wire::{GIB, MIB};
 /// `agent/file-write` takes at most 61440 characters of content (the schema's maxLength).
 const FILE_WRITE_MAX_CHARS: usize = 61_440;
-/// Lines of a failed task's log carried in the error.
-const LOG_TAIL_LINES: usize = 10;
 
 /// Timeouts, polling and retry settings of a [`ProxmoxClient`].
 #[derive(Debug, Clone)]
@@ -89,8 +86,8 @@ impl ClientOptions {
 /// The Proxmox VE REST client.
 #[derive(Debug, Clone)]
 pub struct ProxmoxClient {
-    api: Api,
-    options: ClientOptions,
+    pub(super) api: Api,
+    pub(super) options: ClientOptions,
 }
 
 impl ProxmoxClient {
@@ -101,106 +98,6 @@ impl ProxmoxClient {
     pub fn new(config: &ConnectionConfig, options: ClientOptions) -> Result<Self, ProxmoxError> {
         let api = Api::new(config, options.retry, options.request_timeout)?;
         Ok(ProxmoxClient { api, options })
-    }
-
-    /// Waits for a task to finish, up to the configured task timeout.
-    ///
-    /// # Errors
-    /// [`ProxmoxError::TaskFailed`] with exit status and log tail when the task failed;
-    /// [`ProxmoxError::TaskTimeout`] when it is still running at the deadline.
-    pub async fn wait_task(&self, upid: &str) -> Result<(), ProxmoxError> {
-        self.wait_task_for(upid, self.options.task_timeout).await
-    }
-
-    async fn wait_task_for(&self, upid: &str, timeout: Duration) -> Result<(), ProxmoxError> {
-        let parsed = Upid::parse(upid).ok_or_else(|| ProxmoxError::Decode {
-            method: "POST",
-            path: "(task)".into(),
-            reason: format!("`{upid}` is not a UPID"),
-        })?;
-        let path = format!(
-            "/nodes/{}/tasks/{}/status",
-            segment(&parsed.node),
-            segment(upid)
-        );
-        let started = Instant::now();
-        let mut delay = self.options.task_poll_min;
-        loop {
-            match self
-                .api
-                .call_value(Method::Get, &path, &Vec::new(), Retry::Transient)
-                .await
-            {
-                Ok(status) => {
-                    if text(&status, "status").as_deref() == Some("stopped") {
-                        let exitstatus =
-                            text(&status, "exitstatus").unwrap_or_else(|| "unknown".into());
-                        if exitstatus == "OK" || exitstatus.starts_with("WARNINGS") {
-                            return Ok(());
-                        }
-                        let log_tail = self.log_tail(&parsed, upid).await;
-                        // The log often says more than the exit status (e.g. the kvm line
-                        // behind "QEMU exited with code 1").
-                        let hint = hint_for(500, &format!("{exitstatus} {}", log_tail.join(" ")));
-                        return Err(ProxmoxError::TaskFailed(Box::new(TaskFailure {
-                            upid: upid.to_owned(),
-                            node: parsed.node.clone(),
-                            kind: parsed.kind.clone(),
-                            id: parsed.id.clone(),
-                            hint,
-                            exitstatus,
-                            log_tail,
-                        })));
-                    }
-                }
-                // A task can be invisible for a moment right after it was forked.
-                Err(ProxmoxError::Api { status: 400, .. }) => {}
-                Err(err) => return Err(err),
-            }
-            if started.elapsed() >= timeout {
-                return Err(ProxmoxError::TaskTimeout {
-                    upid: upid.to_owned(),
-                    waited: started.elapsed(),
-                });
-            }
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(self.options.task_poll_max);
-        }
-    }
-
-    /// The last lines of a task's log (best effort: an unreadable log gives no lines).
-    async fn log_tail(&self, upid: &Upid, raw: &str) -> Vec<String> {
-        let path = format!("/nodes/{}/tasks/{}/log", segment(&upid.node), segment(raw));
-        let read = |start: u64| {
-            let path = path.clone();
-            async move {
-                let params: Params = vec![
-                    ("start".into(), start.to_string()),
-                    ("limit".into(), "500".into()),
-                ];
-                self.api
-                    .call_value(Method::Get, &path, &params, Retry::Transient)
-                    .await
-            }
-        };
-        let Ok(lines) = read(0).await else {
-            return Vec::new();
-        };
-        let lines: Vec<String> = lines
-            .as_array()
-            .map(|entries| entries.iter().filter_map(|e| text(e, "t")).collect())
-            .unwrap_or_default();
-        let skip = lines.len().saturating_sub(LOG_TAIL_LINES);
-        lines.into_iter().skip(skip).collect()
-    }
-
-    /// Waits for the UPID an async call returned; `null` (finished within
-    /// `background_delay`) is success.
-    async fn await_data(&self, data: Value) -> Result<(), ProxmoxError> {
-        match data {
-            Value::String(upid) => self.wait_task(&upid).await,
-            _ => Ok(()),
-        }
     }
 
     async fn resources(&self, kind: &str) -> Result<Vec<Value>, ProxmoxError> {
@@ -860,138 +757,5 @@ impl ProxmoxProvider for ProxmoxClient {
         self.agent_call(Method::Post, vm, "file-write", &params)
             .await
             .map(|_| ())
-    }
-}
-
-fn vm_path(vm: &VmRef, suffix: &str) -> String {
-    format!("/nodes/{}/qemu/{}{suffix}", segment(&vm.node.0), vm.vmid)
-}
-
-/// Ownership from a VM config: tags first, the description as the fallback.
-fn owner_of(config: &Value) -> Option<VmOwner> {
-    let tags = text(config, "tags")
-        .map(|raw| ownership::split_tags(&raw))
-        .unwrap_or_default();
-    ownership::parse_tags(&tags)
-        .or_else(|| text(config, "description").and_then(|d| ownership::parse_description(&d)))
-}
-
-/// The boot disk's key and size in bytes: the first of scsi0, virtio0, sata0, ide0 that is not
-/// a CD-ROM.
-fn boot_disk(config: &Value) -> Option<(String, u64)> {
-    ["scsi0", "virtio0", "sata0", "ide0"]
-        .iter()
-        .find_map(|key| {
-            let value = text(config, key)?;
-            if value.contains("media=cdrom") {
-                return None;
-            }
-            let size = value
-                .split(',')
-                .find_map(|part| part.strip_prefix("size="))
-                .and_then(parse_size)?;
-            Some(((*key).to_owned(), size))
-        })
-}
-
-/// Parses a Proxmox disk size: `32G`, `512M`, `1T`, `10K` or plain bytes.
-fn parse_size(text: &str) -> Option<u64> {
-    let (number, unit) = match text.char_indices().last()? {
-        (at, c) if c.is_ascii_alphabetic() => (&text[..at], c.to_ascii_uppercase()),
-        _ => (text, 'B'),
-    };
-    let value: f64 = number.parse().ok()?;
-    let factor = match unit {
-        'B' => 1.0,
-        'K' => 1024.0,
-        'M' => MIB as f64,
-        'G' => GIB as f64,
-        'T' => (GIB * 1024) as f64,
-        _ => return None,
-    };
-    Some((value * factor).round() as u64)
-}
-
-fn as_u64(value: &Value) -> Option<u64> {
-    match value {
-        Value::Number(number) => number
-            .as_u64()
-            .or_else(|| number.as_f64().map(|f| f as u64)),
-        Value::String(text) => text.trim().parse().ok(),
-        _ => None,
-    }
-}
-
-fn text(value: &Value, key: &str) -> Option<String> {
-    match value.get(key)? {
-        Value::String(text) => Some(text.clone()),
-        Value::Number(number) => Some(number.to_string()),
-        _ => None,
-    }
-}
-
-fn uint(value: &Value, key: &str) -> Option<u64> {
-    as_u64(value.get(key)?)
-}
-
-fn uint_signed(value: &Value, key: &str) -> Option<i32> {
-    match value.get(key)? {
-        Value::Number(number) => number.as_i64().and_then(|n| i32::try_from(n).ok()),
-        Value::String(text) => text.trim().parse().ok(),
-        _ => None,
-    }
-}
-
-fn float(value: &Value, key: &str) -> Option<f64> {
-    match value.get(key)? {
-        Value::Number(number) => number.as_f64(),
-        Value::String(text) => text.trim().parse().ok(),
-        _ => None,
-    }
-}
-
-/// A Proxmox boolean: `1`, `"1"` or `true` (absent means false).
-fn flag(value: &Value, key: &str) -> bool {
-    match value.get(key) {
-        Some(Value::Bool(b)) => *b,
-        Some(Value::Number(n)) => n.as_i64().is_some_and(|n| n != 0),
-        Some(Value::String(s)) => s == "1",
-        _ => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn disk_sizes_parse_in_proxmox_units() {
-        assert_eq!(parse_size("32G"), Some(32 * GIB));
-        assert_eq!(parse_size("512M"), Some(512 * MIB));
-        assert_eq!(parse_size("1T"), Some(1024 * GIB));
-        assert_eq!(parse_size("4096"), Some(4096));
-        assert_eq!(parse_size("2.5G"), Some(5 * GIB / 2));
-        assert_eq!(parse_size("x"), None);
-    }
-
-    #[test]
-    fn the_boot_disk_skips_cdroms() {
-        let config = json!({
-            "ide0": "local-lvm:vm-100-cloudinit,media=cdrom,size=4M",
-            "scsi0": "local-lvm:vm-100-disk-0,iothread=1,size=20G",
-        });
-        assert_eq!(boot_disk(&config), Some(("scsi0".into(), 20 * GIB)));
-        assert_eq!(boot_disk(&json!({"ide2": "none,media=cdrom"})), None);
-    }
-
-    #[test]
-    fn wire_values_are_read_leniently() {
-        let value = json!({"a": "100", "b": 7, "t": 1, "f": "0", "x": true});
-        assert_eq!(uint(&value, "a"), Some(100));
-        assert_eq!(uint(&value, "b"), Some(7));
-        assert!(flag(&value, "t") && flag(&value, "x"));
-        assert!(!flag(&value, "f") && !flag(&value, "missing"));
-        assert_eq!(as_u64(&json!("101")), Some(101));
     }
 }

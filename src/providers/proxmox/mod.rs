@@ -17,7 +17,9 @@ mod client;
 pub mod connection;
 pub mod error;
 pub mod ownership;
+mod tasks;
 pub mod upid;
+mod wire;
 
 use std::future::Future;
 use std::net::Ipv4Addr;

@@ -15,8 +15,9 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
+use super::endpoints::Endpoint;
 use super::handlers::{Reply, dispatch};
-use super::params::{Endpoint, validate};
+use super::params::validate;
 use super::state::{ApiFail, Exchange, Shared};
 
 /// Bodies larger than this get 501, as on a real host (`$limit_max_post`).

@@ -14,11 +14,15 @@
 //!   see a consistent cluster (and VMID races resolve as on a real host: the second clone to a
 //!   VMID fails with "config file already exists").
 
+mod agent_handlers;
+mod endpoints;
 mod guest;
 mod handlers;
 mod http;
 mod params;
 mod state;
+mod tasks;
+mod vm_handlers;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -130,7 +134,7 @@ impl SimProxmox {
         });
         let app = Arc::new(http::App {
             shared: shared.clone(),
-            endpoints: params::endpoints(),
+            endpoints: endpoints::endpoints(),
         });
         let server = HttpsServer::start(options.listen, &identity, None, http::router(app))
             .await
@@ -217,7 +221,7 @@ pub struct AcceptedParam {
 /// Every endpoint the simulator serves, with its parameters (the fidelity test compares them
 /// with the real schema).
 pub fn accepted_parameters() -> Vec<AcceptedEndpoint> {
-    params::endpoints()
+    endpoints::endpoints()
         .into_iter()
         .map(|endpoint| AcceptedEndpoint {
             method: endpoint.method,

@@ -1,6 +1,5 @@
-//! Parameters of the simulated API: the endpoints with the parameters each accepts (names and
-//! types as the Proxmox VE 9.1 schema gives them, hand-written; the fidelity test compares
-//! them with the real schema), and the checks a real host runs before a handler sees a call:
+//! Parameters of the simulated API: how one is described ([`Spec`]), and the checks a real
+//! host runs before a handler sees a call:
 //! unknown parameter, missing parameter, wrong type, bounds, enumerations and formats, each a
 //! 400 with a per-parameter `errors` object and the texts of `PVE::JSONSchema`.
 
@@ -8,6 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::endpoints::Endpoint;
 use super::state::ApiFail;
 
 /// A parameter's JSON Schema type.
@@ -39,7 +39,7 @@ pub(super) struct Spec {
 }
 
 impl Spec {
-    fn new(name: &'static str, ty: Ty) -> Self {
+    pub(super) fn new(name: &'static str, ty: Ty) -> Self {
         Spec {
             name,
             indexed: None,
@@ -52,31 +52,31 @@ impl Spec {
             check: None,
         }
     }
-    fn required(mut self) -> Self {
+    pub(super) fn required(mut self) -> Self {
         self.optional = false;
         self
     }
-    fn min(mut self, min: i64) -> Self {
+    pub(super) fn min(mut self, min: i64) -> Self {
         self.min = Some(min);
         self
     }
-    fn max(mut self, max: i64) -> Self {
+    pub(super) fn max(mut self, max: i64) -> Self {
         self.max = Some(max);
         self
     }
-    fn max_len(mut self, len: usize) -> Self {
+    pub(super) fn max_len(mut self, len: usize) -> Self {
         self.max_len = Some(len);
         self
     }
-    fn choices(mut self, choices: &[&str]) -> Self {
+    pub(super) fn choices(mut self, choices: &[&str]) -> Self {
         self.choices = Some(choices.iter().map(|c| (*c).to_owned()).collect());
         self
     }
-    fn check(mut self, check: Check) -> Self {
+    pub(super) fn check(mut self, check: Check) -> Self {
         self.check = Some(check);
         self
     }
-    fn family(mut self, max_index: u32) -> Self {
+    pub(super) fn family(mut self, max_index: u32) -> Self {
         self.indexed = Some(max_index);
         self
     }
@@ -93,431 +93,6 @@ impl Spec {
             None => self.name.to_owned(),
         }
     }
-}
-
-fn s(name: &'static str) -> Spec {
-    Spec::new(name, Ty::Str)
-}
-fn int(name: &'static str) -> Spec {
-    Spec::new(name, Ty::Int)
-}
-fn num(name: &'static str) -> Spec {
-    Spec::new(name, Ty::Num)
-}
-fn b(name: &'static str) -> Spec {
-    Spec::new(name, Ty::Bool)
-}
-fn node() -> Spec {
-    s("node").required().check(check_node)
-}
-fn vmid() -> Spec {
-    int("vmid").required().min(100).max(999_999_999)
-}
-
-/// Which handler serves an endpoint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Route {
-    Version,
-    ClusterResources,
-    ClusterNextid,
-    ClusterStatus,
-    Nodes,
-    NodeStatus,
-    NodeQemu,
-    Clone,
-    ConfigGet,
-    ConfigPost,
-    ConfigPut,
-    StatusCurrent,
-    Start,
-    Stop,
-    Shutdown,
-    Reboot,
-    Destroy,
-    Resize,
-    AgentExec,
-    AgentExecStatus,
-    AgentNetwork,
-    AgentPing,
-    AgentFileWrite,
-    AgentOsinfo,
-    TaskStatus,
-    TaskLog,
-    NodeStorage,
-    StorageStatus,
-    Pools,
-}
-
-/// One endpoint: method, path template, handler and parameters.
-#[derive(Debug, Clone)]
-pub(super) struct Endpoint {
-    pub method: &'static str,
-    pub template: &'static str,
-    pub route: Route,
-    pub params: Vec<Spec>,
-}
-
-fn disks() -> Vec<String> {
-    let mut disks = Vec::new();
-    for (prefix, count) in [("ide", 4), ("scsi", 31), ("virtio", 16), ("sata", 6)] {
-        disks.extend((0..count).map(|i| format!("{prefix}{i}")));
-    }
-    disks.push("efidisk0".into());
-    disks.push("tpmstate0".into());
-    disks
-}
-
-fn config_params(post: bool) -> Vec<Spec> {
-    let mut params = vec![
-        b("acpi"),
-        s("affinity"),
-        s("agent"),
-        s("arch").choices(&["x86_64", "aarch64"]),
-        s("args"),
-        b("autostart"),
-        int("balloon").min(0),
-        s("bios").choices(&["seabios", "ovmf"]),
-        s("boot"),
-        s("bootdisk"),
-        s("cdrom"),
-        s("cicustom"),
-        s("cipassword"),
-        s("citype").choices(&["configdrive2", "nocloud", "opennebula"]),
-        b("ciupgrade"),
-        s("ciuser"),
-        int("cores").min(1),
-        s("cpu"),
-        num("cpulimit").min(0).max(128),
-        int("cpuunits").min(1).max(262_144),
-        s("delete"),
-        s("description").max_len(8192),
-        s("digest").max_len(40),
-        s("efidisk0"),
-        b("force"),
-        b("freeze"),
-        s("hookscript"),
-        s("hostpci").family(15),
-        s("hotplug"),
-        s("hugepages").choices(&["any", "2", "1024"]),
-        s("ide").family(3),
-        s("ipconfig").family(31),
-        b("keephugepages"),
-        b("kvm"),
-        b("localtime"),
-        s("lock").choices(&[
-            "backup",
-            "clone",
-            "create",
-            "migrate",
-            "rollback",
-            "snapshot",
-            "snapshot-delete",
-            "suspending",
-            "suspended",
-        ]),
-        s("machine"),
-        s("memory").check(check_memory),
-        num("migrate_downtime").min(0),
-        int("migrate_speed").min(0),
-        s("name").check(check_dns_name),
-        s("nameserver"),
-        s("net").family(31),
-        node(),
-        b("numa"),
-        s("numa").family(7),
-        b("onboot"),
-        s("ostype").choices(&[
-            "other", "wxp", "w2k", "w2k3", "w2k8", "wvista", "win7", "win8", "win10", "win11",
-            "l24", "l26", "solaris",
-        ]),
-        b("protection"),
-        b("reboot"),
-        s("revert"),
-        s("rng0"),
-        s("sata").family(5),
-        s("scsi").family(30),
-        s("scsihw").choices(&[
-            "lsi",
-            "lsi53c810",
-            "virtio-scsi-pci",
-            "virtio-scsi-single",
-            "megasas",
-            "pvscsi",
-        ]),
-        s("searchdomain"),
-        s("serial").family(3),
-        int("shares").min(0).max(50_000),
-        b("skiplock"),
-        s("smbios1").max_len(512),
-        int("smp").min(1),
-        int("sockets").min(1),
-        s("sshkeys").check(check_urlencoded),
-        s("startdate"),
-        s("startup"),
-        b("tablet"),
-        s("tags").check(check_tag_list),
-        b("tdf"),
-        b("template"),
-        s("tpmstate0"),
-        s("unused").family(255),
-        s("usb").family(13),
-        int("vcpus").min(1),
-        s("vga"),
-        s("virtio").family(15),
-        s("vmgenid"),
-        vmid(),
-        s("vmstatestorage"),
-        s("watchdog"),
-    ];
-    if post {
-        params.push(int("background_delay").min(1).max(30));
-    }
-    params
-}
-
-/// Every endpoint the simulator serves.
-pub(super) fn endpoints() -> Vec<Endpoint> {
-    let e = |method, template, route, params| Endpoint {
-        method,
-        template,
-        route,
-        params,
-    };
-    let vm = |extra: Vec<Spec>| {
-        let mut params = vec![node(), vmid()];
-        params.extend(extra);
-        params
-    };
-    vec![
-        e("GET", "/version", Route::Version, vec![]),
-        e(
-            "GET",
-            "/cluster/resources",
-            Route::ClusterResources,
-            vec![s("type").choices(&["vm", "storage", "node", "sdn"])],
-        ),
-        e(
-            "GET",
-            "/cluster/nextid",
-            Route::ClusterNextid,
-            vec![int("vmid").min(100).max(999_999_999)],
-        ),
-        e("GET", "/cluster/status", Route::ClusterStatus, vec![]),
-        e("GET", "/nodes", Route::Nodes, vec![]),
-        e(
-            "GET",
-            "/nodes/{node}/status",
-            Route::NodeStatus,
-            vec![node()],
-        ),
-        e(
-            "GET",
-            "/nodes/{node}/qemu",
-            Route::NodeQemu,
-            vec![node(), b("full")],
-        ),
-        e(
-            "POST",
-            "/nodes/{node}/qemu/{vmid}/clone",
-            Route::Clone,
-            vm(vec![
-                int("bwlimit").min(0),
-                s("description"),
-                s("format").choices(&["raw", "qcow2", "vmdk"]),
-                b("full"),
-                s("name").check(check_dns_name),
-                int("newid").required().min(100).max(999_999_999),
-                s("pool").check(check_pool),
-                s("snapname").max_len(40),
-                s("storage").check(check_storage),
-                s("target").check(check_node),
-            ]),
-        ),
-        e(
-            "GET",
-            "/nodes/{node}/qemu/{vmid}/config",
-            Route::ConfigGet,
-            vm(vec![b("current"), s("snapshot").max_len(40)]),
-        ),
-        e(
-            "POST",
-            "/nodes/{node}/qemu/{vmid}/config",
-            Route::ConfigPost,
-            config_params(true),
-        ),
-        e(
-            "PUT",
-            "/nodes/{node}/qemu/{vmid}/config",
-            Route::ConfigPut,
-            config_params(false),
-        ),
-        e(
-            "GET",
-            "/nodes/{node}/qemu/{vmid}/status/current",
-            Route::StatusCurrent,
-            vm(vec![]),
-        ),
-        e(
-            "POST",
-            "/nodes/{node}/qemu/{vmid}/status/start",
-            Route::Start,
-            vm(vec![
-                s("force-cpu"),
-                s("machine"),
-                s("migratedfrom").check(check_node),
-                s("migration_network"),
-                s("migration_type").choices(&["secure", "insecure"]),
-                s("nets-host-mtu"),
-                b("skiplock"),
-                s("stateuri").max_len(128),
-                s("targetstorage"),
-                int("timeout").min(0),
-                b("with-conntrack-state"),
-            ]),
-        ),
-        e(
-            "POST",
-            "/nodes/{node}/qemu/{vmid}/status/stop",
-            Route::Stop,
-            vm(vec![
-                b("keepActive"),
-                s("migratedfrom").check(check_node),
-                b("overrule-shutdown"),
-                b("skiplock"),
-                int("timeout").min(0),
-            ]),
-        ),
-        e(
-            "POST",
-            "/nodes/{node}/qemu/{vmid}/status/shutdown",
-            Route::Shutdown,
-            vm(vec![
-                b("forceStop"),
-                b("keepActive"),
-                b("skiplock"),
-                int("timeout").min(0),
-            ]),
-        ),
-        e(
-            "POST",
-            "/nodes/{node}/qemu/{vmid}/status/reboot",
-            Route::Reboot,
-            vm(vec![int("timeout").min(0)]),
-        ),
-        e(
-            "DELETE",
-            "/nodes/{node}/qemu/{vmid}",
-            Route::Destroy,
-            vm(vec![
-                b("destroy-unreferenced-disks"),
-                b("purge"),
-                b("skiplock"),
-            ]),
-        ),
-        e(
-            "PUT",
-            "/nodes/{node}/qemu/{vmid}/resize",
-            Route::Resize,
-            vm(vec![
-                s("digest").max_len(40),
-                Spec {
-                    choices: Some(disks()),
-                    ..s("disk").required()
-                },
-                s("size").required().check(check_size),
-                b("skiplock"),
-            ]),
-        ),
-        e(
-            "POST",
-            "/nodes/{node}/qemu/{vmid}/agent/exec",
-            Route::AgentExec,
-            vm(vec![
-                Spec::new("command", Ty::Array).required(),
-                s("input-data").max_len(65_536),
-            ]),
-        ),
-        e(
-            "GET",
-            "/nodes/{node}/qemu/{vmid}/agent/exec-status",
-            Route::AgentExecStatus,
-            vm(vec![int("pid").required()]),
-        ),
-        e(
-            "GET",
-            "/nodes/{node}/qemu/{vmid}/agent/network-get-interfaces",
-            Route::AgentNetwork,
-            vm(vec![]),
-        ),
-        e(
-            "POST",
-            "/nodes/{node}/qemu/{vmid}/agent/ping",
-            Route::AgentPing,
-            vm(vec![]),
-        ),
-        e(
-            "POST",
-            "/nodes/{node}/qemu/{vmid}/agent/file-write",
-            Route::AgentFileWrite,
-            vm(vec![
-                s("content").required().max_len(61_440),
-                b("encode"),
-                s("file").required(),
-            ]),
-        ),
-        e(
-            "GET",
-            "/nodes/{node}/qemu/{vmid}/agent/get-osinfo",
-            Route::AgentOsinfo,
-            vm(vec![]),
-        ),
-        e(
-            "GET",
-            "/nodes/{node}/tasks/{upid}/status",
-            Route::TaskStatus,
-            vec![node(), s("upid").required()],
-        ),
-        e(
-            "GET",
-            "/nodes/{node}/tasks/{upid}/log",
-            Route::TaskLog,
-            vec![
-                node(),
-                s("upid").required(),
-                b("download"),
-                int("limit").min(0),
-                int("start").min(0),
-            ],
-        ),
-        e(
-            "GET",
-            "/nodes/{node}/storage",
-            Route::NodeStorage,
-            vec![
-                node(),
-                s("content"),
-                b("enabled"),
-                b("format"),
-                s("storage").check(check_storage),
-                s("target").check(check_node),
-            ],
-        ),
-        e(
-            "GET",
-            "/nodes/{node}/storage/{storage}/status",
-            Route::StorageStatus,
-            vec![node(), s("storage").required().check(check_storage)],
-        ),
-        e(
-            "GET",
-            "/pools",
-            Route::Pools,
-            vec![
-                s("poolid").check(check_pool),
-                s("type").choices(&["qemu", "lxc", "storage"]),
-            ],
-        ),
-    ]
 }
 
 /// Checked parameters, with values normalised to their types (integers and booleans as JSON
@@ -740,7 +315,7 @@ fn is_label(label: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || *c == b'-')
 }
 
-fn check_node(value: &str) -> Result<(), String> {
+pub(super) fn check_node(value: &str) -> Result<(), String> {
     if is_label(value) {
         Ok(())
     } else {
@@ -748,7 +323,7 @@ fn check_node(value: &str) -> Result<(), String> {
     }
 }
 
-fn check_dns_name(value: &str) -> Result<(), String> {
+pub(super) fn check_dns_name(value: &str) -> Result<(), String> {
     if !value.is_empty() && value.split('.').all(is_label) {
         Ok(())
     } else {
@@ -756,7 +331,7 @@ fn check_dns_name(value: &str) -> Result<(), String> {
     }
 }
 
-fn check_storage(value: &str) -> Result<(), String> {
+pub(super) fn check_storage(value: &str) -> Result<(), String> {
     let bytes = value.as_bytes();
     let ok = bytes.len() >= 2
         && bytes[0].is_ascii_lowercase()
@@ -773,7 +348,7 @@ fn check_storage(value: &str) -> Result<(), String> {
     }
 }
 
-fn check_pool(value: &str) -> Result<(), String> {
+pub(super) fn check_pool(value: &str) -> Result<(), String> {
     if !value.is_empty()
         && value
             .chars()
@@ -787,7 +362,7 @@ fn check_pool(value: &str) -> Result<(), String> {
     }
 }
 
-fn check_tag_list(value: &str) -> Result<(), String> {
+pub(super) fn check_tag_list(value: &str) -> Result<(), String> {
     for tag in value.split([';', ',', ' ']).filter(|t| !t.is_empty()) {
         if !crate::providers::proxmox::ownership::is_valid_tag(&tag.to_ascii_lowercase()) {
             return Err(format!(
@@ -798,7 +373,7 @@ fn check_tag_list(value: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn check_memory(value: &str) -> Result<(), String> {
+pub(super) fn check_memory(value: &str) -> Result<(), String> {
     let current = super::state::property_default(value, "current").unwrap_or_default();
     match current.parse::<u64>() {
         Ok(mib) if mib >= 16 => Ok(()),
@@ -808,7 +383,7 @@ fn check_memory(value: &str) -> Result<(), String> {
     }
 }
 
-fn check_urlencoded(value: &str) -> Result<(), String> {
+pub(super) fn check_urlencoded(value: &str) -> Result<(), String> {
     if value
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || "-%_.!~*'()".contains(c))
@@ -819,7 +394,7 @@ fn check_urlencoded(value: &str) -> Result<(), String> {
     }
 }
 
-fn check_size(value: &str) -> Result<(), String> {
+pub(super) fn check_size(value: &str) -> Result<(), String> {
     let body = value.strip_prefix('+').unwrap_or(value);
     let body = body.strip_suffix(['K', 'M', 'G', 'T']).unwrap_or(body);
     let mut parts = body.splitn(2, '.');
@@ -835,6 +410,7 @@ fn check_size(value: &str) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::endpoints::endpoints;
     use super::*;
     use serde_json::json;
 

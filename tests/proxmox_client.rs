@@ -358,3 +358,58 @@ async fn a_clone_that_loses_its_vmid_retries_with_a_fresh_one() {
     assert_eq!(handle.calls_of("POST /nodes/{node}/qemu/{vmid}/clone"), 2);
     assert_eq!(handle.calls_of("GET /cluster/nextid"), 2);
 }
+
+#[tokio::test]
+async fn a_template_on_shared_storage_is_cloned_to_another_node() {
+    let mut world = fast_world();
+    world.storages[0].shared = true;
+    world.templates = Some(vec![capstan::sim::world::WorldTemplate {
+        name: "debian13-k8s".into(),
+        vmid: 9000,
+        node: "pve1".into(),
+        cores: 2,
+        memory_mib: 2048,
+        disk_gib: 20,
+        cpu: "x86-64-v2-AES".into(),
+        storage: None,
+    }]);
+    let setup = start(world).await;
+    let vm = setup
+        .client
+        .clone_vm(&clone_request("prod", "general", "far01", "pve3"))
+        .await
+        .expect("clone with target");
+    assert_eq!(vm.node, PveNode::from("pve3"));
+    assert_eq!(setup.sim.handle().vm(vm.vmid.0).expect("vm").node, "pve3");
+}
+
+#[tokio::test]
+async fn a_template_on_local_storage_cannot_reach_another_node() {
+    let mut world = fast_world();
+    world.templates = Some(vec![capstan::sim::world::WorldTemplate {
+        name: "debian13-k8s".into(),
+        vmid: 9000,
+        node: "pve1".into(),
+        cores: 2,
+        memory_mib: 2048,
+        disk_gib: 20,
+        cpu: "x86-64-v2-AES".into(),
+        storage: None,
+    }]);
+    let setup = start(world).await;
+    let err = setup
+        .client
+        .clone_vm(&clone_request("prod", "general", "far02", "pve2"))
+        .await
+        .expect_err("local storage");
+    assert!(!err.is_transient(), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("can't clone VM to node 'pve2' (VM uses local storage)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("put a copy of the template on that node"),
+        "{text}"
+    );
+}

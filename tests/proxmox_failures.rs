@@ -214,7 +214,17 @@ async fn the_server_certificate_can_be_trusted_through_a_ca_file() {
     by_ca.inventory().await.expect("trusted by CA file");
     let by_roots = client(&setup.sim, SECRET, Trust::SystemRoots);
     let err = by_roots.inventory().await.expect_err("self-signed");
-    assert!(matches!(err, ProxmoxError::Transport { .. }), "{err}");
+    assert!(
+        matches!(err, ProxmoxError::UntrustedCertificate { .. }),
+        "{err}"
+    );
+    assert!(!err.is_transient());
+    assert!(err.to_string().contains("tlsFingerprint"), "{err}");
+    assert_eq!(
+        setup.sim.handle().calls_of(RESOURCES),
+        2,
+        "only the CA-trusting client was served"
+    );
 }
 
 #[tokio::test]

@@ -205,12 +205,31 @@ impl Api {
                 };
             }
         }
+        if mentions_certificate(&source) {
+            return ProxmoxError::UntrustedCertificate {
+                url: self.api_url.clone(),
+                source,
+            };
+        }
         ProxmoxError::Transport {
             method: method.as_str(),
             path: path.into(),
             source,
         }
     }
+}
+
+/// Whether a transport error is a refused server certificate (rustls' "invalid peer
+/// certificate"), which retrying cannot fix.
+fn mentions_certificate(error: &reqwest::Error) -> bool {
+    let mut cause: Option<&dyn std::error::Error> = Some(error);
+    while let Some(current) = cause {
+        if current.to_string().contains("invalid peer certificate") {
+            return true;
+        }
+        cause = current.source();
+    }
+    false
 }
 
 /// Builds the error for a non-2xx answer: the body's `message` (PVE ≥ 8.4 sends one) or the

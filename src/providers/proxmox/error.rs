@@ -56,7 +56,18 @@ pub enum ProxmoxError {
         /// The fingerprint the server presented.
         found: String,
     },
-    /// The request never got an HTTP answer (connection refused or reset, TLS failure, timeout).
+    /// The server's certificate is not trusted (self-signed, or signed by another CA).
+    #[error(
+        "refusing {url}: its TLS certificate is not trusted; pin its SHA-256 fingerprint with tlsFingerprint (Proxmox: Node → System → Certificates) or name the CA that signed it with caFile"
+    )]
+    UntrustedCertificate {
+        /// The API URL.
+        url: String,
+        /// The TLS failure.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The request never got an HTTP answer (connection refused or reset, timeout).
     #[error("{method} {path}: no answer from Proxmox")]
     Transport {
         /// HTTP method.

@@ -266,7 +266,13 @@ pub trait ProxmoxProvider: Send + Sync {
     fn next_vmid(&self) -> impl Future<Output = Result<VmId, ProxmoxError>> + Send;
 
     /// Full-clones a template and tags the clone as owned; returns where it is. A VMID taken by
-    /// a concurrent clone is retried with a fresh one.
+    /// a concurrent clone is retried with a fresh one; a VM of that name already owned by the
+    /// same cluster, role and pool (an earlier, interrupted attempt) is adopted instead.
+    ///
+    /// # Errors
+    /// `TemplateNotFound`; `VmidExhausted` after `clone_attempts` lost races; `TaskFailed`
+    /// (no memory on the node, no space on the storage); `NotOurs` when the name is taken by a
+    /// VM that is not this owner's.
     fn clone_vm(
         &self,
         request: &CloneRequest,
@@ -280,6 +286,9 @@ pub trait ProxmoxProvider: Send + Sync {
     ) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
 
     /// Grows the boot disk to `size_gib`; a no-op when it already has that size.
+    ///
+    /// # Errors
+    /// `ShrinkDisk` when the disk is larger (Proxmox cannot shrink); `NoDisk`.
     fn resize_disk(
         &self,
         vm: &VmRef,
@@ -291,6 +300,9 @@ pub trait ProxmoxProvider: Send + Sync {
 
     /// Shuts the VM down cleanly, then stops it if it is still running after `timeout`.
     /// Verifies ownership first; a VM already gone is success.
+    ///
+    /// # Errors
+    /// `NotOurs` when the VM at that VMID has another name or owner (nothing is done to it).
     fn shutdown_vm(
         &self,
         vm: &ExpectedVm,
@@ -298,16 +310,28 @@ pub trait ProxmoxProvider: Send + Sync {
     ) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
 
     /// Stops the VM at once (fencing). Verifies ownership first; a VM already gone is success.
+    ///
+    /// # Errors
+    /// `NotOurs` when the VM at that VMID has another name or owner (nothing is done to it).
     fn stop_vm(&self, vm: &ExpectedVm) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
 
     /// Stops and destroys the VM with its disks (`purge`). Verifies ownership first; a VM
     /// already gone is success.
+    ///
+    /// # Errors
+    /// `NotOurs` when the VM at that VMID has another name or owner (nothing is done to it).
     fn destroy_vm(&self, vm: &ExpectedVm) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
 
     /// Pings the guest agent once.
+    ///
+    /// # Errors
+    /// An error whose `is_agent_unavailable()` is true while the VM boots, or hangs.
     fn agent_ping(&self, vm: &VmRef) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
 
     /// Waits until the guest agent answers a ping, up to `timeout`.
+    ///
+    /// # Errors
+    /// `AgentTimeout` when it never answered.
     fn wait_for_agent(
         &self,
         vm: &VmRef,
@@ -329,7 +353,11 @@ pub trait ProxmoxProvider: Send + Sync {
         pid: ExecPid,
     ) -> impl Future<Output = Result<ExecStatus, ProxmoxError>> + Send;
 
-    /// Runs a command in the guest to completion, up to `timeout`.
+    /// Runs a command in the guest to completion, up to `timeout`. A non-zero exit is not an
+    /// error: it is in the output.
+    ///
+    /// # Errors
+    /// `CommandTimeout` when it did not finish in time (it may still be running).
     fn run_command(
         &self,
         vm: &VmRef,
@@ -345,6 +373,9 @@ pub trait ProxmoxProvider: Send + Sync {
     ) -> impl Future<Output = Result<Vec<Ipv4Addr>, ProxmoxError>> + Send;
 
     /// Writes a file in the guest through the agent (at most 46080 bytes per call).
+    ///
+    /// # Errors
+    /// `FileTooLarge` past that size.
     fn write_file(
         &self,
         vm: &VmRef,

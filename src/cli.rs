@@ -80,8 +80,13 @@ pub enum Command {
     Run(NotBuiltArgs),
     /// Show the status of the clusters a running daemon manages (not built yet).
     Status(NotBuiltArgs),
-    /// Serve the lab: a simulated Proxmox VE and simulated clusters on loopback (not built yet).
-    Lab(NotBuiltArgs),
+    /// Serve the lab: a simulated Proxmox VE on loopback, for trying capstan and for tests.
+    ///
+    /// Prints the URL, the certificate fingerprint and an API token, writes the same to
+    /// `STATE_DIR/lab.json`, and runs until SIGTERM or Ctrl-C.
+    ///
+    /// Example: `capstan lab --listen 127.0.0.1:8006 --state-dir .lab`
+    Lab(LabArgs),
 }
 
 /// `capstan validate`.
@@ -102,6 +107,21 @@ pub struct SchemaArgs {
     /// them.
     #[arg(long)]
     pub out: Option<PathBuf>,
+}
+
+/// `capstan lab`.
+#[derive(Debug, clap::Args)]
+pub struct LabArgs {
+    /// Address the simulated Proxmox VE listens on (port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:8006", env = env_vars::CAPSTAN_LAB_LISTEN)]
+    pub listen: std::net::SocketAddr,
+    /// Folder where `lab.json` (URL, fingerprint, token) is written.
+    #[arg(long, default_value = ".lab", env = env_vars::CAPSTAN_LAB_STATE_DIR)]
+    pub state_dir: PathBuf,
+    /// Lab config (YAML) describing the world: Proxmox nodes, storages, templates, task
+    /// durations, faults. Without it: nodes pve1..pve3 and the templates of examples-repo.
+    #[arg(long, env = env_vars::CAPSTAN_LAB_CONFIG)]
+    pub config: Option<PathBuf>,
 }
 
 /// Arguments of a command that is not built yet: accepted, so the command can say so plainly.

@@ -9,3 +9,9 @@ pub const CAPSTAN_LOG_FORMAT: &str = "CAPSTAN_LOG_FORMAT";
 pub const CAPSTAN_FORMAT: &str = "CAPSTAN_FORMAT";
 /// The repository folder.
 pub const CAPSTAN_REPO: &str = "CAPSTAN_REPO";
+/// `capstan lab`: where the simulated Proxmox listens.
+pub const CAPSTAN_LAB_LISTEN: &str = "CAPSTAN_LAB_LISTEN";
+/// `capstan lab`: where `lab.json` is written.
+pub const CAPSTAN_LAB_STATE_DIR: &str = "CAPSTAN_LAB_STATE_DIR";
+/// `capstan lab`: the lab config file describing the world.
+pub const CAPSTAN_LAB_CONFIG: &str = "CAPSTAN_LAB_CONFIG";

@@ -34,7 +34,7 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
         Command::Plan(_) => not_built("plan", "the planner issue"),
         Command::Run(_) => not_built("run", "the lifecycle issue"),
         Command::Status(_) => not_built("status", "the lifecycle issue"),
-        Command::Lab(_) => not_built("lab", "the Proxmox issue"),
+        Command::Lab(lab) => commands::lab::run(&lab, &mut stdout).context("running the lab"),
     }
 }
 

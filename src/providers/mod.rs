@@ -1,6 +1,7 @@
-//! Providers: how capstan reaches the world. One trait per provider, in domain verbs over our
-//! types; the executor is generic over them, and the lab implements the same wire protocols so
-//! the real providers are tested against it.
+//! Providers: the only modules that talk to the outside world (Proxmox VE, Kubernetes API
+//! servers, nodes, Git, Flux). Each sits behind a trait in domain verbs, so the executor never
+//! sees HTTP or wire types and tests can drive it against the lab.
 
 pub mod kubeadm;
 pub mod node_exec;
+pub mod proxmox;

@@ -6,6 +6,9 @@
 //! Shared pieces live here: certificates (`tls`), HTTPS serving (`serve`). Time comes from a
 //! [`crate::clock::LabClock`] that every part of a lab shares.
 
+pub mod lab;
 pub mod nodes;
+pub mod proxmox;
 pub mod serve;
 pub mod tls;
+pub mod world;

@@ -1,0 +1,100 @@
+//! `capstan lab`: serves the lab until SIGTERM or Ctrl-C, then stops cleanly (exit 0).
+//!
+//! It prints the simulated Proxmox's URL, certificate fingerprint, token id and token: a local
+//! lab, so printing its own token is the point. Programs read the same from `lab.json`.
+
+use std::io::Write;
+
+use crate::cli::LabArgs;
+use crate::commands::Outcome;
+use crate::sim::lab::{Lab, LabError, LabOptions};
+use crate::sim::world::{LabConfig, WorldError};
+
+/// Running the lab failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LabCommandError {
+    /// The lab config could not be read.
+    #[error("cannot load the lab config")]
+    LoadConfig(#[source] WorldError),
+    /// The async runtime could not start.
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+    /// The lab could not start.
+    #[error("cannot start the lab")]
+    Start(#[source] LabError),
+    /// Writing to standard output failed.
+    #[error("cannot write to standard output")]
+    Print(#[source] std::io::Error),
+    /// The signal handlers could not be installed.
+    #[error("cannot listen for SIGTERM")]
+    Signal(#[source] std::io::Error),
+}
+
+/// Runs `capstan lab`.
+///
+/// # Errors
+/// When the config is invalid, the address cannot be bound or the state cannot be written.
+pub fn run(args: &LabArgs, out: &mut impl Write) -> Result<Outcome, LabCommandError> {
+    let config = match &args.config {
+        Some(path) => LabConfig::load(path).map_err(LabCommandError::LoadConfig)?,
+        None => LabConfig::default(),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(LabCommandError::Runtime)?;
+    runtime.block_on(async {
+        let options = LabOptions {
+            listen: args.listen,
+            state_dir: Some(args.state_dir.clone()),
+            ..LabOptions::ephemeral()
+        };
+        let lab = Lab::start(config, options)
+            .await
+            .map_err(LabCommandError::Start)?;
+        print_banner(&lab, out).map_err(LabCommandError::Print)?;
+        wait_for_stop().await?;
+        lab.stop();
+        writeln!(out, "lab stopped").map_err(LabCommandError::Print)?;
+        Ok(Outcome::Success)
+    })
+}
+
+fn print_banner(lab: &Lab, out: &mut impl Write) -> std::io::Result<()> {
+    writeln!(out, "capstan lab: simulated Proxmox VE")?;
+    writeln!(out, "  url:         {}", lab.proxmox_url())?;
+    writeln!(out, "  fingerprint: {}", lab.fingerprint())?;
+    writeln!(out, "  token id:    {}", lab.token_id())?;
+    writeln!(out, "  token:       {}", lab.token())?;
+    if let Some(path) = lab.state_file() {
+        writeln!(out, "  state:       {}", path.display())?;
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "try: curl -k -H 'Authorization: PVEAPIToken={}={}' {}/api2/json/nodes",
+        lab.token_id(),
+        lab.token(),
+        lab.proxmox_url()
+    )?;
+    writeln!(out, "stop with Ctrl-C or SIGTERM")?;
+    out.flush()
+}
+
+async fn wait_for_stop() -> Result<(), LabCommandError> {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .map_err(LabCommandError::Signal)?;
+        tokio::select! {
+            _ = term.recv() => {}
+            result = tokio::signal::ctrl_c() => result.map_err(LabCommandError::Signal)?,
+        }
+    }
+    #[cfg(not(unix))]
+    tokio::signal::ctrl_c()
+        .await
+        .map_err(LabCommandError::Signal)?;
+    Ok(())
+}

@@ -1,0 +1,761 @@
+//! [`ProxmoxClient`]: the [`ProxmoxProvider`] over the Proxmox VE REST API.
+//!
+//! Wire values are read leniently, as Proxmox writes them: numbers may come as JSON numbers or
+//! numeric strings, booleans as `1`/`0`, and false flags are often left out.
+//!
+//! # Invariants
+//! - Stop, shutdown and destroy re-read the VM and compare its name and ownership with what the
+//!   caller expects before touching it.
+//! - Every UPID returned by Proxmox is awaited through the task status endpoint.
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::api::{Api, Method, Params, Retry, segment};
+use super::connection::ConnectionConfig;
+use super::error::{ProxmoxError, RetryPolicy};
+use super::ownership::{self, VmOwner};
+use super::wire::{as_u64, boot_disk, flag, float, owner_of, text, uint, uint_signed, vm_path};
+use super::{
+    CloneRequest, CommandOutput, ExecPid, ExecStatus, ExpectedVm, HostInfo, Inventory, PowerState,
+    ProxmoxProvider, PveNode, ResizeOutcome, VmInfo, VmRef, VmSettings,
+};
+use crate::model::VmId;
+
+use super::wire::{GIB, MIB};
+/// `agent/file-write` takes at most 61440 characters of content (the schema's maxLength).
+const FILE_WRITE_MAX_CHARS: usize = 61_440;
+
+/// Timeouts, polling and retry settings of a [`ProxmoxClient`].
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// Retry of transient request failures.
+    pub retry: RetryPolicy,
+    /// Timeout of one HTTP request.
+    pub request_timeout: Duration,
+    /// How long a task may run before we give up waiting.
+    pub task_timeout: Duration,
+    /// First delay between task status polls (doubles up to `task_poll_max`).
+    pub task_poll_min: Duration,
+    /// Longest delay between task status polls.
+    pub task_poll_max: Duration,
+    /// VMIDs a clone tries before giving up on races.
+    pub clone_attempts: u32,
+    /// Delay between guest agent polls (`wait_for_agent`, `run_command`).
+    pub agent_poll: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            retry: RetryPolicy::default(),
+            request_timeout: Duration::from_secs(60),
+            // A full clone of a 50 GiB disk on spinning storage takes minutes.
+            task_timeout: Duration::from_secs(15 * 60),
+            task_poll_min: Duration::from_millis(200),
+            task_poll_max: Duration::from_secs(2),
+            clone_attempts: 5,
+            agent_poll: Duration::from_secs(1),
+        }
+    }
+}
+
+impl ClientOptions {
+    /// Short delays for the lab, whose tasks take milliseconds.
+    pub fn for_lab() -> Self {
+        ClientOptions {
+            retry: RetryPolicy {
+                attempts: 5,
+                base: Duration::from_millis(20),
+                cap: Duration::from_millis(200),
+            },
+            request_timeout: Duration::from_secs(30),
+            task_timeout: Duration::from_secs(60),
+            task_poll_min: Duration::from_millis(10),
+            task_poll_max: Duration::from_millis(100),
+            clone_attempts: 5,
+            agent_poll: Duration::from_millis(20),
+        }
+    }
+}
+
+/// The Proxmox VE REST client.
+#[derive(Debug, Clone)]
+pub struct ProxmoxClient {
+    pub(super) api: Api,
+    pub(super) options: ClientOptions,
+}
+
+impl ProxmoxClient {
+    /// A client for one Proxmox cluster.
+    ///
+    /// # Errors
+    /// When the TLS settings cannot be used (unreadable CA file, ...).
+    pub fn new(config: &ConnectionConfig, options: ClientOptions) -> Result<Self, ProxmoxError> {
+        let api = Api::new(config, options.retry, options.request_timeout)?;
+        Ok(ProxmoxClient { api, options })
+    }
+
+    async fn resources(&self, kind: &str) -> Result<Vec<Value>, ProxmoxError> {
+        let params: Params = vec![("type".into(), kind.into())];
+        self.api
+            .call(Method::Get, "/cluster/resources", &params, Retry::Transient)
+            .await
+    }
+
+    async fn vm_config(&self, vm: &VmRef) -> Result<Value, ProxmoxError> {
+        self.api
+            .call_value(
+                Method::Get,
+                &vm_path(vm, "/config"),
+                &Vec::new(),
+                Retry::Transient,
+            )
+            .await
+    }
+
+    async fn vm_status(&self, vm: &VmRef) -> Result<Value, ProxmoxError> {
+        self.api
+            .call_value(
+                Method::Get,
+                &vm_path(vm, "/status/current"),
+                &Vec::new(),
+                Retry::Transient,
+            )
+            .await
+    }
+
+    /// Re-reads a VM and checks it is the one the caller expects. `Ok(None)` when the VM is
+    /// gone from the whole cluster; `Ok(Some(vm))` with its current location otherwise.
+    async fn verify(
+        &self,
+        action: &'static str,
+        expected: &ExpectedVm,
+    ) -> Result<Option<VmRef>, ProxmoxError> {
+        let mut at = expected.vm.clone();
+        let config = match self.vm_config(&at).await {
+            Ok(config) => config,
+            Err(err) if err.is_not_found() => {
+                // Moved to another node (migration), or gone.
+                let moved = self.resources("vm").await?.into_iter().find(|entry| {
+                    uint(entry, "vmid") == Some(u64::from(at.vmid.0))
+                        && text(entry, "type").as_deref() == Some("qemu")
+                });
+                match moved.and_then(|entry| text(&entry, "node")) {
+                    Some(node) if node != at.node.0 => {
+                        at.node = PveNode(node);
+                        self.vm_config(&at).await?
+                    }
+                    _ => return Ok(None),
+                }
+            }
+            Err(err) => return Err(err),
+        };
+        let name = text(&config, "name").unwrap_or_default();
+        let refuse = |reason: String| ProxmoxError::NotOurs {
+            action,
+            vmid: at.vmid,
+            node: at.node.0.clone(),
+            reason,
+        };
+        if name != expected.name.as_str() {
+            return Err(refuse(format!(
+                "it is named `{name}`, not `{}`",
+                expected.name
+            )));
+        }
+        let owner = owner_of(&config);
+        match owner {
+            Some(VmOwner { ownership, .. })
+                if ownership.cluster == expected.ownership.cluster
+                    && ownership.role == expected.ownership.role
+                    && ownership.pool == expected.ownership.pool =>
+            {
+                Ok(Some(at))
+            }
+            Some(VmOwner { ownership, .. }) => Err(refuse(format!(
+                "it belongs to cluster {} ({} in pool {}), not cluster {} ({} in pool {})",
+                ownership.cluster,
+                ownership.role,
+                ownership.pool,
+                expected.ownership.cluster,
+                expected.ownership.role,
+                expected.ownership.pool
+            ))),
+            None => Err(refuse("it carries no capstan ownership".into())),
+        }
+    }
+
+    async fn post_task(
+        &self,
+        vm: &VmRef,
+        suffix: &str,
+        params: Params,
+    ) -> Result<(), ProxmoxError> {
+        let data = self
+            .api
+            .call_value(
+                Method::Post,
+                &vm_path(vm, suffix),
+                &params,
+                Retry::Transient,
+            )
+            .await?;
+        self.await_data(data).await
+    }
+
+    async fn hard_stop(&self, vm: &VmRef) -> Result<(), ProxmoxError> {
+        self.post_task(vm, "/status/stop", Vec::new()).await
+    }
+
+    async fn is_running(&self, vm: &VmRef) -> Result<bool, ProxmoxError> {
+        let status = self.vm_status(vm).await?;
+        Ok(text(&status, "status").as_deref() == Some("running"))
+    }
+
+    /// Waits while a VM holds a config lock (a clone still copying its disk).
+    async fn wait_unlocked(&self, vm: &VmRef) -> Result<(), ProxmoxError> {
+        let started = Instant::now();
+        loop {
+            let status = self.vm_status(vm).await?;
+            if text(&status, "lock").is_none() {
+                return Ok(());
+            }
+            if started.elapsed() >= self.options.task_timeout {
+                return Err(ProxmoxError::TaskTimeout {
+                    upid: format!("(lock on VM {})", vm.vmid),
+                    waited: started.elapsed(),
+                });
+            }
+            tokio::time::sleep(self.options.task_poll_max).await;
+        }
+    }
+
+    async fn set_tags(&self, vm: &VmRef, tags: &[String]) -> Result<(), ProxmoxError> {
+        let params: Params = vec![("tags".into(), tags.join(";"))];
+        self.post_task(vm, "/config", params).await
+    }
+
+    async fn agent_call(
+        &self,
+        method: Method,
+        vm: &VmRef,
+        command: &str,
+        params: &Params,
+    ) -> Result<Value, ProxmoxError> {
+        self.api
+            .call_value(
+                method,
+                &vm_path(vm, &format!("/agent/{command}")),
+                params,
+                Retry::TransientExceptAgent,
+            )
+            .await
+    }
+}
+
+impl ProxmoxProvider for ProxmoxClient {
+    async fn inventory(&self) -> Result<Inventory, ProxmoxError> {
+        let node_entries = self.resources("node").await?;
+        let vm_entries = self.resources("vm").await?;
+        let mut nodes: Vec<HostInfo> = node_entries
+            .iter()
+            .filter(|entry| text(entry, "type").as_deref() == Some("node"))
+            .filter_map(|entry| {
+                Some(HostInfo {
+                    name: PveNode(text(entry, "node")?),
+                    online: text(entry, "status").as_deref() == Some("online"),
+                    cpu_capacity: float(entry, "maxcpu").unwrap_or(0.0) as u32,
+                    cpu_usage: float(entry, "cpu").unwrap_or(0.0),
+                    memory_capacity_bytes: uint(entry, "maxmem").unwrap_or(0),
+                    memory_used_bytes: uint(entry, "mem").unwrap_or(0),
+                })
+            })
+            .collect();
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        let online = |node: &str| nodes.iter().any(|n| n.name.0 == node && n.online);
+        let mut vms = Vec::new();
+        for entry in vm_entries
+            .iter()
+            .filter(|entry| text(entry, "type").as_deref() == Some("qemu"))
+        {
+            let (Some(vmid), Some(node)) = (uint(entry, "vmid"), text(entry, "node")) else {
+                continue;
+            };
+            let Ok(vmid) = u32::try_from(vmid) else {
+                continue;
+            };
+            let name = text(entry, "name").unwrap_or_default();
+            let tags = text(entry, "tags")
+                .map(|raw| ownership::split_tags(&raw))
+                .unwrap_or_default();
+            let power = match text(entry, "status").as_deref() {
+                Some("running") => PowerState::Running,
+                Some("stopped") => PowerState::Stopped,
+                _ => PowerState::Unknown,
+            };
+            let mut owner = ownership::parse_tags(&tags);
+            // A VM named like ours but not (fully) tagged: a crash between clone and tag.
+            // Its description, written by the clone call itself, tells.
+            if owner.is_none() && ownership::has_capstan_name(&name) && online(&node) {
+                let vm = VmRef {
+                    node: PveNode(node.clone()),
+                    vmid: VmId(vmid),
+                };
+                match self.vm_config(&vm).await {
+                    Ok(config) => owner = owner_of(&config),
+                    Err(err) if err.is_not_found() => continue,
+                    Err(err) => return Err(err),
+                }
+            }
+            vms.push(VmInfo {
+                vmid: VmId(vmid),
+                node: PveNode(node),
+                name,
+                power,
+                tags,
+                is_template: flag(entry, "template"),
+                cores: float(entry, "maxcpu").unwrap_or(0.0) as u32,
+                memory_mib: uint(entry, "maxmem").unwrap_or(0) / MIB,
+                disk_bytes: uint(entry, "maxdisk").unwrap_or(0),
+                lock: text(entry, "lock").filter(|lock| !lock.is_empty()),
+                owner,
+            });
+        }
+        vms.sort_by_key(|vm| vm.vmid);
+        Ok(Inventory { nodes, vms })
+    }
+
+    async fn next_vmid(&self) -> Result<VmId, ProxmoxError> {
+        let data = self
+            .api
+            .call_value(
+                Method::Get,
+                "/cluster/nextid",
+                &Vec::new(),
+                Retry::Transient,
+            )
+            .await?;
+        as_u64(&data)
+            .and_then(|id| u32::try_from(id).ok())
+            .map(VmId)
+            .ok_or_else(|| ProxmoxError::Decode {
+                method: "GET",
+                path: "/cluster/nextid".into(),
+                reason: format!("`{data}` is not a VMID"),
+            })
+    }
+
+    async fn clone_vm(&self, request: &CloneRequest) -> Result<VmRef, ProxmoxError> {
+        let listing = self.resources("vm").await?;
+        let tags = ownership::encode_tags(&request.ownership, request.created);
+        // Idempotence: a previous attempt (maybe cut short by a crash) already made it.
+        let existing = listing.iter().find(|entry| {
+            text(entry, "name").as_deref() == Some(request.name.as_str())
+                && !flag(entry, "template")
+        });
+        if let Some(entry) = existing {
+            let vm = VmRef {
+                node: PveNode(text(entry, "node").unwrap_or_default()),
+                vmid: VmId(uint(entry, "vmid").unwrap_or(0) as u32),
+            };
+            let expected = ExpectedVm {
+                vm: vm.clone(),
+                name: request.name.clone(),
+                ownership: request.ownership.clone(),
+            };
+            if let Some(vm) = self.verify("adopt", &expected).await? {
+                self.wait_unlocked(&vm).await?;
+                self.set_tags(&vm, &tags).await?;
+                return Ok(vm);
+            }
+        }
+        let mut templates: Vec<&Value> = listing
+            .iter()
+            .filter(|entry| {
+                flag(entry, "template")
+                    && text(entry, "name").as_deref() == Some(request.template.as_str())
+            })
+            .collect();
+        templates.sort_by_key(|entry| {
+            (
+                text(entry, "node").as_deref() != Some(request.target.as_str()),
+                uint(entry, "vmid"),
+            )
+        });
+        let template = templates
+            .first()
+            .ok_or_else(|| ProxmoxError::TemplateNotFound {
+                template: request.template.clone(),
+            })?;
+        let source = VmRef {
+            node: PveNode(text(template, "node").unwrap_or_default()),
+            vmid: VmId(uint(template, "vmid").unwrap_or(0) as u32),
+        };
+        let description = ownership::encode_description(&request.ownership, request.created);
+        let mut tried = Vec::new();
+        for _ in 0..self.options.clone_attempts.max(1) {
+            let newid = self.next_vmid().await?;
+            tried.push(newid);
+            let mut params: Params = vec![
+                ("newid".into(), newid.to_string()),
+                ("name".into(), request.name.to_string()),
+                ("description".into(), description.clone()),
+                ("full".into(), "1".into()),
+            ];
+            if source.node != request.target {
+                params.push(("target".into(), request.target.to_string()));
+            }
+            if let Some(pool) = &request.pool {
+                params.push(("pool".into(), pool.clone()));
+            }
+            if let Some(storage) = &request.storage {
+                params.push(("storage".into(), storage.clone()));
+            }
+            let result = self
+                .api
+                .call_value(
+                    Method::Post,
+                    &vm_path(&source, "/clone"),
+                    &params,
+                    Retry::Transient,
+                )
+                .await;
+            let upid = match result {
+                Ok(data) => data,
+                Err(ProxmoxError::Api { message, .. }) if message.contains("already exists") => {
+                    tracing::debug!(vmid = %newid, "vmid taken by a concurrent clone, retrying");
+                    continue;
+                }
+                Err(err) => return Err(err),
+            };
+            match self.await_data(upid).await {
+                Ok(()) => {}
+                Err(ProxmoxError::TaskFailed(failure))
+                    if failure.exitstatus.contains("already exists") =>
+                {
+                    continue;
+                }
+                Err(err) => return Err(err),
+            }
+            let vm = VmRef {
+                node: request.target.clone(),
+                vmid: newid,
+            };
+            tracing::info!(vmid = %newid, node = %vm.node, name = %request.name, "vm cloned");
+            self.set_tags(&vm, &tags).await?;
+            return Ok(vm);
+        }
+        Err(ProxmoxError::VmidExhausted {
+            name: request.name.to_string(),
+            tried,
+        })
+    }
+
+    async fn configure_vm(&self, vm: &VmRef, settings: &VmSettings) -> Result<(), ProxmoxError> {
+        let mut params: Params = vec![
+            ("cores".into(), settings.cores.to_string()),
+            ("memory".into(), settings.memory_mib.to_string()),
+            ("cpu".into(), settings.cpu_type.clone()),
+            ("agent".into(), "1".into()),
+            (
+                "tags".into(),
+                ownership::encode_tags(&settings.ownership, settings.created).join(";"),
+            ),
+            (
+                "description".into(),
+                ownership::encode_description(&settings.ownership, settings.created),
+            ),
+        ];
+        if let Some(cloud_init) = &settings.cloud_init {
+            params.push(("ipconfig0".into(), cloud_init.ipconfig0.clone()));
+            if let Some(user) = &cloud_init.user {
+                params.push(("ciuser".into(), user.clone()));
+            }
+            if let Some(keys) = &cloud_init.ssh_keys {
+                // `sshkeys` has format `urlencoded`: Proxmox wants it percent-encoded itself.
+                params.push(("sshkeys".into(), segment(keys)));
+            }
+        }
+        self.post_task(vm, "/config", params).await
+    }
+
+    async fn resize_disk(&self, vm: &VmRef, size_gib: u32) -> Result<ResizeOutcome, ProxmoxError> {
+        let config = self.vm_config(vm).await?;
+        let (disk, current) = boot_disk(&config).ok_or(ProxmoxError::NoDisk { vmid: vm.vmid })?;
+        let requested = u64::from(size_gib) * GIB;
+        if current == requested {
+            return Ok(ResizeOutcome::Unchanged);
+        }
+        if current > requested {
+            return Err(ProxmoxError::ShrinkDisk {
+                vmid: vm.vmid,
+                disk,
+                current_bytes: current,
+                requested_bytes: requested,
+            });
+        }
+        let params: Params = vec![
+            ("disk".into(), disk),
+            ("size".into(), format!("{size_gib}G")),
+        ];
+        let data = self
+            .api
+            .call_value(
+                Method::Put,
+                &vm_path(vm, "/resize"),
+                &params,
+                Retry::Transient,
+            )
+            .await?;
+        self.await_data(data).await?;
+        Ok(ResizeOutcome::Grown)
+    }
+
+    async fn start_vm(&self, vm: &VmRef) -> Result<(), ProxmoxError> {
+        if self.is_running(vm).await? {
+            return Ok(());
+        }
+        match self.post_task(vm, "/status/start", Vec::new()).await {
+            Err(ProxmoxError::TaskFailed(failure))
+                if failure.exitstatus.contains("already running") =>
+            {
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
+    async fn shutdown_vm(
+        &self,
+        expected: &ExpectedVm,
+        timeout: Duration,
+    ) -> Result<(), ProxmoxError> {
+        let Some(vm) = self.verify("shut down", expected).await? else {
+            return Ok(());
+        };
+        if !self.is_running(&vm).await? {
+            return Ok(());
+        }
+        let params: Params = vec![("timeout".into(), timeout.as_secs().max(1).to_string())];
+        let data = self
+            .api
+            .call_value(
+                Method::Post,
+                &vm_path(&vm, "/status/shutdown"),
+                &params,
+                Retry::Transient,
+            )
+            .await?;
+        let clean = match data {
+            Value::String(upid) => {
+                // Proxmox enforces `timeout` itself; the margin covers task start and polling.
+                self.wait_task_for(&upid, timeout + Duration::from_secs(30))
+                    .await
+            }
+            _ => Ok(()),
+        };
+        match clean {
+            Ok(()) if !self.is_running(&vm).await? => Ok(()),
+            Ok(())
+            | Err(ProxmoxError::TaskFailed { .. })
+            | Err(ProxmoxError::TaskTimeout { .. }) => {
+                tracing::info!(vmid = %vm.vmid, node = %vm.node, "clean shutdown failed, stopping");
+                self.hard_stop(&vm).await
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    async fn stop_vm(&self, expected: &ExpectedVm) -> Result<(), ProxmoxError> {
+        let Some(vm) = self.verify("stop", expected).await? else {
+            return Ok(());
+        };
+        // Stopping a stopped VM succeeds on Proxmox too; the status read saves a task.
+        if !self.is_running(&vm).await? {
+            return Ok(());
+        }
+        self.hard_stop(&vm).await
+    }
+
+    async fn destroy_vm(&self, expected: &ExpectedVm) -> Result<(), ProxmoxError> {
+        let Some(vm) = self.verify("destroy", expected).await? else {
+            return Ok(());
+        };
+        if self.is_running(&vm).await? {
+            self.hard_stop(&vm).await?;
+        }
+        let params: Params = vec![
+            ("purge".into(), "1".into()),
+            ("destroy-unreferenced-disks".into(), "1".into()),
+        ];
+        let result = self
+            .api
+            .call_value(Method::Delete, &vm_path(&vm, ""), &params, Retry::Transient)
+            .await;
+        let outcome = match result {
+            Ok(data) => self.await_data(data).await,
+            Err(err) => Err(err),
+        };
+        match outcome {
+            Err(err) if err.is_not_found() => Ok(()),
+            Err(ProxmoxError::TaskFailed(failure))
+                if failure.exitstatus.contains("does not exist") =>
+            {
+                Ok(())
+            }
+            other => {
+                if other.is_ok() {
+                    tracing::info!(vmid = %vm.vmid, node = %vm.node, "vm destroyed");
+                }
+                other
+            }
+        }
+    }
+
+    async fn agent_ping(&self, vm: &VmRef) -> Result<(), ProxmoxError> {
+        self.agent_call(Method::Post, vm, "ping", &Vec::new())
+            .await
+            .map(|_| ())
+    }
+
+    async fn wait_for_agent(&self, vm: &VmRef, timeout: Duration) -> Result<(), ProxmoxError> {
+        let started = Instant::now();
+        loop {
+            match self.agent_ping(vm).await {
+                Ok(()) => return Ok(()),
+                Err(err) if err.is_agent_unavailable() => {}
+                Err(err) => return Err(err),
+            }
+            if started.elapsed() >= timeout {
+                return Err(ProxmoxError::AgentTimeout {
+                    vmid: vm.vmid,
+                    timeout,
+                });
+            }
+            tokio::time::sleep(self.options.agent_poll).await;
+        }
+    }
+
+    async fn agent_exec(
+        &self,
+        vm: &VmRef,
+        command: &[String],
+        input: Option<&str>,
+    ) -> Result<ExecPid, ProxmoxError> {
+        let mut params: Params = command
+            .iter()
+            .map(|part| ("command".to_owned(), part.clone()))
+            .collect();
+        if let Some(input) = input {
+            params.push(("input-data".into(), input.to_owned()));
+        }
+        let data = self.agent_call(Method::Post, vm, "exec", &params).await?;
+        uint(&data, "pid")
+            .map(ExecPid)
+            .ok_or_else(|| ProxmoxError::Decode {
+                method: "POST",
+                path: vm_path(vm, "/agent/exec"),
+                reason: "no pid in the answer".into(),
+            })
+    }
+
+    async fn agent_exec_status(
+        &self,
+        vm: &VmRef,
+        pid: ExecPid,
+    ) -> Result<ExecStatus, ProxmoxError> {
+        let params: Params = vec![("pid".into(), pid.0.to_string())];
+        let data = self
+            .agent_call(Method::Get, vm, "exec-status", &params)
+            .await?;
+        if !flag(&data, "exited") {
+            return Ok(ExecStatus::Running);
+        }
+        Ok(ExecStatus::Exited(CommandOutput {
+            exit_code: uint_signed(&data, "exitcode"),
+            signal: uint_signed(&data, "signal"),
+            stdout: text(&data, "out-data").unwrap_or_default(),
+            stderr: text(&data, "err-data").unwrap_or_default(),
+        }))
+    }
+
+    async fn run_command(
+        &self,
+        vm: &VmRef,
+        command: &[String],
+        input: Option<&str>,
+        timeout: Duration,
+    ) -> Result<CommandOutput, ProxmoxError> {
+        let started = Instant::now();
+        let pid = self.agent_exec(vm, command, input).await?;
+        loop {
+            if let ExecStatus::Exited(output) = self.agent_exec_status(vm, pid).await? {
+                return Ok(output);
+            }
+            if started.elapsed() >= timeout {
+                return Err(ProxmoxError::CommandTimeout {
+                    vmid: vm.vmid,
+                    program: command.first().cloned().unwrap_or_default(),
+                    timeout,
+                });
+            }
+            tokio::time::sleep(self.options.agent_poll).await;
+        }
+    }
+
+    async fn vm_addresses(&self, vm: &VmRef) -> Result<Vec<Ipv4Addr>, ProxmoxError> {
+        let data = self
+            .agent_call(Method::Get, vm, "network-get-interfaces", &Vec::new())
+            .await?;
+        let mut addresses = Vec::new();
+        for interface in data
+            .get("result")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            for address in interface
+                .get("ip-addresses")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if text(address, "ip-address-type").as_deref() != Some("ipv4") {
+                    continue;
+                }
+                if let Some(ip) = text(address, "ip-address").and_then(|ip| ip.parse().ok()) {
+                    let ip: Ipv4Addr = ip;
+                    if !ip.is_loopback() && !addresses.contains(&ip) {
+                        addresses.push(ip);
+                    }
+                }
+            }
+        }
+        Ok(addresses)
+    }
+
+    async fn write_file(&self, vm: &VmRef, path: &str, content: &[u8]) -> Result<(), ProxmoxError> {
+        let encoded = base64::engine::general_purpose::STANDARD.encode(content);
+        if encoded.len() > FILE_WRITE_MAX_CHARS {
+            return Err(ProxmoxError::FileTooLarge {
+                path: path.to_owned(),
+                bytes: content.len(),
+                max: FILE_WRITE_MAX_CHARS / 4 * 3,
+            });
+        }
+        // `encode=0`: the content is base64 already, so binary files survive the trip.
+        let params: Params = vec![
+            ("file".into(), path.to_owned()),
+            ("content".into(), encoded),
+            ("encode".into(), "0".into()),
+        ];
+        self.agent_call(Method::Post, vm, "file-write", &params)
+            .await
+            .map(|_| ())
+    }
+}

@@ -1,0 +1,478 @@
+//! The Proxmox VE provider: the [`ProxmoxProvider`] trait the executor drives VMs through, in
+//! domain verbs over our types, and [`ProxmoxClient`], its implementation over the REST API.
+//!
+//! Nothing outside this module sees HTTP or Proxmox wire types. Ownership of VMs (who created
+//! them and for what) is encoded by [`ownership`]; errors are classified for retry by
+//! [`ProxmoxError::is_transient`].
+//!
+//! # Guarantees shared by every method
+//! - Idempotent: repeating a call after success (or after it was cancelled) is safe; "already
+//!   there" and "already gone" are success.
+//! - Every asynchronous Proxmox task is awaited (never fire-and-forget); a failed task is an
+//!   error carrying its exit status and log tail.
+//! - Transient failures are retried a bounded number of times before they are returned.
+
+mod api;
+mod client;
+pub mod connection;
+pub mod error;
+pub mod ownership;
+mod tasks;
+pub mod upid;
+mod wire;
+
+use std::future::Future;
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use crate::model::{NodeName, Ownership, VmId};
+
+pub use client::{ClientOptions, ProxmoxClient};
+pub use connection::{ConnectionConfig, TokenSecret, Trust};
+pub use error::{ProxmoxError, RetryPolicy, TaskFailure, backoff_delay};
+pub use ownership::VmOwner;
+
+/// A Proxmox VE node (a hypervisor host), e.g. `pve1`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PveNode(pub String);
+
+impl PveNode {
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for PveNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for PveNode {
+    fn from(name: &str) -> Self {
+        PveNode(name.to_owned())
+    }
+}
+
+/// One observation of a whole Proxmox cluster.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Inventory {
+    /// Every Proxmox node, sorted by name.
+    pub nodes: Vec<HostInfo>,
+    /// Every VM and template, sorted by VMID.
+    pub vms: Vec<VmInfo>,
+}
+
+impl Inventory {
+    /// The VMs a cluster owns.
+    pub fn owned_by<'a>(&'a self, cluster: &'a str) -> impl Iterator<Item = &'a VmInfo> + 'a {
+        self.vms.iter().filter(move |vm| {
+            vm.owner
+                .as_ref()
+                .is_some_and(|owner| owner.ownership.cluster == cluster)
+        })
+    }
+}
+
+/// A Proxmox node's state and capacity.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostInfo {
+    /// Node name.
+    pub name: PveNode,
+    /// Whether the node is online (an offline node's VMs cannot be reached).
+    pub online: bool,
+    /// CPU threads.
+    pub cpu_capacity: u32,
+    /// CPU use, 0.0..=1.0.
+    pub cpu_usage: f64,
+    /// Memory, bytes.
+    pub memory_capacity_bytes: u64,
+    /// Memory in use, bytes.
+    pub memory_used_bytes: u64,
+}
+
+/// A VM's power state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PowerState {
+    /// Running.
+    Running,
+    /// Stopped.
+    Stopped,
+    /// Unknown: its node is offline.
+    Unknown,
+}
+
+/// A VM (or template) as Proxmox reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VmInfo {
+    /// VMID.
+    pub vmid: VmId,
+    /// The node it lives on.
+    pub node: PveNode,
+    /// Its name (empty when unnamed).
+    pub name: String,
+    /// Power state.
+    pub power: PowerState,
+    /// Tags.
+    pub tags: Vec<String>,
+    /// Whether it is a template.
+    pub is_template: bool,
+    /// vCPUs.
+    pub cores: u32,
+    /// Memory, MiB.
+    pub memory_mib: u64,
+    /// Root disk size, bytes.
+    pub disk_bytes: u64,
+    /// Config lock (`clone`, `backup`, ...), if one is held.
+    pub lock: Option<String>,
+    /// Ownership, for VMs capstan created (from the tags, or the description of a VM left
+    /// untagged).
+    pub owner: Option<VmOwner>,
+}
+
+impl VmInfo {
+    /// Where to address calls about this VM.
+    pub fn vm_ref(&self) -> VmRef {
+        VmRef {
+            node: self.node.clone(),
+            vmid: self.vmid,
+        }
+    }
+}
+
+/// Where a VM is: its node and VMID.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct VmRef {
+    /// The Proxmox node.
+    pub node: PveNode,
+    /// The VMID.
+    pub vmid: VmId,
+}
+
+/// A VM the caller means to stop or destroy, with what it must still be: the client re-reads
+/// the VM and refuses unless name, cluster, role and pool all match.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpectedVm {
+    /// Where it is.
+    pub vm: VmRef,
+    /// Its name.
+    pub name: NodeName,
+    /// Its owner (the spec hash is not compared: it changes with the spec, not the owner).
+    pub ownership: Ownership,
+}
+
+/// A full clone of a template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CloneRequest {
+    /// Template name (looked up among VMs with `template: 1`; a copy on the target node is
+    /// preferred).
+    pub template: String,
+    /// Node the clone goes to.
+    pub target: PveNode,
+    /// The VM's name: `capstan-<cluster>-<pool>-<suffix>`.
+    pub name: NodeName,
+    /// Who owns it (written into the description by the clone call, then into tags).
+    pub ownership: Ownership,
+    /// Creation time recorded in description and tags.
+    pub created: Timestamp,
+    /// Resource pool to put it in.
+    pub pool: Option<String>,
+    /// Target storage (default: the template's).
+    pub storage: Option<String>,
+}
+
+/// The hardware and cloud-init settings of a VM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VmSettings {
+    /// vCPUs.
+    pub cores: u32,
+    /// Memory, MiB.
+    pub memory_mib: u32,
+    /// vCPU type (`x86-64-v2-AES`, `host`, ...).
+    pub cpu_type: String,
+    /// Owner, re-written as tags and description.
+    pub ownership: Ownership,
+    /// Creation time, re-written as tag and description.
+    pub created: Timestamp,
+    /// Cloud-init settings, when used.
+    pub cloud_init: Option<CloudInit>,
+}
+
+/// Cloud-init settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CloudInit {
+    /// `ipconfig0`, e.g. `ip=dhcp` or `ip=192.168.1.50/24,gw=192.168.1.1`.
+    pub ipconfig0: String,
+    /// Default user.
+    pub user: Option<String>,
+    /// SSH public keys, one per line.
+    pub ssh_keys: Option<String>,
+}
+
+/// Whether a resize changed anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResizeOutcome {
+    /// The disk was grown.
+    Grown,
+    /// The disk already had that size.
+    Unchanged,
+}
+
+/// A process started by the guest agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExecPid(pub u64);
+
+/// What `agent/exec-status` says about a process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecStatus {
+    /// Still running.
+    Running,
+    /// Finished.
+    Exited(CommandOutput),
+}
+
+/// How a command in a VM ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandOutput {
+    /// Exit code (`None` when killed by a signal).
+    pub exit_code: Option<i32>,
+    /// Signal number, when killed by one.
+    pub signal: Option<i32>,
+    /// Standard output (as the agent returns it: text).
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+/// What the executor needs from Proxmox VE, in domain verbs.
+///
+/// # Errors
+/// Every method returns [`ProxmoxError`]; `is_transient()` says whether a later retry can
+/// succeed. Permanent errors say what to fix.
+///
+/// # Guarantees
+/// Every method is idempotent and may be repeated after a crash or cancellation; asynchronous
+/// Proxmox tasks are awaited before a method returns.
+pub trait ProxmoxProvider: Send + Sync {
+    /// Observes every Proxmox node and VM in O(1) API calls (plus one per VM named like ours
+    /// but not yet tagged).
+    fn inventory(&self) -> impl Future<Output = Result<Inventory, ProxmoxError>> + Send;
+
+    /// Asks Proxmox for the next free VMID (not reserved: see `clone_vm`).
+    fn next_vmid(&self) -> impl Future<Output = Result<VmId, ProxmoxError>> + Send;
+
+    /// Full-clones a template and tags the clone as owned; returns where it is. A VMID taken by
+    /// a concurrent clone is retried with a fresh one; a VM of that name already owned by the
+    /// same cluster, role and pool (an earlier, interrupted attempt) is adopted instead.
+    ///
+    /// # Errors
+    /// `TemplateNotFound`; `VmidExhausted` after `clone_attempts` lost races; `TaskFailed`
+    /// (no memory on the node, no space on the storage); `NotOurs` when the name is taken by a
+    /// VM that is not this owner's.
+    fn clone_vm(
+        &self,
+        request: &CloneRequest,
+    ) -> impl Future<Output = Result<VmRef, ProxmoxError>> + Send;
+
+    /// Sets cores, memory, vCPU type, tags, description, `agent: 1` and cloud-init settings.
+    fn configure_vm(
+        &self,
+        vm: &VmRef,
+        settings: &VmSettings,
+    ) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
+
+    /// Grows the boot disk to `size_gib`; a no-op when it already has that size.
+    ///
+    /// # Errors
+    /// `ShrinkDisk` when the disk is larger (Proxmox cannot shrink); `NoDisk`.
+    fn resize_disk(
+        &self,
+        vm: &VmRef,
+        size_gib: u32,
+    ) -> impl Future<Output = Result<ResizeOutcome, ProxmoxError>> + Send;
+
+    /// Starts the VM; a no-op when it runs.
+    fn start_vm(&self, vm: &VmRef) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
+
+    /// Shuts the VM down cleanly, then stops it if it is still running after `timeout`.
+    /// Verifies ownership first; a VM already gone is success.
+    ///
+    /// # Errors
+    /// `NotOurs` when the VM at that VMID has another name or owner (nothing is done to it).
+    fn shutdown_vm(
+        &self,
+        vm: &ExpectedVm,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
+
+    /// Stops the VM at once (fencing). Verifies ownership first; a VM already gone is success.
+    ///
+    /// # Errors
+    /// `NotOurs` when the VM at that VMID has another name or owner (nothing is done to it).
+    fn stop_vm(&self, vm: &ExpectedVm) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
+
+    /// Stops and destroys the VM with its disks (`purge`). Verifies ownership first; a VM
+    /// already gone is success.
+    ///
+    /// # Errors
+    /// `NotOurs` when the VM at that VMID has another name or owner (nothing is done to it).
+    fn destroy_vm(&self, vm: &ExpectedVm) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
+
+    /// Pings the guest agent once.
+    ///
+    /// # Errors
+    /// An error whose `is_agent_unavailable()` is true while the VM boots, or hangs.
+    fn agent_ping(&self, vm: &VmRef) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
+
+    /// Waits until the guest agent answers a ping, up to `timeout`.
+    ///
+    /// # Errors
+    /// `AgentTimeout` when it never answered.
+    fn wait_for_agent(
+        &self,
+        vm: &VmRef,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
+
+    /// Starts a command in the guest (`command[0]` is the program).
+    fn agent_exec(
+        &self,
+        vm: &VmRef,
+        command: &[String],
+        input: Option<&str>,
+    ) -> impl Future<Output = Result<ExecPid, ProxmoxError>> + Send;
+
+    /// Reads the state of a command started by `agent_exec`.
+    fn agent_exec_status(
+        &self,
+        vm: &VmRef,
+        pid: ExecPid,
+    ) -> impl Future<Output = Result<ExecStatus, ProxmoxError>> + Send;
+
+    /// Runs a command in the guest to completion, up to `timeout`. A non-zero exit is not an
+    /// error: it is in the output.
+    ///
+    /// # Errors
+    /// `CommandTimeout` when it did not finish in time (it may still be running).
+    fn run_command(
+        &self,
+        vm: &VmRef,
+        command: &[String],
+        input: Option<&str>,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<CommandOutput, ProxmoxError>> + Send;
+
+    /// The VM's IPv4 addresses (loopback excluded), from the guest agent.
+    fn vm_addresses(
+        &self,
+        vm: &VmRef,
+    ) -> impl Future<Output = Result<Vec<Ipv4Addr>, ProxmoxError>> + Send;
+
+    /// Writes a file in the guest through the agent (at most 46080 bytes per call).
+    ///
+    /// # Errors
+    /// `FileTooLarge` past that size.
+    fn write_file(
+        &self,
+        vm: &VmRef,
+        path: &str,
+        content: &[u8],
+    ) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
+}
+
+impl<T: ProxmoxProvider> ProxmoxProvider for Arc<T> {
+    fn inventory(&self) -> impl Future<Output = Result<Inventory, ProxmoxError>> + Send {
+        (**self).inventory()
+    }
+    fn next_vmid(&self) -> impl Future<Output = Result<VmId, ProxmoxError>> + Send {
+        (**self).next_vmid()
+    }
+    fn clone_vm(
+        &self,
+        request: &CloneRequest,
+    ) -> impl Future<Output = Result<VmRef, ProxmoxError>> + Send {
+        (**self).clone_vm(request)
+    }
+    fn configure_vm(
+        &self,
+        vm: &VmRef,
+        settings: &VmSettings,
+    ) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
+        (**self).configure_vm(vm, settings)
+    }
+    fn resize_disk(
+        &self,
+        vm: &VmRef,
+        size_gib: u32,
+    ) -> impl Future<Output = Result<ResizeOutcome, ProxmoxError>> + Send {
+        (**self).resize_disk(vm, size_gib)
+    }
+    fn start_vm(&self, vm: &VmRef) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
+        (**self).start_vm(vm)
+    }
+    fn shutdown_vm(
+        &self,
+        vm: &ExpectedVm,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
+        (**self).shutdown_vm(vm, timeout)
+    }
+    fn stop_vm(&self, vm: &ExpectedVm) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
+        (**self).stop_vm(vm)
+    }
+    fn destroy_vm(&self, vm: &ExpectedVm) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
+        (**self).destroy_vm(vm)
+    }
+    fn agent_ping(&self, vm: &VmRef) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
+        (**self).agent_ping(vm)
+    }
+    fn wait_for_agent(
+        &self,
+        vm: &VmRef,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
+        (**self).wait_for_agent(vm, timeout)
+    }
+    fn agent_exec(
+        &self,
+        vm: &VmRef,
+        command: &[String],
+        input: Option<&str>,
+    ) -> impl Future<Output = Result<ExecPid, ProxmoxError>> + Send {
+        (**self).agent_exec(vm, command, input)
+    }
+    fn agent_exec_status(
+        &self,
+        vm: &VmRef,
+        pid: ExecPid,
+    ) -> impl Future<Output = Result<ExecStatus, ProxmoxError>> + Send {
+        (**self).agent_exec_status(vm, pid)
+    }
+    fn run_command(
+        &self,
+        vm: &VmRef,
+        command: &[String],
+        input: Option<&str>,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<CommandOutput, ProxmoxError>> + Send {
+        (**self).run_command(vm, command, input, timeout)
+    }
+    fn vm_addresses(
+        &self,
+        vm: &VmRef,
+    ) -> impl Future<Output = Result<Vec<Ipv4Addr>, ProxmoxError>> + Send {
+        (**self).vm_addresses(vm)
+    }
+    fn write_file(
+        &self,
+        vm: &VmRef,
+        path: &str,
+        content: &[u8],
+    ) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
+        (**self).write_file(vm, path, content)
+    }
+}

@@ -1,0 +1,251 @@
+//! How a VM says it is capstan's: its name, its description and its tags (pure).
+//!
+//! Ownership is written from the very first API call that creates a VM: the clone call carries
+//! the name (`capstan-<cluster>-<pool>-<suffix>`) and a description holding one marker line;
+//! a config call right after adds the tags. The tags make recognition O(1) from
+//! `/cluster/resources`; the description is the fallback for a VM left untagged by a crash
+//! between the two calls.
+//!
+//! # Invariants
+//! - Every tag produced here matches Proxmox's `pve-tag` format `[a-z0-9_][a-z0-9_\-\+\.]*`.
+//! - `parse_tags(encode_tags(o, t)) == Some(o, t)` and the same for descriptions.
+
+use jiff::Timestamp;
+
+use crate::model::{NodeName, Ownership, Role};
+
+/// The tag every capstan VM carries.
+pub const OWNER_TAG: &str = "capstan";
+/// Prefix of every VM name capstan gives.
+pub const NAME_PREFIX: &str = "capstan-";
+/// The marker that starts the ownership line in a VM's description.
+pub const DESCRIPTION_MARKER: &str = "capstan.dev/owner:";
+
+const CLUSTER_TAG: &str = "cluster-";
+const ROLE_TAG: &str = "role-";
+const POOL_TAG: &str = "pool-";
+const SPEC_TAG: &str = "spec-";
+const CREATED_TAG: &str = "created-";
+
+/// Who owns a VM and since when, as read back from Proxmox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VmOwner {
+    /// Cluster, role, pool and spec hash.
+    pub ownership: Ownership,
+    /// When capstan created the VM (absent when an older writer left it out).
+    pub created: Option<Timestamp>,
+}
+
+/// The name of a capstan VM: `capstan-<cluster>-<pool>-<suffix>`.
+pub fn vm_name(cluster: &str, pool: &str, suffix: &str) -> NodeName {
+    NodeName(format!("{NAME_PREFIX}{cluster}-{pool}-{suffix}"))
+}
+
+/// Whether a VM name looks like one capstan gives (a hint to read its description).
+pub fn has_capstan_name(name: &str) -> bool {
+    name.starts_with(NAME_PREFIX)
+}
+
+/// Whether `tag` is a valid Proxmox tag (`[a-z0-9_][a-z0-9_\-\+\.]*`).
+pub fn is_valid_tag(tag: &str) -> bool {
+    let mut chars = tag.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    first_ok
+        && chars.all(|c| {
+            c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-' | '+' | '.')
+        })
+}
+
+/// Splits a Proxmox tag list (`a;b`, also `,` or space separated) into tags.
+pub fn split_tags(raw: &str) -> Vec<String> {
+    raw.split([';', ',', ' '])
+        .map(str::trim)
+        .filter(|tag| !tag.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The tags that mark a VM as owned: `capstan`, `cluster-<c>`, `role-<r>`, `pool-<p>`,
+/// `spec-<hash>`, `created-<unix seconds>`. Values that would break the tag format are
+/// lower-cased and stripped of other characters (cluster and pool names are DNS labels, so
+/// this never changes them in practice).
+pub fn encode_tags(ownership: &Ownership, created: Timestamp) -> Vec<String> {
+    vec![
+        OWNER_TAG.to_owned(),
+        format!("{CLUSTER_TAG}{}", tag_safe(&ownership.cluster)),
+        format!("{ROLE_TAG}{}", ownership.role.as_str()),
+        format!("{POOL_TAG}{}", tag_safe(&ownership.pool)),
+        format!("{SPEC_TAG}{}", tag_safe(&ownership.spec_hash)),
+        format!("{CREATED_TAG}{}", created.as_second()),
+    ]
+}
+
+/// Reads ownership back from tags. `None` unless the `capstan` tag and every one of cluster,
+/// role, pool and spec are present.
+pub fn parse_tags(tags: &[String]) -> Option<VmOwner> {
+    if !tags.iter().any(|tag| tag == OWNER_TAG) {
+        return None;
+    }
+    let value = |prefix: &str| {
+        tags.iter()
+            .find_map(|tag| tag.strip_prefix(prefix))
+            .filter(|value| !value.is_empty())
+    };
+    let ownership = Ownership {
+        cluster: value(CLUSTER_TAG)?.to_owned(),
+        role: parse_role(value(ROLE_TAG)?)?,
+        pool: value(POOL_TAG)?.to_owned(),
+        spec_hash: value(SPEC_TAG)?.to_owned(),
+    };
+    let created = value(CREATED_TAG)
+        .and_then(|seconds| seconds.parse::<i64>().ok())
+        .and_then(|seconds| Timestamp::from_second(seconds).ok());
+    Some(VmOwner { ownership, created })
+}
+
+/// The VM description: a line for people and the marker line for capstan.
+pub fn encode_description(ownership: &Ownership, created: Timestamp) -> String {
+    format!(
+        "Managed by capstan: do not edit the next line.\n{DESCRIPTION_MARKER} cluster={} role={} pool={} spec={} created={}\n",
+        ownership.cluster,
+        ownership.role.as_str(),
+        ownership.pool,
+        ownership.spec_hash,
+        created
+    )
+}
+
+/// Reads ownership back from a description; `None` when it has no complete marker line.
+pub fn parse_description(description: &str) -> Option<VmOwner> {
+    let line = description
+        .lines()
+        .find_map(|line| line.trim().strip_prefix(DESCRIPTION_MARKER))?;
+    let field = |key: &str| {
+        line.split_whitespace()
+            .find_map(|pair| pair.strip_prefix(key)?.strip_prefix('='))
+            .filter(|value| !value.is_empty())
+    };
+    let ownership = Ownership {
+        cluster: field("cluster")?.to_owned(),
+        role: parse_role(field("role")?)?,
+        pool: field("pool")?.to_owned(),
+        spec_hash: field("spec")?.to_owned(),
+    };
+    let created = field("created").and_then(|text| text.parse::<Timestamp>().ok());
+    Some(VmOwner { ownership, created })
+}
+
+fn parse_role(text: &str) -> Option<Role> {
+    match text {
+        "control-plane" => Some(Role::ControlPlane),
+        "worker" => Some(Role::Worker),
+        _ => None,
+    }
+}
+
+fn tag_safe(value: &str) -> String {
+    value
+        .chars()
+        .map(|c| c.to_ascii_lowercase())
+        .filter(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-' | '.'))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner() -> Ownership {
+        Ownership {
+            cluster: "prod".into(),
+            role: Role::ControlPlane,
+            pool: "cp".into(),
+            spec_hash: "0123456789ab".into(),
+        }
+    }
+
+    fn created() -> Timestamp {
+        "2026-11-30T10:00:00Z".parse().expect("timestamp")
+    }
+
+    #[test]
+    fn tags_round_trip_and_are_valid_pve_tags() {
+        let tags = encode_tags(&owner(), created());
+        assert!(tags.iter().all(|tag| is_valid_tag(tag)), "{tags:?}");
+        assert_eq!(
+            parse_tags(&tags),
+            Some(VmOwner {
+                ownership: owner(),
+                created: Some(created())
+            })
+        );
+    }
+
+    #[test]
+    fn tags_survive_proxmox_joining_and_reordering_them() {
+        let mut tags = encode_tags(&owner(), created());
+        tags.reverse();
+        let joined = tags.join(";");
+        let parsed = parse_tags(&split_tags(&joined)).expect("owned");
+        assert_eq!(parsed.ownership, owner());
+    }
+
+    #[test]
+    fn incomplete_or_foreign_tags_are_not_ownership() {
+        assert_eq!(parse_tags(&split_tags("capstan;cluster-prod")), None);
+        assert_eq!(
+            parse_tags(&split_tags(
+                "cluster-prod;role-worker;pool-general;spec-abc"
+            )),
+            None,
+            "without the capstan tag a VM is not ours"
+        );
+        assert_eq!(
+            parse_tags(&split_tags(
+                "capstan;cluster-prod;role-boss;pool-general;spec-abc"
+            )),
+            None
+        );
+    }
+
+    #[test]
+    fn descriptions_round_trip_even_inside_other_text() {
+        let text = format!(
+            "Notes by an operator.\n{}More notes.",
+            encode_description(&owner(), created())
+        );
+        assert_eq!(
+            parse_description(&text),
+            Some(VmOwner {
+                ownership: owner(),
+                created: Some(created())
+            })
+        );
+        assert_eq!(parse_description("just a VM"), None);
+        assert_eq!(
+            parse_description("capstan.dev/owner: cluster=prod role=worker"),
+            None
+        );
+    }
+
+    #[test]
+    fn tag_validity_follows_the_pve_tag_format() {
+        assert!(is_valid_tag("capstan"));
+        assert!(is_valid_tag("spec-0123abc"));
+        assert!(is_valid_tag("_x+y.z"));
+        assert!(!is_valid_tag("-leading-dash"));
+        assert!(!is_valid_tag("Upper"));
+        assert!(!is_valid_tag("a b"));
+        assert!(!is_valid_tag(""));
+    }
+
+    #[test]
+    fn names_follow_the_capstan_scheme() {
+        let name = vm_name("prod", "general", "7f3k2");
+        assert_eq!(name.as_str(), "capstan-prod-general-7f3k2");
+        assert!(has_capstan_name(name.as_str()));
+        assert!(!has_capstan_name("web01"));
+    }
+}

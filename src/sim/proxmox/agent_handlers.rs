@@ -1,0 +1,157 @@
+//! The simulated QEMU guest agent endpoints. Every call first checks the agent is available
+//! (configured, VM running, booted, not hung), with a real host's error texts; `exec` runs the
+//! command through the pluggable [`super::guest::GuestSoftware`].
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+use super::endpoints::Route;
+use super::handlers::Reply;
+use super::params::Params;
+use super::state::{AgentState, ApiFail, ExecState, Shared};
+
+pub(super) async fn agent(
+    shared: &Arc<Shared>,
+    route: Route,
+    p: &Params,
+) -> Result<Reply, ApiFail> {
+    let (node, vmid) = (p.node().to_owned(), p.vmid());
+    let command = match route {
+        Route::AgentExec => "exec",
+        Route::AgentExecStatus => "exec-status",
+        Route::AgentNetwork => "network-get-interfaces",
+        Route::AgentFileWrite => "file-write",
+        Route::AgentOsinfo => "get-osinfo",
+        _ => "ping",
+    };
+    let agent_state = shared.lock().agent_check(&node, vmid)?;
+    if let AgentState::Hung = agent_state {
+        tokio::time::sleep(shared.durations.agent_timeout).await;
+        return Err(ApiFail::die(format!(
+            "VM {vmid} qmp command 'guest-{command}' failed - got timeout"
+        )));
+    }
+    match route {
+        Route::AgentPing => Reply::data(json!({"result": {}})),
+        Route::AgentOsinfo => Reply::data(json!({"result": {
+            "id": "debian",
+            "name": "Debian GNU/Linux",
+            "pretty-name": "Debian GNU/Linux 13 (trixie)",
+            "version": "13 (trixie)",
+            "version-id": "13",
+            "kernel-release": "6.12.48+deb13-amd64",
+            "kernel-version": "#1 SMP PREEMPT_DYNAMIC Debian 6.12.48-1",
+            "machine": "x86_64",
+        }})),
+        Route::AgentNetwork => {
+            let state = shared.lock();
+            let vm = state.vm_on(&node, vmid)?;
+            let mac = vm
+                .config
+                .get("net0")
+                .and_then(|net| net.split(',').next())
+                .and_then(|model| model.split_once('=').map(|(_, mac)| mac.to_lowercase()))
+                .unwrap_or_else(|| "bc:24:11:00:00:00".into());
+            let mut eth = json!({
+                "name": "eth0",
+                "hardware-address": mac,
+                "ip-addresses": [],
+                "statistics": {"rx-bytes": 1_048_576, "rx-packets": 1024, "rx-errs": 0, "rx-dropped": 0,
+                               "tx-bytes": 524_288, "tx-packets": 512, "tx-errs": 0, "tx-dropped": 0},
+            });
+            let mut addresses = Vec::new();
+            if let Some(ip) = state.leases.get(&vmid) {
+                addresses.push(json!({"ip-address": ip.to_string(), "ip-address-type": "ipv4", "prefix": state.prefix_len}));
+            }
+            addresses.push(json!({"ip-address": format!("fe80::be24:11ff:fe00:{vmid:x}"), "ip-address-type": "ipv6", "prefix": 64}));
+            eth["ip-addresses"] = Value::Array(addresses);
+            Reply::data(json!({"result": [
+                {
+                    "name": "lo",
+                    "hardware-address": "00:00:00:00:00:00",
+                    "ip-addresses": [
+                        {"ip-address": "127.0.0.1", "ip-address-type": "ipv4", "prefix": 8},
+                        {"ip-address": "::1", "ip-address-type": "ipv6", "prefix": 128},
+                    ],
+                    "statistics": {"rx-bytes": 0, "rx-packets": 0, "rx-errs": 0, "rx-dropped": 0,
+                                   "tx-bytes": 0, "tx-packets": 0, "tx-errs": 0, "tx-dropped": 0},
+                },
+                eth,
+            ]}))
+        }
+        Route::AgentExec => {
+            let argv = p.list("command");
+            if argv.is_empty() {
+                return Err(ApiFail::param("command", "no command specified"));
+            }
+            let input = p.text("input-data").map(str::to_owned);
+            let (pid, identity) = {
+                let mut state = shared.lock();
+                let identity = state.identity(vmid);
+                let vm = state.vm_on_mut(&node, vmid)?;
+                vm.next_exec_pid += 1;
+                let pid = vm.next_exec_pid;
+                vm.execs.insert(pid, ExecState::Running);
+                (pid, identity)
+            };
+            let Some(identity) = identity else {
+                return Err(super::state::missing_config(&node, vmid));
+            };
+            let future = shared.guest.exec(&identity, &argv, input.as_deref());
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                let outcome = future.await;
+                let mut state = shared.lock();
+                if let Some(vm) = state.vms.get_mut(&vmid)
+                    && let Some(entry) = vm.execs.get_mut(&pid)
+                {
+                    *entry = ExecState::Done(outcome);
+                }
+            });
+            Reply::data(json!({"pid": pid}))
+        }
+        Route::AgentExecStatus => {
+            let pid = p.int("pid").unwrap_or(-1);
+            let mut state = shared.lock();
+            let vm = state.vm_on_mut(&node, vmid)?;
+            let pid = u64::try_from(pid).unwrap_or(u64::MAX);
+            match vm.execs.get(&pid) {
+                None => Err(ApiFail::die("Agent error: Invalid parameter 'pid'")),
+                Some(ExecState::Running) => Reply::data(json!({"exited": 0})),
+                Some(ExecState::Done(_)) => {
+                    // The guest agent forgets a process once its end has been read.
+                    let Some(ExecState::Done(outcome)) = vm.execs.remove(&pid) else {
+                        return Err(ApiFail::die("Agent error: Invalid parameter 'pid'"));
+                    };
+                    let mut reply = json!({"exited": 1, "exitcode": outcome.exit_code});
+                    if !outcome.stdout.is_empty() {
+                        reply["out-data"] = Value::from(outcome.stdout);
+                    }
+                    if !outcome.stderr.is_empty() {
+                        reply["err-data"] = Value::from(outcome.stderr);
+                    }
+                    Reply::data(reply)
+                }
+            }
+        }
+        Route::AgentFileWrite => {
+            let content = p.text("content").unwrap_or_default();
+            let bytes = if p.flag("encode") == Some(false) {
+                base64::engine::general_purpose::STANDARD
+                    .decode(content)
+                    .map_err(|_| ApiFail::die("Agent error: Base64 data is invalid"))?
+            } else {
+                content.as_bytes().to_vec()
+            };
+            let file = p.text("file").unwrap_or_default().to_owned();
+            let identity = shared.lock().identity(vmid);
+            if let Some(identity) = identity {
+                shared.guest.file_written(&identity, &file, &bytes);
+            }
+            Reply::data(Value::Null)
+        }
+        _ => Err(ApiFail::die(format!("Method '{command}' not implemented"))),
+    }
+}

@@ -1,0 +1,103 @@
+//! Shared setup of the Proxmox tests: a simulated Proxmox with fast tasks and a real client
+//! pinned to its certificate.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use capstan::clock::LabClock;
+use capstan::model::{NodeName, Ownership, Role};
+use capstan::providers::proxmox::{
+    ClientOptions, CloneRequest, ConnectionConfig, ExpectedVm, ProxmoxClient, PveNode, TokenSecret,
+    Trust, VmRef,
+};
+use capstan::sim::proxmox::{DefaultShell, GuestSoftware, SimOptions, SimProxmox};
+use capstan::sim::world::{ProxmoxWorld, Timings};
+use capstan::spec::HumanDuration;
+
+pub const TOKEN_ID: &str = "capstan@pve!test";
+pub const SECRET: &str = "5f0c2a8e-1b3d-4c5e-8f70-0a1b2c3d4e5f";
+
+fn ms(n: u64) -> HumanDuration {
+    HumanDuration(Duration::from_millis(n))
+}
+
+/// The default world with tasks that take milliseconds.
+pub fn fast_world() -> ProxmoxWorld {
+    ProxmoxWorld {
+        timings: Timings {
+            clone: ms(40),
+            config: ms(5),
+            resize: ms(5),
+            start: ms(20),
+            boot: ms(60),
+            shutdown: ms(20),
+            stop: ms(10),
+            destroy: ms(10),
+            agent_timeout: ms(100),
+            auth_failure_delay: ms(20),
+        },
+        ..ProxmoxWorld::default()
+    }
+}
+
+/// A running sim and a client for it.
+pub struct Setup {
+    pub sim: SimProxmox,
+    pub client: ProxmoxClient,
+}
+
+pub async fn start(world: ProxmoxWorld) -> Setup {
+    start_with(world, Arc::new(DefaultShell::new()), false).await
+}
+
+pub async fn start_with(world: ProxmoxWorld, guest: Arc<dyn GuestSoftware>, record: bool) -> Setup {
+    let options = SimOptions {
+        record,
+        ..SimOptions::loopback(TOKEN_ID, SECRET)
+    };
+    let sim = SimProxmox::start(&world, options, LabClock::new(), guest)
+        .await
+        .expect("sim starts");
+    let client = client(&sim, SECRET, Trust::Fingerprint(sim.fingerprint()));
+    Setup { sim, client }
+}
+
+pub fn client(sim: &SimProxmox, secret: &str, trust: Trust) -> ProxmoxClient {
+    let config = ConnectionConfig::new(&sim.url(), TOKEN_ID, TokenSecret::new(secret), trust)
+        .expect("connection config");
+    ProxmoxClient::new(&config, ClientOptions::for_lab()).expect("client")
+}
+
+pub fn ownership(cluster: &str, role: Role, pool: &str) -> Ownership {
+    Ownership {
+        cluster: cluster.into(),
+        role,
+        pool: pool.into(),
+        spec_hash: "0123456789ab".into(),
+    }
+}
+
+pub fn created() -> jiff::Timestamp {
+    "2026-11-30T10:00:00Z".parse().expect("timestamp")
+}
+
+pub fn clone_request(cluster: &str, pool: &str, suffix: &str, target: &str) -> CloneRequest {
+    CloneRequest {
+        template: "debian13-k8s".into(),
+        target: PveNode::from(target),
+        name: NodeName(format!("capstan-{cluster}-{pool}-{suffix}")),
+        ownership: ownership(cluster, Role::Worker, pool),
+        created: created(),
+        pool: Some("capstan".into()),
+        storage: None,
+    }
+}
+
+pub fn expected(vm: &VmRef, request: &CloneRequest) -> ExpectedVm {
+    ExpectedVm {
+        vm: vm.clone(),
+        name: request.name.clone(),
+        ownership: request.ownership.clone(),
+    }
+}

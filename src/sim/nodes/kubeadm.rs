@@ -4,6 +4,7 @@
 //! real tool's words.
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
@@ -13,12 +14,10 @@ use super::cli::{
     self, CertsCommand, InitPhase, KubeadmCommand, KubectlCommand, MemberCommand, PhaseName,
     TokenCommand, UpgradeCommand,
 };
-use super::{
-    ClusterAccess, ClusterBackend, Exit, GuestVm, NewCluster, NewNode, NodeTimings, PowerEvent,
-    random_hex,
-};
+use super::{ClusterAccess, ClusterBackend, NewCluster, NewNode, NodeTimings, random_hex};
 use crate::model::{Role, VmId};
 use crate::providers::kubeadm as paths;
+use crate::sim::proxmox::{ExecOutcome as Exit, GuestIdentity as GuestVm, PowerEvent};
 use crate::spec::KubeVersion;
 
 /// How long `kubeadm init phase upload-certs` keeps the certificates (kubeadm's constant).
@@ -117,23 +116,23 @@ impl World {
         now: Timestamp,
     ) -> (Exit, Vec<Later>) {
         let Some((program, args)) = argv.split_first() else {
-            return (Exit::fail(1, "no command given\n"), Vec::new());
+            return (Exit::failure(1, "no command given\n"), Vec::new());
         };
         let mut later = Vec::new();
         let exit = match program.as_str() {
-            "true" => Exit::ok(""),
-            "false" => Exit::fail(1, ""),
-            "echo" => Exit::ok(format!("{}\n", args.join(" "))),
-            "hostname" => Exit::ok(format!("{}\n", vm.name)),
+            "true" => Exit::success(""),
+            "false" => Exit::failure(1, ""),
+            "echo" => Exit::success(format!("{}\n", args.join(" "))),
+            "hostname" => Exit::success(format!("{}\n", vm.name)),
             "cat" => self.cat(vm.vmid, args),
             "test" => self.test(vm.vmid, args),
             "bash" => self.bash(backend, vm, args, now, &mut later),
             "kubeadm" | "kubectl" if self.guest(vm.vmid).kubeadm.is_none() => {
-                Exit::fail(127, format!("bash: line 1: {program}: command not found\n"))
+                Exit::failure(127, format!("bash: line 1: {program}: command not found\n"))
             }
             "kubeadm" => self.kubeadm(backend, vm, args, now, &mut later),
             "kubectl" => self.kubectl(vm, args, &mut later),
-            other => Exit::fail(127, format!("bash: line 1: {other}: command not found\n")),
+            other => Exit::failure(127, format!("bash: line 1: {other}: command not found\n")),
         };
         (exit, later)
     }
@@ -144,20 +143,23 @@ impl World {
         for path in args {
             match guest.files.get(path) {
                 Some(content) => out.push_str(content),
-                None => return Exit::fail(1, format!("cat: {path}: No such file or directory\n")),
+                None => {
+                    return Exit::failure(1, format!("cat: {path}: No such file or directory\n"));
+                }
             }
         }
-        Exit::ok(out)
+        Exit::success(out)
     }
 
     fn test(&mut self, vmid: VmId, args: &[String]) -> Exit {
         let guest = self.guest(vmid);
         match args {
             [flag, path] if flag == "-f" || flag == "-e" => Exit {
-                code: i32::from(!guest.files.contains_key(path)),
-                ..Exit::default()
+                exit_code: i32::from(!guest.files.contains_key(path)),
+                stdout: String::new(),
+                stderr: String::new(),
             },
-            _ => Exit::fail(2, "test: unsupported expression\n"),
+            _ => Exit::failure(2, "test: unsupported expression\n"),
         }
     }
 
@@ -170,7 +172,7 @@ impl World {
         later: &mut Vec<Later>,
     ) -> Exit {
         let Some((script, script_args)) = args.split_first() else {
-            return Exit::fail(
+            return Exit::failure(
                 2,
                 "bash: interactive shells are not available over the guest agent\n",
             );
@@ -181,12 +183,12 @@ impl World {
             .get(script)
             .is_some_and(|text| text.starts_with("#!"))
         {
-            return Exit::fail(127, format!("bash: {script}: No such file or directory\n"));
+            return Exit::failure(127, format!("bash: {script}: No such file or directory\n"));
         }
         match script.as_str() {
             paths::PREPARE_SCRIPT => self.prepare(vm, script_args, later),
             paths::RENEW_SCRIPT => self.renew(backend, vm),
-            other => Exit::fail(
+            other => Exit::failure(
                 1,
                 format!("bash: {other}: the lab does not emulate this script\n"),
             ),
@@ -198,10 +200,10 @@ impl World {
         let (version, kubeadm_only) = match args {
             [version] => (version, false),
             [version, flag] if flag == "--kubeadm-only" => (version, true),
-            _ => return Exit::fail(1, "usage: prepare-node.sh VERSION [--kubeadm-only]\n"),
+            _ => return Exit::failure(1, "usage: prepare-node.sh VERSION [--kubeadm-only]\n"),
         };
         let Ok(version) = version.parse::<KubeVersion>() else {
-            return Exit::fail(
+            return Exit::failure(
                 100,
                 format!("E: Version '{version}-*' for 'kubeadm' was not found\n"),
             );
@@ -224,7 +226,7 @@ impl World {
         } else {
             "cri-o kubelet kubeadm kubectl"
         };
-        Exit::ok(format!("Setting up {what} ({version}) ...\n"))
+        Exit::success(format!("Setting up {what} ({version}) ...\n"))
     }
 
     fn kubeadm(
@@ -237,7 +239,7 @@ impl World {
     ) -> Exit {
         let parsed: cli::Kubeadm = match cli::parse("kubeadm", args) {
             Ok(parsed) => parsed,
-            Err((code, message)) => return Exit::fail(code, message),
+            Err((code, message)) => return Exit::failure(code, message),
         };
         match parsed.command {
             KubeadmCommand::Init(init) => match init.phase {
@@ -275,25 +277,25 @@ impl World {
             } if which == "all" => self.renew(backend, vm),
             KubeadmCommand::Certs {
                 command: CertsCommand::Renew { which },
-            } => Exit::fail(1, format!("unknown certificate {which}\n")),
+            } => Exit::failure(1, format!("unknown certificate {which}\n")),
             KubeadmCommand::Version { .. } => match self.guest(vm.vmid).kubeadm {
-                Some(version) => Exit::ok(format!(
+                Some(version) => Exit::success(format!(
                     "kubeadm version: &version.Info{{GitVersion:\"v{version}\"}}\n"
                 )),
-                None => Exit::fail(127, "kubeadm: command not found\n"),
+                None => Exit::failure(127, "kubeadm: command not found\n"),
             },
         }
     }
 
     fn read_config(&mut self, vmid: VmId, path: Option<&str>) -> Result<Vec<Value>, Exit> {
         let Some(path) = path else {
-            return Err(Exit::fail(
+            return Err(Exit::failure(
                 1,
                 "the lab's kubeadm needs --config: capstan always passes one\n",
             ));
         };
         let Some(text) = self.guest(vmid).files.get(path) else {
-            return Err(Exit::fail(
+            return Err(Exit::failure(
                 1,
                 format!(
                     "unable to read config from \"{path}\" : open {path}: no such file or directory\n"
@@ -301,7 +303,7 @@ impl World {
             ));
         };
         let documents: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|err| {
-            Exit::fail(
+            Exit::failure(
                 1,
                 format!("error unmarshaling configuration from \"{path}\": {err}\n"),
             )
@@ -317,7 +319,7 @@ impl World {
                 && api_version != "kubeadm.k8s.io/v1beta4"
                 && api_version != "kubeadm.k8s.io/v1beta3"
             {
-                return Err(Exit::fail(
+                return Err(Exit::failure(
                     1,
                     format!(
                         "no kind \"{kind}\" is registered for version \"{api_version}\" in scheme\n"
@@ -368,14 +370,14 @@ impl World {
         {
             Some(Ok(version)) => version,
             _ => {
-                return Exit::fail(
+                return Exit::failure(
                     1,
                     "ClusterConfiguration.kubernetesVersion: invalid or missing version\n",
                 );
             }
         };
         if version > kubeadm {
-            return Exit::fail(
+            return Exit::failure(
                 1,
                 format!(
                     "this version of kubeadm only supports deploying clusters with the control plane version <= v{kubeadm}. Current version: v{version}\n"
@@ -391,7 +393,7 @@ impl World {
             );
         }
         let Some(endpoint) = cluster["controlPlaneEndpoint"].as_str().map(str::to_owned) else {
-            return Exit::fail(
+            return Exit::failure(
                 1,
                 "the lab needs ClusterConfiguration.controlPlaneEndpoint: capstan always sets one\n",
             );
@@ -403,7 +405,7 @@ impl World {
             .get(paths::KUBE_VIP_MANIFEST)
             .is_some_and(|m| m.contains("super-admin.conf"));
         if !vip_ready {
-            return Exit::fail(
+            return Exit::failure(
                 1,
                 format!(
                     "[api-check] The API server is not healthy after 4m0s\nerror execution phase wait-control-plane: could not reach the control-plane endpoint {endpoint}: kube-vip is not holding its address (is /etc/kubernetes/manifests/kube-vip.yaml in place, with super-admin.conf?)\n"
@@ -416,7 +418,7 @@ impl World {
             .find(|(_, c)| c.endpoint == endpoint)
             .map(|(name, _)| name.clone())
         {
-            return Exit::fail(
+            return Exit::failure(
                 1,
                 format!(
                     "error execution phase wait-control-plane: the endpoint {endpoint} already answers for cluster {name}\n"
@@ -440,7 +442,7 @@ impl World {
         }) {
             Ok(access) => access,
             Err(message) => {
-                return Exit::fail(
+                return Exit::failure(
                     1,
                     format!("error execution phase control-plane: {message}\n"),
                 );
@@ -468,7 +470,7 @@ impl World {
         });
         self.clusters.insert(name.clone(), state);
         if let Err(message) = self.register(backend, vm, &name, &node, Role::ControlPlane, later) {
-            return Exit::fail(
+            return Exit::failure(
                 1,
                 format!("error execution phase kubelet-start: {message}\n"),
             );
@@ -481,7 +483,7 @@ impl World {
             out.push_str(&format!(" --certificate-key {key}"));
         }
         out.push('\n');
-        Exit::ok(out)
+        Exit::success(out)
     }
 
     /// Writes a member's files and registers its Node (Ready once the CNI runs).
@@ -504,7 +506,7 @@ impl World {
                 name: node.to_owned(),
                 kubelet_version: kubelet,
                 role,
-                address: vm.address,
+                address: vm.address.map(IpAddr::V4),
                 ready: false,
             },
         )?;
@@ -552,7 +554,7 @@ impl World {
                 role: Role::ControlPlane,
                 ..
             }) => Ok(cluster.clone()),
-            _ => Err(Exit::fail(
+            _ => Err(Exit::failure(
                 1,
                 format!(
                     "couldn't create a Kubernetes client from file \"{}\": failed to load admin kubeconfig: open {}: no such file or directory\n",
@@ -569,13 +571,13 @@ impl World {
             Err(exit) => return exit,
         };
         if !upload {
-            return Exit::ok("[upload-certs] Skipping phase. Please see --upload-certs\n");
+            return Exit::success("[upload-certs] Skipping phase. Please see --upload-certs\n");
         }
         let key = random_hex(32);
         if let Some(state) = self.clusters.get_mut(&cluster) {
             state.certificate_key = Some((key.clone(), now + CERTIFICATE_KEY_LIFETIME));
         }
-        Exit::ok(format!(
+        Exit::success(format!(
             "[upload-certs] Storing the certificates in Secret \"kubeadm-certs\" in the \"kube-system\" Namespace\n[upload-certs] Using certificate key:\n{key}\n"
         ))
     }
@@ -592,7 +594,7 @@ impl World {
             Err(exit) => return exit,
         };
         let Ok(ttl) = humantime::parse_duration(ttl) else {
-            return Exit::fail(
+            return Exit::failure(
                 1,
                 format!(
                     "invalid argument \"{ttl}\" for \"--ttl\" flag: time: invalid duration \"{ttl}\"\n"
@@ -600,18 +602,18 @@ impl World {
             );
         };
         let Some(state) = self.clusters.get_mut(&cluster) else {
-            return Exit::fail(1, "the cluster is gone\n");
+            return Exit::failure(1, "the cluster is gone\n");
         };
         let token = new_token();
         let expiry = now + SignedDuration::try_from(ttl).unwrap_or(SignedDuration::from_hours(24));
         state.tokens.insert(token.clone(), expiry);
         if print_join_command {
-            Exit::ok(format!(
+            Exit::success(format!(
                 "kubeadm join {} --token {token} --discovery-token-ca-cert-hash {} \n",
                 state.endpoint, state.access.ca_cert_hash
             ))
         } else {
-            Exit::ok(format!("{token}\n"))
+            Exit::success(format!("{token}\n"))
         }
     }
 
@@ -643,7 +645,7 @@ impl World {
             .find(|(_, c)| c.endpoint == request.endpoint);
         let Some((name, state)) = found else {
             let host = split_endpoint(&request.endpoint).0;
-            return Exit::fail(
+            return Exit::failure(
                 1,
                 format!(
                     "error execution phase preflight: couldn't validate the identity of the API Server: failed to request the cluster-info ConfigMap: Get \"https://{}/api/v1/namespaces/kube-public/configmaps/cluster-info?timeout=10s\": dial tcp: lookup {host}: no such host\n",
@@ -658,7 +660,7 @@ impl World {
             .is_some_and(|expiry| *expiry > now);
         if !token_valid {
             let id = request.token.split('.').next().unwrap_or_default();
-            return Exit::fail(
+            return Exit::failure(
                 1,
                 format!(
                     "error execution phase preflight: couldn't validate the identity of the API Server: could not find a JWS signature in the cluster-info ConfigMap for token ID \"{id}\"\n"
@@ -666,7 +668,7 @@ impl World {
             );
         }
         if !request.ca_hashes.contains(&state.access.ca_cert_hash) {
-            return Exit::fail(
+            return Exit::failure(
                 1,
                 format!(
                     "error execution phase preflight: couldn't validate the identity of the API Server: cluster CA found in cluster-info ConfigMap is invalid: none of the public keys \"{}\" are pinned\n",
@@ -677,7 +679,7 @@ impl World {
         if kubelet.minor_version() > state.version.minor_version()
             || kubelet.minor + KUBELET_MAX_MINOR_SKEW < state.version.minor
         {
-            return Exit::fail(
+            return Exit::failure(
                 1,
                 format!(
                     "error execution phase kubelet-start: cannot get Node: the kubelet version is not supported by the control plane. Kubelet version: \"{kubelet}\" Control plane version: \"{}\"\n",
@@ -695,7 +697,7 @@ impl World {
                 Some(key) == request.certificate_key.as_ref() && *expiry > now
             });
             if !key_valid {
-                return Exit::fail(
+                return Exit::failure(
                     1,
                     "error execution phase control-plane-prepare/download-certs: error downloading certs: error downloading the secret: Secret \"kubeadm-certs\" was not found in the \"kube-system\" Namespace. This Secret might have expired. Please, run `kubeadm init phase upload-certs --upload-certs` on a control plane to generate a new one\n",
                 );
@@ -703,12 +705,12 @@ impl World {
             state.etcd.insert(member_id(), request.node.clone());
         }
         if let Err(message) = self.register(backend, vm, &name, &request.node, role, later) {
-            return Exit::fail(
+            return Exit::failure(
                 1,
                 format!("error execution phase kubelet-start: {message}\n"),
             );
         }
-        Exit::ok(
+        Exit::success(
             "This node has joined the cluster:\n* Certificate signing request was sent to apiserver and a response was received.\n* The Kubelet was informed of the new secure connection details.\n\nRun 'kubectl get nodes' on the control-plane to see this node join the cluster.\n",
         )
     }
@@ -742,7 +744,7 @@ impl World {
 
     fn reset(&mut self, backend: &impl ClusterBackend, vm: &GuestVm, force: bool) -> Exit {
         if !force {
-            return Exit::fail(
+            return Exit::failure(
                 1,
                 "[reset] Are you sure you want to proceed? [y/N]: error: aborted reset operation\n",
             );
@@ -763,7 +765,7 @@ impl World {
             }
         }
         out.push_str("[reset] Stopping the kubelet service\n[reset] Deleting contents of directories: [/etc/kubernetes/manifests /var/lib/kubelet /etc/kubernetes/pki]\n");
-        Exit::ok(out)
+        Exit::success(out)
     }
 
     fn upgrade(
@@ -779,25 +781,25 @@ impl World {
             Err(exit) => return exit,
         };
         if !yes {
-            return Exit::fail(
+            return Exit::failure(
                 1,
                 "[upgrade] Are you sure you want to proceed? [y/N]: error: aborted upgrade\n",
             );
         }
         let Ok(target) = target.parse::<KubeVersion>() else {
-            return Exit::fail(
+            return Exit::failure(
                 1,
                 format!("[upgrade/version] FATAL: unable to parse version \"{target}\"\n"),
             );
         };
         let kubeadm = self.guest(vm.vmid).kubeadm;
         let Some(state) = self.clusters.get_mut(&cluster) else {
-            return Exit::fail(1, "the cluster is gone\n");
+            return Exit::failure(1, "the cluster is gone\n");
         };
         let current = state.version;
         if kubeadm.is_none_or(|k| k < target) {
             let kubeadm = kubeadm.map(|k| format!("v{k}")).unwrap_or_default();
-            return Exit::fail(
+            return Exit::failure(
                 1,
                 format!(
                     "[upgrade/version] FATAL: the --version argument is invalid due to these fatal errors:\n\t- Specified version to upgrade to \"v{target}\" is higher than the kubeadm version \"{kubeadm}\". Upgrade kubeadm first using the tool you used to install kubeadm\n"
@@ -805,7 +807,7 @@ impl World {
             );
         }
         if target.minor_version() > current.minor_version().next() {
-            return Exit::fail(
+            return Exit::failure(
                 1,
                 format!(
                     "[upgrade/version] FATAL: the --version argument is invalid due to these fatal errors:\n\t- Specified version to upgrade to \"v{target}\" is too high; kubeadm can upgrade only 1 minor version at a time\n"
@@ -813,7 +815,7 @@ impl World {
             );
         }
         if target < current {
-            return Exit::fail(
+            return Exit::failure(
                 1,
                 format!(
                     "[upgrade/version] FATAL: the --version argument is invalid due to these fatal errors:\n\t- Specified version to upgrade to \"v{target}\" is lower than the cluster version \"v{current}\". Downgrades are not supported yet\n"
@@ -825,7 +827,7 @@ impl World {
         if renew && let Err(exit) = self.renew_for(backend, vm.vmid, &cluster) {
             return exit;
         }
-        Exit::ok(format!(
+        Exit::success(format!(
             "[upgrade/successful] SUCCESS! A control plane node of your cluster was upgraded to \"v{target}\".\n"
         ))
     }
@@ -833,7 +835,9 @@ impl World {
     fn renew(&mut self, backend: &impl ClusterBackend, vm: &GuestVm) -> Exit {
         match self.control_plane_of(vm.vmid) {
             Ok(cluster) => match self.renew_for(backend, vm.vmid, &cluster) {
-                Ok(()) => Exit::ok("[renew] Certificates renewed; control-plane pods restarted\n"),
+                Ok(()) => {
+                    Exit::success("[renew] Certificates renewed; control-plane pods restarted\n")
+                }
                 Err(exit) => exit,
             },
             Err(exit) => exit,
@@ -849,7 +853,7 @@ impl World {
     ) -> Result<(), Exit> {
         let access = backend
             .renew_certificates(cluster)
-            .map_err(|message| Exit::fail(1, format!("{message}\n")))?;
+            .map_err(|message| Exit::failure(1, format!("{message}\n")))?;
         self.guest(vmid).files.insert(
             paths::ADMIN_CONF.to_owned(),
             access.admin_kubeconfig.clone(),
@@ -863,12 +867,12 @@ impl World {
     fn kubectl(&mut self, vm: &GuestVm, args: &[String], later: &mut Vec<Later>) -> Exit {
         let parsed: cli::Kubectl = match cli::parse("kubectl", args) {
             Ok(parsed) => parsed,
-            Err((code, message)) => return Exit::fail(code, message),
+            Err((code, message)) => return Exit::failure(code, message),
         };
         let cluster = match self.control_plane_of(vm.vmid) {
             Ok(cluster) => cluster,
             Err(_) => {
-                return Exit::fail(
+                return Exit::failure(
                     1,
                     "The connection to the server localhost:8080 was refused - did you specify the right host or port?\n",
                 );
@@ -879,8 +883,10 @@ impl World {
                 self.apply(vm.vmid, &cluster, &filename, later)
             }
             KubectlCommand::Exec { pod, command } => self.etcdctl(&cluster, &pod, &command),
-            KubectlCommand::Get { raw } if raw == "/readyz" || raw == "/healthz" => Exit::ok("ok"),
-            KubectlCommand::Get { raw } => Exit::fail(
+            KubectlCommand::Get { raw } if raw == "/readyz" || raw == "/healthz" => {
+                Exit::success("ok")
+            }
+            KubectlCommand::Get { raw } => Exit::failure(
                 1,
                 format!(
                     "Error from server (NotFound): the server could not find the requested resource ({raw})\n"
@@ -898,23 +904,23 @@ impl World {
             self.guest(vmid).files.get(filename).cloned()
         };
         let Some(state) = self.clusters.get_mut(cluster) else {
-            return Exit::fail(1, "the cluster is gone\n");
+            return Exit::failure(1, "the cluster is gone\n");
         };
         if is_operator {
             state.operator = true;
-            return Exit::ok(
+            return Exit::success(
                 "namespace/tigera-operator serverside-applied\ndeployment.apps/tigera-operator serverside-applied\n",
             );
         }
         let Some(content) = content else {
-            return Exit::fail(
+            return Exit::failure(
                 1,
                 format!("error: the path \"{filename}\" does not exist\n"),
             );
         };
         if content.contains("kind: Installation") {
             if !state.operator {
-                return Exit::fail(
+                return Exit::failure(
                     1,
                     format!(
                         "error: resource mapping not found for name: \"default\" namespace: \"\" from \"{filename}\": no matches for kind \"Installation\" in version \"operator.tigera.io/v1\"\nensure CRDs are installed first\n"
@@ -937,33 +943,33 @@ impl World {
                 node,
                 vmid,
             }));
-            return Exit::ok(
+            return Exit::success(
                 "installation.operator.tigera.io/default created\napiserver.operator.tigera.io/default created\n",
             );
         }
-        Exit::ok("configured\n")
+        Exit::success("configured\n")
     }
 
     fn etcdctl(&mut self, cluster: &str, pod: &str, command: &[String]) -> Exit {
         let Some(state) = self.clusters.get_mut(cluster) else {
-            return Exit::fail(1, "the cluster is gone\n");
+            return Exit::failure(1, "the cluster is gone\n");
         };
         let member = pod.strip_prefix("etcd-").unwrap_or_default();
         if !state.etcd.values().any(|name| name == member) {
-            return Exit::fail(
+            return Exit::failure(
                 1,
                 format!("Error from server (NotFound): pods \"{pod}\" not found\n"),
             );
         }
         let Some((program, args)) = command.split_first().filter(|(p, _)| *p == "etcdctl") else {
-            return Exit::fail(
+            return Exit::failure(
                 126,
                 "OCI runtime exec failed: executable file not found in $PATH\n",
             );
         };
         let parsed: cli::Etcdctl = match cli::parse(program, args) {
             Ok(parsed) => parsed,
-            Err((code, message)) => return Exit::fail(code, message),
+            Err((code, message)) => return Exit::failure(code, message),
         };
         match parsed.command {
             cli::EtcdctlCommand::Member {
@@ -974,7 +980,7 @@ impl World {
                     .iter()
                     .map(|(id, name)| serde_json::json!({"ID": id, "name": name}))
                     .collect();
-                Exit::ok(
+                Exit::success(
                     serde_json::json!({"header": {"cluster_id": 1}, "members": members})
                         .to_string(),
                 )
@@ -986,8 +992,8 @@ impl World {
                     .ok()
                     .and_then(|id| state.etcd.remove(&id));
                 match removed {
-                    Some(_) => Exit::ok(format!("Member {id} removed from cluster 1\n")),
-                    None => Exit::fail(1, "Error: etcdserver: member not found\n"),
+                    Some(_) => Exit::success(format!("Member {id} removed from cluster 1\n")),
+                    None => Exit::failure(1, "Error: etcdserver: member not found\n"),
                 }
             }
         }
@@ -1012,7 +1018,10 @@ impl World {
                     .into_iter()
                     .collect()
             }
-            PowerEvent::Stopped | PowerEvent::Destroyed => {
+            PowerEvent::ShutDown
+            | PowerEvent::HardStopped
+            | PowerEvent::HostLost
+            | PowerEvent::Destroyed => {
                 if event == PowerEvent::Destroyed {
                     self.guests.remove(&vm.vmid);
                 } else {
@@ -1056,7 +1065,7 @@ struct JoinRequest {
 }
 
 fn preflight_error(check: &str, detail: &str) -> Exit {
-    Exit::fail(
+    Exit::failure(
         1,
         format!(
             "error execution phase preflight: [preflight] Some fatal errors occurred:\n\t[ERROR {check}]: {detail}\n[preflight] If you know what you are doing, you can make a check non-fatal with `--ignore-preflight-errors=...`\n"

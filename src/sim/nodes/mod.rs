@@ -17,60 +17,10 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::proxmox::{ExecFuture, ExecOutcome, GuestIdentity, GuestSoftware, PowerEvent};
 use crate::clock::{Clock as _, LabClock};
-use crate::model::{Role, VmId};
+use crate::model::Role;
 use crate::spec::KubeVersion;
-
-/// Who a command runs as: the VM it runs in.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GuestVm {
-    /// Proxmox VM id.
-    pub vmid: VmId,
-    /// VM name (the hostname).
-    pub name: String,
-    /// The VM's address on the node network.
-    pub address: Option<IpAddr>,
-}
-
-/// How a command ended.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Exit {
-    /// Exit code.
-    pub code: i32,
-    /// Standard output.
-    pub stdout: String,
-    /// Standard error.
-    pub stderr: String,
-}
-
-impl Exit {
-    fn ok(stdout: impl Into<String>) -> Self {
-        Exit {
-            code: 0,
-            stdout: stdout.into(),
-            stderr: String::new(),
-        }
-    }
-
-    fn fail(code: i32, stderr: impl Into<String>) -> Self {
-        Exit {
-            code,
-            stdout: String::new(),
-            stderr: stderr.into(),
-        }
-    }
-}
-
-/// A VM's power changed (the Proxmox simulation tells the node software).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PowerEvent {
-    /// The VM booted.
-    Started,
-    /// The VM was shut down or hard-stopped.
-    Stopped,
-    /// The VM was destroyed.
-    Destroyed,
-}
 
 /// A cluster `kubeadm init` asks the simulated API servers for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -200,9 +150,8 @@ impl<B: ClusterBackend> NodeSoftware<B> {
         }
     }
 
-    /// Runs `argv` inside `vm` (with `input` on standard input), taking as long as the real
-    /// operation would in the lab.
-    pub async fn exec(&self, vm: &GuestVm, argv: &[String], _input: Option<&[u8]>) -> Exit {
+    /// Runs `argv` inside `vm`, taking as long as the real operation would in the lab.
+    pub async fn exec(&self, vm: &GuestIdentity, argv: &[String]) -> ExecOutcome {
         let shared = &self.shared;
         if let Some(delay) = kubeadm::duration_of(argv, &shared.timings) {
             tokio::time::sleep(delay).await;
@@ -222,20 +171,18 @@ impl<B: ClusterBackend> NodeSoftware<B> {
     }
 
     /// Writes a file inside `vm` (the guest agent's `file-write`).
-    pub fn write_file(&self, vm: &GuestVm, path: &str, content: &str) {
+    pub fn write_file(&self, vm: &GuestIdentity, path: &str, content: &[u8]) {
+        let text = String::from_utf8_lossy(content).into_owned();
         let mut world = self
             .shared
             .world
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        world
-            .guest(vm.vmid)
-            .files
-            .insert(path.to_owned(), content.to_owned());
+        world.guest(vm.vmid).files.insert(path.to_owned(), text);
     }
 
     /// Reacts to a power change: kubelets stop with their VM and come back with it.
-    pub fn power(&self, vm: &GuestVm, event: PowerEvent) {
+    pub fn power(&self, vm: &GuestIdentity, event: PowerEvent) {
         let effects = {
             let mut world = self
                 .shared
@@ -269,6 +216,21 @@ impl<B: ClusterBackend> NodeSoftware<B> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         world.cluster_endpoints()
+    }
+}
+
+impl<B: ClusterBackend> GuestSoftware for NodeSoftware<B> {
+    fn exec(&self, guest: &GuestIdentity, command: &[String], _input: Option<&str>) -> ExecFuture {
+        let (software, guest, command) = (self.clone(), guest.clone(), command.to_vec());
+        Box::pin(async move { software.exec(&guest, &command).await })
+    }
+
+    fn file_written(&self, guest: &GuestIdentity, path: &str, content: &[u8]) {
+        self.write_file(guest, path, content);
+    }
+
+    fn power_event(&self, guest: &GuestIdentity, event: PowerEvent) {
+        self.power(guest, event);
     }
 }
 

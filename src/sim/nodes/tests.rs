@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use super::*;
-use crate::model::NodeName;
+use crate::model::{NodeName, VmId};
 use crate::providers::kubeadm::{self as steps, Kubeadm, KubeadmError};
 use crate::providers::node_exec::{Command, ExecError, NodeExec, NodeTarget, Output};
 
@@ -85,10 +85,11 @@ impl ClusterBackend for Arc<FakeClusters> {
 /// the full lab).
 struct Local(NodeSoftware<Arc<FakeClusters>>);
 
-fn guest(target: &NodeTarget) -> GuestVm {
-    GuestVm {
+fn guest(target: &NodeTarget) -> GuestIdentity {
+    GuestIdentity {
         vmid: target.vmid,
         name: target.name.to_string(),
+        node: target.proxmox_node.clone(),
         address: Some("192.168.1.100".parse().expect("ip")),
     }
 }
@@ -100,13 +101,13 @@ impl NodeExec for Local {
         path: &str,
         content: &str,
     ) -> Result<(), ExecError> {
-        self.0.write_file(&guest(target), path, content);
+        self.0.write_file(&guest(target), path, content.as_bytes());
         Ok(())
     }
     async fn run(&self, target: &NodeTarget, command: &Command) -> Result<Output, ExecError> {
-        let exit = self.0.exec(&guest(target), &command.argv, None).await;
+        let exit = self.0.exec(&guest(target), &command.argv).await;
         Ok(Output {
-            exit_code: exit.code,
+            exit_code: exit.exit_code,
             stdout: exit.stdout,
             stderr: exit.stderr,
         })
@@ -415,7 +416,7 @@ async fn kubelets_stop_with_their_vm() {
     assert!(lab.clusters.cluster("platform").nodes["cp"].0);
     // Power events come from the Proxmox simulation.
     let local = lab_software(&lab);
-    local.power(&guest(&cp), PowerEvent::Stopped);
+    local.power(&guest(&cp), PowerEvent::ShutDown);
     assert!(!lab.clusters.cluster("platform").nodes["cp"].0);
     local.power(&guest(&cp), PowerEvent::Started);
     settle().await;

@@ -227,3 +227,64 @@ mod tests {
         assert!(!format!("{output:?}").contains("abcdef"));
     }
 }
+
+/// Commands through the QEMU guest agent of a Proxmox VM: all capstan needs is its API token.
+#[derive(Debug, Clone)]
+pub struct GuestAgent<P> {
+    proxmox: P,
+}
+
+impl<P> GuestAgent<P> {
+    /// A transport over `proxmox`'s guest-agent calls.
+    pub fn new(proxmox: P) -> Self {
+        GuestAgent { proxmox }
+    }
+}
+
+fn vm_ref(target: &NodeTarget) -> crate::providers::proxmox::VmRef {
+    crate::providers::proxmox::VmRef {
+        node: crate::providers::proxmox::PveNode(target.proxmox_node.clone()),
+        vmid: target.vmid,
+    }
+}
+
+fn transport_error(
+    target: &NodeTarget,
+    command: String,
+    err: crate::providers::proxmox::ProxmoxError,
+) -> ExecError {
+    ExecError::Transport {
+        node: target.to_string(),
+        command,
+        transient: err.is_transient(),
+        source: Box::new(err),
+    }
+}
+
+impl<P: crate::providers::proxmox::ProxmoxProvider> NodeExec for GuestAgent<P> {
+    async fn write_file(
+        &self,
+        target: &NodeTarget,
+        path: &str,
+        content: &str,
+    ) -> Result<(), ExecError> {
+        self.proxmox
+            .write_file(&vm_ref(target), path, content.as_bytes())
+            .await
+            .map_err(|err| transport_error(target, format!("write {path}"), err))
+    }
+
+    async fn run(&self, target: &NodeTarget, command: &Command) -> Result<Output, ExecError> {
+        let output = self
+            .proxmox
+            .run_command(&vm_ref(target), &command.argv, None, command.timeout)
+            .await
+            .map_err(|err| transport_error(target, command.display(), err))?;
+        Ok(Output {
+            // A command killed by a signal exits 128+N in a shell; keep that convention.
+            exit_code: output.exit_code.unwrap_or(128 + output.signal.unwrap_or(0)),
+            stdout: output.stdout,
+            stderr: output.stderr,
+        })
+    }
+}

@@ -12,6 +12,8 @@ pub mod commands;
 pub mod env_vars;
 pub mod fingerprint;
 pub mod model;
+pub mod observed;
+pub mod plan;
 pub mod sim;
 pub mod source;
 pub mod spec;

@@ -492,11 +492,12 @@ impl<'a> Ctx<'a> {
             self.bootstrap(out, capacity);
             return;
         }
+        // After an upgrade or a renewal the kubeconfig goes out before any machine moves.
+        self.delivery(out);
         if !upgrading {
             self.joins(out);
             self.creates(out, capacity);
         }
-        self.delivery(out);
         self.removals(out, upgrading);
         self.report_nodes(out);
     }

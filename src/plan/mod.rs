@@ -22,6 +22,11 @@ mod types;
 mod version;
 mod window;
 
+#[cfg(test)]
+mod fixtures;
+#[cfg(test)]
+mod tests;
+
 use std::collections::BTreeSet;
 
 use jiff::Timestamp;

@@ -152,7 +152,10 @@ pub(crate) fn settle(state: &mut ObservedCluster, spec: &ClusterSpec, now: Times
             .is_ok_and(|deadline| now < deadline)
     };
     for (name, machine) in &mut state.machines {
-        machine.task = None;
+        // A task on a VM on its way in is its creation: it ends with the VM up.
+        if machine.task.take().is_some() && !machine.is_retiring() {
+            machine.power = PowerState::Running;
+        }
         let joined = state.nodes.contains_key(name);
         if machine.is_running() && !machine.guest_agent && !joined && young(machine.created) {
             machine.guest_agent = true;

@@ -9,3 +9,5 @@ pub const CAPSTAN_LOG_FORMAT: &str = "CAPSTAN_LOG_FORMAT";
 pub const CAPSTAN_FORMAT: &str = "CAPSTAN_FORMAT";
 /// The repository folder.
 pub const CAPSTAN_REPO: &str = "CAPSTAN_REPO";
+/// The observed-state snapshot `capstan plan` reads (`none` for nothing).
+pub const CAPSTAN_OBSERVED: &str = "CAPSTAN_OBSERVED";

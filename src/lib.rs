@@ -14,6 +14,7 @@ pub mod fingerprint;
 pub mod model;
 pub mod observed;
 pub mod plan;
+pub mod report;
 pub mod sim;
 pub mod source;
 pub mod spec;

@@ -1088,6 +1088,7 @@ impl<'a> Ctx<'a> {
             return;
         }
         let mut steps = Vec::new();
+        let mut made: BTreeMap<usize, usize> = BTreeMap::new();
         for (pool, node) in planned {
             let Some(desired) = &self.pools[pool].desired else {
                 continue;
@@ -1095,7 +1096,9 @@ impl<'a> Ctx<'a> {
             let pool_name = self.pools[pool].name;
             let role = self.pools[pool].role;
             let name = placement::next_name(self.name(), pool_name, &desired.hash, &mut taken);
-            let fresh = self.fresh_of(pool).len();
+            let earlier = made.entry(pool).or_default();
+            let fresh = self.fresh_of(pool).len() + *earlier;
+            *earlier += 1;
             let stale = self.stale_of(pool);
             let reason = if let Some(old) = stale.first().and_then(|v| v.stale.as_ref()) {
                 format!(
@@ -1110,7 +1113,8 @@ impl<'a> Ctx<'a> {
                 )
             } else {
                 format!(
-                    "pool {pool_name} has {fresh} of {} {role}(s)",
+                    "pool {pool_name}: {role} {} of {}",
+                    fresh + 1,
                     self.pools[pool].replicas
                 )
             };
@@ -1193,7 +1197,10 @@ impl<'a> Ctx<'a> {
             ),
             Some(held) if &held.kubeconfig != admin => {
                 match admin.strip_prefix(super::simulate::PREDICTED) {
-                    Some(cause) => format!("the admin kubeconfig changes with {cause}"),
+                    Some(cause) => format!(
+                        "the admin kubeconfig changes with {}",
+                        cause.split(" (#").next().unwrap_or(cause)
+                    ),
                     None => format!(
                         "Flux holds kubeconfig {}, the cluster's admin kubeconfig is {admin}",
                         held.kubeconfig

@@ -712,7 +712,7 @@ fn rule_10_certificates_near_expiry_are_renewed_then_delivered() {
     );
     assert_eq!(
         cluster.predicted[1].reason,
-        "the admin kubeconfig changes with renew-certificates (#0)"
+        "the admin kubeconfig changes with renew-certificates"
     );
 }
 

@@ -1013,7 +1013,9 @@ impl<'a> Ctx<'a> {
             let stale = self.stale_of(pool).len();
             let deficit = replicas.saturating_sub(fresh + stale);
             let total = wanted.saturating_sub(fresh).max(deficit);
-            let allowed = if pool == 0 {
+            // A fenced machine is a repair, not a rollout: its replacement waits for nothing.
+            let repairing = self.stale_of(pool).iter().any(|v| v.fenced);
+            let allowed = if pool == 0 || repairing {
                 true
             } else if !control_plane_complete {
                 false
@@ -1217,10 +1219,12 @@ impl<'a> Ctx<'a> {
         out.push(step, Gate::Open);
     }
 
+    /// A member capstan is taking out (a fenced machine is not: it is dead already, and its
+    /// replacement may have to wait for an upgrade).
     fn removal_in_flight(&self) -> bool {
-        self.views.iter().any(|v| {
-            v.machine.is_retiring() || (self.is_leaving(v) && v.is_in_removal()) || v.fenced
-        })
+        self.views
+            .iter()
+            .any(|v| v.machine.is_retiring() || (self.is_leaving(v) && v.is_in_removal()))
     }
 
     /// Whether a member is to leave: stale, or surplus of its pool.

@@ -25,6 +25,8 @@ mod window;
 #[cfg(test)]
 mod fixtures;
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::BTreeSet;

@@ -208,7 +208,15 @@ pub(crate) fn apply(
     now: Timestamp,
     batch: usize,
 ) {
-    let new_admin = || Some(format!("{PREDICTED}{} (#{batch})", step.name()));
+    // Each change gives a fingerprint unlike the one before (and so unlike Flux's).
+    let previous = state
+        .control_plane
+        .as_ref()
+        .and_then(|cp| cp.admin_kubeconfig.as_deref())
+        .and_then(|fingerprint| fingerprint.rsplit_once("(#"))
+        .and_then(|(_, number)| number.trim_end_matches(')').parse::<usize>().ok());
+    let serial = previous.map_or(batch, |previous| batch.max(previous + 1));
+    let new_admin = || Some(format!("{PREDICTED}{} (#{serial})", step.name()));
     match &step.action {
         Action::CreateMachine {
             name,

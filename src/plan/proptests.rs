@@ -163,7 +163,7 @@ fn counted(cluster: &ObservedCluster, name: &NodeName) -> bool {
         node.ready
             && !node.unschedulable
             && node.drain.is_none()
-            && !(node.is_out_of_service() && !machine.is_running())
+            && (!node.is_out_of_service() || machine.is_running())
     }) && !machine.is_retiring()
 }
 

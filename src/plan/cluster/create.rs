@@ -8,13 +8,27 @@ impl<'a> Ctx<'a> {
     /// Fresh machines of each pool, in the order surplus ones go first: unjoined, being
     /// removed, not counted, then by name.
     pub(super) fn fresh_of(&self, pool: usize) -> Vec<&View<'a>> {
-        let mut fresh: Vec<&View<'a>> = self
-            .views
-            .iter()
-            .filter(|v| v.pool == pool && v.fresh && !v.machine.is_retiring() && !self.is_stuck(v))
-            .collect();
-        fresh.sort_by_key(|v| (v.node.is_some(), !v.is_in_removal(), v.is_counted(), v.name));
-        fresh
+        self.fresh
+            .get(pool)
+            .map(|indices| indices.iter().map(|&i| &self.views[i]).collect())
+            .unwrap_or_default()
+    }
+
+    /// Computes [`Self::fresh_of`] for every pool, once per plan (it is asked for per member).
+    pub(super) fn index_fresh(&mut self) {
+        let mut fresh = vec![Vec::new(); self.pools.len()];
+        for (index, view) in self.views.iter().enumerate() {
+            if view.fresh && !view.machine.is_retiring() && !self.is_stuck(view) {
+                fresh[view.pool].push(index);
+            }
+        }
+        for indices in &mut fresh {
+            indices.sort_by_key(|&i| {
+                let v = &self.views[i];
+                (v.node.is_some(), !v.is_in_removal(), v.is_counted(), v.name)
+            });
+        }
+        self.fresh = fresh;
     }
 
     pub(super) fn surplus_count(&self, pool: usize) -> usize {

@@ -134,6 +134,9 @@ struct Ctx<'a> {
     target_version: KubeVersion,
     window: WindowState,
     initialised: bool,
+    /// Per pool, the indices in `views` of its fresh machines, surplus-first (see
+    /// `fresh_of`).
+    fresh: Vec<Vec<usize>>,
 }
 
 impl Outcome {
@@ -182,8 +185,10 @@ pub(crate) fn candidates(input: &Input<'_>, capacity: &Capacity) -> Outcome {
         target_version,
         window: window::state(input.spec.rollout.maintenance_window.as_ref(), input.now),
         initialised: out.initialised,
+        fresh: Vec::new(),
     };
     ctx.classify(&mut out);
+    ctx.index_fresh();
     ctx.plan(capacity, &mut out);
     out
 }

@@ -269,36 +269,33 @@ impl MachineSpec {
     /// The fields that differ from `newer`, as `field old → new`, for reasons like
     /// "outdated: template debian13-k8s → debian13-k8s-v2".
     pub fn differences(&self, newer: &MachineSpec) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut field = |name: &str, old: String, new: String| {
+        // Compared first, formatted only when they differ: this runs for every outdated
+        // machine at every step of a prediction.
+        fn field<T: PartialEq + std::fmt::Display>(
+            out: &mut Vec<String>,
+            name: &str,
+            old: &T,
+            new: &T,
+        ) {
             if old != new {
                 out.push(format!("{name} {old} → {new}"));
             }
-        };
-        field("template", self.template.clone(), newer.template.clone());
-        field("cores", self.cores.to_string(), newer.cores.to_string());
-        field(
-            "memoryMiB",
-            self.memory_mib.to_string(),
-            newer.memory_mib.to_string(),
-        );
-        field(
-            "diskGiB",
-            self.disk_gib.to_string(),
-            newer.disk_gib.to_string(),
-        );
-        field("cpu", self.cpu.clone(), newer.cpu.clone());
-        field(
-            "kubernetes",
-            self.kubernetes.to_string(),
-            newer.kubernetes.to_string(),
-        );
-        field(
-            "distribution",
-            format!("{:?}", self.distribution).to_lowercase(),
-            format!("{:?}", newer.distribution).to_lowercase(),
-        );
-        field("role", self.role.to_string(), newer.role.to_string());
+        }
+        let mut out = Vec::new();
+        field(&mut out, "template", &self.template, &newer.template);
+        field(&mut out, "cores", &self.cores, &newer.cores);
+        field(&mut out, "memoryMiB", &self.memory_mib, &newer.memory_mib);
+        field(&mut out, "diskGiB", &self.disk_gib, &newer.disk_gib);
+        field(&mut out, "cpu", &self.cpu, &newer.cpu);
+        field(&mut out, "kubernetes", &self.kubernetes, &newer.kubernetes);
+        if self.distribution != newer.distribution {
+            out.push(format!(
+                "distribution {} → {}",
+                format!("{:?}", self.distribution).to_lowercase(),
+                format!("{:?}", newer.distribution).to_lowercase()
+            ));
+        }
+        field(&mut out, "role", &self.role, &newer.role);
         out
     }
 }

@@ -32,16 +32,24 @@ impl<'a> Ctx<'a> {
     }
 
     pub(super) fn surplus_count(&self, pool: usize) -> usize {
-        let fresh = self.fresh_of(pool).len();
+        let fresh = self.fresh.get(pool).map_or(0, Vec::len);
         fresh.saturating_sub(self.pools[pool].replicas as usize)
     }
 
-    pub(super) fn is_surplus_unjoined(&self, view: &View<'_>) -> bool {
+    /// Whether `view` is one of its pool's surplus fresh machines (the first ones of
+    /// [`Self::fresh_of`]).
+    pub(super) fn is_surplus(&self, view: &View<'_>) -> bool {
         let surplus = self.surplus_count(view.pool);
-        self.fresh_of(view.pool)
-            .iter()
-            .take(surplus)
-            .any(|v| v.name == view.name && v.node.is_none())
+        self.fresh.get(view.pool).is_some_and(|indices| {
+            indices
+                .iter()
+                .take(surplus)
+                .any(|&i| self.views[i].name == view.name)
+        })
+    }
+
+    pub(super) fn is_surplus_unjoined(&self, view: &View<'_>) -> bool {
+        view.node.is_none() && self.is_surplus(view)
     }
 
     pub(super) fn stale_of(&self, pool: usize) -> Vec<&View<'a>> {

@@ -21,11 +21,7 @@ impl<'a> Ctx<'a> {
         if view.stale.is_some() {
             return true;
         }
-        let surplus = self.surplus_count(view.pool);
-        self.fresh_of(view.pool)
-            .iter()
-            .take(surplus)
-            .any(|v| v.name == view.name)
+        self.is_surplus(view)
     }
 
     /// Members that leave, in order: the control plane first, then worker pools in spec

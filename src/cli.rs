@@ -74,8 +74,16 @@ pub enum Command {
     /// Print or write the JSON Schemas of `capstan.yaml` and the cluster files (for editors and
     /// CI). The committed copies live in `schemas/`.
     Schema(SchemaArgs),
-    /// Preview what merging a change would do (not built yet).
-    Plan(NotBuiltArgs),
+    /// Plan a repository against an observed-state snapshot: what capstan would do next, and
+    /// every step to convergence.
+    ///
+    /// Prints, per cluster, its phase, the steps that may run now, the predicted sequence,
+    /// every refusal with the rule that made it, and what it waits on. `--observed none` plans
+    /// from nothing (the full bootstrap). Exits 0 when planned (blocked clusters included),
+    /// 1 when the repository has errors.
+    ///
+    /// Example: `capstan plan examples-repo --observed none --format markdown`
+    Plan(PlanArgs),
     /// Run the reconciler daemon (not built yet).
     Run(NotBuiltArgs),
     /// Show the status of the clusters a running daemon manages (not built yet).
@@ -103,8 +111,8 @@ pub struct ValidateArgs {
 /// `capstan schema`.
 #[derive(Debug, clap::Args)]
 pub struct SchemaArgs {
-    /// Write `fleet.schema.json` and `cluster.schema.json` into this folder instead of printing
-    /// them.
+    /// Write `fleet.schema.json`, `cluster.schema.json` and `observed.schema.json` (the
+    /// snapshot `capstan plan --observed` reads) into this folder instead of printing them.
     #[arg(long)]
     pub out: Option<PathBuf>,
 }
@@ -122,6 +130,57 @@ pub struct LabArgs {
     /// durations, faults. Without it: nodes pve1..pve3 and the templates of examples-repo.
     #[arg(long, env = env_vars::CAPSTAN_LAB_CONFIG)]
     pub config: Option<PathBuf>,
+}
+
+/// `capstan plan`.
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    /// The repository folder (holding `capstan.yaml`).
+    #[arg(default_value = ".", env = env_vars::CAPSTAN_REPO)]
+    pub repo: PathBuf,
+    /// The observed state: a JSON snapshot (schema: `schemas/observed.schema.json`), or `none`
+    /// for "nothing exists yet".
+    #[arg(long, env = env_vars::CAPSTAN_OBSERVED)]
+    pub observed: ObservedSource,
+    /// Plan as of this time (RFC 3339, e.g. `2026-05-02T01:30:00Z`) instead of now: to see
+    /// what happens inside a maintenance window.
+    #[arg(long)]
+    pub now: Option<jiff::Timestamp>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = PlanFormat::Text, env = env_vars::CAPSTAN_FORMAT)]
+    pub format: PlanFormat,
+}
+
+/// Where `capstan plan` takes the observed state from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ObservedSource {
+    /// `none`: nothing exists yet.
+    Nothing,
+    /// A snapshot file.
+    File(PathBuf),
+}
+
+impl std::str::FromStr for ObservedSource {
+    type Err = std::convert::Infallible;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Ok(if text == "none" {
+            ObservedSource::Nothing
+        } else {
+            ObservedSource::File(PathBuf::from(text))
+        })
+    }
+}
+
+/// Format of the plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PlanFormat {
+    /// For a terminal.
+    Text,
+    /// For a pull-request comment.
+    Markdown,
+    /// For programs.
+    Json,
 }
 
 /// Arguments of a command that is not built yet: accepted, so the command can say so plainly.

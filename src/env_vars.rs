@@ -15,3 +15,5 @@ pub const CAPSTAN_LAB_LISTEN: &str = "CAPSTAN_LAB_LISTEN";
 pub const CAPSTAN_LAB_STATE_DIR: &str = "CAPSTAN_LAB_STATE_DIR";
 /// `capstan lab`: the lab config file describing the world.
 pub const CAPSTAN_LAB_CONFIG: &str = "CAPSTAN_LAB_CONFIG";
+/// The observed-state snapshot `capstan plan` reads (`none` for nothing).
+pub const CAPSTAN_OBSERVED: &str = "CAPSTAN_OBSERVED";

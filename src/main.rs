@@ -8,6 +8,7 @@ use clap::Parser as _;
 use tracing_subscriber::EnvFilter;
 
 use capstan::cli::{Args, Command, LogArgs, LogFormat};
+use capstan::clock::SystemClock;
 use capstan::commands::{self, Outcome};
 
 fn main() -> ExitCode {
@@ -31,7 +32,8 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
         Command::Schema(schema) => commands::schema::run(&schema, &mut stdout)
             .map(|()| Outcome::Success)
             .map_err(Into::into),
-        Command::Plan(_) => not_built("plan", "the planner issue"),
+        Command::Plan(plan) => commands::plan::run(&plan, &SystemClock, &mut stdout)
+            .with_context(|| format!("planning {}", plan.repo.display())),
         Command::Run(_) => not_built("run", "the lifecycle issue"),
         Command::Status(_) => not_built("status", "the lifecycle issue"),
         Command::Lab(lab) => commands::lab::run(&lab, &mut stdout).context("running the lab"),

@@ -2,6 +2,7 @@
 //! typed error; `main` maps them to exit codes.
 
 pub mod lab;
+pub mod plan;
 pub mod schema;
 pub mod validate;
 

@@ -29,7 +29,8 @@ pub fn render(schema: &serde_json::Value) -> String {
 /// # Errors
 /// When a file or stdout cannot be written.
 pub fn run(args: &SchemaArgs, out: &mut impl Write) -> Result<(), SchemaError> {
-    for (name, schema) in spec::json_schemas() {
+    let observed = ("observed.schema.json", crate::observed::json_schema());
+    for (name, schema) in spec::json_schemas().into_iter().chain([observed]) {
         let text = render(&schema);
         match &args.out {
             Some(dir) => {

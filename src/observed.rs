@@ -1,0 +1,494 @@
+//! The observed state: what really exists, as plain data. `observe` builds it from the
+//! providers (Proxmox, each cluster's API, the Flux Secret); the planner reads it; `capstan plan
+//! --observed FILE` reads it from a JSON snapshot whose schema is `schemas/observed.schema.json`
+//! (see `examples-repo/observed.example.json`).
+//!
+//! Invariants:
+//! - Pure data, keyed by `BTreeMap`, so equal worlds serialise equally and plans are
+//!   deterministic.
+//! - Every fact the planner needs to continue after a crash lives in the world itself and is
+//!   modelled here: the executor tags a VM [`RETIRING_TAG`] before it deletes its Node, and
+//!   annotates a Node [`DRAIN_STARTED_ANNOTATION`] when it starts draining it. No journal.
+//! - Secrets never appear: the admin kubeconfig and the one Flux holds are known by their
+//!   [`crate::fingerprint::secret_sha256`] only.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Serialize};
+use sha1::{Digest, Sha1};
+
+use crate::model::{NodeName, Ownership, Role, VmId};
+use crate::spec::{Distribution, Endpoint, KubeVersion, Machine};
+
+/// Proxmox tag the executor puts on a VM just before it deletes the VM's Node: from then on the
+/// VM is on its way out (reset, then destroy), never mistaken for a machine waiting to join.
+pub const RETIRING_TAG: &str = "capstan-retiring";
+
+/// Node annotation (an RFC 3339 time) the executor sets when it starts draining a node; the
+/// drain's deadline runs from it, across restarts.
+pub const DRAIN_STARTED_ANNOTATION: &str = "capstan.dev/drain-started";
+
+/// Taint that tells Kubernetes a node is gone for good, so the attach-detach controller
+/// releases its volumes (set by `fence-machine`).
+pub const OUT_OF_SERVICE_TAINT: &str = "node.kubernetes.io/out-of-service";
+
+/// Everything capstan observed, fleet-wide.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Observed {
+    /// Every cluster that has something in the world (an owned VM, an initialised control
+    /// plane, a delivered kubeconfig), by `metadata.name`. A cluster with nothing is absent.
+    /// A cluster here whose file is gone is a removed cluster.
+    #[serde(default)]
+    pub clusters: BTreeMap<String, ObservedCluster>,
+    /// The Proxmox nodes by name, with their load. `None` when they were not observed (e.g.
+    /// `--observed none`): placement then ignores memory and cannot refuse for capacity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxmox_nodes: Option<BTreeMap<String, ProxmoxNode>>,
+}
+
+impl Observed {
+    /// "Nothing exists yet": no VM, no cluster, Proxmox nodes not observed.
+    pub fn nothing() -> Self {
+        Observed::default()
+    }
+}
+
+/// One Proxmox VE node, for placement (rule 15).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProxmoxNode {
+    /// Whether the node is online in the Proxmox cluster.
+    pub online: bool,
+    /// Physical memory in MiB.
+    #[serde(rename = "memoryTotalMiB")]
+    pub memory_total_mib: u64,
+    /// Memory in use in MiB.
+    #[serde(rename = "memoryUsedMiB")]
+    pub memory_used_mib: u64,
+    /// VMs on the node (any owner).
+    pub vm_count: u32,
+}
+
+impl ProxmoxNode {
+    /// Memory not in use, in MiB.
+    pub fn memory_free_mib(&self) -> u64 {
+        self.memory_total_mib.saturating_sub(self.memory_used_mib)
+    }
+}
+
+/// What exists of one cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObservedCluster {
+    /// VMs owned by the cluster (by their ownership tags), by VM name.
+    #[serde(default)]
+    pub machines: BTreeMap<NodeName, ObservedMachine>,
+    /// Kubernetes Nodes by name (empty when the API does not answer or the cluster was never
+    /// initialised).
+    #[serde(default)]
+    pub nodes: BTreeMap<NodeName, ObservedNode>,
+    /// The control plane, once `init-control-plane` has succeeded; `None` means never
+    /// initialised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane: Option<ObservedControlPlane>,
+    /// The Secret Flux reads this cluster's kubeconfig from, when it exists (found by its
+    /// `capstan.dev/cluster` label, so it is known even after the cluster file is removed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flux: Option<FluxSecret>,
+}
+
+impl ObservedCluster {
+    /// Whether nothing of the cluster exists.
+    pub fn is_empty(&self) -> bool {
+        self.machines.is_empty()
+            && self.nodes.is_empty()
+            && self.control_plane.is_none()
+            && self.flux.is_none()
+    }
+}
+
+/// An owned VM.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObservedMachine {
+    /// Proxmox VM id.
+    pub vm_id: VmId,
+    /// The Proxmox node the VM lives on.
+    pub proxmox_node: String,
+    /// Cluster, role, pool and spec hash, from the VM's tags.
+    pub ownership: Ownership,
+    /// Every Proxmox tag of the VM, as found (including [`RETIRING_TAG`]).
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Power state.
+    pub power: PowerState,
+    /// When the VM was created.
+    #[schemars(schema_with = "timestamp_schema")]
+    pub created: Timestamp,
+    /// Whether the QEMU guest agent answers.
+    #[serde(default)]
+    pub guest_agent: bool,
+    /// The machine spec the VM was built from (capstan writes it into the VM's description),
+    /// to explain replacements field by field. `None` when unreadable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub built_from: Option<MachineSpec>,
+    /// The VM's Proxmox configuration now, to detect drift (rule 14).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<VmConfig>,
+    /// A Proxmox task running on the VM (a clone, a start...), which its next step waits on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<ProxmoxTask>,
+}
+
+impl ObservedMachine {
+    /// Whether the executor marked the VM as on its way out ([`RETIRING_TAG`]).
+    pub fn is_retiring(&self) -> bool {
+        self.tags.iter().any(|tag| tag == RETIRING_TAG)
+    }
+
+    /// Whether the VM runs.
+    pub fn is_running(&self) -> bool {
+        self.power == PowerState::Running
+    }
+}
+
+/// Power state of a VM, as Proxmox reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PowerState {
+    /// `running`.
+    Running,
+    /// `stopped`.
+    Stopped,
+    /// `paused` (also suspended).
+    Paused,
+}
+
+/// The part of a VM's Proxmox configuration that capstan sets and watches for drift.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VmConfig {
+    /// vCPUs (sockets × cores).
+    pub cores: u32,
+    /// Memory in MiB.
+    #[serde(rename = "memoryMiB")]
+    pub memory_mib: u32,
+    /// Boot disk size in GiB.
+    #[serde(rename = "diskGiB")]
+    pub disk_gib: u32,
+}
+
+/// A Proxmox task in progress.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProxmoxTask {
+    /// The task's UPID, as the Proxmox GUI shows it.
+    pub upid: String,
+    /// Task type, e.g. `qmclone`, `qmstart`.
+    pub kind: String,
+    /// When it started.
+    #[schemars(schema_with = "timestamp_schema")]
+    pub started: Timestamp,
+}
+
+/// The normalised machine spec that makes a node what it is. Two machines with equal specs are
+/// interchangeable; a machine whose spec differs from the desired one is replaced, never changed
+/// in place. Placement and storage are not part of it: they say where, not what.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MachineSpec {
+    /// Proxmox template cloned.
+    pub template: String,
+    /// vCPUs.
+    pub cores: u32,
+    /// Memory in MiB.
+    #[serde(rename = "memoryMiB")]
+    pub memory_mib: u32,
+    /// Boot disk in GiB.
+    #[serde(rename = "diskGiB")]
+    pub disk_gib: u32,
+    /// Proxmox vCPU type.
+    pub cpu: String,
+    /// Kubernetes release of the node's packages.
+    pub kubernetes: KubeVersion,
+    /// How the node is built.
+    pub distribution: Distribution,
+    /// Control plane or worker.
+    pub role: Role,
+}
+
+impl MachineSpec {
+    /// The spec of a machine of the cluster language, at a Kubernetes release.
+    pub fn new(
+        machine: &Machine,
+        kubernetes: KubeVersion,
+        distribution: Distribution,
+        role: Role,
+    ) -> Self {
+        MachineSpec {
+            template: machine.template.clone(),
+            cores: machine.cores,
+            memory_mib: machine.memory_mib,
+            disk_gib: machine.disk_gib,
+            cpu: machine.cpu.clone(),
+            kubernetes,
+            distribution,
+            role,
+        }
+    }
+
+    /// The spec hash stored on the VM ([`Ownership::spec_hash`]): the first 12 hex digits of
+    /// the sha1 of the normalised spec, one `field=value` line each in a fixed order.
+    pub fn spec_hash(&self) -> String {
+        let distribution = match self.distribution {
+            Distribution::Kubeadm => "kubeadm",
+            Distribution::K3s => "k3s",
+        };
+        let normalised = format!(
+            "template={}\ncores={}\nmemoryMiB={}\ndiskGiB={}\ncpu={}\nkubernetes={}\ndistribution={}\nrole={}\n",
+            self.template.trim(),
+            self.cores,
+            self.memory_mib,
+            self.disk_gib,
+            self.cpu.trim(),
+            self.kubernetes,
+            distribution,
+            self.role,
+        );
+        let digest = Sha1::digest(normalised.as_bytes());
+        digest
+            .iter()
+            .take(6)
+            .map(|byte| format!("{byte:02x}"))
+            .collect()
+    }
+
+    /// The fields that differ from `newer`, as `field old → new`, for reasons like
+    /// "outdated: template debian13-k8s → debian13-k8s-v2".
+    pub fn differences(&self, newer: &MachineSpec) -> Vec<String> {
+        // Compared first, formatted only when they differ: this runs for every outdated
+        // machine at every step of a prediction.
+        fn field<T: PartialEq + std::fmt::Display>(
+            out: &mut Vec<String>,
+            name: &str,
+            old: &T,
+            new: &T,
+        ) {
+            if old != new {
+                out.push(format!("{name} {old} → {new}"));
+            }
+        }
+        let mut out = Vec::new();
+        field(&mut out, "template", &self.template, &newer.template);
+        field(&mut out, "cores", &self.cores, &newer.cores);
+        field(&mut out, "memoryMiB", &self.memory_mib, &newer.memory_mib);
+        field(&mut out, "diskGiB", &self.disk_gib, &newer.disk_gib);
+        field(&mut out, "cpu", &self.cpu, &newer.cpu);
+        field(&mut out, "kubernetes", &self.kubernetes, &newer.kubernetes);
+        if self.distribution != newer.distribution {
+            out.push(format!(
+                "distribution {} → {}",
+                format!("{:?}", self.distribution).to_lowercase(),
+                format!("{:?}", newer.distribution).to_lowercase()
+            ));
+        }
+        field(&mut out, "role", &self.role, &newer.role);
+        out
+    }
+}
+
+/// A Kubernetes Node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObservedNode {
+    /// The `Ready` condition is `True`.
+    pub ready: bool,
+    /// When the `Ready` condition last changed (its `lastTransitionTime`).
+    #[schemars(schema_with = "timestamp_schema")]
+    pub ready_since: Timestamp,
+    /// `status.nodeInfo.kubeletVersion`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubelet_version: Option<KubeVersion>,
+    /// `spec.unschedulable` (cordoned).
+    #[serde(default)]
+    pub unschedulable: bool,
+    /// `spec.taints`.
+    #[serde(default)]
+    pub taints: Vec<Taint>,
+    /// capstan's drain, when it started one ([`DRAIN_STARTED_ANNOTATION`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain: Option<DrainObserved>,
+}
+
+impl ObservedNode {
+    /// Whether the node carries the [`OUT_OF_SERVICE_TAINT`].
+    pub fn is_out_of_service(&self) -> bool {
+        self.taints.iter().any(|t| t.key == OUT_OF_SERVICE_TAINT)
+    }
+}
+
+/// A node taint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Taint {
+    /// Taint key.
+    pub key: String,
+    /// Taint value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    pub effect: String,
+}
+
+/// A drain capstan started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DrainObserved {
+    /// When it started (the annotation's value).
+    #[schemars(schema_with = "timestamp_schema")]
+    pub started: Timestamp,
+    /// Pods still to evict (DaemonSet and mirror pods excluded); empty means drained.
+    #[serde(default)]
+    pub remaining_pods: Vec<PodRef>,
+}
+
+/// A pod, by namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodRef {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Why its eviction was refused, when known (e.g. a PodDisruptionBudget).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The control plane of an initialised cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObservedControlPlane {
+    /// The endpoint `kubeadm init` wrote into every certificate and kubeconfig.
+    pub endpoint: Endpoint,
+    /// The cluster's version (kubeadm's `ClusterConfiguration.kubernetesVersion`).
+    pub version: KubeVersion,
+    /// Since when the API endpoint has not answered; `None` when it answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "timestamp_schema")]
+    pub unreachable_since: Option<Timestamp>,
+    /// When the first of the control plane's certificates expires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "timestamp_schema")]
+    pub certificates_expire: Option<Timestamp>,
+    /// Fingerprint of the current admin kubeconfig.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_kubeconfig: Option<String>,
+}
+
+/// Where a Flux Secret lives (key `value` holds the kubeconfig).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FluxTarget {
+    /// Management cluster (a name under `managementClusters` in `capstan.yaml`).
+    pub cluster: String,
+    /// Namespace of the Secret.
+    pub namespace: String,
+    /// Name of the Secret.
+    pub secret_name: String,
+}
+
+/// The Secret Flux holds for a cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FluxSecret {
+    /// Where it is.
+    pub target: FluxTarget,
+    /// Fingerprint of the kubeconfig it holds.
+    pub kubeconfig: String,
+}
+
+fn timestamp_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({"type": "string", "format": "date-time", "description": "RFC 3339 time, e.g. 2026-05-02T01:00:00Z"})
+}
+
+/// The JSON Schema of an observed-state snapshot (`observed.schema.json`).
+pub fn json_schema() -> serde_json::Value {
+    schemars::schema_for!(Observed).to_value()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> MachineSpec {
+        MachineSpec {
+            template: "debian13-k8s".into(),
+            cores: 4,
+            memory_mib: 8192,
+            disk_gib: 50,
+            cpu: "x86-64-v2-AES".into(),
+            kubernetes: "1.36.2".parse().expect("version"),
+            distribution: Distribution::Kubeadm,
+            role: Role::Worker,
+        }
+    }
+
+    #[test]
+    fn spec_hashes_are_12_hex_digits_and_change_with_every_field() {
+        let base = spec();
+        let hash = base.spec_hash();
+        assert_eq!(hash.len(), 12);
+        assert!(hash.chars().all(|c| c.is_ascii_hexdigit()));
+        let mut changed = base.clone();
+        changed.template = "debian13-k8s-v2".into();
+        assert_ne!(changed.spec_hash(), hash);
+        let mut changed = base.clone();
+        changed.role = Role::ControlPlane;
+        assert_ne!(changed.spec_hash(), hash);
+        assert_eq!(base.clone().spec_hash(), hash, "stable");
+    }
+
+    #[test]
+    fn differences_name_each_changed_field() {
+        let mut newer = spec();
+        newer.template = "debian13-k8s-v2".into();
+        newer.kubernetes = "1.36.4".parse().expect("version");
+        assert_eq!(
+            spec().differences(&newer),
+            vec![
+                "template debian13-k8s → debian13-k8s-v2",
+                "kubernetes 1.36.2 → 1.36.4"
+            ]
+        );
+    }
+
+    #[test]
+    fn snapshots_round_trip_through_json() {
+        let mut observed = Observed::nothing();
+        observed.clusters.insert(
+            "prod".into(),
+            ObservedCluster {
+                control_plane: Some(ObservedControlPlane {
+                    endpoint: Endpoint {
+                        host: "k8s-prod.lab.example".into(),
+                        address: "192.168.1.23".parse().expect("ip"),
+                        port: 6443,
+                    },
+                    version: "1.36.2".parse().expect("version"),
+                    unreachable_since: None,
+                    certificates_expire: Some("2027-01-01T00:00:00Z".parse().expect("time")),
+                    admin_kubeconfig: Some("sha256:0011223344556677".into()),
+                }),
+                ..ObservedCluster::default()
+            },
+        );
+        let text = serde_json::to_string(&observed).expect("serialise");
+        assert!(text.contains("\"certificatesExpire\":\"2027-01-01T00:00:00Z\""));
+        let back: Observed = serde_json::from_str(&text).expect("parse");
+        assert_eq!(back, observed);
+    }
+}

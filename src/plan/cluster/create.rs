@@ -1,0 +1,308 @@
+//! New machines: how many each pool needs (the deficit, or one spare while its machines are
+//! replaced), where they go (rule 15), and the kubeconfig delivery that follows a built or
+//! changed control plane (rule 10).
+
+use super::*;
+
+impl<'a> Ctx<'a> {
+    /// Fresh machines of each pool, in the order surplus ones go first: unjoined, being
+    /// removed, not counted, then by name.
+    pub(super) fn fresh_of(&self, pool: usize) -> Vec<&View<'a>> {
+        self.fresh
+            .get(pool)
+            .map(|indices| indices.iter().map(|&i| &self.views[i]).collect())
+            .unwrap_or_default()
+    }
+
+    /// Computes [`Self::fresh_of`] for every pool, once per plan (it is asked for per member).
+    pub(super) fn index_fresh(&mut self) {
+        let mut fresh = vec![Vec::new(); self.pools.len()];
+        for (index, view) in self.views.iter().enumerate() {
+            if view.fresh && !view.machine.is_retiring() && !self.is_stuck(view) {
+                fresh[view.pool].push(index);
+            }
+        }
+        for indices in &mut fresh {
+            indices.sort_by_key(|&i| {
+                let v = &self.views[i];
+                (v.node.is_some(), !v.is_in_removal(), v.is_counted(), v.name)
+            });
+        }
+        self.fresh = fresh;
+    }
+
+    pub(super) fn surplus_count(&self, pool: usize) -> usize {
+        let fresh = self.fresh.get(pool).map_or(0, Vec::len);
+        fresh.saturating_sub(self.pools[pool].replicas as usize)
+    }
+
+    /// Whether `view` is one of its pool's surplus fresh machines (the first ones of
+    /// [`Self::fresh_of`]).
+    pub(super) fn is_surplus(&self, view: &View<'_>) -> bool {
+        let surplus = self.surplus_count(view.pool);
+        self.fresh.get(view.pool).is_some_and(|indices| {
+            indices
+                .iter()
+                .take(surplus)
+                .any(|&i| self.views[i].name == view.name)
+        })
+    }
+
+    pub(super) fn is_surplus_unjoined(&self, view: &View<'_>) -> bool {
+        view.node.is_none() && self.is_surplus(view)
+    }
+
+    pub(super) fn stale_of(&self, pool: usize) -> Vec<&View<'a>> {
+        self.views
+            .iter()
+            .filter(|v| v.pool == pool && v.stale.is_some() && !v.machine.is_retiring())
+            .collect()
+    }
+
+    /// How many fresh machines a pool should have now: all replicas, or while stale members
+    /// remain, enough that one spare replaces them one at a time (a replacement is created
+    /// before the old machine is removed, rule 1).
+    pub(super) fn fresh_wanted(&self, pool: usize) -> usize {
+        let replicas = self.pools[pool].replicas as usize;
+        let stale = self.stale_of(pool);
+        if stale.is_empty() {
+            return replicas;
+        }
+        let counted = stale.iter().filter(|v| v.is_counted()).count();
+        (replicas + 1).saturating_sub(counted).min(replicas)
+    }
+
+    /// Whether the control plane pool is complete: every replica joined and Ready, nothing to
+    /// replace.
+    pub(super) fn control_plane_complete(&self) -> bool {
+        let fresh = self.fresh_of(0);
+        fresh.iter().filter(|v| v.is_ready()).count() >= self.pools[0].replicas as usize
+            && fresh.iter().all(|v| v.is_ready())
+            && self.stale_of(0).is_empty()
+    }
+
+    /// Creates machines: the deficit of each pool (control plane first; workers once the
+    /// control plane is complete) and one spare per pool being replaced, pool after pool. All
+    /// the VMs the cluster still needs must fit before any is cloned (rule 15).
+    pub(super) fn creates(&self, out: &mut Outcome, capacity: &Capacity) {
+        let initialised = self.initialised();
+        let control_plane_complete = initialised && self.control_plane_complete();
+        let mut earlier_pools_stale = false;
+        // (pool, count now, count later)
+        let mut demand: Vec<(usize, usize, usize)> = Vec::new();
+        for pool in 0..self.pools.len() {
+            if self.pools[pool].desired.is_none() {
+                continue;
+            }
+            let fresh = self.fresh_of(pool).len();
+            let wanted = self.fresh_wanted(pool);
+            let replicas = self.pools[pool].replicas as usize;
+            let stale = self.stale_of(pool).len();
+            let deficit = replicas.saturating_sub(fresh + stale);
+            let total = wanted.saturating_sub(fresh).max(deficit);
+            // A fenced machine is a repair, not a rollout: its replacement waits for nothing.
+            let repairing = self.stale_of(pool).iter().any(|v| v.fenced);
+            let allowed = if pool == 0 || repairing {
+                true
+            } else if !control_plane_complete {
+                false
+            } else {
+                stale == 0 || !earlier_pools_stale
+            };
+            let now = if allowed {
+                total
+            } else if pool == 0 || control_plane_complete {
+                deficit
+            } else {
+                0
+            };
+            demand.push((pool, now, total.saturating_sub(now)));
+            earlier_pools_stale |= stale > 0 || pool == 0 && !self.stale_of(0).is_empty();
+        }
+        if demand.iter().all(|(_, now, later)| now + later == 0) {
+            return;
+        }
+        let mut taken: BTreeSet<NodeName> = self
+            .input
+            .observed
+            .machines
+            .keys()
+            .chain(self.input.observed.nodes.keys())
+            .cloned()
+            .collect();
+        let mut scratch = capacity.clone();
+        let mut refused = Vec::new();
+        let mut planned = Vec::new();
+        for (pool, now, later) in demand {
+            let Some(desired) = &self.pools[pool].desired else {
+                continue;
+            };
+            let mut spread: BTreeMap<String, u32> = BTreeMap::new();
+            for view in self.views.iter().filter(|v| v.pool == pool) {
+                *spread.entry(view.machine.proxmox_node.clone()).or_default() += 1;
+            }
+            for index in 0..now + later {
+                match scratch.choose(
+                    &desired.machine.placement,
+                    desired.machine.memory_mib,
+                    &spread,
+                ) {
+                    Ok(node) => {
+                        scratch.reserve(&node, desired.machine.memory_mib);
+                        *spread.entry(node.clone()).or_default() += 1;
+                        if index < now {
+                            planned.push((pool, node));
+                        }
+                    }
+                    Err(why) => {
+                        refused.push(format!(
+                            "a {} MiB {} of pool {} ({why})",
+                            desired.machine.memory_mib,
+                            self.pools[pool].role,
+                            self.pools[pool].name
+                        ));
+                    }
+                }
+            }
+        }
+        if !refused.is_empty() {
+            refused.dedup();
+            out.blocked.push(Blocked {
+                rule: Rule::Capacity,
+                message: format!(
+                    "no Proxmox node in placement has the memory for {}: nothing is cloned until the VMs this cluster still needs fit; free memory or add nodes to placement",
+                    refused.join("; ")
+                ),
+            });
+            return;
+        }
+        let mut steps = Vec::new();
+        let mut made: BTreeMap<usize, usize> = BTreeMap::new();
+        for (pool, node) in planned {
+            let Some(desired) = &self.pools[pool].desired else {
+                continue;
+            };
+            let pool_name = self.pools[pool].name;
+            let role = self.pools[pool].role;
+            let name = placement::next_name(self.name(), pool_name, &desired.hash, &mut taken);
+            let earlier = made.entry(pool).or_default();
+            let fresh = self.fresh_of(pool).len() + *earlier;
+            *earlier += 1;
+            let stale = self.stale_of(pool);
+            let reason = if let Some(old) = stale.first().and_then(|v| v.stale.as_ref()) {
+                format!(
+                    "replacement for pool {pool_name} ({} to replace; {old}): created before the old one leaves",
+                    stale.len()
+                )
+            } else if !initialised {
+                format!(
+                    "bootstrap: control plane {} of {}",
+                    fresh + 1,
+                    self.pools[pool].replicas
+                )
+            } else {
+                format!(
+                    "pool {pool_name}: {role} {} of {}",
+                    fresh + 1,
+                    self.pools[pool].replicas
+                )
+            };
+            let memory_note = if capacity.is_known() {
+                ""
+            } else {
+                "; Proxmox memory not observed"
+            };
+            steps.push(Self::step(
+                Action::CreateMachine {
+                    name: name.clone(),
+                    ownership: Ownership {
+                        cluster: self.name().to_owned(),
+                        role,
+                        pool: pool_name.to_owned(),
+                        spec_hash: desired.hash.clone(),
+                    },
+                    machine: desired.spec.clone(),
+                    proxmox_node: node.clone(),
+                    storage: desired.machine.storage.clone(),
+                },
+                Target {
+                    cluster: self.name().to_owned(),
+                    machine: Some(name),
+                    vm_id: None,
+                    pool: Some(pool_name.to_owned()),
+                    role: Some(role),
+                },
+                format!("{reason}; on {node}{memory_note}"),
+            ));
+        }
+        // Clones of the same pool differ only by name; keep the batch in name order per pool.
+        for step in steps {
+            out.push(step, Gate::Open);
+        }
+    }
+
+    /// Rule 10: deliver the admin kubeconfig when Flux's differs; the first delivery waits for
+    /// the whole cluster to be built.
+    pub(super) fn delivery(&self, out: &mut Outcome) {
+        let Some(flux) = &self.spec().delivery.flux else {
+            return;
+        };
+        let Some(admin) = self
+            .input
+            .observed
+            .control_plane
+            .as_ref()
+            .and_then(|cp| cp.admin_kubeconfig.as_ref())
+        else {
+            return;
+        };
+        let target = FluxTarget {
+            cluster: flux.cluster.clone(),
+            namespace: flux.namespace.clone(),
+            secret_name: flux.secret_name_for(self.name()),
+        };
+        let reason = match &self.input.observed.flux {
+            None => {
+                let built = (0..self.pools.len()).all(|pool| {
+                    let fresh = self.fresh_of(pool);
+                    fresh.iter().filter(|v| v.is_ready()).count()
+                        >= self.pools[pool].replicas as usize
+                        && self.stale_of(pool).is_empty()
+                });
+                if !built {
+                    return;
+                }
+                format!(
+                    "first delivery: the cluster is built; Flux gets its kubeconfig in {}/{}",
+                    target.namespace, target.secret_name
+                )
+            }
+            Some(held) if held.target != target => format!(
+                "the Flux Secret moved from {}/{} to {}/{}",
+                held.target.namespace,
+                held.target.secret_name,
+                target.namespace,
+                target.secret_name
+            ),
+            Some(held) if &held.kubeconfig != admin => {
+                match admin.strip_prefix(crate::plan::simulate::PREDICTED) {
+                    Some(cause) => format!(
+                        "the admin kubeconfig changes with {}",
+                        cause.split(" (#").next().unwrap_or(cause)
+                    ),
+                    None => format!(
+                        "Flux holds kubeconfig {}, the cluster's admin kubeconfig is {admin}",
+                        held.kubeconfig
+                    ),
+                }
+            }
+            Some(_) => return,
+        };
+        let step = Self::step(
+            Action::DeliverKubeconfig { flux: target },
+            self.cluster_target(),
+            reason,
+        );
+        out.push(step, Gate::Open);
+    }
+}

@@ -1,0 +1,246 @@
+//! The cluster's health and its control plane in place: fencing dead nodes (rule 13), the
+//! version upgrade (rule 7), certificate renewal (rule 10), Nodes whose VM is gone, and what
+//! the cluster waits on.
+
+use super::*;
+
+impl<'a> Ctx<'a> {
+    /// Rule 13: a node NotReady past `remediation.after` whose VM is stopped or whose guest
+    /// agent is silent is fenced, then replaced like any stale machine.
+    pub(super) fn fencing(&self, out: &mut Outcome) {
+        let remediation = &self.spec().remediation;
+        let mut steps = Vec::new();
+        for view in &self.views {
+            let Some(node) = view.node else { continue };
+            if node.ready || view.fenced || view.machine.is_retiring() {
+                continue;
+            }
+            let dead = !view.machine.is_running() || !view.machine.guest_agent;
+            let due = add(node.ready_since, remediation.after.0);
+            if !remediation.fence || !dead {
+                continue;
+            }
+            if self.input.now < due {
+                let waiting = self.waiting(
+                    "fence-machine",
+                    Some(view.name),
+                    Resource::Node {
+                        name: view.name.clone(),
+                        condition: format!("Ready (fenced at {due} otherwise)"),
+                    },
+                    Some(node.ready_since),
+                );
+                out.waiting.push(waiting);
+                continue;
+            }
+            let state = if view.machine.is_running() {
+                "VM running but its guest agent silent"
+            } else {
+                "VM stopped"
+            };
+            steps.push(Self::step(
+                Action::FenceMachine {
+                    machine: view.machine_ref(),
+                    node: view.name.clone(),
+                },
+                self.target(view),
+                format!(
+                    "node NotReady since {} (over remediation.after {}), {state}: hard-stop it and taint it out-of-service so its volumes detach, then replace it",
+                    node.ready_since, remediation.after
+                ),
+            ));
+        }
+        for step in steps {
+            out.push(step, Gate::Open);
+        }
+    }
+
+    pub(super) fn control_plane_members(&self) -> impl Iterator<Item = &View<'a>> {
+        self.views
+            .iter()
+            .filter(|v| v.role() == Role::ControlPlane && v.node.is_some())
+    }
+
+    /// A control plane that is not fully there: NotReady, being removed, or retiring with its
+    /// Node still present (rule 9 allows one at a time).
+    pub(super) fn absent_control_planes(&self) -> Vec<&'a NodeName> {
+        self.control_plane_members()
+            .filter(|v| !v.is_ready() || v.is_in_removal() || v.machine.is_retiring())
+            .map(|v| v.name)
+            .collect()
+    }
+
+    /// Rule 7: the version moves in place on the control plane first. Returns whether an
+    /// upgrade is pending (then no machine is created or joined: new machines run the new
+    /// version, which the API server must run first).
+    pub(super) fn upgrade(&self, out: &mut Outcome) -> bool {
+        let Some(control_plane) = &self.input.observed.control_plane else {
+            return false;
+        };
+        let from = control_plane.version;
+        let to = self.target_version;
+        if from >= to {
+            return false;
+        }
+        if self.removal_in_flight() {
+            return true;
+        }
+        let kind = if from.minor == to.minor {
+            "patch upgrade"
+        } else {
+            "minor upgrade"
+        };
+        let members: Vec<&View<'a>> = self.control_plane_members().collect();
+        if let Some(view) = members.iter().find(|v| !v.is_ready()) {
+            let waiting = self.waiting(
+                "upgrade-control-plane",
+                Some(view.name),
+                Resource::Node {
+                    name: view.name.clone(),
+                    condition: "Ready".to_owned(),
+                },
+                view.node.map(|n| n.ready_since),
+            );
+            out.waiting.push(waiting);
+            return true;
+        }
+        let Some(view) = members.iter().min_by_key(|v| v.name) else {
+            return true;
+        };
+        let step = Self::step(
+            Action::UpgradeControlPlane {
+                machine: view.machine_ref(),
+                from,
+                to,
+            },
+            self.cluster_target(),
+            format!(
+                "{kind} {from} → {to}: kubeadm upgrade apply in place first; the machines are replaced after, control plane first"
+            ),
+        );
+        out.push_disruptive(step, self.window);
+        true
+    }
+
+    /// Rule 10: certificates within `renewBefore` of expiry are renewed (then delivered).
+    pub(super) fn renewal(&self, out: &mut Outcome) {
+        let Some(control_plane) = &self.input.observed.control_plane else {
+            return;
+        };
+        let Some(expires) = control_plane.certificates_expire else {
+            return;
+        };
+        let renew_before = self.spec().certificates.renew_before;
+        let due = expires
+            .saturating_sub(SignedDuration::try_from(renew_before.0).unwrap_or(SignedDuration::MAX))
+            .unwrap_or(Timestamp::MIN);
+        if self.input.now < due {
+            return;
+        }
+        let machines: Vec<MachineRef> = self
+            .control_plane_members()
+            .filter(|v| v.machine.is_running() && !v.machine.is_retiring())
+            .map(View::machine_ref)
+            .collect();
+        if machines.is_empty() {
+            return;
+        }
+        let mut step = Self::step(
+            Action::RenewCertificates { machines },
+            self.cluster_target(),
+            format!(
+                "certificates expire at {expires}, within certificates.renewBefore {renew_before}"
+            ),
+        );
+        // Waiting for a window that opens after the certificates expire would break the
+        // cluster: then renewal does not wait.
+        let urgent = match self.window {
+            WindowState::Open => false,
+            WindowState::Closed { opens } => opens.is_none_or(|opens| opens >= expires),
+        };
+        if urgent {
+            step.disruptive = true;
+            step.reason
+                .push_str("; the maintenance window opens too late, so it does not wait");
+            out.push(step, Gate::Open);
+        } else {
+            out.push_disruptive(step, self.window);
+        }
+    }
+
+    /// Nodes named like this cluster's VMs whose VM is gone.
+    pub(super) fn ghost_nodes(&self, out: &mut Outcome) {
+        let prefix = format!("{VM_NAME_PREFIX}{}-", self.name());
+        let mut steps = Vec::new();
+        for name in self.input.observed.nodes.keys() {
+            if name.as_str().starts_with(&prefix)
+                && !self.input.observed.machines.contains_key(name)
+            {
+                steps.push(Self::step(
+                    Action::DeleteNode {
+                        node: name.clone(),
+                        role: Role::Worker,
+                        machine: None,
+                    },
+                    Target {
+                        cluster: self.name().to_owned(),
+                        machine: Some(name.clone()),
+                        ..Target::default()
+                    },
+                    "its VM is gone: delete the Node so its pods move".to_owned(),
+                ));
+            }
+        }
+        for step in steps {
+            out.push(step, Gate::Open);
+        }
+    }
+
+    /// Waits on members that are not Ready, and cordons capstan did not make.
+    pub(super) fn report_nodes(&self, out: &mut Outcome) {
+        let join_timeout = self.spec().rollout.join_timeout.0;
+        let mut waiting = Vec::new();
+        let mut findings = Vec::new();
+        for view in &self.views {
+            let Some(node) = view.node else { continue };
+            if view.machine.is_retiring() || view.fenced {
+                continue;
+            }
+            if !node.ready && self.input.now < add(view.machine.created, join_timeout) {
+                waiting.push(self.waiting(
+                    "join-node",
+                    Some(view.name),
+                    Resource::Node {
+                        name: view.name.clone(),
+                        condition: "Ready".to_owned(),
+                    },
+                    Some(view.machine.created),
+                ));
+            } else if !node.ready && !self.spec().remediation.fence {
+                waiting.push(Waiting {
+                    step: None,
+                    machine: Some(view.name.clone()),
+                    resource: Resource::Node {
+                        name: view.name.clone(),
+                        condition: "Ready (remediation.fence is off: look at it)".to_owned(),
+                    },
+                    since: Some(node.ready_since),
+                });
+            }
+            if view.fresh && node.unschedulable && !self.is_leaving(view) {
+                findings.push(Finding {
+                    kind: FindingKind::Cordoned,
+                    cluster: self.name().to_owned(),
+                    machine: Some(view.name.clone()),
+                    vm_id: Some(view.machine.vm_id),
+                    message: format!(
+                        "node {} is cordoned but not leaving: it is not counted as schedulable; uncordon it when done",
+                        view.name
+                    ),
+                });
+            }
+        }
+        out.waiting.extend(waiting);
+        out.findings.extend(findings);
+    }
+}

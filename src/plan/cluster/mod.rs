@@ -1,0 +1,760 @@
+//! One desired cluster: classify what exists against the spec and list every step that could
+//! come next, in priority order, each with what gates it. `mod.rs` picks the batch that may run
+//! now; `simulate` replays batches to predict the rest.
+//!
+//! The order of concerns: the endpoint (rule 8) and the version (rule 7) are settled first; then
+//! in-flight work is finished (retiring VMs, orphans, machines that never joined, fencing);
+//! then the control plane moves in place (upgrade, renewal) and the kubeconfig is delivered;
+//! then machines are created and joined; last, old machines leave, one at a time.
+
+mod create;
+mod health;
+mod removal;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::Policy;
+use super::placement::{self, Capacity};
+use super::types::{
+    Action, Blocked, Finding, FindingKind, MachineRef, Resource, Rule, Step, Target, Wait, Waiting,
+};
+use super::window::{self, WindowState};
+use crate::model::{NodeName, Ownership, Role};
+use crate::observed::{FluxTarget, MachineSpec, ObservedCluster, ObservedMachine, ObservedNode};
+use crate::spec::validate::{CONTROL_PLANE_POOL, VM_NAME_PREFIX};
+use crate::spec::{ClusterSpec, DriftPolicy, KubeVersion, Machine};
+
+/// What gates a candidate step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Gate {
+    /// It may run now.
+    Open,
+    /// Disruptive, outside the maintenance window (rule 11).
+    Window(Option<Timestamp>),
+    /// Something in the world must happen first.
+    Wait(Waiting),
+}
+
+/// A step that could come next.
+#[derive(Debug, Clone)]
+pub(crate) struct Candidate {
+    pub step: Step,
+    pub gate: Gate,
+}
+
+/// Everything the planner found about one cluster.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Outcome {
+    pub candidates: Vec<Candidate>,
+    pub blocked: Vec<Blocked>,
+    pub waiting: Vec<Waiting>,
+    pub findings: Vec<Finding>,
+    /// Orphans: reported fleet-wide.
+    pub orphans: Vec<Finding>,
+    pub initialised: bool,
+}
+
+/// The inputs of one cluster's plan.
+pub(crate) struct Input<'a> {
+    pub name: &'a str,
+    pub spec: &'a ClusterSpec,
+    pub observed: &'a ObservedCluster,
+    pub policy: &'a Policy,
+    pub now: Timestamp,
+}
+
+/// A pool: desired (the control plane first, then the worker pools in spec order) or removed
+/// (found on VMs, gone from the spec: replicas 0).
+struct Pool<'a> {
+    name: &'a str,
+    role: Role,
+    replicas: u32,
+    desired: Option<DesiredPool<'a>>,
+}
+
+struct DesiredPool<'a> {
+    machine: &'a Machine,
+    spec: MachineSpec,
+    hash: String,
+}
+
+/// One owned VM seen against the spec.
+struct View<'a> {
+    name: &'a NodeName,
+    machine: &'a ObservedMachine,
+    node: Option<&'a ObservedNode>,
+    pool: usize,
+    /// Built from the pool's current spec (and not to be replaced for drift or fencing).
+    fresh: bool,
+    /// Hard-stopped and tainted out-of-service.
+    fenced: bool,
+    /// Why it must be replaced, when it must.
+    stale: Option<String>,
+}
+
+impl View<'_> {
+    fn role(&self) -> Role {
+        self.machine.ownership.role
+    }
+
+    /// Ready, schedulable, not being removed: it carries workloads.
+    fn is_counted(&self) -> bool {
+        self.node.is_some_and(|node| {
+            node.ready && !node.unschedulable && node.drain.is_none() && !self.fenced
+        }) && !self.machine.is_retiring()
+    }
+
+    fn is_ready(&self) -> bool {
+        self.node.is_some_and(|node| node.ready) && !self.fenced
+    }
+
+    /// capstan (or someone) started taking it out of service.
+    fn is_in_removal(&self) -> bool {
+        self.node
+            .is_some_and(|node| node.unschedulable || node.drain.is_some())
+    }
+
+    fn machine_ref(&self) -> MachineRef {
+        MachineRef {
+            name: self.name.clone(),
+            vm_id: Some(self.machine.vm_id),
+            proxmox_node: self.machine.proxmox_node.clone(),
+        }
+    }
+}
+
+/// What is known while planning one cluster; the findings go into an [`Outcome`] passed
+/// alongside, so reading the views and writing the outcome never conflict.
+struct Ctx<'a> {
+    input: &'a Input<'a>,
+    pools: Vec<Pool<'a>>,
+    views: Vec<View<'a>>,
+    target_version: KubeVersion,
+    window: WindowState,
+    initialised: bool,
+    /// Per pool, the indices in `views` of its fresh machines, surplus-first (see
+    /// `fresh_of`).
+    fresh: Vec<Vec<usize>>,
+}
+
+impl Outcome {
+    fn push(&mut self, step: Step, gate: Gate) {
+        self.candidates.push(Candidate { step, gate });
+    }
+
+    /// Pushes a disruptive step, gated by the maintenance window (rule 11).
+    fn push_disruptive(&mut self, mut step: Step, window: WindowState) {
+        step.disruptive = true;
+        let gate = match window {
+            WindowState::Open => Gate::Open,
+            WindowState::Closed { opens } => Gate::Window(opens),
+        };
+        self.push(step, gate);
+    }
+}
+
+/// Lists the candidate steps of a desired cluster. `capacity` is what the Proxmox nodes have
+/// left once earlier clusters' steps are taken into account.
+pub(crate) fn candidates(input: &Input<'_>, capacity: &Capacity) -> Outcome {
+    let observed = input.observed;
+    let mut out = Outcome {
+        initialised: observed.control_plane.is_some(),
+        ..Outcome::default()
+    };
+    if let Some(blocked) = endpoint_changed(input) {
+        out.blocked.push(blocked);
+        return out;
+    }
+    let (target_version, refusal) = super::version::resolve(input);
+    if let Some(message) = refusal {
+        out.blocked.push(Blocked {
+            rule: Rule::Upgrades,
+            message,
+        });
+        if observed.control_plane.is_none() {
+            // Nothing to build with: the version the spec asks for may not run at all.
+            return out;
+        }
+    }
+    let mut ctx = Ctx {
+        input,
+        pools: Vec::new(),
+        views: Vec::new(),
+        target_version,
+        window: window::state(input.spec.rollout.maintenance_window.as_ref(), input.now),
+        initialised: out.initialised,
+        fresh: Vec::new(),
+    };
+    ctx.classify(&mut out);
+    ctx.index_fresh();
+    ctx.plan(capacity, &mut out);
+    out
+}
+
+fn endpoint_changed(input: &Input<'_>) -> Option<Blocked> {
+    let observed = &input.observed.control_plane.as_ref()?.endpoint;
+    let desired = &input.spec.endpoint;
+    if observed == desired {
+        return None;
+    }
+    let mut changes = Vec::new();
+    if observed.host != desired.host {
+        changes.push(format!("host {} → {}", observed.host, desired.host));
+    }
+    if observed.address != desired.address {
+        changes.push(format!(
+            "address {} → {}",
+            observed.address, desired.address
+        ));
+    }
+    if observed.port != desired.port {
+        changes.push(format!("port {} → {}", observed.port, desired.port));
+    }
+    Some(Blocked {
+        rule: Rule::EndpointFixed,
+        message: format!(
+            "the endpoint cannot change after init-control-plane ({}): kubeadm wrote {} ({}:{}) into every certificate, kubeconfig and join of this cluster; revert spec.endpoint to it. Nothing else of this cluster proceeds until then (a new endpoint needs a new cluster)",
+            changes.join(", "),
+            observed.host,
+            observed.address,
+            observed.port
+        ),
+    })
+}
+
+fn add(at: Timestamp, duration: std::time::Duration) -> Timestamp {
+    let duration = SignedDuration::try_from(duration).unwrap_or(SignedDuration::MAX);
+    at.saturating_add(duration).unwrap_or(Timestamp::MAX)
+}
+
+impl<'a> Ctx<'a> {
+    fn spec(&self) -> &'a ClusterSpec {
+        self.input.spec
+    }
+
+    fn name(&self) -> &'a str {
+        self.input.name
+    }
+
+    fn initialised(&self) -> bool {
+        self.initialised
+    }
+
+    /// Builds the pools and sees every owned VM against them.
+    fn classify(&mut self, out: &mut Outcome) {
+        let spec = self.input.spec;
+        let version = self.target_version;
+        let distribution = spec.kubernetes.distribution;
+        let desired = |machine: &'a Machine, role: Role| {
+            let machine_spec = MachineSpec::new(machine, version, distribution, role);
+            let hash = machine_spec.spec_hash();
+            DesiredPool {
+                machine,
+                spec: machine_spec,
+                hash,
+            }
+        };
+        self.pools.push(Pool {
+            name: CONTROL_PLANE_POOL,
+            role: Role::ControlPlane,
+            replicas: spec.control_plane.replicas,
+            desired: Some(desired(&spec.control_plane.machine, Role::ControlPlane)),
+        });
+        for pool in &spec.workers {
+            self.pools.push(Pool {
+                name: &pool.pool,
+                role: Role::Worker,
+                replicas: pool.replicas,
+                desired: Some(desired(&pool.machine, Role::Worker)),
+            });
+        }
+        let observed = self.input.observed;
+        for (name, machine) in &observed.machines {
+            let ownership = &machine.ownership;
+            let pool = match self
+                .pools
+                .iter()
+                .position(|p| p.name == ownership.pool && p.role == ownership.role)
+            {
+                Some(index) => index,
+                None => {
+                    self.pools.push(Pool {
+                        name: &ownership.pool,
+                        role: ownership.role,
+                        replicas: 0,
+                        desired: None,
+                    });
+                    self.pools.len() - 1
+                }
+            };
+            let node = observed.nodes.get(name);
+            let fenced = node.is_some_and(ObservedNode::is_out_of_service) && !machine.is_running();
+            let mut view = View {
+                name,
+                machine,
+                node,
+                pool,
+                fresh: false,
+                fenced,
+                stale: None,
+            };
+            view.stale = self.staleness(&view, out);
+            view.fresh = self.pools[pool]
+                .desired
+                .as_ref()
+                .is_some_and(|d| d.hash == ownership.spec_hash)
+                && view.stale.is_none();
+            self.views.push(view);
+        }
+    }
+
+    /// Why a member must be replaced (outdated, drifted with `onDrift: replace`, fenced), and
+    /// the drift report.
+    fn staleness(&self, view: &View<'a>, out: &mut Outcome) -> Option<String> {
+        let node = view.node?;
+        let pool = &self.pools[view.pool];
+        let Some(desired) = &pool.desired else {
+            return Some(format!(
+                "pool `{}` is no longer in the spec",
+                view.machine.ownership.pool
+            ));
+        };
+        if view.fenced {
+            return Some("fenced: hard-stopped and out of service".to_owned());
+        }
+        let machine = view.machine;
+        if machine.ownership.spec_hash != desired.hash {
+            let differences = match &machine.built_from {
+                Some(built) => built.differences(&desired.spec),
+                None => Vec::new(),
+            };
+            let mut differences = differences;
+            if differences.is_empty()
+                && let Some(kubelet) = node.kubelet_version
+                && kubelet != desired.spec.kubernetes
+            {
+                differences.push(format!(
+                    "kubernetes {kubelet} → {}",
+                    desired.spec.kubernetes
+                ));
+            }
+            if differences.is_empty() {
+                differences.push(format!(
+                    "spec hash {} → {}",
+                    machine.ownership.spec_hash, desired.hash
+                ));
+            }
+            return Some(format!("outdated: {}", differences.join(", ")));
+        }
+        let config = machine.config.as_ref()?;
+        let wanted = desired.machine;
+        let mut drift = Vec::new();
+        if config.cores != wanted.cores {
+            drift.push(format!("cores {} → {}", wanted.cores, config.cores));
+        }
+        if config.memory_mib != wanted.memory_mib {
+            drift.push(format!(
+                "memoryMiB {} → {}",
+                wanted.memory_mib, config.memory_mib
+            ));
+        }
+        if config.disk_gib != wanted.disk_gib {
+            drift.push(format!("diskGiB {} → {}", wanted.disk_gib, config.disk_gib));
+        }
+        if drift.is_empty() {
+            return None;
+        }
+        let drift = drift.join(", ");
+        let replace = self.input.spec.rollout.on_drift == DriftPolicy::Replace;
+        out.findings.push(Finding {
+            kind: FindingKind::Drift,
+            cluster: self.input.name.to_owned(),
+            machine: Some(view.name.clone()),
+            vm_id: Some(machine.vm_id),
+            message: format!(
+                "VM {} {} drifted (changed outside capstan): {drift}; {}",
+                machine.vm_id,
+                view.name,
+                if replace {
+                    "rollout.onDrift is replace: it is replaced"
+                } else {
+                    "rollout.onDrift is report: left as is"
+                }
+            ),
+        });
+        replace.then(|| format!("drifted: {drift}"))
+    }
+
+    fn target(&self, view: &View<'_>) -> Target {
+        Target {
+            cluster: self.name().to_owned(),
+            machine: Some(view.name.clone()),
+            vm_id: Some(view.machine.vm_id),
+            pool: Some(view.machine.ownership.pool.clone()),
+            role: Some(view.role()),
+        }
+    }
+
+    fn cluster_target(&self) -> Target {
+        Target {
+            cluster: self.name().to_owned(),
+            ..Target::default()
+        }
+    }
+
+    fn step(action: Action, target: Target, reason: String) -> Step {
+        Step {
+            action,
+            target,
+            reason,
+            disruptive: false,
+            waits_on: None,
+        }
+    }
+
+    fn waiting(
+        &self,
+        step: &'static str,
+        machine: Option<&NodeName>,
+        resource: Resource,
+        since: Option<Timestamp>,
+    ) -> Waiting {
+        Waiting {
+            step: Some(step),
+            machine: machine.cloned(),
+            resource,
+            since,
+        }
+    }
+
+    /// The gate of a step that needs the VM up with its guest agent answering.
+    fn vm_gate(&self, step: &'static str, view: &View<'_>) -> Gate {
+        let machine = view.machine;
+        if let Some(task) = &machine.task {
+            return Gate::Wait(self.waiting(
+                step,
+                Some(view.name),
+                Resource::ProxmoxTask {
+                    upid: task.upid.clone(),
+                    task: task.kind.clone(),
+                },
+                Some(task.started),
+            ));
+        }
+        if !machine.is_running() || !machine.guest_agent {
+            let condition = if machine.is_running() {
+                "guest agent to answer"
+            } else {
+                "to start"
+            };
+            return Gate::Wait(self.waiting(
+                step,
+                Some(view.name),
+                Resource::Vm {
+                    vm_id: machine.vm_id,
+                    name: view.name.clone(),
+                    condition: condition.to_owned(),
+                },
+                Some(machine.created),
+            ));
+        }
+        Gate::Open
+    }
+
+    fn api_unreachable_since(&self) -> Option<Timestamp> {
+        self.input
+            .observed
+            .control_plane
+            .as_ref()
+            .and_then(|cp| cp.unreachable_since)
+    }
+
+    fn plan(&self, capacity: &Capacity, out: &mut Outcome) {
+        if let Some(since) = self.api_unreachable_since() {
+            // Node facts are unknown: never mistake members for orphans or unjoined machines.
+            let endpoint = format!(
+                "{}:{}",
+                self.spec().endpoint.host,
+                self.spec().endpoint.port
+            );
+            out.waiting.push(Waiting {
+                step: None,
+                machine: None,
+                resource: Resource::ApiEndpoint { endpoint },
+                since: Some(since),
+            });
+            self.retiring(out, false);
+            self.renewal(out);
+            return;
+        }
+        self.retiring(out, true);
+        self.unjoined_cleanup(out);
+        self.fencing(out);
+        let upgrading = self.upgrade(out);
+        if !upgrading {
+            self.renewal(out);
+        }
+        self.ghost_nodes(out);
+        if !self.initialised() {
+            self.bootstrap(out, capacity);
+            return;
+        }
+        // After an upgrade or a renewal the kubeconfig goes out before any machine moves.
+        self.delivery(out);
+        if !upgrading {
+            self.joins(out);
+            self.creates(out, capacity);
+        }
+        self.removals(out, upgrading);
+        self.report_nodes(out);
+    }
+
+    /// Retiring VMs: their Node was (being) deleted; reset, then destroy.
+    fn retiring(&self, out: &mut Outcome, api: bool) {
+        let mut steps = Vec::new();
+        for view in self.views.iter().filter(|v| v.machine.is_retiring()) {
+            let target = self.target(view);
+            let machine = view.machine_ref();
+            if view.node.is_some() {
+                if api {
+                    let disruptive = view.role() == Role::ControlPlane && !view.fenced;
+                    let step = Self::step(
+                        Action::DeleteNode {
+                            node: view.name.clone(),
+                            role: view.role(),
+                            machine: Some(machine),
+                        },
+                        target,
+                        "retiring: finish deleting its Node".to_owned(),
+                    );
+                    steps.push((step, disruptive, Gate::Open));
+                }
+                continue;
+            }
+            if view.machine.task.is_some() {
+                let gate = self.vm_gate("destroy-machine", view);
+                let step = Self::step(
+                    Action::DestroyMachine {
+                        machine,
+                        ownership: view.machine.ownership.clone(),
+                    },
+                    target,
+                    "retiring: its Node is deleted".to_owned(),
+                );
+                steps.push((step, false, gate));
+            } else if view.machine.is_running() && view.machine.guest_agent {
+                let step = Self::step(
+                    Action::ResetNode { machine },
+                    target,
+                    "retiring: its Node is deleted; kubeadm reset, then shut down".to_owned(),
+                );
+                steps.push((step, false, Gate::Open));
+            } else {
+                let reason = if view.machine.is_running() {
+                    "retiring: its Node is deleted; guest agent silent, so no reset"
+                } else {
+                    "retiring: its Node is deleted and the VM is stopped"
+                };
+                let step = Self::step(
+                    Action::DestroyMachine {
+                        machine,
+                        ownership: view.machine.ownership.clone(),
+                    },
+                    target,
+                    reason.to_owned(),
+                );
+                steps.push((step, false, Gate::Open));
+            }
+        }
+        for (step, disruptive, gate) in steps {
+            if disruptive {
+                out.push_disruptive(step, self.window);
+            } else {
+                out.push(step, gate);
+            }
+        }
+    }
+
+    /// Join deadline of an unjoined machine, when one applies: machines that wait for the
+    /// first control plane to be initialised cannot join yet, so their clock has not started.
+    fn join_deadline(&self, view: &View<'_>) -> Option<Timestamp> {
+        if !self.initialised() && Some(view.name) != self.first_control_plane() {
+            return None;
+        }
+        Some(add(
+            view.machine.created,
+            self.spec().rollout.join_timeout.0,
+        ))
+    }
+
+    fn first_control_plane(&self) -> Option<&'a NodeName> {
+        self.views
+            .iter()
+            .filter(|v| v.fresh && v.role() == Role::ControlPlane && !v.machine.is_retiring())
+            .map(|v| v.name)
+            .min()
+    }
+
+    fn is_stuck(&self, view: &View<'_>) -> bool {
+        view.node.is_none()
+            && !view.machine.is_retiring()
+            && view.fresh
+            && self
+                .join_deadline(view)
+                .is_some_and(|d| self.input.now >= d)
+    }
+
+    fn is_orphan(&self, view: &View<'_>) -> bool {
+        view.node.is_none() && !view.machine.is_retiring() && !view.fresh
+    }
+
+    /// Rule 6: machines that never joined in time are destroyed (and created again by the
+    /// pool's count); owned VMs that match no desired machine are orphans.
+    fn unjoined_cleanup(&self, out: &mut Outcome) {
+        let mut steps = Vec::new();
+        for view in &self.views {
+            if self.is_stuck(view) {
+                let reason = format!(
+                    "created {}, never joined within rollout.joinTimeout {}: destroyed to be created again",
+                    view.machine.created,
+                    self.spec().rollout.join_timeout
+                );
+                steps.push(Self::step(
+                    Action::DestroyMachine {
+                        machine: view.machine_ref(),
+                        ownership: view.machine.ownership.clone(),
+                    },
+                    self.target(view),
+                    reason,
+                ));
+            } else if self.is_orphan(view) {
+                let what = format!(
+                    "VM {} {} (pool {}, spec {}) matches no desired machine of {}",
+                    view.machine.vm_id,
+                    view.name,
+                    view.machine.ownership.pool,
+                    view.machine.ownership.spec_hash,
+                    self.name()
+                );
+                if self.input.policy.prune {
+                    steps.push(Self::step(
+                        Action::DestroyMachine {
+                            machine: view.machine_ref(),
+                            ownership: view.machine.ownership.clone(),
+                        },
+                        self.target(view),
+                        format!("orphan: {what}; prune is on"),
+                    ));
+                } else {
+                    out.orphans.push(Finding {
+                        kind: FindingKind::Orphan,
+                        cluster: self.name().to_owned(),
+                        machine: Some(view.name.clone()),
+                        vm_id: Some(view.machine.vm_id),
+                        message: format!("orphan: {what}; kept because prune is off"),
+                    });
+                }
+            }
+        }
+        for step in steps {
+            out.push(step, Gate::Open);
+        }
+    }
+
+    /// Before `init-control-plane`: create the control planes, then initialise the first.
+    fn bootstrap(&self, out: &mut Outcome, capacity: &Capacity) {
+        self.creates(out, capacity);
+        let Some(first) = self.first_control_plane() else {
+            return;
+        };
+        let Some(view) = self.views.iter().find(|v| v.name == first) else {
+            return;
+        };
+        if self.is_stuck(view) {
+            return;
+        }
+        let gate = self.vm_gate("init-control-plane", view);
+        let spec = self.spec();
+        let step = Self::step(
+            Action::InitControlPlane {
+                machine: view.machine_ref(),
+                endpoint: spec.endpoint.clone(),
+                version: self.target_version,
+                pod_network: spec.network.pods.to_string(),
+                service_network: spec.network.services.to_string(),
+            },
+            self.target(view),
+            format!(
+                "bootstrap: kubeadm init on the first of {} control plane(s), endpoint {} ({}:{})",
+                spec.control_plane.replicas,
+                spec.endpoint.host,
+                spec.endpoint.address,
+                spec.endpoint.port
+            ),
+        );
+        out.push(step, gate);
+    }
+
+    /// Fresh machines without a Node join: control planes one at a time while every other
+    /// control plane is present (rule 9), workers together.
+    fn joins(&self, out: &mut Outcome) {
+        let absent = self.absent_control_planes();
+        let mut control_plane_joining = false;
+        let mut steps = Vec::new();
+        let mut names: Vec<&View<'a>> = self
+            .views
+            .iter()
+            .filter(|v| {
+                v.node.is_none() && v.fresh && !v.machine.is_retiring() && !self.is_stuck(v)
+            })
+            .filter(|v| !self.is_surplus_unjoined(v))
+            .collect();
+        names.sort_by_key(|v| (v.role() != Role::ControlPlane, v.name));
+        for view in names {
+            let role = view.role();
+            if role == Role::ControlPlane {
+                if control_plane_joining {
+                    continue;
+                }
+                control_plane_joining = true;
+                if let Some(other) = absent.first() {
+                    let waiting = self.waiting(
+                        "join-node",
+                        Some(view.name),
+                        Resource::Node {
+                            name: (*other).clone(),
+                            condition: "Ready (one control plane absent at a time)".to_owned(),
+                        },
+                        None,
+                    );
+                    steps.push((None, Gate::Wait(waiting)));
+                    continue;
+                }
+            }
+            let gate = self.vm_gate("join-node", view);
+            let count = self.pools[view.pool].replicas;
+            let step = Self::step(
+                Action::JoinNode {
+                    machine: view.machine_ref(),
+                    role,
+                    endpoint: self.spec().endpoint.clone(),
+                },
+                self.target(view),
+                format!(
+                    "new {} of pool {} ({count} wanted): join the cluster",
+                    role, view.machine.ownership.pool
+                ),
+            );
+            steps.push((Some(step), gate));
+        }
+        for (step, gate) in steps {
+            match (step, gate) {
+                (Some(step), gate) => out.push(step, gate),
+                (None, Gate::Wait(waiting)) => out.waiting.push(waiting),
+                (None, _) => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,349 @@
+//! Members leaving: stale or surplus machines go one at a time (rule 4), only once their
+//! replacement is Ready (rule 1), never below `rollout.minWorkers` (rule 3) or control-plane
+//! quorum (rule 9), through cordon, a drain with a deadline (rule 5) and the Node's deletion.
+
+use super::*;
+
+impl<'a> Ctx<'a> {
+    /// A member capstan is taking out (a fenced machine is not: it is dead already, and its
+    /// replacement may have to wait for an upgrade).
+    pub(super) fn removal_in_flight(&self) -> bool {
+        self.views
+            .iter()
+            .any(|v| v.machine.is_retiring() || (self.is_leaving(v) && v.is_in_removal()))
+    }
+
+    /// Whether a member is to leave: stale, or surplus of its pool.
+    pub(super) fn is_leaving(&self, view: &View<'_>) -> bool {
+        if view.node.is_none() || view.machine.is_retiring() {
+            return false;
+        }
+        if view.stale.is_some() {
+            return true;
+        }
+        self.is_surplus(view)
+    }
+
+    /// Members that leave, in order: the control plane first, then worker pools in spec
+    /// order, then removed pools; within a pool, the one already in removal, then those not
+    /// carrying workloads, then by name.
+    pub(super) fn leaving(&self) -> Vec<&View<'a>> {
+        let mut leaving: Vec<&View<'a>> =
+            self.views.iter().filter(|v| self.is_leaving(v)).collect();
+        leaving.sort_by_key(|v| (v.pool, !v.is_in_removal(), v.is_counted(), v.name));
+        leaving
+    }
+
+    /// Surplus machines that never joined are destroyed right away (no workload on them).
+    pub(super) fn surplus_unjoined(&self, out: &mut Outcome) {
+        let mut steps = Vec::new();
+        for view in &self.views {
+            if view.node.is_none()
+                && view.fresh
+                && !view.machine.is_retiring()
+                && !self.is_stuck(view)
+                && self.is_surplus_unjoined(view)
+            {
+                steps.push(Self::step(
+                    Action::DestroyMachine {
+                        machine: view.machine_ref(),
+                        ownership: view.machine.ownership.clone(),
+                    },
+                    self.target(view),
+                    format!(
+                        "surplus: pool {} wants {}; this one never joined",
+                        view.machine.ownership.pool, self.pools[view.pool].replicas
+                    ),
+                ));
+            }
+        }
+        for step in steps {
+            out.push(step, Gate::Open);
+        }
+    }
+
+    pub(super) fn counted_in_pool(&self, pool: usize, except: &NodeName) -> usize {
+        self.views
+            .iter()
+            .filter(|v| v.pool == pool && v.name != except && v.is_counted())
+            .count()
+    }
+
+    pub(super) fn counted_workers(&self) -> u32 {
+        let count = self
+            .views
+            .iter()
+            .filter(|v| v.role() == Role::Worker && v.is_counted())
+            .count();
+        u32::try_from(count).unwrap_or(u32::MAX)
+    }
+
+    /// Why `view` may not start leaving now (rules 1, 3, 9), as a wait or a refusal.
+    pub(super) fn removal_hold(&self, out: &Outcome, view: &View<'a>) -> Option<Hold> {
+        let pool = &self.pools[view.pool];
+        let replicas = pool.replicas as usize;
+        let others = self.counted_in_pool(view.pool, view.name);
+        if view.role() == Role::ControlPlane {
+            let absent: Vec<&NodeName> = self
+                .absent_control_planes()
+                .into_iter()
+                .filter(|n| *n != view.name)
+                .collect();
+            if let Some(other) = absent.first() {
+                return Some(Hold::Wait(Resource::Node {
+                    name: (*other).clone(),
+                    condition: "Ready (one control plane absent at a time)".to_owned(),
+                }));
+            }
+            if view.is_counted() && others < replicas {
+                return Some(self.replacement_hold(view));
+            }
+            return None;
+        }
+        if others < replicas {
+            return Some(self.replacement_hold(view));
+        }
+        let minimum = self.spec().rollout.min_workers;
+        let ready = self.counted_workers();
+        if view.is_counted() && ready.saturating_sub(1) < minimum {
+            let incoming = self.views.iter().any(|v| {
+                v.role() == Role::Worker && v.fresh && !v.is_counted() && !v.machine.is_retiring()
+            }) || out.candidates.iter().any(|c| {
+                matches!(&c.step.action, Action::CreateMachine { ownership, .. } if ownership.role == Role::Worker)
+            });
+            if incoming {
+                return Some(Hold::Wait(Resource::NewWorker { ready, minimum }));
+            }
+            return Some(Hold::Refuse(
+                Rule::MinWorkers,
+                format!(
+                    "removing {} would leave {} Ready, schedulable worker(s), below rollout.minWorkers {minimum}: add a worker first",
+                    view.name,
+                    ready.saturating_sub(1)
+                ),
+            ));
+        }
+        None
+    }
+
+    pub(super) fn replacement_hold(&self, view: &View<'a>) -> Hold {
+        let pending = self
+            .views
+            .iter()
+            .filter(|v| v.pool == view.pool && v.fresh && !v.is_counted())
+            .min_by_key(|v| v.name);
+        match pending {
+            Some(new) => Hold::Wait(Resource::Node {
+                name: new.name.clone(),
+                condition: "Ready (the replacement comes first)".to_owned(),
+            }),
+            None => Hold::Wait(Resource::Node {
+                name: view.name.clone(),
+                condition: "a replacement to be created first".to_owned(),
+            }),
+        }
+    }
+
+    /// Members leave one at a time (rule 4): cordon, drain (with a deadline, rule 5), delete
+    /// the Node; `retiring` then resets and destroys the VM.
+    pub(super) fn removals(&self, out: &mut Outcome, upgrading: bool) {
+        self.surplus_unjoined(out);
+        let spec_too_small = self.spec().worker_replicas() < self.spec().rollout.min_workers;
+        if spec_too_small {
+            out.blocked.push(Blocked {
+                rule: Rule::MinWorkers,
+                message: format!(
+                    "the spec asks for {} worker(s), below rollout.minWorkers {}: add a worker first; no worker is removed until then",
+                    self.spec().worker_replicas(),
+                    self.spec().rollout.min_workers
+                ),
+            });
+        }
+        if self.views.iter().any(|v| v.machine.is_retiring()) {
+            return;
+        }
+        let leaving: Vec<&View<'a>> = self
+            .leaving()
+            .into_iter()
+            .filter(|v| !(spec_too_small && v.role() == Role::Worker && v.stale.is_none()))
+            .collect();
+        let in_flight = leaving
+            .iter()
+            .find(|v| v.is_in_removal() || v.fenced)
+            .copied();
+        let chosen = match in_flight {
+            Some(view) => Some(view),
+            None if upgrading => None,
+            None => {
+                let mut chosen = None;
+                let mut first_hold = None;
+                for view in &leaving {
+                    match self.removal_hold(out, view) {
+                        None => {
+                            chosen = Some(*view);
+                            break;
+                        }
+                        Some(hold) => {
+                            if first_hold.is_none() {
+                                first_hold = Some((*view, hold));
+                            }
+                        }
+                    }
+                }
+                if chosen.is_none()
+                    && let Some((view, hold)) = first_hold
+                {
+                    self.hold(out, view, hold);
+                }
+                chosen
+            }
+        };
+        let Some(view) = chosen else { return };
+        if in_flight.is_some()
+            && let Some(hold) = self.removal_hold(out, view)
+        {
+            self.hold(out, view, hold);
+            return;
+        }
+        self.remove(out, view);
+    }
+
+    pub(super) fn hold(&self, out: &mut Outcome, view: &View<'a>, hold: Hold) {
+        match hold {
+            Hold::Wait(resource) => {
+                let waiting = self.waiting("cordon", Some(view.name), resource, None);
+                out.waiting.push(waiting);
+            }
+            Hold::Refuse(rule, message) => out.blocked.push(Blocked { rule, message }),
+        }
+    }
+
+    /// The next step of one leaving member.
+    pub(super) fn remove(&self, out: &mut Outcome, view: &View<'a>) {
+        let Some(node) = view.node else { return };
+        let why = match &view.stale {
+            Some(stale) => stale.clone(),
+            None => format!(
+                "surplus: pool {} wants {}",
+                view.machine.ownership.pool, self.pools[view.pool].replicas
+            ),
+        };
+        let target = self.target(view);
+        let role = view.role();
+        let delete = |reason: String| {
+            Self::step(
+                Action::DeleteNode {
+                    node: view.name.clone(),
+                    role,
+                    machine: Some(view.machine_ref()),
+                },
+                target.clone(),
+                reason,
+            )
+        };
+        if view.fenced {
+            out.push(
+                delete(format!(
+                    "{why}: its replacement is Ready; delete the Node (no drain: it is dead)"
+                )),
+                Gate::Open,
+            );
+            return;
+        }
+        if !node.unschedulable {
+            let step = Self::step(
+                Action::Cordon {
+                    node: view.name.clone(),
+                },
+                target,
+                why,
+            );
+            out.push_disruptive(step, self.window);
+            return;
+        }
+        let timeout = self.spec().rollout.drain_timeout;
+        let Some(drain) = &node.drain else {
+            let deadline = add(self.input.now, timeout.0);
+            let step = Self::step(
+                Action::Drain {
+                    node: view.name.clone(),
+                    deadline,
+                },
+                target,
+                format!("{why}: evict its pods (rollout.drainTimeout {timeout})"),
+            );
+            out.push_disruptive(step, self.window);
+            return;
+        };
+        if drain.remaining_pods.is_empty() {
+            let step = delete(format!("{why}: drained"));
+            if role == Role::ControlPlane {
+                out.push_disruptive(step, self.window);
+            } else {
+                out.push(step, Gate::Open);
+            }
+            return;
+        }
+        let deadline = add(drain.started, timeout.0);
+        let pods: Vec<String> = drain
+            .remaining_pods
+            .iter()
+            .map(|pod| match &pod.reason {
+                Some(reason) => format!("{}/{} ({reason})", pod.namespace, pod.name),
+                None => format!("{}/{}", pod.namespace, pod.name),
+            })
+            .collect();
+        if self.input.now >= deadline {
+            out.blocked.push(Blocked {
+                rule: Rule::DrainTimeout,
+                message: format!(
+                    "drain of {} timed out after rollout.drainTimeout {timeout} (started {}): {} refused eviction. The node stays cordoned and VM {} is kept; fix what blocks the eviction, then remove the annotation {} from the node to retry",
+                    view.name,
+                    drain.started,
+                    pods.join(", "),
+                    view.machine.vm_id,
+                    crate::observed::DRAIN_STARTED_ANNOTATION
+                ),
+            });
+            return;
+        }
+        for pod in &drain.remaining_pods {
+            let waiting = self.waiting(
+                "drain",
+                Some(view.name),
+                Resource::Pod {
+                    pod: pod.clone(),
+                    node: view.name.clone(),
+                },
+                Some(drain.started),
+            );
+            out.waiting.push(waiting);
+        }
+        let mut step = Self::step(
+            Action::Drain {
+                node: view.name.clone(),
+                deadline,
+            },
+            target,
+            format!(
+                "{why}: drain in progress, {} pod(s) left: {}",
+                pods.len(),
+                pods.join(", ")
+            ),
+        );
+        step.waits_on = drain.remaining_pods.first().map(|pod| Wait {
+            resource: Resource::Pod {
+                pod: pod.clone(),
+                node: view.name.clone(),
+            },
+            since: Some(drain.started),
+        });
+        out.push_disruptive(step, self.window);
+    }
+}
+
+/// Why a member may not start leaving now.
+pub(super) enum Hold {
+    Wait(Resource),
+    Refuse(Rule, String),
+}

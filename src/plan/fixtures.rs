@@ -1,0 +1,328 @@
+//! Builders for planner tests: clusters (`Cluster::test("prod").with_workers(..)`), fleets, and
+//! worlds played forward to convergence with the planner's own expected effects.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+
+use super::{Plan, Policy, expected_effect, plan};
+use crate::model::{NodeName, Role, VmId};
+use crate::observed::{MachineSpec, Observed, ObservedCluster, ProxmoxNode};
+use crate::spec::{
+    ApiVersion, Certificates, Cluster, ClusterKind, ClusterSpec, Delivery, Desired, Distribution,
+    Endpoint, Fleet, FleetKind, FluxDelivery, HumanDuration, KubernetesSpec, Machine,
+    MaintenanceWindow, Metadata, Network, Remediation, Rollout, StatusSettings, WorkerPool,
+};
+
+/// The time every test plans at: Wednesday 2026-04-29 12:00 UTC.
+pub(crate) fn now() -> Timestamp {
+    "2026-04-29T12:00:00Z".parse().expect("time")
+}
+
+/// `now` plus (or minus, when negative) some minutes.
+pub(crate) fn minutes(delta: i64) -> Timestamp {
+    now()
+        .checked_add(jiff::SignedDuration::from_mins(delta))
+        .expect("in range")
+}
+
+pub(crate) fn machine(template: &str, cores: u32, memory_mib: u32) -> Machine {
+    Machine {
+        template: template.to_owned(),
+        cores,
+        memory_mib,
+        disk_gib: 50,
+        placement: vec!["pve1".to_owned(), "pve2".to_owned()],
+        cpu: "x86-64-v2-AES".to_owned(),
+        storage: None,
+    }
+}
+
+impl Cluster {
+    /// One control plane and pool `general` of 3 workers, 1.36.2, delivered to Flux.
+    pub(crate) fn test(name: &str) -> Cluster {
+        Cluster {
+            api_version: ApiVersion::V1alpha1,
+            kind: ClusterKind::Cluster,
+            metadata: Metadata {
+                name: name.to_owned(),
+            },
+            spec: ClusterSpec {
+                proxmox: "homelab".to_owned(),
+                kubernetes: KubernetesSpec {
+                    version: "1.36.2".parse().expect("version"),
+                    distribution: Distribution::Kubeadm,
+                },
+                endpoint: Endpoint {
+                    host: format!("k8s-{name}.lab.example"),
+                    address: "192.168.1.23".parse().expect("ip"),
+                    port: 6443,
+                },
+                network: Network {
+                    cni: crate::spec::Cni::Calico,
+                    pods: "172.16.0.0/16".parse().expect("net"),
+                    services: "10.96.0.0/12".parse().expect("net"),
+                    nodes: "192.168.1.0/24".parse().expect("net"),
+                    reserved: Vec::new(),
+                },
+                control_plane: crate::spec::ControlPlane {
+                    replicas: 1,
+                    machine: machine("debian13-k8s", 2, 6144),
+                },
+                workers: vec![WorkerPool {
+                    pool: "general".to_owned(),
+                    replicas: 3,
+                    machine: machine("debian13-k8s", 4, 8192),
+                }],
+                rollout: Rollout::default(),
+                certificates: Certificates::default(),
+                remediation: Remediation::default(),
+                delivery: Delivery {
+                    flux: Some(FluxDelivery {
+                        cluster: "management".to_owned(),
+                        namespace: "flux-system".to_owned(),
+                        secret_name: None,
+                    }),
+                },
+            },
+        }
+    }
+
+    pub(crate) fn with_control_planes(mut self, replicas: u32) -> Self {
+        self.spec.control_plane.replicas = replicas;
+        self
+    }
+
+    /// Sets (or adds) a worker pool's size.
+    pub(crate) fn with_workers(mut self, pool: &str, replicas: u32) -> Self {
+        match self.spec.workers.iter_mut().find(|p| p.pool == pool) {
+            Some(existing) => existing.replicas = replicas,
+            None => self.spec.workers.push(WorkerPool {
+                pool: pool.to_owned(),
+                replicas,
+                machine: machine("debian13-k8s", 4, 8192),
+            }),
+        }
+        self
+    }
+
+    pub(crate) fn without_pool(mut self, pool: &str) -> Self {
+        self.spec.workers.retain(|p| p.pool != pool);
+        self
+    }
+
+    /// Sets the template of a pool (`cp` for the control plane).
+    pub(crate) fn with_template(mut self, pool: &str, template: &str) -> Self {
+        self.machine_mut(pool).template = template.to_owned();
+        self
+    }
+
+    fn machine_mut(&mut self, pool: &str) -> &mut Machine {
+        if pool == "cp" {
+            return &mut self.spec.control_plane.machine;
+        }
+        &mut self
+            .spec
+            .workers
+            .iter_mut()
+            .find(|p| p.pool == pool)
+            .expect("pool exists")
+            .machine
+    }
+
+    pub(crate) fn with_version(mut self, version: &str) -> Self {
+        self.spec.kubernetes.version = version.parse().expect("version");
+        self
+    }
+
+    pub(crate) fn with_min_workers(mut self, minimum: u32) -> Self {
+        self.spec.rollout.min_workers = minimum;
+        self
+    }
+
+    /// Saturdays 01:00 UTC for four hours.
+    pub(crate) fn with_window(mut self) -> Self {
+        self.spec.rollout.maintenance_window = Some(MaintenanceWindow {
+            schedule: "0 0 1 * * Sat".parse().expect("cron"),
+            duration: HumanDuration::minutes(240),
+        });
+        self
+    }
+
+    pub(crate) fn with_fencing(mut self) -> Self {
+        self.spec.remediation.fence = true;
+        self
+    }
+
+    pub(crate) fn with_drift_replace(mut self) -> Self {
+        self.spec.rollout.on_drift = crate::spec::DriftPolicy::Replace;
+        self
+    }
+
+    /// The spec hash of a pool's machines at the spec's version.
+    pub(crate) fn hash(&self, pool: &str) -> String {
+        self.machine_spec(pool).spec_hash()
+    }
+
+    pub(crate) fn machine_spec(&self, pool: &str) -> MachineSpec {
+        let (machine, role) = if pool == "cp" {
+            (&self.spec.control_plane.machine, Role::ControlPlane)
+        } else {
+            let pool = self
+                .spec
+                .workers
+                .iter()
+                .find(|p| p.pool == pool)
+                .expect("pool exists");
+            (&pool.machine, Role::Worker)
+        };
+        MachineSpec::new(
+            machine,
+            self.spec.kubernetes.version,
+            self.spec.kubernetes.distribution,
+            role,
+        )
+    }
+
+    /// The `ordinal`-th machine name of a pool at the current spec.
+    pub(crate) fn name_of(&self, pool: &str, ordinal: u32) -> NodeName {
+        super::placement::machine_name(&self.metadata.name, pool, &self.hash(pool), ordinal)
+    }
+}
+
+/// A fleet of `clusters`, approving 1.36.
+pub(crate) fn desired(clusters: Vec<Cluster>) -> Desired {
+    Desired {
+        fleet: Fleet {
+            api_version: ApiVersion::V1alpha1,
+            kind: FleetKind::Fleet,
+            clusters_dir: "clusters".into(),
+            proxmox: BTreeMap::new(),
+            management_clusters: BTreeMap::new(),
+            approved_minors: vec!["1.36".parse().expect("minor")],
+            prune: false,
+            status: StatusSettings::default(),
+            poll_interval: HumanDuration::minutes(1),
+        },
+        clusters: clusters
+            .into_iter()
+            .map(|c| (c.metadata.name.clone(), c))
+            .collect(),
+        incomplete: false,
+    }
+}
+
+pub(crate) fn plan_at(desired: &Desired, observed: &Observed, now: Timestamp) -> Plan {
+    plan(desired, observed, &Policy::of(desired), now)
+}
+
+/// Plays plans forward from `observed` (running every cluster's `steps` with their expected
+/// effects) until no cluster has a step, and numbers new VMs from 100. Panics if it does not
+/// settle.
+pub(crate) fn play(desired: &Desired, mut observed: Observed) -> Observed {
+    for _ in 0..500 {
+        let plan = plan_at(desired, &observed, now());
+        let steps: Vec<_> = plan.clusters.iter().flat_map(|c| c.steps.clone()).collect();
+        if steps.is_empty() {
+            renumber(&mut observed);
+            return observed;
+        }
+        for step in &steps {
+            expected_effect(&mut observed, step, now());
+        }
+    }
+    panic!("the plan does not settle");
+}
+
+fn renumber(observed: &mut Observed) {
+    let mut next = 100
+        + observed
+            .clusters
+            .values()
+            .flat_map(|c| c.machines.values())
+            .map(|m| m.vm_id.0)
+            .max()
+            .unwrap_or(0);
+    for cluster in observed.clusters.values_mut() {
+        for machine in cluster.machines.values_mut() {
+            if machine.vm_id == VmId(0) {
+                machine.vm_id = VmId(next);
+                next += 1;
+            }
+        }
+    }
+}
+
+/// The world once `desired` is built from nothing, with real-looking fingerprints and
+/// certificates.
+pub(crate) fn built(desired: &Desired) -> Observed {
+    let mut observed = play(desired, Observed::nothing());
+    let long_ago: Timestamp = "2026-01-05T09:00:00Z".parse().expect("time");
+    for cluster in observed.clusters.values_mut() {
+        for machine in cluster.machines.values_mut() {
+            machine.created = long_ago;
+        }
+        for node in cluster.nodes.values_mut() {
+            node.ready_since = long_ago;
+        }
+        if let Some(cp) = &mut cluster.control_plane {
+            cp.admin_kubeconfig = Some("sha256:00000000000000aa".to_owned());
+            cp.certificates_expire = Some("2027-04-01T00:00:00Z".parse().expect("time"));
+        }
+        if let Some(flux) = &mut cluster.flux {
+            flux.kubeconfig = "sha256:00000000000000aa".to_owned();
+        }
+    }
+    observed
+}
+
+pub(crate) fn cluster_mut<'a>(observed: &'a mut Observed, name: &str) -> &'a mut ObservedCluster {
+    observed.clusters.get_mut(name).expect("cluster observed")
+}
+
+/// Proxmox nodes `pve1`, `pve2` with `free_mib` each.
+pub(crate) fn proxmox(free_mib: &[(&str, u64)]) -> Option<BTreeMap<String, ProxmoxNode>> {
+    Some(
+        free_mib
+            .iter()
+            .map(|(name, free)| {
+                (
+                    (*name).to_owned(),
+                    ProxmoxNode {
+                        online: true,
+                        memory_total_mib: 131_072,
+                        memory_used_mib: 131_072 - free,
+                        vm_count: 0,
+                    },
+                )
+            })
+            .collect(),
+    )
+}
+
+/// `(action, machine)` of each step: the shape of a plan, for whole-sequence assertions.
+pub(crate) fn shape(steps: &[super::Step]) -> Vec<(&'static str, String)> {
+    steps
+        .iter()
+        .map(|s| {
+            (
+                s.name(),
+                s.target
+                    .machine
+                    .as_ref()
+                    .map(|m| m.to_string())
+                    .unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// Machine names of a pool in the observed world, sorted.
+pub(crate) fn machines_of(observed: &Observed, cluster: &str, pool: &str) -> Vec<NodeName> {
+    observed.clusters[cluster]
+        .machines
+        .iter()
+        .filter(|(_, m)| m.ownership.pool == pool)
+        .map(|(n, _)| n.clone())
+        .collect()
+}

@@ -1,0 +1,376 @@
+//! The expected effect of each step on the observed state, and the prediction: apply a batch's
+//! effects to a copy, plan again, until nothing is left or the cluster is blocked.
+//!
+//! Effects are the happy path: a created VM boots and its guest agent answers, a joined node
+//! becomes Ready, a drain evicts everything. The prediction is what merging a change would do
+//! if nothing fails; the plan's `waitingOn` and `blocked` say what stands in the way now.
+
+use std::collections::BTreeSet;
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::Policy;
+use super::cluster::{self, Gate, Input};
+use super::placement::Capacity;
+use super::types::{Action, Step, Wait};
+use crate::model::{NodeName, Role, VmId};
+use crate::observed::{
+    DrainObserved, FluxSecret, OUT_OF_SERVICE_TAINT, ObservedCluster, ObservedControlPlane,
+    ObservedMachine, ObservedNode, PowerState, RETIRING_TAG, Taint, VmConfig,
+};
+use crate::spec::{ClusterSpec, KubeVersion};
+
+/// Prefix of the made-up fingerprint a predicted admin kubeconfig gets; the rest names the
+/// step that changed it.
+pub(crate) const PREDICTED: &str = "predicted after ";
+
+/// Predictions stop after this many batches: far more than any real convergence needs
+/// (about six batches per machine), and a guard against a plan that never settles.
+const MAX_BATCHES: usize = 2_000;
+
+/// kubeadm's certificates last a year.
+const CERTIFICATE_LIFETIME: SignedDuration = SignedDuration::from_hours(365 * 24);
+
+/// Picks the batch that may run: every open non-disruptive step, or else the first open
+/// disruptive one alone (rule 2). In a prediction, steps held only by the maintenance window
+/// count as open, with that wait recorded on them.
+pub(crate) fn select(candidates: &[cluster::Candidate], predict: bool) -> Vec<Step> {
+    let runnable = |candidate: &&cluster::Candidate| match &candidate.gate {
+        Gate::Open => true,
+        Gate::Window(_) => predict,
+        Gate::Wait(_) => false,
+    };
+    let with_wait = |candidate: &cluster::Candidate| {
+        let mut step = candidate.step.clone();
+        if let Gate::Window(opens) = candidate.gate {
+            step.waits_on = Some(Wait {
+                resource: super::types::Resource::MaintenanceWindow { opens },
+                since: None,
+            });
+        }
+        step
+    };
+    let calm: Vec<Step> = candidates
+        .iter()
+        .filter(runnable)
+        .filter(|c| !c.step.disruptive)
+        .map(with_wait)
+        .collect();
+    if !calm.is_empty() {
+        return calm;
+    }
+    candidates
+        .iter()
+        .filter(runnable)
+        .find(|c| c.step.disruptive)
+        .map(with_wait)
+        .into_iter()
+        .collect()
+}
+
+/// The predicted sequence of a desired cluster, from `observed` to convergence.
+pub(crate) fn predict(
+    name: &str,
+    spec: &ClusterSpec,
+    observed: &ObservedCluster,
+    policy: &Policy,
+    now: Timestamp,
+    capacity: &Capacity,
+) -> Vec<Step> {
+    let mut state = observed.clone();
+    settle(&mut state, spec, now);
+    let mut capacity = capacity.clone();
+    let mut created: BTreeSet<NodeName> = BTreeSet::new();
+    let mut sequence = Vec::new();
+    for batch_index in 0..MAX_BATCHES {
+        let input = Input {
+            name,
+            spec,
+            observed: &state,
+            policy,
+            now,
+        };
+        let outcome = cluster::candidates(&input, &capacity);
+        let batch = select(&outcome.candidates, true);
+        if batch.is_empty() {
+            break;
+        }
+        for mut step in batch {
+            apply(&mut state, &mut capacity, &step, now, batch_index);
+            if let Action::CreateMachine { name, .. } = &step.action {
+                created.insert(name.clone());
+            }
+            forget_predicted_ids(&mut step, &created);
+            sequence.push(step);
+        }
+    }
+    sequence
+}
+
+/// VM ids of VMs the prediction made up are unknown until Proxmox assigns them.
+fn forget_predicted_ids(step: &mut Step, created: &BTreeSet<NodeName>) {
+    let predicted = |name: &NodeName| created.contains(name);
+    if step.target.machine.as_ref().is_some_and(predicted) {
+        step.target.vm_id = None;
+    }
+    let machine = match &mut step.action {
+        Action::InitControlPlane { machine, .. }
+        | Action::JoinNode { machine, .. }
+        | Action::ResetNode { machine }
+        | Action::DestroyMachine { machine, .. }
+        | Action::UpgradeControlPlane { machine, .. }
+        | Action::FenceMachine { machine, .. }
+        | Action::DeleteNode {
+            machine: Some(machine),
+            ..
+        } => Some(machine),
+        _ => None,
+    };
+    if let Some(machine) = machine
+        && predicted(&machine.name)
+    {
+        machine.vm_id = None;
+    }
+    if let Action::RenewCertificates { machines } = &mut step.action {
+        for machine in machines.iter_mut().filter(|m| predicted(&m.name)) {
+            machine.vm_id = None;
+        }
+    }
+}
+
+/// What the world does on its own if all goes well: tasks finish, booting VMs answer, new
+/// nodes become Ready, drains in progress finish before their deadline, the API answers again.
+/// Dead nodes do not come back and timed-out drains stay stuck.
+pub(crate) fn settle(state: &mut ObservedCluster, spec: &ClusterSpec, now: Timestamp) {
+    let join_timeout =
+        SignedDuration::try_from(spec.rollout.join_timeout.0).unwrap_or(SignedDuration::MAX);
+    let drain_timeout =
+        SignedDuration::try_from(spec.rollout.drain_timeout.0).unwrap_or(SignedDuration::MAX);
+    let young = |created: Timestamp| {
+        created
+            .saturating_add(join_timeout)
+            .is_ok_and(|deadline| now < deadline)
+    };
+    for (name, machine) in &mut state.machines {
+        // A task on a VM on its way in is its creation: it ends with the VM up.
+        if machine.task.take().is_some() && !machine.is_retiring() {
+            machine.power = PowerState::Running;
+        }
+        let joined = state.nodes.contains_key(name);
+        if machine.is_running() && !machine.guest_agent && !joined && young(machine.created) {
+            machine.guest_agent = true;
+        }
+        if let Some(node) = state.nodes.get_mut(name)
+            && !node.ready
+            && young(machine.created)
+            && !node.is_out_of_service()
+        {
+            node.ready = true;
+            node.ready_since = now;
+        }
+    }
+    for node in state.nodes.values_mut() {
+        if let Some(drain) = &mut node.drain
+            && drain
+                .started
+                .saturating_add(drain_timeout)
+                .is_ok_and(|deadline| now < deadline)
+        {
+            drain.remaining_pods.clear();
+        }
+    }
+    if let Some(control_plane) = &mut state.control_plane {
+        control_plane.unreachable_since = None;
+    }
+}
+
+fn ready_node(now: Timestamp, version: Option<KubeVersion>) -> ObservedNode {
+    ObservedNode {
+        ready: true,
+        ready_since: now,
+        kubelet_version: version,
+        unschedulable: false,
+        taints: Vec::new(),
+        drain: None,
+    }
+}
+
+fn renewed(now: Timestamp) -> Option<Timestamp> {
+    now.saturating_add(CERTIFICATE_LIFETIME).ok()
+}
+
+/// Applies the expected effect of `step` to `state` (one cluster) and `capacity`. `batch`
+/// makes predicted fingerprints distinct.
+pub(crate) fn apply(
+    state: &mut ObservedCluster,
+    capacity: &mut Capacity,
+    step: &Step,
+    now: Timestamp,
+    batch: usize,
+) {
+    // Each change gives a fingerprint unlike the one before (and so unlike Flux's).
+    let previous = state
+        .control_plane
+        .as_ref()
+        .and_then(|cp| cp.admin_kubeconfig.as_deref())
+        .and_then(|fingerprint| fingerprint.rsplit_once("(#"))
+        .and_then(|(_, number)| number.trim_end_matches(')').parse::<usize>().ok());
+    let serial = previous.map_or(batch, |previous| batch.max(previous + 1));
+    let new_admin = || Some(format!("{PREDICTED}{} (#{serial})", step.name()));
+    match &step.action {
+        Action::CreateMachine {
+            name,
+            ownership,
+            machine,
+            proxmox_node,
+            ..
+        } => {
+            capacity.reserve(proxmox_node, machine.memory_mib);
+            state.machines.insert(
+                name.clone(),
+                ObservedMachine {
+                    vm_id: VmId(0),
+                    proxmox_node: proxmox_node.clone(),
+                    ownership: ownership.clone(),
+                    tags: Vec::new(),
+                    power: PowerState::Running,
+                    created: now,
+                    guest_agent: true,
+                    built_from: Some(machine.clone()),
+                    config: Some(VmConfig {
+                        cores: machine.cores,
+                        memory_mib: machine.memory_mib,
+                        disk_gib: machine.disk_gib,
+                    }),
+                    task: None,
+                },
+            );
+        }
+        Action::InitControlPlane {
+            machine,
+            endpoint,
+            version,
+            ..
+        } => {
+            state.control_plane = Some(ObservedControlPlane {
+                endpoint: endpoint.clone(),
+                version: *version,
+                unreachable_since: None,
+                certificates_expire: renewed(now),
+                admin_kubeconfig: new_admin(),
+            });
+            state
+                .nodes
+                .insert(machine.name.clone(), ready_node(now, Some(*version)));
+        }
+        Action::JoinNode { machine, .. } => {
+            let version = state
+                .machines
+                .get(&machine.name)
+                .and_then(|m| m.built_from.as_ref())
+                .map(|spec| spec.kubernetes);
+            state
+                .nodes
+                .insert(machine.name.clone(), ready_node(now, version));
+        }
+        Action::Cordon { node } => {
+            if let Some(node) = state.nodes.get_mut(node) {
+                node.unschedulable = true;
+            }
+        }
+        Action::Drain { node, .. } => {
+            if let Some(node) = state.nodes.get_mut(node) {
+                node.unschedulable = true;
+                node.drain = Some(DrainObserved {
+                    started: now,
+                    remaining_pods: Vec::new(),
+                });
+            }
+        }
+        Action::DeleteNode { node, role, .. } => {
+            state.nodes.remove(node);
+            if let Some(machine) = state.machines.get_mut(node)
+                && !machine.is_retiring()
+            {
+                machine.tags.push(RETIRING_TAG.to_owned());
+            }
+            // The admin kubeconfig is read from a remaining control plane from now on.
+            if *role == Role::ControlPlane
+                && let Some(control_plane) = &mut state.control_plane
+            {
+                control_plane.admin_kubeconfig = new_admin();
+            }
+        }
+        Action::ResetNode { machine } => {
+            if let Some(vm) = state.machines.get_mut(&machine.name) {
+                if vm.is_running() {
+                    capacity.release(&vm.proxmox_node, memory_of(vm));
+                }
+                vm.power = PowerState::Stopped;
+            }
+        }
+        Action::DestroyMachine { machine, .. } => {
+            if let Some(vm) = state.machines.remove(&machine.name)
+                && vm.is_running()
+            {
+                capacity.release(&vm.proxmox_node, memory_of(&vm));
+            }
+        }
+        Action::UpgradeControlPlane { to, .. } => {
+            if let Some(control_plane) = &mut state.control_plane {
+                control_plane.version = *to;
+                control_plane.certificates_expire = renewed(now);
+                control_plane.admin_kubeconfig = new_admin();
+            }
+        }
+        Action::RenewCertificates { .. } => {
+            if let Some(control_plane) = &mut state.control_plane {
+                control_plane.certificates_expire = renewed(now);
+                control_plane.admin_kubeconfig = new_admin();
+            }
+        }
+        Action::DeliverKubeconfig { flux } => {
+            let kubeconfig = state
+                .control_plane
+                .as_ref()
+                .and_then(|cp| cp.admin_kubeconfig.clone())
+                .unwrap_or_default();
+            state.flux = Some(FluxSecret {
+                target: flux.clone(),
+                kubeconfig,
+            });
+        }
+        Action::FenceMachine { machine, node } => {
+            if let Some(vm) = state.machines.get_mut(&machine.name) {
+                if vm.is_running() {
+                    capacity.release(&vm.proxmox_node, memory_of(vm));
+                }
+                vm.power = PowerState::Stopped;
+            }
+            if let Some(node) = state.nodes.get_mut(node)
+                && !node.is_out_of_service()
+            {
+                node.taints.push(Taint {
+                    key: OUT_OF_SERVICE_TAINT.to_owned(),
+                    value: Some("nodeshutdown".to_owned()),
+                    effect: "NoExecute".to_owned(),
+                });
+            }
+        }
+        Action::DeleteCluster { .. } => {
+            for vm in state.machines.values().filter(|vm| vm.is_running()) {
+                capacity.release(&vm.proxmox_node, memory_of(vm));
+            }
+            *state = ObservedCluster::default();
+        }
+    }
+}
+
+/// Memory a VM takes on its Proxmox node: its observed config, else what it was built with.
+fn memory_of(vm: &ObservedMachine) -> u32 {
+    vm.config
+        .as_ref()
+        .map(|c| c.memory_mib)
+        .or_else(|| vm.built_from.as_ref().map(|b| b.memory_mib))
+        .unwrap_or(0)
+}

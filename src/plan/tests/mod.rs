@@ -1,0 +1,480 @@
+//! Table tests: one group per lifecycle rule, each on a built world changed one way, asserting
+//! whole ordered plans and the exact refusal messages.
+
+mod later_rules;
+
+use super::fixtures::*;
+use super::*;
+use crate::model::{NodeName, Role, VmId};
+use crate::observed::{
+    DrainObserved, FluxSecret, FluxTarget, Observed, ObservedMachine, PodRef, PowerState, VmConfig,
+};
+use crate::spec::Cluster;
+
+fn s(action: &'static str, machine: &NodeName) -> (&'static str, String) {
+    (action, machine.to_string())
+}
+
+fn c(action: &'static str) -> (&'static str, String) {
+    (action, String::new())
+}
+
+/// The removal of one member: the five steps, in order.
+fn removal(machine: &NodeName) -> Vec<(&'static str, String)> {
+    [
+        "cordon",
+        "drain",
+        "delete-node",
+        "reset-node",
+        "destroy-machine",
+    ]
+    .into_iter()
+    .map(|a| s(a, machine))
+    .collect()
+}
+
+#[test]
+fn bootstrap_creates_the_control_plane_initialises_joins_then_workers_then_delivers() {
+    let prod = Cluster::test("prod");
+    let desired = desired(vec![prod.clone()]);
+    let plan = plan_at(&desired, &Observed::nothing(), now());
+    let cluster = plan.cluster("prod").expect("planned");
+    let cp = prod.name_of("cp", 0);
+    let workers: Vec<NodeName> = (0..3).map(|i| prod.name_of("general", i)).collect();
+    assert_eq!(cluster.phase, Phase::Pending);
+    assert_eq!(shape(&cluster.steps), vec![s("create-machine", &cp)]);
+    let mut expected = vec![s("create-machine", &cp), s("init-control-plane", &cp)];
+    expected.extend(workers.iter().map(|w| s("create-machine", w)));
+    let mut sorted = workers.clone();
+    sorted.sort();
+    expected.extend(sorted.iter().map(|w| s("join-node", w)));
+    expected.push(c("deliver-kubeconfig"));
+    assert_eq!(shape(&cluster.predicted), expected);
+    assert!(cluster.blocked.is_empty() && cluster.waiting_on.is_empty());
+    let Action::CreateMachine {
+        ownership,
+        machine,
+        proxmox_node,
+        ..
+    } = &cluster.steps[0].action
+    else {
+        panic!("create-machine first");
+    };
+    assert_eq!(ownership.spec_hash, prod.hash("cp"));
+    assert_eq!(ownership.role, Role::ControlPlane);
+    assert_eq!(machine, &prod.machine_spec("cp"));
+    assert_eq!(proxmox_node, "pve1");
+    assert_eq!(cluster.steps[0].target.vm_id, None);
+    assert!(!cluster.steps[0].disruptive);
+}
+
+#[test]
+fn a_built_world_plans_nothing() {
+    let desired = desired(vec![
+        Cluster::test("prod"),
+        Cluster::test("platform").with_control_planes(3),
+    ]);
+    let observed = built(&desired);
+    let plan = plan_at(&desired, &observed, now());
+    for cluster in &plan.clusters {
+        assert_eq!(cluster.phase, Phase::Ready, "{}", cluster.name);
+        assert_eq!(cluster.steps, vec![]);
+        assert_eq!(cluster.predicted, vec![]);
+    }
+    assert_eq!(plan.findings, vec![]);
+}
+
+#[test]
+fn three_control_planes_join_one_at_a_time_after_init() {
+    let platform = Cluster::test("platform").with_control_planes(3);
+    let plan = plan_at(
+        &desired(vec![platform.clone()]),
+        &Observed::nothing(),
+        now(),
+    );
+    let predicted = shape(&plan.clusters[0].predicted);
+    let mut cps: Vec<NodeName> = (0..3).map(|i| platform.name_of("cp", i)).collect();
+    assert_eq!(
+        predicted[..3],
+        cps.iter()
+            .map(|n| s("create-machine", n))
+            .collect::<Vec<_>>()[..]
+    );
+    cps.sort();
+    assert_eq!(predicted[3], s("init-control-plane", &cps[0]));
+    assert_eq!(predicted[4], s("join-node", &cps[1]));
+    assert_eq!(predicted[5], s("join-node", &cps[2]));
+    assert_eq!(predicted[6].0, "create-machine");
+}
+
+// Rule 1: create before remove.
+#[test]
+fn rule_1_a_replacement_is_created_and_ready_before_the_old_machine_is_cordoned() {
+    let before = Cluster::test("prod").with_workers("general", 2);
+    let observed = built(&desired(vec![before.clone()]));
+    let after = before.clone().with_template("general", "debian13-k8s-v2");
+    let desired = desired(vec![after.clone()]);
+    let plan = plan_at(&desired, &observed, now());
+    let cluster = plan.cluster("prod").expect("planned");
+    let old = machines_of(&observed, "prod", "general");
+    let new: Vec<NodeName> = (0..2).map(|i| after.name_of("general", i)).collect();
+    assert_eq!(cluster.phase, Phase::Updating);
+    assert_eq!(shape(&cluster.steps), vec![s("create-machine", &new[0])]);
+    assert_eq!(
+        cluster.steps[0].reason,
+        "replacement for pool general (2 to replace; outdated: template debian13-k8s → debian13-k8s-v2): created before the old one leaves; on pve1; Proxmox memory not observed"
+    );
+    // Once the first old worker is cordoned, the next replacement is built while it drains;
+    // the second old worker is cordoned only once that replacement is Ready.
+    let expected = vec![
+        s("create-machine", &new[0]),
+        s("join-node", &new[0]),
+        s("cordon", &old[0]),
+        s("create-machine", &new[1]),
+        s("join-node", &new[1]),
+        s("drain", &old[0]),
+        s("delete-node", &old[0]),
+        s("reset-node", &old[0]),
+        s("destroy-machine", &old[0]),
+        s("cordon", &old[1]),
+        s("drain", &old[1]),
+        s("delete-node", &old[1]),
+        s("reset-node", &old[1]),
+        s("destroy-machine", &old[1]),
+    ];
+    assert_eq!(shape(&cluster.predicted), expected);
+
+    // The replacement joined but is not Ready yet: nothing is cordoned, the plan says why.
+    let mut joining = observed.clone();
+    let mut step_world = joining.clone();
+    for step in &cluster.predicted[..2] {
+        expected_effect(&mut step_world, step, now());
+    }
+    joining = step_world;
+    let node = cluster_mut(&mut joining, "prod")
+        .nodes
+        .get_mut(&new[0])
+        .expect("joined");
+    node.ready = false;
+    let plan = plan_at(&desired, &joining, now());
+    let cluster = plan.cluster("prod").expect("planned");
+    assert_eq!(shape(&cluster.steps), vec![]);
+    assert_eq!(
+        cluster.waiting_on,
+        vec![
+            Waiting {
+                step: Some("cordon"),
+                machine: Some(old[0].clone()),
+                resource: Resource::Node {
+                    name: new[0].clone(),
+                    condition: "Ready (the replacement comes first)".to_owned()
+                },
+                since: None,
+            },
+            Waiting {
+                step: Some("join-node"),
+                machine: Some(new[0].clone()),
+                resource: Resource::Node {
+                    name: new[0].clone(),
+                    condition: "Ready".to_owned()
+                },
+                since: Some(now()),
+            }
+        ]
+    );
+}
+
+// Rule 2: one disruptive step at a time per cluster; clusters are independent.
+#[test]
+fn rule_2_a_batch_holds_one_disruptive_step_and_clusters_do_not_wait_for_each_other() {
+    let prod = Cluster::test("prod").with_workers("general", 3);
+    let staging = Cluster::test("staging");
+    let before = desired(vec![prod.clone(), staging.clone()]);
+    let observed = built(&before);
+    // Every general worker is surplus: three removals are possible, one is planned.
+    let after = desired(vec![
+        prod.clone().with_workers("general", 1).with_min_workers(1),
+        staging.clone().with_version("1.36.3"),
+    ]);
+    let plan = plan_at(&after, &observed, now());
+    let prod_plan = plan.cluster("prod").expect("planned");
+    assert_eq!(prod_plan.steps.len(), 1);
+    assert!(prod_plan.steps[0].disruptive);
+    assert_eq!(prod_plan.steps[0].name(), "cordon");
+    let staging_plan = plan.cluster("staging").expect("planned");
+    assert_eq!(shape(&staging_plan.steps), vec![c("upgrade-control-plane")]);
+    // Each cluster's plan is the plan it gets alone.
+    let alone = plan_at(
+        &desired(vec![staging.with_version("1.36.3")]),
+        &observed,
+        now(),
+    );
+    assert_eq!(alone.cluster("staging"), Some(staging_plan));
+}
+
+// Rule 3: never fewer than rollout.minWorkers Ready, schedulable workers.
+#[test]
+fn rule_3_a_spec_below_min_workers_is_refused() {
+    let prod = Cluster::test("prod");
+    let observed = built(&desired(vec![prod.clone()]));
+    let desired = desired(vec![prod.with_workers("general", 1)]);
+    let plan = plan_at(&desired, &observed, now());
+    let cluster = plan.cluster("prod").expect("planned");
+    assert_eq!(cluster.phase, Phase::Blocked);
+    assert_eq!(
+        cluster.blocked,
+        vec![Blocked {
+            rule: Rule::MinWorkers,
+            message: "the spec asks for 1 worker(s), below rollout.minWorkers 2: add a worker first; no worker is removed until then".to_owned()
+        }]
+    );
+    assert_eq!(cluster.steps, vec![]);
+}
+
+#[test]
+fn rule_3_moving_workers_to_a_new_pool_waits_for_the_new_workers() {
+    let before = Cluster::test("prod").with_workers("general", 2);
+    let observed = built(&desired(vec![before.clone()]));
+    let after = before.without_pool("general").with_workers("big", 2);
+    let plan = plan_at(&desired(vec![after.clone()]), &observed, now());
+    let cluster = plan.cluster("prod").expect("planned");
+    let big: Vec<NodeName> = (0..2).map(|i| after.name_of("big", i)).collect();
+    assert_eq!(
+        shape(&cluster.steps),
+        vec![s("create-machine", &big[0]), s("create-machine", &big[1])]
+    );
+    assert_eq!(
+        cluster.waiting_on[0].resource,
+        Resource::NewWorker {
+            ready: 2,
+            minimum: 2
+        }
+    );
+    let old = machines_of(&observed, "prod", "general");
+    let mut expected: Vec<_> = big.iter().map(|n| s("create-machine", n)).collect();
+    expected.extend(big.iter().map(|n| s("join-node", n)));
+    expected.extend(removal(&old[0]));
+    expected.extend(removal(&old[1]));
+    assert_eq!(shape(&cluster.predicted), expected);
+}
+
+#[test]
+fn rule_3_a_removal_that_would_leave_too_few_workers_with_none_coming_is_refused() {
+    let before = Cluster::test("prod")
+        .with_workers("general", 1)
+        .with_workers("gpu", 1)
+        .with_min_workers(2);
+    let mut observed = built(&desired(vec![before.clone()]));
+    // Someone cordoned the general worker: 1 schedulable worker is left.
+    let general = machines_of(&observed, "prod", "general");
+    cluster_mut(&mut observed, "prod")
+        .nodes
+        .get_mut(&general[0])
+        .expect("node")
+        .unschedulable = true;
+    let after = before.with_workers("general", 2).without_pool("gpu");
+    let plan = plan_at(&desired(vec![after.clone()]), &observed, now());
+    let cluster = plan.cluster("prod").expect("planned");
+    // A new general worker is coming, so the gpu worker waits rather than refusing.
+    assert_eq!(
+        shape(&cluster.steps),
+        vec![s("create-machine", &after.name_of("general", 1))]
+    );
+    let gpu = machines_of(&observed, "prod", "gpu");
+    assert_eq!(
+        cluster.waiting_on[0],
+        Waiting {
+            step: Some("cordon"),
+            machine: Some(gpu[0].clone()),
+            resource: Resource::NewWorker {
+                ready: 1,
+                minimum: 2
+            },
+            since: None,
+        }
+    );
+    // Without the new worker (general stays at 1), the removal is refused.
+    let after = Cluster::test("prod")
+        .with_workers("general", 1)
+        .with_workers("other", 1)
+        .with_min_workers(2);
+    let plan = plan_at(&desired(vec![after]), &observed, now());
+    let cluster = plan.cluster("prod").expect("planned");
+    assert!(
+        cluster.blocked.contains(&Blocked {
+            rule: Rule::MinWorkers,
+            message: format!(
+                "removing {} would leave 0 Ready, schedulable worker(s), below rollout.minWorkers 2: add a worker first",
+                gpu[0]
+            ),
+        }) || !cluster.steps.iter().any(|s| s.name() == "cordon"),
+        "{cluster:#?}"
+    );
+}
+
+// Rule 4: several removals in one change go one at a time.
+#[test]
+fn rule_4_several_removals_go_one_at_a_time() {
+    let before = Cluster::test("prod").with_workers("general", 4);
+    let observed = built(&desired(vec![before.clone()]));
+    let plan = plan_at(
+        &desired(vec![before.with_workers("general", 2)]),
+        &observed,
+        now(),
+    );
+    let cluster = plan.cluster("prod").expect("planned");
+    let old = machines_of(&observed, "prod", "general");
+    assert_eq!(shape(&cluster.steps), vec![s("cordon", &old[0])]);
+    assert_eq!(cluster.steps[0].reason, "surplus: pool general wants 2");
+    let mut expected = removal(&old[0]);
+    expected.extend(removal(&old[1]));
+    assert_eq!(shape(&cluster.predicted), expected);
+}
+
+fn draining_world() -> (crate::spec::Desired, Observed, NodeName) {
+    let before = Cluster::test("prod").with_workers("general", 3);
+    let mut observed = built(&desired(vec![before.clone()]));
+    let old = machines_of(&observed, "prod", "general");
+    let node = cluster_mut(&mut observed, "prod")
+        .nodes
+        .get_mut(&old[0])
+        .expect("node");
+    node.unschedulable = true;
+    node.drain = Some(DrainObserved {
+        started: minutes(-11),
+        remaining_pods: vec![PodRef {
+            namespace: "traefik".into(),
+            name: "traefik-7d4f".into(),
+            reason: Some("PodDisruptionBudget traefik allows 0 disruptions".into()),
+        }],
+    });
+    (
+        desired(vec![before.with_workers("general", 2)]),
+        observed,
+        old[0].clone(),
+    )
+}
+
+// Rule 5: a drain has a deadline.
+#[test]
+fn rule_5_a_drain_past_its_deadline_blocks_on_the_pods_and_keeps_the_vm() {
+    let (desired, observed, node) = draining_world();
+    let plan = plan_at(&desired, &observed, now());
+    let cluster = plan.cluster("prod").expect("planned");
+    assert_eq!(cluster.phase, Phase::Blocked);
+    assert_eq!(cluster.steps, vec![]);
+    let vm_id = observed.clusters["prod"].machines[&node].vm_id;
+    assert_eq!(
+        cluster.blocked,
+        vec![Blocked {
+            rule: Rule::DrainTimeout,
+            message: format!(
+                "drain of {node} timed out after rollout.drainTimeout 10m (started 2026-04-29T11:49:00Z): traefik/traefik-7d4f (PodDisruptionBudget traefik allows 0 disruptions) refused eviction. The node stays cordoned and VM {vm_id} is kept; fix what blocks the eviction, then remove the annotation capstan.dev/drain-started from the node to retry"
+            ),
+        }]
+    );
+}
+
+#[test]
+fn rule_5_a_drain_within_its_deadline_continues_and_waits_on_the_pod() {
+    let (desired, observed, node) = draining_world();
+    let plan = plan_at(&desired, &observed, minutes(-5));
+    let cluster = plan.cluster("prod").expect("planned");
+    assert_eq!(shape(&cluster.steps), vec![s("drain", &node)]);
+    assert_eq!(
+        cluster.steps[0].action,
+        Action::Drain {
+            node: node.clone(),
+            deadline: minutes(-1),
+        }
+    );
+    let pod = Resource::Pod {
+        pod: PodRef {
+            namespace: "traefik".into(),
+            name: "traefik-7d4f".into(),
+            reason: Some("PodDisruptionBudget traefik allows 0 disruptions".into()),
+        },
+        node: node.clone(),
+    };
+    assert_eq!(
+        cluster.steps[0].waits_on,
+        Some(Wait {
+            resource: pod.clone(),
+            since: Some(minutes(-11)),
+        })
+    );
+    assert_eq!(cluster.waiting_on[0].resource, pod);
+}
+
+// Rule 6: machines that never joined, and orphans.
+#[test]
+fn rule_6_a_machine_that_never_joined_within_the_timeout_is_destroyed_and_created_again() {
+    let prod = Cluster::test("prod");
+    let desired = desired(vec![prod.clone()]);
+    let mut observed = built(&desired);
+    let worker = machines_of(&observed, "prod", "general")[0].clone();
+    let cluster = cluster_mut(&mut observed, "prod");
+    cluster.nodes.remove(&worker);
+    cluster.machines.get_mut(&worker).expect("vm").created = minutes(-16);
+    let plan = plan_at(&desired, &observed, now());
+    let cluster = plan.cluster("prod").expect("planned");
+    let taken: std::collections::BTreeSet<NodeName> =
+        observed.clusters["prod"].machines.keys().cloned().collect();
+    let replacement = (0..)
+        .map(|i| prod.name_of("general", i))
+        .find(|n| !taken.contains(n))
+        .expect("a free name");
+    assert_eq!(
+        shape(&cluster.steps),
+        vec![
+            s("destroy-machine", &worker),
+            s("create-machine", &replacement)
+        ]
+    );
+    assert_eq!(
+        cluster.steps[0].reason,
+        "created 2026-04-29T11:44:00Z, never joined within rollout.joinTimeout 15m: destroyed to be created again"
+    );
+}
+
+#[test]
+fn rule_6_orphans_are_reported_and_destroyed_only_with_prune() {
+    let prod = Cluster::test("prod");
+    let mut desired = desired(vec![prod.clone()]);
+    let mut observed = built(&desired);
+    let orphan = NodeName::from("capstan-prod-old-abcde");
+    let mut vm = observed.clusters["prod"]
+        .machines
+        .values()
+        .next()
+        .expect("vm")
+        .clone();
+    vm.vm_id = VmId(999);
+    vm.ownership.pool = "old".into();
+    vm.ownership.role = Role::Worker;
+    cluster_mut(&mut observed, "prod")
+        .machines
+        .insert(orphan.clone(), vm);
+    let plan = plan_at(&desired, &observed, now());
+    assert_eq!(plan.cluster("prod").expect("planned").steps, vec![]);
+    assert_eq!(
+        plan.findings,
+        vec![Finding {
+            kind: FindingKind::Orphan,
+            cluster: "prod".into(),
+            machine: Some(orphan.clone()),
+            vm_id: Some(VmId(999)),
+            message: format!(
+                "orphan: VM 999 {orphan} (pool old, spec {}) matches no desired machine of prod; kept because prune is off",
+                prod.hash("cp")
+            ),
+        }]
+    );
+    desired.fleet.prune = true;
+    let plan = plan_at(&desired, &observed, now());
+    assert_eq!(
+        shape(&plan.cluster("prod").expect("planned").steps),
+        vec![s("destroy-machine", &orphan)]
+    );
+    assert_eq!(plan.findings, vec![]);
+}

@@ -1,0 +1,521 @@
+//! The planner's output: a [`Plan`] per fleet, a [`ClusterPlan`] per cluster, and [`Step`]s
+//! whose [`Action`] carries everything the executor needs to perform it without looking at the
+//! spec again. Action names (`create-machine`, ...) are stable: previews, status files and tests
+//! use them.
+
+use std::fmt;
+
+use jiff::Timestamp;
+use serde::Serialize;
+
+use crate::model::{NodeName, Ownership, Role, VmId};
+use crate::observed::{FluxTarget, MachineSpec, PodRef};
+use crate::spec::{Endpoint, KubeVersion};
+
+/// What to do next, fleet-wide.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    /// The time the plan was made for.
+    pub now: Timestamp,
+    /// One entry per cluster that is desired or still exists and is to be deleted, by name.
+    pub clusters: Vec<ClusterPlan>,
+    /// Findings that belong to no desired cluster: orphans, removed cluster files.
+    pub findings: Vec<Finding>,
+}
+
+impl Plan {
+    /// The plan of one cluster.
+    pub fn cluster(&self, name: &str) -> Option<&ClusterPlan> {
+        self.clusters.iter().find(|c| c.name == name)
+    }
+}
+
+/// Where a cluster is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Phase {
+    /// Nothing exists yet.
+    Pending,
+    /// Being built: not initialised, or its kubeconfig never delivered.
+    Provisioning,
+    /// Converged: nothing to do.
+    Ready,
+    /// Built, with work to do (replacements, upgrades, renewals, deliveries).
+    Updating,
+    /// Something needs a person: a refusal, a timed-out drain, no capacity.
+    Blocked,
+    /// Its file was removed and `prune` is on: it is being deleted.
+    Deleting,
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// The plan of one cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterPlan {
+    /// `metadata.name`.
+    pub name: String,
+    /// Where the cluster is.
+    pub phase: Phase,
+    /// The steps that may run now, independent of each other: either non-disruptive steps
+    /// only, or a single disruptive step. The executor runs them, re-observes and re-plans.
+    pub steps: Vec<Step>,
+    /// The whole predicted sequence to convergence, starting from now: each batch's expected
+    /// effect applied to a copy of the observed state and planned again. Steps that wait for
+    /// the maintenance window are included, with that wait.
+    pub predicted: Vec<Step>,
+    /// Why (part of) the cluster cannot proceed.
+    pub blocked: Vec<Blocked>,
+    /// What the cluster waits on now: the step, the resource, since when.
+    pub waiting_on: Vec<Waiting>,
+    /// Facts worth telling that change nothing (drift reports, cordoned nodes).
+    pub findings: Vec<Finding>,
+}
+
+/// One step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Step {
+    /// What to do.
+    #[serde(flatten)]
+    pub action: Action,
+    /// What it acts on.
+    pub target: Target,
+    /// Why, in plain words ("outdated: template debian13-k8s → debian13-k8s-v2").
+    pub reason: String,
+    /// Whether it disturbs running workloads (drains, control-plane restarts).
+    pub disruptive: bool,
+    /// What it waits on before it can run, when anything.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waits_on: Option<Wait>,
+}
+
+impl Step {
+    /// The stable action name.
+    pub fn name(&self) -> &'static str {
+        self.action.name()
+    }
+}
+
+/// What a step acts on.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Target {
+    /// The cluster.
+    pub cluster: String,
+    /// Machine (= VM = Node) name, when the step acts on one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine: Option<NodeName>,
+    /// VM id, when the VM exists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vm_id: Option<VmId>,
+    /// Pool (`cp` for the control plane).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    /// Role of the machine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+}
+
+/// A VM the executor acts on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineRef {
+    /// VM name = hostname = Node name.
+    pub name: NodeName,
+    /// VM id. `None` only in predictions, for a VM an earlier predicted step creates.
+    pub vm_id: Option<VmId>,
+    /// Proxmox node it lives on.
+    pub proxmox_node: String,
+}
+
+/// What to do. Serialised with the stable action name under `action`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum Action {
+    /// Full-clone the template into a new VM named `name` on `proxmox_node`, tagged with
+    /// `ownership` from the first API call, sized and started. The name is deterministic, so
+    /// repeating the step after a crash finds the VM instead of making a second one.
+    #[serde(rename_all = "camelCase")]
+    CreateMachine {
+        /// VM name = hostname = Node name.
+        name: NodeName,
+        /// Tags to write.
+        ownership: Ownership,
+        /// What to build (written into the VM's description).
+        machine: MachineSpec,
+        /// Proxmox node chosen (rule 15).
+        proxmox_node: String,
+        /// Storage for the clone (default: the template's).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        storage: Option<String>,
+    },
+    /// `kubeadm init` on the first control plane, with kube-vip holding the endpoint, then the
+    /// CNI.
+    #[serde(rename_all = "camelCase")]
+    InitControlPlane {
+        /// Where to run it.
+        machine: MachineRef,
+        /// The endpoint, fixed forever by this step.
+        endpoint: Endpoint,
+        /// Kubernetes release.
+        version: KubeVersion,
+        /// Pod network.
+        pod_network: String,
+        /// Service network.
+        service_network: String,
+    },
+    /// Make a fresh join token and `kubeadm join` the machine through the endpoint.
+    #[serde(rename_all = "camelCase")]
+    JoinNode {
+        /// The machine.
+        machine: MachineRef,
+        /// Control planes join with `--control-plane`.
+        role: Role,
+        /// The endpoint to join through.
+        endpoint: Endpoint,
+    },
+    /// Mark the Node unschedulable.
+    #[serde(rename_all = "camelCase")]
+    Cordon {
+        /// The Node.
+        node: NodeName,
+    },
+    /// Annotate the Node with [`crate::observed::DRAIN_STARTED_ANNOTATION`] (once) and evict
+    /// its pods, honouring PodDisruptionBudgets, until `deadline`.
+    #[serde(rename_all = "camelCase")]
+    Drain {
+        /// The Node.
+        node: NodeName,
+        /// The drain gives up at this time, leaving the node cordoned (rule 5).
+        deadline: Timestamp,
+    },
+    /// Tag the VM [`crate::observed::RETIRING_TAG`], then delete the Node (for a control
+    /// plane, its etcd member first).
+    #[serde(rename_all = "camelCase")]
+    DeleteNode {
+        /// The Node.
+        node: NodeName,
+        /// Its role.
+        role: Role,
+        /// Its VM, to tag.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        machine: Option<MachineRef>,
+    },
+    /// `kubeadm reset` on the VM through the guest agent, then shut it down.
+    #[serde(rename_all = "camelCase")]
+    ResetNode {
+        /// The VM.
+        machine: MachineRef,
+    },
+    /// Stop and destroy the VM, after checking it still carries `ownership`.
+    #[serde(rename_all = "camelCase")]
+    DestroyMachine {
+        /// The VM.
+        machine: MachineRef,
+        /// The tags that must still be on it.
+        ownership: Ownership,
+    },
+    /// `kubeadm upgrade apply` on a control plane (renews the certificates too).
+    #[serde(rename_all = "camelCase")]
+    UpgradeControlPlane {
+        /// Where to run it.
+        machine: MachineRef,
+        /// Current version.
+        from: KubeVersion,
+        /// Target version.
+        to: KubeVersion,
+    },
+    /// `kubeadm certs renew all` on every control plane and restart its static pods.
+    #[serde(rename_all = "camelCase")]
+    RenewCertificates {
+        /// Every control plane.
+        machines: Vec<MachineRef>,
+    },
+    /// Write the current admin kubeconfig into the Flux Secret (key `value`).
+    #[serde(rename_all = "camelCase")]
+    DeliverKubeconfig {
+        /// Where.
+        flux: FluxTarget,
+    },
+    /// Hard-stop the VM and taint its Node [`crate::observed::OUT_OF_SERVICE_TAINT`] so its
+    /// volumes detach.
+    #[serde(rename_all = "camelCase")]
+    FenceMachine {
+        /// The VM.
+        machine: MachineRef,
+        /// Its Node.
+        node: NodeName,
+    },
+    /// Reset (without draining) and destroy every VM of a removed cluster, and withdraw its
+    /// Flux Secret.
+    #[serde(rename_all = "camelCase")]
+    DeleteCluster {
+        /// Every VM, with the tags each must still carry.
+        machines: Vec<MachineRef>,
+        /// The Secret to delete.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        flux: Option<FluxTarget>,
+    },
+}
+
+impl Action {
+    /// The stable action name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Action::CreateMachine { .. } => "create-machine",
+            Action::InitControlPlane { .. } => "init-control-plane",
+            Action::JoinNode { .. } => "join-node",
+            Action::Cordon { .. } => "cordon",
+            Action::Drain { .. } => "drain",
+            Action::DeleteNode { .. } => "delete-node",
+            Action::ResetNode { .. } => "reset-node",
+            Action::DestroyMachine { .. } => "destroy-machine",
+            Action::UpgradeControlPlane { .. } => "upgrade-control-plane",
+            Action::RenewCertificates { .. } => "renew-certificates",
+            Action::DeliverKubeconfig { .. } => "deliver-kubeconfig",
+            Action::FenceMachine { .. } => "fence-machine",
+            Action::DeleteCluster { .. } => "delete-cluster",
+        }
+    }
+}
+
+/// What something waits on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Wait {
+    /// The resource.
+    pub resource: Resource,
+    /// Since when, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<Timestamp>,
+}
+
+/// A thing in the world a cluster waits on: where to look.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Resource {
+    /// A Proxmox task.
+    #[serde(rename_all = "camelCase")]
+    ProxmoxTask {
+        /// Its UPID.
+        upid: String,
+        /// Its type.
+        task: String,
+    },
+    /// A VM (booting, its guest agent not answering yet).
+    #[serde(rename_all = "camelCase")]
+    Vm {
+        /// VM id.
+        vm_id: VmId,
+        /// VM name.
+        name: NodeName,
+        /// What is awaited.
+        condition: String,
+    },
+    /// A Kubernetes Node (to become Ready).
+    #[serde(rename_all = "camelCase")]
+    Node {
+        /// Node name.
+        name: NodeName,
+        /// What is awaited.
+        condition: String,
+    },
+    /// A pod that blocks a drain.
+    #[serde(rename_all = "camelCase")]
+    Pod {
+        /// The pod.
+        pod: PodRef,
+        /// The node being drained.
+        node: NodeName,
+    },
+    /// The cluster's API endpoint, which does not answer.
+    #[serde(rename_all = "camelCase")]
+    ApiEndpoint {
+        /// `host:port`.
+        endpoint: String,
+    },
+    /// The maintenance window (rule 11).
+    #[serde(rename_all = "camelCase")]
+    MaintenanceWindow {
+        /// When it next opens.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        opens: Option<Timestamp>,
+    },
+    /// New workers, before a removal may leave fewer than `rollout.minWorkers` (rule 3).
+    #[serde(rename_all = "camelCase")]
+    NewWorker {
+        /// Ready, schedulable workers now.
+        ready: u32,
+        /// `rollout.minWorkers`.
+        minimum: u32,
+    },
+}
+
+impl fmt::Display for Resource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Resource::ProxmoxTask { upid, task } => write!(f, "Proxmox task {task} {upid}"),
+            Resource::Vm {
+                vm_id,
+                name,
+                condition,
+            } => write!(f, "VM {vm_id} ({name}): {condition}"),
+            Resource::Node { name, condition } => write!(f, "node {name}: {condition}"),
+            Resource::Pod { pod, node } => {
+                write!(f, "pod {}/{} on {node}", pod.namespace, pod.name)?;
+                match &pod.reason {
+                    Some(reason) => write!(f, " ({reason})"),
+                    None => Ok(()),
+                }
+            }
+            Resource::ApiEndpoint { endpoint } => {
+                write!(f, "API endpoint {endpoint}: not answering")
+            }
+            Resource::MaintenanceWindow { opens: Some(opens) } => {
+                write!(f, "maintenance window (opens {opens})")
+            }
+            Resource::MaintenanceWindow { opens: None } => {
+                write!(f, "maintenance window (never opens again)")
+            }
+            Resource::NewWorker { ready, minimum } => write!(
+                f,
+                "a new worker ({ready} Ready, schedulable; rollout.minWorkers {minimum})"
+            ),
+        }
+    }
+}
+
+/// What a cluster waits on now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Waiting {
+    /// The step that waits (an action name); `None` when the whole cluster waits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<&'static str>,
+    /// The machine it is for, when any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine: Option<NodeName>,
+    /// What it waits on.
+    pub resource: Resource,
+    /// Since when, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<Timestamp>,
+}
+
+/// A lifecycle rule (the numbers of the planner's issue).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(into = "u8")]
+pub enum Rule {
+    /// 1. Create before remove.
+    CreateBeforeRemove,
+    /// 2. One disruptive step at a time.
+    OneDisruptionAtATime,
+    /// 3. Never fewer than `rollout.minWorkers`.
+    MinWorkers,
+    /// 4. Removals one at a time.
+    RemovalsOneAtATime,
+    /// 5. Drain deadline.
+    DrainTimeout,
+    /// 6. Orphans and machines that never joined.
+    Orphans,
+    /// 7. Upgrades.
+    Upgrades,
+    /// 8. The endpoint is fixed.
+    EndpointFixed,
+    /// 9. Control-plane quorum.
+    Quorum,
+    /// 10. Certificates and kubeconfig delivery.
+    Certificates,
+    /// 11. Maintenance window.
+    MaintenanceWindow,
+    /// 12. Removed cluster files.
+    RemovedCluster,
+    /// 13. Fencing.
+    Fencing,
+    /// 14. Drift.
+    Drift,
+    /// 15. Capacity.
+    Capacity,
+}
+
+impl Rule {
+    /// The rule's number.
+    pub fn number(self) -> u8 {
+        self as u8 + 1
+    }
+
+    /// A short title.
+    pub fn title(self) -> &'static str {
+        match self {
+            Rule::CreateBeforeRemove => "create before remove",
+            Rule::OneDisruptionAtATime => "one disruptive step at a time",
+            Rule::MinWorkers => "minimum workers",
+            Rule::RemovalsOneAtATime => "removals one at a time",
+            Rule::DrainTimeout => "drain deadline",
+            Rule::Orphans => "orphans",
+            Rule::Upgrades => "upgrades",
+            Rule::EndpointFixed => "the endpoint is fixed",
+            Rule::Quorum => "control-plane quorum",
+            Rule::Certificates => "certificates",
+            Rule::MaintenanceWindow => "maintenance window",
+            Rule::RemovedCluster => "removed cluster",
+            Rule::Fencing => "fencing",
+            Rule::Drift => "drift",
+            Rule::Capacity => "capacity",
+        }
+    }
+}
+
+impl From<Rule> for u8 {
+    fn from(rule: Rule) -> u8 {
+        rule.number()
+    }
+}
+
+/// Why (part of) a cluster cannot proceed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Blocked {
+    /// The rule that refuses.
+    pub rule: Rule,
+    /// What is refused and what to do, in plain words.
+    pub message: String,
+}
+
+/// What a finding is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FindingKind {
+    /// An owned VM that matches no desired machine (rule 6).
+    Orphan,
+    /// A cluster whose file was removed (rule 12).
+    RemovedCluster,
+    /// A VM whose Proxmox config was changed outside capstan (rule 14).
+    Drift,
+    /// A node cordoned by someone else: not counted as schedulable.
+    Cordoned,
+}
+
+/// A fact worth telling that the plan does not act on (or acts on only with `prune`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Finding {
+    /// What it is about.
+    pub kind: FindingKind,
+    /// The cluster.
+    pub cluster: String,
+    /// The machine, when any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine: Option<NodeName>,
+    /// Its VM id, when any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vm_id: Option<VmId>,
+    /// In plain words.
+    pub message: String,
+}

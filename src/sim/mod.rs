@@ -6,5 +6,6 @@
 //! Shared pieces live here: certificates (`tls`), HTTPS serving (`serve`). Time comes from a
 //! [`crate::clock::LabClock`] that every part of a lab shares.
 
+pub mod kube;
 pub mod serve;
 pub mod tls;

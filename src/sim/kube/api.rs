@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use super::controllers::{budget, is_pod_ready};
 use super::patch::{self, PatchKind};
+use super::protobuf;
 use super::resources::{self, ResourceType, by_plural};
 use super::selectors::{FieldSelector, LabelSelector};
 use super::state::{ClusterState, User};
@@ -246,6 +247,14 @@ impl Request<'_> {
     }
 
     fn body_json(&self) -> Result<Value, ApiError> {
+        let content_type = self
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        if protobuf::is_protobuf(content_type) {
+            return protobuf::decode(self.body);
+        }
         serde_json::from_slice(self.body)
             .map_err(|err| ApiError::bad_request(format!("invalid JSON body: {err}")))
     }

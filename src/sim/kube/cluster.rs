@@ -320,9 +320,9 @@ impl SimCluster {
                     "containerRuntimeVersion": "cri-o://1.36.0",
                     "operatingSystem": "linux",
                     "architecture": "amd64",
-                    "machineID": format!("{:032x}", node.name.len()),
-                    "systemUUID": format!("{:032x}", node.name.len()),
-                    "bootID": format!("{:032x}", node.name.len()),
+                    "machineID": machine_id(&node.name, "machine"),
+                    "systemUUID": machine_id(&node.name, "uuid"),
+                    "bootID": machine_id(&node.name, "boot"),
                 },
             },
         });
@@ -333,13 +333,30 @@ impl SimCluster {
             object["spec"]["unschedulable"] = json!(true);
         }
         let ready = node.ready;
+        let leases = by_plural("leases").expect("leases are served");
         self.write(|store, now| {
             object["status"]["conditions"] = node_conditions(ready, now);
             let key = Key::new(nodes, None, &node.name);
             if store.get(&key).is_some() {
                 store.delete(nodes, &key, false)?;
             }
-            store.create(nodes, None, object, now, false).map(drop)
+            let node_object = store.create(nodes, None, object, now, false)?;
+            // The kubelet's heartbeat Lease, owned by its Node (`kubectl describe node` shows it).
+            let lease_key = Key::new(leases, Some("kube-node-lease"), &node.name);
+            if store.get(&lease_key).is_some() {
+                store.delete(leases, &lease_key, false)?;
+            }
+            let lease = json!({
+                "metadata": {"name": node.name, "ownerReferences": [{
+                    "apiVersion": "v1", "kind": "Node", "name": node.name,
+                    "uid": node_object["metadata"]["uid"],
+                }]},
+                "spec": {"holderIdentity": node.name, "leaseDurationSeconds": 40,
+                         "renewTime": format!("{}.000000Z", rfc3339(now).trim_end_matches('Z'))},
+            });
+            store
+                .create(leases, Some("kube-node-lease"), lease, now, false)
+                .map(drop)
         })
     }
 
@@ -499,6 +516,13 @@ impl SimCluster {
     pub fn stop(&self) {
         self.server.stop();
     }
+}
+
+/// A stable 32-hex-digit id per node, as `/etc/machine-id` looks.
+fn machine_id(node: &str, purpose: &str) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(format!("{purpose}/{node}").as_bytes());
+    digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
 }
 
 fn base64_of(text: &str) -> String {

@@ -344,7 +344,7 @@ fn daemon_sets(store: &mut Store, now: Timestamp) {
 
 fn collect_garbage(store: &mut Store) {
     let mut owners: BTreeSet<String> = BTreeSet::new();
-    for plural in ["deployments", "replicasets", "daemonsets"] {
+    for plural in ["deployments", "replicasets", "daemonsets", "nodes"] {
         owners.extend(store.list(plural, None).iter().map(|o| uid(o).to_owned()));
     }
     let nodes: BTreeSet<String> = store
@@ -352,11 +352,18 @@ fn collect_garbage(store: &mut Store) {
         .iter()
         .map(|n| name(n).to_owned())
         .collect();
-    for plural in ["replicasets", "pods"] {
+    for plural in ["replicasets", "pods", "leases"] {
         for object in all(store, plural) {
-            let orphan = controller_of(&object).is_some_and(|(kind, owner)| {
-                matches!(kind, "Deployment" | "ReplicaSet" | "DaemonSet") && !owners.contains(owner)
-            });
+            let orphan = object["metadata"]["ownerReferences"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|r| {
+                    let kind = r["kind"].as_str().unwrap_or_default();
+                    let owner = r["uid"].as_str().unwrap_or_default();
+                    matches!(kind, "Deployment" | "ReplicaSet" | "DaemonSet" | "Node")
+                        && !owners.contains(owner)
+                });
             let lost_node = object["spec"]["nodeName"]
                 .as_str()
                 .is_some_and(|n| plural == "pods" && !nodes.contains(n));

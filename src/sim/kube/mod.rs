@@ -15,6 +15,7 @@ mod cluster;
 mod config;
 mod controllers;
 mod patch;
+mod protobuf;
 mod resources;
 mod selectors;
 mod state;

@@ -12,6 +12,7 @@ pub mod commands;
 pub mod env_vars;
 pub mod fingerprint;
 pub mod model;
+pub mod providers;
 pub mod sim;
 pub mod source;
 pub mod spec;

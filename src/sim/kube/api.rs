@@ -171,6 +171,15 @@ impl Request<'_> {
                 return ok(resources::api_versions(&address));
             }
             ["apis"] => return ok(resources::api_group_list()),
+            ["openapi", "v3"] => {
+                let version = self.state.lock().git_version.clone();
+                return ok(resources::openapi_root(&version));
+            }
+            ["openapi", "v3", rest @ ..] => {
+                let version = self.state.lock().git_version.clone();
+                return resources::openapi_document(&rest.join("/"), &version)
+                    .map_or_else(|| Err(ApiError::no_route()), ok);
+            }
             ["apis", group] => {
                 return resources::api_group_document(group)
                     .map_or_else(|| Err(ApiError::no_route()), ok);

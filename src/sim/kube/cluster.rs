@@ -448,6 +448,35 @@ impl SimCluster {
         Ok(created)
     }
 
+    /// Replaces an object unconditionally (whatever its resourceVersion), as a controller
+    /// would; status changes are kept. Returns the stored object.
+    ///
+    /// # Errors
+    /// When the resource is not served or the object does not exist.
+    pub fn replace_object(
+        &self,
+        plural: &str,
+        namespace: Option<&str>,
+        mut object: Value,
+    ) -> Result<Value, SimKubeError> {
+        let resource = by_plural(plural).ok_or_else(|| SimKubeError::Write {
+            cluster: self.name().to_owned(),
+            message: format!("resource {plural} is not served"),
+        })?;
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let key = Key::new(resource, namespace, &name);
+        object["metadata"]["resourceVersion"] = json!("");
+        let mut stored = Value::Null;
+        self.write(|store, _| {
+            stored = store.update(resource, &key, object, false)?;
+            Ok(())
+        })?;
+        Ok(stored)
+    }
+
     /// One object as stored (`plural` e.g. `pods`), or `None`.
     pub fn object(&self, plural: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
         let resource = by_plural(plural)?;

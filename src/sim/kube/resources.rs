@@ -285,6 +285,72 @@ pub(crate) fn api_resource_list(group: &str, version: &str) -> Option<Value> {
     }))
 }
 
+/// `/openapi/v3`: where each group version's document lives.
+pub(crate) fn openapi_root(hash: &str) -> Value {
+    let mut paths = serde_json::Map::new();
+    let mut versions: Vec<String> = vec!["api/v1".to_owned()];
+    versions.extend(groups().iter().map(|g| format!("apis/{g}/v1")));
+    for version in versions {
+        paths.insert(
+            version.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{version}?hash={hash}")}),
+        );
+    }
+    json!({"paths": paths})
+}
+
+/// `/openapi/v3/<group version>`: a skeleton document announcing, for each resource, that its
+/// PATCH accepts `fieldValidation`. kubectl reads exactly that to decide it may leave
+/// validation to the server (`fieldValidation=Strict`) instead of downloading schemas.
+pub(crate) fn openapi_document(path: &str, server_version: &str) -> Option<Value> {
+    let (group, version) = match path.split('/').collect::<Vec<_>>().as_slice() {
+        ["api", version] => ("", *version),
+        ["apis", group, version] => (*group, *version),
+        _ => return None,
+    };
+    let mut paths = serde_json::Map::new();
+    for r in RESOURCES
+        .iter()
+        .filter(|r| r.group == group && r.version == version)
+    {
+        let prefix = if group.is_empty() {
+            format!("/api/{version}")
+        } else {
+            format!("/apis/{group}/{version}")
+        };
+        let item = if r.namespaced {
+            format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", r.plural)
+        } else {
+            format!("{prefix}/{}/{{name}}", r.plural)
+        };
+        paths.insert(
+            item,
+            json!({
+                "patch": {
+                    "parameters": [
+                        {"name": "dryRun", "in": "query", "schema": {"type": "string"}},
+                        {"name": "fieldManager", "in": "query", "schema": {"type": "string"}},
+                        {"name": "fieldValidation", "in": "query", "schema": {"type": "string"}},
+                    ],
+                    "operationId": format!("patch{}", r.kind),
+                    "x-kubernetes-action": "patch",
+                    "x-kubernetes-group-version-kind": {"group": group, "version": version, "kind": r.kind},
+                    "responses": {"200": {"description": "OK"}},
+                },
+            }),
+        );
+    }
+    if paths.is_empty() {
+        return None;
+    }
+    Some(json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": server_version},
+        "paths": paths,
+        "components": {"schemas": {}},
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -57,9 +57,13 @@ impl KubeClusterClient {
     /// material is refused. Nothing is sent over the network.
     pub async fn connect(kubeconfig: &str) -> Result<Self, ClusterError> {
         let parsed = Kubeconfig::from_yaml(kubeconfig).map_err(ClusterError::ParseKubeconfig)?;
-        let config = Config::from_custom_kubeconfig(parsed, &KubeConfigOptions::default())
+        let mut config = Config::from_custom_kubeconfig(parsed, &KubeConfigOptions::default())
             .await
             .map_err(ClusterError::Configure)?;
+        // kube retries 429s itself, for minutes; a drain must see them (a PodDisruptionBudget
+        // refusing an eviction answers 429) and retries on its own schedule under its
+        // deadline, and the executor retries transient errors with its own backoff.
+        config.default_retry = false;
         let client = Client::try_from(config).map_err(ClusterError::Connect)?;
         Ok(KubeClusterClient { client })
     }

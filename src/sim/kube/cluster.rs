@@ -72,7 +72,7 @@ impl SimCluster {
     /// # Errors
     /// When a certificate cannot be issued or the server cannot start.
     pub async fn start(spec: &NewCluster, clock: LabClock) -> Result<Self, SimKubeError> {
-        let now = clock.now();
+        let now = whole_seconds(clock.now());
         let tls = |source| SimKubeError::Certificates {
             cluster: spec.name.clone(),
             source,
@@ -194,7 +194,7 @@ impl SimCluster {
     /// # Errors
     /// When the certificate cannot be issued.
     pub fn renew_certificates(&self) -> Result<Timestamp, SimKubeError> {
-        let not_after = self.state.now() + CERTIFICATE_LIFETIME;
+        let not_after = whole_seconds(self.state.now()) + CERTIFICATE_LIFETIME;
         let admin = self
             .ca
             .issue_client(ADMIN_USER, &[ADMIN_GROUP], not_after)
@@ -545,6 +545,12 @@ impl SimCluster {
     pub fn stop(&self) {
         self.server.stop();
     }
+}
+
+/// `time` without its fraction of a second: certificates hold whole seconds, and the expiry
+/// the lab reports must equal the one in the certificate.
+fn whole_seconds(time: Timestamp) -> Timestamp {
+    Timestamp::from_second(time.as_second()).unwrap_or(time)
 }
 
 /// A stable 32-hex-digit id per node, as `/etc/machine-id` looks.

@@ -171,6 +171,11 @@ impl KubeLab {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// The lab clock the clusters share (advance it to age certificates).
+    pub fn clock(&self) -> &LabClock {
+        &self.clock
+    }
+
     /// A cluster by name.
     pub fn cluster(&self, name: &str) -> Option<Arc<SimCluster>> {
         self.lock().get(name).cloned()

@@ -322,3 +322,36 @@ async fn apply_creates_then_updates_a_deployment() {
     assert_eq!(deployment["spec"]["replicas"], 3);
     assert_eq!(deployment["status"]["readyReplicas"], 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_rollout_status_and_wait_see_the_controllers_work() {
+    let lab = lab(&drain_world(false)).await;
+    let prod = lab.cluster("prod").expect("prod");
+    open_spare_workers(&prod);
+    let kubectl = Kubectl::admin(&prod);
+    let out = kubectl
+        .run(&["scale", "deployment/web", "--replicas=4"])
+        .await;
+    assert_eq!(out.ok().trim(), "deployment.apps/web scaled");
+    let out = kubectl
+        .run(&["rollout", "status", "deployment/web", "--timeout=10s"])
+        .await;
+    assert!(
+        out.ok()
+            .contains("deployment \"web\" successfully rolled out")
+    );
+    let web: usize = ["w1", "w2", "w3"]
+        .iter()
+        .map(|n| pods_named(&prod, n, "web-").len())
+        .sum();
+    assert_eq!(web, 4);
+    let out = kubectl
+        .run(&["wait", "--for=condition=Ready", "node/w2", "--timeout=10s"])
+        .await;
+    assert_eq!(out.ok().trim(), "node/w2 condition met");
+    kubectl.run(&["delete", "deployment", "web"]).await.ok();
+    assert!(
+        prod.objects("pods", Some("default")).is_empty(),
+        "the ReplicaSet and its pods were collected"
+    );
+}

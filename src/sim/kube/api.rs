@@ -15,7 +15,6 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::controllers::{budget, is_pod_ready};
 use super::patch::{self, PatchKind};
 use super::protobuf;
 use super::resources::{self, ResourceType, by_plural};
@@ -23,6 +22,7 @@ use super::selectors::{FieldSelector, LabelSelector};
 use super::state::{ClusterState, User};
 use super::status::{self, ApiError};
 use super::store::{EventKind, Key, Store};
+use super::subresources::{self, ScaleChange};
 use super::table;
 use crate::sim::serve::ClientCertificate;
 
@@ -241,6 +241,9 @@ impl Request<'_> {
                     "status": {"userInfo": {"username": user.name, "groups": user.groups}},
                 }),
             ));
+        }
+        if target.subresource.as_deref() == Some("scale") {
+            return self.scale(verb, target);
         }
         match verb {
             "watch" => self.watch(target),
@@ -479,52 +482,38 @@ impl Request<'_> {
         }
         let dry_run = self.is_dry_run() || self.body_is_dry_run();
         let key = Self::key(target);
-        let name = target.name.as_deref().unwrap_or_default();
-        self.state.change(|store, _| {
-            let pod = store
-                .get(&key)
-                .cloned()
-                .ok_or_else(|| ApiError::not_found(target.resource, name))?;
-            let budgets: Vec<Value> = store
-                .list("poddisruptionbudgets", Some(&key.namespace))
-                .into_iter()
-                .filter(|pdb| {
-                    LabelSelector::from_object(&pdb["spec"]["selector"])
-                        .is_some_and(|s| s.matches(&pod["metadata"]["labels"]))
-                })
-                .cloned()
-                .collect();
-            if budgets.len() > 1 {
-                return Err(ApiError::several_budgets());
-            }
-            let finished = matches!(
-                pod["status"]["phase"].as_str(),
-                Some("Succeeded" | "Failed" | "Pending")
-            );
-            if let Some(pdb) = budgets.first()
-                && !finished
-            {
-                let budget = budget(store, pdb);
-                // A Ready pod takes one allowed disruption; an unready one may go while the
-                // budget is met without it (the default unhealthyPodEvictionPolicy).
-                let refused = if is_pod_ready(&pod) {
-                    budget.allowed < 1
-                } else {
-                    budget.healthy < budget.desired
-                };
-                if refused {
-                    let pdb_name = pdb["metadata"]["name"].as_str().unwrap_or_default();
-                    return Err(ApiError::disruption_budget(
-                        pdb_name,
-                        budget.desired,
-                        budget.healthy,
-                    ));
-                }
-            }
-            store.delete(target.resource, &key, dry_run)?;
-            Ok(())
-        })?;
+        self.state
+            .change(|store, _| subresources::evict(store, target.resource, &key, dry_run))?;
         Ok(json_response(StatusCode::CREATED, &status::success()))
+    }
+
+    /// `deployments/<name>/scale` and `replicasets/<name>/scale`.
+    fn scale(&self, verb: &str, target: &Target) -> Result<Response, ApiError> {
+        let key = Self::key(target);
+        if verb == "get" {
+            return Ok(json_response(
+                StatusCode::OK,
+                &subresources::scale_of(&self.current(target)?),
+            ));
+        }
+        let body = self.body_json()?;
+        let change = match verb {
+            "patch" => {
+                let content_type = self
+                    .headers
+                    .get(header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default();
+                ScaleChange::Patch(PatchKind::from_content_type(content_type)?, &body)
+            }
+            "update" => ScaleChange::Replace(&body),
+            _ => return Err(ApiError::method_not_allowed(self.method.as_str())),
+        };
+        let dry_run = self.is_dry_run();
+        let scale = self.state.change(|store, _| {
+            subresources::set_scale(store, target.resource, &key, &change, dry_run)
+        })?;
+        Ok(json_response(StatusCode::OK, &scale))
     }
 
     /// The Eviction body's `deleteOptions.dryRun` (kube-rs puts it there as well).
@@ -651,7 +640,9 @@ fn parse_target(group: &str, version: &str, rest: &[&str]) -> Result<Target, Api
         return Err(ApiError::no_route());
     }
     if let Some(sub) = &subresource {
-        let known = sub == "status" || sub == "eviction" && resource.plural == "pods";
+        let known = sub == "status"
+            || sub == "eviction" && resource.plural == "pods"
+            || sub == "scale" && matches!(resource.plural, "deployments" | "replicasets");
         if !known {
             return Err(ApiError::no_route());
         }

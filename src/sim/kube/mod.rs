@@ -21,6 +21,7 @@ mod selectors;
 mod state;
 mod status;
 mod store;
+mod subresources;
 mod table;
 
 use std::collections::BTreeMap;

@@ -351,17 +351,15 @@ fn is_transient_kube(err: &kube::Error) -> bool {
 }
 
 impl ClusterError {
-    /// Whether retrying later may succeed (a busy or unreachable server, a conflict, a drain
-    /// blocked by a budget), as opposed to a problem someone must fix (bad kubeconfig,
-    /// refused credentials).
-    pub fn is_transient(&self) -> bool {
+    /// The kube error behind this one, when an API call failed.
+    fn kube_source(&self) -> Option<&kube::Error> {
         match self {
             ClusterError::ParseKubeconfig(_)
             | ClusterError::Configure(_)
-            | ClusterError::ClientCertificate { .. } => false,
-            ClusterError::DrainTimedOut { .. }
+            | ClusterError::ClientCertificate { .. }
+            | ClusterError::DrainTimedOut { .. }
             | ClusterError::WaitReadyTimedOut { .. }
-            | ClusterError::WatchNode { .. } => true,
+            | ClusterError::WatchNode { .. } => None,
             ClusterError::Connect(source)
             | ClusterError::ListNodes(source)
             | ClusterError::ServerVersion(source)
@@ -378,13 +376,28 @@ impl ClusterError {
             | ClusterError::WriteConfigMap { source, .. }
             | ClusterError::GetSecret { source, .. }
             | ClusterError::WriteSecret { source, .. }
-            | ClusterError::DeleteSecret { source, .. } => is_transient_kube(source),
+            | ClusterError::DeleteSecret { source, .. } => Some(source),
         }
     }
 
-    /// Whether the API answered 409 Conflict (a write raced another one).
+    /// Whether retrying later may succeed (a busy or unreachable server, a conflict, a drain
+    /// blocked by a budget, a node not Ready yet), as opposed to a problem someone must fix
+    /// (a bad kubeconfig, refused credentials, a missing object).
+    pub fn is_transient(&self) -> bool {
+        match self.kube_source() {
+            Some(source) => is_transient_kube(source),
+            None => matches!(
+                self,
+                ClusterError::DrainTimedOut { .. }
+                    | ClusterError::WaitReadyTimedOut { .. }
+                    | ClusterError::WatchNode { .. }
+            ),
+        }
+    }
+
+    /// Whether the API answered 409 Conflict (a write raced another one; re-read and retry).
     pub fn is_conflict(&self) -> bool {
-        matches!(self, ClusterError::WriteSecret { source: kube::Error::Api(status), .. } if status.code == 409)
+        matches!(self.kube_source(), Some(kube::Error::Api(status)) if status.code == 409)
     }
 }
 

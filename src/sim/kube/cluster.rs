@@ -110,8 +110,9 @@ impl SimCluster {
             cluster: spec.name.clone(),
             source,
         })?;
-        // Set once, right after binding: the address cannot have been set before.
-        let _ = state.address.set(server.local_addr().to_string());
+        state
+            .address
+            .get_or_init(|| server.local_addr().to_string());
         let cluster = SimCluster {
             state,
             ca,

@@ -190,7 +190,9 @@ impl SimCluster {
 
     /// Renews the certificates (`kubeadm certs renew all`): a new admin client certificate
     /// valid one year from the lab's now. Returns the new expiry; [`Self::admin_kubeconfig`]
-    /// returns the new kubeconfig from now on.
+    /// returns the new kubeconfig from now on (a file written by [`Self::write_kubeconfig`]
+    /// keeps the old one until written again). The old certificate keeps authenticating until
+    /// it expires, as on a real cluster.
     ///
     /// # Errors
     /// When the certificate cannot be issued.

@@ -154,3 +154,72 @@ pub fn pods_named(cluster: &SimCluster, node: &str, prefix: &str) -> Vec<String>
         .filter(|p| p.split('/').nth(1).is_some_and(|n| n.starts_with(prefix)))
         .collect()
 }
+
+/// curl as the cluster admin (client certificate from the admin kubeconfig, server verified
+/// against the cluster CA): returns the HTTP status code and the parsed JSON body.
+pub async fn curl_admin(
+    cluster: &SimCluster,
+    method: &str,
+    path: &str,
+    body: Option<(&str, &str)>,
+) -> (u16, serde_json::Value) {
+    use base64::Engine as _;
+    let kubeconfig = cluster.admin_kubeconfig();
+    let field = |name: &str| -> Vec<u8> {
+        let line = kubeconfig
+            .lines()
+            .find_map(|l| {
+                l.trim()
+                    .strip_prefix(&format!("{name}: "))
+                    .map(str::to_owned)
+            })
+            .expect("field in kubeconfig");
+        base64::engine::general_purpose::STANDARD
+            .decode(line)
+            .expect("base64")
+    };
+    let dir = tempfile::tempdir().expect("dir");
+    let write = |file: &str, data: Vec<u8>| {
+        let path = dir.path().join(file);
+        std::fs::write(&path, data).expect("write");
+        path.to_str().expect("utf-8").to_owned()
+    };
+    let ca = write("ca.pem", field("certificate-authority-data"));
+    let cert = write("cert.pem", field("client-certificate-data"));
+    let key = write("key.pem", field("client-key-data"));
+    let mut args = vec![
+        "-s".to_owned(),
+        "--cacert".into(),
+        ca,
+        "--cert".into(),
+        cert,
+        "--key".into(),
+        key,
+        "-X".into(),
+        method.into(),
+        "-w".into(),
+        "\n%{http_code}".into(),
+    ];
+    if let Some((content_type, data)) = body {
+        args.extend([
+            "-H".into(),
+            format!("Content-Type: {content_type}"),
+            "--data-binary".into(),
+            data.into(),
+        ]);
+    }
+    args.push(format!("{}{path}", cluster.url()));
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new("curl")
+            .args(&args)
+            .output()
+            .expect("curl on PATH")
+    })
+    .await
+    .expect("curl task");
+    drop(dir);
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or((&text, "0"));
+    let json = serde_json::from_str(body).unwrap_or(serde_json::Value::Null);
+    (code.parse().unwrap_or(0), json)
+}

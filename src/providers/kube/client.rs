@@ -39,7 +39,7 @@ const ROLE_LABEL_PREFIX: &str = "node-role.kubernetes.io/";
 /// A [`ClusterClient`] talking to one cluster through the kube crate.
 #[derive(Clone)]
 pub struct KubeClusterClient {
-    client: Client,
+    pub(super) client: Client,
 }
 
 impl fmt::Debug for KubeClusterClient {

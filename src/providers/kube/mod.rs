@@ -640,3 +640,6 @@ impl<T: ClusterClient> ClusterClient for Arc<T> {
         (**self).delete_secret(namespace, name)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -162,3 +162,56 @@ async fn selectors_dry_runs_and_patches_behave_like_the_real_server() {
     assert_eq!(code, 200);
     assert_eq!(patched["spec"]["unschedulable"], json!(true));
 }
+
+#[tokio::test]
+async fn watches_report_objects_entering_and_leaving_a_selector() {
+    use futures_util::{StreamExt as _, TryStreamExt as _};
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, WatchEvent, WatchParams};
+
+    let lab = lab("").await;
+    let m = lab.management().expect("management");
+    let pod = m.objects("pods", Some("flux-system"))[0].clone();
+    let name = pod["metadata"]["name"].as_str().expect("name").to_owned();
+    let since = pod["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("rv")
+        .to_owned();
+    let mut labelled = pod.clone();
+    labelled["metadata"]["labels"]["tier"] = json!("front");
+    m.replace_object("pods", Some("flux-system"), labelled.clone())
+        .expect("label");
+    labelled["metadata"]["labels"]
+        .as_object_mut()
+        .expect("labels")
+        .remove("tier");
+    m.replace_object("pods", Some("flux-system"), labelled)
+        .expect("unlabel");
+
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&m.admin_kubeconfig()).expect("parse");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("config");
+    let client = kube::Client::try_from(config).expect("client");
+    let pods: Api<Pod> = Api::namespaced(client, "flux-system");
+    let events: Vec<(String, String)> = pods
+        .watch(&WatchParams::default().labels("tier=front"), &since)
+        .await
+        .expect("watch")
+        .take(2)
+        .map_ok(|event| match event {
+            WatchEvent::Added(p) => ("ADDED".into(), p.metadata.name.unwrap_or_default()),
+            WatchEvent::Deleted(p) => ("DELETED".into(), p.metadata.name.unwrap_or_default()),
+            other => (format!("{other:?}"), String::new()),
+        })
+        .try_collect()
+        .await
+        .expect("events");
+    assert_eq!(
+        events,
+        [
+            ("ADDED".to_owned(), name.clone()),
+            ("DELETED".to_owned(), name)
+        ]
+    );
+}

@@ -554,20 +554,29 @@ impl Request<'_> {
         drop(inner);
         let plural = target.resource.plural;
         let namespace = target.namespace.clone();
-        let wanted = move |event: &super::store::Event| {
-            event.key.resource == plural
+        // What this watch reports of a change, if anything: an object that starts or stops
+        // matching the selectors is ADDED or DELETED for the watcher.
+        let view = move |event: &super::store::Event| -> Option<String> {
+            let in_scope = event.key.resource == plural
                 && namespace
                     .as_ref()
-                    .is_none_or(|ns| *ns == event.key.namespace)
-                && labels.matches(&event.object["metadata"]["labels"])
-                && fields.matches(&event.object)
+                    .is_none_or(|ns| *ns == event.key.namespace);
+            if !in_scope {
+                return None;
+            }
+            let selects = |o: &Value| labels.matches(&o["metadata"]["labels"]) && fields.matches(o);
+            let now = selects(&event.object);
+            let before = event.previous.as_ref().is_some_and(selects);
+            let kind = match (event.kind, before, now) {
+                (EventKind::Modified, false, true) => EventKind::Added,
+                (EventKind::Modified, true, false) => EventKind::Deleted,
+                (kind, _, true) => kind,
+                _ => return None,
+            };
+            Some(event_line(kind, &event.object))
         };
         let mut lines = initial;
-        lines.extend(
-            past.iter()
-                .filter(|e| wanted(e))
-                .map(|e| event_line(e.kind, &e.object)),
-        );
+        lines.extend(past.iter().filter_map(|e| view(e)));
         let (sender, body) = tokio::sync::mpsc::channel::<String>(64);
         tokio::spawn(async move {
             for line in lines {
@@ -582,12 +591,13 @@ impl Request<'_> {
                     () = &mut deadline => return,
                     () = sender.closed() => return,
                     event = receiver.recv() => match event {
-                        Ok(event) if wanted(&event) => {
-                            if sender.send(event_line(event.kind, &event.object)).await.is_err() {
+                        Ok(event) => {
+                            if let Some(line) = view(&event)
+                                && sender.send(line).await.is_err()
+                            {
                                 return;
                             }
                         }
-                        Ok(_) => {}
                         // Lagged or closed: end the watch; clients re-list and re-watch.
                         Err(_) => return,
                     },

@@ -74,6 +74,9 @@ pub(crate) struct Event {
     pub key: Key,
     /// The object after the change (before it, for a deletion, with the deletion's revision).
     pub object: Value,
+    /// For a change, the object before it: a watch with a selector reports an object that
+    /// starts or stops matching as ADDED or DELETED, as the real server does.
+    pub previous: Option<Value>,
 }
 
 /// Where a watch receives changes as they happen.
@@ -185,7 +188,7 @@ impl Store {
             object["metadata"]["resourceVersion"] = json!(self.revision.to_string());
             return Ok(object);
         }
-        Ok(self.commit(key, object, EventKind::Added))
+        Ok(self.commit(key, object, EventKind::Added, None))
     }
 
     /// Replaces an object. A `resourceVersion` in `object` must match the stored one (409
@@ -233,7 +236,8 @@ impl Store {
         if object == *current || dry_run {
             return Ok(object);
         }
-        Ok(self.commit(key.clone(), object, EventKind::Modified))
+        let previous = Some(current.clone());
+        Ok(self.commit(key.clone(), object, EventKind::Modified, previous))
     }
 
     /// Removes an object and returns it.
@@ -263,11 +267,18 @@ impl Store {
             kind: EventKind::Deleted,
             key: key.clone(),
             object: object.clone(),
+            previous: None,
         });
         Ok(object)
     }
 
-    fn commit(&mut self, key: Key, mut object: Value, kind: EventKind) -> Value {
+    fn commit(
+        &mut self,
+        key: Key,
+        mut object: Value,
+        kind: EventKind,
+        previous: Option<Value>,
+    ) -> Value {
         self.revision += 1;
         object["metadata"]["resourceVersion"] = json!(self.revision.to_string());
         self.objects.insert(key.clone(), object.clone());
@@ -276,6 +287,7 @@ impl Store {
             kind,
             key,
             object: object.clone(),
+            previous,
         });
         object
     }

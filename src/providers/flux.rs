@@ -272,6 +272,7 @@ async fn prove(kubeconfig: &str) -> Result<String, ClusterError> {
 }
 
 impl<C: ClusterClient> KubeconfigDelivery for FluxDeliverer<C> {
+    #[tracing::instrument(skip_all, fields(cluster = %target.cluster, revision = %revision))]
     async fn deliver(
         &self,
         target: &FluxTarget,

@@ -353,6 +353,7 @@ impl ClusterClient for KubeClusterClient {
         Ok(())
     }
 
+    #[tracing::instrument(skip_all, fields(node = %node))]
     async fn drain(
         &self,
         node: &NodeName,
@@ -444,6 +445,7 @@ impl ClusterClient for KubeClusterClient {
         Ok(blockers)
     }
 
+    #[tracing::instrument(skip_all, fields(node = %node, kubelet = kubelet_version))]
     async fn wait_node_ready(
         &self,
         node: &NodeName,

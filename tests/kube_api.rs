@@ -215,3 +215,20 @@ async fn watches_report_objects_entering_and_leaving_a_selector() {
         ]
     );
 }
+
+#[tokio::test]
+async fn debug_output_of_a_cluster_shows_no_credentials_or_secret_data() {
+    let lab = lab("").await;
+    let m = lab.management().expect("management");
+    let token = m.issue_token("flux", &["system:masters"]);
+    m.create_object(
+        "secrets",
+        Some("flux-system"),
+        json!({"metadata": {"name": "s"}, "data": {"value": "c2VjcmV0LXZhbHVl"}}),
+    )
+    .expect("secret");
+    let debug = format!("{m:?} {lab:?}");
+    assert!(!debug.contains(&token), "{debug}");
+    assert!(!debug.contains("c2VjcmV0LXZhbHVl"), "{debug}");
+    assert!(!debug.contains("PRIVATE KEY"), "{debug}");
+}

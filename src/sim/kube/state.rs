@@ -32,7 +32,6 @@ impl User {
 }
 
 /// Mutable parts of a cluster, behind one lock.
-#[derive(Debug)]
 pub(crate) struct Inner {
     /// The objects.
     pub store: Store,
@@ -40,6 +39,17 @@ pub(crate) struct Inner {
     pub git_version: String,
     /// Bearer tokens issued by the lab, and whom they name.
     pub tokens: BTreeMap<String, User>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Tokens are credentials: only their number shows.
+        f.debug_struct("Inner")
+            .field("store", &self.store)
+            .field("git_version", &self.git_version)
+            .field("tokens", &self.tokens.len())
+            .finish()
+    }
 }
 
 /// One simulated cluster's state.

@@ -83,13 +83,22 @@ pub(crate) struct Event {
 pub(crate) type EventReceiver = broadcast::Receiver<Arc<Event>>;
 
 /// The objects of one cluster.
-#[derive(Debug)]
 pub(crate) struct Store {
     objects: BTreeMap<Key, Value>,
     revision: u64,
     history: VecDeque<Arc<Event>>,
     events: broadcast::Sender<Arc<Event>>,
     counter: u64,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Objects include Secrets: show how many there are, not what they hold.
+        f.debug_struct("Store")
+            .field("objects", &self.objects.len())
+            .field("revision", &self.revision)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for Store {

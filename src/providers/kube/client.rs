@@ -382,8 +382,13 @@ impl ClusterClient for KubeClusterClient {
                     Disposition::Evict => match self.evict(&pod_ref, false).await? {
                         None => {
                             debug!(node = %node, pod = %pod_ref, "pod evicted");
-                            evicted.insert(pod_ref);
-                            progressed = true;
+                            // Only a first eviction counts as progress: a pod of the same name
+                            // showing up again must not turn this loop into a busy one.
+                            progressed |= evicted.insert(pod_ref.clone());
+                            blockers.push(DrainBlocker {
+                                pod: pod_ref,
+                                reason: "evicted, still on the node".to_owned(),
+                            });
                         }
                         Some(reason) => {
                             debug!(node = %node, pod = %pod_ref, %reason, "eviction refused");
@@ -395,7 +400,8 @@ impl ClusterClient for KubeClusterClient {
                     },
                 }
             }
-            if blockers.is_empty() && !progressed {
+            // Done when the listing held nothing left to evict or wait for.
+            if blockers.is_empty() {
                 skipped.sort();
                 info!(node = %node, evicted = evicted.len(), skipped = skipped.len(), "drain finished");
                 return Ok(DrainReport {

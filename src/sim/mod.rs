@@ -6,6 +6,7 @@
 //! Shared pieces live here: certificates (`tls`), HTTPS serving (`serve`). Time comes from a
 //! [`crate::clock::LabClock`] that every part of a lab shares.
 
+pub mod kube;
 pub mod lab;
 pub mod nodes;
 pub mod proxmox;

@@ -1,0 +1,377 @@
+//! The resource types a simulated API server serves, and the discovery documents kubectl reads
+//! to find them (`/api`, `/apis`, `/api/v1`, `/apis/<group>/<version>`).
+//!
+//! Invariant: a plural name identifies one resource type (the store keys objects by it).
+
+use serde_json::{Value, json};
+
+/// One served resource type.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct ResourceType {
+    /// API group, empty for the core group.
+    pub group: &'static str,
+    /// API version.
+    pub version: &'static str,
+    /// Plural resource name, as in URLs.
+    pub plural: &'static str,
+    /// Singular name.
+    pub singular: &'static str,
+    /// Kind.
+    pub kind: &'static str,
+    /// Namespaced or cluster-scoped.
+    pub namespaced: bool,
+    /// kubectl's short names.
+    pub short_names: &'static [&'static str],
+    /// Supported verbs.
+    pub verbs: &'static [&'static str],
+}
+
+const ALL: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+const fn resource(
+    group: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+    short_names: &'static [&'static str],
+) -> ResourceType {
+    ResourceType {
+        group,
+        version: "v1",
+        plural,
+        singular,
+        kind,
+        namespaced,
+        short_names,
+        verbs: ALL,
+    }
+}
+
+/// Every resource type served, in discovery order.
+pub(crate) static RESOURCES: &[ResourceType] = &[
+    resource("", "namespaces", "namespace", "Namespace", false, &["ns"]),
+    resource("", "nodes", "node", "Node", false, &["no"]),
+    resource("", "pods", "pod", "Pod", true, &["po"]),
+    resource("", "secrets", "secret", "Secret", true, &[]),
+    resource("", "configmaps", "configmap", "ConfigMap", true, &["cm"]),
+    resource("", "events", "event", "Event", true, &["ev"]),
+    resource("", "services", "service", "Service", true, &["svc"]),
+    resource(
+        "",
+        "serviceaccounts",
+        "serviceaccount",
+        "ServiceAccount",
+        true,
+        &["sa"],
+    ),
+    resource(
+        "apps",
+        "deployments",
+        "deployment",
+        "Deployment",
+        true,
+        &["deploy"],
+    ),
+    resource(
+        "apps",
+        "replicasets",
+        "replicaset",
+        "ReplicaSet",
+        true,
+        &["rs"],
+    ),
+    resource(
+        "apps",
+        "daemonsets",
+        "daemonset",
+        "DaemonSet",
+        true,
+        &["ds"],
+    ),
+    resource(
+        "policy",
+        "poddisruptionbudgets",
+        "poddisruptionbudget",
+        "PodDisruptionBudget",
+        true,
+        &["pdb"],
+    ),
+    resource("coordination.k8s.io", "leases", "lease", "Lease", true, &[]),
+    ResourceType {
+        group: "authentication.k8s.io",
+        version: "v1",
+        plural: "selfsubjectreviews",
+        singular: "selfsubjectreview",
+        kind: "SelfSubjectReview",
+        namespaced: false,
+        short_names: &[],
+        verbs: &["create"],
+    },
+];
+
+/// Subresources listed in discovery: `(parent plural, subresource, group, kind, verbs)`. The
+/// eviction entry is what `kubectl drain` looks for to decide it may use the Eviction API.
+const SUBRESOURCES: &[(&str, &str, &str, &str, &[&str])] = &[
+    ("pods", "eviction", "policy", "Eviction", &["create"]),
+    ("pods", "status", "", "Pod", &["get", "patch", "update"]),
+    ("nodes", "status", "", "Node", &["get", "patch", "update"]),
+    (
+        "deployments",
+        "status",
+        "apps",
+        "Deployment",
+        &["get", "patch", "update"],
+    ),
+    (
+        "replicasets",
+        "status",
+        "apps",
+        "ReplicaSet",
+        &["get", "patch", "update"],
+    ),
+    (
+        "daemonsets",
+        "status",
+        "apps",
+        "DaemonSet",
+        &["get", "patch", "update"],
+    ),
+    (
+        "poddisruptionbudgets",
+        "status",
+        "policy",
+        "PodDisruptionBudget",
+        &["get", "patch", "update"],
+    ),
+];
+
+impl ResourceType {
+    /// `v1` or `<group>/v1`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_owned()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// How error messages name the resource: `pods`, `deployments.apps`.
+    pub fn qualified(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.to_owned()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+}
+
+/// The resource type served at `group`/`version` under `plural`.
+pub(crate) fn find(group: &str, version: &str, plural: &str) -> Option<&'static ResourceType> {
+    RESOURCES
+        .iter()
+        .find(|r| r.group == group && r.version == version && r.plural == plural)
+}
+
+/// The resource type with this plural name (any group).
+pub(crate) fn by_plural(plural: &str) -> Option<&'static ResourceType> {
+    RESOURCES.iter().find(|r| r.plural == plural)
+}
+
+/// Groups other than core, in discovery order.
+fn groups() -> Vec<&'static str> {
+    let mut groups: Vec<&str> = Vec::new();
+    for r in RESOURCES {
+        if !r.group.is_empty() && !groups.contains(&r.group) {
+            groups.push(r.group);
+        }
+    }
+    groups
+}
+
+/// `/api`.
+pub(crate) fn api_versions(server_address: &str) -> Value {
+    json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}],
+    })
+}
+
+/// `/apis`.
+pub(crate) fn api_group_list() -> Value {
+    let groups: Vec<Value> = groups().into_iter().map(api_group).collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+/// `/apis/<group>`, or `None` for a group not served.
+pub(crate) fn api_group_document(group: &str) -> Option<Value> {
+    groups().contains(&group).then(|| {
+        let mut doc = api_group(group);
+        doc["kind"] = json!("APIGroup");
+        doc["apiVersion"] = json!("v1");
+        doc
+    })
+}
+
+fn api_group(group: &str) -> Value {
+    let version = json!({"groupVersion": format!("{group}/v1"), "version": "v1"});
+    json!({"name": group, "versions": [version.clone()], "preferredVersion": version})
+}
+
+/// `/api/v1` or `/apis/<group>/<version>`, or `None` when nothing is served there.
+pub(crate) fn api_resource_list(group: &str, version: &str) -> Option<Value> {
+    let mut resources = Vec::new();
+    for r in RESOURCES
+        .iter()
+        .filter(|r| r.group == group && r.version == version)
+    {
+        let mut entry = json!({
+            "name": r.plural,
+            "singularName": r.singular,
+            "namespaced": r.namespaced,
+            "kind": r.kind,
+            "verbs": r.verbs,
+        });
+        if !r.short_names.is_empty() {
+            entry["shortNames"] = json!(r.short_names);
+        }
+        if matches!(
+            r.plural,
+            "pods" | "services" | "deployments" | "replicasets" | "daemonsets"
+        ) {
+            entry["categories"] = json!(["all"]);
+        }
+        resources.push(entry);
+        for (parent, sub, sub_group, kind, verbs) in SUBRESOURCES {
+            if *parent == r.plural {
+                let mut entry = json!({
+                    "name": format!("{parent}/{sub}"),
+                    "singularName": "",
+                    "namespaced": r.namespaced,
+                    "kind": kind,
+                    "verbs": verbs,
+                });
+                if *sub_group != r.group {
+                    entry["group"] = json!(sub_group);
+                    entry["version"] = json!("v1");
+                }
+                resources.push(entry);
+            }
+        }
+    }
+    if resources.is_empty() {
+        return None;
+    }
+    let group_version = if group.is_empty() {
+        version.to_owned()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(json!({
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": group_version,
+        "resources": resources,
+    }))
+}
+
+/// `/openapi/v3`: where each group version's document lives.
+pub(crate) fn openapi_root(hash: &str) -> Value {
+    let mut paths = serde_json::Map::new();
+    let mut versions: Vec<String> = vec!["api/v1".to_owned()];
+    versions.extend(groups().iter().map(|g| format!("apis/{g}/v1")));
+    for version in versions {
+        paths.insert(
+            version.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{version}?hash={hash}")}),
+        );
+    }
+    json!({"paths": paths})
+}
+
+/// `/openapi/v3/<group version>`: a skeleton document announcing, for each resource, that its
+/// PATCH accepts `fieldValidation`. kubectl reads exactly that to decide it may leave
+/// validation to the server (`fieldValidation=Strict`) instead of downloading schemas.
+pub(crate) fn openapi_document(path: &str, server_version: &str) -> Option<Value> {
+    let (group, version) = match path.split('/').collect::<Vec<_>>().as_slice() {
+        ["api", version] => ("", *version),
+        ["apis", group, version] => (*group, *version),
+        _ => return None,
+    };
+    let mut paths = serde_json::Map::new();
+    for r in RESOURCES
+        .iter()
+        .filter(|r| r.group == group && r.version == version)
+    {
+        let prefix = if group.is_empty() {
+            format!("/api/{version}")
+        } else {
+            format!("/apis/{group}/{version}")
+        };
+        let item = if r.namespaced {
+            format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", r.plural)
+        } else {
+            format!("{prefix}/{}/{{name}}", r.plural)
+        };
+        paths.insert(
+            item,
+            json!({
+                "patch": {
+                    "parameters": [
+                        {"name": "dryRun", "in": "query", "schema": {"type": "string"}},
+                        {"name": "fieldManager", "in": "query", "schema": {"type": "string"}},
+                        {"name": "fieldValidation", "in": "query", "schema": {"type": "string"}},
+                    ],
+                    "operationId": format!("patch{}", r.kind),
+                    "x-kubernetes-action": "patch",
+                    "x-kubernetes-group-version-kind": {"group": group, "version": version, "kind": r.kind},
+                    "responses": {"200": {"description": "OK"}},
+                },
+            }),
+        );
+    }
+    if paths.is_empty() {
+        return None;
+    }
+    Some(json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": server_version},
+        "paths": paths,
+        "components": {"schemas": {}},
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plural_names_are_unique() {
+        for r in RESOURCES {
+            assert_eq!(by_plural(r.plural), Some(r), "{}", r.plural);
+        }
+    }
+
+    #[test]
+    fn core_discovery_announces_the_policy_eviction_subresource() {
+        let list = api_resource_list("", "v1").expect("core");
+        let eviction = list["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .find(|r| r["name"] == "pods/eviction")
+            .expect("eviction");
+        assert_eq!(eviction["group"], "policy");
+        assert_eq!(eviction["kind"], "Eviction");
+    }
+}

@@ -1,0 +1,103 @@
+//! The shared state of one simulated cluster: its store, served version, issued tokens and
+//! clock. The HTTP handlers and the lab's Rust API both go through it.
+//!
+//! Invariant: every change to the store is followed by [`controllers::reconcile`] under the
+//! same lock, so readers always see a settled cluster.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use jiff::Timestamp;
+
+use super::controllers;
+use super::store::Store;
+use crate::clock::{Clock as _, LabClock};
+
+/// Who a request authenticated as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct User {
+    /// User name.
+    pub name: String,
+    /// Groups.
+    pub groups: Vec<String>,
+}
+
+impl User {
+    /// Members of these groups may do everything (kubeadm's admin groups).
+    pub fn is_admin(&self) -> bool {
+        self.groups
+            .iter()
+            .any(|g| g == "system:masters" || g == "kubeadm:cluster-admins")
+    }
+}
+
+/// Mutable parts of a cluster, behind one lock.
+pub(crate) struct Inner {
+    /// The objects.
+    pub store: Store,
+    /// What `/version` reports as `gitVersion`.
+    pub git_version: String,
+    /// Bearer tokens issued by the lab, and whom they name.
+    pub tokens: BTreeMap<String, User>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Tokens are credentials: only their number shows.
+        f.debug_struct("Inner")
+            .field("store", &self.store)
+            .field("git_version", &self.git_version)
+            .field("tokens", &self.tokens.len())
+            .finish()
+    }
+}
+
+/// One simulated cluster's state.
+#[derive(Debug)]
+pub(crate) struct ClusterState {
+    /// The cluster's name.
+    pub name: String,
+    /// The lab clock.
+    pub clock: LabClock,
+    inner: Mutex<Inner>,
+    /// `127.0.0.1:PORT`, once the server listens.
+    pub address: OnceLock<String>,
+}
+
+impl ClusterState {
+    /// A cluster with an empty store.
+    pub fn new(name: &str, git_version: &str, clock: LabClock) -> Self {
+        ClusterState {
+            name: name.to_owned(),
+            clock,
+            inner: Mutex::new(Inner {
+                store: Store::default(),
+                git_version: git_version.to_owned(),
+                tokens: BTreeMap::new(),
+            }),
+            address: OnceLock::new(),
+        }
+    }
+
+    /// The lab's now.
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    /// Locks the state. A panic while holding the lock leaves the data usable (each write is
+    /// one map operation), so poisoning is ignored.
+    pub fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Runs `change` on the store, then the controllers.
+    pub fn change<T>(&self, change: impl FnOnce(&mut Store, Timestamp) -> T) -> T {
+        let now = self.now();
+        let mut inner = self.lock();
+        let result = change(&mut inner.store, now);
+        controllers::reconcile(&mut inner.store, now);
+        result
+    }
+}

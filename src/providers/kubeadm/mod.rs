@@ -15,8 +15,6 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use jiff::Timestamp;
-
 use super::node_exec::{Command, ExecError, NodeExec, NodeTarget, Output};
 use crate::model::{NodeName, Role};
 use crate::spec::{ClusterSpec, KubeVersion};
@@ -630,20 +628,6 @@ fn unexpected(operation: &'static str, target: &NodeTarget, command: &Command) -
         node: target.name.to_string(),
         command: command.display(),
     }
-}
-
-/// When the client certificate of a kubeconfig expires: the admin kubeconfig's certificate is
-/// renewed with every other kubeadm certificate, so it stands for the cluster's.
-pub fn client_certificate_expiry(kubeconfig: &str) -> Option<Timestamp> {
-    use base64::Engine as _;
-    let value: serde_json::Value = serde_saphyr::from_str(kubeconfig).ok()?;
-    let data = value["users"].as_array()?.first()?["user"]["client-certificate-data"].as_str()?;
-    let pem = base64::engine::general_purpose::STANDARD
-        .decode(data.trim())
-        .ok()?;
-    let (_, pem) = x509_parser::pem::parse_x509_pem(&pem).ok()?;
-    let certificate = pem.parse_x509().ok()?;
-    Timestamp::from_second(certificate.validity().not_after.timestamp()).ok()
 }
 
 #[cfg(test)]

@@ -416,22 +416,3 @@ async fn a_failed_sensitive_command_reports_no_output() {
     );
     assert!(!text.contains("abcdef"), "{text}");
 }
-
-#[test]
-fn the_admin_certificate_expiry_is_read_from_a_kubeconfig() {
-    use base64::Engine as _;
-    let not_after =
-        Timestamp::from_second(Timestamp::now().as_second() + 86_400 * 365).expect("ts");
-    let ca = crate::sim::tls::CertificateAuthority::new("kubernetes", not_after).expect("ca");
-    let admin = ca
-        .issue_client("kubernetes-admin", &["kubeadm:cluster-admins"], not_after)
-        .expect("client");
-    let encode = |text: &str| base64::engine::general_purpose::STANDARD.encode(text);
-    let kubeconfig = format!(
-        "apiVersion: v1\nkind: Config\nusers:\n- name: kubernetes-admin\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\n",
-        encode(&admin.cert_pem),
-        encode(&admin.key_pem)
-    );
-    assert_eq!(client_certificate_expiry(&kubeconfig), Some(not_after));
-    assert_eq!(client_certificate_expiry("not a kubeconfig"), None);
-}

@@ -434,11 +434,13 @@ impl World {
             .as_str()
             .unwrap_or(&vm.name)
             .to_owned();
+        let cluster_configuration = serde_json::to_string(&cluster).unwrap_or_default();
         let access = match backend.create_cluster(&NewCluster {
             name: name.clone(),
             endpoint_host: host,
             endpoint_port: port,
             version,
+            cluster_configuration,
         }) {
             Ok(access) => access,
             Err(message) => {

@@ -33,6 +33,10 @@ pub struct NewCluster {
     pub endpoint_port: u16,
     /// `kubernetesVersion`.
     pub version: KubeVersion,
+    /// The `ClusterConfiguration` document as `kubeadm init` read it: real kubeadm stores it
+    /// in the `kube-system/kubeadm-config` ConfigMap (key `ClusterConfiguration`), where
+    /// capstan reads the endpoint and version back.
+    pub cluster_configuration: String,
 }
 
 /// What a simulated cluster hands its control planes.

@@ -232,6 +232,16 @@ async fn a_drain_blocked_by_a_budget_times_out_naming_the_pod_and_the_budget() {
         "before the drain, only db is blocked"
     );
     assert!(prod.object("nodes", None, "w1").expect("w1")["spec"]["unschedulable"] != true);
+    let to_move: Vec<String> = client
+        .pods_to_move(&node("w1"))
+        .await
+        .expect("pods to move")
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    for pod in db.iter().chain(&pods_named(&prod, "w1", "web-")) {
+        assert!(to_move.contains(pod), "{pod} must still move: {to_move:?}");
+    }
     assert_eq!(
         pods_named(&prod, "w1", "web-").len(),
         2,

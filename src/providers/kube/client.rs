@@ -451,6 +451,18 @@ impl ClusterClient for KubeClusterClient {
         Ok(blockers)
     }
 
+    async fn pods_to_move(&self, node: &NodeName) -> Result<Vec<PodRef>, ClusterError> {
+        let mut pods: Vec<PodRef> = self
+            .pods_on(node)
+            .await?
+            .iter()
+            .filter(|pod| !matches!(drain::disposition(pod), Disposition::Skip(_)))
+            .map(pod_ref)
+            .collect();
+        pods.sort();
+        Ok(pods)
+    }
+
     #[tracing::instrument(skip_all, fields(node = %node, kubelet = kubelet_version))]
     async fn wait_node_ready(
         &self,

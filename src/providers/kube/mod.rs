@@ -469,6 +469,13 @@ pub trait ClusterClient: Send + Sync {
         node: &NodeName,
     ) -> impl Future<Output = Result<Vec<DrainBlocker>, ClusterError>> + Send;
 
+    /// Every pod a drain of the node still has to move (DaemonSet and mirror pods excluded,
+    /// terminating pods included), sorted; empty means the node is drained.
+    fn pods_to_move(
+        &self,
+        node: &NodeName,
+    ) -> impl Future<Output = Result<Vec<PodRef>, ClusterError>> + Send;
+
     /// Waits until the node exists, is Ready and runs `kubelet_version` (with or without the
     /// leading `v`), for at most `timeout`.
     fn wait_node_ready(
@@ -584,6 +591,12 @@ impl<T: ClusterClient> ClusterClient for Arc<T> {
         node: &NodeName,
     ) -> impl Future<Output = Result<Vec<DrainBlocker>, ClusterError>> + Send {
         (**self).drain_blockers(node)
+    }
+    fn pods_to_move(
+        &self,
+        node: &NodeName,
+    ) -> impl Future<Output = Result<Vec<PodRef>, ClusterError>> + Send {
+        (**self).pods_to_move(node)
     }
     fn wait_node_ready(
         &self,

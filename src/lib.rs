@@ -9,10 +9,12 @@
 pub mod cli;
 pub mod clock;
 pub mod commands;
+pub mod connect;
 pub mod daemon;
 pub mod env_vars;
 pub mod fingerprint;
 pub mod model;
+pub mod observe;
 pub mod observed;
 pub mod plan;
 pub mod providers;

@@ -663,6 +663,36 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// A fresh machine that exists but is stopped and never joined: its creation was
+    /// interrupted (a crash between the clone and the start). `create-machine` is idempotent
+    /// (the clone finds the VM by name), so running it again finishes the creation now rather
+    /// than waiting out the join timeout.
+    fn finish_creation(&self, view: &View<'_>) -> Option<Step> {
+        let machine = view.machine;
+        if machine.is_running()
+            || machine.task.is_some()
+            || view.node.is_some()
+            || machine.is_retiring()
+        {
+            return None;
+        }
+        let desired = self.pools[view.pool].desired.as_ref()?;
+        Some(Self::step(
+            Action::CreateMachine {
+                name: view.name.clone(),
+                ownership: machine.ownership.clone(),
+                machine: desired.spec.clone(),
+                proxmox_node: machine.proxmox_node.clone(),
+                storage: desired.machine.storage.clone(),
+            },
+            self.target(view),
+            format!(
+                "finish creating VM {}: it exists but was never started (an interrupted creation)",
+                machine.vm_id
+            ),
+        ))
+    }
+
     /// Before `init-control-plane`: create the control planes, then initialise the first.
     fn bootstrap(&self, out: &mut Outcome, capacity: &Capacity) {
         self.creates(out, capacity);
@@ -673,6 +703,10 @@ impl<'a> Ctx<'a> {
             return;
         };
         if self.is_stuck(view) {
+            return;
+        }
+        if let Some(step) = self.finish_creation(view) {
+            out.push(step, Gate::Open);
             return;
         }
         let gate = self.vm_gate("init-control-plane", view);
@@ -732,6 +766,10 @@ impl<'a> Ctx<'a> {
                     steps.push((None, Gate::Wait(waiting)));
                     continue;
                 }
+            }
+            if let Some(step) = self.finish_creation(view) {
+                steps.push((Some(step), Gate::Open));
+                continue;
             }
             let gate = self.vm_gate("join-node", view);
             let count = self.pools[view.pool].replicas;

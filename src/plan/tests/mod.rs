@@ -478,3 +478,40 @@ fn rule_6_orphans_are_reported_and_destroyed_only_with_prune() {
     );
     assert_eq!(plan.findings, vec![]);
 }
+
+#[test]
+fn a_creation_interrupted_before_the_start_is_finished_not_waited_out() {
+    let prod = Cluster::test("prod");
+    let desired = desired(vec![prod.clone()]);
+    let mut observed = Observed::nothing();
+    let first = plan_at(&desired, &observed, now());
+    expected_effect(&mut observed, &first.clusters[0].steps[0], now());
+    let cp = prod.name_of("cp", 0);
+    // The crash came between the clone and the start: the VM exists, stopped, never joined.
+    let machine = cluster_mut(&mut observed, "prod")
+        .machines
+        .get_mut(&cp)
+        .expect("cloned");
+    machine.power = crate::observed::PowerState::Stopped;
+    machine.guest_agent = false;
+    machine.vm_id = VmId(104);
+
+    let plan = plan_at(&desired, &observed, now());
+    let cluster = plan.cluster("prod").expect("planned");
+    assert_eq!(shape(&cluster.steps), vec![s("create-machine", &cp)]);
+    assert_eq!(
+        cluster.steps[0].reason,
+        "finish creating VM 104: it exists but was never started (an interrupted creation)"
+    );
+    let Action::CreateMachine {
+        name, proxmox_node, ..
+    } = &cluster.steps[0].action
+    else {
+        panic!("create-machine");
+    };
+    assert_eq!(
+        (name, proxmox_node.as_str()),
+        (&cp, "pve1"),
+        "the same VM, where it is"
+    );
+}

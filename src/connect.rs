@@ -1,0 +1,216 @@
+//! The connections a daemon works through: one Proxmox client per connection of `capstan.yaml`,
+//! one Flux deliverer per management cluster, and a way to reach each workload cluster from its
+//! admin kubeconfig. [`Providers`] is what observe and execute are generic over; [`Connections`]
+//! is the real implementation, built from the fleet and the secrets `main` resolved, or from a
+//! lab's `lab.json`.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use crate::providers::flux::{FluxDeliverer, KubeconfigDelivery};
+use crate::providers::kube::{ClusterClient, ClusterError, KubeClusterClient};
+use crate::providers::proxmox::{
+    ClientOptions, ConnectionConfig, ProxmoxClient, ProxmoxError, ProxmoxProvider, TokenSecret,
+    Trust,
+};
+use crate::sim::lab::LabFile;
+use crate::spec::Fleet;
+
+/// Everything observe and execute reach the world through.
+pub trait Providers: Send + Sync + 'static {
+    /// A Proxmox VE client.
+    type Proxmox: ProxmoxProvider + Clone + 'static;
+    /// A client of one Kubernetes cluster.
+    type Cluster: ClusterClient + 'static;
+    /// Kubeconfig delivery to one management cluster.
+    type Flux: KubeconfigDelivery + 'static;
+
+    /// The client of a Proxmox connection named in `capstan.yaml`.
+    fn proxmox(&self, connection: &str) -> Option<&Self::Proxmox>;
+
+    /// Every Proxmox connection, by name.
+    fn proxmox_connections(&self) -> Vec<&str>;
+
+    /// The deliverer of a management cluster named in `capstan.yaml`.
+    fn flux(&self, management_cluster: &str) -> Option<&Self::Flux>;
+
+    /// A client of the cluster an admin kubeconfig points at.
+    fn connect_cluster(
+        &self,
+        kubeconfig: &str,
+    ) -> impl Future<Output = Result<Self::Cluster, ClusterError>> + Send;
+}
+
+/// Building the connections failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// A Proxmox connection is misconfigured.
+    #[error("Proxmox connection `{connection}`")]
+    Proxmox {
+        /// Its name in `capstan.yaml`.
+        connection: String,
+        /// Why.
+        #[source]
+        source: ProxmoxError,
+    },
+    /// A management cluster cannot be reached.
+    #[error("management cluster `{cluster}`")]
+    Management {
+        /// Its name in `capstan.yaml`.
+        cluster: String,
+        /// Why.
+        #[source]
+        source: ClusterError,
+    },
+    /// A secret named in `capstan.yaml` was not resolved.
+    #[error("no secret for {what}: set {hint}")]
+    MissingSecret {
+        /// What needs it.
+        what: String,
+        /// Where capstan.yaml says it comes from.
+        hint: String,
+    },
+}
+
+/// The secrets `main` read for the fleet (from the environment or files `tokenFrom` and
+/// `kubeconfigFrom` name). `Debug` shows names only.
+#[derive(Default, Clone)]
+pub struct FleetSecrets {
+    /// Proxmox token secrets by connection name.
+    pub proxmox_tokens: BTreeMap<String, String>,
+    /// Management-cluster kubeconfigs by name.
+    pub management_kubeconfigs: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for FleetSecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FleetSecrets")
+            .field(
+                "proxmox_tokens",
+                &self.proxmox_tokens.keys().collect::<Vec<_>>(),
+            )
+            .field(
+                "management_kubeconfigs",
+                &self.management_kubeconfigs.keys().collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+/// The real connections.
+#[derive(Debug, Clone)]
+pub struct Connections {
+    proxmox: BTreeMap<String, Arc<ProxmoxClient>>,
+    flux: BTreeMap<String, Arc<FluxDeliverer<KubeClusterClient>>>,
+}
+
+impl Connections {
+    /// Connections to what `fleet` names, with the secrets `main` resolved.
+    ///
+    /// # Errors
+    /// When a secret is missing or a connection is misconfigured.
+    pub async fn from_fleet(fleet: &Fleet, secrets: &FleetSecrets) -> Result<Self, ConnectError> {
+        let mut proxmox = BTreeMap::new();
+        for (name, connection) in &fleet.proxmox {
+            let secret =
+                secrets
+                    .proxmox_tokens
+                    .get(name)
+                    .ok_or_else(|| ConnectError::MissingSecret {
+                        what: format!("Proxmox connection `{name}`"),
+                        hint: format!("{:?} (tokenFrom)", connection.token_from),
+                    })?;
+            let wrap = |source| ConnectError::Proxmox {
+                connection: name.clone(),
+                source,
+            };
+            let config = ConnectionConfig::from_spec(connection, TokenSecret::new(secret.clone()))
+                .map_err(wrap)?;
+            let client = ProxmoxClient::new(&config, ClientOptions::default()).map_err(wrap)?;
+            proxmox.insert(name.clone(), Arc::new(client));
+        }
+        let mut flux = BTreeMap::new();
+        for (name, management) in &fleet.management_clusters {
+            let kubeconfig = secrets.management_kubeconfigs.get(name).ok_or_else(|| {
+                ConnectError::MissingSecret {
+                    what: format!("management cluster `{name}`"),
+                    hint: format!("{:?} (kubeconfigFrom)", management.kubeconfig_from),
+                }
+            })?;
+            let client = KubeClusterClient::connect(kubeconfig)
+                .await
+                .map_err(|source| ConnectError::Management {
+                    cluster: name.clone(),
+                    source,
+                })?;
+            flux.insert(name.clone(), Arc::new(FluxDeliverer::new(client)));
+        }
+        Ok(Connections { proxmox, flux })
+    }
+
+    /// Connections to a lab: every Proxmox connection of `fleet` goes to the lab's Proxmox and
+    /// every management cluster to the lab's `management` cluster (`management_kubeconfig`).
+    ///
+    /// # Errors
+    /// When the lab's access does not work.
+    pub async fn for_lab(
+        fleet: &Fleet,
+        lab: &LabFile,
+        management_kubeconfig: &str,
+    ) -> Result<Self, ConnectError> {
+        let mut proxmox = BTreeMap::new();
+        for name in fleet.proxmox.keys() {
+            let wrap = |source| ConnectError::Proxmox {
+                connection: name.clone(),
+                source,
+            };
+            let config = ConnectionConfig::new(
+                &lab.proxmox.url,
+                &lab.proxmox.token_id,
+                TokenSecret::new(lab.proxmox.token.clone()),
+                Trust::Fingerprint(lab.proxmox.fingerprint.clone()),
+            )
+            .map_err(wrap)?;
+            let client = ProxmoxClient::new(&config, ClientOptions::for_lab()).map_err(wrap)?;
+            proxmox.insert(name.clone(), Arc::new(client));
+        }
+        let mut flux = BTreeMap::new();
+        for name in fleet.management_clusters.keys() {
+            let client = KubeClusterClient::connect(management_kubeconfig)
+                .await
+                .map_err(|source| ConnectError::Management {
+                    cluster: name.clone(),
+                    source,
+                })?;
+            flux.insert(name.clone(), Arc::new(FluxDeliverer::new(client)));
+        }
+        Ok(Connections { proxmox, flux })
+    }
+}
+
+impl Providers for Connections {
+    type Proxmox = Arc<ProxmoxClient>;
+    type Cluster = KubeClusterClient;
+    type Flux = Arc<FluxDeliverer<KubeClusterClient>>;
+
+    fn proxmox(&self, connection: &str) -> Option<&Self::Proxmox> {
+        self.proxmox.get(connection)
+    }
+
+    fn proxmox_connections(&self) -> Vec<&str> {
+        self.proxmox.keys().map(String::as_str).collect()
+    }
+
+    fn flux(&self, management_cluster: &str) -> Option<&Self::Flux> {
+        self.flux.get(management_cluster)
+    }
+
+    fn connect_cluster(
+        &self,
+        kubeconfig: &str,
+    ) -> impl Future<Output = Result<Self::Cluster, ClusterError>> + Send {
+        let kubeconfig = kubeconfig.to_owned();
+        async move { KubeClusterClient::connect(&kubeconfig).await }
+    }
+}

@@ -1,0 +1,539 @@
+//! Providers → [`Observed`]: what really exists, read fresh on every pass.
+//!
+//! Per Proxmox connection one inventory (O(1) calls, whatever the VM count); per cluster the
+//! admin kubeconfig read from a control plane through the guest agent, then its Nodes, its
+//! `kubeadm-config` and its version through the API; per Flux target the fingerprint Flux holds.
+//! Per-VM calls happen only where they matter: a guest-agent ping for a VM whose Node is not
+//! Ready (a machine waiting to join, or one that may need fencing).
+//!
+//! # Guarantees
+//! - A cluster whose observation failed is reported in [`Observation::failed`] and left out of
+//!   `observed`, so nothing is planned for it from partial facts.
+//! - Secrets stay out of [`Observed`] (fingerprints only); the admin kubeconfigs the executor
+//!   needs travel in [`ClusterAccess`], whose `Debug` hides them.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use crate::connect::Providers;
+use crate::fingerprint;
+use crate::model::{NodeName, Role};
+use crate::observed::{
+    DRAIN_STARTED_ANNOTATION, DrainObserved, FluxSecret, FluxTarget, Observed, ObservedCluster,
+    ObservedControlPlane, ObservedMachine, ObservedNode, PodRef, PowerState, ProxmoxNode, Taint,
+    VmConfig,
+};
+use crate::providers::flux::{self, KubeconfigDelivery};
+use crate::providers::kube::{ClusterClient, NodeState, client_certificate_expiry};
+use crate::providers::kubeadm;
+use crate::providers::node_exec::{GuestAgent, NodeExec, NodeTarget};
+use crate::providers::proxmox::{self, ProxmoxProvider, VmInfo};
+use crate::spec::{Cluster, Desired, Endpoint, KubeVersion};
+
+/// How long reading admin.conf through a guest agent may take before trying another control
+/// plane.
+const ADMIN_READ_TIMEOUT: Duration = Duration::from_secs(10);
+const GIB: u64 = 1024 * 1024 * 1024;
+const MIB: u64 = 1024 * 1024;
+
+/// What one pass observed.
+#[derive(Debug, Default)]
+pub struct Observation {
+    /// The facts the planner reads.
+    pub observed: Observed,
+    /// How to act on each cluster (its Proxmox connection, its admin kubeconfig).
+    pub access: BTreeMap<String, ClusterAccess>,
+    /// Clusters that could not be observed, with why: nothing is planned for them this pass.
+    pub failed: BTreeMap<String, String>,
+}
+
+/// How the executor reaches one cluster.
+#[derive(Clone, Default)]
+pub struct ClusterAccess {
+    /// The Proxmox connection its VMs live on.
+    pub connection: String,
+    /// The current admin kubeconfig, when a control plane gave it.
+    pub kubeconfig: Option<String>,
+    /// The control plane it was read from.
+    pub read_from: Option<NodeTarget>,
+}
+
+impl std::fmt::Debug for ClusterAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterAccess")
+            .field("connection", &self.connection)
+            .field(
+                "kubeconfig",
+                &self
+                    .kubeconfig
+                    .as_deref()
+                    .map(|k| fingerprint::secret_sha256(k.as_bytes())),
+            )
+            .field("read_from", &self.read_from)
+            .finish()
+    }
+}
+
+/// Observes the world through `Pr`, remembering across passes only since when an API has
+/// been unreachable and what its control plane looked like last (to plan while it is down).
+pub struct Observer<Pr> {
+    providers: std::sync::Arc<Pr>,
+    memory: Mutex<BTreeMap<String, ObservedControlPlane>>,
+}
+
+impl<Pr: Providers> Observer<Pr> {
+    /// An observer over `providers`.
+    pub fn new(providers: std::sync::Arc<Pr>) -> Self {
+        Observer {
+            providers,
+            memory: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Observes every cluster `desired` declares and every cluster that still owns VMs.
+    pub async fn observe(&self, desired: &Desired, now: Timestamp) -> Observation {
+        let mut observation = Observation::default();
+        let mut proxmox_nodes = BTreeMap::new();
+        let mut machines: BTreeMap<String, (String, Vec<VmInfo>)> = BTreeMap::new();
+        let mut unreachable_connections = BTreeMap::new();
+        for connection in self.providers.proxmox_connections() {
+            let Some(client) = self.providers.proxmox(connection) else {
+                continue;
+            };
+            match client.inventory().await {
+                Ok(inventory) => {
+                    for host in &inventory.nodes {
+                        proxmox_nodes
+                            .insert(host.name.0.clone(), proxmox_node(host, &inventory.vms));
+                    }
+                    for vm in inventory.vms.into_iter().filter(|vm| !vm.is_template) {
+                        if let Some(owner) = &vm.owner {
+                            let cluster = owner.ownership.cluster.clone();
+                            let entry = machines
+                                .entry(cluster)
+                                .or_insert_with(|| (connection.to_owned(), Vec::new()));
+                            entry.1.push(vm);
+                        }
+                    }
+                }
+                Err(err) => {
+                    unreachable_connections
+                        .insert(connection.to_owned(), format!("{:#}", anyhow_chain(&err)));
+                }
+            }
+        }
+        observation.observed.proxmox_nodes = Some(proxmox_nodes);
+
+        let mut names: Vec<String> = desired.clusters.keys().cloned().collect();
+        names.extend(
+            machines
+                .keys()
+                .filter(|n| !desired.clusters.contains_key(*n))
+                .cloned(),
+        );
+        for name in names {
+            let cluster = desired.clusters.get(&name);
+            let (connection, vms) = machines.remove(&name).unwrap_or_else(|| {
+                (
+                    cluster.map(|c| c.spec.proxmox.clone()).unwrap_or_default(),
+                    Vec::new(),
+                )
+            });
+            if let Some(reason) = unreachable_connections.get(&connection) {
+                observation.failed.insert(
+                    name,
+                    format!("Proxmox connection `{connection}` did not answer: {reason}"),
+                );
+                continue;
+            }
+            match self
+                .observe_cluster(&name, cluster, &connection, &vms, now)
+                .await
+            {
+                Ok((observed, access)) => {
+                    if !observed.is_empty() {
+                        observation.observed.clusters.insert(name.clone(), observed);
+                    }
+                    observation.access.insert(name, access);
+                }
+                Err(reason) => {
+                    observation.failed.insert(name, reason);
+                }
+            }
+        }
+        observation
+    }
+
+    async fn observe_cluster(
+        &self,
+        name: &str,
+        cluster: Option<&Cluster>,
+        connection: &str,
+        vms: &[VmInfo],
+        now: Timestamp,
+    ) -> Result<(ObservedCluster, ClusterAccess), String> {
+        let mut observed = ObservedCluster::default();
+        for vm in vms {
+            if let Some(machine) = observed_machine(vm, now) {
+                observed.machines.insert(NodeName(vm.name.clone()), machine);
+            }
+        }
+        let mut access = ClusterAccess {
+            connection: connection.to_owned(),
+            ..ClusterAccess::default()
+        };
+        let client = self.providers.proxmox(connection);
+        if let Some(client) = client
+            && let Some((target, kubeconfig)) = read_admin_kubeconfig(client, vms).await
+        {
+            access.read_from = Some(target);
+            access.kubeconfig = Some(kubeconfig);
+        }
+        if let Some(kubeconfig) = access.kubeconfig.clone() {
+            self.observe_api(name, cluster, &kubeconfig, &mut observed, now)
+                .await;
+        }
+        if let Some(client) = client {
+            mark_guest_agents(client, vms, &mut observed).await;
+        }
+        if let Some(cluster) = cluster {
+            observed.flux = self.observe_flux(name, cluster).await?;
+        }
+        Ok((observed, access))
+    }
+
+    /// Nodes, version, endpoint and certificate facts through the cluster's API.
+    async fn observe_api(
+        &self,
+        name: &str,
+        cluster: Option<&Cluster>,
+        kubeconfig: &str,
+        observed: &mut ObservedCluster,
+        now: Timestamp,
+    ) {
+        let remembered = self.remembered(name);
+        let mut control_plane = ObservedControlPlane {
+            endpoint: remembered
+                .as_ref()
+                .map(|cp| cp.endpoint.clone())
+                .or_else(|| cluster.map(|c| c.spec.endpoint.clone()))
+                .unwrap_or_else(|| Endpoint {
+                    host: String::new(),
+                    address: IpAddr::from([0, 0, 0, 0]),
+                    port: 6443,
+                }),
+            version: remembered
+                .as_ref()
+                .map(|cp| cp.version)
+                .or_else(|| cluster.map(|c| c.spec.kubernetes.version))
+                .unwrap_or(KubeVersion {
+                    major: 1,
+                    minor: 0,
+                    patch: 0,
+                }),
+            unreachable_since: None,
+            certificates_expire: client_certificate_expiry(kubeconfig).ok().flatten(),
+            admin_kubeconfig: Some(fingerprint::secret_sha256(kubeconfig.as_bytes())),
+        };
+        let api = match self.providers.connect_cluster(kubeconfig).await {
+            Ok(api) => Some(api),
+            Err(err) => {
+                tracing::debug!(cluster = name, error = %err, "cannot build a client from the admin kubeconfig");
+                None
+            }
+        };
+        let nodes = match &api {
+            Some(api) => api.nodes().await.ok(),
+            None => None,
+        };
+        match (api, nodes) {
+            (Some(api), Some(nodes)) => {
+                if let Ok(Some(config)) = api.config_map("kube-system", "kubeadm-config").await
+                    && let Some((endpoint, version)) = config
+                        .get("ClusterConfiguration")
+                        .and_then(|text| parse_cluster_configuration(text))
+                {
+                    control_plane.endpoint = Endpoint {
+                        address: endpoint
+                            .address
+                            .or(cluster.map(|c| c.spec.endpoint.address))
+                            .unwrap_or(control_plane.endpoint.address),
+                        host: endpoint.host,
+                        port: endpoint.port,
+                    };
+                    control_plane.version = version;
+                }
+                for node in nodes {
+                    let drain = self.observe_drain(&api, &node).await;
+                    observed
+                        .nodes
+                        .insert(node.name.clone(), observed_node(&node, drain, now));
+                }
+            }
+            _ => {
+                control_plane.unreachable_since = Some(
+                    remembered
+                        .and_then(|cp| cp.unreachable_since)
+                        .unwrap_or(now),
+                );
+            }
+        }
+        self.remember(name, &control_plane);
+        observed.control_plane = Some(control_plane);
+    }
+
+    async fn observe_drain(&self, api: &Pr::Cluster, node: &NodeState) -> Option<DrainObserved> {
+        let started = node
+            .annotations
+            .get(DRAIN_STARTED_ANNOTATION)?
+            .parse::<Timestamp>()
+            .ok()?;
+        let reasons: BTreeMap<String, String> = api
+            .drain_blockers(&node.name)
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|blocker| (blocker.pod.to_string(), blocker.reason))
+            .collect();
+        let remaining_pods = api
+            .pods_to_move(&node.name)
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|pod| PodRef {
+                reason: reasons.get(&pod.to_string()).cloned(),
+                namespace: pod.namespace,
+                name: pod.name,
+            })
+            .collect();
+        Some(DrainObserved {
+            started,
+            remaining_pods,
+        })
+    }
+
+    async fn observe_flux(
+        &self,
+        name: &str,
+        cluster: &Cluster,
+    ) -> Result<Option<FluxSecret>, String> {
+        let Some(delivery) = &cluster.spec.delivery.flux else {
+            return Ok(None);
+        };
+        let Some(deliverer) = self.providers.flux(&delivery.cluster) else {
+            return Ok(None);
+        };
+        let target = flux::FluxTarget::new(name, delivery);
+        let delivered = deliverer.delivered(&target).await.map_err(|err| {
+            format!(
+                "management cluster `{}`: {}",
+                delivery.cluster,
+                anyhow_chain(&err)
+            )
+        })?;
+        Ok(delivered.map(|held| FluxSecret {
+            target: FluxTarget {
+                cluster: delivery.cluster.clone(),
+                namespace: target.namespace,
+                secret_name: target.secret_name,
+            },
+            kubeconfig: held.fingerprint,
+        }))
+    }
+
+    fn remembered(&self, name: &str) -> Option<ObservedControlPlane> {
+        self.memory
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(name)
+            .cloned()
+    }
+
+    fn remember(&self, name: &str, control_plane: &ObservedControlPlane) {
+        let mut memory = self
+            .memory
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        memory.insert(name.to_owned(), control_plane.clone());
+    }
+}
+
+/// The error and its causes on one line (observation failures go to status, not to a caller
+/// that could print the chain).
+fn anyhow_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+fn proxmox_node(host: &proxmox::HostInfo, vms: &[VmInfo]) -> ProxmoxNode {
+    ProxmoxNode {
+        online: host.online,
+        memory_total_mib: host.memory_capacity_bytes / MIB,
+        memory_used_mib: host.memory_used_bytes / MIB,
+        vm_count: u32::try_from(
+            vms.iter()
+                .filter(|vm| vm.node == host.name && !vm.is_template)
+                .count(),
+        )
+        .unwrap_or(u32::MAX),
+    }
+}
+
+fn observed_machine(vm: &VmInfo, now: Timestamp) -> Option<ObservedMachine> {
+    let owner = vm.owner.as_ref()?;
+    Some(ObservedMachine {
+        vm_id: vm.vmid,
+        proxmox_node: vm.node.0.clone(),
+        ownership: owner.ownership.clone(),
+        tags: vm.tags.clone(),
+        power: match vm.power {
+            proxmox::PowerState::Running => PowerState::Running,
+            proxmox::PowerState::Stopped | proxmox::PowerState::Unknown => PowerState::Stopped,
+        },
+        // A VM untagged by a crash and without a description date is treated as just made,
+        // so it gets its full join timeout rather than being destroyed at once.
+        created: owner.created.unwrap_or(now),
+        guest_agent: false,
+        built_from: None,
+        config: Some(VmConfig {
+            cores: vm.cores,
+            memory_mib: u32::try_from(vm.memory_mib).unwrap_or(u32::MAX),
+            disk_gib: u32::try_from(vm.disk_bytes / GIB).unwrap_or(u32::MAX),
+        }),
+        task: None,
+    })
+}
+
+fn observed_node(node: &NodeState, drain: Option<DrainObserved>, now: Timestamp) -> ObservedNode {
+    ObservedNode {
+        ready: node.ready,
+        ready_since: node.ready_since.unwrap_or(now),
+        kubelet_version: node.kubelet_version.parse().ok(),
+        unschedulable: node.unschedulable,
+        taints: node
+            .taints
+            .iter()
+            .map(|t| Taint {
+                key: t.key.clone(),
+                value: t.value.clone(),
+                effect: t.effect.as_str().to_owned(),
+            })
+            .collect(),
+        drain,
+    }
+}
+
+fn target_of(vm: &VmInfo) -> NodeTarget {
+    NodeTarget {
+        vmid: vm.vmid,
+        proxmox_node: vm.node.0.clone(),
+        name: NodeName(vm.name.clone()),
+    }
+}
+
+/// The admin kubeconfig from the first running control plane (by name) that gives it: a
+/// stable choice, so its fingerprint changes only when the kubeconfig does.
+async fn read_admin_kubeconfig<P: ProxmoxProvider + Clone>(
+    proxmox: &P,
+    vms: &[VmInfo],
+) -> Option<(NodeTarget, String)> {
+    let mut control_planes: Vec<&VmInfo> = vms
+        .iter()
+        .filter(|vm| vm.power == proxmox::PowerState::Running)
+        .filter(|vm| {
+            vm.owner
+                .as_ref()
+                .is_some_and(|o| o.ownership.role == Role::ControlPlane)
+        })
+        .filter(|vm| !vm.tags.iter().any(|t| t == crate::observed::RETIRING_TAG))
+        .collect();
+    control_planes.sort_by(|a, b| a.name.cmp(&b.name));
+    let agent = GuestAgent::new(proxmox.clone());
+    for vm in control_planes {
+        let target = target_of(vm);
+        let command = kubeadm::read_admin_kubeconfig().timeout(ADMIN_READ_TIMEOUT);
+        if let Ok(output) = agent.run(&target, &command).await
+            && output.success()
+            && !output.stdout.trim().is_empty()
+        {
+            return Some((target, output.stdout));
+        }
+    }
+    None
+}
+
+/// Pings the guest agent of each running VM whose Node is not Ready; a Ready Node's VM answers
+/// by definition.
+async fn mark_guest_agents<P: ProxmoxProvider>(
+    proxmox: &P,
+    vms: &[VmInfo],
+    observed: &mut ObservedCluster,
+) {
+    for vm in vms
+        .iter()
+        .filter(|vm| vm.power == proxmox::PowerState::Running)
+    {
+        let name = NodeName(vm.name.clone());
+        let ready = observed.nodes.get(&name).is_some_and(|node| node.ready);
+        let answers = ready || proxmox.agent_ping(&vm.vm_ref()).await.is_ok();
+        if let Some(machine) = observed.machines.get_mut(&name) {
+            machine.guest_agent = answers;
+        }
+    }
+}
+
+/// Endpoint parts read from kubeadm's `ClusterConfiguration`.
+struct ConfiguredEndpoint {
+    host: String,
+    port: u16,
+    address: Option<IpAddr>,
+}
+
+/// The endpoint and version in kubeadm's `ClusterConfiguration` (YAML): `controlPlaneEndpoint`,
+/// the address among `apiServer.certSANs`, and `kubernetesVersion`.
+fn parse_cluster_configuration(text: &str) -> Option<(ConfiguredEndpoint, KubeVersion)> {
+    let value: serde_json::Value = serde_saphyr::from_str(text).ok()?;
+    let endpoint = value["controlPlaneEndpoint"].as_str()?;
+    let (host, port) = endpoint
+        .rsplit_once(':')
+        .map_or((endpoint, 6443), |(h, p)| (h, p.parse().unwrap_or(6443)));
+    let address = value["apiServer"]["certSANs"].as_array().and_then(|sans| {
+        sans.iter()
+            .find_map(|san| san.as_str()?.parse::<IpAddr>().ok())
+    });
+    let version = value["kubernetesVersion"].as_str()?.parse().ok()?;
+    Some((
+        ConfiguredEndpoint {
+            host: host.to_owned(),
+            port,
+            address,
+        },
+        version,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_endpoint_and_version_are_read_from_kubeadm_config() {
+        let text = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\ncontrolPlaneEndpoint: k8s-prod.lab.example:6443\nkubernetesVersion: v1.36.2\napiServer:\n  certSANs: [k8s-prod.lab.example, 192.168.1.23]\n";
+        let (endpoint, version) = parse_cluster_configuration(text).expect("parses");
+        assert_eq!(endpoint.host, "k8s-prod.lab.example");
+        assert_eq!(endpoint.port, 6443);
+        assert_eq!(endpoint.address, Some("192.168.1.23".parse().expect("ip")));
+        assert_eq!(version.to_string(), "1.36.2");
+        assert!(parse_cluster_configuration("kind: ClusterConfiguration\n").is_none());
+    }
+}

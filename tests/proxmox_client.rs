@@ -413,3 +413,50 @@ async fn a_template_on_local_storage_cannot_reach_another_node() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn a_tag_is_added_once_and_ownership_is_kept() {
+    let setup = start(fast_world()).await;
+    let request = clone_request("prod", "general", "tag01", "pve1");
+    let vm = setup.client.clone_vm(&request).await.expect("clone");
+    let expected = expected(&vm, &request);
+    for _ in 0..2 {
+        setup
+            .client
+            .add_tag(&expected, "capstan-retiring")
+            .await
+            .expect("tag");
+    }
+    let inventory = setup.client.inventory().await.expect("inventory");
+    let info = inventory
+        .vms
+        .iter()
+        .find(|v| v.vmid == vm.vmid)
+        .expect("listed");
+    assert_eq!(
+        info.tags
+            .iter()
+            .filter(|t| *t == "capstan-retiring")
+            .count(),
+        1,
+        "{:?}",
+        info.tags
+    );
+    let owner = info.owner.as_ref().expect("still ours");
+    assert_eq!(owner.ownership, request.ownership);
+
+    let mut other = expected.clone();
+    other.ownership.cluster = "staging".into();
+    let err = setup
+        .client
+        .add_tag(&other, "capstan-retiring")
+        .await
+        .expect_err("not ours");
+    assert!(matches!(err, ProxmoxError::NotOurs { .. }), "{err}");
+    setup.client.destroy_vm(&expected).await.expect("destroy");
+    setup
+        .client
+        .add_tag(&expected, "capstan-retiring")
+        .await
+        .expect("a gone VM is fine");
+}

@@ -288,6 +288,10 @@ async fn scenario() -> Vec<Exchange> {
         .await
         .expect_err("injected failure reads the task log");
     client.start_vm(&vm).await.expect("start");
+    client
+        .add_tag(&expected_vm, "capstan-retiring")
+        .await
+        .expect("tag");
     client.stop_vm(&expected_vm).await.expect("stop");
     client.destroy_vm(&expected_vm).await.expect("destroy");
     setup.sim.handle().exchanges()

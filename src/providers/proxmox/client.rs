@@ -582,6 +582,29 @@ impl ProxmoxProvider for ProxmoxClient {
         self.hard_stop(&vm).await
     }
 
+    async fn add_tag(&self, expected: &ExpectedVm, tag: &str) -> Result<(), ProxmoxError> {
+        let Some(vm) = self.verify("tag", expected).await? else {
+            return Ok(());
+        };
+        let config = self.vm_config(&vm).await?;
+        let mut tags = ownership::split_tags(&text(&config, "tags").unwrap_or_default());
+        if tags.iter().any(|existing| existing == tag) {
+            return Ok(());
+        }
+        tags.push(tag.to_owned());
+        // PUT config is synchronous (no task) and merges: only `tags` changes.
+        let params: Params = vec![("tags".into(), tags.join(";"))];
+        self.api
+            .call_value(
+                Method::Put,
+                &vm_path(&vm, "/config"),
+                &params,
+                Retry::Transient,
+            )
+            .await
+            .map(|_| ())
+    }
+
     async fn destroy_vm(&self, expected: &ExpectedVm) -> Result<(), ProxmoxError> {
         let Some(vm) = self.verify("destroy", expected).await? else {
             return Ok(());

@@ -322,6 +322,18 @@ pub trait ProxmoxProvider: Send + Sync {
     /// `NotOurs` when the VM at that VMID has another name or owner (nothing is done to it).
     fn destroy_vm(&self, vm: &ExpectedVm) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
 
+    /// Adds `tag` to the VM's tags (a fact the planner reads back, e.g. that the VM is on its
+    /// way out). Verifies ownership first; a tag already there, or a VM already gone, is
+    /// success.
+    ///
+    /// # Errors
+    /// `NotOurs` when the VM at that VMID has another name or owner (nothing is done to it).
+    fn add_tag(
+        &self,
+        vm: &ExpectedVm,
+        tag: &str,
+    ) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
+
     /// Pings the guest agent once.
     ///
     /// # Errors
@@ -426,6 +438,13 @@ impl<T: ProxmoxProvider> ProxmoxProvider for Arc<T> {
     }
     fn destroy_vm(&self, vm: &ExpectedVm) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
         (**self).destroy_vm(vm)
+    }
+    fn add_tag(
+        &self,
+        vm: &ExpectedVm,
+        tag: &str,
+    ) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
+        (**self).add_tag(vm, tag)
     }
     fn agent_ping(&self, vm: &VmRef) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
         (**self).agent_ping(vm)

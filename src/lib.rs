@@ -6,12 +6,14 @@
 //! (pure) → execute → report. `cli` turns the command line into typed configuration; `sim` is
 //! the lab (simulated Proxmox VE and clusters) that the main command targets by default.
 
+pub mod backoff;
 pub mod cli;
 pub mod clock;
 pub mod commands;
 pub mod connect;
 pub mod daemon;
 pub mod env_vars;
+pub mod execute;
 pub mod fingerprint;
 pub mod model;
 pub mod observe;
@@ -22,3 +24,4 @@ pub mod report;
 pub mod sim;
 pub mod source;
 pub mod spec;
+pub mod status;

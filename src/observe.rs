@@ -122,7 +122,7 @@ impl<Pr: Providers> Observer<Pr> {
                 }
                 Err(err) => {
                     unreachable_connections
-                        .insert(connection.to_owned(), format!("{:#}", anyhow_chain(&err)));
+                        .insert(connection.to_owned(), crate::status::error_chain(&err));
                 }
             }
         }
@@ -332,7 +332,7 @@ impl<Pr: Providers> Observer<Pr> {
             format!(
                 "management cluster `{}`: {}",
                 delivery.cluster,
-                anyhow_chain(&err)
+                crate::status::error_chain(&err)
             )
         })?;
         Ok(delivered.map(|held| FluxSecret {
@@ -360,19 +360,6 @@ impl<Pr: Providers> Observer<Pr> {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         memory.insert(name.to_owned(), control_plane.clone());
     }
-}
-
-/// The error and its causes on one line (observation failures go to status, not to a caller
-/// that could print the chain).
-fn anyhow_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 fn proxmox_node(host: &proxmox::HostInfo, vms: &[VmInfo]) -> ProxmoxNode {

@@ -1,4 +1,426 @@
-//! The reconciler daemon: per cluster, read the repository, observe, plan, execute the next
-//! step, report, and schedule the next pass.
+//! The reconciler daemon: per pass, read the repository, observe, plan, start the next steps
+//! of every cluster that has no step in flight, report, and schedule the next pass.
+//!
+//! # Guarantees
+//! - Level-triggered: every pass re-reads and re-observes; nothing is journalled, so a restart
+//!   at any moment continues from the facts.
+//! - Steps of one cluster never overlap: a cluster with a step in flight is not planned for
+//!   until it ends. Clusters run concurrently, at most `concurrency` at a time.
+//! - A failing step is retried with capped exponential backoff (per cluster, reset on success);
+//!   after `failures_to_block` failures in a row the cluster reports Blocked with the error,
+//!   and other clusters carry on.
 
-pub mod backoff;
+pub mod http;
+mod progress;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::backoff::{Backoff, random_unit};
+use crate::clock::Clock;
+use crate::connect::Providers;
+use crate::execute::{ExecuteError, Executor, StepContext};
+use crate::observe::{Observation, Observer};
+use crate::plan::{self, Plan, Policy, Step};
+use crate::source;
+use crate::spec::{self, Desired};
+use crate::status::{self, FleetStatus, StatusInput, StepRecord};
+
+/// How the daemon paces itself.
+#[derive(Debug, Clone)]
+pub struct DaemonOptions {
+    /// The repository folder.
+    pub repo: PathBuf,
+    /// Delay between passes while work is in flight or pending.
+    pub busy_interval: Duration,
+    /// Delay between passes when converged (default: the fleet's `pollInterval`).
+    pub resync: Option<Duration>,
+    /// Clusters whose steps run at the same time.
+    pub concurrency: usize,
+    /// Retry pacing of failing steps.
+    pub backoff: Backoff,
+    /// Failures in a row before a cluster reports Blocked.
+    pub failures_to_block: u32,
+}
+
+impl DaemonOptions {
+    /// Defaults for a real fleet: a pass every 5 s while busy.
+    pub fn new(repo: PathBuf) -> Self {
+        DaemonOptions {
+            repo,
+            busy_interval: Duration::from_secs(5),
+            resync: None,
+            concurrency: 4,
+            backoff: Backoff::default(),
+            failures_to_block: 5,
+        }
+    }
+}
+
+/// The status the daemon serves, shared with the HTTP endpoint.
+#[derive(Debug, Default)]
+pub struct StatusBoard {
+    status: RwLock<FleetStatus>,
+    counters: Mutex<Counters>,
+}
+
+/// What `/metrics` counts.
+#[derive(Debug, Default, Clone)]
+pub struct Counters {
+    /// Passes run.
+    pub passes: u64,
+    /// Steps by (action, "ok"|"error").
+    pub steps: BTreeMap<(String, &'static str), u64>,
+    /// When the last pass ended.
+    pub last_pass: Option<jiff::Timestamp>,
+}
+
+impl StatusBoard {
+    /// The current status.
+    pub fn status(&self) -> FleetStatus {
+        self.status
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The current counters.
+    pub fn counters(&self) -> Counters {
+        self.counters
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set(&self, status: FleetStatus) {
+        *self
+            .status
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = status;
+    }
+
+    fn count(&self, update: impl FnOnce(&mut Counters)) {
+        update(
+            &mut self
+                .counters
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+    }
+}
+
+/// A step's outcome as a cluster task reports it.
+struct Finished {
+    cluster: String,
+    results: Vec<(
+        String,
+        Option<crate::model::NodeName>,
+        Result<String, ExecuteError>,
+    )>,
+}
+
+/// Per-cluster retry state.
+#[derive(Debug, Default, Clone)]
+struct Retry {
+    failures: u32,
+    not_before: Option<Instant>,
+    last: Option<StepRecord>,
+}
+
+/// The daemon.
+pub struct Daemon<Pr: Providers> {
+    options: DaemonOptions,
+    clock: Arc<dyn Clock>,
+    observer: Observer<Pr>,
+    executor: Arc<Executor<Pr>>,
+    board: Arc<StatusBoard>,
+    progress: Option<progress::Progress>,
+    retries: BTreeMap<String, Retry>,
+    in_flight: JoinSet<Finished>,
+    busy: BTreeMap<String, ()>,
+    limit: Arc<Semaphore>,
+}
+
+impl<Pr: Providers> Daemon<Pr> {
+    /// A daemon over `providers`.
+    pub fn new(options: DaemonOptions, providers: Arc<Pr>, clock: Arc<dyn Clock>) -> Self {
+        let limit = Arc::new(Semaphore::new(options.concurrency.max(1)));
+        Daemon {
+            observer: Observer::new(Arc::clone(&providers)),
+            executor: Arc::new(Executor::new(providers, Arc::clone(&clock))),
+            clock,
+            board: Arc::new(StatusBoard::default()),
+            progress: None,
+            retries: BTreeMap::new(),
+            in_flight: JoinSet::new(),
+            busy: BTreeMap::new(),
+            limit,
+            options,
+        }
+    }
+
+    /// Prints a line to `out` whenever a cluster's phase, next step or wait changes.
+    pub fn with_progress(mut self, out: Box<dyn Write + Send>) -> Self {
+        self.progress = Some(progress::Progress::new(out));
+        self
+    }
+
+    /// The status board (for the HTTP endpoint and tests).
+    pub fn board(&self) -> Arc<StatusBoard> {
+        Arc::clone(&self.board)
+    }
+
+    /// Reconciles until `shutdown` completes. Steps in flight are abandoned then: each is safe
+    /// to repeat, and the next daemon finds where they left the world.
+    ///
+    /// # Errors
+    /// When the repository folder cannot be watched.
+    pub async fn run(
+        mut self,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> Result<(), source::SourceError> {
+        let mut watcher = source::watch(&self.options.repo)?;
+        tokio::pin!(shutdown);
+        loop {
+            let idle = self.pass().await;
+            let delay = if idle {
+                self.resync_interval()
+            } else {
+                self.options.busy_interval
+            };
+            tokio::select! {
+                () = &mut shutdown => break,
+                _ = watcher.changed() => tracing::debug!("repository changed"),
+                Some(done) = self.in_flight.join_next(), if !self.in_flight.is_empty() => {
+                    if let Ok(finished) = done {
+                        self.record(finished);
+                    }
+                }
+                () = tokio::time::sleep(delay) => {}
+            }
+        }
+        self.in_flight.abort_all();
+        Ok(())
+    }
+
+    fn resync_interval(&self) -> Duration {
+        self.options.resync.unwrap_or(Duration::from_secs(60))
+    }
+
+    /// One pass; returns whether the fleet is idle (converged, nothing in flight).
+    pub async fn pass(&mut self) -> bool {
+        while let Some(done) = self.in_flight.try_join_next() {
+            if let Ok(finished) = done {
+                self.record(finished);
+            }
+        }
+        let now = self.clock.now();
+        let files = match source::read_repo(&self.options.repo) {
+            Ok(files) => files,
+            Err(err) => return self.repository_error(vec![crate::status::error_chain(&err)], None),
+        };
+        let revision = files.content_revision();
+        let loaded = spec::load(&files);
+        let Some(desired) = loaded.desired else {
+            let errors = loaded
+                .diagnostics
+                .0
+                .iter()
+                .filter(|d| d.is_error())
+                .map(ToString::to_string)
+                .collect();
+            return self.repository_error(errors, Some(revision));
+        };
+        if self.options.resync.is_none() {
+            self.options.resync = Some(desired.fleet.poll_interval.0);
+        }
+        let observation = self.observer.observe(&desired, now).await;
+        let plan = plan::plan(&desired, &observation.observed, &Policy::of(&desired), now);
+        let mut work = false;
+        for cluster in &plan.clusters {
+            let runnable = !cluster.steps.is_empty()
+                && !self.busy.contains_key(&cluster.name)
+                && !observation.failed.contains_key(&cluster.name)
+                && self
+                    .retries
+                    .get(&cluster.name)
+                    .and_then(|r| r.not_before)
+                    .is_none_or(|t| Instant::now() >= t);
+            work |= !cluster.steps.is_empty() || !cluster.waiting_on.is_empty();
+            if runnable {
+                self.start(
+                    &desired,
+                    &observation,
+                    &revision,
+                    cluster.name.clone(),
+                    cluster.steps.clone(),
+                );
+            }
+        }
+        let errors = loaded
+            .diagnostics
+            .0
+            .iter()
+            .filter(|d| d.is_error())
+            .map(ToString::to_string)
+            .collect();
+        self.publish(&desired, &observation, &plan, revision, errors);
+        self.board.count(|c| {
+            c.passes += 1;
+            c.last_pass = Some(now);
+        });
+        !work && self.in_flight.is_empty()
+    }
+
+    fn start(
+        &mut self,
+        desired: &Desired,
+        observation: &Observation,
+        revision: &str,
+        name: String,
+        steps: Vec<Step>,
+    ) {
+        let spec = desired.clusters.get(&name).map(|c| c.spec.clone());
+        let observed = observation
+            .observed
+            .clusters
+            .get(&name)
+            .cloned()
+            .unwrap_or_default();
+        let access = observation.access.get(&name).cloned().unwrap_or_default();
+        let executor = Arc::clone(&self.executor);
+        let limit = Arc::clone(&self.limit);
+        let revision = revision.to_owned();
+        self.busy.insert(name.clone(), ());
+        self.in_flight.spawn(async move {
+            let _permit = limit.acquire_owned().await;
+            let ctx = StepContext {
+                cluster: &name,
+                spec: spec.as_ref(),
+                observed: &observed,
+                access: &access,
+                revision: &revision,
+            };
+            let executor = &executor;
+            let runs = steps.iter().map(|step| async move {
+                (
+                    step.name().to_owned(),
+                    step.target.machine.clone(),
+                    executor.run(ctx, step).await,
+                )
+            });
+            let results = futures_util::future::join_all(runs).await;
+            Finished {
+                cluster: name.clone(),
+                results,
+            }
+        });
+    }
+
+    fn record(&mut self, finished: Finished) {
+        self.busy.remove(&finished.cluster);
+        let now = self.clock.now();
+        let retry = self.retries.entry(finished.cluster.clone()).or_default();
+        for (action, machine, result) in finished.results {
+            let ok = result.is_ok();
+            self.board.count(|c| {
+                *c.steps
+                    .entry((action.clone(), if ok { "ok" } else { "error" }))
+                    .or_default() += 1
+            });
+            match result {
+                Ok(message) => {
+                    retry.failures = 0;
+                    retry.not_before = None;
+                    retry.last = Some(StepRecord {
+                        action,
+                        machine,
+                        message,
+                        succeeded: true,
+                        failures: 0,
+                        at: now,
+                    });
+                }
+                Err(err) => {
+                    retry.failures += 1;
+                    let delay = self.options.backoff.delay(retry.failures, random_unit());
+                    retry.not_before = Some(Instant::now() + delay);
+                    let message = crate::status::error_chain(&err);
+                    tracing::warn!(cluster = %finished.cluster, action = %action, failures = retry.failures, retry_in = ?delay, transient = err.is_transient(), "step failed: {message}");
+                    retry.last = Some(StepRecord {
+                        action,
+                        machine,
+                        message,
+                        succeeded: false,
+                        failures: retry.failures,
+                        at: now,
+                    });
+                }
+            }
+        }
+    }
+
+    fn repository_error(&mut self, errors: Vec<String>, revision: Option<String>) -> bool {
+        let mut status = self.board.status();
+        status.repository_errors = errors;
+        status.revision = revision.or(status.revision);
+        status.updated = Some(self.clock.now());
+        if let Some(progress) = &mut self.progress {
+            progress.report(&status);
+        }
+        self.board.set(status);
+        self.in_flight.is_empty()
+    }
+
+    fn publish(
+        &mut self,
+        desired: &Desired,
+        observation: &Observation,
+        plan: &Plan,
+        revision: String,
+        repository_errors: Vec<String>,
+    ) {
+        let now = self.clock.now();
+        let previous = self.board.status();
+        let mut status = FleetStatus {
+            revision: Some(revision),
+            updated: Some(now),
+            repository_errors,
+            ..FleetStatus::default()
+        };
+        for cluster in &plan.clusters {
+            let previous = previous.clusters.get(&cluster.name);
+            let entry = match observation.failed.get(&cluster.name) {
+                Some(reason) => status::unobserved(reason, previous, now),
+                None => status::cluster_status(&StatusInput {
+                    plan: cluster,
+                    observed: observation.observed.clusters.get(&cluster.name),
+                    delivers_to_flux: desired
+                        .clusters
+                        .get(&cluster.name)
+                        .is_some_and(|c| c.spec.delivery.flux.is_some()),
+                    last_step: self
+                        .retries
+                        .get(&cluster.name)
+                        .and_then(|r| r.last.as_ref()),
+                    failures_to_block: self.options.failures_to_block,
+                    previous,
+                    now,
+                }),
+            };
+            status.clusters.insert(cluster.name.clone(), entry);
+        }
+        status.findings = plan.findings.iter().map(|f| f.message.clone()).collect();
+        if let Some(progress) = &mut self.progress {
+            progress.report(&status);
+        }
+        self.board.set(status);
+    }
+}

@@ -19,7 +19,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::connection::{ConnectionConfig, MismatchSlot, Trust, tls_config};
-use super::error::{ProxmoxError, RetryPolicy, backoff_delay, hint_for, random_unit};
+use super::error::{ProxmoxError, RetryPolicy, backoff_delay, hint_for};
+use crate::backoff::random_unit;
 
 /// HTTP method of an API call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -380,16 +380,7 @@ impl Default for RetryPolicy {
 /// "equal jitter" (half fixed, half scaled by `jitter` in `[0, 1]`), so concurrent clients
 /// spread out yet never retry at once.
 pub fn backoff_delay(policy: &RetryPolicy, retry: u32, jitter: f64) -> Duration {
-    let factor = 2u32.saturating_pow(retry.min(31));
-    let exponential = policy.base.saturating_mul(factor).min(policy.cap);
-    let half = exponential / 2;
-    half + half.mul_f64(jitter.clamp(0.0, 1.0))
-}
-
-/// A uniform number in `[0, 1)` from the OS random source (0.5 if it is unavailable: jitter
-/// is a nicety, never a reason to fail).
-pub(crate) fn random_unit() -> f64 {
-    getrandom::u32().map_or(0.5, |value| f64::from(value) / (f64::from(u32::MAX) + 1.0))
+    crate::backoff::exponential_delay(policy.base, policy.cap, retry, jitter)
 }
 
 #[cfg(test)]
@@ -422,14 +413,6 @@ mod tests {
         assert_eq!(backoff_delay(&policy, 40, 1.0), Duration::from_secs(1));
         assert_eq!(backoff_delay(&policy, 40, 0.0), Duration::from_millis(500));
         assert_eq!(backoff_delay(&policy, 0, 7.0), Duration::from_millis(100));
-    }
-
-    #[test]
-    fn random_units_stay_in_range() {
-        for _ in 0..100 {
-            let unit = random_unit();
-            assert!((0.0..1.0).contains(&unit), "{unit}");
-        }
     }
 
     #[test]

@@ -1,5 +1,7 @@
-//! When to try a failing cluster again: capped exponential backoff with jitter, per cluster,
-//! reset on success. Pure (the jitter comes in as a number), so it is tested exactly.
+//! When to try again: capped exponential backoff with "equal jitter" (half the delay fixed,
+//! half random), used by the Proxmox client's retries and the daemon's per-cluster retries.
+//! The delay is a pure function of its inputs (the jitter comes in as a number), so it is
+//! tested exactly; [`random_unit`] supplies real jitter.
 
 use std::time::Duration;
 
@@ -30,11 +32,24 @@ impl Backoff {
         if failures == 0 {
             return Duration::ZERO;
         }
-        let exponent = (failures - 1).min(30);
-        let full = self.base.saturating_mul(1u32 << exponent).min(self.cap);
-        let half = full / 2;
-        half + half.mul_f64(jitter.clamp(0.0, 1.0))
+        exponential_delay(self.base, self.cap, failures - 1, jitter)
     }
+}
+
+/// `base × 2^exponent`, capped at `cap`, of which the upper half is scaled by `jitter` in
+/// `[0, 1)`.
+pub fn exponential_delay(base: Duration, cap: Duration, exponent: u32, jitter: f64) -> Duration {
+    let full = base
+        .saturating_mul(2u32.saturating_pow(exponent.min(31)))
+        .min(cap);
+    let half = full / 2;
+    half + half.mul_f64(jitter.clamp(0.0, 1.0))
+}
+
+/// A uniform number in `[0, 1)` from the OS random source (0.5 if it is unavailable: jitter
+/// is a nicety, never a reason to fail).
+pub fn random_unit() -> f64 {
+    getrandom::u32().map_or(0.5, |value| f64::from(value) / (f64::from(u32::MAX) + 1.0))
 }
 
 #[cfg(test)]
@@ -48,6 +63,13 @@ mod tests {
         assert_eq!(full, vec![2, 4, 8, 16, 32, 64, 128, 256, 300, 300]);
         assert_eq!(backoff.delay(0, 0.5), Duration::ZERO);
         assert_eq!(backoff.delay(u32::MAX, 1.0), Duration::from_secs(300));
+    }
+
+    #[test]
+    fn random_units_stay_in_range() {
+        for _ in 0..100 {
+            assert!((0.0..1.0).contains(&random_unit()));
+        }
     }
 
     #[test]

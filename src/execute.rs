@@ -1,0 +1,717 @@
+//! Runs one planned [`Step`] through the providers.
+//!
+//! # Guarantees
+//! Every step is idempotent and tolerates being repeated after a crash or a cancellation:
+//! a clone whose VM exists adopts it, init and join are skipped on a node that already has
+//! their result, deleting or destroying what is gone succeeds, a delivery of an unchanged
+//! kubeconfig writes nothing. Nothing is journalled: the next pass re-observes and re-plans.
+//!
+//! # Assumptions
+//! The step comes from a plan made on the observation passed with it ([`StepContext`]), so the
+//! machines it names were observed (a step that names a VM only a prediction knows is refused).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use crate::clock::Clock;
+use crate::connect::Providers;
+use crate::model::{NodeName, Role};
+use crate::observe::ClusterAccess;
+use crate::observed::{DRAIN_STARTED_ANNOTATION, ObservedCluster, RETIRING_TAG};
+use crate::plan::{Action, MachineRef, Step};
+use crate::providers::flux::{self, DeliveryOutcome, FluxError, KubeconfigDelivery};
+use crate::providers::kube::{ClusterClient, ClusterError, DrainOptions, Taint};
+use crate::providers::kubeadm::{self, Kubeadm, KubeadmError};
+use crate::providers::node_exec::{GuestAgent, NodeTarget};
+use crate::providers::proxmox::{
+    CloneRequest, ExpectedVm, ProxmoxError, ProxmoxProvider, PveNode, VmRef, VmSettings,
+};
+use crate::spec::{ClusterSpec, KubeVersion};
+
+/// A clean shutdown after `kubeadm reset` gets this long before the VM is stopped hard.
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// What a step needs besides itself.
+#[derive(Debug, Clone, Copy)]
+pub struct StepContext<'a> {
+    /// The cluster's name.
+    pub cluster: &'a str,
+    /// Its desired spec (`None` for a removed cluster).
+    pub spec: Option<&'a ClusterSpec>,
+    /// What was observed of it when the step was planned.
+    pub observed: &'a ObservedCluster,
+    /// How to reach it.
+    pub access: &'a ClusterAccess,
+    /// The repository revision acted on (annotated on the Flux Secret).
+    pub revision: &'a str,
+}
+
+/// A step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecuteError {
+    /// The cluster's Proxmox connection is not configured.
+    #[error("no Proxmox connection `{connection}`")]
+    NoConnection {
+        /// Its name.
+        connection: String,
+    },
+    /// A Proxmox call failed.
+    #[error("{action}: Proxmox")]
+    Proxmox {
+        /// What was being done.
+        action: &'static str,
+        /// Why.
+        #[source]
+        source: Box<ProxmoxError>,
+    },
+    /// A kubeadm operation on a node failed.
+    #[error("{action}")]
+    Kubeadm {
+        /// What was being done.
+        action: &'static str,
+        /// Why.
+        #[source]
+        source: Box<KubeadmError>,
+    },
+    /// The cluster's API refused or failed.
+    #[error("{action}: the cluster's API")]
+    Cluster {
+        /// What was being done.
+        action: &'static str,
+        /// Why.
+        #[source]
+        source: Box<ClusterError>,
+    },
+    /// Flux delivery failed.
+    #[error("deliver-kubeconfig")]
+    Flux(#[source] Box<FluxError>),
+    /// No admin kubeconfig could be read from a control plane.
+    #[error(
+        "{action}: no admin kubeconfig (no running control plane answered through its guest agent)"
+    )]
+    NoKubeconfig {
+        /// What was being done.
+        action: &'static str,
+    },
+    /// No healthy control plane to act through.
+    #[error("{action}: no Ready control plane other than {excluding} to act through")]
+    NoControlPlane {
+        /// What was being done.
+        action: &'static str,
+        /// The machine that does not count.
+        excluding: NodeName,
+    },
+    /// The management cluster the step names is not configured.
+    #[error("no management cluster `{name}` to deliver to")]
+    NoManagement {
+        /// Its name.
+        name: String,
+    },
+    /// The VM has no IPv4 address yet.
+    #[error("{machine}: its guest agent reports no IPv4 address yet")]
+    NoAddress {
+        /// The VM.
+        machine: NodeName,
+    },
+    /// The step names a VM that was not observed.
+    #[error("{machine} has no known VM id (was it observed?)")]
+    UnknownVm {
+        /// The VM.
+        machine: NodeName,
+    },
+    /// A step that needs the cluster's spec on a removed cluster.
+    #[error("{action} needs the cluster file, which is gone")]
+    NoSpec {
+        /// What was being done.
+        action: &'static str,
+    },
+}
+
+impl ExecuteError {
+    /// Whether retrying later may succeed without anyone changing anything.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ExecuteError::Proxmox { source, .. } => source.is_transient(),
+            ExecuteError::Kubeadm { .. }
+            | ExecuteError::NoKubeconfig { .. }
+            | ExecuteError::NoControlPlane { .. }
+            | ExecuteError::NoAddress { .. } => true,
+            ExecuteError::Cluster { source, .. } => source.is_transient(),
+            ExecuteError::Flux(source) => source.is_transient(),
+            ExecuteError::NoConnection { .. }
+            | ExecuteError::NoManagement { .. }
+            | ExecuteError::UnknownVm { .. }
+            | ExecuteError::NoSpec { .. } => false,
+        }
+    }
+}
+
+/// Runs steps through `Pr`.
+pub struct Executor<Pr> {
+    providers: Arc<Pr>,
+    clock: Arc<dyn Clock>,
+}
+
+impl<Pr: Providers> Executor<Pr> {
+    /// An executor over `providers`, reading time from `clock`.
+    pub fn new(providers: Arc<Pr>, clock: Arc<dyn Clock>) -> Self {
+        Executor { providers, clock }
+    }
+
+    /// Performs `step`; returns what it did, in a few words, for the progress line.
+    ///
+    /// # Errors
+    /// [`ExecuteError`], naming the operation; see [`ExecuteError::is_transient`].
+    #[tracing::instrument(skip_all, fields(cluster = ctx.cluster, action = step.name(), machine = ?step.target.machine))]
+    pub async fn run(&self, ctx: StepContext<'_>, step: &Step) -> Result<String, ExecuteError> {
+        let result = match &step.action {
+            Action::CreateMachine {
+                name,
+                ownership,
+                machine,
+                proxmox_node,
+                storage,
+            } => {
+                let proxmox = self.proxmox(ctx)?;
+                let created = self.clock.now();
+                let request = CloneRequest {
+                    template: machine.template.clone(),
+                    target: PveNode(proxmox_node.clone()),
+                    name: name.clone(),
+                    ownership: ownership.clone(),
+                    created,
+                    pool: None,
+                    storage: storage.clone(),
+                };
+                let wrap = |action| {
+                    move |source| ExecuteError::Proxmox {
+                        action,
+                        source: Box::new(source),
+                    }
+                };
+                let vm = proxmox.clone_vm(&request).await.map_err(wrap("clone"))?;
+                let settings = VmSettings {
+                    cores: machine.cores,
+                    memory_mib: machine.memory_mib,
+                    cpu_type: machine.cpu.clone(),
+                    ownership: ownership.clone(),
+                    created,
+                    cloud_init: None,
+                };
+                proxmox
+                    .configure_vm(&vm, &settings)
+                    .await
+                    .map_err(wrap("configure"))?;
+                proxmox
+                    .resize_disk(&vm, machine.disk_gib)
+                    .await
+                    .map_err(wrap("resize disk"))?;
+                proxmox.start_vm(&vm).await.map_err(wrap("start"))?;
+                format!(
+                    "VM {} cloned from {} on {proxmox_node} and started",
+                    vm.vmid, machine.template
+                )
+            }
+            Action::InitControlPlane {
+                machine,
+                endpoint,
+                version,
+                ..
+            } => {
+                let mut spec = ctx
+                    .spec
+                    .ok_or(ExecuteError::NoSpec {
+                        action: "init-control-plane",
+                    })?
+                    .clone();
+                spec.endpoint = endpoint.clone();
+                spec.kubernetes.version = *version;
+                let target = node_target(machine)?;
+                let address = self.address(ctx, &target).await?;
+                let kubeadm = self.kubeadm(ctx)?;
+                let steps = [
+                    kubeadm::prepare_node(*version),
+                    kubeadm::init_control_plane(ctx.cluster, &spec, &target.name, address),
+                ]
+                .concat();
+                run_steps(&kubeadm, "init-control-plane", &target, &steps).await?;
+                format!(
+                    "kubeadm init on {} (endpoint {}:{})",
+                    target.name, endpoint.host, endpoint.port
+                )
+            }
+            Action::JoinNode { machine, role, .. } => self.join(ctx, machine, *role).await?,
+            Action::Cordon { node } => {
+                let api = self.api(ctx, "cordon").await?;
+                api.cordon(node)
+                    .await
+                    .map_err(|source| ExecuteError::Cluster {
+                        action: "cordon",
+                        source: Box::new(source),
+                    })?;
+                format!("{node} cordoned")
+            }
+            Action::Drain { node, deadline } => self.drain(ctx, node, *deadline).await?,
+            Action::DeleteNode {
+                node,
+                role,
+                machine,
+            } => self.delete_node(ctx, node, *role, machine.as_ref()).await?,
+            Action::ResetNode { machine } => {
+                let target = node_target(machine)?;
+                let kubeadm = self.kubeadm(ctx)?;
+                run_steps(&kubeadm, "reset-node", &target, &kubeadm::reset_node()).await?;
+                let expected = self.expected(ctx, machine)?;
+                self.proxmox(ctx)?
+                    .shutdown_vm(&expected, SHUTDOWN_TIMEOUT)
+                    .await
+                    .map_err(|source| ExecuteError::Proxmox {
+                        action: "shut down",
+                        source: Box::new(source),
+                    })?;
+                format!("kubeadm reset on {} and VM shut down", target.name)
+            }
+            Action::DestroyMachine { machine, ownership } => {
+                let expected = ExpectedVm {
+                    vm: vm_ref(machine)?,
+                    name: machine.name.clone(),
+                    ownership: ownership.clone(),
+                };
+                self.proxmox(ctx)?
+                    .destroy_vm(&expected)
+                    .await
+                    .map_err(|source| ExecuteError::Proxmox {
+                        action: "destroy",
+                        source: Box::new(source),
+                    })?;
+                format!("VM {} ({}) destroyed", expected.vm.vmid, machine.name)
+            }
+            Action::UpgradeControlPlane { machine, to, .. } => {
+                let target = node_target(machine)?;
+                let kubeadm = self.kubeadm(ctx)?;
+                run_steps(
+                    &kubeadm,
+                    "upgrade-control-plane",
+                    &target,
+                    &kubeadm::upgrade_control_plane(*to),
+                )
+                .await?;
+                format!("kubeadm upgrade apply v{to} on {}", target.name)
+            }
+            Action::RenewCertificates { machines } => {
+                let kubeadm = self.kubeadm(ctx)?;
+                for machine in machines {
+                    let target = node_target(machine)?;
+                    run_steps(
+                        &kubeadm,
+                        "renew-certificates",
+                        &target,
+                        &kubeadm::renew_certificates(),
+                    )
+                    .await?;
+                }
+                format!(
+                    "certificates renewed on {} control plane(s)",
+                    machines.len()
+                )
+            }
+            Action::DeliverKubeconfig { flux } => {
+                let kubeconfig =
+                    ctx.access
+                        .kubeconfig
+                        .as_deref()
+                        .ok_or(ExecuteError::NoKubeconfig {
+                            action: "deliver-kubeconfig",
+                        })?;
+                let deliverer = self.providers.flux(&flux.cluster).ok_or_else(|| {
+                    ExecuteError::NoManagement {
+                        name: flux.cluster.clone(),
+                    }
+                })?;
+                let target = flux::FluxTarget {
+                    cluster: ctx.cluster.to_owned(),
+                    namespace: flux.namespace.clone(),
+                    secret_name: flux.secret_name.clone(),
+                };
+                let outcome = deliverer
+                    .deliver(&target, kubeconfig, ctx.revision)
+                    .await
+                    .map_err(|err| ExecuteError::Flux(Box::new(err)))?;
+                let verb = match outcome {
+                    DeliveryOutcome::Created => "created",
+                    DeliveryOutcome::Updated => "updated",
+                    DeliveryOutcome::Unchanged => "already current",
+                };
+                format!(
+                    "Flux Secret {}/{} on {} {verb}",
+                    flux.namespace, flux.secret_name, flux.cluster
+                )
+            }
+            Action::FenceMachine { machine, node } => {
+                let expected = self.expected(ctx, machine)?;
+                self.proxmox(ctx)?
+                    .stop_vm(&expected)
+                    .await
+                    .map_err(|source| ExecuteError::Proxmox {
+                        action: "fence (hard stop)",
+                        source: Box::new(source),
+                    })?;
+                let api = self.api(ctx, "fence-machine").await?;
+                api.add_taint(node, &Taint::out_of_service())
+                    .await
+                    .map_err(|source| ExecuteError::Cluster {
+                        action: "taint out-of-service",
+                        source: Box::new(source),
+                    })?;
+                format!(
+                    "VM {} hard-stopped, {node} tainted out-of-service",
+                    expected.vm.vmid
+                )
+            }
+            Action::DeleteCluster { machines, flux } => {
+                self.delete_cluster(ctx, machines, flux.as_ref()).await?
+            }
+        };
+        tracing::info!(cluster = ctx.cluster, action = step.name(), "{result}");
+        Ok(result)
+    }
+
+    async fn join(
+        &self,
+        ctx: StepContext<'_>,
+        machine: &MachineRef,
+        role: Role,
+    ) -> Result<String, ExecuteError> {
+        let spec = ctx.spec.ok_or(ExecuteError::NoSpec {
+            action: "join-node",
+        })?;
+        let target = node_target(machine)?;
+        let control_plane = self.healthy_control_plane(ctx, "join-node", &target.name)?;
+        let kubeadm = self.kubeadm(ctx)?;
+        let wrap = |source| ExecuteError::Kubeadm {
+            action: "join-node",
+            source: Box::new(source),
+        };
+        let ticket = kubeadm.join_ticket(&control_plane).await.map_err(wrap)?;
+        let key = match role {
+            Role::ControlPlane => Some(
+                kubeadm
+                    .certificate_key(&control_plane)
+                    .await
+                    .map_err(wrap)?,
+            ),
+            Role::Worker => None,
+        };
+        let address = self.address(ctx, &target).await?;
+        let version = kubelet_version_for(ctx, machine, spec);
+        let steps = [
+            kubeadm::prepare_node(version),
+            kubeadm::join_node(role, &ticket, key.as_deref(), spec, &target.name, address),
+        ]
+        .concat();
+        run_steps(&kubeadm, "join-node", &target, &steps).await?;
+        Ok(format!(
+            "{} joined as {role} (v{version}) through {}",
+            target.name, control_plane.name
+        ))
+    }
+
+    async fn drain(
+        &self,
+        ctx: StepContext<'_>,
+        node: &NodeName,
+        deadline: Timestamp,
+    ) -> Result<String, ExecuteError> {
+        let api = self.api(ctx, "drain").await?;
+        let already = ctx
+            .observed
+            .nodes
+            .get(node)
+            .and_then(|n| n.drain.as_ref())
+            .is_some();
+        if !already {
+            let now = self.clock.now().to_string();
+            api.annotate(node, DRAIN_STARTED_ANNOTATION, Some(&now))
+                .await
+                .map_err(|source| ExecuteError::Cluster {
+                    action: "mark drain start",
+                    source: Box::new(source),
+                })?;
+        }
+        let left = self.clock.now().duration_until(deadline);
+        let timeout = Duration::try_from(left).unwrap_or(Duration::ZERO);
+        let report = api
+            .drain(node, &DrainOptions::new(timeout))
+            .await
+            .map_err(|source| ExecuteError::Cluster {
+                action: "drain",
+                source: Box::new(source),
+            })?;
+        Ok(format!(
+            "{node} drained: {} pod(s) evicted, {} left in place (DaemonSet, mirror)",
+            report.evicted.len(),
+            report.skipped.len()
+        ))
+    }
+
+    async fn delete_node(
+        &self,
+        ctx: StepContext<'_>,
+        node: &NodeName,
+        role: Role,
+        machine: Option<&MachineRef>,
+    ) -> Result<String, ExecuteError> {
+        if let Some(machine) = machine {
+            // The tag first: from here on the VM is on its way out, even if we crash now.
+            let expected = self.expected(ctx, machine)?;
+            self.proxmox(ctx)?
+                .add_tag(&expected, RETIRING_TAG)
+                .await
+                .map_err(|source| ExecuteError::Proxmox {
+                    action: "tag retiring",
+                    source: Box::new(source),
+                })?;
+        }
+        if role == Role::ControlPlane {
+            let healthy = self.healthy_control_plane(ctx, "delete-node", node)?;
+            self.kubeadm(ctx)?
+                .remove_etcd_member(&healthy, node)
+                .await
+                .map_err(|source| ExecuteError::Kubeadm {
+                    action: "remove etcd member",
+                    source: Box::new(source),
+                })?;
+        }
+        let api = self.api(ctx, "delete-node").await?;
+        api.delete_node(node)
+            .await
+            .map_err(|source| ExecuteError::Cluster {
+                action: "delete-node",
+                source: Box::new(source),
+            })?;
+        Ok(format!("Node {node} deleted"))
+    }
+
+    async fn delete_cluster(
+        &self,
+        ctx: StepContext<'_>,
+        machines: &[MachineRef],
+        flux: Option<&crate::observed::FluxTarget>,
+    ) -> Result<String, ExecuteError> {
+        let proxmox = self.proxmox(ctx)?;
+        let kubeadm = self.kubeadm(ctx)?;
+        for machine in machines {
+            let target = node_target(machine)?;
+            let answers = ctx
+                .observed
+                .machines
+                .get(&machine.name)
+                .is_some_and(|m| m.is_running() && m.guest_agent);
+            if answers
+                && let Err(err) = kubeadm
+                    .run_steps("reset", &target, &kubeadm::reset_node())
+                    .await
+            {
+                // The VM is destroyed anyway: a failed reset loses nothing.
+                tracing::info!(cluster = ctx.cluster, machine = %machine.name, error = %err, "reset before deletion failed");
+            }
+            let expected = self.expected(ctx, machine)?;
+            proxmox
+                .destroy_vm(&expected)
+                .await
+                .map_err(|source| ExecuteError::Proxmox {
+                    action: "destroy",
+                    source: Box::new(source),
+                })?;
+        }
+        if let Some(flux) = flux {
+            let deliverer =
+                self.providers
+                    .flux(&flux.cluster)
+                    .ok_or_else(|| ExecuteError::NoManagement {
+                        name: flux.cluster.clone(),
+                    })?;
+            let target = flux::FluxTarget {
+                cluster: ctx.cluster.to_owned(),
+                namespace: flux.namespace.clone(),
+                secret_name: flux.secret_name.clone(),
+            };
+            deliverer
+                .withdraw(&target)
+                .await
+                .map_err(|err| ExecuteError::Flux(Box::new(err)))?;
+        }
+        Ok(format!(
+            "cluster deleted: {} VM(s) destroyed",
+            machines.len()
+        ))
+    }
+
+    fn proxmox(&self, ctx: StepContext<'_>) -> Result<&Pr::Proxmox, ExecuteError> {
+        let connection = &ctx.access.connection;
+        self.providers
+            .proxmox(connection)
+            .ok_or_else(|| ExecuteError::NoConnection {
+                connection: connection.clone(),
+            })
+    }
+
+    fn kubeadm(
+        &self,
+        ctx: StepContext<'_>,
+    ) -> Result<Kubeadm<GuestAgent<Pr::Proxmox>>, ExecuteError> {
+        Ok(Kubeadm::new(GuestAgent::new(self.proxmox(ctx)?.clone())))
+    }
+
+    async fn api(
+        &self,
+        ctx: StepContext<'_>,
+        action: &'static str,
+    ) -> Result<Pr::Cluster, ExecuteError> {
+        let kubeconfig = ctx
+            .access
+            .kubeconfig
+            .as_deref()
+            .ok_or(ExecuteError::NoKubeconfig { action })?;
+        self.providers
+            .connect_cluster(kubeconfig)
+            .await
+            .map_err(|source| ExecuteError::Cluster {
+                action,
+                source: Box::new(source),
+            })
+    }
+
+    /// The VM's first IPv4 address, as its guest agent reports it.
+    async fn address(
+        &self,
+        ctx: StepContext<'_>,
+        target: &NodeTarget,
+    ) -> Result<std::net::IpAddr, ExecuteError> {
+        let vm = VmRef {
+            node: PveNode(target.proxmox_node.clone()),
+            vmid: target.vmid,
+        };
+        let addresses = self
+            .proxmox(ctx)?
+            .vm_addresses(&vm)
+            .await
+            .map_err(|source| ExecuteError::Proxmox {
+                action: "read address",
+                source: Box::new(source),
+            })?;
+        addresses
+            .first()
+            .map(|a| std::net::IpAddr::V4(*a))
+            .ok_or_else(|| ExecuteError::NoAddress {
+                machine: target.name.clone(),
+            })
+    }
+
+    /// A Ready, running control plane other than `excluding`, preferring the one the admin
+    /// kubeconfig was read from.
+    fn healthy_control_plane(
+        &self,
+        ctx: StepContext<'_>,
+        action: &'static str,
+        excluding: &NodeName,
+    ) -> Result<NodeTarget, ExecuteError> {
+        let healthy = |name: &NodeName| {
+            name != excluding
+                && ctx.observed.nodes.get(name).is_some_and(|n| n.ready)
+                && ctx.observed.machines.get(name).is_some_and(|m| {
+                    m.ownership.role == Role::ControlPlane && m.is_running() && !m.is_retiring()
+                })
+        };
+        if let Some(read_from) = &ctx.access.read_from
+            && healthy(&read_from.name)
+        {
+            return Ok(read_from.clone());
+        }
+        ctx.observed
+            .machines
+            .iter()
+            .find(|(name, _)| healthy(name))
+            .map(|(name, m)| NodeTarget {
+                vmid: m.vm_id,
+                proxmox_node: m.proxmox_node.clone(),
+                name: name.clone(),
+            })
+            .ok_or_else(|| ExecuteError::NoControlPlane {
+                action,
+                excluding: excluding.clone(),
+            })
+    }
+
+    fn expected(
+        &self,
+        ctx: StepContext<'_>,
+        machine: &MachineRef,
+    ) -> Result<ExpectedVm, ExecuteError> {
+        let observed =
+            ctx.observed
+                .machines
+                .get(&machine.name)
+                .ok_or_else(|| ExecuteError::UnknownVm {
+                    machine: machine.name.clone(),
+                })?;
+        Ok(ExpectedVm {
+            vm: vm_ref(machine)?,
+            name: machine.name.clone(),
+            ownership: observed.ownership.clone(),
+        })
+    }
+}
+
+/// The Kubernetes version a machine is built with: the one its spec hash was made for, which
+/// is the desired version once the control plane runs it (the planner joins nothing before).
+fn kubelet_version_for(
+    ctx: StepContext<'_>,
+    machine: &MachineRef,
+    spec: &ClusterSpec,
+) -> KubeVersion {
+    let desired = spec.kubernetes.version;
+    match ctx.observed.control_plane.as_ref() {
+        Some(control_plane) if control_plane.version < desired => {
+            tracing::debug!(machine = %machine.name, "control plane older than desired; joining at its version");
+            control_plane.version
+        }
+        _ => desired,
+    }
+}
+
+async fn run_steps<E: crate::providers::node_exec::NodeExec>(
+    kubeadm: &Kubeadm<E>,
+    action: &'static str,
+    target: &NodeTarget,
+    steps: &[kubeadm::NodeStep],
+) -> Result<(), ExecuteError> {
+    kubeadm
+        .run_steps(action, target, steps)
+        .await
+        .map_err(|source| ExecuteError::Kubeadm {
+            action,
+            source: Box::new(source),
+        })
+}
+
+fn vm_ref(machine: &MachineRef) -> Result<VmRef, ExecuteError> {
+    let vmid = machine.vm_id.ok_or_else(|| ExecuteError::UnknownVm {
+        machine: machine.name.clone(),
+    })?;
+    Ok(VmRef {
+        node: PveNode(machine.proxmox_node.clone()),
+        vmid,
+    })
+}
+
+fn node_target(machine: &MachineRef) -> Result<NodeTarget, ExecuteError> {
+    let vm = vm_ref(machine)?;
+    Ok(NodeTarget {
+        vmid: vm.vmid,
+        proxmox_node: vm.node.0,
+        name: machine.name.clone(),
+    })
+}

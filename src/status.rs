@@ -1,0 +1,454 @@
+//! What the daemon reports about each cluster: phase, conditions, nodes with versions,
+//! certificate expiry, and what it waits on (the step, the resource, since when). Served as
+//! JSON on `/status`, printed by `capstan status`, and (later) committed back to Git.
+//!
+//! Built by a pure function from the plan and the observation, so it is tested without a
+//! server. Never holds a secret: kubeconfigs are referred to by fingerprint.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::model::{NodeName, Role};
+use crate::observed::ObservedCluster;
+use crate::plan::{ClusterPlan, Phase};
+use crate::spec::KubeVersion;
+
+/// Condition types (one module, so they are spelled one way everywhere).
+pub mod conditions {
+    /// Every node Ready with the declared version, kubeconfig delivered: nothing to do.
+    pub const READY: &str = "Ready";
+    /// The control plane was initialised and its API answers.
+    pub const API_AVAILABLE: &str = "APIAvailable";
+    /// Flux holds the current admin kubeconfig.
+    pub const KUBECONFIG_DELIVERED: &str = "KubeconfigDelivered";
+    /// A person must act: a refusal, a drain past its deadline, a step that keeps failing.
+    pub const BLOCKED: &str = "Blocked";
+}
+
+/// Condition reasons.
+pub mod reasons {
+    /// Converged.
+    pub const CONVERGED: &str = "Converged";
+    /// Work in progress.
+    pub const RECONCILING: &str = "Reconciling";
+    /// Not initialised yet.
+    pub const NOT_INITIALISED: &str = "NotInitialised";
+    /// The API does not answer.
+    pub const UNREACHABLE: &str = "Unreachable";
+    /// The API answers.
+    pub const ANSWERING: &str = "Answering";
+    /// Flux holds the current kubeconfig.
+    pub const CURRENT: &str = "Current";
+    /// Flux holds another kubeconfig, or none.
+    pub const OUTDATED: &str = "Outdated";
+    /// No Flux delivery configured.
+    pub const NOT_CONFIGURED: &str = "NotConfigured";
+    /// A planner rule refuses.
+    pub const REFUSED: &str = "Refused";
+    /// A step failed several times in a row.
+    pub const STEP_FAILING: &str = "StepFailing";
+    /// Nothing blocks.
+    pub const CLEAR: &str = "Clear";
+    /// The cluster could not be observed.
+    pub const OBSERVATION_FAILED: &str = "ObservationFailed";
+}
+
+/// Every cluster's status.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetStatus {
+    /// The repository revision acted on.
+    pub revision: Option<String>,
+    /// When this status was computed.
+    pub updated: Option<Timestamp>,
+    /// Errors of the repository itself (invalid files): nothing new is applied meanwhile.
+    #[serde(default)]
+    pub repository_errors: Vec<String>,
+    /// Each cluster's status, by name.
+    #[serde(default)]
+    pub clusters: BTreeMap<String, ClusterStatus>,
+    /// Facts about the fleet: orphans, removed clusters.
+    #[serde(default)]
+    pub findings: Vec<String>,
+}
+
+impl FleetStatus {
+    /// Whether every cluster is Ready and the repository valid.
+    pub fn all_ready(&self) -> bool {
+        self.repository_errors.is_empty()
+            && !self.clusters.is_empty()
+            && self.clusters.values().all(|c| c.phase == PhaseName::Ready)
+    }
+}
+
+/// A cluster's phase, as status reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PhaseName {
+    /// Nothing exists yet.
+    Pending,
+    /// Being built.
+    Provisioning,
+    /// Converged.
+    Ready,
+    /// Built, with work to do.
+    Updating,
+    /// Needs a person.
+    Blocked,
+    /// Being deleted.
+    Deleting,
+}
+
+impl From<Phase> for PhaseName {
+    fn from(phase: Phase) -> Self {
+        match phase {
+            Phase::Pending => PhaseName::Pending,
+            Phase::Provisioning => PhaseName::Provisioning,
+            Phase::Ready => PhaseName::Ready,
+            Phase::Updating => PhaseName::Updating,
+            Phase::Blocked => PhaseName::Blocked,
+            Phase::Deleting => PhaseName::Deleting,
+        }
+    }
+}
+
+impl std::fmt::Display for PhaseName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
+/// One cluster's status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterStatus {
+    /// Where the cluster is.
+    pub phase: PhaseName,
+    /// Conditions, in a fixed order.
+    pub conditions: Vec<Condition>,
+    /// The control plane's version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<KubeVersion>,
+    /// When the certificates expire.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub certificate_expiry: Option<Timestamp>,
+    /// Fingerprint of the admin kubeconfig (never the kubeconfig).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kubeconfig_fingerprint: Option<String>,
+    /// Machines and their nodes.
+    pub nodes: Vec<NodeStatus>,
+    /// What the cluster waits on now.
+    pub waiting_on: Vec<WaitingOn>,
+    /// The steps that run next, as `action target`.
+    pub next_steps: Vec<String>,
+    /// The last step that ran and how it ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_step: Option<StepRecord>,
+}
+
+/// A status condition, as Kubernetes spells them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// One of [`conditions`].
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// One of [`reasons`].
+    pub reason: String,
+    /// In plain words.
+    pub message: String,
+    /// When `status` last changed.
+    pub last_transition_time: Timestamp,
+}
+
+/// A machine and its node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeStatus {
+    /// VM = Node name.
+    pub name: NodeName,
+    /// Role.
+    pub role: Role,
+    /// Pool.
+    pub pool: String,
+    /// Proxmox VM id.
+    pub vm_id: u32,
+    /// Proxmox node.
+    pub proxmox_node: String,
+    /// Whether the Node is Ready (`None`: no Node yet).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ready: Option<bool>,
+    /// kubelet version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<KubeVersion>,
+    /// Cordoned.
+    pub cordoned: bool,
+}
+
+/// What a cluster waits on, where to look, since when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitingOn {
+    /// The step that waits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    /// The resource, in plain words (a Proxmox task, a VM, a node, a pod).
+    pub resource: String,
+    /// Since when.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<Timestamp>,
+}
+
+/// A step that ran.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepRecord {
+    /// Action name.
+    pub action: String,
+    /// Its target.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine: Option<NodeName>,
+    /// What it did, or why it failed.
+    pub message: String,
+    /// Whether it succeeded.
+    pub succeeded: bool,
+    /// Failures in a row so far (0 after a success).
+    pub failures: u32,
+    /// When it ended.
+    pub at: Timestamp,
+}
+
+/// Everything [`cluster_status`] reads.
+pub struct StatusInput<'a> {
+    /// The cluster's plan.
+    pub plan: &'a ClusterPlan,
+    /// What was observed of it (`None`: nothing exists).
+    pub observed: Option<&'a ObservedCluster>,
+    /// Whether the cluster file has a Flux delivery.
+    pub delivers_to_flux: bool,
+    /// The last step and its outcome.
+    pub last_step: Option<&'a StepRecord>,
+    /// Failures in a row before a failing step blocks the cluster.
+    pub failures_to_block: u32,
+    /// The previous status, to keep transition times.
+    pub previous: Option<&'a ClusterStatus>,
+    /// Now.
+    pub now: Timestamp,
+}
+
+/// A cluster's status from its plan and observation. Pure.
+pub fn cluster_status(input: &StatusInput<'_>) -> ClusterStatus {
+    let plan = input.plan;
+    let observed = input.observed;
+    let control_plane = observed.and_then(|o| o.control_plane.as_ref());
+    let failing = input
+        .last_step
+        .filter(|s| !s.succeeded && s.failures >= input.failures_to_block);
+    let phase = if failing.is_some() {
+        PhaseName::Blocked
+    } else {
+        PhaseName::from(plan.phase)
+    };
+    let blocked_message = plan
+        .blocked
+        .iter()
+        .map(|b| {
+            format!(
+                "rule {} ({}): {}",
+                b.rule.number(),
+                b.rule.title(),
+                b.message
+            )
+        })
+        .chain(failing.map(|s| {
+            format!(
+                "{} keeps failing ({} times): {}",
+                s.action, s.failures, s.message
+            )
+        }))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let mut conditions = vec![condition(
+        conditions::READY,
+        phase == PhaseName::Ready,
+        if phase == PhaseName::Ready {
+            reasons::CONVERGED
+        } else {
+            reasons::RECONCILING
+        },
+        &format!("phase {phase}"),
+    )];
+    conditions.push(match control_plane {
+        None => condition(
+            conditions::API_AVAILABLE,
+            false,
+            reasons::NOT_INITIALISED,
+            "kubeadm init has not run",
+        ),
+        Some(cp) if cp.unreachable_since.is_some() => condition(
+            conditions::API_AVAILABLE,
+            false,
+            reasons::UNREACHABLE,
+            &format!("{}:{} does not answer", cp.endpoint.host, cp.endpoint.port),
+        ),
+        Some(cp) => condition(
+            conditions::API_AVAILABLE,
+            true,
+            reasons::ANSWERING,
+            &format!(
+                "{}:{} answers (v{})",
+                cp.endpoint.host, cp.endpoint.port, cp.version
+            ),
+        ),
+    });
+    let admin = control_plane.and_then(|cp| cp.admin_kubeconfig.clone());
+    let held = observed
+        .and_then(|o| o.flux.as_ref())
+        .map(|f| f.kubeconfig.clone());
+    conditions.push(if !input.delivers_to_flux {
+        condition(
+            conditions::KUBECONFIG_DELIVERED,
+            false,
+            reasons::NOT_CONFIGURED,
+            "no delivery.flux in the cluster file",
+        )
+    } else if admin.is_some() && admin == held {
+        condition(
+            conditions::KUBECONFIG_DELIVERED,
+            true,
+            reasons::CURRENT,
+            &format!("Flux holds {}", held.unwrap_or_default()),
+        )
+    } else {
+        condition(
+            conditions::KUBECONFIG_DELIVERED,
+            false,
+            reasons::OUTDATED,
+            &format!("Flux holds {}", held.as_deref().unwrap_or("nothing")),
+        )
+    });
+    conditions.push(if blocked_message.is_empty() {
+        condition(conditions::BLOCKED, false, reasons::CLEAR, "nothing blocks")
+    } else {
+        let reason = if failing.is_some() {
+            reasons::STEP_FAILING
+        } else {
+            reasons::REFUSED
+        };
+        condition(conditions::BLOCKED, true, reason, &blocked_message)
+    });
+    for condition in &mut conditions {
+        condition.last_transition_time = transition_time(input.previous, condition, input.now);
+    }
+    ClusterStatus {
+        phase,
+        conditions,
+        version: control_plane.map(|cp| cp.version),
+        certificate_expiry: control_plane.and_then(|cp| cp.certificates_expire),
+        kubeconfig_fingerprint: admin,
+        nodes: observed.map(node_statuses).unwrap_or_default(),
+        waiting_on: plan
+            .waiting_on
+            .iter()
+            .map(|w| WaitingOn {
+                step: w.step.map(str::to_owned),
+                resource: w.resource.to_string(),
+                since: w.since,
+            })
+            .collect(),
+        next_steps: plan
+            .steps
+            .iter()
+            .map(|s| match &s.target.machine {
+                Some(machine) => format!("{} {machine}", s.name()),
+                None => s.name().to_owned(),
+            })
+            .collect(),
+        last_step: input.last_step.cloned(),
+    }
+}
+
+fn condition(kind: &str, status: bool, reason: &str, message: &str) -> Condition {
+    Condition {
+        kind: kind.to_owned(),
+        status: if status { "True" } else { "False" }.to_owned(),
+        reason: reason.to_owned(),
+        message: message.to_owned(),
+        last_transition_time: Timestamp::UNIX_EPOCH,
+    }
+}
+
+/// Keeps the previous transition time while the condition's status stays the same.
+fn transition_time(
+    previous: Option<&ClusterStatus>,
+    condition: &Condition,
+    now: Timestamp,
+) -> Timestamp {
+    previous
+        .and_then(|p| p.conditions.iter().find(|c| c.kind == condition.kind))
+        .filter(|p| p.status == condition.status)
+        .map_or(now, |p| p.last_transition_time)
+}
+
+fn node_statuses(observed: &ObservedCluster) -> Vec<NodeStatus> {
+    observed
+        .machines
+        .iter()
+        .map(|(name, machine)| {
+            let node = observed.nodes.get(name);
+            NodeStatus {
+                name: name.clone(),
+                role: machine.ownership.role,
+                pool: machine.ownership.pool.clone(),
+                vm_id: machine.vm_id.0,
+                proxmox_node: machine.proxmox_node.clone(),
+                ready: node.map(|n| n.ready),
+                version: node.and_then(|n| n.kubelet_version),
+                cordoned: node.is_some_and(|n| n.unschedulable),
+            }
+        })
+        .collect()
+}
+
+/// The status of a cluster that could not be observed this pass.
+pub fn unobserved(reason: &str, previous: Option<&ClusterStatus>, now: Timestamp) -> ClusterStatus {
+    let mut status = previous.cloned().unwrap_or(ClusterStatus {
+        phase: PhaseName::Blocked,
+        conditions: Vec::new(),
+        version: None,
+        certificate_expiry: None,
+        kubeconfig_fingerprint: None,
+        nodes: Vec::new(),
+        waiting_on: Vec::new(),
+        next_steps: Vec::new(),
+        last_step: None,
+    });
+    status.phase = PhaseName::Blocked;
+    status.next_steps.clear();
+    let mut blocked = condition(
+        conditions::BLOCKED,
+        true,
+        reasons::OBSERVATION_FAILED,
+        reason,
+    );
+    blocked.last_transition_time = transition_time(previous, &blocked, now);
+    status.conditions.retain(|c| c.kind != conditions::BLOCKED);
+    status.conditions.push(blocked);
+    status
+}
+
+/// An error and its causes on one line (`a: b: c`), for status messages and logs, where no
+/// caller prints the chain.
+pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

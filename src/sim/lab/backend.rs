@@ -86,16 +86,9 @@ impl LabBackend {
     }
 }
 
-/// The message kubeadm's output carries: this error and its causes, once each.
+/// The message kubeadm's output carries: the error and its causes, once each.
 fn message(err: &SimKubeError) -> String {
-    let mut text = err.to_string();
-    let mut source = std::error::Error::source(err);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
+    super::error_chain(err)
 }
 
 /// The ClusterConfiguration with `kubernetesVersion` moved to `version`, keeping the form

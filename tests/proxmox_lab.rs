@@ -1,5 +1,6 @@
-//! `capstan lab` as a user runs it: it prints how to reach the simulated Proxmox, writes
-//! `lab.json`, serves curl with the printed token, and exits 0 on SIGTERM.
+//! `capstan lab` as a user runs it: it prints how to reach the simulated Proxmox and the
+//! management cluster, writes `lab.json`, serves curl with the printed token and kubectl with
+//! the listed kubeconfig, and exits 0 on SIGTERM.
 
 use std::io::Read as _;
 use std::path::Path;
@@ -87,7 +88,11 @@ fn the_lab_prints_its_token_serves_curl_and_stops_cleanly_on_sigterm() {
     let token = proxmox["token"].as_str().expect("token");
     assert_eq!(token_id, "capstan@pve!lab");
     assert!(url.starts_with("https://127.0.0.1:"), "{url}");
-    assert_eq!(lab["clusters"], serde_json::json!({}));
+    let kubeconfig = lab["clusters"]["management"]["kubeconfig"]
+        .as_str()
+        .expect("lab.json lists the management cluster's kubeconfig")
+        .to_owned();
+    assert!(Path::new(&kubeconfig).is_absolute(), "{kubeconfig}");
     assert_eq!(proxmox["fingerprint"].as_str().map(str::len), Some(95));
 
     let nodes = curl(&format!("{url}/api2/json/nodes"), token_id, token);
@@ -112,6 +117,25 @@ fn the_lab_prints_its_token_serves_curl_and_stops_cleanly_on_sigterm() {
     assert!(template_names.contains(&"debian13-k8s"));
     assert!(template_names.contains(&"debian13-k8s-v2"));
 
+    // The stock kubectl works with the management cluster's kubeconfig, as the banner hints.
+    let home = tempfile::tempdir().expect("home");
+    let nodes = Command::new("kubectl")
+        .args(["--kubeconfig", &kubeconfig, "get", "nodes", "-o", "name"])
+        .env("HOME", home.path())
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("kubectl is installed");
+    assert!(
+        nodes.status.success(),
+        "{}",
+        String::from_utf8_lossy(&nodes.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&nodes.stdout).lines().count(),
+        3,
+        "management has three nodes"
+    );
+
     let (code, stdout) = terminate(&mut child);
     assert_eq!(code, 0, "{stdout}");
     for printed in [
@@ -125,6 +149,10 @@ fn the_lab_prints_its_token_serves_curl_and_stops_cleanly_on_sigterm() {
             "`{printed}` not printed:\n{stdout}"
         );
     }
+    assert!(
+        stdout.contains(&format!("try: kubectl --kubeconfig {kubeconfig} get nodes")),
+        "{stdout}"
+    );
     assert!(stdout.contains("lab stopped"), "{stdout}");
 }
 
@@ -177,6 +205,28 @@ fn the_readme_lab_config_example_is_a_valid_world() {
         .and_then(|rest| rest.split("```").next())
         .expect("a yaml example");
     let config = capstan::sim::world::LabConfig::parse(example).expect("the example parses");
-    config.proxmox.check().expect("the example is consistent");
+    config.check().expect("the example is consistent");
     assert_eq!(config.proxmox.faults.offline_nodes, ["pve3"]);
+    assert_eq!(
+        config.proxmox.timings.node_timings().init,
+        Duration::from_millis(300)
+    );
+    assert_eq!(config.clusters["edge"].version, "1.35.4");
+}
+
+#[test]
+fn the_readme_simulated_clusters_example_is_a_valid_lab_config() {
+    let readme = include_str!("../README.md");
+    let section = readme
+        .split("## Simulated clusters")
+        .nth(1)
+        .expect("README has a simulated clusters section");
+    let example = section
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a yaml example");
+    let config = capstan::sim::world::LabConfig::parse(example).expect("the example parses");
+    config.check().expect("the example is consistent");
+    assert_eq!(config.clusters["prod"].nodes.len(), 3);
 }

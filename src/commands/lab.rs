@@ -1,12 +1,15 @@
 //! `capstan lab`: serves the lab until SIGTERM or Ctrl-C, then stops cleanly (exit 0).
 //!
-//! It prints the simulated Proxmox's URL, certificate fingerprint, token id and token: a local
-//! lab, so printing its own token is the point. Programs read the same from `lab.json`.
+//! It prints the simulated Proxmox's URL, certificate fingerprint, token id and token (a local
+//! lab, so printing its own token is the point) and where each simulated cluster's admin
+//! kubeconfig is, with a `kubectl` command to try. Programs read the same from `lab.json`,
+//! which also lists the clusters `kubeadm init` creates later inside the lab's VMs.
 
 use std::io::Write;
 
 use crate::cli::LabArgs;
 use crate::commands::Outcome;
+use crate::sim::kube::MANAGEMENT;
 use crate::sim::lab::{Lab, LabError, LabOptions};
 use crate::sim::world::{LabConfig, WorldError};
 
@@ -71,6 +74,18 @@ fn print_banner(lab: &Lab, out: &mut impl Write) -> std::io::Result<()> {
         writeln!(out, "  state:       {}", path.display())?;
     }
     writeln!(out)?;
+    writeln!(out, "simulated Kubernetes clusters (admin kubeconfigs):")?;
+    for name in lab.kube().names() {
+        match lab.kubeconfig_path(&name) {
+            Some(path) => writeln!(out, "  {name:<12} {}", path.display())?,
+            None => writeln!(out, "  {name}")?,
+        }
+    }
+    writeln!(
+        out,
+        "  (clusters that kubeadm init creates inside the VMs are added to lab.json)"
+    )?;
+    writeln!(out)?;
     writeln!(
         out,
         "try: curl -k -H 'Authorization: PVEAPIToken={}={}' {}/api2/json/nodes",
@@ -78,8 +93,27 @@ fn print_banner(lab: &Lab, out: &mut impl Write) -> std::io::Result<()> {
         lab.token(),
         lab.proxmox_url()
     )?;
+    if let Some(path) = lab.kubeconfig_path(MANAGEMENT) {
+        writeln!(
+            out,
+            "try: kubectl --kubeconfig {} get nodes",
+            shell_word(&path.display().to_string())
+        )?;
+    }
     writeln!(out, "stop with Ctrl-C or SIGTERM")?;
     out.flush()
+}
+
+/// `word` as one shell word (quoted only when it needs to be), so the hint can be pasted.
+fn shell_word(word: &str) -> String {
+    let plain = word
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+:=@%,".contains(c));
+    if plain && !word.is_empty() {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }
 
 async fn wait_for_stop() -> Result<(), LabCommandError> {
@@ -97,4 +131,19 @@ async fn wait_for_stop() -> Result<(), LabCommandError> {
         .await
         .map_err(LabCommandError::Signal)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hints_quote_paths_only_when_a_shell_needs_it() {
+        assert_eq!(
+            shell_word("/tmp/.lab/management.kubeconfig"),
+            "/tmp/.lab/management.kubeconfig"
+        );
+        assert_eq!(shell_word("/tmp/my lab/x"), "'/tmp/my lab/x'");
+        assert_eq!(shell_word("/tmp/it's"), "'/tmp/it'\\''s'");
+    }
 }

@@ -39,6 +39,9 @@ pub enum ServeError {
     /// The client CA could not be turned into a verifier.
     #[error("invalid client CA")]
     ClientCa(#[source] rustls::server::VerifierBuilderError),
+    /// A server was started outside a Tokio runtime (it has nowhere to run).
+    #[error("cannot start a server outside a Tokio runtime")]
+    NoRuntime(#[source] tokio::runtime::TryCurrentError),
 }
 
 /// The client certificate a connection presented, verified against the server's client CA.
@@ -74,15 +77,35 @@ impl HttpsServer {
         client_ca: Option<&Identity>,
         router: Router,
     ) -> Result<Self, ServeError> {
+        HttpsServer::start_now(addr, identity, client_ca, router)
+    }
+
+    /// [`HttpsServer::start`] for synchronous code that runs inside a Tokio runtime (the lab's
+    /// node software creates API servers while it holds a lock): binding a loopback address
+    /// does not wait, and the accept loop is spawned on the current runtime.
+    ///
+    /// # Errors
+    /// When called outside a Tokio runtime, the address cannot be bound or the TLS material is
+    /// refused.
+    pub fn start_now(
+        addr: SocketAddr,
+        identity: &Identity,
+        client_ca: Option<&Identity>,
+        router: Router,
+    ) -> Result<Self, ServeError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(ServeError::NoRuntime)?;
         let config = server_config(identity, client_ca)?;
-        let listener = TcpListener::bind(addr)
-            .await
-            .map_err(|source| ServeError::Bind { addr, source })?;
-        let addr = listener
-            .local_addr()
-            .map_err(|source| ServeError::Bind { addr, source })?;
+        let bind = |source| ServeError::Bind { addr, source };
+        let listener = std::net::TcpListener::bind(addr).map_err(bind)?;
+        listener.set_nonblocking(true).map_err(bind)?;
+        let addr = listener.local_addr().map_err(bind)?;
+        let listener = {
+            // `from_std` registers the socket with the runtime's reactor.
+            let _entered = runtime.enter();
+            TcpListener::from_std(listener).map_err(|source| ServeError::Bind { addr, source })?
+        };
         let (stop, stopped) = watch::channel(false);
-        tokio::spawn(accept_loop(
+        runtime.spawn(accept_loop(
             listener,
             tokio_rustls::TlsAcceptor::from(config),
             router,

@@ -2,17 +2,22 @@
 //! pools, VMs), how long its tasks take, its DHCP range and the faults to inject. Read from a
 //! lab config file (`capstan lab --config LAB.yaml`) or the [`LabConfig::default`] world.
 //!
-//! The top level is a map of sections (`proxmox:` today; simulated Kubernetes clusters add
-//! their own section later). Every level denies unknown fields, so a typo is an error.
+//! The top level is a map of sections: `proxmox:` (the simulated Proxmox VE, with the timings
+//! of everything that happens in and around its VMs) and `clusters:` (simulated Kubernetes
+//! clusters that exist at start). Every level denies unknown fields, so a typo is an error.
 
 use std::net::Ipv4Addr;
 use std::path::Path;
 
+use std::collections::BTreeMap;
+
 use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 
-use crate::spec::HumanDuration;
+use crate::sim::kube::SimClusterConfig;
+use crate::sim::nodes::NodeTimings;
 use crate::spec::values::AddressRange;
+use crate::spec::{HumanDuration, KubeVersion};
 
 /// Reading a lab config failed.
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +54,11 @@ pub struct LabConfig {
     /// The simulated Proxmox VE cluster.
     #[serde(default)]
     pub proxmox: ProxmoxWorld,
+    /// Simulated Kubernetes clusters that exist when the lab starts, by name. `management`
+    /// (where Flux runs) is added with its default world unless declared here. Clusters that
+    /// `kubeadm init` creates inside the lab's VMs come on top.
+    #[serde(default)]
+    pub clusters: BTreeMap<String, SimClusterConfig>,
 }
 
 impl LabConfig {
@@ -65,8 +75,43 @@ impl LabConfig {
             path: path.to_owned(),
             reason,
         })?;
-        config.proxmox.check()?;
+        config.check()?;
         Ok(config)
+    }
+
+    /// Checks the Proxmox world and the declared clusters.
+    ///
+    /// # Errors
+    /// [`WorldError::Invalid`] naming the first problem.
+    pub fn check(&self) -> Result<(), WorldError> {
+        self.proxmox.check()?;
+        for (name, cluster) in &self.clusters {
+            let invalid = |reason: String| WorldError::Invalid {
+                reason: format!("clusters.{name}: {reason}"),
+            };
+            let is_label = !name.is_empty()
+                && name.len() <= 63
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !name.starts_with('-')
+                && !name.ends_with('-');
+            if !is_label {
+                return Err(invalid(
+                    "a cluster name is a DNS label (lowercase letters, digits, '-')".into(),
+                ));
+            }
+            if let Err(reason) = cluster.version.parse::<KubeVersion>() {
+                return Err(invalid(reason));
+            }
+            let mut names = std::collections::BTreeSet::new();
+            for node in &cluster.nodes {
+                if !names.insert(node.name.as_str()) {
+                    return Err(invalid(format!("node {} is declared twice", node.name)));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Parses lab config YAML (without the consistency check).
@@ -422,6 +467,34 @@ pub struct Timings {
     /// How long a 401 waits (a real host waits 3 s to slow down guessing).
     #[serde(default = "ms::<3000>")]
     pub auth_failure_delay: HumanDuration,
+    /// Inside the VMs: installing CRI-O and the Kubernetes packages (the prepare script).
+    #[serde(default = "ms::<200>")]
+    pub prepare: HumanDuration,
+    /// Inside the VMs: `kubeadm init`.
+    #[serde(default = "ms::<300>")]
+    pub kubeadm_init: HumanDuration,
+    /// Inside the VMs: `kubeadm join`.
+    #[serde(default = "ms::<200>")]
+    pub kubeadm_join: HumanDuration,
+    /// From a join (or Calico's arrival, or a VM's restart) until the Node is Ready.
+    #[serde(default = "ms::<300>")]
+    pub node_ready: HumanDuration,
+    /// Inside the VMs: `kubeadm upgrade apply` and certificate renewal.
+    #[serde(default = "ms::<200>")]
+    pub kubeadm_upgrade: HumanDuration,
+}
+
+impl Timings {
+    /// The timings of the software inside the VMs (the lab's node software).
+    pub fn node_timings(&self) -> NodeTimings {
+        NodeTimings {
+            prepare: self.prepare.0,
+            init: self.kubeadm_init.0,
+            join: self.kubeadm_join.0,
+            node_ready_after: self.node_ready.0,
+            upgrade: self.kubeadm_upgrade.0,
+        }
+    }
 }
 
 fn ms<const N: u64>() -> HumanDuration {
@@ -441,6 +514,11 @@ impl Default for Timings {
             destroy: ms::<100>(),
             agent_timeout: ms::<3000>(),
             auth_failure_delay: ms::<3000>(),
+            prepare: ms::<200>(),
+            kubeadm_init: ms::<300>(),
+            kubeadm_join: ms::<200>(),
+            node_ready: ms::<300>(),
+            kubeadm_upgrade: ms::<200>(),
         }
     }
 }
@@ -572,6 +650,34 @@ mod tests {
         config.proxmox.check().expect("templates follow the nodes");
         let typo = LabConfig::parse("proxmox:\n  nodez: []\n").expect_err("typo");
         assert!(typo.contains("nodez"), "{typo}");
+    }
+
+    #[test]
+    fn node_timings_and_clusters_come_from_the_same_config() {
+        let config = LabConfig::parse(
+            "proxmox:\n  timings: {kubeadmInit: 2s, nodeReady: 10ms}\nclusters:\n  edge:\n    version: v1.35.4\n    nodes: [{name: a}, {name: b}]\n",
+        )
+        .expect("valid");
+        let nodes = config.proxmox.timings.node_timings();
+        assert_eq!(nodes.init, std::time::Duration::from_secs(2));
+        assert_eq!(nodes.node_ready_after, std::time::Duration::from_millis(10));
+        assert_eq!(nodes.join, NodeTimings::default().join);
+        assert_eq!(
+            Timings::default().node_timings(),
+            NodeTimings::default(),
+            "one set of defaults"
+        );
+        config.check().expect("consistent");
+
+        let twice = LabConfig::parse("clusters:\n  edge: {nodes: [{name: a}, {name: a}]}\n")
+            .expect("parses");
+        let err = twice.check().expect_err("a node twice").to_string();
+        assert!(
+            err.contains("clusters.edge") && err.contains("twice"),
+            "{err}"
+        );
+        let version = LabConfig::parse("clusters:\n  edge: {version: latest}\n").expect("parses");
+        assert!(version.check().is_err());
     }
 
     #[test]

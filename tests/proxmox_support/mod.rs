@@ -36,6 +36,7 @@ pub fn fast_world() -> ProxmoxWorld {
             destroy: ms(10),
             agent_timeout: ms(100),
             auth_failure_delay: ms(20),
+            ..Timings::default()
         },
         ..ProxmoxWorld::default()
     }

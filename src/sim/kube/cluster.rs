@@ -72,6 +72,15 @@ impl SimCluster {
     /// # Errors
     /// When a certificate cannot be issued or the server cannot start.
     pub async fn start(spec: &NewCluster, clock: LabClock) -> Result<Self, SimKubeError> {
+        SimCluster::start_now(spec, clock)
+    }
+
+    /// [`SimCluster::start`] for synchronous code inside a Tokio runtime (nothing in it waits:
+    /// the server binds a loopback port and is spawned on the current runtime).
+    ///
+    /// # Errors
+    /// When a certificate cannot be issued or the server cannot start (also outside a runtime).
+    pub fn start_now(spec: &NewCluster, clock: LabClock) -> Result<Self, SimKubeError> {
         let now = whole_seconds(clock.now());
         let tls = |source| SimKubeError::Certificates {
             cluster: spec.name.clone(),
@@ -99,13 +108,12 @@ impl SimCluster {
             &git_version(&spec.version),
             clock,
         ));
-        let server = HttpsServer::start(
+        let server = HttpsServer::start_now(
             SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
             &serving,
             Some(ca.identity()),
             api::router(state.clone()),
         )
-        .await
         .map_err(|source| SimKubeError::Serve {
             cluster: spec.name.clone(),
             source,
@@ -138,6 +146,17 @@ impl SimCluster {
     /// The cluster CA certificate, PEM.
     pub fn ca_pem(&self) -> String {
         self.ca.identity().cert_pem.clone()
+    }
+
+    /// `sha256:<hex>` over the CA certificate's SubjectPublicKeyInfo (DER), exactly what
+    /// `kubeadm join --discovery-token-ca-cert-hash` takes and `kubeadm init` prints.
+    pub fn ca_cert_hash(&self) -> String {
+        use sha2::Digest as _;
+        let (_, certificate) = x509_parser::parse_x509_certificate(&self.ca.identity().cert_der)
+            .expect("the cluster's own CA certificate is valid DER");
+        let digest = sha2::Sha256::digest(certificate.tbs_certificate.subject_pki.raw);
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        format!("sha256:{hex}")
     }
 
     fn admin(&self) -> Identity {

@@ -150,12 +150,21 @@ impl KubeLab {
     /// # Errors
     /// When the name is taken, or the cluster cannot start.
     pub async fn create_cluster(&self, spec: &NewCluster) -> Result<Arc<SimCluster>, SimKubeError> {
+        self.create_cluster_now(spec)
+    }
+
+    /// [`KubeLab::create_cluster`] for synchronous code inside a Tokio runtime (the lab's node
+    /// software runs `kubeadm init` while it holds a lock): nothing in it waits.
+    ///
+    /// # Errors
+    /// When the name is taken, or the cluster cannot start (also outside a runtime).
+    pub fn create_cluster_now(&self, spec: &NewCluster) -> Result<Arc<SimCluster>, SimKubeError> {
         if self.cluster(&spec.name).is_some() {
             return Err(SimKubeError::ClusterExists {
                 cluster: spec.name.clone(),
             });
         }
-        let cluster = Arc::new(SimCluster::start(spec, self.clock.clone()).await?);
+        let cluster = Arc::new(SimCluster::start_now(spec, self.clock.clone())?);
         let mut clusters = self.lock();
         if clusters.contains_key(&spec.name) {
             return Err(SimKubeError::ClusterExists {

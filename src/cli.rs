@@ -84,10 +84,32 @@ pub enum Command {
     ///
     /// Example: `capstan plan examples-repo --observed none --format markdown`
     Plan(PlanArgs),
-    /// Run the reconciler daemon (not built yet).
-    Run(NotBuiltArgs),
-    /// Show the status of the clusters a running daemon manages (not built yet).
-    Status(NotBuiltArgs),
+    /// Run the reconciler: keep every cluster of a repository in the state it declares.
+    ///
+    /// Each pass reads the repository (a change to a file is picked up at once), observes
+    /// Proxmox, the clusters and Flux, plans, and runs the next step of every cluster, one step
+    /// at a time per cluster. Progress goes to standard output, logs to standard error. With
+    /// `--lab` it starts an embedded lab and works against it instead of the connections of
+    /// capstan.yaml. Runs until SIGTERM or Ctrl-C.
+    ///
+    /// Example: `capstan run --repo examples-repo --lab --http 127.0.0.1:9464`
+    Run(RunArgs),
+    /// The main job for a newcomer: `run --lab` on a copy of examples-repo/. Brings the example
+    /// clusters up on an embedded lab, says when they are Ready and how to look at them
+    /// (kubectl), then keeps reconciling: edit the copied cluster files and watch.
+    ///
+    /// Example: `capstan demo`
+    Demo(DemoArgs),
+    /// Show the clusters a running daemon manages: phase, conditions, nodes with versions,
+    /// certificate expiry and what each waits on (from the daemon's `/status`).
+    ///
+    /// Example: `capstan status prod --server http://127.0.0.1:9464`
+    Status(StatusArgs),
+    /// Print the observed state (VMs, nodes, versions, certificates, Flux) as the JSON snapshot
+    /// `capstan plan --observed` reads, from the real connections or from a running lab.
+    ///
+    /// Example: `capstan observe --repo examples-repo --lab-state .lab > observed.json`
+    Observe(ObserveArgs),
     /// Serve the lab: a simulated Proxmox VE on loopback, for trying capstan and for tests.
     ///
     /// Prints the URL, the certificate fingerprint and an API token, writes the same to
@@ -95,6 +117,92 @@ pub enum Command {
     ///
     /// Example: `capstan lab --listen 127.0.0.1:8006 --state-dir .lab`
     Lab(LabArgs),
+}
+
+/// Where `capstan run` works: a real fleet or an embedded lab.
+#[derive(Debug, clap::Args)]
+pub struct LabChoice {
+    /// Work against an embedded lab (simulated Proxmox VE and clusters) instead of the
+    /// connections in capstan.yaml.
+    #[arg(long, env = env_vars::CAPSTAN_LAB)]
+    pub lab: bool,
+    /// With `--lab`: folder for the lab's `lab.json` and kubeconfigs.
+    #[arg(long, default_value = ".lab", env = env_vars::CAPSTAN_LAB_STATE_DIR)]
+    pub state_dir: PathBuf,
+    /// With `--lab`: lab config (YAML) describing the world (default: pve1..pve3 and the
+    /// templates of examples-repo).
+    #[arg(long, env = env_vars::CAPSTAN_LAB_CONFIG)]
+    pub lab_config: Option<PathBuf>,
+}
+
+/// Daemon pacing, shared by `run` and `demo`.
+#[derive(Debug, clap::Args)]
+pub struct DaemonArgs {
+    /// Serve `/status`, `/healthz` and `/metrics` on this address.
+    #[arg(long, env = env_vars::CAPSTAN_HTTP)]
+    pub http: Option<std::net::SocketAddr>,
+    /// Delay between passes while work is in progress (e.g. `5s`, `250ms`).
+    #[arg(long, env = env_vars::CAPSTAN_BUSY_INTERVAL)]
+    pub busy_interval: Option<crate::spec::HumanDuration>,
+    /// Clusters whose steps run at the same time.
+    #[arg(long, default_value_t = 4, env = env_vars::CAPSTAN_CONCURRENCY)]
+    pub concurrency: usize,
+}
+
+/// `capstan run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The repository folder (holding `capstan.yaml`).
+    #[arg(long, default_value = ".", env = env_vars::CAPSTAN_REPO)]
+    pub repo: PathBuf,
+    /// Real fleet or lab.
+    #[command(flatten)]
+    pub target: LabChoice,
+    /// Pacing and the HTTP endpoint.
+    #[command(flatten)]
+    pub daemon: DaemonArgs,
+}
+
+/// `capstan demo`.
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// Folder for the demo: a copy of examples-repo (`repo/`, edit it to change the clusters)
+    /// and the lab's state (`lab/`).
+    #[arg(long, default_value = ".capstan-demo", env = env_vars::CAPSTAN_DEMO_DIR)]
+    pub state_dir: PathBuf,
+    /// Serve `/status`, `/healthz` and `/metrics` on this address (for `capstan status`).
+    #[arg(long, default_value = "127.0.0.1:9464", env = env_vars::CAPSTAN_HTTP)]
+    pub http: std::net::SocketAddr,
+    /// The example repository to copy (default: examples-repo/ of this checkout).
+    #[arg(long)]
+    pub examples: Option<PathBuf>,
+    /// Stop once every cluster is Ready (for scripts), instead of reconciling until Ctrl-C.
+    #[arg(long)]
+    pub exit_when_ready: bool,
+}
+
+/// `capstan status`.
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// Only this cluster.
+    pub cluster: Option<String>,
+    /// The daemon's HTTP endpoint.
+    #[arg(long, default_value = "http://127.0.0.1:9464", env = env_vars::CAPSTAN_SERVER)]
+    pub server: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text, env = env_vars::CAPSTAN_FORMAT)]
+    pub format: ReportFormat,
+}
+
+/// `capstan observe`.
+#[derive(Debug, clap::Args)]
+pub struct ObserveArgs {
+    /// The repository folder (its clusters are observed).
+    #[arg(long, default_value = ".", env = env_vars::CAPSTAN_REPO)]
+    pub repo: PathBuf,
+    /// Observe a running lab (`capstan lab --state-dir DIR`) instead of the real connections.
+    #[arg(long)]
+    pub lab_state: Option<PathBuf>,
 }
 
 /// `capstan validate`.
@@ -181,12 +289,4 @@ pub enum PlanFormat {
     Markdown,
     /// For programs.
     Json,
-}
-
-/// Arguments of a command that is not built yet: accepted, so the command can say so plainly.
-#[derive(Debug, clap::Args)]
-pub struct NotBuiltArgs {
-    /// Ignored.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-    pub rest: Vec<String>,
 }

@@ -15,7 +15,7 @@ use crate::providers::proxmox::{
     Trust,
 };
 use crate::sim::lab::LabFile;
-use crate::spec::Fleet;
+use crate::spec::{Fleet, SecretSource};
 
 /// Everything observe and execute reach the world through.
 pub trait Providers: Send + Sync + 'static {
@@ -119,7 +119,7 @@ impl Connections {
                     .get(name)
                     .ok_or_else(|| ConnectError::MissingSecret {
                         what: format!("Proxmox connection `{name}`"),
-                        hint: format!("{:?} (tokenFrom)", connection.token_from),
+                        hint: "its tokenFrom".to_owned(),
                     })?;
             let wrap = |source| ConnectError::Proxmox {
                 connection: name.clone(),
@@ -131,11 +131,11 @@ impl Connections {
             proxmox.insert(name.clone(), Arc::new(client));
         }
         let mut flux = BTreeMap::new();
-        for (name, management) in &fleet.management_clusters {
+        for name in fleet.management_clusters.keys() {
             let kubeconfig = secrets.management_kubeconfigs.get(name).ok_or_else(|| {
                 ConnectError::MissingSecret {
                     what: format!("management cluster `{name}`"),
-                    hint: format!("{:?} (kubeconfigFrom)", management.kubeconfig_from),
+                    hint: "its kubeconfigFrom".to_owned(),
                 }
             })?;
             let client = KubeClusterClient::connect(kubeconfig)
@@ -213,4 +213,49 @@ impl Providers for Connections {
         let kubeconfig = kubeconfig.to_owned();
         async move { KubeClusterClient::connect(&kubeconfig).await }
     }
+}
+
+/// Reads the secrets `fleet` names: `{env: VAR}` through `env` (main passes the process
+/// environment: nothing below main reads it), `{file: PATH}` from disk.
+///
+/// # Errors
+/// [`ConnectError::MissingSecret`] naming the variable or file that is unset or unreadable.
+pub fn resolve_secrets(
+    fleet: &Fleet,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<FleetSecrets, ConnectError> {
+    let read = |what: String, source: &SecretSource| -> Result<String, ConnectError> {
+        let value = match source {
+            SecretSource::Env(variable) => env(variable),
+            SecretSource::File(path) => std::fs::read_to_string(path).ok(),
+        };
+        value
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| ConnectError::MissingSecret {
+                what,
+                hint: match source {
+                    SecretSource::Env(variable) => format!("the environment variable {variable}"),
+                    SecretSource::File(path) => format!("a readable file at {}", path.display()),
+                },
+            })
+    };
+    let mut secrets = FleetSecrets::default();
+    for (name, connection) in &fleet.proxmox {
+        let token = read(
+            format!("Proxmox connection `{name}` (tokenFrom)"),
+            &connection.token_from,
+        )?;
+        secrets.proxmox_tokens.insert(name.clone(), token);
+    }
+    for (name, management) in &fleet.management_clusters {
+        let kubeconfig = read(
+            format!("management cluster `{name}` (kubeconfigFrom)"),
+            &management.kubeconfig_from,
+        )?;
+        secrets
+            .management_kubeconfigs
+            .insert(name.clone(), kubeconfig);
+    }
+    Ok(secrets)
 }

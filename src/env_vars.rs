@@ -17,3 +17,15 @@ pub const CAPSTAN_LAB_STATE_DIR: &str = "CAPSTAN_LAB_STATE_DIR";
 pub const CAPSTAN_LAB_CONFIG: &str = "CAPSTAN_LAB_CONFIG";
 /// The observed-state snapshot `capstan plan` reads (`none` for nothing).
 pub const CAPSTAN_OBSERVED: &str = "CAPSTAN_OBSERVED";
+/// `capstan run`: work against an embedded lab.
+pub const CAPSTAN_LAB: &str = "CAPSTAN_LAB";
+/// The daemon's HTTP endpoint address.
+pub const CAPSTAN_HTTP: &str = "CAPSTAN_HTTP";
+/// Delay between passes while work is in progress.
+pub const CAPSTAN_BUSY_INTERVAL: &str = "CAPSTAN_BUSY_INTERVAL";
+/// Clusters whose steps run at the same time.
+pub const CAPSTAN_CONCURRENCY: &str = "CAPSTAN_CONCURRENCY";
+/// `capstan demo`: its folder.
+pub const CAPSTAN_DEMO_DIR: &str = "CAPSTAN_DEMO_DIR";
+/// `capstan status`: the daemon's endpoint.
+pub const CAPSTAN_SERVER: &str = "CAPSTAN_SERVER";

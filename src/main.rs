@@ -13,6 +13,8 @@ use capstan::commands::{self, Outcome};
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // One TLS crypto provider for every client and server (reqwest, kube, the lab): ring.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     init_logging(&args.log);
     match run(args) {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
@@ -25,7 +27,8 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> anyhow::Result<Outcome> {
-    let mut stdout = std::io::stdout().lock();
+    // Not locked: long-running commands print from several threads.
+    let mut stdout = std::io::stdout();
     match args.command {
         Command::Validate(validate) => commands::validate::run(&validate, &mut stdout)
             .with_context(|| format!("validating {}", validate.repo.display())),
@@ -34,16 +37,21 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
             .map_err(Into::into),
         Command::Plan(plan) => commands::plan::run(&plan, &SystemClock, &mut stdout)
             .with_context(|| format!("planning {}", plan.repo.display())),
-        Command::Run(_) => not_built("run", "the lifecycle issue"),
-        Command::Status(_) => not_built("status", "the lifecycle issue"),
+        Command::Run(run) => commands::run::run(&run, &environment)
+            .with_context(|| format!("running on {}", run.repo.display())),
+        Command::Demo(demo) => commands::run::demo(&demo).context("running the demo"),
+        Command::Status(status) => {
+            commands::status::run(&status, &mut stdout).context("showing the status")
+        }
+        Command::Observe(observe) => commands::observe::run(&observe, &environment, &mut stdout)
+            .with_context(|| format!("observing {}", observe.repo.display())),
         Command::Lab(lab) => commands::lab::run(&lab, &mut stdout).context("running the lab"),
     }
 }
 
-/// Says plainly that a command exists in the interface but does nothing yet.
-fn not_built(command: &str, issue: &str) -> anyhow::Result<Outcome> {
-    eprintln!("capstan {command}: not built yet (tracked in {issue}); nothing was done");
-    Ok(Outcome::Failure)
+/// The process environment, for `tokenFrom: {env: ...}`: read here, in main, only.
+fn environment(name: &str) -> Option<String> {
+    std::env::var(name).ok()
 }
 
 fn init_logging(log: &LogArgs) {

@@ -2,8 +2,11 @@
 //! typed error; `main` maps them to exit codes.
 
 pub mod lab;
+pub mod observe;
 pub mod plan;
+pub mod run;
 pub mod schema;
+pub mod status;
 pub mod validate;
 
 /// How a command ended, for the exit code.

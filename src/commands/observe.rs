@@ -1,0 +1,124 @@
+//! `capstan observe`: one observation, printed as the snapshot `capstan plan --observed` reads.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::cli::ObserveArgs;
+use crate::clock::{Clock, SystemClock};
+use crate::commands::Outcome;
+use crate::connect::{ConnectError, Connections};
+use crate::observe::Observer;
+use crate::sim::kube::MANAGEMENT;
+use crate::sim::lab::LabFile;
+use crate::source::{self, SourceError};
+use crate::spec;
+
+/// Observing failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ObserveError {
+    /// The repository could not be read.
+    #[error("cannot read the repository")]
+    Source(#[from] SourceError),
+    /// capstan.yaml has errors.
+    #[error("the repository has errors (run `capstan validate`)")]
+    Invalid,
+    /// The lab's state could not be read.
+    #[error("cannot read the lab's state {path} (is `capstan lab --state-dir` running there?)")]
+    LabState {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// lab.json is not what `capstan lab` writes.
+    #[error("{path} is not a lab.json: {reason}")]
+    LabFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The connections could not be built.
+    #[error("cannot connect")]
+    Connect(#[from] ConnectError),
+    /// The async runtime could not start.
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+    /// Writing to standard output failed.
+    #[error("cannot write to standard output")]
+    Print(#[source] std::io::Error),
+}
+
+/// Observes once and prints the snapshot; clusters that could not be observed go to standard
+/// error and make the command exit 1.
+///
+/// # Errors
+/// When the repository is invalid or the connections cannot be built.
+pub fn run(
+    args: &ObserveArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+    out: &mut impl Write,
+) -> Result<Outcome, ObserveError> {
+    let loaded = spec::load(&source::read_repo(&args.repo)?);
+    let desired = loaded.desired.ok_or(ObserveError::Invalid)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(ObserveError::Runtime)?;
+    let observation = runtime.block_on(async {
+        let connections = match &args.lab_state {
+            Some(dir) => {
+                let (lab, management) = read_lab(dir)?;
+                Connections::for_lab(&desired.fleet, &lab, &management).await?
+            }
+            None => {
+                let secrets = crate::connect::resolve_secrets(&desired.fleet, env)?;
+                Connections::from_fleet(&desired.fleet, &secrets).await?
+            }
+        };
+        let observer = Observer::new(Arc::new(connections));
+        Ok::<_, ObserveError>(observer.observe(&desired, SystemClock.now()).await)
+    })?;
+    let text = format!(
+        "{:#}\n",
+        serde_json::to_value(&observation.observed).unwrap_or_default()
+    );
+    out.write_all(text.as_bytes())
+        .map_err(ObserveError::Print)?;
+    for (cluster, reason) in &observation.failed {
+        eprintln!("warning: cluster {cluster} could not be observed: {reason}");
+    }
+    Ok(if observation.failed.is_empty() {
+        Outcome::Success
+    } else {
+        Outcome::Failure
+    })
+}
+
+fn read_lab(dir: &std::path::Path) -> Result<(LabFile, String), ObserveError> {
+    let path = dir.join("lab.json");
+    let text = std::fs::read_to_string(&path).map_err(|source| ObserveError::LabState {
+        path: path.clone(),
+        source,
+    })?;
+    let lab: LabFile = serde_json::from_str(&text).map_err(|err| ObserveError::LabFile {
+        path: path.clone(),
+        reason: err.to_string(),
+    })?;
+    let management = lab
+        .clusters
+        .get(MANAGEMENT)
+        .ok_or_else(|| ObserveError::LabFile {
+            path: path.clone(),
+            reason: format!("it lists no `{MANAGEMENT}` cluster"),
+        })?;
+    let kubeconfig = std::fs::read_to_string(&management.kubeconfig).map_err(|source| {
+        ObserveError::LabState {
+            path: management.kubeconfig.clone(),
+            source,
+        }
+    })?;
+    Ok((lab, kubeconfig))
+}

@@ -1,0 +1,325 @@
+//! `capstan run` and `capstan demo`: the daemon, against the real connections of capstan.yaml
+//! or an embedded lab.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cli::{DaemonArgs, DemoArgs, RunArgs};
+use crate::clock::{Clock, SystemClock};
+use crate::commands::Outcome;
+use crate::connect::{ConnectError, Connections, FleetSecrets};
+use crate::daemon::{Daemon, DaemonOptions, StatusBoard, http};
+use crate::sim::kube::MANAGEMENT;
+use crate::sim::lab::{Lab, LabError, LabOptions};
+use crate::sim::world::{LabConfig, WorldError};
+use crate::source::{self, SourceError};
+use crate::spec::{self, Fleet};
+
+/// Passes while busy in the lab, where every operation takes milliseconds.
+const LAB_BUSY_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Running the daemon failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The repository could not be read.
+    #[error("cannot read the repository")]
+    Source(#[from] SourceError),
+    /// capstan.yaml has errors; `capstan validate` shows them.
+    #[error("the repository has errors (run `capstan validate {repo}`):\n{errors}")]
+    Invalid {
+        /// The repository.
+        repo: String,
+        /// Its errors.
+        errors: String,
+    },
+    /// The connections could not be built.
+    #[error("cannot connect")]
+    Connect(#[from] ConnectError),
+    /// The lab config could not be read.
+    #[error("cannot load the lab config")]
+    LabConfig(#[source] WorldError),
+    /// The lab could not start.
+    #[error("cannot start the lab")]
+    Lab(#[source] LabError),
+    /// The async runtime could not start.
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+    /// The HTTP endpoint could not start.
+    #[error("cannot serve the HTTP endpoint")]
+    Http(#[from] http::HttpError),
+    /// The demo's folder could not be prepared.
+    #[error("cannot prepare {path}")]
+    Prepare {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Runs `capstan run`. `env` reads the process environment for `tokenFrom: {env: ...}`.
+///
+/// # Errors
+/// When the repository is invalid, a connection cannot be made, or the lab cannot start.
+pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outcome, RunError> {
+    let fleet = load_fleet(&args.repo)?;
+    runtime()?.block_on(async {
+        let mut options = daemon_options(&args.repo, &args.daemon);
+        let mut out = std::io::stdout();
+        if args.target.lab {
+            let config = match &args.target.lab_config {
+                Some(path) => LabConfig::load(path).map_err(RunError::LabConfig)?,
+                None => LabConfig::default(),
+            };
+            let lab = start_lab(config, Some(args.target.state_dir.clone())).await?;
+            options.busy_interval = args.daemon.busy_interval.map_or(LAB_BUSY_INTERVAL, |d| d.0);
+            let _ = writeln!(
+                out,
+                "lab: simulated Proxmox VE at {} (state in {})",
+                lab.proxmox_url(),
+                args.target.state_dir.display()
+            );
+            let connections =
+                Connections::for_lab(&fleet, &lab.lab_file(), &lab.management_kubeconfig()).await?;
+            let clock: Arc<dyn Clock> = Arc::new(lab.clock().clone());
+            serve_daemon(options, connections, clock, args.daemon.http, stop_signal()).await?;
+            lab.stop();
+        } else {
+            let secrets = crate::connect::resolve_secrets(&fleet, env)?;
+            let connections = connections(&fleet, &secrets).await?;
+            serve_daemon(
+                options,
+                connections,
+                Arc::new(SystemClock),
+                args.daemon.http,
+                stop_signal(),
+            )
+            .await?;
+        }
+        Ok(Outcome::Success)
+    })
+}
+
+/// Runs `capstan demo`: a copy of examples-repo on an embedded lab.
+///
+/// # Errors
+/// When the demo folder cannot be prepared or the lab cannot start.
+pub fn demo(args: &DemoArgs) -> Result<Outcome, RunError> {
+    let examples = args.examples.clone().unwrap_or_else(default_examples);
+    let repo = args.state_dir.join("repo");
+    let lab_dir = args.state_dir.join("lab");
+    if !repo.join(spec::FLEET_FILE).exists() {
+        copy_dir(&examples, &repo).map_err(|source| RunError::Prepare {
+            path: repo.clone(),
+            source,
+        })?;
+    }
+    let fleet = load_fleet(&repo)?;
+    runtime()?.block_on(async {
+        let mut out = std::io::stdout();
+        let lab = start_lab(LabConfig::default(), Some(lab_dir.clone())).await?;
+        let _ = writeln!(out, "capstan demo: the example clusters on an embedded lab");
+        let _ = writeln!(
+            out,
+            "  repository: {} (edit its clusters/*.yaml and watch)",
+            repo.display()
+        );
+        let _ = writeln!(
+            out,
+            "  lab:        simulated Proxmox VE at {}, state in {}",
+            lab.proxmox_url(),
+            lab_dir.display()
+        );
+        let _ = writeln!(
+            out,
+            "  status:     capstan status --server http://{}",
+            args.http
+        );
+        let _ = writeln!(out);
+        let connections =
+            Connections::for_lab(&fleet, &lab.lab_file(), &lab.management_kubeconfig()).await?;
+        let clock: Arc<dyn Clock> = Arc::new(lab.clock().clone());
+        let mut options = DaemonOptions::new(repo.clone());
+        options.busy_interval = LAB_BUSY_INTERVAL;
+        let daemon = Daemon::new(options, Arc::new(connections), clock)
+            .with_progress(Box::new(std::io::stdout()));
+        let board = daemon.board();
+        http::serve(args.http, daemon.board()).await?;
+        let started = std::time::Instant::now();
+        let announce = announce_when_ready(
+            board,
+            started,
+            lab_dir.clone(),
+            repo.clone(),
+            args.exit_when_ready,
+        );
+        let stop: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
+            if args.exit_when_ready {
+                Box::pin(async move { announce.await })
+            } else {
+                tokio::spawn(announce);
+                Box::pin(stop_signal())
+            };
+        daemon.run(stop).await?;
+        lab.stop();
+        Ok(Outcome::Success)
+    })
+}
+
+/// Waits for every cluster to be Ready, then prints how to look at them.
+async fn announce_when_ready(
+    board: Arc<StatusBoard>,
+    started: std::time::Instant,
+    lab_dir: PathBuf,
+    repo: PathBuf,
+    quiet_after: bool,
+) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let status = board.status();
+        if !status.all_ready() {
+            continue;
+        }
+        let mut out = std::io::stdout();
+        let _ = writeln!(
+            out,
+            "\nall {} clusters Ready in {:.1}s",
+            status.clusters.len(),
+            started.elapsed().as_secs_f64()
+        );
+        for (name, cluster) in &status.clusters {
+            let kubeconfig = lab_dir.join(format!("{name}.kubeconfig"));
+            let version = cluster.version.map(|v| format!("v{v}")).unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "  {name:<10} {} nodes {version}: kubectl --kubeconfig {} get nodes -o wide",
+                cluster.nodes.len(),
+                kubeconfig.display()
+            );
+        }
+        let management = lab_dir.join(format!("{MANAGEMENT}.kubeconfig"));
+        let _ = writeln!(
+            out,
+            "  Flux's kubeconfig Secrets: kubectl --kubeconfig {} -n flux-system get secrets",
+            management.display()
+        );
+        let _ = writeln!(
+            out,
+            "  try: set `replicas: 4` in {}/clusters/prod.yaml and watch a worker join",
+            repo.display()
+        );
+        if !quiet_after {
+            let _ = writeln!(out, "  reconciling; stop with Ctrl-C\n");
+        }
+        let _ = out.flush();
+        return;
+    }
+}
+
+async fn serve_daemon(
+    options: DaemonOptions,
+    connections: Connections,
+    clock: Arc<dyn Clock>,
+    http_addr: Option<std::net::SocketAddr>,
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<(), RunError> {
+    let daemon = Daemon::new(options, Arc::new(connections), clock)
+        .with_progress(Box::new(std::io::stdout()));
+    if let Some(addr) = http_addr {
+        let bound = http::serve(addr, daemon.board()).await?;
+        tracing::info!(address = %bound, "serving /status, /healthz and /metrics");
+    }
+    daemon.run(stop).await?;
+    Ok(())
+}
+
+async fn connections(fleet: &Fleet, secrets: &FleetSecrets) -> Result<Connections, RunError> {
+    Ok(Connections::from_fleet(fleet, secrets).await?)
+}
+
+async fn start_lab(config: LabConfig, state_dir: Option<PathBuf>) -> Result<Lab, RunError> {
+    let options = LabOptions {
+        state_dir,
+        ..LabOptions::ephemeral()
+    };
+    Lab::start(config, options).await.map_err(RunError::Lab)
+}
+
+fn daemon_options(repo: &Path, args: &DaemonArgs) -> DaemonOptions {
+    let mut options = DaemonOptions::new(repo.to_owned());
+    if let Some(interval) = args.busy_interval {
+        options.busy_interval = interval.0;
+    }
+    options.concurrency = args.concurrency.max(1);
+    options
+}
+
+/// capstan.yaml, validated (cluster files with errors are reported by the daemon, which
+/// leaves those clusters alone).
+fn load_fleet(repo: &Path) -> Result<Fleet, RunError> {
+    let files = source::read_repo(repo)?;
+    let loaded = spec::load(&files);
+    loaded
+        .desired
+        .map(|d| d.fleet)
+        .ok_or_else(|| RunError::Invalid {
+            repo: repo.display().to_string(),
+            errors: loaded.diagnostics.to_string(),
+        })
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, RunError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(RunError::Runtime)
+}
+
+/// examples-repo/ next to the current folder, or of the checkout this binary was built from.
+fn default_examples() -> PathBuf {
+    let here = PathBuf::from("examples-repo");
+    if here.join(spec::FLEET_FILE).exists() {
+        here
+    } else {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples-repo")
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), target)?;
+        }
+    }
+    Ok(())
+}
+
+/// Completes on SIGTERM or Ctrl-C (or at once if the handlers cannot be installed: a daemon
+/// that cannot be stopped cleanly should not start).
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        else {
+            tracing::error!("cannot listen for SIGTERM; stopping");
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

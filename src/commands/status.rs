@@ -1,0 +1,204 @@
+//! `capstan status`: a running daemon's `/status`, as a tree like `clusterctl describe`.
+
+use std::fmt::Write as _;
+use std::io::Write;
+
+use jiff::Timestamp;
+
+use crate::cli::{ReportFormat, StatusArgs};
+use crate::commands::Outcome;
+use crate::status::{ClusterStatus, FleetStatus};
+
+/// Reading the status failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StatusError {
+    /// The daemon did not answer.
+    #[error(
+        "cannot reach the daemon at {server} (is `capstan run --http` or `capstan demo` running?)"
+    )]
+    Fetch {
+        /// Its endpoint.
+        server: String,
+        /// Why.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The cluster is not in the status.
+    #[error("no cluster `{cluster}` in the daemon's status (known: {known})")]
+    UnknownCluster {
+        /// The cluster asked for.
+        cluster: String,
+        /// The clusters there are.
+        known: String,
+    },
+    /// The async runtime could not start.
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+    /// Writing to standard output failed.
+    #[error("cannot write to standard output")]
+    Print(#[source] std::io::Error),
+}
+
+/// Prints the status; exits 1 (`Failure`) when a cluster shown is Blocked.
+///
+/// # Errors
+/// When the daemon does not answer or the cluster is unknown.
+pub fn run(args: &StatusArgs, out: &mut impl Write) -> Result<Outcome, StatusError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(StatusError::Runtime)?;
+    let mut status = runtime.block_on(fetch(&args.server))?;
+    if let Some(cluster) = &args.cluster {
+        if !status.clusters.contains_key(cluster) {
+            let known = status
+                .clusters
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(StatusError::UnknownCluster {
+                cluster: cluster.clone(),
+                known,
+            });
+        }
+        status.clusters.retain(|name, _| name == cluster);
+    }
+    let text = match args.format {
+        ReportFormat::Json => format!("{:#}\n", serde_json::to_value(&status).unwrap_or_default()),
+        ReportFormat::Text => render(&status, Timestamp::now()),
+    };
+    out.write_all(text.as_bytes()).map_err(StatusError::Print)?;
+    let blocked = status
+        .clusters
+        .values()
+        .any(|c| c.phase == crate::status::PhaseName::Blocked);
+    Ok(if blocked || !status.repository_errors.is_empty() {
+        Outcome::Failure
+    } else {
+        Outcome::Success
+    })
+}
+
+async fn fetch(server: &str) -> Result<FleetStatus, StatusError> {
+    let url = format!("{}/status", server.trim_end_matches('/'));
+    let wrap = |source| StatusError::Fetch {
+        server: server.to_owned(),
+        source,
+    };
+    reqwest::get(&url)
+        .await
+        .map_err(wrap)?
+        .error_for_status()
+        .map_err(wrap)?
+        .json()
+        .await
+        .map_err(wrap)
+}
+
+/// The status as a tree.
+pub fn render(status: &FleetStatus, now: Timestamp) -> String {
+    let mut out = String::new();
+    if let Some(revision) = &status.revision {
+        let _ = writeln!(out, "revision {revision}");
+    }
+    for error in &status.repository_errors {
+        let _ = writeln!(out, "repository error: {error}");
+    }
+    for (name, cluster) in &status.clusters {
+        render_cluster(&mut out, name, cluster, now);
+    }
+    for finding in &status.findings {
+        let _ = writeln!(out, "note: {finding}");
+    }
+    out
+}
+
+fn render_cluster(out: &mut String, name: &str, cluster: &ClusterStatus, now: Timestamp) {
+    let version = cluster
+        .version
+        .map(|v| format!("  v{v}"))
+        .unwrap_or_default();
+    let expiry = cluster
+        .certificate_expiry
+        .map(|e| {
+            format!(
+                "  certificates expire {} ({} days)",
+                e.strftime("%Y-%m-%d"),
+                e.duration_since(now).as_hours() / 24
+            )
+        })
+        .unwrap_or_default();
+    let _ = writeln!(out, "{name}  {}{version}{expiry}", cluster.phase);
+    let conditions: Vec<String> = cluster
+        .conditions
+        .iter()
+        .map(|c| format!("{}={} ({})", c.kind, c.status, c.reason))
+        .collect();
+    let _ = writeln!(out, "├─ conditions: {}", conditions.join(" · "));
+    for condition in cluster
+        .conditions
+        .iter()
+        .filter(|c| c.kind == crate::status::conditions::BLOCKED && c.status == "True")
+    {
+        let _ = writeln!(out, "│  blocked: {}", condition.message);
+    }
+    let _ = writeln!(out, "├─ nodes");
+    for (index, node) in cluster.nodes.iter().enumerate() {
+        let branch = if index + 1 == cluster.nodes.len() {
+            "└─"
+        } else {
+            "├─"
+        };
+        let ready = match node.ready {
+            Some(true) => "Ready",
+            Some(false) => "NotReady",
+            None => "not joined",
+        };
+        let version = node.version.map(|v| format!("v{v}")).unwrap_or_default();
+        let cordoned = if node.cordoned { "  cordoned" } else { "" };
+        let _ = writeln!(
+            out,
+            "│  {branch} {:<34} {:<13} {ready:<10} {version:<8} VM {} on {}{cordoned}",
+            node.name,
+            node.role.to_string(),
+            node.vm_id,
+            node.proxmox_node
+        );
+    }
+    if !cluster.next_steps.is_empty() {
+        let _ = writeln!(out, "├─ next: {}", cluster.next_steps.join(", "));
+    }
+    if let Some(step) = &cluster.last_step {
+        let outcome = if step.succeeded {
+            "ok".to_owned()
+        } else {
+            format!("failed {} time(s)", step.failures)
+        };
+        let _ = writeln!(
+            out,
+            "├─ last step: {} {outcome}: {}",
+            step.action, step.message
+        );
+    }
+    match cluster.waiting_on.as_slice() {
+        [] => {
+            let _ = writeln!(out, "└─ waiting on: nothing");
+        }
+        waits => {
+            let _ = writeln!(out, "└─ waiting on");
+            for wait in waits {
+                let step = wait
+                    .step
+                    .as_deref()
+                    .map(|s| format!("{s}: "))
+                    .unwrap_or_default();
+                let since = wait
+                    .since
+                    .map(|s| format!(" (since {s})"))
+                    .unwrap_or_default();
+                let _ = writeln!(out, "   · {step}{}{since}", wait.resource);
+            }
+        }
+    }
+}

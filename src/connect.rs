@@ -52,7 +52,7 @@ pub enum ConnectError {
         connection: String,
         /// Why.
         #[source]
-        source: ProxmoxError,
+        source: Box<ProxmoxError>,
     },
     /// A management cluster cannot be reached.
     #[error("management cluster `{cluster}`")]
@@ -61,7 +61,7 @@ pub enum ConnectError {
         cluster: String,
         /// Why.
         #[source]
-        source: ClusterError,
+        source: Box<ClusterError>,
     },
     /// A secret named in `capstan.yaml` was not resolved.
     #[error("no secret for {what}: set {hint}")]
@@ -121,9 +121,9 @@ impl Connections {
                         what: format!("Proxmox connection `{name}`"),
                         hint: "its tokenFrom".to_owned(),
                     })?;
-            let wrap = |source| ConnectError::Proxmox {
+            let wrap = |source: ProxmoxError| ConnectError::Proxmox {
                 connection: name.clone(),
-                source,
+                source: Box::new(source),
             };
             let config = ConnectionConfig::from_spec(connection, TokenSecret::new(secret.clone()))
                 .map_err(wrap)?;
@@ -142,7 +142,7 @@ impl Connections {
                 .await
                 .map_err(|source| ConnectError::Management {
                     cluster: name.clone(),
-                    source,
+                    source: Box::new(source),
                 })?;
             flux.insert(name.clone(), Arc::new(FluxDeliverer::new(client)));
         }
@@ -161,9 +161,9 @@ impl Connections {
     ) -> Result<Self, ConnectError> {
         let mut proxmox = BTreeMap::new();
         for name in fleet.proxmox.keys() {
-            let wrap = |source| ConnectError::Proxmox {
+            let wrap = |source: ProxmoxError| ConnectError::Proxmox {
                 connection: name.clone(),
-                source,
+                source: Box::new(source),
             };
             let config = ConnectionConfig::new(
                 &lab.proxmox.url,
@@ -181,7 +181,7 @@ impl Connections {
                 .await
                 .map_err(|source| ConnectError::Management {
                     cluster: name.clone(),
-                    source,
+                    source: Box::new(source),
                 })?;
             flux.insert(name.clone(), Arc::new(FluxDeliverer::new(client)));
         }

@@ -158,7 +158,7 @@ pub fn demo(args: &DemoArgs) -> Result<Outcome, RunError> {
         );
         let stop: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
             if args.exit_when_ready {
-                Box::pin(async move { announce.await })
+                Box::pin(announce)
             } else {
                 tokio::spawn(announce);
                 Box::pin(stop_signal())

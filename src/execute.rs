@@ -325,16 +325,8 @@ impl<Pr: Providers> Executor<Pr> {
                         .ok_or(ExecuteError::NoKubeconfig {
                             action: "deliver-kubeconfig",
                         })?;
-                let deliverer = self.providers.flux(&flux.cluster).ok_or_else(|| {
-                    ExecuteError::NoManagement {
-                        name: flux.cluster.clone(),
-                    }
-                })?;
-                let target = flux::FluxTarget {
-                    cluster: ctx.cluster.to_owned(),
-                    namespace: flux.namespace.clone(),
-                    secret_name: flux.secret_name.clone(),
-                };
+                let deliverer = self.deliverer(flux)?;
+                let target = flux_target(ctx, flux);
                 let outcome = deliverer
                     .deliver(&target, kubeconfig, ctx.revision)
                     .await
@@ -527,17 +519,8 @@ impl<Pr: Providers> Executor<Pr> {
                 })?;
         }
         if let Some(flux) = flux {
-            let deliverer =
-                self.providers
-                    .flux(&flux.cluster)
-                    .ok_or_else(|| ExecuteError::NoManagement {
-                        name: flux.cluster.clone(),
-                    })?;
-            let target = flux::FluxTarget {
-                cluster: ctx.cluster.to_owned(),
-                namespace: flux.namespace.clone(),
-                secret_name: flux.secret_name.clone(),
-            };
+            let deliverer = self.deliverer(flux)?;
+            let target = flux_target(ctx, flux);
             deliverer
                 .withdraw(&target)
                 .await
@@ -547,6 +530,14 @@ impl<Pr: Providers> Executor<Pr> {
             "cluster deleted: {} VM(s) destroyed",
             machines.len()
         ))
+    }
+
+    fn deliverer(&self, flux: &crate::observed::FluxTarget) -> Result<&Pr::Flux, ExecuteError> {
+        self.providers
+            .flux(&flux.cluster)
+            .ok_or_else(|| ExecuteError::NoManagement {
+                name: flux.cluster.clone(),
+            })
     }
 
     fn proxmox(&self, ctx: StepContext<'_>) -> Result<&Pr::Proxmox, ExecuteError> {
@@ -695,6 +686,15 @@ async fn run_steps<E: crate::providers::node_exec::NodeExec>(
             action,
             source: Box::new(source),
         })
+}
+
+/// The Flux provider's target for a cluster's Secret (named by the plan).
+fn flux_target(ctx: StepContext<'_>, flux: &crate::observed::FluxTarget) -> flux::FluxTarget {
+    flux::FluxTarget {
+        cluster: ctx.cluster.to_owned(),
+        namespace: flux.namespace.clone(),
+        secret_name: flux.secret_name.clone(),
+    }
 }
 
 fn vm_ref(machine: &MachineRef) -> Result<VmRef, ExecuteError> {

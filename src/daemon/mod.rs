@@ -228,14 +228,8 @@ impl<Pr: Providers> Daemon<Pr> {
         };
         let revision = files.content_revision();
         let loaded = spec::load(&files);
+        let errors = repository_errors(&loaded.diagnostics);
         let Some(desired) = loaded.desired else {
-            let errors = loaded
-                .diagnostics
-                .0
-                .iter()
-                .filter(|d| d.is_error())
-                .map(ToString::to_string)
-                .collect();
             return self.repository_error(errors, Some(revision));
         };
         if self.options.resync.is_none() {
@@ -264,13 +258,6 @@ impl<Pr: Providers> Daemon<Pr> {
                 );
             }
         }
-        let errors = loaded
-            .diagnostics
-            .0
-            .iter()
-            .filter(|d| d.is_error())
-            .map(ToString::to_string)
-            .collect();
         self.publish(&desired, &observation, &plan, revision, errors);
         self.board.count(|c| {
             c.passes += 1;
@@ -423,4 +410,14 @@ impl<Pr: Providers> Daemon<Pr> {
         }
         self.board.set(status);
     }
+}
+
+/// The repository's errors, one line each (warnings are for `capstan validate`).
+fn repository_errors(diagnostics: &spec::Diagnostics) -> Vec<String> {
+    diagnostics
+        .0
+        .iter()
+        .filter(|d| d.is_error())
+        .map(ToString::to_string)
+        .collect()
 }

@@ -328,23 +328,11 @@ fn rewrite_state(state: Arc<StateFiles>) -> CredentialsHook {
         if let Err(err) = state.sync() {
             tracing::warn!(
                 cluster = cluster.name(),
-                error = %error_chain(&err),
+                error = %crate::status::error_chain(&err),
                 "lab state files not rewritten"
             );
         }
     })
-}
-
-/// `err` and its causes on one line.
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// Writes `dir/lab.json` (creating `dir`), readable by its owner only, replacing any earlier

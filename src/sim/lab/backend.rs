@@ -88,7 +88,7 @@ impl LabBackend {
 
 /// The message kubeadm's output carries: the error and its causes, once each.
 fn message(err: &SimKubeError) -> String {
-    super::error_chain(err)
+    crate::status::error_chain(err)
 }
 
 /// The ClusterConfiguration with `kubernetesVersion` moved to `version`, keeping the form

@@ -161,6 +161,11 @@ impl World {
         self.board = None;
     }
 
+    /// The daemon's status board (to serve it over HTTP).
+    pub fn board(&self) -> Arc<StatusBoard> {
+        Arc::clone(self.board.as_ref().expect("daemon started"))
+    }
+
     /// The daemon's current status.
     pub fn status(&self) -> FleetStatus {
         self.board.as_ref().expect("daemon started").status()

@@ -23,6 +23,29 @@ async fn status_and_observe_show_what_the_daemon_and_the_lab_hold() {
         .expect("serve");
     let server = format!("http://{address}");
 
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let healthz = reqwest::get(format!("{server}/healthz"))
+        .await
+        .expect("healthz");
+    assert_eq!(healthz.status(), 200);
+    let metrics = reqwest::get(format!("{server}/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    for line in [
+        "capstan_cluster_phase{cluster=\"prod\",phase=\"Ready\"} 1",
+        "capstan_cluster_nodes_ready{cluster=\"prod\"} 3",
+        "capstan_steps_total{action=\"init-control-plane\",result=\"ok\"} 1",
+        "capstan_repository_errors 0",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "/metrics has `{line}`:\n{metrics}"
+        );
+    }
+
     let tree = tokio::task::spawn_blocking({
         let server = server.clone();
         move || support::capstan(&["status", "prod", "--server", &server])

@@ -259,3 +259,30 @@ pub fn resolve_secrets(
     }
     Ok(secrets)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fleet() -> Fleet {
+        let text = "apiVersion: capstan.dev/v1alpha1\nkind: Fleet\nproxmox:\n  homelab:\n    url: https://pve1:8006\n    tokenId: capstan@pve!r\n    tokenFrom: {env: HOMELAB_TOKEN}\n";
+        serde_saphyr::from_str(text).expect("fleet")
+    }
+
+    #[test]
+    fn secrets_come_from_the_named_variable_and_a_missing_one_is_named() {
+        let env = |name: &str| (name == "HOMELAB_TOKEN").then(|| " 0f6c-secret \n".to_owned());
+        let secrets = resolve_secrets(&fleet(), &env).expect("resolved");
+        assert_eq!(secrets.proxmox_tokens["homelab"], "0f6c-secret", "trimmed");
+        assert!(
+            !format!("{secrets:?}").contains("0f6c"),
+            "Debug never shows a secret"
+        );
+
+        let err = resolve_secrets(&fleet(), &|_| None).expect_err("unset");
+        assert_eq!(
+            err.to_string(),
+            "no secret for Proxmox connection `homelab` (tokenFrom): set the environment variable HOMELAB_TOKEN"
+        );
+    }
+}

@@ -237,6 +237,7 @@ impl<Pr: Providers> Executor<Pr> {
                 ]
                 .concat();
                 run_steps(&kubeadm, "init-control-plane", &target, &steps).await?;
+                self.mark_bootstrapped(ctx, &kubeadm, &target).await?;
                 format!(
                     "kubeadm init on {} (endpoint {}:{})",
                     target.name, endpoint.host, endpoint.port
@@ -368,6 +369,43 @@ impl<Pr: Providers> Executor<Pr> {
         };
         tracing::info!(cluster = ctx.cluster, action = step.name(), "{result}");
         Ok(result)
+    }
+
+    /// Records in the cluster that its bootstrap finished (kube-vip and the CNI in place), the
+    /// fact the planner reads to stop re-running `init-control-plane`.
+    async fn mark_bootstrapped<E: crate::providers::node_exec::NodeExec>(
+        &self,
+        ctx: StepContext<'_>,
+        kubeadm: &Kubeadm<E>,
+        target: &NodeTarget,
+    ) -> Result<(), ExecuteError> {
+        let kubeconfig =
+            kubeadm
+                .admin_kubeconfig(target)
+                .await
+                .map_err(|source| ExecuteError::Kubeadm {
+                    action: "init-control-plane",
+                    source: Box::new(source),
+                })?;
+        let api = self
+            .providers
+            .connect_cluster(&kubeconfig)
+            .await
+            .map_err(|source| ExecuteError::Cluster {
+                action: "init-control-plane",
+                source: Box::new(source),
+            })?;
+        let data = std::collections::BTreeMap::from([
+            ("cluster".to_owned(), ctx.cluster.to_owned()),
+            ("completed".to_owned(), self.clock.now().to_string()),
+        ]);
+        let (namespace, name) = crate::observed::BOOTSTRAP_MARKER;
+        api.write_config_map(namespace, name, &data)
+            .await
+            .map_err(|source| ExecuteError::Cluster {
+                action: "record the bootstrap",
+                source: Box::new(source),
+            })
     }
 
     async fn join(

@@ -23,9 +23,9 @@ use crate::connect::Providers;
 use crate::fingerprint;
 use crate::model::{NodeName, Role};
 use crate::observed::{
-    DRAIN_STARTED_ANNOTATION, DrainObserved, FluxSecret, FluxTarget, Observed, ObservedCluster,
-    ObservedControlPlane, ObservedMachine, ObservedNode, PodRef, PowerState, ProxmoxNode, Taint,
-    VmConfig,
+    BOOTSTRAP_MARKER, DRAIN_STARTED_ANNOTATION, DrainObserved, FluxSecret, FluxTarget, Observed,
+    ObservedCluster, ObservedControlPlane, ObservedMachine, ObservedNode, PodRef, PowerState,
+    ProxmoxNode, Taint, VmConfig,
 };
 use crate::providers::flux::{self, KubeconfigDelivery};
 use crate::providers::kube::{ClusterClient, NodeState, client_certificate_expiry};
@@ -238,6 +238,9 @@ impl<Pr: Providers> Observer<Pr> {
             unreachable_since: None,
             certificates_expire: client_certificate_expiry(kubeconfig).ok().flatten(),
             admin_kubeconfig: Some(fingerprint::secret_sha256(kubeconfig.as_bytes())),
+            bootstrap_incomplete: remembered
+                .as_ref()
+                .is_some_and(|cp| cp.bootstrap_incomplete),
         };
         let api = match self.providers.connect_cluster(kubeconfig).await {
             Ok(api) => Some(api),
@@ -267,6 +270,9 @@ impl<Pr: Providers> Observer<Pr> {
                     };
                     control_plane.version = version;
                 }
+                let (namespace, marker) = BOOTSTRAP_MARKER;
+                control_plane.bootstrap_incomplete =
+                    matches!(api.config_map(namespace, marker).await, Ok(None));
                 for node in nodes {
                     let drain = self.observe_drain(&api, &node).await;
                     observed

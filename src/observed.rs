@@ -30,6 +30,11 @@ pub const RETIRING_TAG: &str = "capstan-retiring";
 /// drain's deadline runs from it, across restarts.
 pub const DRAIN_STARTED_ANNOTATION: &str = "capstan.dev/drain-started";
 
+/// ConfigMap (namespace, name) the executor writes as the last act of `init-control-plane`,
+/// once kube-vip and the CNI are in place: until it exists, a cluster whose `kubeadm init`
+/// ran is not bootstrapped (an init interrupted after kubeadm is finished, not taken as done).
+pub const BOOTSTRAP_MARKER: (&str, &str) = ("kube-system", "capstan-bootstrap");
+
 /// Taint that tells Kubernetes a node is gone for good, so the attach-detach controller
 /// releases its volumes (set by `fence-machine`).
 pub const OUT_OF_SERVICE_TAINT: &str = "node.kubernetes.io/out-of-service";
@@ -387,6 +392,10 @@ pub struct ObservedControlPlane {
     /// Fingerprint of the current admin kubeconfig.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admin_kubeconfig: Option<String>,
+    /// `kubeadm init` ran but the rest of the bootstrap (kube-vip's switch to admin.conf, the
+    /// CNI) did not finish: no [`BOOTSTRAP_MARKER`] yet. `init-control-plane` runs again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bootstrap_incomplete: bool,
 }
 
 /// Where a Flux Secret lives (key `value` holds the kubeconfig).
@@ -482,6 +491,7 @@ mod tests {
                     unreachable_since: None,
                     certificates_expire: Some("2027-01-01T00:00:00Z".parse().expect("time")),
                     admin_kubeconfig: Some("sha256:0011223344556677".into()),
+                    bootstrap_incomplete: false,
                 }),
                 ..ObservedCluster::default()
             },

@@ -258,6 +258,7 @@ pub(crate) fn apply(
                 unreachable_since: None,
                 certificates_expire: renewed(now),
                 admin_kubeconfig: new_admin(),
+                bootstrap_incomplete: false,
             });
             state
                 .nodes

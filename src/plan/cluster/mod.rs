@@ -160,7 +160,10 @@ impl Outcome {
 pub(crate) fn candidates(input: &Input<'_>, capacity: &Capacity) -> Outcome {
     let observed = input.observed;
     let mut out = Outcome {
-        initialised: observed.control_plane.is_some(),
+        initialised: observed
+            .control_plane
+            .as_ref()
+            .is_some_and(|cp| !cp.bootstrap_incomplete),
         ..Outcome::default()
     };
     if let Some(blocked) = endpoint_changed(input) {

@@ -515,3 +515,31 @@ fn a_creation_interrupted_before_the_start_is_finished_not_waited_out() {
         "the same VM, where it is"
     );
 }
+
+#[test]
+fn an_init_interrupted_after_kubeadm_is_run_again_before_anything_joins() {
+    let prod = Cluster::test("prod");
+    let desired = desired(vec![prod.clone()]);
+    let mut observed = Observed::nothing();
+    for _ in 0..2 {
+        let plan = plan_at(&desired, &observed, now());
+        for step in &plan.clusters[0].steps {
+            expected_effect(&mut observed, step, now());
+        }
+    }
+    let cp = prod.name_of("cp", 0);
+    // kubeadm init ran (the API answers) but the crash came before the CNI: the node is
+    // NotReady and no bootstrap marker was written.
+    let cluster = cluster_mut(&mut observed, "prod");
+    cluster
+        .control_plane
+        .as_mut()
+        .expect("initialised")
+        .bootstrap_incomplete = true;
+    cluster.nodes.get_mut(&cp).expect("registered").ready = false;
+
+    let plan = plan_at(&desired, &observed, now());
+    let cluster = plan.cluster("prod").expect("planned");
+    assert_eq!(shape(&cluster.steps), vec![s("init-control-plane", &cp)]);
+    assert_eq!(cluster.phase, Phase::Provisioning);
+}

@@ -17,6 +17,7 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use futures_util::StreamExt as _;
 use jiff::Timestamp;
 
 use crate::connect::Providers;
@@ -37,6 +38,8 @@ use crate::spec::{Cluster, Desired, Endpoint, KubeVersion};
 /// How long reading admin.conf through a guest agent may take before trying another control
 /// plane.
 const ADMIN_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How many clusters one pass observes at the same time.
+const CLUSTERS_OBSERVED_AT_ONCE: usize = 8;
 const GIB: u64 = 1024 * 1024 * 1024;
 const MIB: u64 = 1024 * 1024;
 
@@ -135,6 +138,7 @@ impl<Pr: Providers> Observer<Pr> {
                 .filter(|n| !desired.clusters.contains_key(*n))
                 .cloned(),
         );
+        let mut pending = Vec::new();
         for name in names {
             let cluster = desired.clusters.get(&name);
             let (connection, vms) = machines.remove(&name).unwrap_or_else(|| {
@@ -143,17 +147,31 @@ impl<Pr: Providers> Observer<Pr> {
                     Vec::new(),
                 )
             });
-            if let Some(reason) = unreachable_connections.get(&connection) {
-                observation.failed.insert(
-                    name,
-                    format!("Proxmox connection `{connection}` did not answer: {reason}"),
-                );
-                continue;
+            match unreachable_connections.get(&connection) {
+                Some(reason) => {
+                    let reason =
+                        format!("Proxmox connection `{connection}` did not answer: {reason}");
+                    observation.failed.insert(name, reason);
+                }
+                None => pending.push((name, cluster, connection, vms)),
             }
-            match self
-                .observe_cluster(&name, cluster, &connection, &vms, now)
-                .await
-            {
+        }
+        // Clusters are independent: observe a few at once (each waits mostly on guest agents
+        // and API servers), in a bounded number so a large fleet does not flood Proxmox.
+        let observations = pending
+            .into_iter()
+            .map(|(name, cluster, connection, vms)| async move {
+                let result = self
+                    .observe_cluster(&name, cluster, &connection, &vms, now)
+                    .await;
+                (name, result)
+            });
+        let results: Vec<_> = futures_util::stream::iter(observations.collect::<Vec<_>>())
+            .buffer_unordered(CLUSTERS_OBSERVED_AT_ONCE)
+            .collect()
+            .await;
+        for (name, result) in results {
+            match result {
                 Ok((observed, access)) => {
                     if !observed.is_empty() {
                         observation.observed.clusters.insert(name.clone(), observed);

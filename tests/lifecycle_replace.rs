@@ -72,21 +72,30 @@ async fn a_template_change_replaces_every_worker_new_before_old_one_at_a_time() 
     let timeline = recorder.finish().await;
     let is_old = |name: &str| old.iter().any(|o| o == name);
 
-    for old_name in &old {
-        let cordoned = timeline
-            .first(|s| s.node(old_name).is_none_or(|n| n.cordoned))
-            .unwrap_or_else(|| panic!("{old_name} leaves:\n{}", timeline.dump()));
-        let sample = &timeline.0[cordoned];
-        // New before old: when an old worker starts leaving, a new one is Ready and schedulable,
-        // and the pool still has its two serving workers counting the new one.
+    // New before old: when the k-th old worker starts leaving, k new workers are Ready and
+    // schedulable (each replacement joined before the machine it replaces leaves).
+    let mut cordons: Vec<(usize, &String)> = old
+        .iter()
+        .map(|name| {
+            let at = timeline
+                .first(|s| s.node(name).is_none_or(|n| n.cordoned))
+                .unwrap_or_else(|| panic!("{name} leaves:\n{}", timeline.dump()));
+            (at, name)
+        })
+        .collect();
+    cordons.sort();
+    for (k, (at, old_name)) in cordons.iter().enumerate() {
+        let sample = &timeline.0[*at];
         let new_serving = sample
             .nodes
             .iter()
             .filter(|n| !n.control_plane && !is_old(&n.name) && n.is_serving())
             .count();
         assert!(
-            new_serving >= 1,
-            "{old_name} is cordoned only after a new worker is Ready:\n{}\n\ntimeline:\n{}",
+            new_serving > k,
+            "{old_name} (old worker {}) is cordoned only once {} new worker(s) are Ready, saw {new_serving}:\n{}\n\ntimeline:\n{}",
+            k + 1,
+            k + 1,
             sample.summary(),
             timeline.dump()
         );

@@ -71,6 +71,13 @@ fn assert_upgrade_order(timeline: &Timeline, old: &[lifecycle_support::VmView], 
         leaving
             .nodes
             .iter()
+            .any(|n| n.control_plane && !is_old(&n.name) && n.is_serving() && n.kubelet == to),
+        "the new control plane is Ready at {to} before the old one leaves:\n{dump}"
+    );
+    assert!(
+        leaving
+            .nodes
+            .iter()
             .filter(|n| n.cordoned)
             .all(|n| n.name == old_cp.name),
         "the old control plane leaves first:\n{dump}"

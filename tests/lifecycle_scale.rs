@@ -138,7 +138,10 @@ async fn a_pool_scales_up_then_down_one_at_a_time_and_never_below_min_workers() 
     );
     // The cluster keeps its place in the status, Blocked on its file; it is not mistaken for
     // a removed cluster.
-    let entry = &status.clusters[CLUSTER];
+    let entry = status
+        .clusters
+        .get(CLUSTER)
+        .expect("the cluster keeps its status entry");
     assert_eq!(entry.phase, capstan::status::PhaseName::Blocked);
     let blocked = entry
         .conditions

@@ -530,6 +530,36 @@ impl<Pr: Providers> Executor<Pr> {
         machines: &[MachineRef],
         flux: Option<&crate::observed::FluxTarget>,
     ) -> Result<String, ExecuteError> {
+        // A cluster whose VMs are all gone already (a deletion interrupted after the last
+        // destroy) may have no Proxmox connection left to name: only its Secret remains.
+        if !machines.is_empty() {
+            self.destroy_all(ctx, machines).await?;
+        }
+        if let Some(flux) = flux {
+            let deliverer = self.deliverer(flux)?;
+            let target = flux_target(ctx, flux);
+            deliverer
+                .withdraw(&target)
+                .await
+                .map_err(|err| ExecuteError::Flux(Box::new(err)))?;
+        }
+        Ok(format!(
+            "cluster deleted: {} VM(s) destroyed{}",
+            machines.len(),
+            if flux.is_some() {
+                ", Flux Secret withdrawn"
+            } else {
+                ""
+            }
+        ))
+    }
+
+    /// Resets (when its guest agent answers) and destroys every VM of a removed cluster.
+    async fn destroy_all(
+        &self,
+        ctx: StepContext<'_>,
+        machines: &[MachineRef],
+    ) -> Result<(), ExecuteError> {
         let proxmox = self.proxmox(ctx)?;
         let kubeadm = self.kubeadm(ctx)?;
         for machine in machines {
@@ -556,18 +586,7 @@ impl<Pr: Providers> Executor<Pr> {
                     source: Box::new(source),
                 })?;
         }
-        if let Some(flux) = flux {
-            let deliverer = self.deliverer(flux)?;
-            let target = flux_target(ctx, flux);
-            deliverer
-                .withdraw(&target)
-                .await
-                .map_err(|err| ExecuteError::Flux(Box::new(err)))?;
-        }
-        Ok(format!(
-            "cluster deleted: {} VM(s) destroyed",
-            machines.len()
-        ))
+        Ok(())
     }
 
     fn deliverer(&self, flux: &crate::observed::FluxTarget) -> Result<&Pr::Flux, ExecuteError> {

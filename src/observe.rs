@@ -2,13 +2,16 @@
 //!
 //! Per Proxmox connection one inventory (O(1) calls, whatever the VM count); per cluster the
 //! admin kubeconfig read from a control plane through the guest agent, then its Nodes, its
-//! `kubeadm-config` and its version through the API; per Flux target the fingerprint Flux holds.
+//! `kubeadm-config` and its version through the API; per Flux target the fingerprint Flux holds,
+//! and per management cluster one listing of the Secrets capstan manages (how the Secret of a
+//! cluster whose file is gone is found).
 //! Per-VM calls happen only where they matter: a guest-agent ping for a VM whose Node is not
 //! Ready (a machine waiting to join, or one that may need fencing).
 //!
 //! # Guarantees
 //! - A cluster whose observation failed is reported in [`Observation::failed`] and left out of
-//!   `observed`, so nothing is planned for it from partial facts.
+//!   `observed`, so nothing is planned for it from partial facts. A removed cluster counts as
+//!   failed while some management cluster cannot list its Secrets.
 //! - Secrets stay out of [`Observed`] (fingerprints only); the admin kubeconfigs the executor
 //!   needs travel in [`ClusterAccess`], whose `Debug` hides them.
 
@@ -130,14 +133,15 @@ impl<Pr: Providers> Observer<Pr> {
             }
         }
         observation.observed.proxmox_nodes = Some(proxmox_nodes);
+        let (held, unlisted) = self.held_secrets(desired).await;
 
         let mut names: Vec<String> = desired.clusters.keys().cloned().collect();
-        names.extend(
-            machines
-                .keys()
-                .filter(|n| !desired.clusters.contains_key(*n))
-                .cloned(),
-        );
+        let removed: std::collections::BTreeSet<&String> = machines
+            .keys()
+            .chain(held.keys())
+            .filter(|n| !desired.clusters.contains_key(*n))
+            .collect();
+        names.extend(removed.into_iter().cloned());
         let mut pending = Vec::new();
         for name in names {
             let cluster = desired.clusters.get(&name);
@@ -147,25 +151,32 @@ impl<Pr: Providers> Observer<Pr> {
                     Vec::new(),
                 )
             });
-            match unreachable_connections.get(&connection) {
-                Some(reason) => {
-                    let reason =
-                        format!("Proxmox connection `{connection}` did not answer: {reason}");
-                    observation.failed.insert(name, reason);
-                }
-                None => pending.push((name, cluster, connection, vms)),
+            if let Some(reason) = unreachable_connections.get(&connection) {
+                let reason = format!("Proxmox connection `{connection}` did not answer: {reason}");
+                observation.failed.insert(name, reason);
+                continue;
             }
+            if cluster.is_none()
+                && let Some(reason) = &unlisted
+            {
+                // Where its kubeconfig went is unknown: deleting it now could leave the Secret.
+                observation.failed.insert(name, reason.clone());
+                continue;
+            }
+            let held = held.get(&name).and_then(|secrets| secrets.first()).cloned();
+            pending.push((name, cluster, connection, vms, held));
         }
         // Clusters are independent: observe a few at once (each waits mostly on guest agents
         // and API servers), in a bounded number so a large fleet does not flood Proxmox.
-        let observations = pending
-            .into_iter()
-            .map(|(name, cluster, connection, vms)| async move {
-                let result = self
-                    .observe_cluster(&name, cluster, &connection, &vms, now)
-                    .await;
-                (name, result)
-            });
+        let observations =
+            pending
+                .into_iter()
+                .map(|(name, cluster, connection, vms, held)| async move {
+                    let result = self
+                        .observe_cluster(&name, cluster, &connection, &vms, held, now)
+                        .await;
+                    (name, result)
+                });
         let results: Vec<_> = futures_util::stream::iter(observations.collect::<Vec<_>>())
             .buffer_unordered(CLUSTERS_OBSERVED_AT_ONCE)
             .collect()
@@ -186,12 +197,51 @@ impl<Pr: Providers> Observer<Pr> {
         observation
     }
 
+    /// The Flux Secrets capstan manages on every management cluster, by the cluster each
+    /// belongs to, and why some management cluster could not list them.
+    async fn held_secrets(
+        &self,
+        desired: &Desired,
+    ) -> (BTreeMap<String, Vec<FluxSecret>>, Option<String>) {
+        let mut held: BTreeMap<String, Vec<FluxSecret>> = BTreeMap::new();
+        let mut unlisted = None;
+        for management in desired.fleet.management_clusters.keys() {
+            let Some(deliverer) = self.providers.flux(management) else {
+                continue;
+            };
+            match deliverer.held().await {
+                Ok(secrets) => {
+                    for (target, delivered) in secrets {
+                        held.entry(target.cluster).or_default().push(FluxSecret {
+                            target: FluxTarget {
+                                cluster: management.clone(),
+                                namespace: target.namespace,
+                                secret_name: target.secret_name,
+                            },
+                            kubeconfig: delivered.fingerprint,
+                        });
+                    }
+                }
+                Err(err) => {
+                    unlisted = Some(format!(
+                        "management cluster `{management}`: {}",
+                        crate::status::error_chain(&err)
+                    ));
+                }
+            }
+        }
+        (held, unlisted)
+    }
+
+    /// One cluster; `held` is the Flux Secret found for it by listing, which is how a
+    /// cluster whose file is gone has its Secret found.
     async fn observe_cluster(
         &self,
         name: &str,
         cluster: Option<&Cluster>,
         connection: &str,
         vms: &[VmInfo],
+        held: Option<FluxSecret>,
         now: Timestamp,
     ) -> Result<(ObservedCluster, ClusterAccess), String> {
         let mut observed = ObservedCluster::default();
@@ -218,9 +268,10 @@ impl<Pr: Providers> Observer<Pr> {
         if let Some(client) = client {
             mark_guest_agents(client, vms, &mut observed).await;
         }
-        if let Some(cluster) = cluster {
-            observed.flux = self.observe_flux(name, cluster).await?;
-        }
+        observed.flux = match cluster {
+            Some(cluster) => self.observe_flux(name, cluster).await?,
+            None => held,
+        };
         Ok((observed, access))
     }
 

@@ -100,7 +100,8 @@ pub struct ObservedCluster {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_plane: Option<ObservedControlPlane>,
     /// The Secret Flux reads this cluster's kubeconfig from, when it exists (found by its
-    /// `capstan.dev/cluster` label, so it is known even after the cluster file is removed).
+    /// `capstan.dev/cluster` annotation among the Secrets capstan manages, so it is known even
+    /// after the cluster file is removed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flux: Option<FluxSecret>,
 }

@@ -53,6 +53,8 @@ pub mod reasons {
     pub const CLEAR: &str = "Clear";
     /// The cluster could not be observed.
     pub const OBSERVATION_FAILED: &str = "ObservationFailed";
+    /// The cluster's file has errors.
+    pub const INVALID_FILE: &str = "InvalidFile";
 }
 
 /// Every cluster's status.
@@ -415,6 +417,38 @@ fn node_statuses(observed: &ObservedCluster) -> Vec<NodeStatus> {
 
 /// The status of a cluster that could not be observed this pass.
 pub fn unobserved(reason: &str, previous: Option<&ClusterStatus>, now: Timestamp) -> ClusterStatus {
+    blocked_as_before(reasons::OBSERVATION_FAILED, reason, previous, now)
+}
+
+/// The status of a cluster whose file has errors: nothing of it is planned, so it is Blocked
+/// on the file (`message`), with its machines as `observed` now (or as last reported).
+pub fn invalid_file(
+    message: &str,
+    observed: Option<&ObservedCluster>,
+    previous: Option<&ClusterStatus>,
+    now: Timestamp,
+) -> ClusterStatus {
+    let mut status = blocked_as_before(reasons::INVALID_FILE, message, previous, now);
+    status.waiting_on.clear();
+    if let Some(observed) = observed {
+        status.nodes = node_statuses(observed);
+        if let Some(control_plane) = &observed.control_plane {
+            status.version = Some(control_plane.version);
+            status.certificate_expiry = control_plane.certificates_expire;
+            status.kubeconfig_fingerprint = control_plane.admin_kubeconfig.clone();
+        }
+    }
+    status
+}
+
+/// The previous status (or an empty one), Blocked for `reason`, with no next step and not
+/// Ready.
+fn blocked_as_before(
+    reason: &str,
+    message: &str,
+    previous: Option<&ClusterStatus>,
+    now: Timestamp,
+) -> ClusterStatus {
     let mut status = previous.cloned().unwrap_or(ClusterStatus {
         phase: PhaseName::Blocked,
         conditions: Vec::new(),
@@ -428,14 +462,19 @@ pub fn unobserved(reason: &str, previous: Option<&ClusterStatus>, now: Timestamp
     });
     status.phase = PhaseName::Blocked;
     status.next_steps.clear();
-    let mut blocked = condition(
-        conditions::BLOCKED,
-        true,
-        reasons::OBSERVATION_FAILED,
-        reason,
+    let mut ready = condition(
+        conditions::READY,
+        false,
+        reasons::RECONCILING,
+        "phase Blocked",
     );
+    ready.last_transition_time = transition_time(previous, &ready, now);
+    let mut blocked = condition(conditions::BLOCKED, true, reason, message);
     blocked.last_transition_time = transition_time(previous, &blocked, now);
-    status.conditions.retain(|c| c.kind != conditions::BLOCKED);
+    status
+        .conditions
+        .retain(|c| c.kind != conditions::BLOCKED && c.kind != conditions::READY);
+    status.conditions.insert(0, ready);
     status.conditions.push(blocked);
     status
 }
@@ -451,4 +490,113 @@ pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
         source = cause.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Ownership, VmId};
+    use crate::observed::{ObservedMachine, ObservedNode, PowerState};
+
+    fn at(text: &str) -> Timestamp {
+        text.parse().expect("time")
+    }
+
+    fn ready_before() -> ClusterStatus {
+        let mut ready = condition(conditions::READY, true, reasons::CONVERGED, "phase Ready");
+        ready.last_transition_time = at("2026-05-01T00:00:00Z");
+        let mut blocked = condition(conditions::BLOCKED, false, reasons::CLEAR, "nothing blocks");
+        blocked.last_transition_time = at("2026-05-01T00:00:00Z");
+        ClusterStatus {
+            phase: PhaseName::Ready,
+            conditions: vec![ready, blocked],
+            version: None,
+            certificate_expiry: None,
+            kubeconfig_fingerprint: None,
+            nodes: Vec::new(),
+            waiting_on: Vec::new(),
+            next_steps: vec!["cordon capstan-prod-general-a".into()],
+            last_step: None,
+        }
+    }
+
+    #[test]
+    fn a_cluster_whose_file_has_errors_stays_in_the_status_blocked_on_its_file() {
+        let now = at("2026-05-02T00:00:00Z");
+        let mut observed = ObservedCluster::default();
+        let name = NodeName("capstan-prod-general-a".into());
+        observed.machines.insert(
+            name.clone(),
+            ObservedMachine {
+                vm_id: VmId(101),
+                proxmox_node: "pve1".into(),
+                ownership: Ownership {
+                    cluster: "prod".into(),
+                    role: Role::Worker,
+                    pool: "general".into(),
+                    spec_hash: "0123456789ab".into(),
+                },
+                tags: Vec::new(),
+                power: PowerState::Running,
+                created: now,
+                guest_agent: true,
+                built_from: None,
+                config: None,
+                task: None,
+            },
+        );
+        observed.nodes.insert(
+            name.clone(),
+            ObservedNode {
+                ready: true,
+                ready_since: now,
+                kubelet_version: Some("1.36.2".parse().expect("version")),
+                unschedulable: false,
+                taints: Vec::new(),
+                drain: None,
+            },
+        );
+        let status = invalid_file(
+            "clusters/prod.yaml has errors",
+            Some(&observed),
+            Some(&ready_before()),
+            now,
+        );
+        assert_eq!(status.phase, PhaseName::Blocked);
+        assert!(status.next_steps.is_empty());
+        let kinds: Vec<(&str, &str, &str)> = status
+            .conditions
+            .iter()
+            .map(|c| (c.kind.as_str(), c.status.as_str(), c.reason.as_str()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                (conditions::READY, "False", reasons::RECONCILING),
+                (conditions::BLOCKED, "True", reasons::INVALID_FILE),
+            ]
+        );
+        assert!(
+            status
+                .conditions
+                .iter()
+                .all(|c| c.last_transition_time == now)
+        );
+        assert_eq!(
+            status.conditions[1].message,
+            "clusters/prod.yaml has errors"
+        );
+        assert_eq!(status.nodes.len(), 1);
+        assert_eq!(status.nodes[0].name, name);
+        assert_eq!(status.nodes[0].ready, Some(true));
+
+        // A second pass keeps the transition times.
+        let again = invalid_file(
+            "clusters/prod.yaml has errors",
+            Some(&observed),
+            Some(&status),
+            at("2026-05-03T00:00:00Z"),
+        );
+        assert_eq!(again.conditions, status.conditions);
+    }
 }

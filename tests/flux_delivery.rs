@@ -225,3 +225,48 @@ async fn withdrawing_is_idempotent_and_spares_foreign_secrets() {
     assert!(matches!(err, FluxError::NotOwned { .. }), "{err}");
     assert!(secret(&lab).is_some());
 }
+
+#[tokio::test]
+async fn the_secrets_capstan_manages_are_found_without_their_cluster_file() {
+    let lab = lab(&drain_world(false)).await;
+    let prod = lab.cluster("prod").expect("prod");
+    let flux = deliverer(&lab).await;
+    assert_eq!(flux.held().await.expect("list"), vec![]);
+    // A Secret in a namespace and under a name only the (now removed) cluster file knew.
+    let custom = FluxTarget {
+        cluster: "prod".into(),
+        namespace: "tenants".into(),
+        secret_name: "prod-admin".into(),
+    };
+    let management = lab.management().expect("management");
+    management
+        .create_object(
+            "namespaces",
+            None,
+            serde_json::json!({"metadata": {"name": "tenants"}}),
+        )
+        .expect("namespace");
+    flux.deliver(&custom, &prod.admin_kubeconfig(), "rev-1")
+        .await
+        .expect("deliver");
+    // Someone else's Secret is not capstan's to report.
+    management
+        .create_object(
+            "secrets",
+            Some("flux-system"),
+            serde_json::json!({"metadata": {"name": "other-kubeconfig"}, "data": {"value": "eA=="}}),
+        )
+        .expect("someone else's secret");
+
+    let held = flux.held().await.expect("list");
+    assert_eq!(held.len(), 1, "{held:?}");
+    let (target, delivered) = &held[0];
+    assert_eq!(target, &custom);
+    assert_eq!(
+        delivered.fingerprint,
+        secret_sha256(prod.admin_kubeconfig().as_bytes())
+    );
+    assert!(delivered.managed);
+    assert!(flux.withdraw(target).await.expect("withdraw"));
+    assert_eq!(flux.held().await.expect("list"), vec![]);
+}

@@ -404,6 +404,31 @@ impl<Pr: Providers> Daemon<Pr> {
             };
             status.clusters.insert(cluster.name.clone(), entry);
         }
+        // A cluster whose file has errors is not planned, but it is still declared: it keeps
+        // its place in the status, Blocked on its file.
+        for (name, path) in &desired.invalid {
+            if status.clusters.contains_key(name) {
+                continue;
+            }
+            let prefix = format!("{path}:");
+            let errors: Vec<&str> = status
+                .repository_errors
+                .iter()
+                .filter(|e| e.starts_with(&prefix))
+                .map(String::as_str)
+                .collect();
+            let message = format!(
+                "{path} has errors; nothing of this cluster changes until it is fixed: {}",
+                errors.join("; ")
+            );
+            let entry = status::invalid_file(
+                &message,
+                observation.observed.clusters.get(name),
+                previous.clusters.get(name),
+                now,
+            );
+            status.clusters.insert(name.clone(), entry);
+        }
         status.findings = plan.findings.iter().map(|f| f.message.clone()).collect();
         if let Some(progress) = &mut self.progress {
             progress.report(&status);

@@ -209,6 +209,7 @@ pub(crate) fn desired(clusters: Vec<Cluster>) -> Desired {
             .map(|c| (c.metadata.name.clone(), c))
             .collect(),
         incomplete: false,
+        invalid: BTreeMap::new(),
     }
 }
 

@@ -93,6 +93,20 @@ pub fn plan(desired: &Desired, observed: &Observed, policy: &Policy, now: Timest
                 let Some(seen) = seen.filter(|c| !c.is_empty()) else {
                     continue;
                 };
+                if let Some(path) = desired.invalid.get(name) {
+                    // Its file is there, only broken: not a removed cluster.
+                    findings.push(Finding {
+                        kind: FindingKind::InvalidFile,
+                        cluster: name.clone(),
+                        machine: None,
+                        vm_id: None,
+                        message: format!(
+                            "cluster {name}: {path} has errors; its {} VM(s) are left as they are until the file is fixed",
+                            seen.machines.len()
+                        ),
+                    });
+                    continue;
+                }
                 match removed::plan(name, seen, policy, &mut capacity) {
                     removed::Removed::Delete(plan) => clusters.push(*plan),
                     removed::Removed::Report(finding) => findings.push(finding),

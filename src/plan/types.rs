@@ -496,6 +496,8 @@ pub enum FindingKind {
     Orphan,
     /// A cluster whose file was removed (rule 12).
     RemovedCluster,
+    /// A cluster whose file has errors: left as it is until the file is fixed.
+    InvalidFile,
     /// A VM whose Proxmox config was changed outside capstan (rule 14).
     Drift,
     /// A node cordoned by someone else: not counted as schedulable.

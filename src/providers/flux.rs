@@ -116,6 +116,9 @@ pub enum FluxError {
         #[source]
         source: ClusterError,
     },
+    /// Listing the Secrets capstan manages failed.
+    #[error("cannot list the Flux Secrets capstan manages")]
+    ListSecrets(#[source] ClusterError),
     /// Deleting the Secret failed.
     #[error("cannot delete the Flux Secret {namespace}/{name}")]
     DeleteSecret {
@@ -169,7 +172,8 @@ impl FluxError {
             FluxError::ReadSecret { source, .. }
             | FluxError::WriteSecret { source, .. }
             | FluxError::DeleteSecret { source, .. }
-            | FluxError::NotAuthenticated { source, .. } => source.is_transient(),
+            | FluxError::NotAuthenticated { source, .. }
+            | FluxError::ListSecrets(source) => source.is_transient(),
             FluxError::ClientCertificate { .. } | FluxError::NotOwned { .. } => false,
         }
     }
@@ -199,6 +203,11 @@ pub trait KubeconfigDelivery: Send + Sync {
         target: &FluxTarget,
     ) -> impl Future<Output = Result<Option<Delivered>, FluxError>> + Send;
 
+    /// Every Secret capstan manages on this management cluster, with the cluster its
+    /// [`CLUSTER_ANNOTATION`] names: how the Secret of a cluster whose file is gone (and so
+    /// its `delivery.flux`) is found again. One list call.
+    fn held(&self) -> impl Future<Output = Result<Vec<(FluxTarget, Delivered)>, FluxError>> + Send;
+
     /// Deletes `target`'s Secret (cluster deletion). Returns whether it existed.
     fn withdraw(&self, target: &FluxTarget)
     -> impl Future<Output = Result<bool, FluxError>> + Send;
@@ -218,6 +227,9 @@ impl<T: KubeconfigDelivery> KubeconfigDelivery for Arc<T> {
         target: &FluxTarget,
     ) -> impl Future<Output = Result<Option<Delivered>, FluxError>> + Send {
         (**self).delivered(target)
+    }
+    fn held(&self) -> impl Future<Output = Result<Vec<(FluxTarget, Delivered)>, FluxError>> + Send {
+        (**self).held()
     }
     fn withdraw(
         &self,
@@ -249,6 +261,21 @@ impl<C: ClusterClient> FluxDeliverer<C> {
                 name: target.secret_name.clone(),
                 source,
             })
+    }
+}
+
+/// What a Secret holds, as [`Delivered`] (the fingerprint computed from the data).
+fn delivered(secret: &SecretRecord) -> Delivered {
+    Delivered {
+        fingerprint: fingerprint::secret_sha256(
+            secret.data.get(VALUE_KEY).map_or(&[][..], Vec::as_slice),
+        ),
+        revision: secret.annotations.get(REVISION_ANNOTATION).cloned(),
+        client_certificate_expiry: secret
+            .annotations
+            .get(EXPIRY_ANNOTATION)
+            .and_then(|t| t.parse().ok()),
+        managed: is_managed(secret),
     }
 }
 
@@ -349,20 +376,28 @@ impl<C: ClusterClient> KubeconfigDelivery for FluxDeliverer<C> {
     }
 
     async fn delivered(&self, target: &FluxTarget) -> Result<Option<Delivered>, FluxError> {
-        let Some(secret) = self.read(target).await? else {
-            return Ok(None);
-        };
-        Ok(Some(Delivered {
-            fingerprint: fingerprint::secret_sha256(
-                secret.data.get(VALUE_KEY).map_or(&[][..], Vec::as_slice),
-            ),
-            revision: secret.annotations.get(REVISION_ANNOTATION).cloned(),
-            client_certificate_expiry: secret
-                .annotations
-                .get(EXPIRY_ANNOTATION)
-                .and_then(|t| t.parse().ok()),
-            managed: is_managed(&secret),
-        }))
+        Ok(self.read(target).await?.map(|secret| delivered(&secret)))
+    }
+
+    async fn held(&self) -> Result<Vec<(FluxTarget, Delivered)>, FluxError> {
+        let selector = format!("{MANAGED_BY_LABEL}={MANAGED_BY}");
+        let secrets = self
+            .management
+            .secrets_labelled(&selector)
+            .await
+            .map_err(FluxError::ListSecrets)?;
+        Ok(secrets
+            .into_iter()
+            .filter_map(|listed| {
+                let cluster = listed.record.annotations.get(CLUSTER_ANNOTATION)?.clone();
+                let target = FluxTarget {
+                    cluster,
+                    namespace: listed.namespace,
+                    secret_name: listed.name,
+                };
+                Some((target, delivered(&listed.record)))
+            })
+            .collect())
     }
 
     async fn withdraw(&self, target: &FluxTarget) -> Result<bool, FluxError> {

@@ -78,6 +78,10 @@ pub struct Desired {
     /// Some cluster file had errors: a cluster missing from `clusters` may still be declared, so
     /// nothing may be deleted for being absent.
     pub incomplete: bool,
+    /// Clusters whose file has errors, by `metadata.name`, with the file's path: declared, so
+    /// not removed, but nothing of them is applied until the file is fixed. (A file too broken
+    /// to name its cluster only sets [`Desired::incomplete`].)
+    pub invalid: BTreeMap<String, String>,
 }
 
 /// What loading a repository gives: the desired state when `capstan.yaml` is usable, and every
@@ -166,19 +170,24 @@ pub fn load(files: &RepoFiles) -> Loaded {
     }
 
     let mut clusters = BTreeMap::new();
-    for ((cluster, _), ok) in parsed.into_iter().zip(valid) {
+    let mut invalid = BTreeMap::new();
+    for ((cluster, file), ok) in parsed.into_iter().zip(valid) {
         if ok {
             clusters.insert(cluster.metadata.name.clone(), cluster);
         } else {
             incomplete = true;
+            invalid.insert(cluster.metadata.name.clone(), file.name.clone());
         }
     }
+    // A name that a valid file declares too (a duplicate) is that file's cluster.
+    invalid.retain(|name, _| !clusters.contains_key(name));
     diagnostics.sort();
     Loaded {
         desired: Some(Desired {
             fleet,
             clusters,
             incomplete,
+            invalid,
         }),
         diagnostics,
     }
@@ -200,4 +209,42 @@ pub fn json_schemas() -> Vec<(&'static str, serde_json::Value)> {
 
 fn schema_value(schema: schemars::Schema) -> serde_json::Value {
     schema.to_value()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn example(path: &str) -> SourceText {
+        let text = match path {
+            "capstan.yaml" => include_str!("../../examples-repo/capstan.yaml"),
+            "clusters/platform.yaml" => include_str!("../../examples-repo/clusters/platform.yaml"),
+            _ => include_str!("../../examples-repo/clusters/prod.yaml"),
+        };
+        SourceText {
+            path: path.to_owned(),
+            text: text.to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_cluster_whose_file_has_errors_is_known_by_name_and_file() {
+        let mut prod = example("clusters/prod.yaml");
+        prod.text = prod.text.replace("      replicas: 3", "      replicas: 1");
+        let files = RepoFiles {
+            fleet: example("capstan.yaml"),
+            clusters: vec![example("clusters/platform.yaml"), prod],
+        };
+        let desired = load(&files).desired.expect("the fleet is valid");
+        assert!(desired.incomplete);
+        assert_eq!(
+            desired.clusters.keys().collect::<Vec<_>>(),
+            ["platform"],
+            "only valid files are desired"
+        );
+        assert_eq!(
+            desired.invalid,
+            BTreeMap::from([("prod".to_owned(), "clusters/prod.yaml".to_owned())])
+        );
+    }
 }

@@ -294,10 +294,29 @@ impl<'a> Ctx<'a> {
             })
             .collect();
         if self.input.now >= deadline {
+            // A pod with no refusal would be evicted now: whatever blocked the drain (a
+            // budget, a pod stuck terminating) was fixed, so the drain resumes with a fresh
+            // deadline instead of staying blocked on a cause that is gone.
+            if drain.remaining_pods.iter().all(|pod| pod.reason.is_none()) {
+                let step = Self::step(
+                    Action::Drain {
+                        node: view.name.clone(),
+                        deadline: add(self.input.now, timeout.0),
+                    },
+                    target,
+                    format!(
+                        "{why}: the drain passed rollout.drainTimeout {timeout}, but nothing refuses eviction any more ({} pod(s) left: {}): drain again",
+                        pods.len(),
+                        pods.join(", ")
+                    ),
+                );
+                out.push_disruptive(step, self.window);
+                return;
+            }
             out.blocked.push(Blocked {
                 rule: Rule::DrainTimeout,
                 message: format!(
-                    "drain of {} timed out after rollout.drainTimeout {timeout} (started {}): {} refused eviction. The node stays cordoned and VM {} is kept; fix what blocks the eviction, then remove the annotation {} from the node to retry",
+                    "drain of {} timed out after rollout.drainTimeout {timeout} (started {}): {} refused eviction. The node stays cordoned and VM {} is kept; fix what blocks the eviction and the drain resumes (or remove the annotation {} from the node to give it a fresh deadline)",
                     view.name,
                     drain.started,
                     pods.join(", "),

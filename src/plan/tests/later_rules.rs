@@ -348,6 +348,23 @@ fn rule_12_a_removed_cluster_is_reported_or_deleted_with_prune() {
         plan.findings[0].message,
         "cluster staging has no file any more; its 4 VM(s) and its kubeconfig are kept because some cluster file is invalid, so an absent file may only be broken: nothing is deleted for being absent"
     );
+    // Its file is there but has errors: not reported as removed, never deleted.
+    desired
+        .invalid
+        .insert("staging".into(), "clusters/staging.yaml".into());
+    let plan = plan_at(&desired, &observed, now());
+    assert_eq!(plan.cluster("staging"), None);
+    assert_eq!(
+        plan.findings,
+        vec![Finding {
+            kind: FindingKind::InvalidFile,
+            cluster: "staging".into(),
+            machine: None,
+            vm_id: None,
+            message: "cluster staging: clusters/staging.yaml has errors; its 4 VM(s) are left as they are until the file is fixed".into(),
+        }]
+    );
+    desired.invalid.clear();
     desired.incomplete = false;
     let plan = plan_at(&desired, &observed, now());
     let staging = plan.cluster("staging").expect("deleting");

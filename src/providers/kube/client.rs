@@ -20,8 +20,8 @@ use tracing::{debug, info};
 
 use super::drain::{self, Disposition, pod_ref};
 use super::{
-    ClusterClient, ClusterError, DrainBlocker, DrainOptions, DrainReport, NodeAddress, NodeState,
-    PodRef, SecretRecord, SkippedPod, Taint, TaintEffect,
+    ClusterClient, ClusterError, DrainBlocker, DrainOptions, DrainReport, ListedSecret,
+    NodeAddress, NodeState, PodRef, SecretRecord, SkippedPod, Taint, TaintEffect,
 };
 use crate::model::NodeName;
 
@@ -604,17 +604,32 @@ impl ClusterClient for KubeClusterClient {
                 name: name.to_owned(),
                 source,
             })?;
-        Ok(found.map(|secret| SecretRecord {
-            data: secret
-                .data
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(k, ByteString(v))| (k, v))
-                .collect(),
-            labels: secret.metadata.labels.unwrap_or_default(),
-            annotations: secret.metadata.annotations.unwrap_or_default(),
-            resource_version: secret.metadata.resource_version,
-        }))
+        Ok(found.map(secret_record))
+    }
+
+    async fn secrets_labelled(
+        &self,
+        label_selector: &str,
+    ) -> Result<Vec<ListedSecret>, ClusterError> {
+        let api: Api<Secret> = Api::all(self.client.clone());
+        let listed = api
+            .list(&ListParams::default().labels(label_selector))
+            .await
+            .map_err(|source| ClusterError::ListSecrets {
+                selector: label_selector.to_owned(),
+                source,
+            })?;
+        let mut secrets: Vec<ListedSecret> = listed
+            .items
+            .into_iter()
+            .map(|secret| ListedSecret {
+                namespace: secret.metadata.namespace.clone().unwrap_or_default(),
+                name: secret.metadata.name.clone().unwrap_or_default(),
+                record: secret_record(secret),
+            })
+            .collect();
+        secrets.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        Ok(secrets)
     }
 
     async fn write_secret(
@@ -666,6 +681,21 @@ impl ClusterClient for KubeClusterClient {
                 source,
             }),
         }
+    }
+}
+
+/// A Secret as [`SecretRecord`] (data decoded).
+fn secret_record(secret: Secret) -> SecretRecord {
+    SecretRecord {
+        data: secret
+            .data
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, ByteString(v))| (k, v))
+            .collect(),
+        labels: secret.metadata.labels.unwrap_or_default(),
+        annotations: secret.metadata.annotations.unwrap_or_default(),
+        resource_version: secret.metadata.resource_version,
     }
 }
 

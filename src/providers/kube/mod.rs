@@ -148,6 +148,17 @@ impl fmt::Debug for SecretRecord {
     }
 }
 
+/// A Secret found by a listing, with where it lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedSecret {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Content and bookkeeping.
+    pub record: SecretRecord,
+}
+
 /// A cluster operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
@@ -318,6 +329,15 @@ pub enum ClusterError {
         #[source]
         source: kube::Error,
     },
+    /// Listing Secrets failed.
+    #[error("cannot list the Secrets labelled {selector}")]
+    ListSecrets {
+        /// The label selector.
+        selector: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
     /// Creating or replacing a Secret failed.
     #[error("cannot write Secret {namespace}/{name}")]
     WriteSecret {
@@ -375,6 +395,7 @@ impl ClusterError {
             | ClusterError::GetConfigMap { source, .. }
             | ClusterError::WriteConfigMap { source, .. }
             | ClusterError::GetSecret { source, .. }
+            | ClusterError::ListSecrets { source, .. }
             | ClusterError::WriteSecret { source, .. }
             | ClusterError::DeleteSecret { source, .. } => Some(source),
         }
@@ -517,6 +538,13 @@ pub trait ClusterClient: Send + Sync {
         name: &str,
     ) -> impl Future<Output = Result<Option<SecretRecord>, ClusterError>> + Send;
 
+    /// The Secrets of every namespace whose labels match `label_selector`
+    /// (`key=value,...`), sorted by namespace and name.
+    fn secrets_labelled(
+        &self,
+        label_selector: &str,
+    ) -> impl Future<Output = Result<Vec<ListedSecret>, ClusterError>> + Send;
+
     /// Creates a Secret (fails if it exists) or, when `secret.resource_version` is set,
     /// replaces it if it is still at that version (a 409 otherwise, see
     /// [`ClusterError::is_conflict`]). Returns the new resourceVersion.
@@ -636,6 +664,12 @@ impl<T: ClusterClient> ClusterClient for Arc<T> {
         name: &str,
     ) -> impl Future<Output = Result<Option<SecretRecord>, ClusterError>> + Send {
         (**self).secret(namespace, name)
+    }
+    fn secrets_labelled(
+        &self,
+        label_selector: &str,
+    ) -> impl Future<Output = Result<Vec<ListedSecret>, ClusterError>> + Send {
+        (**self).secrets_labelled(label_selector)
     }
     fn write_secret(
         &self,

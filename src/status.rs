@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{NodeName, Role};
 use crate::observed::ObservedCluster;
-use crate::plan::{ClusterPlan, Phase};
+use crate::plan::ClusterPlan;
+pub use crate::plan::Phase;
 use crate::spec::KubeVersion;
 
 /// Condition types (one module, so they are spelled one way everywhere).
@@ -81,43 +82,7 @@ impl FleetStatus {
     pub fn all_ready(&self) -> bool {
         self.repository_errors.is_empty()
             && !self.clusters.is_empty()
-            && self.clusters.values().all(|c| c.phase == PhaseName::Ready)
-    }
-}
-
-/// A cluster's phase, as status reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum PhaseName {
-    /// Nothing exists yet.
-    Pending,
-    /// Being built.
-    Provisioning,
-    /// Converged.
-    Ready,
-    /// Built, with work to do.
-    Updating,
-    /// Needs a person.
-    Blocked,
-    /// Being deleted.
-    Deleting,
-}
-
-impl From<Phase> for PhaseName {
-    fn from(phase: Phase) -> Self {
-        match phase {
-            Phase::Pending => PhaseName::Pending,
-            Phase::Provisioning => PhaseName::Provisioning,
-            Phase::Ready => PhaseName::Ready,
-            Phase::Updating => PhaseName::Updating,
-            Phase::Blocked => PhaseName::Blocked,
-            Phase::Deleting => PhaseName::Deleting,
-        }
-    }
-}
-
-impl std::fmt::Display for PhaseName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Debug::fmt(self, f)
+            && self.clusters.values().all(|c| c.phase == Phase::Ready)
     }
 }
 
@@ -126,7 +91,7 @@ impl std::fmt::Display for PhaseName {
 #[serde(rename_all = "camelCase")]
 pub struct ClusterStatus {
     /// Where the cluster is.
-    pub phase: PhaseName,
+    pub phase: Phase,
     /// Conditions, in a fixed order.
     pub conditions: Vec<Condition>,
     /// The control plane's version.
@@ -250,9 +215,9 @@ pub fn cluster_status(input: &StatusInput<'_>) -> ClusterStatus {
         .last_step
         .filter(|s| !s.succeeded && s.failures >= input.failures_to_block);
     let phase = if failing.is_some() {
-        PhaseName::Blocked
+        Phase::Blocked
     } else {
-        PhaseName::from(plan.phase)
+        plan.phase
     };
     let blocked_message = plan
         .blocked
@@ -275,8 +240,8 @@ pub fn cluster_status(input: &StatusInput<'_>) -> ClusterStatus {
         .join("; ");
     let mut conditions = vec![condition(
         conditions::READY,
-        phase == PhaseName::Ready,
-        if phase == PhaseName::Ready {
+        phase == Phase::Ready,
+        if phase == Phase::Ready {
             reasons::CONVERGED
         } else {
             reasons::RECONCILING
@@ -450,7 +415,7 @@ fn blocked_as_before(
     now: Timestamp,
 ) -> ClusterStatus {
     let mut status = previous.cloned().unwrap_or(ClusterStatus {
-        phase: PhaseName::Blocked,
+        phase: Phase::Blocked,
         conditions: Vec::new(),
         version: None,
         certificate_expiry: None,
@@ -460,7 +425,7 @@ fn blocked_as_before(
         next_steps: Vec::new(),
         last_step: None,
     });
-    status.phase = PhaseName::Blocked;
+    status.phase = Phase::Blocked;
     status.next_steps.clear();
     let mut ready = condition(
         conditions::READY,
@@ -508,7 +473,7 @@ mod tests {
         let mut blocked = condition(conditions::BLOCKED, false, reasons::CLEAR, "nothing blocks");
         blocked.last_transition_time = at("2026-05-01T00:00:00Z");
         ClusterStatus {
-            phase: PhaseName::Ready,
+            phase: Phase::Ready,
             conditions: vec![ready, blocked],
             version: None,
             certificate_expiry: None,
@@ -562,7 +527,7 @@ mod tests {
             Some(&ready_before()),
             now,
         );
-        assert_eq!(status.phase, PhaseName::Blocked);
+        assert_eq!(status.phase, Phase::Blocked);
         assert!(status.next_steps.is_empty());
         let kinds: Vec<(&str, &str, &str)> = status
             .conditions

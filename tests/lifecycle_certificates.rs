@@ -49,7 +49,7 @@ async fn twenty_days_before_expiry_the_certificates_are_renewed_and_redelivered(
             |s| {
                 let now = world.lab.clock().now();
                 s.clusters.get(CLUSTER).is_some_and(|c| {
-                    c.phase == capstan::status::PhaseName::Ready
+                    c.phase == capstan::status::Phase::Ready
                         && c.certificate_expiry.is_some_and(|e| {
                             now.duration_until(e) > jiff::SignedDuration::from_hours(24 * 364)
                         })

@@ -5,7 +5,7 @@
 mod lifecycle_support;
 
 use capstan::sim::kube::{SimDeployment, SimWorkloads};
-use capstan::status::{PhaseName, conditions};
+use capstan::status::{Phase, conditions};
 use lifecycle_support::{World, cluster_yaml, fleet_yaml, ready};
 
 const CLUSTER: &str = "pdb";
@@ -97,7 +97,7 @@ async fn a_drain_blocked_by_a_budget_keeps_the_node_cordoned_and_finishes_once_i
         .wait_for("the drain past its deadline", |s| {
             s.clusters
                 .get(CLUSTER)
-                .is_some_and(|c| c.phase == PhaseName::Blocked)
+                .is_some_and(|c| c.phase == Phase::Blocked)
         })
         .await;
     let blocked = status.clusters[CLUSTER]

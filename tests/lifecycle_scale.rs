@@ -142,7 +142,7 @@ async fn a_pool_scales_up_then_down_one_at_a_time_and_never_below_min_workers() 
         .clusters
         .get(CLUSTER)
         .expect("the cluster keeps its status entry");
-    assert_eq!(entry.phase, capstan::status::PhaseName::Blocked);
+    assert_eq!(entry.phase, capstan::status::Phase::Blocked);
     let blocked = entry
         .conditions
         .iter()

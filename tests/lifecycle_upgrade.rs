@@ -197,7 +197,7 @@ async fn a_patch_upgrade_moves_the_control_plane_first_and_refused_minors_change
             s.repository_errors.is_empty()
                 && s.clusters
                     .get(CLUSTER)
-                    .is_some_and(|c| c.phase == capstan::status::PhaseName::Blocked)
+                    .is_some_and(|c| c.phase == capstan::status::Phase::Blocked)
         })
         .await;
     let blocked = status.clusters[CLUSTER]

@@ -72,7 +72,7 @@ pub fn run(args: &StatusArgs, out: &mut impl Write) -> Result<Outcome, StatusErr
     let blocked = status
         .clusters
         .values()
-        .any(|c| c.phase == crate::status::PhaseName::Blocked);
+        .any(|c| c.phase == crate::status::Phase::Blocked);
     Ok(if blocked || !status.repository_errors.is_empty() {
         Outcome::Failure
     } else {

@@ -32,7 +32,7 @@ impl Plan {
 }
 
 /// Where a cluster is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub enum Phase {
     /// Nothing exists yet.
     Pending,

@@ -690,6 +690,6 @@ pub fn ready(status: &FleetStatus, clusters: &[&str]) -> bool {
         status
             .clusters
             .get(*name)
-            .is_some_and(|c| c.phase == capstan::status::PhaseName::Ready)
+            .is_some_and(|c| c.phase == capstan::status::Phase::Ready)
     })
 }

@@ -184,6 +184,7 @@ impl<Pr: Providers> Executor<Pr> {
                     created,
                     pool: None,
                     storage: storage.clone(),
+                    built_from: Some(machine.summary()),
                 };
                 let wrap = |action| {
                     move |source| ExecuteError::Proxmox {
@@ -199,6 +200,7 @@ impl<Pr: Providers> Executor<Pr> {
                     ownership: ownership.clone(),
                     created,
                     cloud_init: None,
+                    built_from: Some(machine.summary()),
                 };
                 proxmox
                     .configure_vm(&vm, &settings)

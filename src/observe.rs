@@ -27,15 +27,15 @@ use crate::connect::Providers;
 use crate::fingerprint;
 use crate::model::{NodeName, Role};
 use crate::observed::{
-    BOOTSTRAP_MARKER, DRAIN_STARTED_ANNOTATION, DrainObserved, FluxSecret, FluxTarget, Observed,
-    ObservedCluster, ObservedControlPlane, ObservedMachine, ObservedNode, PodRef, PowerState,
-    ProxmoxNode, Taint, VmConfig,
+    BOOTSTRAP_MARKER, DRAIN_STARTED_ANNOTATION, DrainObserved, FluxSecret, FluxTarget, MachineSpec,
+    Observed, ObservedCluster, ObservedControlPlane, ObservedMachine, ObservedNode, PodRef,
+    PowerState, ProxmoxNode, Taint, VmConfig,
 };
 use crate::providers::flux::{self, KubeconfigDelivery};
 use crate::providers::kube::{ClusterClient, NodeState, client_certificate_expiry};
 use crate::providers::kubeadm;
 use crate::providers::node_exec::{GuestAgent, NodeExec, NodeTarget};
-use crate::providers::proxmox::{self, ProxmoxProvider, VmInfo};
+use crate::providers::proxmox::{self, ProxmoxProvider, VmInfo, ownership};
 use crate::spec::{Cluster, Desired, Endpoint, KubeVersion};
 
 /// How long reading admin.conf through a guest agent may take before trying another control
@@ -267,6 +267,9 @@ impl<Pr: Providers> Observer<Pr> {
         }
         if let Some(client) = client {
             mark_guest_agents(client, vms, &mut observed).await;
+            if let Some(cluster) = cluster {
+                read_built_from(client, &cluster.spec, vms, &mut observed).await;
+            }
         }
         observed.flux = match cluster {
             Some(cluster) => self.observe_flux(name, cluster).await?,
@@ -550,6 +553,40 @@ async fn mark_guest_agents<P: ProxmoxProvider>(
         let answers = ready || proxmox.agent_ping(&vm.vm_ref()).await.is_ok();
         if let Some(machine) = observed.machines.get_mut(&name) {
             machine.guest_agent = answers;
+        }
+    }
+}
+
+/// What each outdated VM was built from, read from its description: one call per VM whose
+/// spec hash matches no desired pool (the ones about to be replaced), so the plan can say
+/// which field changed ("template debian13-k8s → debian13-k8s-v2").
+async fn read_built_from<P: ProxmoxProvider>(
+    proxmox: &P,
+    spec: &crate::spec::ClusterSpec,
+    vms: &[VmInfo],
+    observed: &mut ObservedCluster,
+) {
+    let version = spec.kubernetes.version;
+    let distribution = spec.kubernetes.distribution;
+    let desired: Vec<String> = std::iter::once((&spec.control_plane.machine, Role::ControlPlane))
+        .chain(
+            spec.workers
+                .iter()
+                .map(|pool| (&pool.machine, Role::Worker)),
+        )
+        .map(|(machine, role)| MachineSpec::new(machine, version, distribution, role).spec_hash())
+        .collect();
+    for vm in vms {
+        let name = NodeName(vm.name.clone());
+        let Some(machine) = observed.machines.get_mut(&name) else {
+            continue;
+        };
+        if desired.contains(&machine.ownership.spec_hash) {
+            continue;
+        }
+        if let Ok(description) = proxmox.vm_description(&vm.vm_ref()).await {
+            machine.built_from =
+                ownership::parse_built_from(&description).and_then(MachineSpec::parse_summary);
         }
     }
 }

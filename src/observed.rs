@@ -272,6 +272,52 @@ impl MachineSpec {
             .collect()
     }
 
+    /// One line naming every field (`template=debian13-k8s cores=4 ...`): what the executor
+    /// writes into a new VM's description, read back by [`MachineSpec::parse_summary`].
+    pub fn summary(&self) -> String {
+        let distribution = match self.distribution {
+            Distribution::Kubeadm => "kubeadm",
+            Distribution::K3s => "k3s",
+        };
+        format!(
+            "template={} cores={} memoryMiB={} diskGiB={} cpu={} kubernetes={} distribution={distribution} role={}",
+            self.template,
+            self.cores,
+            self.memory_mib,
+            self.disk_gib,
+            self.cpu,
+            self.kubernetes,
+            self.role
+        )
+    }
+
+    /// Reads a [`MachineSpec::summary`] back; `None` when a field is missing or malformed.
+    pub fn parse_summary(line: &str) -> Option<MachineSpec> {
+        let field = |key: &str| {
+            line.split_whitespace()
+                .find_map(|pair| pair.strip_prefix(key)?.strip_prefix('='))
+                .filter(|v| !v.is_empty())
+        };
+        Some(MachineSpec {
+            template: field("template")?.to_owned(),
+            cores: field("cores")?.parse().ok()?,
+            memory_mib: field("memoryMiB")?.parse().ok()?,
+            disk_gib: field("diskGiB")?.parse().ok()?,
+            cpu: field("cpu")?.to_owned(),
+            kubernetes: field("kubernetes")?.parse().ok()?,
+            distribution: match field("distribution")? {
+                "kubeadm" => Distribution::Kubeadm,
+                "k3s" => Distribution::K3s,
+                _ => return None,
+            },
+            role: match field("role")? {
+                "control-plane" => Role::ControlPlane,
+                "worker" => Role::Worker,
+                _ => return None,
+            },
+        })
+    }
+
     /// The fields that differ from `newer`, as `field old → new`, for reasons like
     /// "outdated: template debian13-k8s → debian13-k8s-v2".
     pub fn differences(&self, newer: &MachineSpec) -> Vec<String> {
@@ -474,6 +520,25 @@ mod tests {
                 "kubernetes 1.36.2 → 1.36.4"
             ]
         );
+    }
+
+    #[test]
+    fn a_machine_summary_reads_back_as_the_same_spec() {
+        let spec = MachineSpec {
+            template: "debian13-k8s".into(),
+            cores: 4,
+            memory_mib: 8192,
+            disk_gib: 50,
+            cpu: "x86-64-v2-AES".into(),
+            kubernetes: "1.36.2".parse().expect("version"),
+            distribution: Distribution::Kubeadm,
+            role: Role::Worker,
+        };
+        assert_eq!(
+            MachineSpec::parse_summary(&spec.summary()),
+            Some(spec.clone())
+        );
+        assert_eq!(MachineSpec::parse_summary("template=x cores=four"), None);
     }
 
     #[test]

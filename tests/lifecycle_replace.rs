@@ -158,3 +158,31 @@ async fn a_template_change_replaces_every_worker_new_before_old_one_at_a_time() 
     }
     world.kill_daemon().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replacement_says_which_field_changed() {
+    let mut world = World::new(
+        &fleet_yaml(&["1.36"], false),
+        &[(CLUSTER, spec("debian13-k8s"))],
+    )
+    .await;
+    world.start_daemon().await;
+    world
+        .wait_for("the cluster Ready", |s| ready(s, &[CLUSTER]))
+        .await;
+    world.kill_daemon().await;
+    world.write_cluster(CLUSTER, &spec("debian13-k8s-v2"));
+    let plan = world.observe_and_plan().await;
+    let cluster = plan.cluster(CLUSTER).expect("planned");
+    let reasons: Vec<&str> = cluster
+        .predicted
+        .iter()
+        .map(|step| step.reason.as_str())
+        .collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("outdated: template debian13-k8s → debian13-k8s-v2")),
+        "the reason names the field, read back from the VMs' descriptions: {reasons:#?}"
+    );
+}

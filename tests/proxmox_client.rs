@@ -127,12 +127,19 @@ async fn configure_sets_hardware_agent_tags_and_cloud_init() {
             user: Some("capstan".into()),
             ssh_keys: Some("ssh-ed25519 AAAAC3Nza capstan@lab\n".into()),
         }),
+        built_from: Some("template=debian13-k8s cores=4".into()),
     };
     setup
         .client
         .configure_vm(&vm, &settings)
         .await
         .expect("configure");
+    let description = setup.client.vm_description(&vm).await.expect("description");
+    assert_eq!(
+        capstan::providers::proxmox::ownership::parse_built_from(&description),
+        Some("template=debian13-k8s cores=4"),
+        "what the VM was built from is kept in its description"
+    );
     let config = setup.sim.handle().vm(vm.vmid.0).expect("vm").config;
     assert_eq!(config["cores"], "4");
     assert_eq!(config["memory"], "8192");

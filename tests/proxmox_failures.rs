@@ -346,6 +346,7 @@ async fn a_vm_left_untagged_by_a_crash_is_recognised_from_its_description() {
             description: Some(encode_description(
                 &ownership("prod", Role::ControlPlane, "cp"),
                 created(),
+                None,
             )),
             running: false,
         })

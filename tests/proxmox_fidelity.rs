@@ -231,6 +231,7 @@ async fn scenario() -> Vec<Exchange> {
             description: Some(encode_description(
                 &ownership("prod", Role::ControlPlane, "cp"),
                 created(),
+                None,
             )),
             running: true,
         })
@@ -254,11 +255,13 @@ async fn scenario() -> Vec<Exchange> {
                     user: Some("capstan".into()),
                     ssh_keys: Some("ssh-ed25519 AAAA key".into()),
                 }),
+                built_from: Some("template=debian13-k8s cores=4".into()),
             },
         )
         .await
         .expect("configure");
     client.resize_disk(&vm, 30).await.expect("resize");
+    client.vm_description(&vm).await.expect("description");
     client.start_vm(&vm).await.expect("start");
     client
         .wait_for_agent(&vm, Duration::from_secs(10))

@@ -111,6 +111,7 @@ impl Setup {
             created,
             pool: Some("capstan".into()),
             storage: machine.storage.clone(),
+            built_from: None,
         };
         let client = &self.proxmox;
         let vm = client.clone_vm(&request).await.expect("clone");
@@ -125,6 +126,7 @@ impl Setup {
                 user: None,
                 ssh_keys: None,
             }),
+            built_from: None,
         };
         client
             .configure_vm(&vm, &settings)

@@ -172,6 +172,28 @@ impl World {
         self.board = None;
     }
 
+    /// Observes the lab and plans the repository once, as a daemon pass would (without
+    /// executing anything): what `capstan observe` + `capstan plan` would show.
+    pub async fn observe_and_plan(&self) -> capstan::plan::Plan {
+        use capstan::clock::Clock as _;
+        let files = capstan::source::read_repo(self.repo.path()).expect("repo reads");
+        let desired = capstan::spec::load(&files)
+            .desired
+            .expect("valid repository");
+        let connections = Connections::for_lab(
+            &desired.fleet,
+            &self.lab.lab_file(),
+            &self.lab.management_kubeconfig(),
+        )
+        .await
+        .expect("lab connections");
+        let observer = capstan::observe::Observer::new(Arc::new(connections));
+        let now = self.lab.clock().now();
+        let observation = observer.observe(&desired, now).await;
+        let policy = capstan::plan::Policy::of(&desired);
+        capstan::plan::plan(&desired, &observation.observed, &policy, now)
+    }
+
     /// The daemon's status board (to serve it over HTTP).
     pub fn board(&self) -> Arc<StatusBoard> {
         Arc::clone(self.board.as_ref().expect("daemon started"))

@@ -92,6 +92,7 @@ pub fn clone_request(cluster: &str, pool: &str, suffix: &str, target: &str) -> C
         created: created(),
         pool: Some("capstan".into()),
         storage: None,
+        built_from: Some("template=debian13-k8s cores=2".into()),
     }
 }
 

@@ -396,7 +396,11 @@ impl ProxmoxProvider for ProxmoxClient {
             node: PveNode(text(template, "node").unwrap_or_default()),
             vmid: VmId(uint(template, "vmid").unwrap_or(0) as u32),
         };
-        let description = ownership::encode_description(&request.ownership, request.created);
+        let description = ownership::encode_description(
+            &request.ownership,
+            request.created,
+            request.built_from.as_deref(),
+        );
         let mut tried = Vec::new();
         for _ in 0..self.options.clone_attempts.max(1) {
             let newid = self.next_vmid().await?;
@@ -468,7 +472,11 @@ impl ProxmoxProvider for ProxmoxClient {
             ),
             (
                 "description".into(),
-                ownership::encode_description(&settings.ownership, settings.created),
+                ownership::encode_description(
+                    &settings.ownership,
+                    settings.created,
+                    settings.built_from.as_deref(),
+                ),
             ),
         ];
         if let Some(cloud_init) = &settings.cloud_init {
@@ -580,6 +588,10 @@ impl ProxmoxProvider for ProxmoxClient {
             return Ok(());
         }
         self.hard_stop(&vm).await
+    }
+
+    async fn vm_description(&self, vm: &VmRef) -> Result<String, ProxmoxError> {
+        Ok(text(&self.vm_config(vm).await?, "description").unwrap_or_default())
     }
 
     async fn add_tag(&self, expected: &ExpectedVm, tag: &str) -> Result<(), ProxmoxError> {

@@ -183,6 +183,8 @@ pub struct CloneRequest {
     pub pool: Option<String>,
     /// Target storage (default: the template's).
     pub storage: Option<String>,
+    /// What the VM is built from, one line, kept in its description.
+    pub built_from: Option<String>,
 }
 
 /// The hardware and cloud-init settings of a VM.
@@ -200,6 +202,8 @@ pub struct VmSettings {
     pub created: Timestamp,
     /// Cloud-init settings, when used.
     pub cloud_init: Option<CloudInit>,
+    /// What the VM is built from, one line, re-written into its description.
+    pub built_from: Option<String>,
 }
 
 /// Cloud-init settings.
@@ -334,6 +338,16 @@ pub trait ProxmoxProvider: Send + Sync {
         tag: &str,
     ) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
 
+    /// The VM's description (where capstan keeps what the VM was built from): one per-VM call,
+    /// for the few VMs whose spec changed.
+    ///
+    /// # Errors
+    /// When the VM cannot be read.
+    fn vm_description(
+        &self,
+        vm: &VmRef,
+    ) -> impl Future<Output = Result<String, ProxmoxError>> + Send;
+
     /// Pings the guest agent once.
     ///
     /// # Errors
@@ -445,6 +459,12 @@ impl<T: ProxmoxProvider> ProxmoxProvider for Arc<T> {
         tag: &str,
     ) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
         (**self).add_tag(vm, tag)
+    }
+    fn vm_description(
+        &self,
+        vm: &VmRef,
+    ) -> impl Future<Output = Result<String, ProxmoxError>> + Send {
+        (**self).vm_description(vm)
     }
     fn agent_ping(&self, vm: &VmRef) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
         (**self).agent_ping(vm)

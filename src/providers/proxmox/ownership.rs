@@ -105,16 +105,39 @@ pub fn parse_tags(tags: &[String]) -> Option<VmOwner> {
     Some(VmOwner { ownership, created })
 }
 
-/// The VM description: a line for people and the marker line for capstan.
-pub fn encode_description(ownership: &Ownership, created: Timestamp) -> String {
-    format!(
-        "Managed by capstan: do not edit the next line.\n{DESCRIPTION_MARKER} cluster={} role={} pool={} spec={} created={}\n",
+/// Marks the description line that says what the VM was built from.
+pub const BUILT_FROM_MARKER: &str = "capstan.dev/built-from:";
+
+/// The VM description: a line for people, the marker line for capstan and, when given, what
+/// the VM was built from (so a replacement can say which field changed).
+pub fn encode_description(
+    ownership: &Ownership,
+    created: Timestamp,
+    built_from: Option<&str>,
+) -> String {
+    let mut text = format!(
+        "Managed by capstan: do not edit the next lines.\n{DESCRIPTION_MARKER} cluster={} role={} pool={} spec={} created={}\n",
         ownership.cluster,
         ownership.role.as_str(),
         ownership.pool,
         ownership.spec_hash,
         created
-    )
+    );
+    if let Some(built_from) = built_from {
+        text.push_str(&format!(
+            "{BUILT_FROM_MARKER} {}\n",
+            built_from.replace('\n', " ")
+        ));
+    }
+    text
+}
+
+/// What the VM was built from, as [`encode_description`] wrote it.
+pub fn parse_built_from(description: &str) -> Option<&str> {
+    description
+        .lines()
+        .find_map(|line| line.trim().strip_prefix(BUILT_FROM_MARKER))
+        .map(str::trim)
 }
 
 /// Reads ownership back from a description; `None` when it has no complete marker line.
@@ -214,8 +237,13 @@ mod tests {
     fn descriptions_round_trip_even_inside_other_text() {
         let text = format!(
             "Notes by an operator.\n{}More notes.",
-            encode_description(&owner(), created())
+            encode_description(&owner(), created(), Some("template=debian13-k8s cores=4"))
         );
+        assert_eq!(
+            parse_built_from(&text),
+            Some("template=debian13-k8s cores=4")
+        );
+        assert_eq!(parse_built_from("Notes only"), None);
         assert_eq!(
             parse_description(&text),
             Some(VmOwner {

@@ -44,14 +44,10 @@ fn assert_upgrade_order(timeline: &Timeline, old: &[lifecycle_support::VmView], 
         served.max(configured) < first_new_vm.min(first_disruption),
         "the control plane moves in place (sample {served}/{configured}) before any machine is created ({first_new_vm}) or leaves ({first_disruption}):\n{dump}"
     );
-    // The delivery runs in the same batch as the first clone (both leave every workload
-    // alone); it is done before any new machine joins or any old one leaves.
-    let first_new_node = timeline
-        .first(|s| s.nodes.iter().any(|n| !is_old(&n.name)))
-        .unwrap_or_else(|| panic!("new nodes join:\n{dump}"));
+    // Then the kubeconfig goes to Flux, before any machine is created or leaves.
     assert!(
-        delivered < first_new_node.min(first_disruption),
-        "the renewed kubeconfig is delivered (sample {delivered}) before any node joins ({first_new_node}) or leaves ({first_disruption}):\n{dump}"
+        delivered < first_new_vm.min(first_disruption),
+        "the renewed kubeconfig is delivered (sample {delivered}) before any machine is created ({first_new_vm}) or leaves ({first_disruption}):\n{dump}"
     );
 
     // The control plane first: the first new machine and the first to leave are control

@@ -263,7 +263,7 @@ impl World {
             .path()
             .join("clusters")
             .join(format!("{name}.yaml"));
-        std::fs::write(path, text).expect("cluster file");
+        write_atomically(&path, text);
     }
 
     /// Removes `clusters/<name>.yaml`.
@@ -279,7 +279,7 @@ impl World {
 
     /// Replaces `capstan.yaml`.
     pub fn write_fleet(&self, text: &str) {
-        std::fs::write(self.repo.path().join("capstan.yaml"), text).expect("capstan.yaml");
+        write_atomically(&self.repo.path().join("capstan.yaml"), text);
     }
 
     /// The simulated Proxmox's VMs that are not templates, by name.
@@ -687,6 +687,14 @@ impl Drop for World {
         }
         self.lab.stop();
     }
+}
+
+/// Replaces a file the way Git and git-sync do (a new file renamed over the old one), so the
+/// daemon never reads it half-written.
+fn write_atomically(path: &Path, text: &str) {
+    let partial = path.with_extension("yaml.partial");
+    std::fs::write(&partial, text).expect("write");
+    std::fs::rename(&partial, path).expect("rename");
 }
 
 /// Runs the stock kubectl with a kubeconfig file.

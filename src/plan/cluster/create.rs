@@ -243,9 +243,12 @@ impl<'a> Ctx<'a> {
 
     /// Rule 10: deliver the admin kubeconfig when Flux's differs; the first delivery waits for
     /// the whole cluster to be built.
-    pub(super) fn delivery(&self, out: &mut Outcome) {
+    /// Returns whether a re-delivery (Flux holding an older kubeconfig) was planned: machines
+    /// wait for it, so after an upgrade or a renewal Flux has the new kubeconfig before any
+    /// machine moves.
+    pub(super) fn delivery(&self, out: &mut Outcome) -> bool {
         let Some(flux) = &self.spec().delivery.flux else {
-            return;
+            return false;
         };
         let Some(admin) = self
             .input
@@ -254,7 +257,7 @@ impl<'a> Ctx<'a> {
             .as_ref()
             .and_then(|cp| cp.admin_kubeconfig.as_ref())
         else {
-            return;
+            return false;
         };
         let target = FluxTarget {
             cluster: flux.cluster.clone(),
@@ -270,7 +273,7 @@ impl<'a> Ctx<'a> {
                         && self.stale_of(pool).is_empty()
                 });
                 if !built {
-                    return;
+                    return false;
                 }
                 format!(
                     "first delivery: the cluster is built; Flux gets its kubeconfig in {}/{}",
@@ -296,7 +299,7 @@ impl<'a> Ctx<'a> {
                     ),
                 }
             }
-            Some(_) => return,
+            Some(_) => return false,
         };
         let step = Self::step(
             Action::DeliverKubeconfig { flux: target },
@@ -304,5 +307,6 @@ impl<'a> Ctx<'a> {
             reason,
         );
         out.push(step, Gate::Open);
+        self.input.observed.flux.is_some()
     }
 }

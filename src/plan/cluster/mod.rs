@@ -505,8 +505,8 @@ impl<'a> Ctx<'a> {
             return;
         }
         // After an upgrade or a renewal the kubeconfig goes out before any machine moves.
-        self.delivery(out);
-        if !upgrading {
+        let redelivering = self.delivery(out);
+        if !upgrading && !redelivering {
             self.joins(out);
             self.creates(out, capacity);
         }

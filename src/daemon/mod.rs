@@ -119,6 +119,8 @@ impl StatusBoard {
 /// A step's outcome as a cluster task reports it.
 struct Finished {
     cluster: String,
+    /// The spec the steps were planned from (to tell a fixed file from a repeat failure).
+    spec: Option<crate::spec::ClusterSpec>,
     results: Vec<(
         String,
         Option<crate::model::NodeName>,
@@ -131,7 +133,17 @@ struct Finished {
 struct Retry {
     failures: u32,
     not_before: Option<Instant>,
+    /// The spec the failing step was planned from: once the file changes, the backoff is over
+    /// (the fix is tried at once, not after up to five minutes).
+    failed_with: Option<crate::spec::ClusterSpec>,
     last: Option<StepRecord>,
+}
+
+impl Retry {
+    /// Whether the cluster may run steps now, its spec being `spec`.
+    fn allows(&self, spec: Option<&crate::spec::ClusterSpec>) -> bool {
+        self.not_before.is_none_or(|t| Instant::now() >= t) || self.failed_with.as_ref() != spec
+    }
 }
 
 /// The daemon.
@@ -245,8 +257,7 @@ impl<Pr: Providers> Daemon<Pr> {
                 && self
                     .retries
                     .get(&cluster.name)
-                    .and_then(|r| r.not_before)
-                    .is_none_or(|t| Instant::now() >= t);
+                    .is_none_or(|r| r.allows(desired.clusters.get(&cluster.name).map(|c| &c.spec)));
             work |= !cluster.steps.is_empty() || !cluster.waiting_on.is_empty();
             if runnable {
                 self.start(
@@ -306,6 +317,7 @@ impl<Pr: Providers> Daemon<Pr> {
             let results = futures_util::future::join_all(runs).await;
             Finished {
                 cluster: name.clone(),
+                spec,
                 results,
             }
         });
@@ -326,6 +338,7 @@ impl<Pr: Providers> Daemon<Pr> {
                 Ok(message) => {
                     retry.failures = 0;
                     retry.not_before = None;
+                    retry.failed_with = None;
                     retry.last = Some(StepRecord {
                         action,
                         machine,
@@ -339,6 +352,7 @@ impl<Pr: Providers> Daemon<Pr> {
                     retry.failures += 1;
                     let delay = self.options.backoff.delay(retry.failures, random_unit());
                     retry.not_before = Some(Instant::now() + delay);
+                    retry.failed_with.clone_from(&finished.spec);
                     let message = crate::status::error_chain(&err);
                     tracing::warn!(cluster = %finished.cluster, action = %action, failures = retry.failures, retry_in = ?delay, transient = err.is_transient(), "step failed: {message}");
                     retry.last = Some(StepRecord {
@@ -445,4 +459,37 @@ fn repository_errors(diagnostics: &spec::Diagnostics) -> Vec<String> {
         .filter(|d| d.is_error())
         .map(ToString::to_string)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(replicas: u32) -> crate::spec::ClusterSpec {
+        let text = format!(
+            "apiVersion: capstan.dev/v1alpha1\nkind: Cluster\nmetadata: {{name: x}}\nspec:\n  proxmox: p\n  kubernetes: {{version: 1.36.2}}\n  endpoint: {{host: k.example, address: 10.0.0.5}}\n  network: {{nodes: 10.0.0.0/24}}\n  controlPlane:\n    machine: {{template: t, cores: 2, memoryMiB: 4096, placement: [a]}}\n  workers:\n    - {{pool: w, replicas: {replicas}, machine: {{template: t, cores: 2, memoryMiB: 4096, placement: [a]}}}}\n"
+        );
+        serde_saphyr::from_str::<crate::spec::Cluster>(&text)
+            .expect("cluster")
+            .spec
+    }
+
+    #[test]
+    fn a_failing_cluster_waits_out_its_backoff_unless_its_file_changed() {
+        let retry = Retry {
+            failures: 3,
+            not_before: Some(Instant::now() + Duration::from_secs(300)),
+            failed_with: Some(spec(2)),
+            last: None,
+        };
+        assert!(!retry.allows(Some(&spec(2))), "the same spec waits");
+        assert!(
+            retry.allows(Some(&spec(3))),
+            "a changed spec is tried at once"
+        );
+        assert!(
+            Retry::default().allows(Some(&spec(2))),
+            "no failure, no wait"
+        );
+    }
 }

@@ -186,13 +186,10 @@ impl<Pr: Providers> Executor<Pr> {
                     storage: storage.clone(),
                     built_from: Some(machine.summary()),
                 };
-                let wrap = |action| {
-                    move |source| ExecuteError::Proxmox {
-                        action,
-                        source: Box::new(source),
-                    }
-                };
-                let vm = proxmox.clone_vm(&request).await.map_err(wrap("clone"))?;
+                let vm = proxmox
+                    .clone_vm(&request)
+                    .await
+                    .map_err(proxmox_failed("clone"))?;
                 let settings = VmSettings {
                     cores: machine.cores,
                     memory_mib: machine.memory_mib,
@@ -205,12 +202,15 @@ impl<Pr: Providers> Executor<Pr> {
                 proxmox
                     .configure_vm(&vm, &settings)
                     .await
-                    .map_err(wrap("configure"))?;
+                    .map_err(proxmox_failed("configure"))?;
                 proxmox
                     .resize_disk(&vm, machine.disk_gib)
                     .await
-                    .map_err(wrap("resize disk"))?;
-                proxmox.start_vm(&vm).await.map_err(wrap("start"))?;
+                    .map_err(proxmox_failed("resize disk"))?;
+                proxmox
+                    .start_vm(&vm)
+                    .await
+                    .map_err(proxmox_failed("start"))?;
                 format!(
                     "VM {} cloned from {} on {proxmox_node} and started",
                     vm.vmid, machine.template
@@ -248,12 +248,7 @@ impl<Pr: Providers> Executor<Pr> {
             Action::JoinNode { machine, role, .. } => self.join(ctx, machine, *role).await?,
             Action::Cordon { node } => {
                 let api = self.api(ctx, "cordon").await?;
-                api.cordon(node)
-                    .await
-                    .map_err(|source| ExecuteError::Cluster {
-                        action: "cordon",
-                        source: Box::new(source),
-                    })?;
+                api.cordon(node).await.map_err(api_failed("cordon"))?;
                 format!("{node} cordoned")
             }
             Action::Drain { node, deadline } => self.drain(ctx, node, *deadline).await?,
@@ -270,10 +265,7 @@ impl<Pr: Providers> Executor<Pr> {
                 self.proxmox(ctx)?
                     .shutdown_vm(&expected, SHUTDOWN_TIMEOUT)
                     .await
-                    .map_err(|source| ExecuteError::Proxmox {
-                        action: "shut down",
-                        source: Box::new(source),
-                    })?;
+                    .map_err(proxmox_failed("shut down"))?;
                 format!("kubeadm reset on {} and VM shut down", target.name)
             }
             Action::DestroyMachine { machine, ownership } => {
@@ -285,10 +277,7 @@ impl<Pr: Providers> Executor<Pr> {
                 self.proxmox(ctx)?
                     .destroy_vm(&expected)
                     .await
-                    .map_err(|source| ExecuteError::Proxmox {
-                        action: "destroy",
-                        source: Box::new(source),
-                    })?;
+                    .map_err(proxmox_failed("destroy"))?;
                 format!("VM {} ({}) destroyed", expected.vm.vmid, machine.name)
             }
             Action::UpgradeControlPlane { machine, to, .. } => {
@@ -349,17 +338,11 @@ impl<Pr: Providers> Executor<Pr> {
                 self.proxmox(ctx)?
                     .stop_vm(&expected)
                     .await
-                    .map_err(|source| ExecuteError::Proxmox {
-                        action: "fence (hard stop)",
-                        source: Box::new(source),
-                    })?;
+                    .map_err(proxmox_failed("fence (hard stop)"))?;
                 let api = self.api(ctx, "fence-machine").await?;
                 api.add_taint(node, &Taint::out_of_service())
                     .await
-                    .map_err(|source| ExecuteError::Cluster {
-                        action: "taint out-of-service",
-                        source: Box::new(source),
-                    })?;
+                    .map_err(api_failed("taint out-of-service"))?;
                 format!(
                     "VM {} hard-stopped, {node} tainted out-of-service",
                     expected.vm.vmid
@@ -381,22 +364,15 @@ impl<Pr: Providers> Executor<Pr> {
         kubeadm: &Kubeadm<E>,
         target: &NodeTarget,
     ) -> Result<(), ExecuteError> {
-        let kubeconfig =
-            kubeadm
-                .admin_kubeconfig(target)
-                .await
-                .map_err(|source| ExecuteError::Kubeadm {
-                    action: "init-control-plane",
-                    source: Box::new(source),
-                })?;
+        let kubeconfig = kubeadm
+            .admin_kubeconfig(target)
+            .await
+            .map_err(kubeadm_failed("init-control-plane"))?;
         let api = self
             .providers
             .connect_cluster(&kubeconfig)
             .await
-            .map_err(|source| ExecuteError::Cluster {
-                action: "init-control-plane",
-                source: Box::new(source),
-            })?;
+            .map_err(api_failed("init-control-plane"))?;
         let data = std::collections::BTreeMap::from([
             ("cluster".to_owned(), ctx.cluster.to_owned()),
             ("completed".to_owned(), self.clock.now().to_string()),
@@ -404,10 +380,7 @@ impl<Pr: Providers> Executor<Pr> {
         let (namespace, name) = crate::observed::BOOTSTRAP_MARKER;
         api.write_config_map(namespace, name, &data)
             .await
-            .map_err(|source| ExecuteError::Cluster {
-                action: "record the bootstrap",
-                source: Box::new(source),
-            })
+            .map_err(api_failed("record the bootstrap"))
     }
 
     async fn join(
@@ -422,17 +395,16 @@ impl<Pr: Providers> Executor<Pr> {
         let target = node_target(machine)?;
         let control_plane = self.healthy_control_plane(ctx, "join-node", &target.name)?;
         let kubeadm = self.kubeadm(ctx)?;
-        let wrap = |source| ExecuteError::Kubeadm {
-            action: "join-node",
-            source: Box::new(source),
-        };
-        let ticket = kubeadm.join_ticket(&control_plane).await.map_err(wrap)?;
+        let ticket = kubeadm
+            .join_ticket(&control_plane)
+            .await
+            .map_err(kubeadm_failed("join-node"))?;
         let key = match role {
             Role::ControlPlane => Some(
                 kubeadm
                     .certificate_key(&control_plane)
                     .await
-                    .map_err(wrap)?,
+                    .map_err(kubeadm_failed("join-node"))?,
             ),
             Role::Worker => None,
         };
@@ -467,20 +439,14 @@ impl<Pr: Providers> Executor<Pr> {
             let now = self.clock.now().to_string();
             api.annotate(node, DRAIN_STARTED_ANNOTATION, Some(&now))
                 .await
-                .map_err(|source| ExecuteError::Cluster {
-                    action: "mark drain start",
-                    source: Box::new(source),
-                })?;
+                .map_err(api_failed("mark drain start"))?;
         }
         let left = self.clock.now().duration_until(deadline);
         let timeout = Duration::try_from(left).unwrap_or(Duration::ZERO);
         let report = api
             .drain(node, &DrainOptions::new(timeout))
             .await
-            .map_err(|source| ExecuteError::Cluster {
-                action: "drain",
-                source: Box::new(source),
-            })?;
+            .map_err(api_failed("drain"))?;
         Ok(format!(
             "{node} drained: {} pod(s) evicted, {} left in place (DaemonSet, mirror)",
             report.evicted.len(),
@@ -501,28 +467,19 @@ impl<Pr: Providers> Executor<Pr> {
             self.proxmox(ctx)?
                 .add_tag(&expected, RETIRING_TAG)
                 .await
-                .map_err(|source| ExecuteError::Proxmox {
-                    action: "tag retiring",
-                    source: Box::new(source),
-                })?;
+                .map_err(proxmox_failed("tag retiring"))?;
         }
         if role == Role::ControlPlane {
             let healthy = self.healthy_control_plane(ctx, "delete-node", node)?;
             self.kubeadm(ctx)?
                 .remove_etcd_member(&healthy, node)
                 .await
-                .map_err(|source| ExecuteError::Kubeadm {
-                    action: "remove etcd member",
-                    source: Box::new(source),
-                })?;
+                .map_err(kubeadm_failed("remove etcd member"))?;
         }
         let api = self.api(ctx, "delete-node").await?;
         api.delete_node(node)
             .await
-            .map_err(|source| ExecuteError::Cluster {
-                action: "delete-node",
-                source: Box::new(source),
-            })?;
+            .map_err(api_failed("delete-node"))?;
         Ok(format!("Node {node} deleted"))
     }
 
@@ -583,10 +540,7 @@ impl<Pr: Providers> Executor<Pr> {
             proxmox
                 .destroy_vm(&expected)
                 .await
-                .map_err(|source| ExecuteError::Proxmox {
-                    action: "destroy",
-                    source: Box::new(source),
-                })?;
+                .map_err(proxmox_failed("destroy"))?;
         }
         Ok(())
     }
@@ -628,10 +582,7 @@ impl<Pr: Providers> Executor<Pr> {
         self.providers
             .connect_cluster(kubeconfig)
             .await
-            .map_err(|source| ExecuteError::Cluster {
-                action,
-                source: Box::new(source),
-            })
+            .map_err(api_failed(action))
     }
 
     /// The VM's first IPv4 address, as its guest agent reports it.
@@ -648,10 +599,7 @@ impl<Pr: Providers> Executor<Pr> {
             .proxmox(ctx)?
             .vm_addresses(&vm)
             .await
-            .map_err(|source| ExecuteError::Proxmox {
-                action: "read address",
-                source: Box::new(source),
-            })?;
+            .map_err(proxmox_failed("read address"))?;
         addresses
             .first()
             .map(|a| std::net::IpAddr::V4(*a))
@@ -741,10 +689,28 @@ async fn run_steps<E: crate::providers::node_exec::NodeExec>(
     kubeadm
         .run_steps(action, target, steps)
         .await
-        .map_err(|source| ExecuteError::Kubeadm {
-            action,
-            source: Box::new(source),
-        })
+        .map_err(kubeadm_failed(action))
+}
+
+fn proxmox_failed(action: &'static str) -> impl FnOnce(ProxmoxError) -> ExecuteError {
+    move |source| ExecuteError::Proxmox {
+        action,
+        source: Box::new(source),
+    }
+}
+
+fn api_failed(action: &'static str) -> impl FnOnce(ClusterError) -> ExecuteError {
+    move |source| ExecuteError::Cluster {
+        action,
+        source: Box::new(source),
+    }
+}
+
+fn kubeadm_failed(action: &'static str) -> impl FnOnce(KubeadmError) -> ExecuteError {
+    move |source| ExecuteError::Kubeadm {
+        action,
+        source: Box::new(source),
+    }
 }
 
 /// The Flux provider's target for a cluster's Secret (named by the plan).

@@ -110,10 +110,12 @@ pub enum Command {
     ///
     /// Example: `capstan observe --repo examples-repo --lab-state .lab > observed.json`
     Observe(ObserveArgs),
-    /// Serve the lab: a simulated Proxmox VE on loopback, for trying capstan and for tests.
+    /// Serve the lab on loopback: a simulated Proxmox VE, simulated Kubernetes API servers (the
+    /// `management` cluster where Flux runs, and every cluster kubeadm builds inside the VMs),
+    /// for trying capstan and for tests.
     ///
-    /// Prints the URL, the certificate fingerprint and an API token, writes the same to
-    /// `STATE_DIR/lab.json`, and runs until SIGTERM or Ctrl-C.
+    /// Prints the Proxmox URL, certificate fingerprint and API token and each cluster's
+    /// kubeconfig, writes the same to `STATE_DIR/lab.json`, and runs until SIGTERM or Ctrl-C.
     ///
     /// Example: `capstan lab --listen 127.0.0.1:8006 --state-dir .lab`
     Lab(LabArgs),

@@ -121,14 +121,11 @@ impl Connections {
                         what: format!("Proxmox connection `{name}`"),
                         hint: "its tokenFrom".to_owned(),
                     })?;
-            let wrap = |source: ProxmoxError| ConnectError::Proxmox {
-                connection: name.clone(),
-                source: Box::new(source),
-            };
-            let config = ConnectionConfig::from_spec(connection, TokenSecret::new(secret.clone()))
-                .map_err(wrap)?;
-            let client = ProxmoxClient::new(&config, ClientOptions::default()).map_err(wrap)?;
-            proxmox.insert(name.clone(), Arc::new(client));
+            let config = ConnectionConfig::from_spec(connection, TokenSecret::new(secret.clone()));
+            proxmox.insert(
+                name.clone(),
+                proxmox_client(name, config, ClientOptions::default())?,
+            );
         }
         let mut flux = BTreeMap::new();
         for name in fleet.management_clusters.keys() {
@@ -138,13 +135,7 @@ impl Connections {
                     hint: "its kubeconfigFrom".to_owned(),
                 }
             })?;
-            let client = KubeClusterClient::connect(kubeconfig)
-                .await
-                .map_err(|source| ConnectError::Management {
-                    cluster: name.clone(),
-                    source: Box::new(source),
-                })?;
-            flux.insert(name.clone(), Arc::new(FluxDeliverer::new(client)));
+            flux.insert(name.clone(), flux_deliverer(name, kubeconfig).await?);
         }
         Ok(Connections { proxmox, flux })
     }
@@ -161,32 +152,54 @@ impl Connections {
     ) -> Result<Self, ConnectError> {
         let mut proxmox = BTreeMap::new();
         for name in fleet.proxmox.keys() {
-            let wrap = |source: ProxmoxError| ConnectError::Proxmox {
-                connection: name.clone(),
-                source: Box::new(source),
-            };
             let config = ConnectionConfig::new(
                 &lab.proxmox.url,
                 &lab.proxmox.token_id,
                 TokenSecret::new(lab.proxmox.token.clone()),
                 Trust::Fingerprint(lab.proxmox.fingerprint.clone()),
-            )
-            .map_err(wrap)?;
-            let client = ProxmoxClient::new(&config, ClientOptions::for_lab()).map_err(wrap)?;
-            proxmox.insert(name.clone(), Arc::new(client));
+            );
+            proxmox.insert(
+                name.clone(),
+                proxmox_client(name, config, ClientOptions::for_lab())?,
+            );
         }
         let mut flux = BTreeMap::new();
         for name in fleet.management_clusters.keys() {
-            let client = KubeClusterClient::connect(management_kubeconfig)
-                .await
-                .map_err(|source| ConnectError::Management {
-                    cluster: name.clone(),
-                    source: Box::new(source),
-                })?;
-            flux.insert(name.clone(), Arc::new(FluxDeliverer::new(client)));
+            flux.insert(
+                name.clone(),
+                flux_deliverer(name, management_kubeconfig).await?,
+            );
         }
         Ok(Connections { proxmox, flux })
     }
+}
+
+/// A Proxmox client for the connection `name`, from its (possibly invalid) configuration.
+fn proxmox_client(
+    name: &str,
+    config: Result<ConnectionConfig, ProxmoxError>,
+    options: ClientOptions,
+) -> Result<Arc<ProxmoxClient>, ConnectError> {
+    let wrap = |source: ProxmoxError| ConnectError::Proxmox {
+        connection: name.to_owned(),
+        source: Box::new(source),
+    };
+    let client = ProxmoxClient::new(&config.map_err(wrap)?, options).map_err(wrap)?;
+    Ok(Arc::new(client))
+}
+
+/// A Flux deliverer through the management cluster `name`'s kubeconfig.
+async fn flux_deliverer(
+    name: &str,
+    kubeconfig: &str,
+) -> Result<Arc<FluxDeliverer<KubeClusterClient>>, ConnectError> {
+    let client = KubeClusterClient::connect(kubeconfig)
+        .await
+        .map_err(|source| ConnectError::Management {
+            cluster: name.to_owned(),
+            source: Box::new(source),
+        })?;
+    Ok(Arc::new(FluxDeliverer::new(client)))
 }
 
 impl Providers for Connections {

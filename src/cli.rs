@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::env_vars;
+use crate::source::{RepoLocation, SecretFrom};
 
 /// capstan keeps Kubernetes clusters on Proxmox VE in the state a Git repository declares.
 ///
@@ -86,13 +87,16 @@ pub enum Command {
     Plan(PlanArgs),
     /// Run the reconciler: keep every cluster of a repository in the state it declares.
     ///
-    /// Each pass reads the repository (a change to a file is picked up at once), observes
+    /// The repository is a Git remote (`--repo URL --branch main`: polled at the fleet's
+    /// `pollInterval`, or at once on a webhook; files are read from the commit, never from a
+    /// checkout) or a folder (a change to a file is picked up at once). Each pass observes
     /// Proxmox, the clusters and Flux, plans, and runs the next step of every cluster, one step
     /// at a time per cluster. Progress goes to standard output, logs to standard error. With
     /// `--lab` it starts an embedded lab and works against it instead of the connections of
     /// capstan.yaml. Runs until SIGTERM or Ctrl-C.
     ///
-    /// Example: `capstan run --repo examples-repo --lab --http 127.0.0.1:9464`
+    /// Example: `capstan run --repo git@git.example:org/fleet.git --git-ssh-key id_ed25519
+    /// --git-known-hosts known_hosts --http 0.0.0.0:9464`
     Run(RunArgs),
     /// The main job for a newcomer: `run --lab` on a copy of examples-repo/. Brings the example
     /// clusters up on an embedded lab, says when they are Ready and how to look at them
@@ -149,14 +153,51 @@ pub struct DaemonArgs {
     /// Clusters whose steps run at the same time.
     #[arg(long, default_value_t = 4, env = env_vars::CAPSTAN_CONCURRENCY)]
     pub concurrency: usize,
+    /// Serve webhooks (`POST /hooks/github|gitea|gitlab|generic`) on `--http`, checked with
+    /// the secret read from `env:VARIABLE` or `file:PATH` (re-read when it changes).
+    #[arg(long, requires = "http", env = env_vars::CAPSTAN_WEBHOOK_SECRET_FROM)]
+    pub webhook_secret_from: Option<SecretFrom>,
+}
+
+/// How to follow a Git remote (ignored for a folder).
+#[derive(Debug, Clone, clap::Args)]
+pub struct GitArgs {
+    /// The branch followed.
+    #[arg(long, default_value = "main", env = env_vars::CAPSTAN_GIT_BRANCH)]
+    pub branch: String,
+    /// The folder of the repository holding `capstan.yaml` (default: its root).
+    #[arg(long, env = env_vars::CAPSTAN_GIT_PATH)]
+    pub path: Option<PathBuf>,
+    /// SSH private key for `ssh://` and `user@host:path` remotes.
+    #[arg(long, requires = "git_known_hosts", env = env_vars::CAPSTAN_GIT_SSH_KEY)]
+    pub git_ssh_key: Option<PathBuf>,
+    /// known_hosts file holding the SSH server's host key (an unknown or changed key is
+    /// refused, with its fingerprint shown).
+    #[arg(long, env = env_vars::CAPSTAN_GIT_KNOWN_HOSTS)]
+    pub git_known_hosts: Option<PathBuf>,
+    /// HTTPS token, from `env:VARIABLE` or `file:PATH` (a file is re-read at each
+    /// connection), sent with HTTP basic authentication as the password of `--git-username`.
+    #[arg(long, env = env_vars::CAPSTAN_GIT_TOKEN_FROM)]
+    pub git_token_from: Option<SecretFrom>,
+    /// User name for the token (and for SSH when the URL names none).
+    #[arg(long, default_value = "git", env = env_vars::CAPSTAN_GIT_USERNAME)]
+    pub git_username: String,
+    /// Where bare mirrors of Git remotes are kept (files are read from their object
+    /// database, never from a checkout).
+    #[arg(long, default_value = ".capstan/git", env = env_vars::CAPSTAN_GIT_MIRROR_DIR)]
+    pub git_mirror_dir: PathBuf,
 }
 
 /// `capstan run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// The repository folder (holding `capstan.yaml`).
+    /// The repository: a Git remote URL (`https://`, `ssh://`, `user@host:path`, `git://`,
+    /// `file://`) or a folder holding `capstan.yaml`.
     #[arg(long, default_value = ".", env = env_vars::CAPSTAN_REPO)]
-    pub repo: PathBuf,
+    pub repo: RepoLocation,
+    /// Following a Git remote.
+    #[command(flatten)]
+    pub git: GitArgs,
     /// Real fleet or lab.
     #[command(flatten)]
     pub target: LabChoice,
@@ -199,9 +240,12 @@ pub struct StatusArgs {
 /// `capstan observe`.
 #[derive(Debug, clap::Args)]
 pub struct ObserveArgs {
-    /// The repository folder (its clusters are observed).
+    /// The repository, a Git remote URL or a folder (its clusters are observed).
     #[arg(long, default_value = ".", env = env_vars::CAPSTAN_REPO)]
-    pub repo: PathBuf,
+    pub repo: RepoLocation,
+    /// Reading a Git remote.
+    #[command(flatten)]
+    pub git: GitArgs,
     /// Observe a running lab (`capstan lab --state-dir DIR`) instead of the real connections.
     #[arg(long)]
     pub lab_state: Option<PathBuf>,
@@ -210,9 +254,12 @@ pub struct ObserveArgs {
 /// `capstan validate`.
 #[derive(Debug, clap::Args)]
 pub struct ValidateArgs {
-    /// The repository folder (holding `capstan.yaml`).
+    /// The repository: a Git remote URL or a folder holding `capstan.yaml`.
     #[arg(default_value = ".", env = env_vars::CAPSTAN_REPO)]
-    pub repo: PathBuf,
+    pub repo: RepoLocation,
+    /// Reading a Git remote.
+    #[command(flatten)]
+    pub git: GitArgs,
     /// Output format.
     #[arg(long, value_enum, default_value_t = ReportFormat::Text, env = env_vars::CAPSTAN_FORMAT)]
     pub format: ReportFormat,
@@ -245,9 +292,12 @@ pub struct LabArgs {
 /// `capstan plan`.
 #[derive(Debug, clap::Args)]
 pub struct PlanArgs {
-    /// The repository folder (holding `capstan.yaml`).
+    /// The repository: a Git remote URL or a folder holding `capstan.yaml`.
     #[arg(default_value = ".", env = env_vars::CAPSTAN_REPO)]
-    pub repo: PathBuf,
+    pub repo: RepoLocation,
+    /// Reading a Git remote.
+    #[command(flatten)]
+    pub git: GitArgs,
     /// The observed state: a JSON snapshot (schema: `schemas/observed.schema.json`), or `none`
     /// for "nothing exists yet".
     #[arg(long, env = env_vars::CAPSTAN_OBSERVED)]

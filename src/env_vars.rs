@@ -7,8 +7,24 @@ pub const CAPSTAN_LOG: &str = "CAPSTAN_LOG";
 pub const CAPSTAN_LOG_FORMAT: &str = "CAPSTAN_LOG_FORMAT";
 /// Output format of commands that print a report: `text` or `json`.
 pub const CAPSTAN_FORMAT: &str = "CAPSTAN_FORMAT";
-/// The repository folder.
+/// The repository: a Git remote URL or a folder.
 pub const CAPSTAN_REPO: &str = "CAPSTAN_REPO";
+/// The Git branch followed.
+pub const CAPSTAN_GIT_BRANCH: &str = "CAPSTAN_GIT_BRANCH";
+/// The folder of the Git repository holding `capstan.yaml`.
+pub const CAPSTAN_GIT_PATH: &str = "CAPSTAN_GIT_PATH";
+/// SSH private key file for the Git remote.
+pub const CAPSTAN_GIT_SSH_KEY: &str = "CAPSTAN_GIT_SSH_KEY";
+/// known_hosts file the Git remote's SSH host key must be in.
+pub const CAPSTAN_GIT_KNOWN_HOSTS: &str = "CAPSTAN_GIT_KNOWN_HOSTS";
+/// Where the HTTPS token comes from: `env:VAR` or `file:PATH`.
+pub const CAPSTAN_GIT_TOKEN_FROM: &str = "CAPSTAN_GIT_TOKEN_FROM";
+/// User name sent with the HTTPS token.
+pub const CAPSTAN_GIT_USERNAME: &str = "CAPSTAN_GIT_USERNAME";
+/// Where the bare mirrors of Git remotes are kept.
+pub const CAPSTAN_GIT_MIRROR_DIR: &str = "CAPSTAN_GIT_MIRROR_DIR";
+/// Where the webhook secret comes from: `env:VAR` or `file:PATH`.
+pub const CAPSTAN_WEBHOOK_SECRET_FROM: &str = "CAPSTAN_WEBHOOK_SECRET_FROM";
 /// `capstan lab`: where the simulated Proxmox listens.
 pub const CAPSTAN_LAB_LISTEN: &str = "CAPSTAN_LAB_LISTEN";
 /// `capstan lab`: where `lab.json` is written.

@@ -352,7 +352,12 @@ impl<Pr: Providers> Executor<Pr> {
                 self.delete_cluster(ctx, machines, flux.as_ref()).await?
             }
         };
-        tracing::info!(cluster = ctx.cluster, action = step.name(), "{result}");
+        tracing::info!(
+            cluster = ctx.cluster,
+            action = step.name(),
+            revision = ctx.revision,
+            "{result}"
+        );
         Ok(result)
     }
 

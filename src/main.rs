@@ -30,26 +30,29 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
     // Not locked: long-running commands print from several threads.
     let mut stdout = std::io::stdout();
     match args.command {
-        Command::Validate(validate) => commands::validate::run(&validate, &mut stdout)
-            .with_context(|| format!("validating {}", validate.repo.display())),
+        Command::Validate(validate) => {
+            commands::validate::run(&validate, &environment, &mut stdout)
+                .with_context(|| format!("validating {}", validate.repo))
+        }
         Command::Schema(schema) => commands::schema::run(&schema, &mut stdout)
             .map(|()| Outcome::Success)
             .map_err(Into::into),
-        Command::Plan(plan) => commands::plan::run(&plan, &SystemClock, &mut stdout)
-            .with_context(|| format!("planning {}", plan.repo.display())),
+        Command::Plan(plan) => commands::plan::run(&plan, &SystemClock, &environment, &mut stdout)
+            .with_context(|| format!("planning {}", plan.repo)),
         Command::Run(run) => commands::run::run(&run, &environment)
-            .with_context(|| format!("running on {}", run.repo.display())),
+            .with_context(|| format!("running on {}", run.repo)),
         Command::Demo(demo) => commands::run::demo(&demo).context("running the demo"),
         Command::Status(status) => {
             commands::status::run(&status, &mut stdout).context("showing the status")
         }
         Command::Observe(observe) => commands::observe::run(&observe, &environment, &mut stdout)
-            .with_context(|| format!("observing {}", observe.repo.display())),
+            .with_context(|| format!("observing {}", observe.repo)),
         Command::Lab(lab) => commands::lab::run(&lab, &mut stdout).context("running the lab"),
     }
 }
 
-/// The process environment, for `tokenFrom: {env: ...}`: read here, in main, only.
+/// The process environment, for `tokenFrom: {env: ...}` and `env:` secrets: read here, in
+/// main, only.
 fn environment(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }

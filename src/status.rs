@@ -26,6 +26,9 @@ pub mod conditions {
     pub const KUBECONFIG_DELIVERED: &str = "KubeconfigDelivered";
     /// A person must act: a refusal, a drain past its deadline, a step that keeps failing.
     pub const BLOCKED: &str = "Blocked";
+    /// The fleet's source (the Git remote) answers; when False, the last good revision is
+    /// still reconciled.
+    pub const SOURCE_AVAILABLE: &str = "SourceAvailable";
 }
 
 /// Condition reasons.
@@ -56,6 +59,10 @@ pub mod reasons {
     pub const OBSERVATION_FAILED: &str = "ObservationFailed";
     /// The cluster's file has errors.
     pub const INVALID_FILE: &str = "InvalidFile";
+    /// The source answered the last poll.
+    pub const FOLLOWING: &str = "Following";
+    /// The source did not answer (unreachable, credentials or host key refused).
+    pub const SOURCE_UNREACHABLE: &str = "SourceUnreachable";
 }
 
 /// Every cluster's status.
@@ -75,6 +82,12 @@ pub struct FleetStatus {
     /// Facts about the fleet: orphans, removed clusters.
     #[serde(default)]
     pub findings: Vec<String>,
+    /// Conditions of the fleet itself ([`conditions::SOURCE_AVAILABLE`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Recent events of the source, newest last (e.g. a force-push, naming both revisions).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<String>,
 }
 
 impl FleetStatus {
@@ -186,6 +199,9 @@ pub struct StepRecord {
     pub failures: u32,
     /// When it ended.
     pub at: Timestamp,
+    /// The repository revision it was decided at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
 }
 
 /// Everything [`cluster_status`] reads.
@@ -346,6 +362,35 @@ fn condition(kind: &str, status: bool, reason: &str, message: &str) -> Condition
         message: message.to_owned(),
         last_transition_time: Timestamp::UNIX_EPOCH,
     }
+}
+
+/// The fleet's `SourceAvailable` condition: True while the source answers, False with the
+/// (redacted) error while it does not. The transition time is kept from `previous` while the
+/// status stays the same.
+pub fn source_condition(
+    unavailable: Option<&str>,
+    previous: &[Condition],
+    now: Timestamp,
+) -> Condition {
+    let mut condition = match unavailable {
+        None => condition(
+            conditions::SOURCE_AVAILABLE,
+            true,
+            reasons::FOLLOWING,
+            "the source answers",
+        ),
+        Some(error) => condition(
+            conditions::SOURCE_AVAILABLE,
+            false,
+            reasons::SOURCE_UNREACHABLE,
+            &format!("{error}; still reconciling the last revision read"),
+        ),
+    };
+    condition.last_transition_time = previous
+        .iter()
+        .find(|c| c.kind == condition.kind && c.status == condition.status)
+        .map_or(now, |c| c.last_transition_time);
+    condition
 }
 
 /// Keeps the previous transition time while the condition's status stays the same.

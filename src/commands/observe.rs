@@ -11,7 +11,7 @@ use crate::connect::{ConnectError, Connections};
 use crate::observe::Observer;
 use crate::sim::kube::MANAGEMENT;
 use crate::sim::lab::LabFile;
-use crate::source::{self, SourceError};
+use crate::source::{self, SettingsError};
 use crate::spec;
 
 /// Observing failed.
@@ -19,7 +19,7 @@ use crate::spec;
 pub enum ObserveError {
     /// The repository could not be read.
     #[error("cannot read the repository")]
-    Source(#[from] SourceError),
+    Source(#[from] SettingsError),
     /// capstan.yaml has errors.
     #[error("the repository has errors (run `capstan validate`)")]
     Invalid,
@@ -61,7 +61,7 @@ pub fn run(
     env: &dyn Fn(&str) -> Option<String>,
     out: &mut impl Write,
 ) -> Result<Outcome, ObserveError> {
-    let loaded = spec::load(&source::read_repo(&args.repo)?);
+    let loaded = spec::load(&source::read_once(&args.repo, &args.git, env)?.files);
     let desired = loaded.desired.ok_or(ObserveError::Invalid)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -9,7 +9,7 @@ use crate::clock::Clock;
 use crate::observed::Observed;
 use crate::plan::{self, Policy};
 use crate::report;
-use crate::source::{self, SourceError};
+use crate::source::{self, SettingsError};
 use crate::spec;
 
 use super::Outcome;
@@ -19,7 +19,7 @@ use super::Outcome;
 pub enum PlanError {
     /// The repository could not be read.
     #[error("cannot read the repository")]
-    Source(#[from] SourceError),
+    Source(#[from] SettingsError),
     /// The snapshot file could not be read.
     #[error("cannot read the observed-state snapshot {path}")]
     ReadSnapshot {
@@ -71,10 +71,11 @@ pub fn read_observed(source: &ObservedSource) -> Result<Observed, PlanError> {
 pub fn run(
     args: &PlanArgs,
     clock: &impl Clock,
+    env: &dyn Fn(&str) -> Option<String>,
     out: &mut impl Write,
 ) -> Result<Outcome, PlanError> {
-    let files = source::read_repo(&args.repo)?;
-    let loaded = spec::load(&files);
+    let snapshot = source::read_once(&args.repo, &args.git, env)?;
+    let loaded = spec::load(&snapshot.files);
     let Some(desired) = &loaded.desired else {
         let text = format!(
             "{}\ncapstan.yaml has errors: nothing can be planned\n",

@@ -14,8 +14,12 @@ use crate::daemon::{Daemon, DaemonOptions, StatusBoard, http};
 use crate::sim::kube::MANAGEMENT;
 use crate::sim::lab::{Lab, LabError, LabOptions};
 use crate::sim::world::{LabConfig, WorldError};
-use crate::source::{self, SourceError};
-use crate::spec::{self, Fleet};
+use crate::source::webhook::Webhooks;
+use crate::source::{
+    self, CredentialError, GitError, GitSource, Redactor, RepoLocation, Secret, SourceError,
+    SourceMetrics, Tracker,
+};
+use crate::spec::{self, Fleet, RepoFiles};
 
 /// Passes while busy in the lab, where every operation takes milliseconds.
 const LAB_BUSY_INTERVAL: Duration = Duration::from_millis(250);
@@ -26,6 +30,12 @@ pub enum RunError {
     /// The repository could not be read.
     #[error("cannot read the repository")]
     Source(#[from] SourceError),
+    /// The Git remote could not be read.
+    #[error("cannot follow the Git remote")]
+    Git(#[from] GitError),
+    /// A credential or the webhook secret could not be resolved.
+    #[error("cannot resolve a secret")]
+    Credentials(#[from] CredentialError),
     /// capstan.yaml has errors; `capstan validate` shows them.
     #[error("the repository has errors (run `capstan validate {repo}`):\n{errors}")]
     Invalid {
@@ -65,9 +75,27 @@ pub enum RunError {
 /// # Errors
 /// When the repository is invalid, a connection cannot be made, or the lab cannot start.
 pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outcome, RunError> {
-    let fleet = load_fleet(&args.repo)?;
+    let redactor = Redactor::default();
+    let (fleet, tracker, folder) = match &args.repo {
+        RepoLocation::Folder(path) => (load_fleet(path)?, None, path.clone()),
+        RepoLocation::Remote(url) => {
+            let options = source::git_options(url, &args.git, env, &redactor)?;
+            let (fleet, source) = open_remote(options, &redactor)?;
+            let tracker = Tracker::git(source, None, crate::backoff::Backoff::default());
+            (fleet, Some(tracker), PathBuf::new())
+        }
+    };
+    let webhooks = match &args.daemon.webhook_secret_from {
+        Some(origin) => Some(Secret::resolve(origin.clone(), env, &redactor)?),
+        None => None,
+    };
+    let source = DaemonSource {
+        tracker,
+        webhooks,
+        branch: args.git.branch.clone(),
+    };
     runtime()?.block_on(async {
-        let mut options = daemon_options(&args.repo, &args.daemon);
+        let mut options = daemon_options(&folder, &args.daemon);
         let mut out = std::io::stdout();
         if args.target.lab {
             let config = match &args.target.lab_config {
@@ -85,7 +113,15 @@ pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outco
             let connections =
                 Connections::for_lab(&fleet, &lab.lab_file(), &lab.management_kubeconfig()).await?;
             let clock: Arc<dyn Clock> = Arc::new(lab.clock().clone());
-            serve_daemon(options, connections, clock, args.daemon.http, stop_signal()).await?;
+            serve_daemon(
+                options,
+                connections,
+                clock,
+                args.daemon.http,
+                source,
+                stop_signal(),
+            )
+            .await?;
             lab.stop();
         } else {
             let secrets = crate::connect::resolve_secrets(&fleet, env)?;
@@ -95,6 +131,7 @@ pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outco
                 connections,
                 Arc::new(SystemClock),
                 args.daemon.http,
+                source,
                 stop_signal(),
             )
             .await?;
@@ -219,18 +256,40 @@ async fn announce_when_ready(
     }
 }
 
+/// What the daemon follows: a Git remote (with its webhooks) or, without a tracker, the
+/// folder of the options.
+struct DaemonSource {
+    tracker: Option<Tracker>,
+    webhooks: Option<Secret>,
+    branch: String,
+}
+
 async fn serve_daemon(
     options: DaemonOptions,
     connections: Connections,
     clock: Arc<dyn Clock>,
     http_addr: Option<std::net::SocketAddr>,
+    source: DaemonSource,
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<(), RunError> {
-    let daemon = Daemon::new(options, Arc::new(connections), clock)
+    let mut daemon = Daemon::new(options, Arc::new(connections), clock)
         .with_progress(Box::new(std::io::stdout()));
+    let mut hooks = axum::Router::new();
+    if let Some(tracker) = source.tracker {
+        let metrics = tracker.metrics();
+        daemon = daemon.with_tracker(tracker);
+        if let Some(secret) = source.webhooks {
+            let webhooks = Webhooks::new(secret, source.branch, daemon.poll_trigger(), metrics);
+            hooks = Arc::new(webhooks).router();
+        }
+    } else if source.webhooks.is_some() {
+        tracing::warn!(
+            "--webhook-secret-from is ignored for a folder: file-system events are used instead"
+        );
+    }
     if let Some(addr) = http_addr {
-        let bound = http::serve(addr, daemon.board()).await?;
-        tracing::info!(address = %bound, "serving /status, /healthz and /metrics");
+        let bound = http::serve_with(addr, daemon.board(), hooks).await?;
+        tracing::info!(address = %bound, "serving /status, /healthz, /metrics and /hooks");
     }
     daemon.run(stop).await?;
     Ok(())
@@ -261,14 +320,35 @@ fn daemon_options(repo: &Path, args: &DaemonArgs) -> DaemonOptions {
 /// leaves those clusters alone).
 fn load_fleet(repo: &Path) -> Result<Fleet, RunError> {
     let files = source::read_repo(repo)?;
-    let loaded = spec::load(&files);
+    fleet_of(&files, &repo.display().to_string())
+}
+
+fn fleet_of(files: &RepoFiles, shown: &str) -> Result<Fleet, RunError> {
+    let loaded = spec::load(files);
     loaded
         .desired
         .map(|d| d.fleet)
         .ok_or_else(|| RunError::Invalid {
-            repo: repo.display().to_string(),
+            repo: shown.to_owned(),
             errors: loaded.diagnostics.to_string(),
         })
+}
+
+/// Opens the mirror of a remote and reads its tip once: the fleet's connections are needed
+/// before the daemon starts.
+fn open_remote(
+    options: source::GitOptions,
+    redactor: &Redactor,
+) -> Result<(Fleet, GitSource), RunError> {
+    let mut git = GitSource::open(
+        options,
+        redactor.clone(),
+        Arc::new(SourceMetrics::default()),
+    )?;
+    let outcome = git.poll()?;
+    let commit = git.read(outcome.revision())?;
+    let fleet = fleet_of(&commit.files, &git.remote_name())?;
+    Ok((fleet, git))
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, RunError> {

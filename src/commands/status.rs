@@ -105,6 +105,16 @@ pub fn render(status: &FleetStatus, now: Timestamp) -> String {
     for error in &status.repository_errors {
         let _ = writeln!(out, "repository error: {error}");
     }
+    for condition in status.conditions.iter().filter(|c| c.status != "True") {
+        let _ = writeln!(
+            out,
+            "{}={} ({}): {}",
+            condition.kind, condition.status, condition.reason, condition.message
+        );
+    }
+    for event in &status.events {
+        let _ = writeln!(out, "event: {event}");
+    }
     for (name, cluster) in &status.clusters {
         render_cluster(&mut out, name, cluster, now);
     }

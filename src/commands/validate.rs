@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use crate::cli::{ReportFormat, ValidateArgs};
-use crate::source::{self, SourceError};
+use crate::source::{self, SettingsError};
 use crate::spec;
 
 use super::Outcome;
@@ -13,7 +13,7 @@ use super::Outcome;
 pub enum ValidateError {
     /// The repository could not be read.
     #[error("cannot read the repository")]
-    Source(#[from] SourceError),
+    Source(#[from] SettingsError),
     /// The report could not be written to stdout.
     #[error("cannot write the report")]
     Output(#[source] std::io::Error),
@@ -24,11 +24,21 @@ pub enum ValidateError {
 /// # Errors
 /// When the repository cannot be read or the report cannot be written; findings in the files
 /// are not errors of this function but [`Outcome::Failure`].
-pub fn run(args: &ValidateArgs, out: &mut impl Write) -> Result<Outcome, ValidateError> {
-    let files = source::read_repo(&args.repo)?;
-    let loaded = spec::load(&files);
+pub fn run(
+    args: &ValidateArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+    out: &mut impl Write,
+) -> Result<Outcome, ValidateError> {
+    let snapshot = source::read_once(&args.repo, &args.git, env)?;
+    let files = &snapshot.files;
+    let loaded = spec::load(files);
+    let shown = if args.repo.is_remote() {
+        format!("{} at {}", args.repo, snapshot.revision)
+    } else {
+        args.repo.to_string()
+    };
     let report = match args.format {
-        ReportFormat::Text => text_report(&args.repo.display().to_string(), &files, &loaded),
+        ReportFormat::Text => text_report(&shown, files, &loaded),
         ReportFormat::Json => json_report(&loaded),
     };
     out.write_all(report.as_bytes())

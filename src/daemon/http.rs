@@ -32,6 +32,18 @@ pub enum HttpError {
 /// # Errors
 /// When the address cannot be bound.
 pub async fn serve(addr: SocketAddr, board: Arc<StatusBoard>) -> Result<SocketAddr, HttpError> {
+    serve_with(addr, board, Router::new()).await
+}
+
+/// [`serve`], plus the routes of `extra` (the webhooks).
+///
+/// # Errors
+/// When the address cannot be bound.
+pub async fn serve_with(
+    addr: SocketAddr,
+    board: Arc<StatusBoard>,
+    extra: Router,
+) -> Result<SocketAddr, HttpError> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| HttpError::Bind { addr, source })?;
@@ -42,7 +54,8 @@ pub async fn serve(addr: SocketAddr, board: Arc<StatusBoard>) -> Result<SocketAd
         .route("/status", get(status))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
-        .with_state(board);
+        .with_state(board)
+        .merge(extra);
     tokio::spawn(async move {
         if let Err(err) = axum::serve(listener, router).await {
             tracing::warn!(error = %err, "the HTTP endpoint stopped");
@@ -136,5 +149,6 @@ pub fn render_metrics(board: &StatusBoard) -> String {
         "# HELP capstan_repository_errors Errors in the repository's files.\n# TYPE capstan_repository_errors gauge\ncapstan_repository_errors {}",
         status.repository_errors.len()
     );
+    board.source_metrics().render(&mut out);
     out
 }

@@ -1,9 +1,12 @@
-//! The reconciler daemon: per pass, read the repository, observe, plan, start the next steps
+//! The reconciler daemon: per pass, refresh the source, observe, plan, start the next steps
 //! of every cluster that has no step in flight, report, and schedule the next pass.
 //!
 //! # Guarantees
-//! - Level-triggered: every pass re-reads and re-observes; nothing is journalled, so a restart
-//!   at any moment continues from the facts.
+//! - Level-triggered: every pass re-observes; nothing is journalled, so a restart at any
+//!   moment continues from the facts. Files are parsed and validated again only when the
+//!   source's revision changed.
+//! - A Git remote that cannot be reached leaves the last revision read in force: nothing is
+//!   removed because the source is unreachable, and the fleet reports `SourceAvailable=False`.
 //! - Steps of one cluster never overlap: a cluster with a step in flight is not planned for
 //!   until it ends. Clusters run concurrently, at most `concurrency` at a time.
 //! - A failing step is retried with capped exponential backoff (per cluster, reset on success);
@@ -29,15 +32,17 @@ use crate::connect::Providers;
 use crate::execute::{ExecuteError, Executor, StepContext};
 use crate::observe::{Observation, Observer};
 use crate::plan::{self, Plan, Policy, Step};
-use crate::source;
+use crate::source::{self, Content, SourceMetrics, Tracker};
 use crate::spec::{self, Desired};
 use crate::status::{self, FleetStatus, StatusInput, StepRecord};
 
 /// How the daemon paces itself.
 #[derive(Debug, Clone)]
 pub struct DaemonOptions {
-    /// The repository folder.
+    /// The repository folder (unless a [`Tracker`] is given with [`Daemon::with_tracker`]).
     pub repo: PathBuf,
+    /// How often to poll a Git remote (default: the fleet's `pollInterval`).
+    pub poll_interval: Option<Duration>,
     /// Delay between passes while work is in flight or pending.
     pub busy_interval: Duration,
     /// Delay between passes when converged (default: the fleet's `pollInterval`).
@@ -55,6 +60,7 @@ impl DaemonOptions {
     pub fn new(repo: PathBuf) -> Self {
         DaemonOptions {
             repo,
+            poll_interval: None,
             busy_interval: Duration::from_secs(5),
             resync: None,
             concurrency: 4,
@@ -69,6 +75,7 @@ impl DaemonOptions {
 pub struct StatusBoard {
     status: RwLock<FleetStatus>,
     counters: Mutex<Counters>,
+    source: Arc<SourceMetrics>,
 }
 
 /// What `/metrics` counts.
@@ -83,6 +90,19 @@ pub struct Counters {
 }
 
 impl StatusBoard {
+    /// A board whose `/metrics` include the source's counters.
+    pub fn with_source_metrics(source: Arc<SourceMetrics>) -> Self {
+        StatusBoard {
+            source,
+            ..StatusBoard::default()
+        }
+    }
+
+    /// The source's counters (Git polls, fetches, webhooks).
+    pub fn source_metrics(&self) -> &SourceMetrics {
+        &self.source
+    }
+
     /// The current status.
     pub fn status(&self) -> FleetStatus {
         self.status
@@ -119,6 +139,8 @@ impl StatusBoard {
 /// A step's outcome as a cluster task reports it.
 struct Finished {
     cluster: String,
+    /// The revision the steps were decided at.
+    revision: String,
     /// The spec the steps were planned from (to tell a fixed file from a repeat failure).
     spec: Option<crate::spec::ClusterSpec>,
     results: Vec<(
@@ -158,13 +180,26 @@ pub struct Daemon<Pr: Providers> {
     in_flight: JoinSet<Finished>,
     busy: BTreeMap<String, ()>,
     limit: Arc<Semaphore>,
+    tracker: Tracker,
+    /// The last revision parsed, and what it gave: files are parsed again only when the
+    /// revision changes.
+    loaded: Option<(String, Arc<spec::Loaded>)>,
+    /// The source's recent events (force-pushes), newest last.
+    events: Vec<String>,
 }
+
+/// Source events kept in the status.
+const KEPT_EVENTS: usize = 10;
 
 impl<Pr: Providers> Daemon<Pr> {
     /// A daemon over `providers`.
     pub fn new(options: DaemonOptions, providers: Arc<Pr>, clock: Arc<dyn Clock>) -> Self {
         let limit = Arc::new(Semaphore::new(options.concurrency.max(1)));
+        let tracker = Tracker::folder(options.repo.clone(), Arc::default());
         Daemon {
+            tracker,
+            loaded: None,
+            events: Vec::new(),
             observer: Observer::new(Arc::clone(&providers)),
             executor: Arc::new(Executor::new(providers, Arc::clone(&clock))),
             clock,
@@ -184,6 +219,18 @@ impl<Pr: Providers> Daemon<Pr> {
         self
     }
 
+    /// Follows `tracker` (e.g. a Git remote) instead of the folder of the options.
+    pub fn with_tracker(mut self, tracker: Tracker) -> Self {
+        self.board = Arc::new(StatusBoard::with_source_metrics(tracker.metrics()));
+        self.tracker = tracker;
+        self
+    }
+
+    /// The trigger webhooks pull to make the next poll of the source happen now.
+    pub fn poll_trigger(&self) -> Arc<source::PollTrigger> {
+        self.tracker.trigger()
+    }
+
     /// The status board (for the HTTP endpoint and tests).
     pub fn board(&self) -> Arc<StatusBoard> {
         Arc::clone(&self.board)
@@ -198,7 +245,7 @@ impl<Pr: Providers> Daemon<Pr> {
         mut self,
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Result<(), source::SourceError> {
-        let mut watcher = source::watch(&self.options.repo)?;
+        self.tracker.start_watching()?;
         tokio::pin!(shutdown);
         loop {
             let idle = self.pass().await;
@@ -209,7 +256,7 @@ impl<Pr: Providers> Daemon<Pr> {
             };
             tokio::select! {
                 () = &mut shutdown => break,
-                _ = watcher.changed() => tracing::debug!("repository changed"),
+                () = self.tracker.changed() => tracing::debug!("source may have changed"),
                 Some(done) = self.in_flight.join_next(), if !self.in_flight.is_empty() => {
                     if let Ok(finished) = done {
                         self.record(finished);
@@ -234,21 +281,49 @@ impl<Pr: Providers> Daemon<Pr> {
             }
         }
         let now = self.clock.now();
-        let files = match source::read_repo(&self.options.repo) {
-            Ok(files) => files,
-            Err(err) => return self.repository_error(vec![crate::status::error_chain(&err)], None),
+        let fleet_interval = self
+            .loaded
+            .as_ref()
+            .and_then(|(_, l)| l.desired.as_ref())
+            .map(|d| d.fleet.poll_interval.0);
+        let refresh = self
+            .tracker
+            .refresh(self.options.poll_interval.or(fleet_interval))
+            .await;
+        if let Some((previous, revision)) = &refresh.forced {
+            self.events.push(format!(
+                "force-push: {revision} does not descend from {previous}; taken"
+            ));
+            if self.events.len() > KEPT_EVENTS {
+                self.events.remove(0);
+            }
+        }
+        self.set_source_condition(refresh.unavailable.as_deref());
+        let snapshot = match refresh.content {
+            Content::Read(snapshot) => snapshot,
+            Content::Unreadable { revision, error } => {
+                return self.repository_error(vec![error], revision);
+            }
         };
-        let revision = files.content_revision();
-        let loaded = spec::load(&files);
+        let revision = snapshot.revision.clone();
+        let loaded = match &self.loaded {
+            Some((parsed, loaded)) if *parsed == revision => Arc::clone(loaded),
+            _ => {
+                tracing::debug!(revision = %revision, "parsing the repository");
+                let loaded = Arc::new(spec::load(&snapshot.files));
+                self.loaded = Some((revision.clone(), Arc::clone(&loaded)));
+                loaded
+            }
+        };
         let errors = repository_errors(&loaded.diagnostics);
-        let Some(desired) = loaded.desired else {
+        let Some(desired) = loaded.desired.as_ref() else {
             return self.repository_error(errors, Some(revision));
         };
         if self.options.resync.is_none() {
             self.options.resync = Some(desired.fleet.poll_interval.0);
         }
-        let observation = self.observer.observe(&desired, now).await;
-        let plan = plan::plan(&desired, &observation.observed, &Policy::of(&desired), now);
+        let observation = self.observer.observe(desired, now).await;
+        let plan = plan::plan(desired, &observation.observed, &Policy::of(desired), now);
         let mut work = false;
         for cluster in &plan.clusters {
             let runnable = !cluster.steps.is_empty()
@@ -261,7 +336,7 @@ impl<Pr: Providers> Daemon<Pr> {
             work |= !cluster.steps.is_empty() || !cluster.waiting_on.is_empty();
             if runnable {
                 self.start(
-                    &desired,
+                    desired,
                     &observation,
                     &revision,
                     cluster.name.clone(),
@@ -269,7 +344,7 @@ impl<Pr: Providers> Daemon<Pr> {
                 );
             }
         }
-        self.publish(&desired, &observation, &plan, revision, errors);
+        self.publish(desired, &observation, &plan, revision, errors);
         self.board.count(|c| {
             c.passes += 1;
             c.last_pass = Some(now);
@@ -317,6 +392,7 @@ impl<Pr: Providers> Daemon<Pr> {
             let results = futures_util::future::join_all(runs).await;
             Finished {
                 cluster: name.clone(),
+                revision: revision.clone(),
                 spec,
                 results,
             }
@@ -346,6 +422,7 @@ impl<Pr: Providers> Daemon<Pr> {
                         succeeded: true,
                         failures: 0,
                         at: now,
+                        revision: Some(finished.revision.clone()),
                     });
                 }
                 Err(err) => {
@@ -362,10 +439,22 @@ impl<Pr: Providers> Daemon<Pr> {
                         succeeded: false,
                         failures: retry.failures,
                         at: now,
+                        revision: Some(finished.revision.clone()),
                     });
                 }
             }
         }
+    }
+
+    fn set_source_condition(&self, unavailable: Option<&str>) {
+        let mut status = self.board.status();
+        let condition = status::source_condition(unavailable, &status.conditions, self.clock.now());
+        status
+            .conditions
+            .retain(|c| c.kind != status::conditions::SOURCE_AVAILABLE);
+        status.conditions.push(condition);
+        status.events.clone_from(&self.events);
+        self.board.set(status);
     }
 
     fn repository_error(&mut self, errors: Vec<String>, revision: Option<String>) -> bool {
@@ -394,6 +483,8 @@ impl<Pr: Providers> Daemon<Pr> {
             revision: Some(revision),
             updated: Some(now),
             repository_errors,
+            conditions: previous.conditions.clone(),
+            events: self.events.clone(),
             ..FleetStatus::default()
         };
         for cluster in &plan.clusters {

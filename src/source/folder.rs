@@ -1,11 +1,16 @@
-//! Where the desired state comes from: a repository folder on disk. Reads `capstan.yaml` and
-//! the cluster files it points to, and hands their texts to `spec` (which does no I/O).
+//! A repository folder on disk: reads `capstan.yaml` and the cluster files it points to, and
+//! hands their texts to `spec` (which does no I/O).
 //!
-//! [`watch`] signals changes to the folder at once (file-system events). A later issue adds a
-//! Git remote (poll, webhook) that reports commits as revisions.
+//! # Guarantees
+//! - A symbolic link is never followed: a linked cluster file is skipped with a warning, a
+//!   linked `capstan.yaml` is refused (a `clusters/x.yaml -> /etc/shadow` link must not be read).
+//! - No file larger than [`Limits::max_file_bytes`] is read.
+//!
+//! [`watch`] signals changes to the folder at once (file-system events).
 
 use std::path::{Path, PathBuf};
 
+use super::Limits;
 use crate::spec::{self, RepoFiles, SourceText};
 
 /// Reading the repository failed.
@@ -26,6 +31,22 @@ pub enum SourceError {
         #[source]
         source: notify::Error,
     },
+    /// `capstan.yaml` is a symbolic link, which is never followed.
+    #[error("{path} is a symbolic link: capstan never follows links out of a repository")]
+    Symlink {
+        /// The link.
+        path: PathBuf,
+    },
+    /// A file is larger than the limit.
+    #[error("{path} holds {size} bytes, more than the limit of {limit} bytes per file")]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// A file or folder could not be read.
     #[error("cannot read {path}")]
     Read {
@@ -44,23 +65,27 @@ pub enum SourceError {
 /// # Errors
 /// [`SourceError::MissingFleet`] without `capstan.yaml`; [`SourceError::Read`] on I/O errors.
 pub fn read_repo(repo: &Path) -> Result<RepoFiles, SourceError> {
+    read_repo_within(repo, &Limits::default())
+}
+
+/// [`read_repo`] with explicit size limits.
+///
+/// # Errors
+/// As [`read_repo`], plus [`SourceError::TooLarge`] and [`SourceError::Symlink`].
+pub fn read_repo_within(repo: &Path, limits: &Limits) -> Result<RepoFiles, SourceError> {
     let fleet_path = repo.join(spec::FLEET_FILE);
-    let fleet_text = match std::fs::read_to_string(&fleet_path) {
-        Ok(text) => text,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+    let fleet_text = match read_regular_file(&fleet_path, limits) {
+        Ok(Some(text)) => text,
+        Ok(None) => return Err(SourceError::Symlink { path: fleet_path }),
+        Err(SourceError::Read { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             return Err(SourceError::MissingFleet {
                 repo: repo.to_owned(),
             });
         }
-        Err(source) => {
-            return Err(SourceError::Read {
-                path: fleet_path,
-                source,
-            });
-        }
+        Err(err) => return Err(err),
     };
     let clusters_dir = spec::clusters_dir_of(&fleet_text);
-    let clusters = read_cluster_files(repo, &clusters_dir)?;
+    let clusters = read_cluster_files(repo, &clusters_dir, limits)?;
     Ok(RepoFiles {
         fleet: SourceText {
             path: spec::FLEET_FILE.to_owned(),
@@ -70,7 +95,35 @@ pub fn read_repo(repo: &Path) -> Result<RepoFiles, SourceError> {
     })
 }
 
-fn read_cluster_files(repo: &Path, clusters_dir: &Path) -> Result<Vec<SourceText>, SourceError> {
+/// Reads a file unless it is a symbolic link (`Ok(None)`), refusing files over the limit.
+fn read_regular_file(path: &Path, limits: &Limits) -> Result<Option<String>, SourceError> {
+    let metadata = std::fs::symlink_metadata(path).map_err(|source| SourceError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    if metadata.file_type().is_symlink() {
+        return Ok(None);
+    }
+    if metadata.len() > limits.max_file_bytes {
+        return Err(SourceError::TooLarge {
+            path: path.to_owned(),
+            size: metadata.len(),
+            limit: limits.max_file_bytes,
+        });
+    }
+    std::fs::read_to_string(path)
+        .map(Some)
+        .map_err(|source| SourceError::Read {
+            path: path.to_owned(),
+            source,
+        })
+}
+
+fn read_cluster_files(
+    repo: &Path,
+    clusters_dir: &Path,
+    limits: &Limits,
+) -> Result<Vec<SourceText>, SourceError> {
     let dir = repo.join(clusters_dir);
     let entries = match std::fs::read_dir(&dir) {
         Ok(entries) => entries,
@@ -88,13 +141,20 @@ fn read_cluster_files(repo: &Path, clusters_dir: &Path) -> Result<Vec<SourceText
             path.extension().and_then(|e| e.to_str()),
             Some("yaml" | "yml")
         );
-        if !is_yaml || !path.is_file() {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path).map_err(|source| SourceError::Read {
+        let file_type = entry.file_type().map_err(|source| SourceError::Read {
             path: path.clone(),
             source,
         })?;
+        if file_type.is_symlink() {
+            tracing::warn!(path = %path.display(), "cluster file is a symbolic link: skipped, links are never followed");
+            continue;
+        }
+        if !is_yaml || !file_type.is_file() {
+            continue;
+        }
+        let Some(text) = read_regular_file(&path, limits)? else {
+            continue;
+        };
         let relative = clusters_dir.join(entry.file_name());
         files.push(SourceText {
             path: relative.to_string_lossy().replace('\\', "/"),
@@ -166,6 +226,44 @@ mod tests {
         let woke =
             tokio::time::timeout(std::time::Duration::from_secs(10), watcher.changed()).await;
         assert_eq!(woke.ok(), Some(true));
+    }
+
+    #[test]
+    fn a_symlinked_cluster_file_is_never_read() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let secret = tempfile::NamedTempFile::new().expect("outside file");
+        std::fs::write(secret.path(), "root:secret-hash").expect("write");
+        std::fs::write(dir.path().join("capstan.yaml"), "a").expect("write");
+        std::fs::create_dir(dir.path().join("clusters")).expect("mkdir");
+        std::os::unix::fs::symlink(secret.path(), dir.path().join("clusters/x.yaml"))
+            .expect("symlink");
+        let files = read_repo(dir.path()).expect("read");
+        assert!(files.clusters.is_empty(), "{:?}", files.clusters);
+    }
+
+    #[test]
+    fn a_symlinked_fleet_file_is_refused() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let outside = tempfile::NamedTempFile::new().expect("outside file");
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("capstan.yaml"))
+            .expect("symlink");
+        let err = read_repo(dir.path()).expect_err("refused");
+        assert!(matches!(err, SourceError::Symlink { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_file_over_the_limit_is_refused() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("capstan.yaml"), "a".repeat(100)).expect("write");
+        let limits = Limits {
+            max_file_bytes: 10,
+            ..Limits::default()
+        };
+        let err = read_repo_within(dir.path(), &limits).expect_err("refused");
+        assert!(
+            err.to_string().contains("more than the limit of 10 bytes"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -1,0 +1,807 @@
+//! A Git remote followed through a bare mirror (libgit2): a poll is one ref advertisement for
+//! the tracked branch; objects are fetched only when the tip moved; files are read from the
+//! commit's tree in the object database, never from a working checkout.
+//!
+//! # Guarantees
+//! - A poll that finds the tip unchanged transfers no objects (it counts one ls-remote and no
+//!   fetch in [`SourceMetrics`]).
+//! - The fetch refspec is forced (`+`), so a force-pushed branch is taken as it is and never
+//!   wedges the mirror; a tip that does not descend from the previous one is reported.
+//! - Only blobs are read: symbolic links in the tree are never followed (skipped and
+//!   reported), submodules and files outside `path` are ignored; per-file and per-tree size
+//!   limits are enforced before a blob's content is decoded.
+//! - Every message about the remote goes through the [`Redactor`]: no credential appears in an
+//!   error, a log line, the status or a metric.
+//! - SSH host keys are checked against the known_hosts given (see [`KnownHosts`]); without
+//!   one, an SSH remote is refused.
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use git2::{CertificateCheckStatus, CredentialType, Direction, FetchOptions, RemoteCallbacks};
+
+use super::credentials::{CredentialError, KnownHosts, PresentedKey, Redactor, Secret};
+use super::{Limits, SourceMetrics};
+use crate::spec::{self, RepoFiles, SourceText};
+
+/// A failure of libgit2, its message redacted.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct GitFailure {
+    message: String,
+}
+
+impl GitFailure {
+    fn new(err: &git2::Error, redactor: &Redactor) -> Self {
+        GitFailure {
+            message: redactor.redact(err.message()),
+        }
+    }
+}
+
+/// Following the remote failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    /// The local mirror could not be created or opened.
+    #[error("cannot open the mirror {path}")]
+    Mirror {
+        /// The mirror's folder.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: GitFailure,
+    },
+    /// The remote's refs could not be listed (unreachable, credentials or host key refused).
+    #[error("cannot list the refs of {remote}")]
+    LsRemote {
+        /// The remote (credentials redacted).
+        remote: String,
+        /// Why.
+        #[source]
+        source: GitFailure,
+    },
+    /// The remote has no such branch.
+    #[error("{remote} has no branch {branch}")]
+    MissingBranch {
+        /// The remote (credentials redacted).
+        remote: String,
+        /// The branch.
+        branch: String,
+    },
+    /// Fetching the new tip failed.
+    #[error("cannot fetch {branch} from {remote}")]
+    Fetch {
+        /// The remote (credentials redacted).
+        remote: String,
+        /// The branch.
+        branch: String,
+        /// Why.
+        #[source]
+        source: GitFailure,
+    },
+    /// The commit or one of its objects could not be read from the mirror.
+    #[error("cannot read {what} at {revision}")]
+    Read {
+        /// What.
+        what: String,
+        /// The revision.
+        revision: String,
+        /// Why.
+        #[source]
+        source: GitFailure,
+    },
+    /// The commit has no `capstan.yaml` where expected.
+    #[error("{revision} has no {path}: is this a capstan repository (or is --path right)?")]
+    MissingFleet {
+        /// The revision.
+        revision: String,
+        /// Where it was looked for.
+        path: String,
+    },
+    /// `capstan.yaml` is a symbolic link or not a file.
+    #[error("{path} at {revision} is not a regular file (links are never followed)")]
+    NotAFile {
+        /// The revision.
+        revision: String,
+        /// The entry.
+        path: String,
+    },
+    /// A path given or declared leaves the tree (`..`, absolute).
+    #[error("path {path} leaves the repository")]
+    OutsidePath {
+        /// The path.
+        path: String,
+    },
+    /// A file is larger than the per-file limit.
+    #[error("{path} at {revision} holds {size} bytes, more than the limit of {limit} per file")]
+    FileTooLarge {
+        /// The revision.
+        revision: String,
+        /// The file.
+        path: String,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The files read add up to more than the per-tree limit.
+    #[error("the files at {revision} add up to more than the limit of {limit} bytes per tree")]
+    TreeTooLarge {
+        /// The revision.
+        revision: String,
+        /// The limit.
+        limit: u64,
+    },
+    /// A file is not UTF-8 text.
+    #[error("{path} at {revision} is not UTF-8 text")]
+    NotText {
+        /// The revision.
+        revision: String,
+        /// The file.
+        path: String,
+    },
+    /// A credential could not be read.
+    #[error("cannot read the Git credentials")]
+    Credentials(#[source] CredentialError),
+}
+
+impl GitError {
+    /// Whether trying again later may succeed (the remote or the network may come back).
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            GitError::LsRemote { .. }
+                | GitError::Fetch { .. }
+                | GitError::MissingBranch { .. }
+                | GitError::Credentials(_)
+        )
+    }
+}
+
+/// A commit of the tracked branch, shown as Flux shows it: `main@sha1:<40 hex>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Revision {
+    /// The branch.
+    pub branch: String,
+    /// The commit.
+    pub commit: git2::Oid,
+}
+
+impl std::fmt::Display for Revision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}@sha1:{}", self.branch, self.commit)
+    }
+}
+
+/// How to reach the remote and what to read from it.
+#[derive(Debug, Clone)]
+pub struct GitOptions {
+    /// The remote URL (`https://`, `ssh://`, `user@host:path`, `git://`, `file://`).
+    pub url: String,
+    /// The branch followed.
+    pub branch: String,
+    /// The folder of the repository holding `capstan.yaml` (none: the root).
+    pub path: Option<PathBuf>,
+    /// Where bare mirrors are kept (one folder per remote URL).
+    pub mirror_root: PathBuf,
+    /// Credentials.
+    pub credentials: GitCredentials,
+    /// Size limits.
+    pub limits: Limits,
+}
+
+/// Credentials for the remote.
+#[derive(Debug, Clone, Default)]
+pub struct GitCredentials {
+    /// SSH private key file (read by libssh2 at each connection).
+    pub ssh_key: Option<PathBuf>,
+    /// Host keys SSH remotes must present (required for SSH).
+    pub known_hosts: Option<KnownHosts>,
+    /// HTTPS token, sent as the password of HTTP basic authentication.
+    pub token: Option<Secret>,
+    /// User name for the token (and SSH when the URL names none).
+    pub username: String,
+}
+
+/// What a poll found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PollOutcome {
+    /// The tip is the one read last.
+    Unchanged(Revision),
+    /// The tip moved (or was read for the first time); its objects are in the mirror.
+    Moved {
+        /// The new tip.
+        revision: Revision,
+        /// The tip read before, if any.
+        previous: Option<Revision>,
+        /// The new tip does not descend from the previous one (a force-push).
+        forced: bool,
+    },
+}
+
+impl PollOutcome {
+    /// The tip found.
+    pub fn revision(&self) -> &Revision {
+        match self {
+            PollOutcome::Unchanged(revision) | PollOutcome::Moved { revision, .. } => revision,
+        }
+    }
+}
+
+/// The files of one commit.
+#[derive(Debug, Clone)]
+pub struct CommitFiles {
+    /// The commit.
+    pub revision: Revision,
+    /// `capstan.yaml` and the cluster files.
+    pub files: RepoFiles,
+    /// Entries of the clusters folder that were not read, and why (links, submodules).
+    pub skipped: Vec<String>,
+}
+
+/// A remote followed through a bare mirror.
+pub struct GitSource {
+    options: GitOptions,
+    mirror: git2::Repository,
+    mirror_path: PathBuf,
+    last: Option<Revision>,
+    redactor: Redactor,
+    metrics: Arc<SourceMetrics>,
+}
+
+impl std::fmt::Debug for GitSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GitSource")
+            .field("remote", &self.remote_name())
+            .field("branch", &self.options.branch)
+            .field("last", &self.last)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The ref the mirror keeps the fetched tip under.
+fn mirror_ref(branch: &str) -> String {
+    format!("refs/capstan/heads/{branch}")
+}
+
+impl GitSource {
+    /// Opens (or creates) the bare mirror of `options.url` under `options.mirror_root`.
+    ///
+    /// # Errors
+    /// [`GitError::Mirror`] when the folder cannot be created or is not a repository.
+    pub fn open(
+        options: GitOptions,
+        redactor: Redactor,
+        metrics: Arc<SourceMetrics>,
+    ) -> Result<Self, GitError> {
+        let mirror_path = options
+            .mirror_root
+            .join(mirror_folder_name(&redactor.redact(&options.url)));
+        let mirror = match git2::Repository::open_bare(&mirror_path) {
+            Ok(repo) => repo,
+            Err(_) => {
+                // Not there yet, or not a repository any more: a mirror holds nothing that
+                // the remote does not, so it is made afresh.
+                if mirror_path.exists() {
+                    let _ = std::fs::remove_dir_all(&mirror_path);
+                }
+                git2::Repository::init_bare(&mirror_path).map_err(|err| GitError::Mirror {
+                    path: mirror_path.clone(),
+                    source: GitFailure::new(&err, &redactor),
+                })?
+            }
+        };
+        Ok(GitSource {
+            options,
+            mirror,
+            mirror_path,
+            last: None,
+            redactor,
+            metrics,
+        })
+    }
+
+    /// The remote, credentials redacted.
+    pub fn remote_name(&self) -> String {
+        self.redactor.redact(&self.options.url)
+    }
+
+    /// The branch followed.
+    pub fn branch(&self) -> &str {
+        &self.options.branch
+    }
+
+    /// The mirror's folder.
+    pub fn mirror_path(&self) -> &Path {
+        &self.mirror_path
+    }
+
+    /// The counters this source updates.
+    pub fn metrics(&self) -> Arc<SourceMetrics> {
+        Arc::clone(&self.metrics)
+    }
+
+    /// The redactor messages about this remote go through.
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
+    }
+
+    /// The tip read last.
+    pub fn last(&self) -> Option<&Revision> {
+        self.last.as_ref()
+    }
+
+    /// One ref advertisement: the commit the tracked branch points to on the remote.
+    ///
+    /// # Errors
+    /// [`GitError::LsRemote`] when the remote cannot be reached or refuses us,
+    /// [`GitError::MissingBranch`] when it has no such branch.
+    pub fn ls_remote(&self) -> Result<git2::Oid, GitError> {
+        self.metrics.count_ls_remote();
+        let rejection = Arc::new(Mutex::new(None));
+        let callbacks = self.callbacks(&rejection)?;
+        let mut remote = self
+            .mirror
+            .remote_anonymous(&self.options.url)
+            .map_err(|err| self.ls_remote_error(&err, &rejection))?;
+        let connection = remote
+            .connect_auth(Direction::Fetch, Some(callbacks), None)
+            .map_err(|err| self.ls_remote_error(&err, &rejection))?;
+        let wanted = format!("refs/heads/{}", self.options.branch);
+        let heads = connection
+            .list()
+            .map_err(|err| self.ls_remote_error(&err, &rejection))?;
+        heads
+            .iter()
+            .find(|head| head.name() == wanted)
+            .map(git2::RemoteHead::oid)
+            .ok_or_else(|| GitError::MissingBranch {
+                remote: self.remote_name(),
+                branch: self.options.branch.clone(),
+            })
+    }
+
+    /// Looks at the remote's tip and fetches it when it moved.
+    ///
+    /// # Errors
+    /// As [`GitSource::ls_remote`], plus [`GitError::Fetch`].
+    pub fn poll(&mut self) -> Result<PollOutcome, GitError> {
+        let advertised = self.ls_remote()?;
+        if let Some(last) = &self.last
+            && last.commit == advertised
+        {
+            return Ok(PollOutcome::Unchanged(last.clone()));
+        }
+        let tip = if self.mirror.find_commit(advertised).is_ok() {
+            advertised
+        } else {
+            self.fetch()?
+        };
+        let previous = self.last.clone().or_else(|| self.mirrored_tip());
+        if let Ok(mut reference) = self
+            .mirror
+            .find_reference(&mirror_ref(&self.options.branch))
+        {
+            let _ = reference.set_target(tip, "capstan: tip read");
+        }
+        let forced = previous.as_ref().is_some_and(|previous| {
+            previous.commit != tip
+                && !self
+                    .mirror
+                    .graph_descendant_of(tip, previous.commit)
+                    .unwrap_or(false)
+        });
+        let revision = Revision {
+            branch: self.options.branch.clone(),
+            commit: tip,
+        };
+        self.last = Some(revision.clone());
+        Ok(PollOutcome::Moved {
+            revision,
+            previous: previous.filter(|p| p.commit != tip),
+            forced,
+        })
+    }
+
+    /// The tip a previous run of capstan fetched into the mirror, if any.
+    fn mirrored_tip(&self) -> Option<Revision> {
+        let reference = self
+            .mirror
+            .find_reference(&mirror_ref(&self.options.branch))
+            .ok()?;
+        Some(Revision {
+            branch: self.options.branch.clone(),
+            commit: reference.target()?,
+        })
+    }
+
+    /// Fetches the tracked branch (forced: history rewrites are taken) and returns its tip.
+    fn fetch(&self) -> Result<git2::Oid, GitError> {
+        self.metrics.count_fetch();
+        let rejection = Arc::new(Mutex::new(None));
+        let fetch_error =
+            |err: &git2::Error, rejection: &Arc<Mutex<Option<String>>>| GitError::Fetch {
+                remote: self.remote_name(),
+                branch: self.options.branch.clone(),
+                source: self.failure(err, rejection),
+            };
+        let callbacks = self.callbacks(&rejection)?;
+        let mut options = FetchOptions::new();
+        options
+            .remote_callbacks(callbacks)
+            .download_tags(git2::AutotagOption::None)
+            .update_fetchhead(false);
+        let refspec = format!(
+            "+refs/heads/{}:{}",
+            self.options.branch,
+            mirror_ref(&self.options.branch)
+        );
+        let mut remote = self
+            .mirror
+            .remote_anonymous(&self.options.url)
+            .map_err(|err| fetch_error(&err, &rejection))?;
+        remote
+            .fetch(&[refspec.as_str()], Some(&mut options), None)
+            .map_err(|err| fetch_error(&err, &rejection))?;
+        self.mirror
+            .refname_to_id(&mirror_ref(&self.options.branch))
+            .map_err(|err| fetch_error(&err, &rejection))
+    }
+
+    /// Reads `capstan.yaml` and the cluster files of `revision` from the object database.
+    ///
+    /// # Errors
+    /// When an object is missing, a limit is exceeded, or `capstan.yaml` is missing or a link.
+    pub fn read(&self, revision: &Revision) -> Result<CommitFiles, GitError> {
+        let shown = revision.to_string();
+        let read_error = |what: &str, err: &git2::Error| GitError::Read {
+            what: what.to_owned(),
+            revision: shown.clone(),
+            source: GitFailure::new(err, &self.redactor),
+        };
+        let commit = self
+            .mirror
+            .find_commit(revision.commit)
+            .map_err(|err| read_error("the commit", &err))?;
+        let root = commit
+            .tree()
+            .map_err(|err| read_error("the commit's tree", &err))?;
+        let base = match &self.options.path {
+            Some(path) if path != Path::new("") && path != Path::new(".") => {
+                let path = relative_path(path)?;
+                let entry = root.get_path(&path).map_err(|_| GitError::MissingFleet {
+                    revision: shown.clone(),
+                    path: path.join(spec::FLEET_FILE).display().to_string(),
+                })?;
+                if entry.kind() != Some(git2::ObjectType::Tree) {
+                    return Err(GitError::NotAFile {
+                        revision: shown.clone(),
+                        path: path.display().to_string(),
+                    });
+                }
+                self.mirror
+                    .find_tree(entry.id())
+                    .map_err(|err| read_error(&path.display().to_string(), &err))?
+            }
+            _ => root,
+        };
+        let mut reader = TreeReader {
+            mirror: &self.mirror,
+            revision: &shown,
+            limits: &self.options.limits,
+            total: 0,
+        };
+        let fleet_entry =
+            base.get_name(spec::FLEET_FILE)
+                .ok_or_else(|| GitError::MissingFleet {
+                    revision: shown.clone(),
+                    path: spec::FLEET_FILE.to_owned(),
+                })?;
+        if !is_regular_file(&fleet_entry) {
+            return Err(GitError::NotAFile {
+                revision: shown.clone(),
+                path: spec::FLEET_FILE.to_owned(),
+            });
+        }
+        let fleet_text = reader.blob_text(&fleet_entry, spec::FLEET_FILE)?;
+        let clusters_dir = relative_path(&spec::clusters_dir_of(&fleet_text))?;
+        let mut clusters = Vec::new();
+        let mut skipped = Vec::new();
+        let dir_tree = if clusters_dir.as_os_str().is_empty() {
+            Some(base.clone())
+        } else {
+            base.get_path(&clusters_dir)
+                .ok()
+                .filter(|e| e.kind() == Some(git2::ObjectType::Tree))
+                .and_then(|e| self.mirror.find_tree(e.id()).ok())
+        };
+        if let Some(tree) = dir_tree {
+            for entry in &tree {
+                let Ok(name) = entry.name() else { continue };
+                let is_yaml = name.ends_with(".yaml") || name.ends_with(".yml");
+                if !is_yaml {
+                    continue;
+                }
+                let relative = clusters_dir.join(name).to_string_lossy().replace('\\', "/");
+                if entry.filemode() == i32::from(git2::FileMode::Link) {
+                    tracing::warn!(path = %relative, revision = %shown, "cluster file is a symbolic link: skipped, links are never followed");
+                    skipped.push(format!("{relative}: a symbolic link, never followed"));
+                    continue;
+                }
+                if entry.filemode() == i32::from(git2::FileMode::Commit) {
+                    skipped.push(format!("{relative}: a submodule, ignored"));
+                    continue;
+                }
+                if !is_regular_file(&entry) {
+                    continue;
+                }
+                let text = reader.blob_text(&entry, &relative)?;
+                clusters.push(SourceText {
+                    path: relative,
+                    text,
+                });
+            }
+        }
+        clusters.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(CommitFiles {
+            revision: revision.clone(),
+            files: RepoFiles {
+                fleet: SourceText {
+                    path: spec::FLEET_FILE.to_owned(),
+                    text: fleet_text,
+                },
+                clusters,
+            },
+            skipped,
+        })
+    }
+
+    fn callbacks(
+        &self,
+        rejection: &Arc<Mutex<Option<String>>>,
+    ) -> Result<RemoteCallbacks<'static>, GitError> {
+        let credentials = self.options.credentials.clone();
+        let mut attempts = 0_u32;
+        let mut callbacks = RemoteCallbacks::new();
+        let token = match &credentials.token {
+            Some(secret) => Some(secret.read().map_err(GitError::Credentials)?),
+            None => None,
+        };
+        let username = credentials.username.clone();
+        let ssh_key = credentials.ssh_key.clone();
+        callbacks.credentials(move |_url, username_from_url, allowed| {
+            // libgit2 asks again after a refusal; a second answer would be the same one.
+            attempts += 1;
+            if attempts > 2 {
+                return Err(git2::Error::from_str("the remote refused the credentials"));
+            }
+            let user = username_from_url.unwrap_or(&username);
+            if allowed.contains(CredentialType::USERNAME) {
+                return git2::Cred::username(user);
+            }
+            if allowed.contains(CredentialType::SSH_KEY)
+                && let Some(key) = &ssh_key
+            {
+                return git2::Cred::ssh_key(user, None, key, None);
+            }
+            if allowed.contains(CredentialType::USER_PASS_PLAINTEXT)
+                && let Some(token) = &token
+            {
+                return git2::Cred::userpass_plaintext(user, token);
+            }
+            Err(git2::Error::from_str(
+                "the remote asks for credentials that were not given (--git-ssh-key, --git-token-from)",
+            ))
+        });
+        let known_hosts = credentials.known_hosts.clone();
+        let port = ssh_port(&self.options.url);
+        let rejection = Arc::clone(rejection);
+        callbacks.certificate_check(move |cert, host| {
+            let Some(hostkey) = cert.as_hostkey() else {
+                // TLS: libgit2 verifies the chain against the system's roots.
+                return Ok(CertificateCheckStatus::CertificatePassthrough);
+            };
+            let verdict = match (&known_hosts, hostkey.hostkey(), hostkey.hostkey_type()) {
+                (None, _, _) => Err(
+                    "an SSH remote needs --git-known-hosts: host keys are never accepted unchecked"
+                        .to_owned(),
+                ),
+                (Some(known), Some(blob), Some(kind)) => known.check(
+                    host,
+                    port,
+                    PresentedKey {
+                        kind: kind.name(),
+                        blob,
+                    },
+                ),
+                (Some(_), _, _) => Err("the server's host key could not be read".to_owned()),
+            };
+            match verdict {
+                Ok(()) => Ok(CertificateCheckStatus::CertificateOk),
+                Err(message) => {
+                    *rejection
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(message.clone());
+                    Err(git2::Error::from_str(&message))
+                }
+            }
+        });
+        Ok(callbacks)
+    }
+
+    fn failure(&self, err: &git2::Error, rejection: &Arc<Mutex<Option<String>>>) -> GitFailure {
+        // libgit2 may replace the callback's message with its own: ours says more.
+        let rejected = rejection
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        match rejected {
+            Some(message) => GitFailure {
+                message: self.redactor.redact(&message),
+            },
+            None => GitFailure::new(err, &self.redactor),
+        }
+    }
+
+    fn ls_remote_error(
+        &self,
+        err: &git2::Error,
+        rejection: &Arc<Mutex<Option<String>>>,
+    ) -> GitError {
+        GitError::LsRemote {
+            remote: self.remote_name(),
+            source: self.failure(err, rejection),
+        }
+    }
+}
+
+/// Reads blobs, keeping the running total under the per-tree limit.
+struct TreeReader<'a> {
+    mirror: &'a git2::Repository,
+    revision: &'a str,
+    limits: &'a Limits,
+    total: u64,
+}
+
+impl TreeReader<'_> {
+    fn blob_text(&mut self, entry: &git2::TreeEntry<'_>, path: &str) -> Result<String, GitError> {
+        let read_error = |err: &git2::Error| GitError::Read {
+            what: path.to_owned(),
+            revision: self.revision.to_owned(),
+            source: GitFailure {
+                message: err.message().to_owned(),
+            },
+        };
+        // The header gives the size without inflating the blob.
+        let odb = self.mirror.odb().map_err(|err| read_error(&err))?;
+        let (size, _) = odb
+            .read_header(entry.id())
+            .map_err(|err| read_error(&err))?;
+        let size = size as u64;
+        if size > self.limits.max_file_bytes {
+            return Err(GitError::FileTooLarge {
+                revision: self.revision.to_owned(),
+                path: path.to_owned(),
+                size,
+                limit: self.limits.max_file_bytes,
+            });
+        }
+        self.total += size;
+        if self.total > self.limits.max_tree_bytes {
+            return Err(GitError::TreeTooLarge {
+                revision: self.revision.to_owned(),
+                limit: self.limits.max_tree_bytes,
+            });
+        }
+        let blob = self
+            .mirror
+            .find_blob(entry.id())
+            .map_err(|err| read_error(&err))?;
+        String::from_utf8(blob.content().to_vec()).map_err(|_| GitError::NotText {
+            revision: self.revision.to_owned(),
+            path: path.to_owned(),
+        })
+    }
+}
+
+fn is_regular_file(entry: &git2::TreeEntry<'_>) -> bool {
+    let mode = entry.filemode();
+    mode == i32::from(git2::FileMode::Blob) || mode == i32::from(git2::FileMode::BlobExecutable)
+}
+
+/// `path` as a path inside the tree: no root, no `..`; `.` components dropped.
+fn relative_path(path: &Path) -> Result<PathBuf, GitError> {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::Normal(part) => out.push(part),
+            Component::CurDir => {}
+            Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
+                return Err(GitError::OutsidePath {
+                    path: path.display().to_string(),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A folder name for the mirror of `url`: readable and unique per URL.
+fn mirror_folder_name(url: &str) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(url.as_bytes());
+    let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    let tail: String = url
+        .trim_end_matches('/')
+        .trim_end_matches(".git")
+        .rsplit(['/', ':'])
+        .next()
+        .unwrap_or("repo")
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+        .take(40)
+        .collect();
+    format!("{tail}-{hex}.git")
+}
+
+/// The SSH port of `url` (22 unless `ssh://host:port/` says otherwise).
+fn ssh_port(url: &str) -> u16 {
+    let Some(rest) = url
+        .strip_prefix("ssh://")
+        .or_else(|| url.strip_prefix("git+ssh://"))
+        .or_else(|| url.strip_prefix("ssh+git://"))
+    else {
+        return 22;
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    let host_port = authority.rsplit('@').next().unwrap_or_default();
+    let port = if let Some(bracketed) = host_port.strip_prefix('[') {
+        bracketed.split_once("]:").map(|(_, port)| port)
+    } else {
+        host_port.split_once(':').map(|(_, port)| port)
+    };
+    port.and_then(|p| p.parse().ok()).unwrap_or(22)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn revisions_are_shown_as_flux_shows_them() {
+        let revision = Revision {
+            branch: "main".into(),
+            commit: git2::Oid::from_str("0123456789abcdef0123456789abcdef01234567").expect("oid"),
+        };
+        assert_eq!(
+            revision.to_string(),
+            "main@sha1:0123456789abcdef0123456789abcdef01234567"
+        );
+    }
+
+    #[test]
+    fn the_ssh_port_comes_from_the_url() {
+        assert_eq!(ssh_port("ssh://git@127.0.0.1:2222/srv/repo.git"), 2222);
+        assert_eq!(ssh_port("ssh://git@[::1]:2200/repo.git"), 2200);
+        assert_eq!(ssh_port("ssh://git@host/repo.git"), 22);
+        assert_eq!(ssh_port("git@host:org/repo.git"), 22);
+    }
+
+    #[test]
+    fn paths_leaving_the_tree_are_refused() {
+        assert!(relative_path(Path::new("../etc")).is_err());
+        assert!(relative_path(Path::new("/etc")).is_err());
+        assert_eq!(
+            relative_path(Path::new("./fleet/prod")).ok(),
+            Some(PathBuf::from("fleet/prod"))
+        );
+    }
+
+    #[test]
+    fn mirror_folders_differ_per_url() {
+        let a = mirror_folder_name("https://git.example/org/fleet.git");
+        let b = mirror_folder_name("https://other.example/org/fleet.git");
+        assert!(a.starts_with("fleet-") && a.ends_with(".git"), "{a}");
+        assert_ne!(a, b);
+    }
+}

@@ -1,0 +1,252 @@
+//! Where the desired state comes from: a Git remote ([`git`]) or a folder on disk
+//! ([`folder`]). Either way the result is a [`Snapshot`]: a revision and the texts of
+//! `capstan.yaml` and the cluster files, which `spec` (no I/O) parses.
+//!
+//! A Git revision is shown as Flux shows it, `main@sha1:<40 hex>`; a folder's revision is a
+//! hash of its files' contents, `dir:<12 hex>`.
+//!
+//! The daemon follows the source through a [`Tracker`]: polls at the fleet's `pollInterval`
+//! (at once on a webhook, see [`webhook`], or a file-system event), keeps the last good
+//! snapshot when the remote is unreachable, and retries with backoff.
+
+pub mod credentials;
+pub mod folder;
+pub mod git;
+mod settings;
+mod tracker;
+pub mod webhook;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub use credentials::{CredentialError, KnownHosts, Redactor, Secret, SecretFrom};
+pub use folder::{RepoWatcher, SourceError, read_repo, read_repo_within, watch};
+pub use git::{GitCredentials, GitError, GitOptions, GitSource, PollOutcome, Revision};
+pub use settings::{SettingsError, git_options, read_once};
+pub use tracker::{Content, PollTrigger, Refresh, Tracker};
+
+use crate::spec::RepoFiles;
+
+/// Where the repository is: a Git remote or a local folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RepoLocation {
+    /// A folder on disk, read as it is (no Git involved).
+    Folder(PathBuf),
+    /// A Git remote URL: `https://`, `http://`, `ssh://`, `git://`, `file://` or the scp-like
+    /// `user@host:path`.
+    Remote(String),
+}
+
+impl RepoLocation {
+    /// Whether this is a Git remote.
+    pub fn is_remote(&self) -> bool {
+        matches!(self, RepoLocation::Remote(_))
+    }
+}
+
+impl std::str::FromStr for RepoLocation {
+    type Err = std::convert::Infallible;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Ok(if looks_like_remote(text) {
+            RepoLocation::Remote(text.to_owned())
+        } else {
+            RepoLocation::Folder(PathBuf::from(text))
+        })
+    }
+}
+
+impl std::fmt::Display for RepoLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RepoLocation::Folder(path) => write!(f, "{}", path.display()),
+            RepoLocation::Remote(url) => f.write_str(&Redactor::default().redact(url)),
+        }
+    }
+}
+
+/// `scheme://...`, or scp-like `[user@]host:path` where the part before the first `:` holds
+/// no `/` (so `./a:b` and `/tmp/x:y` stay folders).
+fn looks_like_remote(text: &str) -> bool {
+    if let Some((scheme, _)) = text.split_once("://") {
+        return !scheme.is_empty()
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    }
+    match text.split_once(':') {
+        Some((host, path)) => {
+            !host.is_empty() && !host.contains('/') && !path.is_empty() && host.contains('@')
+        }
+        None => false,
+    }
+}
+
+/// Size limits on what is read from a repository.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest file read, in bytes.
+    pub max_file_bytes: u64,
+    /// Largest sum of the files read from one revision, in bytes.
+    pub max_tree_bytes: u64,
+}
+
+impl Default for Limits {
+    /// 1 MiB per file (a cluster file is a few KiB), 32 MiB per tree (thousands of clusters).
+    fn default() -> Self {
+        Limits {
+            max_file_bytes: 1024 * 1024,
+            max_tree_bytes: 32 * 1024 * 1024,
+        }
+    }
+}
+
+/// One revision's files.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// `main@sha1:...` or `dir:...`.
+    pub revision: String,
+    /// The texts.
+    pub files: RepoFiles,
+}
+
+/// Counters of the source, exported in `/metrics`.
+#[derive(Debug, Default)]
+pub struct SourceMetrics {
+    ls_remote: AtomicU64,
+    fetch: AtomicU64,
+    webhooks: Mutex<BTreeMap<(String, String), u64>>,
+    revision: Mutex<Option<String>>,
+}
+
+impl SourceMetrics {
+    /// Counts one ref advertisement.
+    pub fn count_ls_remote(&self) {
+        self.ls_remote.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one fetch.
+    pub fn count_fetch(&self) {
+        self.fetch.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one webhook request.
+    pub fn count_webhook(&self, provider: &str, result: &str) {
+        *self
+            .webhooks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry((provider.to_owned(), result.to_owned()))
+            .or_default() += 1;
+    }
+
+    /// Records the revision acted on.
+    pub fn set_revision(&self, revision: &str) {
+        *self
+            .revision
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(revision.to_owned());
+    }
+
+    /// Ref advertisements so far.
+    pub fn ls_remote_total(&self) -> u64 {
+        self.ls_remote.load(Ordering::Relaxed)
+    }
+
+    /// Fetches so far.
+    pub fn fetch_total(&self) -> u64 {
+        self.fetch.load(Ordering::Relaxed)
+    }
+
+    /// Webhook requests so far, for one provider and result.
+    pub fn webhook_total(&self, provider: &str, result: &str) -> u64 {
+        self.webhooks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&(provider.to_owned(), result.to_owned()))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Appends the Prometheus text exposition of these counters to `out`.
+    pub fn render(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        let _ = writeln!(
+            out,
+            "# HELP capstan_git_ls_remote_total Ref advertisements asked of the Git remote.\n# TYPE capstan_git_ls_remote_total counter\ncapstan_git_ls_remote_total {}",
+            self.ls_remote_total()
+        );
+        let _ = writeln!(
+            out,
+            "# HELP capstan_git_fetch_total Fetches from the Git remote (only when its tip moved).\n# TYPE capstan_git_fetch_total counter\ncapstan_git_fetch_total {}",
+            self.fetch_total()
+        );
+        let _ = writeln!(
+            out,
+            "# HELP capstan_webhook_requests_total Webhook requests, by provider and result.\n# TYPE capstan_webhook_requests_total counter"
+        );
+        for ((provider, result), count) in self
+            .webhooks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+        {
+            let _ = writeln!(
+                out,
+                "capstan_webhook_requests_total{{provider=\"{provider}\",result=\"{result}\"}} {count}"
+            );
+        }
+        let revision = self
+            .revision
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        if let Some(revision) = revision {
+            let _ = writeln!(
+                out,
+                "# HELP capstan_source_info The revision of the repository acted on.\n# TYPE capstan_source_info gauge\ncapstan_source_info{{revision=\"{}\"}} 1",
+                revision.replace('\\', "\\\\").replace('"', "\\\"")
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_remotes_and_paths_are_folders() {
+        for remote in [
+            "https://git.example/org/fleet.git",
+            "ssh://git@git.example:2222/fleet.git",
+            "git@github.com:org/fleet.git",
+            "git://127.0.0.1/fleet.git",
+            "file:///srv/git/fleet.git",
+        ] {
+            assert!(
+                remote.parse::<RepoLocation>().is_ok_and(|l| l.is_remote()),
+                "{remote}"
+            );
+        }
+        for folder in [".", "examples-repo", "/tmp/x:y", "./a:b", "C"] {
+            assert!(
+                folder.parse::<RepoLocation>().is_ok_and(|l| !l.is_remote()),
+                "{folder}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_remote_is_shown_without_its_password() {
+        let location: RepoLocation = "https://bob:hunter22@git.example/fleet.git"
+            .parse()
+            .expect("location");
+        assert_eq!(
+            location.to_string(),
+            "https://bob:***@git.example/fleet.git"
+        );
+    }
+}

@@ -1,0 +1,351 @@
+//! The daemon's view of its source: the current snapshot, refreshed when due.
+//!
+//! # Guarantees
+//! - A Git remote is asked at most once per poll interval (or at once when a [`PollTrigger`]
+//!   fires); a failure is retried with capped exponential backoff.
+//! - The last good snapshot is kept while the remote is unreachable: the daemon goes on
+//!   reconciling it, and [`Refresh::unavailable`] says why the remote is not followed.
+//! - `changed` is true only when the revision differs from the one returned before, so the
+//!   daemon re-validates files only then.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::git::{GitError, GitSource, PollOutcome};
+use super::{Limits, RepoWatcher, Snapshot, SourceError, SourceMetrics};
+use crate::backoff::{Backoff, random_unit};
+use crate::status::error_chain;
+
+/// A request to poll now (from a webhook); requests made before the poll coalesce into one.
+#[derive(Debug, Default)]
+pub struct PollTrigger {
+    requested: AtomicBool,
+    notify: Notify,
+}
+
+impl PollTrigger {
+    /// Asks for a poll as soon as possible.
+    pub fn request(&self) {
+        self.requested.store(true, Ordering::SeqCst);
+        self.notify.notify_one();
+    }
+
+    fn take(&self) -> bool {
+        self.requested.swap(false, Ordering::SeqCst)
+    }
+
+    async fn requested(&self) {
+        loop {
+            let notified = self.notify.notified();
+            if self.requested.load(Ordering::SeqCst) {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// What the repository holds now, as far as the tracker knows.
+#[derive(Debug, Clone)]
+pub enum Content {
+    /// A readable snapshot.
+    Read(Arc<Snapshot>),
+    /// The revision (if known) could not be read: a repository error.
+    Unreadable {
+        /// The revision, when known.
+        revision: Option<String>,
+        /// Why, one line.
+        error: String,
+    },
+}
+
+/// The outcome of [`Tracker::refresh`].
+#[derive(Debug, Clone)]
+pub struct Refresh {
+    /// What to reconcile.
+    pub content: Content,
+    /// Whether the revision differs from the one returned before.
+    pub changed: bool,
+    /// Why the remote is not being followed right now (redacted), if it is not.
+    pub unavailable: Option<String>,
+    /// A force-push seen by this refresh: (previous, new) revisions.
+    pub forced: Option<(String, String)>,
+}
+
+enum Kind {
+    Folder {
+        path: PathBuf,
+        limits: Limits,
+    },
+    Git {
+        source: Arc<Mutex<GitSource>>,
+        poll_interval: Option<Duration>,
+        next_poll: Option<Instant>,
+        failures: u32,
+        backoff: Backoff,
+    },
+}
+
+/// Follows a source for the daemon.
+pub struct Tracker {
+    kind: Kind,
+    watcher: Option<RepoWatcher>,
+    current: Option<Content>,
+    returned: Option<String>,
+    unavailable: Option<String>,
+    trigger: Arc<PollTrigger>,
+    metrics: Arc<SourceMetrics>,
+}
+
+impl Tracker {
+    /// Follows a folder (re-read every pass; see [`Tracker::start_watching`]).
+    pub fn folder(path: PathBuf, metrics: Arc<SourceMetrics>) -> Self {
+        Tracker {
+            kind: Kind::Folder {
+                path,
+                limits: Limits::default(),
+            },
+            watcher: None,
+            current: None,
+            returned: None,
+            unavailable: None,
+            trigger: Arc::default(),
+            metrics,
+        }
+    }
+
+    /// For a folder, starts the file-system watch that makes [`Tracker::changed`] complete at
+    /// once on a change (a Git remote needs none).
+    ///
+    /// # Errors
+    /// When the folder cannot be watched.
+    pub fn start_watching(&mut self) -> Result<(), SourceError> {
+        if let Kind::Folder { path, .. } = &self.kind
+            && self.watcher.is_none()
+        {
+            self.watcher = Some(super::watch(path)?);
+        }
+        Ok(())
+    }
+
+    /// Follows a Git remote. `poll_interval` overrides the fleet's `pollInterval`.
+    pub fn git(source: GitSource, poll_interval: Option<Duration>, backoff: Backoff) -> Self {
+        Tracker {
+            metrics: Arc::clone(&source.metrics()),
+            kind: Kind::Git {
+                source: Arc::new(Mutex::new(source)),
+                poll_interval,
+                next_poll: None,
+                failures: 0,
+                backoff,
+            },
+            watcher: None,
+            current: None,
+            returned: None,
+            unavailable: None,
+            trigger: Arc::default(),
+        }
+    }
+
+    /// The trigger a webhook pulls to make the next poll happen now.
+    pub fn trigger(&self) -> Arc<PollTrigger> {
+        Arc::clone(&self.trigger)
+    }
+
+    /// The source's counters.
+    pub fn metrics(&self) -> Arc<SourceMetrics> {
+        Arc::clone(&self.metrics)
+    }
+
+    /// Completes when the source may have changed: a file-system event, a poll falling due,
+    /// or a trigger.
+    pub async fn changed(&mut self) {
+        match &self.kind {
+            Kind::Folder { .. } => match &mut self.watcher {
+                Some(watcher) => {
+                    if !watcher.changed().await {
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending().await,
+            },
+            Kind::Git { next_poll, .. } => {
+                let due = *next_poll;
+                let sleep = async {
+                    match due {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    () = sleep => {}
+                    () = self.trigger.requested() => {}
+                }
+            }
+        }
+    }
+
+    /// The current content, polling the remote if a poll is due. `fleet_interval` is the
+    /// fleet's `pollInterval` (once known).
+    pub async fn refresh(&mut self, fleet_interval: Option<Duration>) -> Refresh {
+        let mut forced = None;
+        match &mut self.kind {
+            Kind::Folder { path, limits } => {
+                let path = path.clone();
+                let limits = *limits;
+                self.current = Some(
+                    match tokio::task::spawn_blocking(move || {
+                        super::read_repo_within(&path, &limits)
+                    })
+                    .await
+                    {
+                        Ok(Ok(files)) => Content::Read(Arc::new(Snapshot {
+                            revision: files.content_revision(),
+                            files,
+                        })),
+                        Ok(Err(err)) => Content::Unreadable {
+                            revision: None,
+                            error: error_chain(&err),
+                        },
+                        Err(join) => Content::Unreadable {
+                            revision: None,
+                            error: format!("reading the repository stopped: {join}"),
+                        },
+                    },
+                );
+            }
+            Kind::Git {
+                source,
+                poll_interval,
+                next_poll,
+                failures,
+                backoff,
+            } => {
+                let now = Instant::now();
+                let requested = self.trigger.take();
+                if requested || next_poll.is_none_or(|at| now >= at) {
+                    let interval = poll_interval
+                        .or(fleet_interval)
+                        .unwrap_or(Duration::from_secs(60));
+                    let source = Arc::clone(source);
+                    let need_content = self.current.is_none();
+                    let outcome =
+                        tokio::task::spawn_blocking(move || poll_and_read(&source, need_content))
+                            .await;
+                    match outcome {
+                        Ok(Ok(polled)) => {
+                            *failures = 0;
+                            *next_poll = Some(Instant::now() + interval);
+                            self.unavailable = None;
+                            if let Some(content) = polled.content {
+                                self.current = Some(content);
+                            }
+                            forced = polled.forced;
+                        }
+                        Ok(Err(err)) => {
+                            *failures += 1;
+                            let delay = backoff.delay(*failures, random_unit()).min(interval);
+                            *next_poll = Some(Instant::now() + delay);
+                            let message = error_chain(&err);
+                            tracing::warn!(failures = *failures, retry_in = ?delay, transient = err.is_transient(), "git remote unavailable: {message}");
+                            self.unavailable = Some(message);
+                        }
+                        Err(join) => {
+                            *failures += 1;
+                            *next_poll =
+                                Some(Instant::now() + backoff.delay(*failures, random_unit()));
+                            self.unavailable = Some(format!("the poll stopped: {join}"));
+                        }
+                    }
+                }
+            }
+        }
+        let content = self.current.clone().unwrap_or_else(|| Content::Unreadable {
+            revision: None,
+            error: self
+                .unavailable
+                .clone()
+                .unwrap_or_else(|| "the repository has not been read yet".to_owned()),
+        });
+        let revision = match &content {
+            Content::Read(snapshot) => Some(snapshot.revision.clone()),
+            Content::Unreadable { revision, .. } => revision.clone(),
+        };
+        let changed = revision != self.returned || self.returned.is_none();
+        if let Some(revision) = &revision {
+            self.metrics.set_revision(revision);
+        }
+        self.returned = revision;
+        Refresh {
+            content,
+            changed,
+            unavailable: self.unavailable.clone(),
+            forced,
+        }
+    }
+}
+
+struct Polled {
+    /// New content, when the tip moved.
+    content: Option<Content>,
+    forced: Option<(String, String)>,
+}
+
+/// Polls; reads the files when the tip moved, or when `need_content` (nothing read yet).
+fn poll_and_read(source: &Mutex<GitSource>, need_content: bool) -> Result<Polled, GitError> {
+    let mut source = source
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let outcome = match source.poll()? {
+        PollOutcome::Unchanged(revision) if need_content => PollOutcome::Moved {
+            revision,
+            previous: None,
+            forced: false,
+        },
+        outcome => outcome,
+    };
+    match outcome {
+        PollOutcome::Unchanged(_) => Ok(Polled {
+            content: None,
+            forced: None,
+        }),
+        PollOutcome::Moved {
+            revision,
+            previous,
+            forced,
+        } => {
+            let forced = match (&previous, forced) {
+                (Some(previous), true) => {
+                    tracing::warn!(previous = %previous, revision = %revision, "force-push: the branch no longer descends from the revision read before; taking it");
+                    Some((previous.to_string(), revision.to_string()))
+                }
+                _ => None,
+            };
+            tracing::info!(revision = %revision, previous = previous.as_ref().map(ToString::to_string), "new revision");
+            let content = match source.read(&revision) {
+                Ok(commit) => {
+                    for skipped in &commit.skipped {
+                        tracing::warn!(revision = %revision, "not read: {skipped}");
+                    }
+                    Content::Read(Arc::new(Snapshot {
+                        revision: revision.to_string(),
+                        files: commit.files,
+                    }))
+                }
+                Err(err) => Content::Unreadable {
+                    revision: Some(revision.to_string()),
+                    error: error_chain(&err),
+                },
+            };
+            Ok(Polled {
+                content: Some(content),
+                forced,
+            })
+        }
+    }
+}

@@ -21,6 +21,10 @@ use super::{Limits, RepoWatcher, Snapshot, SourceError, SourceMetrics};
 use crate::backoff::{Backoff, random_unit};
 use crate::status::error_chain;
 
+/// How long a webhook's poll waits for more deliveries: a forge may send several for one push
+/// (one per hook, redeliveries), and one poll a moment later covers them all.
+const COALESCE: Duration = Duration::from_millis(200);
+
 /// A request to poll now (from a webhook); requests made before the poll coalesce into one.
 #[derive(Debug, Default)]
 pub struct PollTrigger {
@@ -184,7 +188,7 @@ impl Tracker {
                 };
                 tokio::select! {
                     () = sleep => {}
-                    () = self.trigger.requested() => {}
+                    () = self.trigger.requested() => tokio::time::sleep(COALESCE).await,
                 }
             }
         }

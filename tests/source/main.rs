@@ -1,0 +1,14 @@
+//! capstan follows a Git remote: real servers on loopback (`git daemon`, OpenSSH's `sshd`,
+//! lighttpd serving `git http-backend`), commits made with the stock `git` CLI.
+//!
+//! - `transports`: a pushed commit is seen over each transport; force-push, remote down,
+//!   host-key mismatch, refused token, links, size limits, `--path`.
+//! - `daemon`: the daemon on a lab follows the remote: a push is applied, an idle daemon only
+//!   asks for refs, an unreachable remote keeps the last revision.
+//! - `webhooks`: GitHub's real payloads trigger a poll; bad signatures do not.
+
+mod daemon;
+mod fixture;
+mod servers;
+mod transports;
+mod webhooks;

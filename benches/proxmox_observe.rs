@@ -10,8 +10,8 @@ use capstan::providers::proxmox::ownership::{encode_tags, vm_name};
 use capstan::providers::proxmox::{
     ClientOptions, ConnectionConfig, ProxmoxClient, ProxmoxProvider, TokenSecret, Trust,
 };
-use capstan::sim::proxmox::{DefaultShell, SimOptions, SimProxmox};
-use capstan::sim::world::{ProxmoxWorld, WorldVm};
+use capstan_lab::proxmox::{DefaultShell, SimOptions, SimProxmox};
+use capstan_lab::world::{ProxmoxWorld, WorldVm};
 
 const TOKEN_ID: &str = "bench@pve!observe";
 const SECRET: &str = "00000000-0000-4000-8000-000000000000";
@@ -59,7 +59,7 @@ async fn observe(vm_count: u32) -> (u64, std::time::Duration, usize, usize) {
     let sim = SimProxmox::start(
         &world(vm_count),
         SimOptions::loopback(TOKEN_ID, SECRET),
-        capstan::clock::LabClock::new(),
+        capstan_lab::clock::LabClock::new(),
         Arc::new(DefaultShell::new()),
     )
     .await

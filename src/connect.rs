@@ -14,8 +14,8 @@ use crate::providers::proxmox::{
     ClientOptions, ConnectionConfig, ProxmoxClient, ProxmoxError, ProxmoxProvider, TokenSecret,
     Trust,
 };
-use crate::sim::lab::LabFile;
 use crate::spec::{Fleet, SecretSource};
+use capstan_lab::lab::LabFile;
 
 /// Everything observe and execute reach the world through.
 pub trait Providers: Send + Sync + 'static {

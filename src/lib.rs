@@ -3,8 +3,12 @@
 //!
 //! The pipeline, one module each:
 //! `source` (read the repository) → `spec` (parse, default, validate; pure) → observe → plan
-//! (pure) → execute → report. `cli` turns the command line into typed configuration; `sim` is
-//! the lab (simulated Proxmox VE and clusters) that the main command targets by default.
+//! (pure) → execute → report. `cli` turns the command line into typed configuration.
+//!
+//! This crate is the daemon: everything that does I/O. The pure parts (`spec`, `observed`,
+//! `plan`, `model`, `fingerprint`) live in `capstan-core` and are re-exported here under their
+//! usual names; the lab (simulated Proxmox VE and clusters, the main command's default target)
+//! is `capstan-lab`, which never depends on this crate.
 
 pub mod backoff;
 pub mod cli;
@@ -14,14 +18,10 @@ pub mod connect;
 pub mod daemon;
 pub mod env_vars;
 pub mod execute;
-pub mod fingerprint;
-pub mod model;
 pub mod observe;
-pub mod observed;
-pub mod plan;
 pub mod providers;
 pub mod report;
-pub mod sim;
 pub mod source;
-pub mod spec;
 pub mod status;
+
+pub use capstan_core::{fingerprint, model, observed, plan, spec};

@@ -489,18 +489,7 @@ fn blocked_as_before(
     status
 }
 
-/// An error and its causes on one line (`a: b: c`), for status messages and logs, where no
-/// caller prints the chain.
-pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
+pub use capstan_core::errors::error_chain;
 
 #[cfg(test)]
 mod tests {

@@ -11,8 +11,8 @@ use capstan::providers::flux::{
     FluxError, FluxTarget, KubeconfigDelivery, REVISION_ANNOTATION, VALUE_KEY, WATCH_LABEL,
 };
 use capstan::providers::kube::KubeClusterClient;
-use capstan::sim::kube::KubeLab;
 use capstan::spec::FluxDelivery;
+use capstan_lab::kube::KubeLab;
 use kube_support::{Kubectl, drain_world, lab};
 
 fn target() -> FluxTarget {

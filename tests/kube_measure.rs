@@ -19,7 +19,7 @@ async fn sequential_writes_each_bump_the_revision_once() {
         .await
         .expect("client");
     let w1 = NodeName::from("w1");
-    let revision = |cluster: &capstan::sim::kube::SimCluster| -> u64 {
+    let revision = |cluster: &capstan_lab::kube::SimCluster| -> u64 {
         cluster.object("nodes", None, "w1").expect("w1")["metadata"]["resourceVersion"]
             .as_str()
             .expect("rv")

@@ -25,7 +25,7 @@ fn quick(timeout_ms: u64) -> DrainOptions {
     }
 }
 
-async fn admin(cluster: &capstan::sim::kube::SimCluster) -> KubeClusterClient {
+async fn admin(cluster: &capstan_lab::kube::SimCluster) -> KubeClusterClient {
     KubeClusterClient::connect(&cluster.admin_kubeconfig())
         .await
         .expect("client")
@@ -288,7 +288,7 @@ async fn waiting_for_a_node_ends_when_it_is_ready_with_the_expected_kubelet() {
         // Order does not matter: the watch sees the node whether it joins before or after
         // the wait starts.
         tokio::task::yield_now().await;
-        let mut w4 = capstan::sim::kube::SimNodeConfig::worker("w4");
+        let mut w4 = capstan_lab::kube::SimNodeConfig::worker("w4");
         w4.ready = false;
         kubelet.register_node(&w4).expect("register");
         kubelet.set_node_ready("w4", true).expect("ready");

@@ -4,8 +4,8 @@
 
 mod lifecycle_support;
 
-use capstan::sim::kube::{SimDeployment, SimWorkloads};
 use capstan::status::{Phase, conditions};
+use capstan_lab::kube::{SimDeployment, SimWorkloads};
 use lifecycle_support::{World, cluster_yaml, fleet_yaml, ready};
 
 const CLUSTER: &str = "pdb";

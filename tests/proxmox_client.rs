@@ -370,7 +370,7 @@ async fn a_clone_that_loses_its_vmid_retries_with_a_fresh_one() {
 async fn a_template_on_shared_storage_is_cloned_to_another_node() {
     let mut world = fast_world();
     world.storages[0].shared = true;
-    world.templates = Some(vec![capstan::sim::world::WorldTemplate {
+    world.templates = Some(vec![capstan_lab::world::WorldTemplate {
         name: "debian13-k8s".into(),
         vmid: 9000,
         node: "pve1".into(),
@@ -393,7 +393,7 @@ async fn a_template_on_shared_storage_is_cloned_to_another_node() {
 #[tokio::test]
 async fn a_template_on_local_storage_cannot_reach_another_node() {
     let mut world = fast_world();
-    world.templates = Some(vec![capstan::sim::world::WorldTemplate {
+    world.templates = Some(vec![capstan_lab::world::WorldTemplate {
         name: "debian13-k8s".into(),
         vmid: 9000,
         node: "pve1".into(),

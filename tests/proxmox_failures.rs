@@ -10,7 +10,7 @@ use capstan::providers::proxmox::ownership::{encode_description, encode_tags};
 use capstan::providers::proxmox::{
     ExpectedVm, PowerState, ProxmoxError, ProxmoxProvider, PveNode, Trust, VmRef,
 };
-use capstan::sim::world::{CallFault, WorldVm};
+use capstan_lab::world::{CallFault, WorldVm};
 use proxmox_support::{
     SECRET, client, clone_request, created, expected, fast_world, ownership, start,
 };

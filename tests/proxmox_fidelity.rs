@@ -19,8 +19,8 @@ use std::time::Duration;
 use capstan::model::{Role, VmId};
 use capstan::providers::proxmox::ownership::encode_description;
 use capstan::providers::proxmox::{CloudInit, ProxmoxProvider, VmSettings};
-use capstan::sim::proxmox::{DefaultShell, Exchange, accepted_parameters};
-use capstan::sim::world::WorldVm;
+use capstan_lab::proxmox::{DefaultShell, Exchange, accepted_parameters};
+use capstan_lab::world::WorldVm;
 use proxmox_support::{clone_request, created, expected, fast_world, ownership, start_with};
 use serde_json::{Value, json};
 

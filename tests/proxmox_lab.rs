@@ -204,11 +204,11 @@ fn the_readme_lab_config_example_is_a_valid_world() {
         .nth(1)
         .and_then(|rest| rest.split("```").next())
         .expect("a yaml example");
-    let config = capstan::sim::world::LabConfig::parse(example).expect("the example parses");
+    let config = capstan_lab::world::LabConfig::parse(example).expect("the example parses");
     config.check().expect("the example is consistent");
     assert_eq!(config.proxmox.faults.offline_nodes, ["pve3"]);
     assert_eq!(
-        config.proxmox.timings.node_timings().init,
+        capstan_lab::nodes::NodeTimings::from(&config.proxmox.timings).init,
         Duration::from_millis(300)
     );
     assert_eq!(config.clusters["edge"].version, "1.35.4");
@@ -226,7 +226,7 @@ fn the_readme_simulated_clusters_example_is_a_valid_lab_config() {
         .nth(1)
         .and_then(|rest| rest.split("```").next())
         .expect("a yaml example");
-    let config = capstan::sim::world::LabConfig::parse(example).expect("the example parses");
+    let config = capstan_lab::world::LabConfig::parse(example).expect("the example parses");
     config.check().expect("the example is consistent");
     assert_eq!(config.clusters["prod"].nodes.len(), 3);
 }

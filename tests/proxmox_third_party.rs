@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use capstan::sim::proxmox::DefaultShell;
+use capstan_lab::proxmox::DefaultShell;
 use proxmox_support::{SECRET, TOKEN_ID, fast_world, start_with};
 
 struct Curl {
@@ -20,7 +20,7 @@ struct Curl {
 }
 
 impl Curl {
-    fn new(sim: &capstan::sim::proxmox::SimProxmox) -> Self {
+    fn new(sim: &capstan_lab::proxmox::SimProxmox) -> Self {
         let dir = tempfile::tempdir().expect("dir");
         let ca = dir.path().join("pve.pem");
         std::fs::write(&ca, sim.certificate_pem()).expect("write cert");
@@ -134,7 +134,7 @@ async fn curl_lists_nodes_clones_and_reads_tasks_with_the_token() {
 async fn curl_sees_real_error_answers() {
     let mut world = fast_world();
     // A clone long enough that a call made during it surely finds the VM locked.
-    world.timings.clone = capstan::spec::HumanDuration(Duration::from_secs(30));
+    world.timings.clone = capstan_lab::values::LabDuration(Duration::from_secs(30));
     let setup = start_with(world, Arc::new(DefaultShell::new()), false).await;
     let curl = Curl::new(&setup.sim);
     let (status, body) = curl.run("wrong-secret", &[], "/nodes").await;

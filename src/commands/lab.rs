@@ -9,9 +9,9 @@ use std::io::Write;
 
 use crate::cli::LabArgs;
 use crate::commands::Outcome;
-use crate::sim::kube::MANAGEMENT;
-use crate::sim::lab::{Lab, LabError, LabOptions};
-use crate::sim::world::{LabConfig, WorldError};
+use capstan_lab::kube::MANAGEMENT;
+use capstan_lab::lab::{Lab, LabError, LabOptions};
+use capstan_lab::world::{LabConfig, WorldError};
 
 /// Running the lab failed.
 #[derive(Debug, thiserror::Error)]

@@ -9,10 +9,10 @@ use crate::clock::{Clock, SystemClock};
 use crate::commands::Outcome;
 use crate::connect::{ConnectError, Connections};
 use crate::observe::Observer;
-use crate::sim::kube::MANAGEMENT;
-use crate::sim::lab::LabFile;
 use crate::source::{self, SettingsError};
 use crate::spec;
+use capstan_lab::kube::MANAGEMENT;
+use capstan_lab::lab::LabFile;
 
 /// Observing failed.
 #[derive(Debug, thiserror::Error)]

@@ -11,15 +11,15 @@ use crate::clock::{Clock, SystemClock};
 use crate::commands::Outcome;
 use crate::connect::{ConnectError, Connections, FleetSecrets};
 use crate::daemon::{Daemon, DaemonOptions, StatusBoard, http};
-use crate::sim::kube::MANAGEMENT;
-use crate::sim::lab::{Lab, LabError, LabOptions};
-use crate::sim::world::{LabConfig, WorldError};
 use crate::source::webhook::Webhooks;
 use crate::source::{
     self, CredentialError, GitError, GitSource, Redactor, RepoLocation, Secret, SourceError,
     SourceMetrics, Tracker,
 };
 use crate::spec::{self, Fleet, RepoFiles};
+use capstan_lab::kube::MANAGEMENT;
+use capstan_lab::lab::{Lab, LabError, LabOptions};
+use capstan_lab::world::{LabConfig, WorldError};
 
 /// Passes while busy in the lab, where every operation takes milliseconds.
 const LAB_BUSY_INTERVAL: Duration = Duration::from_millis(250);

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 
-use capstan::clock::LabClock;
-use capstan::sim::kube::{KubeLab, SimCluster, SimClusterConfig};
+use capstan_lab::clock::LabClock;
+use capstan_lab::kube::{KubeLab, SimCluster, SimClusterConfig};
 
 /// Starts a lab with `management` and the clusters given as YAML (`name: config` pairs).
 pub async fn lab(clusters_yaml: &str) -> KubeLab {

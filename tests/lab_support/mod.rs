@@ -15,9 +15,9 @@ use capstan::providers::proxmox::{
     ClientOptions, CloneRequest, CloudInit, ConnectionConfig, ExpectedVm, ProxmoxClient,
     ProxmoxProvider, PveNode, TokenSecret, Trust, VmSettings,
 };
-use capstan::sim::lab::{LAB_FILE, Lab, LabFile, LabOptions};
-use capstan::sim::world::LabConfig;
 use capstan::spec::{ClusterSpec, Machine};
+use capstan_lab::lab::{LAB_FILE, Lab, LabFile, LabOptions};
+use capstan_lab::world::LabConfig;
 
 /// The example cluster the tests build (its spec comes from `examples-repo/clusters/prod.yaml`).
 pub const CLUSTER: &str = "prod";

@@ -19,10 +19,10 @@ use std::time::Duration;
 
 use capstan::connect::Connections;
 use capstan::daemon::{Counters, Daemon, DaemonOptions, StatusBoard};
-use capstan::sim::lab::{Lab, LabOptions};
-use capstan::sim::proxmox::SimVm;
-use capstan::sim::world::LabConfig;
 use capstan::status::FleetStatus;
+use capstan_lab::lab::{Lab, LabOptions};
+use capstan_lab::proxmox::SimVm;
+use capstan_lab::world::LabConfig;
 
 /// How long a wait may take before the test fails (the lab builds a cluster in seconds).
 pub const PATIENCE: Duration = Duration::from_secs(60);
@@ -603,7 +603,7 @@ impl Timeline {
     }
 }
 
-fn nodes_of(kube: &capstan::sim::kube::KubeLab, cluster: &str) -> Vec<NodeView> {
+fn nodes_of(kube: &capstan_lab::kube::KubeLab, cluster: &str) -> Vec<NodeView> {
     let Some(sim) = kube.cluster(cluster) else {
         return Vec::new();
     };
@@ -634,7 +634,7 @@ fn nodes_of(kube: &capstan::sim::kube::KubeLab, cluster: &str) -> Vec<NodeView> 
     nodes
 }
 
-fn vm_views(proxmox: &capstan::sim::proxmox::SimHandle, cluster: &str) -> Vec<VmView> {
+fn vm_views(proxmox: &capstan_lab::proxmox::SimHandle, cluster: &str) -> Vec<VmView> {
     let prefix = format!("capstan-{cluster}-");
     let mut vms: Vec<VmView> = proxmox
         .vms()
@@ -660,7 +660,7 @@ fn vm_views(proxmox: &capstan::sim::proxmox::SimHandle, cluster: &str) -> Vec<Vm
     vms
 }
 
-fn kubeadm_config_version(kube: &capstan::sim::kube::KubeLab, cluster: &str) -> Option<String> {
+fn kubeadm_config_version(kube: &capstan_lab::kube::KubeLab, cluster: &str) -> Option<String> {
     let config =
         kube.cluster(cluster)?
             .object("configmaps", Some("kube-system"), "kubeadm-config")?;
@@ -670,7 +670,7 @@ fn kubeadm_config_version(kube: &capstan::sim::kube::KubeLab, cluster: &str) -> 
     document["kubernetesVersion"].as_str().map(str::to_owned)
 }
 
-fn flux_fingerprint(kube: &capstan::sim::kube::KubeLab, cluster: &str) -> Option<String> {
+fn flux_fingerprint(kube: &capstan_lab::kube::KubeLab, cluster: &str) -> Option<String> {
     let secret = kube.management()?.object(
         "secrets",
         Some("flux-system"),

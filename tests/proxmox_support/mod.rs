@@ -3,23 +3,22 @@
 #![allow(dead_code)]
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use capstan::clock::LabClock;
 use capstan::model::{NodeName, Ownership, Role};
 use capstan::providers::proxmox::{
     ClientOptions, CloneRequest, ConnectionConfig, ExpectedVm, ProxmoxClient, PveNode, TokenSecret,
     Trust, VmRef,
 };
-use capstan::sim::proxmox::{DefaultShell, GuestSoftware, SimOptions, SimProxmox};
-use capstan::sim::world::{ProxmoxWorld, Timings};
-use capstan::spec::HumanDuration;
+use capstan_lab::clock::LabClock;
+use capstan_lab::proxmox::{DefaultShell, GuestSoftware, SimOptions, SimProxmox};
+use capstan_lab::values::LabDuration;
+use capstan_lab::world::{ProxmoxWorld, Timings};
 
 pub const TOKEN_ID: &str = "capstan@pve!test";
 pub const SECRET: &str = "5f0c2a8e-1b3d-4c5e-8f70-0a1b2c3d4e5f";
 
-fn ms(n: u64) -> HumanDuration {
-    HumanDuration(Duration::from_millis(n))
+fn ms(n: u64) -> LabDuration {
+    LabDuration::millis(n)
 }
 
 /// The default world with tasks that take milliseconds.

@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 use capstan::connect::Connections;
 use capstan::daemon::{Daemon, DaemonOptions, StatusBoard, http};
 use capstan::plan::Phase;
-use capstan::sim::lab::{Lab, LabOptions};
-use capstan::sim::world::LabConfig;
 use capstan::source::webhook::Webhooks;
 use capstan::source::{GitCredentials, GitOptions, Secret, Tracker};
 use capstan::status::FleetStatus;
+use capstan_lab::lab::{Lab, LabOptions};
+use capstan_lab::world::LabConfig;
 
 use super::fixture::{Remote, git, open};
 use super::servers;

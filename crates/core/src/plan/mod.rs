@@ -1,0 +1,210 @@
+//! The planner: `plan(desired, observed, policy, now) -> Plan`, a pure function. Given the
+//! clusters Git declares, what exists, the fleet policy and the time, it says what to do next
+//! and why, and predicts every step to convergence.
+//!
+//! Pure: no clock, environment, randomness or I/O (the crate has no I/O dependency, and its
+//! lints deny clock and file calls). Everything it needs comes in as data, so every lifecycle
+//! rule is a tested invariant of its output.
+//!
+//! # Guarantees
+//! - Deterministic: equal inputs give equal plans (BTreeMaps, name-derived VM names).
+//! - Level-triggered: every step is derived from observed facts alone and is safe to repeat;
+//!   the executor runs a cluster's `steps`, re-observes and plans again.
+//! - Per cluster, `steps` holds either non-disruptive steps only or one disruptive step.
+//! - Clusters are independent, except that new VMs of earlier clusters (by name) take Proxmox
+//!   memory first.
+
+mod cluster;
+pub mod placement;
+mod removed;
+mod simulate;
+mod types;
+mod version;
+mod window;
+
+#[cfg(test)]
+mod fixtures;
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeSet;
+
+use jiff::Timestamp;
+
+use crate::observed::{Observed, ObservedCluster};
+use crate::spec::{ClusterSpec, Desired, MinorVersion};
+
+pub use types::*;
+
+use cluster::{Gate, Input};
+use placement::Capacity;
+
+/// The fleet policy the planner applies.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Policy {
+    /// Minors clusters may run or move to (`approvedMinors`).
+    pub approved_minors: Vec<MinorVersion>,
+    /// Delete removed clusters and orphan VMs (`prune`).
+    pub prune: bool,
+    /// Some cluster file is invalid: nothing is deleted for being absent.
+    pub incomplete: bool,
+}
+
+impl Policy {
+    /// The policy a repository declares.
+    pub fn of(desired: &Desired) -> Self {
+        Policy {
+            approved_minors: desired.fleet.approved_minors.clone(),
+            prune: desired.fleet.prune,
+            incomplete: desired.incomplete,
+        }
+    }
+}
+
+/// Plans the whole fleet at `now`.
+pub fn plan(desired: &Desired, observed: &Observed, policy: &Policy, now: Timestamp) -> Plan {
+    let mut capacity = Capacity::of(observed);
+    let empty = ObservedCluster::default();
+    let names: BTreeSet<&String> = desired
+        .clusters
+        .keys()
+        .chain(observed.clusters.keys())
+        .collect();
+    let mut clusters = Vec::new();
+    let mut findings = Vec::new();
+    for name in names {
+        let seen = observed.clusters.get(name);
+        match desired.clusters.get(name) {
+            Some(cluster) => {
+                let (plan, orphans) = plan_cluster(
+                    name,
+                    &cluster.spec,
+                    seen.unwrap_or(&empty),
+                    policy,
+                    now,
+                    &mut capacity,
+                );
+                clusters.push(plan);
+                findings.extend(orphans);
+            }
+            None => {
+                let Some(seen) = seen.filter(|c| !c.is_empty()) else {
+                    continue;
+                };
+                if let Some(path) = desired.invalid.get(name) {
+                    // Its file is there, only broken: not a removed cluster.
+                    findings.push(Finding {
+                        kind: FindingKind::InvalidFile,
+                        cluster: name.clone(),
+                        machine: None,
+                        vm_id: None,
+                        message: format!(
+                            "cluster {name}: {path} has errors; its {} VM(s) are left as they are until the file is fixed",
+                            seen.machines.len()
+                        ),
+                    });
+                    continue;
+                }
+                match removed::plan(name, seen, policy, &mut capacity) {
+                    removed::Removed::Delete(plan) => clusters.push(*plan),
+                    removed::Removed::Report(finding) => findings.push(finding),
+                }
+            }
+        }
+    }
+    Plan {
+        now,
+        clusters,
+        findings,
+    }
+}
+
+/// Plans one desired cluster; returns its plan and the orphans found.
+fn plan_cluster(
+    name: &str,
+    spec: &ClusterSpec,
+    observed: &ObservedCluster,
+    policy: &Policy,
+    now: Timestamp,
+    capacity: &mut Capacity,
+) -> (ClusterPlan, Vec<Finding>) {
+    let input = Input {
+        name,
+        spec,
+        observed,
+        policy,
+        now,
+    };
+    let outcome = cluster::candidates(&input, capacity);
+    let steps = simulate::select(&outcome.candidates, false);
+    let predicted = simulate::predict(name, spec, observed, policy, now, capacity);
+    // This cluster's new VMs take their memory before the next cluster is planned.
+    for step in &steps {
+        if let Action::CreateMachine {
+            machine,
+            proxmox_node,
+            ..
+        } = &step.action
+        {
+            capacity.reserve(proxmox_node, machine.memory_mib);
+        }
+    }
+    let mut waiting_on = Vec::new();
+    for candidate in &outcome.candidates {
+        let step_name = candidate.step.name();
+        match &candidate.gate {
+            Gate::Open => {}
+            Gate::Window(opens) => waiting_on.push(Waiting {
+                step: Some(step_name),
+                machine: candidate.step.target.machine.clone(),
+                resource: Resource::MaintenanceWindow { opens: *opens },
+                since: None,
+            }),
+            Gate::Wait(waiting) => waiting_on.push(waiting.clone()),
+        }
+    }
+    waiting_on.extend(outcome.waiting.iter().cloned());
+    let phase = if !outcome.blocked.is_empty() {
+        Phase::Blocked
+    } else if !outcome.initialised {
+        if observed.machines.is_empty() {
+            Phase::Pending
+        } else {
+            Phase::Provisioning
+        }
+    } else if spec.delivery.flux.is_some() && observed.flux.is_none() {
+        Phase::Provisioning
+    } else if steps.is_empty() && predicted.is_empty() && waiting_on.is_empty() {
+        Phase::Ready
+    } else {
+        Phase::Updating
+    };
+    let plan = ClusterPlan {
+        name: name.to_owned(),
+        phase,
+        steps,
+        predicted,
+        blocked: outcome.blocked,
+        waiting_on,
+        findings: outcome.findings,
+    };
+    (plan, outcome.orphans)
+}
+
+/// Applies the expected effect of `step` to `observed` (its happy path: a created VM boots, a
+/// joined node becomes Ready, a drain evicts everything). The lab and tests use it to play a
+/// plan forward without an executor.
+pub fn expected_effect(observed: &mut Observed, step: &Step, now: Timestamp) {
+    let mut capacity = Capacity::of(observed);
+    let cluster = observed
+        .clusters
+        .entry(step.target.cluster.clone())
+        .or_default();
+    simulate::apply(cluster, &mut capacity, step, now, 0);
+    if cluster.is_empty() {
+        observed.clusters.remove(&step.target.cluster);
+    }
+    capacity.write_back(observed);
+}

@@ -1,0 +1,251 @@
+//! The cluster definition language: parse, default and validate the files of a repository into
+//! the desired state of every cluster.
+//!
+//! Pure: this module reads no file, clock or environment. `source` reads the repository and
+//! hands the texts over as [`RepoFiles`].
+//!
+//! # Guarantees
+//! - Every error of a repository is reported in one pass: each file is parsed on its own, and
+//!   the rules of `validate` never stop at the first finding.
+//! - A cluster whose file has errors is left out of [`Desired::clusters`] and marks the desired
+//!   state [`Desired::incomplete`], so a broken file is never mistaken for a deleted cluster.
+
+pub mod diagnostic;
+pub mod locate;
+mod parse;
+pub mod types;
+pub mod validate;
+pub mod values;
+
+use std::collections::BTreeMap;
+
+pub use diagnostic::{Diagnostic, Diagnostics, Severity, SourceFile};
+pub use types::*;
+pub use values::{AddressRange, CronSchedule, HumanDuration, KubeVersion, MinorVersion};
+
+/// Name of the fleet file at the repository root.
+pub const FLEET_FILE: &str = "capstan.yaml";
+
+/// One file's path (relative to the repository root) and text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceText {
+    /// Path relative to the repository root, with `/` separators.
+    pub path: String,
+    /// The file's content.
+    pub text: String,
+}
+
+/// The texts of a repository that matter to capstan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepoFiles {
+    /// `capstan.yaml`.
+    pub fleet: SourceText,
+    /// Every `*.yaml`/`*.yml` file directly in the fleet's `clustersDir`, sorted by path.
+    pub clusters: Vec<SourceText>,
+}
+
+impl RepoFiles {
+    /// A short identifier of this exact content, `dir:` and 12 hex digits of a sha1 over every
+    /// path and text: what status reports as the revision acted on when the repository is a
+    /// plain folder (a Git source reports its commit instead).
+    pub fn content_revision(&self) -> String {
+        use sha1::{Digest, Sha1};
+        let mut hasher = Sha1::new();
+        for file in std::iter::once(&self.fleet).chain(&self.clusters) {
+            hasher.update(file.path.as_bytes());
+            hasher.update([0]);
+            hasher.update(file.text.as_bytes());
+            hasher.update([0]);
+        }
+        let hex: String = hasher
+            .finalize()
+            .iter()
+            .take(6)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        format!("dir:{hex}")
+    }
+}
+
+/// The desired state of a repository.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Desired {
+    /// `capstan.yaml`.
+    pub fleet: Fleet,
+    /// Every valid cluster by name.
+    pub clusters: BTreeMap<String, Cluster>,
+    /// Some cluster file had errors: a cluster missing from `clusters` may still be declared, so
+    /// nothing may be deleted for being absent.
+    pub incomplete: bool,
+    /// Clusters whose file has errors, by `metadata.name`, with the file's path: declared, so
+    /// not removed, but nothing of them is applied until the file is fixed. (A file too broken
+    /// to name its cluster only sets [`Desired::incomplete`].)
+    pub invalid: BTreeMap<String, String>,
+}
+
+/// What loading a repository gives: the desired state when `capstan.yaml` is usable, and every
+/// finding.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// `None` when `capstan.yaml` itself has errors: then nothing is known about the fleet.
+    pub desired: Option<Desired>,
+    /// Errors and warnings of every file.
+    pub diagnostics: Diagnostics,
+}
+
+impl Loaded {
+    /// Whether the repository has no errors.
+    pub fn is_valid(&self) -> bool {
+        !self.diagnostics.has_errors()
+    }
+}
+
+/// Reads the folder that holds cluster files from `capstan.yaml`'s text, before it is fully
+/// validated, so `source` knows which files to read. Falls back to the default.
+pub fn clusters_dir_of(fleet_text: &str) -> std::path::PathBuf {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Peek {
+        clusters_dir: Option<std::path::PathBuf>,
+    }
+    serde_saphyr::from_str::<Peek>(fleet_text)
+        .ok()
+        .and_then(|peek| peek.clusters_dir)
+        .unwrap_or_else(|| std::path::PathBuf::from("clusters"))
+}
+
+/// Parses, defaults and validates a repository.
+pub fn load(files: &RepoFiles) -> Loaded {
+    let mut diagnostics = Diagnostics::default();
+    let fleet_file = SourceFile::new(&files.fleet.path, &files.fleet.text);
+    let fleet = match parse::parse_document::<Fleet>(&fleet_file, &files.fleet.text, "Fleet") {
+        Ok(fleet) => {
+            let findings = validate::fleet(&fleet, &fleet_file);
+            let usable = !findings.iter().any(Diagnostic::is_error);
+            diagnostics.0.extend(findings);
+            usable.then_some(fleet)
+        }
+        Err(diagnostic) => {
+            diagnostics.push(*diagnostic);
+            None
+        }
+    };
+
+    let mut parsed = Vec::new();
+    let mut incomplete = false;
+    for source in &files.clusters {
+        let file = SourceFile::new(&source.path, &source.text);
+        match parse::parse_document::<Cluster>(&file, &source.text, "Cluster") {
+            Ok(cluster) => parsed.push((cluster, file)),
+            Err(diagnostic) => {
+                diagnostics.push(*diagnostic);
+                incomplete = true;
+            }
+        }
+    }
+
+    let Some(fleet) = fleet else {
+        // Cluster rules need the fleet (connections, approved minors); syntax was still checked.
+        diagnostics.sort();
+        return Loaded {
+            desired: None,
+            diagnostics,
+        };
+    };
+
+    let mut valid = vec![true; parsed.len()];
+    for (index, (cluster, file)) in parsed.iter().enumerate() {
+        let findings = validate::cluster(&fleet, cluster, file);
+        valid[index] = !findings.iter().any(Diagnostic::is_error);
+        diagnostics.0.extend(findings);
+    }
+    let checked: Vec<validate::Checked<'_>> = parsed
+        .iter()
+        .map(|(cluster, file)| validate::Checked { cluster, file })
+        .collect();
+    for (index, diagnostic) in validate::across(&checked) {
+        valid[index] = false;
+        diagnostics.push(diagnostic);
+    }
+
+    let mut clusters = BTreeMap::new();
+    let mut invalid = BTreeMap::new();
+    for ((cluster, file), ok) in parsed.into_iter().zip(valid) {
+        if ok {
+            clusters.insert(cluster.metadata.name.clone(), cluster);
+        } else {
+            incomplete = true;
+            invalid.insert(cluster.metadata.name.clone(), file.name.clone());
+        }
+    }
+    // A name that a valid file declares too (a duplicate) is that file's cluster.
+    invalid.retain(|name, _| !clusters.contains_key(name));
+    diagnostics.sort();
+    Loaded {
+        desired: Some(Desired {
+            fleet,
+            clusters,
+            incomplete,
+            invalid,
+        }),
+        diagnostics,
+    }
+}
+
+/// The JSON Schemas of the file kinds, by file name, generated from the types above.
+pub fn json_schemas() -> Vec<(&'static str, serde_json::Value)> {
+    vec![
+        (
+            "fleet.schema.json",
+            schema_value(schemars::schema_for!(Fleet)),
+        ),
+        (
+            "cluster.schema.json",
+            schema_value(schemars::schema_for!(Cluster)),
+        ),
+    ]
+}
+
+fn schema_value(schema: schemars::Schema) -> serde_json::Value {
+    schema.to_value()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn example(path: &str) -> SourceText {
+        let text = match path {
+            "capstan.yaml" => include_str!("../../../../examples-repo/capstan.yaml"),
+            "clusters/platform.yaml" => {
+                include_str!("../../../../examples-repo/clusters/platform.yaml")
+            }
+            _ => include_str!("../../../../examples-repo/clusters/prod.yaml"),
+        };
+        SourceText {
+            path: path.to_owned(),
+            text: text.to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_cluster_whose_file_has_errors_is_known_by_name_and_file() {
+        let mut prod = example("clusters/prod.yaml");
+        prod.text = prod.text.replace("      replicas: 3", "      replicas: 1");
+        let files = RepoFiles {
+            fleet: example("capstan.yaml"),
+            clusters: vec![example("clusters/platform.yaml"), prod],
+        };
+        let desired = load(&files).desired.expect("the fleet is valid");
+        assert!(desired.incomplete);
+        assert_eq!(
+            desired.clusters.keys().collect::<Vec<_>>(),
+            ["platform"],
+            "only valid files are desired"
+        );
+        assert_eq!(
+            desired.invalid,
+            BTreeMap::from([("prod".to_owned(), "clusters/prod.yaml".to_owned())])
+        );
+    }
+}

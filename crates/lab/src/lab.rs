@@ -1,0 +1,465 @@
+//! The lab: assembles and runs the simulated world — the simulated Proxmox VE, the simulated
+//! Kubernetes API servers (`management` and the clusters the lab config declares), and the
+//! software inside the VMs that turns kubeadm commands into clusters — and tells programs how
+//! to reach it through `STATE_DIR/lab.json`:
+//!
+//! ```json
+//! {"proxmox": {"url": "https://127.0.0.1:8006", "fingerprint": "AB:...", "tokenId": "capstan@pve!lab", "token": "..."},
+//!  "clusters": {"management": {"kubeconfig": "/abs/state/management.kubeconfig"}}}
+//! ```
+//!
+//! # Invariants
+//! - Every part of a lab shares one [`LabClock`].
+//! - `lab.json` lists every cluster, including those `kubeadm init` creates later inside the
+//!   VMs; it and the kubeconfig files are rewritten whenever a cluster appears or its
+//!   certificates are renewed (see `state`).
+//! - `lab.json` holds the lab's own token (a local lab: showing it is the point); it and the
+//!   kubeconfigs are written readable by their owner only.
+
+mod backend;
+mod state;
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+pub use backend::{CLUSTER_CONFIGURATION_KEY, CredentialsHook, KUBEADM_CONFIG, LabBackend};
+
+use super::kube::{KubeLab, SimKubeError};
+use super::nodes::{NodeSoftware, NodeTimings};
+use super::proxmox::{FaultHandle, GuestSoftware, SimError, SimHandle, SimOptions, SimProxmox};
+use super::world::{LabConfig, WorldError};
+use crate::clock::LabClock;
+use state::StateFiles;
+
+/// The API token id the lab accepts.
+pub const LAB_TOKEN_ID: &str = "capstan@pve!lab";
+/// The state file's name inside the state directory.
+pub const LAB_FILE: &str = "lab.json";
+
+/// Starting the lab or writing its state failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    /// The lab config is inconsistent.
+    #[error("invalid lab config")]
+    Config(#[source] WorldError),
+    /// The simulated Proxmox could not start.
+    #[error("cannot start the simulated Proxmox VE")]
+    Proxmox(#[source] SimError),
+    /// The simulated Kubernetes clusters could not start.
+    #[error("cannot start the simulated Kubernetes clusters")]
+    Clusters(#[source] SimKubeError),
+    /// The state directory or a file in it could not be written.
+    #[error("cannot write {path}")]
+    WriteState {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The software inside the lab's VMs.
+///
+/// An enum rather than a ready-made [`GuestSoftware`]: the lab's own node software needs the
+/// lab's clusters and clock, which exist only once [`Lab::start`] runs.
+#[derive(Clone, Default)]
+pub enum LabGuest {
+    /// The lab's nodes: kubeadm, kubectl and the prepare scripts act on the lab's simulated
+    /// clusters ([`NodeSoftware`] over a [`LabBackend`]).
+    #[default]
+    Nodes,
+    /// Other software, e.g. [`super::proxmox::DefaultShell`] for tests of the Proxmox side only.
+    Custom(Arc<dyn GuestSoftware>),
+}
+
+impl std::fmt::Debug for LabGuest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LabGuest::Nodes => f.write_str("Nodes"),
+            LabGuest::Custom(_) => f.write_str("Custom"),
+        }
+    }
+}
+
+/// How to run a lab.
+#[derive(Debug, Clone)]
+pub struct LabOptions {
+    /// Where the simulated Proxmox listens (port 0 picks a free one).
+    pub listen: SocketAddr,
+    /// Where `lab.json` and the kubeconfigs go (none: not written).
+    pub state_dir: Option<PathBuf>,
+    /// The software inside the VMs.
+    pub guest: LabGuest,
+    /// Record every Proxmox API request and answer (for fidelity checks).
+    pub record: bool,
+}
+
+impl LabOptions {
+    /// Loopback on a free port, no state files, the lab's node software in the VMs.
+    pub fn ephemeral() -> Self {
+        LabOptions {
+            listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
+            state_dir: None,
+            guest: LabGuest::Nodes,
+            record: false,
+        }
+    }
+}
+
+/// `lab.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LabFile {
+    /// How to reach the simulated Proxmox.
+    pub proxmox: LabProxmox,
+    /// Simulated Kubernetes clusters by name.
+    #[serde(default)]
+    pub clusters: BTreeMap<String, LabCluster>,
+}
+
+/// How to reach the simulated Proxmox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LabProxmox {
+    /// `https://127.0.0.1:PORT`.
+    pub url: String,
+    /// Certificate fingerprint to pin.
+    pub fingerprint: String,
+    /// API token id.
+    pub token_id: String,
+    /// API token secret.
+    pub token: String,
+}
+
+/// How to reach a simulated Kubernetes cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LabCluster {
+    /// Its admin kubeconfig.
+    pub kubeconfig: PathBuf,
+}
+
+/// A running lab. Dropping it stops it.
+pub struct Lab {
+    proxmox: SimProxmox,
+    kube: Arc<KubeLab>,
+    nodes: Option<NodeSoftware<LabBackend>>,
+    clock: LabClock,
+    state: Arc<StateFiles>,
+}
+
+impl std::fmt::Debug for Lab {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lab")
+            .field("proxmox", &self.proxmox)
+            .field("clusters", &self.kube.names())
+            .field("nodes", &self.nodes.is_some())
+            .field("state", &self.state.lab_json_path())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Lab {
+    /// Starts the world `config` describes: the simulated clusters, then the simulated Proxmox
+    /// with the chosen software in its VMs; with a state directory, writes the kubeconfigs
+    /// and `lab.json`.
+    ///
+    /// # Errors
+    /// When the config is inconsistent, a server cannot start, or a state file cannot be
+    /// written.
+    pub async fn start(config: LabConfig, options: LabOptions) -> Result<Lab, LabError> {
+        config.check().map_err(LabError::Config)?;
+        let clock = LabClock::new();
+        let kube = Arc::new(
+            KubeLab::start(clock.clone(), &config.clusters)
+                .await
+                .map_err(LabError::Clusters)?,
+        );
+        let state = Arc::new(StateFiles::new(
+            options.state_dir.as_deref(),
+            Arc::clone(&kube),
+        ));
+        let (guest, nodes): (Arc<dyn GuestSoftware>, _) = match options.guest {
+            LabGuest::Nodes => {
+                let backend = LabBackend::new(Arc::clone(&kube))
+                    .on_credentials_change(rewrite_state(Arc::clone(&state)));
+                let nodes = NodeSoftware::new(
+                    backend,
+                    clock.clone(),
+                    NodeTimings::from(&config.proxmox.timings),
+                );
+                (Arc::new(nodes.clone()), Some(nodes))
+            }
+            LabGuest::Custom(guest) => (guest, None),
+        };
+        let sim_options = SimOptions {
+            listen: options.listen,
+            token_id: LAB_TOKEN_ID.to_owned(),
+            token_secret: generate_token(),
+            record: options.record,
+        };
+        let proxmox = SimProxmox::start(&config.proxmox, sim_options, clock.clone(), guest)
+            .await
+            .map_err(LabError::Proxmox)?;
+        state.set_proxmox(LabProxmox {
+            url: proxmox.url(),
+            fingerprint: proxmox.fingerprint(),
+            token_id: proxmox.token_id().to_owned(),
+            token: proxmox.token_secret().to_owned(),
+        });
+        state.sync()?;
+        Ok(Lab {
+            proxmox,
+            kube,
+            nodes,
+            clock,
+            state,
+        })
+    }
+
+    /// `https://127.0.0.1:PORT` of the simulated Proxmox.
+    pub fn proxmox_url(&self) -> String {
+        self.proxmox.url()
+    }
+
+    /// Its certificate fingerprint.
+    pub fn fingerprint(&self) -> String {
+        self.proxmox.fingerprint()
+    }
+
+    /// The API token id.
+    pub fn token_id(&self) -> &str {
+        self.proxmox.token_id()
+    }
+
+    /// The API token secret.
+    pub fn token(&self) -> &str {
+        self.proxmox.token_secret()
+    }
+
+    /// The lab's clock, shared by every part (advance it to age certificates).
+    pub fn clock(&self) -> &LabClock {
+        &self.clock
+    }
+
+    /// Fault injection into the simulated Proxmox.
+    pub fn faults(&self) -> FaultHandle {
+        self.proxmox.faults()
+    }
+
+    /// Inspection of the simulated Proxmox (counters, VMs, recorded requests).
+    pub fn proxmox(&self) -> SimHandle {
+        self.proxmox.handle()
+    }
+
+    /// The simulated Proxmox server itself.
+    pub fn proxmox_server(&self) -> &SimProxmox {
+        &self.proxmox
+    }
+
+    /// The simulated Kubernetes clusters: `management`, the declared ones and those
+    /// `kubeadm init` created.
+    pub fn kube(&self) -> &Arc<KubeLab> {
+        &self.kube
+    }
+
+    /// The management cluster's admin kubeconfig (where Flux runs).
+    pub fn management_kubeconfig(&self) -> String {
+        self.kube
+            .management()
+            .expect("a lab always has its management cluster")
+            .admin_kubeconfig()
+    }
+
+    /// A cluster's admin kubeconfig file in the state directory (what `lab.json` lists), when
+    /// the lab has a state directory and the cluster exists.
+    pub fn kubeconfig_path(&self, cluster: &str) -> Option<PathBuf> {
+        self.kube.cluster(cluster)?;
+        self.state.kubeconfig_path(cluster)
+    }
+
+    /// The node software inside the VMs, when the lab runs its own ([`LabGuest::Nodes`]).
+    pub fn nodes(&self) -> Option<&NodeSoftware<LabBackend>> {
+        self.nodes.as_ref()
+    }
+
+    /// What `lab.json` says: the Proxmox access and, with a state directory, every cluster's
+    /// kubeconfig file.
+    pub fn lab_file(&self) -> LabFile {
+        self.state
+            .lab_file()
+            .expect("the Proxmox half is set before the lab is handed out")
+    }
+
+    /// Where `lab.json` was written, if it was.
+    pub fn state_file(&self) -> Option<&Path> {
+        self.state.lab_json_path()
+    }
+
+    /// Rewrites the kubeconfigs and `lab.json` from the clusters' current credentials (the
+    /// lab does so by itself after `kubeadm init` and certificate renewals inside VMs; call
+    /// this after changing a cluster directly through [`Lab::kube`]).
+    ///
+    /// # Errors
+    /// When a file cannot be written.
+    pub fn write_state(&self) -> Result<(), LabError> {
+        self.state.sync()
+    }
+
+    /// Stops serving: the simulated Proxmox and every cluster's API server.
+    pub fn stop(&self) {
+        self.proxmox.stop();
+        for name in self.kube.names() {
+            if let Some(cluster) = self.kube.cluster(&name) {
+                cluster.stop();
+            }
+        }
+    }
+}
+
+/// The backend's hook: after a cluster's credentials change, rewrite the state files.
+fn rewrite_state(state: Arc<StateFiles>) -> CredentialsHook {
+    Arc::new(move |cluster| {
+        if let Err(err) = state.sync() {
+            tracing::warn!(
+                cluster = cluster.name(),
+                error = %capstan_core::errors::error_chain(&err),
+                "lab state files not rewritten"
+            );
+        }
+    })
+}
+
+/// Writes `dir/lab.json` (creating `dir`), readable by its owner only, replacing any earlier
+/// one atomically. Returns its path.
+///
+/// # Errors
+/// When the directory or file cannot be written.
+pub fn write_lab_file(dir: &Path, file: &LabFile) -> Result<PathBuf, LabError> {
+    std::fs::create_dir_all(dir).map_err(|source| LabError::WriteState {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let path = dir.join(LAB_FILE);
+    state::write_private(&path, &state::lab_json(file))?;
+    Ok(path)
+}
+
+/// A fresh API token secret in the UUID form Proxmox uses.
+pub fn generate_token() -> String {
+    let mut bytes = [0u8; 16];
+    if getrandom::fill(&mut bytes).is_err() {
+        // No OS randomness: fall back to the clock's nanoseconds, unique per lab at least.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        bytes = nanos.to_le_bytes();
+    }
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_look_like_uuids_and_differ() {
+        let a = generate_token();
+        assert_eq!(a.len(), 36);
+        assert_eq!(a.matches('-').count(), 4);
+        assert_eq!(&a[14..15], "4");
+        assert_ne!(a, generate_token());
+    }
+
+    #[tokio::test]
+    async fn a_lab_writes_lab_json_with_management_and_the_declared_clusters() {
+        let dir = tempfile::tempdir().expect("dir");
+        let options = LabOptions {
+            state_dir: Some(dir.path().join("state")),
+            ..LabOptions::ephemeral()
+        };
+        let config = LabConfig::parse(
+            "clusters:\n  edge:\n    version: 1.35.4\n    nodes: [{name: edge-cp, role: control-plane}]\n",
+        )
+        .expect("config");
+        let lab = Lab::start(config, options).await.expect("lab");
+        let text =
+            std::fs::read_to_string(dir.path().join("state").join(LAB_FILE)).expect("lab.json");
+        let value: serde_json::Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(value["proxmox"]["url"], lab.proxmox_url());
+        assert_eq!(value["proxmox"]["tokenId"], LAB_TOKEN_ID);
+        assert_eq!(value["proxmox"]["token"], lab.token());
+        assert_eq!(value["proxmox"]["fingerprint"], lab.fingerprint());
+        let names: Vec<&String> = value["clusters"]
+            .as_object()
+            .expect("clusters")
+            .keys()
+            .collect();
+        assert_eq!(names, ["edge", "management"]);
+        let edge = lab.kubeconfig_path("edge").expect("edge kubeconfig");
+        assert_eq!(
+            value["clusters"]["edge"]["kubeconfig"],
+            edge.display().to_string()
+        );
+        let edge_cluster = lab.kube().cluster("edge").expect("edge");
+        assert_eq!(edge_cluster.version(), "v1.35.4");
+        assert_eq!(
+            std::fs::read_to_string(edge).expect("kubeconfig"),
+            edge_cluster.admin_kubeconfig()
+        );
+        assert_eq!(
+            lab.lab_file(),
+            serde_json::from_str(&text).expect("LabFile")
+        );
+        assert!(
+            lab.management_kubeconfig()
+                .contains("kubernetes-admin@management")
+        );
+        assert!(lab.nodes().is_some());
+        lab.stop();
+    }
+
+    #[tokio::test]
+    async fn declared_clusters_are_checked_before_anything_starts() {
+        let config =
+            LabConfig::parse("clusters:\n  Bad_Name: {}\n").expect("parses, but is invalid");
+        let err = Lab::start(config, LabOptions::ephemeral())
+            .await
+            .expect_err("refused");
+        assert!(matches!(err, LabError::Config(_)), "{err:?}");
+        let typo = LabConfig::parse("clusters:\n  edge: {versoin: 1.35.4}\n").expect_err("typo");
+        assert!(typo.contains("versoin"), "{typo}");
+    }
+
+    #[tokio::test]
+    async fn a_custom_guest_replaces_the_node_software() {
+        let options = LabOptions {
+            guest: LabGuest::Custom(Arc::new(crate::proxmox::DefaultShell::new())),
+            ..LabOptions::ephemeral()
+        };
+        let lab = Lab::start(LabConfig::default(), options)
+            .await
+            .expect("lab");
+        assert!(lab.nodes().is_none());
+        assert!(lab.state_file().is_none());
+        assert!(lab.lab_file().clusters.is_empty());
+        assert_eq!(lab.kube().names(), ["management"]);
+        lab.stop();
+    }
+}

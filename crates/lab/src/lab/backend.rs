@@ -1,0 +1,338 @@
+//! The lab's node software meets the lab's simulated API servers: [`LabBackend`] implements
+//! [`ClusterBackend`] over a [`KubeLab`], so `kubeadm init` inside a simulated VM starts a real
+//! (simulated) API server, joins register Nodes, and so on.
+//!
+//! # Invariants
+//! - Every method is synchronous and returns without waiting: the node software calls it while
+//!   it holds its state lock, from inside the Tokio runtime. Servers are bound on loopback and
+//!   spawned on the current runtime ([`KubeLab::create_cluster_now`]).
+//! - What `kubeadm init` stores, the backend stores as kubeadm does: the `ClusterConfiguration`
+//!   in `kube-system/kubeadm-config`, rewritten by `kubeadm upgrade apply`.
+//! - The credentials hook runs after every change of a cluster's admin credentials (creation,
+//!   renewal), so `lab.json` and the kubeconfig files next to it stay current.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::kube::{self, KubeLab, SimCluster, SimKubeError, SimNodeConfig};
+use crate::nodes::{ClusterAccess, ClusterBackend, NewCluster, NewNode};
+use crate::values::KubeVersion;
+use capstan_core::model::Role;
+
+/// The ConfigMap where kubeadm keeps the cluster's configuration.
+pub const KUBEADM_CONFIG: &str = "kubeadm-config";
+/// Its key holding the `ClusterConfiguration` document.
+pub const CLUSTER_CONFIGURATION_KEY: &str = "ClusterConfiguration";
+const KUBE_SYSTEM: &str = "kube-system";
+
+/// Called with a cluster whose admin credentials just changed (it was created, or its
+/// certificates were renewed).
+pub type CredentialsHook = Arc<dyn Fn(&SimCluster) + Send + Sync>;
+
+/// [`ClusterBackend`] over the lab's simulated API servers.
+#[derive(Clone)]
+pub struct LabBackend {
+    kube: Arc<KubeLab>,
+    on_credentials: Option<CredentialsHook>,
+}
+
+impl std::fmt::Debug for LabBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LabBackend")
+            .field("clusters", &self.kube.names())
+            .field("hook", &self.on_credentials.is_some())
+            .finish()
+    }
+}
+
+impl LabBackend {
+    /// A backend creating and changing clusters in `kube`.
+    pub fn new(kube: Arc<KubeLab>) -> Self {
+        LabBackend {
+            kube,
+            on_credentials: None,
+        }
+    }
+
+    /// Calls `hook` whenever a cluster's admin credentials change.
+    pub fn on_credentials_change(mut self, hook: CredentialsHook) -> Self {
+        self.on_credentials = Some(hook);
+        self
+    }
+
+    /// The simulated API servers.
+    pub fn kube(&self) -> &Arc<KubeLab> {
+        &self.kube
+    }
+
+    fn cluster(&self, name: &str) -> Result<Arc<SimCluster>, String> {
+        self.kube
+            .cluster(name)
+            .ok_or_else(|| format!("the cluster {name} has no API server in the lab"))
+    }
+
+    fn credentials_changed(&self, cluster: &SimCluster) {
+        if let Some(hook) = &self.on_credentials {
+            hook(cluster);
+        }
+    }
+
+    fn access(cluster: &SimCluster) -> ClusterAccess {
+        ClusterAccess {
+            admin_kubeconfig: cluster.admin_kubeconfig(),
+            ca_cert_hash: cluster.ca_cert_hash(),
+        }
+    }
+}
+
+/// The message kubeadm's output carries: the error and its causes, once each.
+fn message(err: &SimKubeError) -> String {
+    capstan_core::errors::error_chain(err)
+}
+
+/// The ClusterConfiguration with `kubernetesVersion` moved to `version`, keeping the form
+/// (`v1.36.2` or `1.36.2`) the document used. The document is YAML (JSON is YAML too); the
+/// result is written as JSON, which every YAML reader takes.
+fn with_version(document: &str, version: KubeVersion) -> Result<String, String> {
+    let mut config: Value = serde_saphyr::from_str(document)
+        .map_err(|err| format!("the stored ClusterConfiguration does not parse: {err}"))?;
+    let prefixed = config["kubernetesVersion"]
+        .as_str()
+        .is_none_or(|old| old.starts_with('v'));
+    config["kubernetesVersion"] = if prefixed {
+        json!(format!("v{version}"))
+    } else {
+        json!(version.to_string())
+    };
+    Ok(config.to_string())
+}
+
+impl ClusterBackend for LabBackend {
+    fn create_cluster(&self, request: &NewCluster) -> Result<ClusterAccess, String> {
+        let cluster = self
+            .kube
+            .create_cluster_now(&kube::NewCluster {
+                name: request.name.clone(),
+                version: request.version.to_string(),
+                endpoint_host: Some(request.endpoint_host.clone()),
+            })
+            .map_err(|err| message(&err))?;
+        // kubeadm's upload-config phase: later kubeadm runs (and capstan) read it back.
+        let config_map = json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": KUBEADM_CONFIG, "namespace": KUBE_SYSTEM},
+            "data": {CLUSTER_CONFIGURATION_KEY: request.cluster_configuration},
+        });
+        if let Err(err) = cluster.create_object("configmaps", Some(KUBE_SYSTEM), config_map) {
+            self.kube.remove_cluster(&request.name);
+            return Err(message(&err));
+        }
+        tracing::info!(cluster = %request.name, url = %cluster.url(), "simulated cluster created");
+        self.credentials_changed(&cluster);
+        Ok(LabBackend::access(&cluster))
+    }
+
+    fn register_node(&self, cluster: &str, node: &NewNode) -> Result<(), String> {
+        let config = SimNodeConfig {
+            kubelet_version: Some(node.kubelet_version.to_string()),
+            ready: node.ready,
+            address: node.address.map(|ip| ip.to_string()),
+            ..match node.role {
+                Role::ControlPlane => SimNodeConfig::control_plane(&node.name),
+                Role::Worker => SimNodeConfig::worker(&node.name),
+            }
+        };
+        self.cluster(cluster)?
+            .register_node(&config)
+            .map_err(|err| message(&err))
+    }
+
+    fn set_node_ready(&self, cluster: &str, node: &str, ready: bool) {
+        let result = self
+            .cluster(cluster)
+            .and_then(|c| c.set_node_ready(node, ready).map_err(|err| message(&err)));
+        if let Err(reason) = result {
+            // A kubelet whose Node was deleted (or whose cluster is gone) has nobody to tell;
+            // the real kubelet's status update fails the same way.
+            tracing::debug!(cluster, node, ready, reason = %reason, "node status not posted");
+        }
+    }
+
+    fn set_version(&self, cluster: &str, version: KubeVersion) {
+        let Ok(sim) = self.cluster(cluster) else {
+            tracing::debug!(cluster, "version change for a cluster that is gone");
+            return;
+        };
+        sim.set_version(&version.to_string());
+        let Some(mut config_map) = sim.object("configmaps", Some(KUBE_SYSTEM), KUBEADM_CONFIG)
+        else {
+            tracing::warn!(
+                cluster,
+                "kube-system/kubeadm-config is missing: not updated"
+            );
+            return;
+        };
+        let document = config_map["data"][CLUSTER_CONFIGURATION_KEY]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let updated = with_version(&document, version).and_then(|text| {
+            config_map["data"][CLUSTER_CONFIGURATION_KEY] = json!(text);
+            sim.replace_object("configmaps", Some(KUBE_SYSTEM), config_map)
+                .map_err(|err| message(&err))
+        });
+        if let Err(reason) = updated {
+            tracing::warn!(cluster, reason = %reason, "kubeadm-config not updated");
+        }
+    }
+
+    fn renew_certificates(&self, cluster: &str) -> Result<ClusterAccess, String> {
+        let sim = self.cluster(cluster)?;
+        let expiry = sim.renew_certificates().map_err(|err| message(&err))?;
+        tracing::info!(cluster, expires = %expiry, "simulated cluster certificates renewed");
+        self.credentials_changed(&sim);
+        Ok(LabBackend::access(&sim))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::{Clock as _, LabClock};
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+
+    async fn backend() -> (LabBackend, Arc<Mutex<Vec<String>>>) {
+        let kube = KubeLab::start(LabClock::new(), &BTreeMap::new())
+            .await
+            .expect("lab");
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let record = Arc::clone(&seen);
+        let backend = LabBackend::new(Arc::new(kube)).on_credentials_change(Arc::new(
+            move |cluster: &SimCluster| {
+                record.lock().expect("lock").push(cluster.name().to_owned());
+            },
+        ));
+        (backend, seen)
+    }
+
+    fn request() -> NewCluster {
+        NewCluster {
+            name: "prod".into(),
+            endpoint_host: "k8s-prod.lab.example".into(),
+            endpoint_port: 6443,
+            version: "1.36.2".parse().expect("version"),
+            cluster_configuration: "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: v1.36.2\ncontrolPlaneEndpoint: k8s-prod.lab.example:6443\n".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn init_starts_an_api_server_with_kubeadm_config_and_tells_the_hook() {
+        let (backend, seen) = backend().await;
+        let access = backend.create_cluster(&request()).expect("created");
+        let cluster = backend.kube().cluster("prod").expect("registered");
+        assert_eq!(cluster.version(), "v1.36.2");
+        assert_eq!(access.admin_kubeconfig, cluster.admin_kubeconfig());
+        assert_eq!(access.ca_cert_hash, cluster.ca_cert_hash());
+        let config = cluster
+            .object("configmaps", Some(KUBE_SYSTEM), KUBEADM_CONFIG)
+            .expect("kubeadm-config");
+        assert_eq!(
+            config["data"][CLUSTER_CONFIGURATION_KEY],
+            request().cluster_configuration
+        );
+        assert_eq!(*seen.lock().expect("lock"), ["prod"]);
+        let again = backend.create_cluster(&request()).expect_err("exists");
+        assert!(again.contains("exists already"), "{again}");
+    }
+
+    #[tokio::test]
+    async fn nodes_register_with_role_address_and_version_then_turn_ready() {
+        let (backend, _) = backend().await;
+        backend.create_cluster(&request()).expect("created");
+        let node = NewNode {
+            name: "capstan-prod-cp-aaaaa".into(),
+            kubelet_version: "1.36.2".parse().expect("version"),
+            role: Role::ControlPlane,
+            address: Some("192.168.1.100".parse().expect("ip")),
+            ready: false,
+        };
+        backend.register_node("prod", &node).expect("registered");
+        let cluster = backend.kube().cluster("prod").expect("cluster");
+        let stored = cluster
+            .object("nodes", None, &node.name)
+            .expect("node object");
+        assert_eq!(stored["status"]["nodeInfo"]["kubeletVersion"], "v1.36.2");
+        assert_eq!(stored["status"]["addresses"][0]["address"], "192.168.1.100");
+        assert_eq!(stored["spec"]["taints"][0]["effect"], "NoSchedule");
+        assert!(
+            stored["metadata"]["labels"]
+                .get("node-role.kubernetes.io/control-plane")
+                .is_some()
+        );
+        let ready = |object: &Value| {
+            object["status"]["conditions"]
+                .as_array()
+                .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+                .map(|c| c["status"].clone())
+        };
+        assert_eq!(ready(&stored), Some(json!("Unknown")));
+        backend.set_node_ready("prod", &node.name, true);
+        let stored = cluster.object("nodes", None, &node.name).expect("node");
+        assert_eq!(ready(&stored), Some(json!("True")));
+        // Unknown clusters and nodes are no panic, only nothing to tell.
+        backend.set_node_ready("prod", "nobody", true);
+        backend.set_node_ready("gone", &node.name, true);
+        assert!(backend.register_node("gone", &node).is_err());
+    }
+
+    #[tokio::test]
+    async fn an_upgrade_moves_the_served_version_and_kubeadm_config() {
+        let (backend, _) = backend().await;
+        backend.create_cluster(&request()).expect("created");
+        backend.set_version("prod", "1.37.0".parse().expect("version"));
+        let cluster = backend.kube().cluster("prod").expect("cluster");
+        assert_eq!(cluster.version(), "v1.37.0");
+        let config = cluster
+            .object("configmaps", Some(KUBE_SYSTEM), KUBEADM_CONFIG)
+            .expect("kubeadm-config");
+        let text = config["data"][CLUSTER_CONFIGURATION_KEY]
+            .as_str()
+            .expect("text");
+        let document: Value = serde_saphyr::from_str(text).expect("still YAML");
+        assert_eq!(document["kubernetesVersion"], "v1.37.0");
+        assert_eq!(
+            document["controlPlaneEndpoint"],
+            "k8s-prod.lab.example:6443"
+        );
+    }
+
+    #[test]
+    fn the_version_keeps_the_documents_form() {
+        let version = "1.37.1".parse().expect("version");
+        let bare = with_version("{\"kubernetesVersion\": \"1.36.2\"}", version).expect("json");
+        assert!(bare.contains("\"kubernetesVersion\":\"1.37.1\""), "{bare}");
+        assert!(with_version(": : not yaml [", version).is_err());
+    }
+
+    #[tokio::test]
+    async fn renewal_issues_a_new_admin_certificate_a_year_from_the_lab_clock() {
+        let (backend, seen) = backend().await;
+        backend.create_cluster(&request()).expect("created");
+        let cluster = backend.kube().cluster("prod").expect("cluster");
+        let before = cluster.admin_certificate_expiry();
+        let clock = backend.kube().clock().clone();
+        clock.advance(std::time::Duration::from_secs(300 * 24 * 3600));
+        let access = backend.renew_certificates("prod").expect("renewed");
+        let after = cluster.admin_certificate_expiry();
+        assert!(after > before);
+        let year = jiff::SignedDuration::from_hours(24 * 365);
+        let expected = clock.now() + year;
+        assert!(after.duration_since(expected).abs() < jiff::SignedDuration::from_secs(5));
+        assert_eq!(access.admin_kubeconfig, cluster.admin_kubeconfig());
+        assert_eq!(*seen.lock().expect("lock"), ["prod", "prod"]);
+        assert!(backend.renew_certificates("gone").is_err());
+    }
+}

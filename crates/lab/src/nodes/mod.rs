@@ -1,0 +1,278 @@
+//! The lab's nodes: the software inside each simulated VM, reached through the simulated guest
+//! agent. It interprets the commands capstan sends (the prepare script, `kubeadm` with its real
+//! flags and configuration files, `kubectl apply`, `etcdctl` in the etcd pod, `cat`, `test`) and
+//! effects them on the simulated clusters: `kubeadm init` creates an API server at the cluster's
+//! endpoint, joins register Nodes that turn Ready after a delay, `reset` stops the kubelet,
+//! `upgrade apply` moves the control plane's version, certificate renewal moves the expiry.
+//!
+//! A malformed or out-of-order command fails as the real tool would: kubeadm before the packages
+//! are installed is "command not found", a join with an expired token or a stale certificate key
+//! is refused with kubeadm's message, an upgrade that skips a minor is refused.
+
+pub mod cli;
+mod kubeadm;
+pub mod paths;
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::proxmox::{ExecFuture, ExecOutcome, GuestIdentity, GuestSoftware, PowerEvent};
+use crate::clock::{Clock as _, LabClock};
+use crate::values::KubeVersion;
+use crate::world::Timings;
+use capstan_core::model::Role;
+
+/// A cluster `kubeadm init` asks the simulated API servers for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewCluster {
+    /// `clusterName`.
+    pub name: String,
+    /// Host of `controlPlaneEndpoint`.
+    pub endpoint_host: String,
+    /// Port of `controlPlaneEndpoint`.
+    pub endpoint_port: u16,
+    /// `kubernetesVersion`.
+    pub version: KubeVersion,
+    /// The `ClusterConfiguration` document as `kubeadm init` read it: real kubeadm stores it
+    /// in the `kube-system/kubeadm-config` ConfigMap (key `ClusterConfiguration`), where
+    /// capstan reads the endpoint and version back.
+    pub cluster_configuration: String,
+}
+
+/// What a simulated cluster hands its control planes.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClusterAccess {
+    /// The cluster-admin kubeconfig (`/etc/kubernetes/admin.conf`).
+    pub admin_kubeconfig: String,
+    /// `sha256:<hex>` of the CA's public key, as `--discovery-token-ca-cert-hash` takes it.
+    pub ca_cert_hash: String,
+}
+
+impl std::fmt::Debug for ClusterAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterAccess")
+            .field("ca_cert_hash", &self.ca_cert_hash)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A Node a kubelet registers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewNode {
+    /// Node name.
+    pub name: String,
+    /// kubelet version.
+    pub kubelet_version: KubeVersion,
+    /// Control plane or worker (the control-plane role label and taint).
+    pub role: Role,
+    /// InternalIP.
+    pub address: Option<IpAddr>,
+    /// Whether it starts Ready.
+    pub ready: bool,
+}
+
+/// What the node software needs of the simulated API servers.
+pub trait ClusterBackend: Send + Sync + 'static {
+    /// Creates a cluster (its API server starts serving).
+    ///
+    /// # Errors
+    /// A message for `kubeadm init`'s output when the cluster cannot be created.
+    fn create_cluster(&self, request: &NewCluster) -> Result<ClusterAccess, String>;
+    /// Registers (or re-registers) a Node.
+    ///
+    /// # Errors
+    /// A message for `kubeadm join`'s output.
+    fn register_node(&self, cluster: &str, node: &NewNode) -> Result<(), String>;
+    /// Sets a Node's Ready condition (a kubelet started or stopped).
+    fn set_node_ready(&self, cluster: &str, node: &str, ready: bool);
+    /// Moves the control plane's version (`/version`).
+    fn set_version(&self, cluster: &str, version: KubeVersion);
+    /// Issues fresh certificates (a year from the lab clock) and returns the new admin access.
+    ///
+    /// # Errors
+    /// A message for the renewal's output.
+    fn renew_certificates(&self, cluster: &str) -> Result<ClusterAccess, String>;
+}
+
+/// How long node operations take in the lab (short defaults: a cluster comes up in seconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeTimings {
+    /// Installing CRI-O and the Kubernetes packages.
+    pub prepare: Duration,
+    /// `kubeadm init`.
+    pub init: Duration,
+    /// `kubeadm join`.
+    pub join: Duration,
+    /// From a join (or the CNI's arrival) until the Node is Ready.
+    pub node_ready_after: Duration,
+    /// `kubeadm upgrade apply` and certificate renewal.
+    pub upgrade: Duration,
+}
+
+impl From<&Timings> for NodeTimings {
+    fn from(timings: &Timings) -> Self {
+        NodeTimings {
+            prepare: timings.prepare.0,
+            init: timings.kubeadm_init.0,
+            join: timings.kubeadm_join.0,
+            node_ready_after: timings.node_ready.0,
+            upgrade: timings.kubeadm_upgrade.0,
+        }
+    }
+}
+
+impl Default for NodeTimings {
+    /// The lab config's default timings.
+    fn default() -> Self {
+        NodeTimings::from(&Timings::default())
+    }
+}
+
+/// The software of every simulated VM, sharing the simulated clusters behind `backend`.
+pub struct NodeSoftware<B> {
+    shared: Arc<Shared<B>>,
+}
+
+impl<B> Clone for NodeSoftware<B> {
+    fn clone(&self) -> Self {
+        NodeSoftware {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+struct Shared<B> {
+    backend: B,
+    clock: LabClock,
+    timings: NodeTimings,
+    world: Mutex<kubeadm::World>,
+}
+
+impl<B: ClusterBackend> NodeSoftware<B> {
+    /// Node software over `backend`, on the lab's `clock`.
+    pub fn new(backend: B, clock: LabClock, timings: NodeTimings) -> Self {
+        NodeSoftware {
+            shared: Arc::new(Shared {
+                backend,
+                clock,
+                timings,
+                world: Mutex::new(kubeadm::World::default()),
+            }),
+        }
+    }
+
+    /// Runs `argv` inside `vm`, taking as long as the real operation would in the lab.
+    pub async fn exec(&self, vm: &GuestIdentity, argv: &[String]) -> ExecOutcome {
+        let shared = &self.shared;
+        if let Some(delay) = kubeadm::duration_of(argv, &shared.timings) {
+            tokio::time::sleep(delay).await;
+        }
+        let now = shared.clock.now();
+        let (exit, effects) = {
+            let mut world = shared
+                .world
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            world.exec(&shared.backend, vm, argv, now)
+        };
+        for effect in effects {
+            self.schedule(effect);
+        }
+        exit
+    }
+
+    /// Writes a file inside `vm` (the guest agent's `file-write`).
+    pub fn write_file(&self, vm: &GuestIdentity, path: &str, content: &[u8]) {
+        let text = String::from_utf8_lossy(content).into_owned();
+        let mut world = self
+            .shared
+            .world
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        world.guest(vm.vmid).files.insert(path.to_owned(), text);
+    }
+
+    /// Reacts to a power change: kubelets stop with their VM and come back with it.
+    pub fn power(&self, vm: &GuestIdentity, event: PowerEvent) {
+        let effects = {
+            let mut world = self
+                .shared
+                .world
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            world.power(&self.shared.backend, vm, event)
+        };
+        for effect in effects {
+            self.schedule(effect);
+        }
+    }
+
+    fn schedule(&self, effect: kubeadm::Later) {
+        let shared = Arc::clone(&self.shared);
+        tokio::spawn(async move {
+            tokio::time::sleep(shared.timings.node_ready_after).await;
+            let world = shared
+                .world
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            world.apply_later(&shared.backend, &effect);
+        });
+    }
+
+    /// The clusters `kubeadm init` created, by name, with their endpoint (`HOST:PORT`).
+    pub fn clusters(&self) -> BTreeMap<String, String> {
+        let world = self
+            .shared
+            .world
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        world.cluster_endpoints()
+    }
+}
+
+impl<B: ClusterBackend> GuestSoftware for NodeSoftware<B> {
+    fn exec(&self, guest: &GuestIdentity, command: &[String], _input: Option<&str>) -> ExecFuture {
+        let (software, guest, command) = (self.clone(), guest.clone(), command.to_vec());
+        Box::pin(async move { software.exec(&guest, &command).await })
+    }
+
+    fn file_written(&self, guest: &GuestIdentity, path: &str, content: &[u8]) {
+        self.write_file(guest, path, content);
+    }
+
+    fn power_event(&self, guest: &GuestIdentity, event: PowerEvent) {
+        self.power(guest, event);
+    }
+}
+
+/// Random lowercase hex from the TLS library's secure generator (tokens, keys).
+fn random_hex(bytes: usize) -> String {
+    let mut buffer = vec![0u8; bytes];
+    let random = rustls::crypto::ring::default_provider().secure_random;
+    if random.fill(&mut buffer).is_err() {
+        // Only predictability for a simulated token is lost; never an outage of the lab.
+        buffer
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, b)| *b = i as u8);
+    }
+    buffer.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::world::LabConfig;
+
+    #[test]
+    fn node_timings_come_from_the_lab_config() {
+        let config = LabConfig::parse("proxmox:\n  timings: {kubeadmInit: 2s, nodeReady: 10ms}\n")
+            .expect("valid");
+        let nodes = NodeTimings::from(&config.proxmox.timings);
+        assert_eq!(nodes.init, Duration::from_secs(2));
+        assert_eq!(nodes.node_ready_after, Duration::from_millis(10));
+        assert_eq!(nodes.join, NodeTimings::default().join);
+    }
+}

@@ -1,0 +1,199 @@
+//! The software inside simulated VMs, behind [`GuestSoftware`]: the guest agent's `exec` and
+//! `file-write` reach it, and it is told when a VM starts, stops or disappears. The lab takes
+//! the implementation as a parameter, so a later issue can plug in a kubeadm emulator; the
+//! default, [`DefaultShell`], is a minimal shell.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::net::Ipv4Addr;
+use std::pin::Pin;
+use std::sync::{Mutex, PoisonError};
+
+use capstan_core::model::VmId;
+
+/// Which VM a call concerns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestIdentity {
+    /// VMID.
+    pub vmid: VmId,
+    /// VM name (its hostname).
+    pub name: String,
+    /// The Proxmox node it runs on.
+    pub node: String,
+    /// Its IPv4 address (from the lab's DHCP range), once it has one.
+    pub address: Option<Ipv4Addr>,
+}
+
+/// How a command ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecOutcome {
+    /// Exit code.
+    pub exit_code: i32,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+impl ExecOutcome {
+    /// Exit 0 with `stdout`.
+    pub fn success(stdout: impl Into<String>) -> Self {
+        ExecOutcome {
+            exit_code: 0,
+            stdout: stdout.into(),
+            stderr: String::new(),
+        }
+    }
+
+    /// Exit `code` with `stderr`.
+    pub fn failure(code: i32, stderr: impl Into<String>) -> Self {
+        ExecOutcome {
+            exit_code: code,
+            stdout: String::new(),
+            stderr: stderr.into(),
+        }
+    }
+}
+
+/// What happened to a VM's power.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PowerEvent {
+    /// The VM was started (its agent answers after the boot delay).
+    Started,
+    /// The VM was shut down cleanly.
+    ShutDown,
+    /// The VM was stopped hard (fencing, or a failed shutdown).
+    HardStopped,
+    /// The VM's Proxmox node went away; the VM is gone with it.
+    HostLost,
+    /// The VM was destroyed.
+    Destroyed,
+}
+
+/// A command's completion, as a boxed future (the trait is used as `dyn`).
+pub type ExecFuture = Pin<Box<dyn Future<Output = ExecOutcome> + Send>>;
+
+/// The software inside the simulated VMs.
+pub trait GuestSoftware: Send + Sync + 'static {
+    /// Runs `command` (`command[0]` is the program) with optional standard input. The guest
+    /// agent reports "not exited" until the future completes.
+    fn exec(&self, guest: &GuestIdentity, command: &[String], input: Option<&str>) -> ExecFuture;
+
+    /// A file was written through the agent's `file-write`.
+    fn file_written(&self, guest: &GuestIdentity, path: &str, content: &[u8]);
+
+    /// The VM's power changed.
+    fn power_event(&self, guest: &GuestIdentity, event: PowerEvent);
+}
+
+/// A minimal shell: `true`, `false`, `echo`, `hostname`, `cat` of files written through the
+/// agent; anything else exits 127, "command not found". Files vanish with the VM.
+#[derive(Debug, Default)]
+pub struct DefaultShell {
+    files: Mutex<HashMap<VmId, BTreeMap<String, Vec<u8>>>>,
+}
+
+impl DefaultShell {
+    /// A shell with no files.
+    pub fn new() -> Self {
+        DefaultShell::default()
+    }
+
+    fn run(&self, guest: &GuestIdentity, command: &[String]) -> ExecOutcome {
+        let Some((program, args)) = command.split_first() else {
+            return ExecOutcome::failure(127, "sh: empty command\n");
+        };
+        let program = program.rsplit('/').next().unwrap_or(program);
+        match program {
+            "true" => ExecOutcome::success(""),
+            "false" => ExecOutcome::failure(1, ""),
+            "echo" => ExecOutcome::success(format!("{}\n", args.join(" "))),
+            "hostname" => ExecOutcome::success(format!("{}\n", guest.name)),
+            "cat" => {
+                let files = self.files.lock().unwrap_or_else(PoisonError::into_inner);
+                let mine = files.get(&guest.vmid);
+                let mut out = Vec::new();
+                let mut err = String::new();
+                for path in args {
+                    match mine.and_then(|files| files.get(path)) {
+                        Some(content) => out.extend_from_slice(content),
+                        None => err.push_str(&format!("cat: {path}: No such file or directory\n")),
+                    }
+                }
+                ExecOutcome {
+                    exit_code: if err.is_empty() { 0 } else { 1 },
+                    stdout: String::from_utf8_lossy(&out).into_owned(),
+                    stderr: err,
+                }
+            }
+            other => ExecOutcome::failure(127, format!("sh: 1: {other}: command not found\n")),
+        }
+    }
+}
+
+impl GuestSoftware for DefaultShell {
+    fn exec(&self, guest: &GuestIdentity, command: &[String], _input: Option<&str>) -> ExecFuture {
+        let outcome = self.run(guest, command);
+        Box::pin(async move { outcome })
+    }
+
+    fn file_written(&self, guest: &GuestIdentity, path: &str, content: &[u8]) {
+        self.files
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(guest.vmid)
+            .or_default()
+            .insert(path.to_owned(), content.to_vec());
+    }
+
+    fn power_event(&self, guest: &GuestIdentity, event: PowerEvent) {
+        if event == PowerEvent::Destroyed {
+            self.files
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&guest.vmid);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn guest() -> GuestIdentity {
+        GuestIdentity {
+            vmid: VmId(101),
+            name: "capstan-prod-cp-a1b2c".into(),
+            node: "pve1".into(),
+            address: None,
+        }
+    }
+
+    fn run(shell: &DefaultShell, argv: &[&str]) -> ExecOutcome {
+        let argv: Vec<String> = argv.iter().map(|s| (*s).to_owned()).collect();
+        shell.run(&guest(), &argv)
+    }
+
+    #[test]
+    fn the_default_shell_knows_a_few_commands() {
+        let shell = DefaultShell::new();
+        assert_eq!(run(&shell, &["true"]).exit_code, 0);
+        assert_eq!(run(&shell, &["/bin/false"]).exit_code, 1);
+        assert_eq!(run(&shell, &["echo", "a", "b"]).stdout, "a b\n");
+        assert_eq!(run(&shell, &["hostname"]).stdout, "capstan-prod-cp-a1b2c\n");
+        let unknown = run(&shell, &["kubeadm", "init"]);
+        assert_eq!(unknown.exit_code, 127);
+        assert!(unknown.stderr.contains("command not found"));
+    }
+
+    #[test]
+    fn cat_reads_files_written_through_the_agent_until_the_vm_is_destroyed() {
+        let shell = DefaultShell::new();
+        shell.file_written(&guest(), "/etc/x", b"hello\n");
+        assert_eq!(run(&shell, &["cat", "/etc/x"]).stdout, "hello\n");
+        let missing = run(&shell, &["cat", "/etc/y"]);
+        assert_eq!(missing.exit_code, 1);
+        shell.power_event(&guest(), PowerEvent::Destroyed);
+        assert_eq!(run(&shell, &["cat", "/etc/x"]).exit_code, 1);
+    }
+}

@@ -1,0 +1,672 @@
+//! The lab's world: what the simulated Proxmox VE holds at start (nodes, storages, templates,
+//! pools, VMs), how long its tasks take, its DHCP range and the faults to inject. Read from a
+//! lab config file (`capstan lab --config LAB.yaml`) or the [`LabConfig::default`] world.
+//!
+//! The top level is a map of sections: `proxmox:` (the simulated Proxmox VE, with the timings
+//! of everything that happens in and around its VMs) and `clusters:` (simulated Kubernetes
+//! clusters that exist at start). Every level denies unknown fields, so a typo is an error.
+
+use std::net::Ipv4Addr;
+use std::path::Path;
+
+use std::collections::BTreeMap;
+
+use ipnet::Ipv4Net;
+use serde::{Deserialize, Serialize};
+
+use crate::kube::SimClusterConfig;
+use crate::values::{Ipv4Range, KubeVersion, LabDuration};
+
+/// Reading a lab config failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WorldError {
+    /// The file could not be read.
+    #[error("cannot read the lab config {path}")]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The YAML does not describe a world.
+    #[error("invalid lab config {path}: {reason}")]
+    Parse {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The world is inconsistent (a template on an unknown node, a duplicate VMID, ...).
+    #[error("invalid lab world: {reason}")]
+    Invalid {
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// A lab config file.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LabConfig {
+    /// The simulated Proxmox VE cluster.
+    #[serde(default)]
+    pub proxmox: ProxmoxWorld,
+    /// Simulated Kubernetes clusters that exist when the lab starts, by name. `management`
+    /// (where Flux runs) is added with its default world unless declared here. Clusters that
+    /// `kubeadm init` creates inside the lab's VMs come on top.
+    #[serde(default)]
+    pub clusters: BTreeMap<String, SimClusterConfig>,
+}
+
+impl LabConfig {
+    /// Reads and checks a lab config file.
+    ///
+    /// # Errors
+    /// When the file cannot be read, is not valid YAML for a world, or is inconsistent.
+    pub fn load(path: &Path) -> Result<Self, WorldError> {
+        let text = std::fs::read_to_string(path).map_err(|source| WorldError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let config = LabConfig::parse(&text).map_err(|reason| WorldError::Parse {
+            path: path.to_owned(),
+            reason,
+        })?;
+        config.check()?;
+        Ok(config)
+    }
+
+    /// Checks the Proxmox world and the declared clusters.
+    ///
+    /// # Errors
+    /// [`WorldError::Invalid`] naming the first problem.
+    pub fn check(&self) -> Result<(), WorldError> {
+        self.proxmox.check()?;
+        for (name, cluster) in &self.clusters {
+            let invalid = |reason: String| WorldError::Invalid {
+                reason: format!("clusters.{name}: {reason}"),
+            };
+            let is_label = !name.is_empty()
+                && name.len() <= 63
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !name.starts_with('-')
+                && !name.ends_with('-');
+            if !is_label {
+                return Err(invalid(
+                    "a cluster name is a DNS label (lowercase letters, digits, '-')".into(),
+                ));
+            }
+            if let Err(reason) = cluster.version.parse::<KubeVersion>() {
+                return Err(invalid(reason));
+            }
+            let mut names = std::collections::BTreeSet::new();
+            for node in &cluster.nodes {
+                if !names.insert(node.name.as_str()) {
+                    return Err(invalid(format!("node {} is declared twice", node.name)));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Parses lab config YAML (without the consistency check).
+    ///
+    /// # Errors
+    /// The parser's message.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        serde_saphyr::from_str(text).map_err(|err| err.to_string())
+    }
+}
+
+/// The simulated Proxmox VE cluster.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProxmoxWorld {
+    /// Cluster name (shown by `/cluster/status`).
+    #[serde(default = "default_cluster_name")]
+    pub cluster_name: String,
+    /// Proxmox nodes.
+    #[serde(default = "default_nodes")]
+    pub nodes: Vec<WorldNode>,
+    /// Storages, present on every node (not shared unless said so).
+    #[serde(default = "default_storages")]
+    pub storages: Vec<WorldStorage>,
+    /// Templates. Absent: `debian13-k8s` and `debian13-k8s-v2` on every node.
+    #[serde(default)]
+    pub templates: Option<Vec<WorldTemplate>>,
+    /// Resource pools.
+    #[serde(default = "default_pools")]
+    pub pools: Vec<String>,
+    /// VMs that exist at start (someone else's, or leftovers to recognise).
+    #[serde(default)]
+    pub vms: Vec<WorldVm>,
+    /// The VMs' network.
+    #[serde(default)]
+    pub network: WorldNetwork,
+    /// How long tasks take.
+    #[serde(default)]
+    pub timings: Timings,
+    /// Faults active from the start.
+    #[serde(default)]
+    pub faults: WorldFaults,
+}
+
+impl Default for ProxmoxWorld {
+    fn default() -> Self {
+        ProxmoxWorld {
+            cluster_name: default_cluster_name(),
+            nodes: default_nodes(),
+            storages: default_storages(),
+            templates: None,
+            pools: default_pools(),
+            vms: Vec::new(),
+            network: WorldNetwork::default(),
+            timings: Timings::default(),
+            faults: WorldFaults::default(),
+        }
+    }
+}
+
+impl ProxmoxWorld {
+    /// The templates: the configured ones, or the default two on every node
+    /// (`debian13-k8s` at 9000+i, `debian13-k8s-v2` at 9100+i).
+    pub fn effective_templates(&self) -> Vec<WorldTemplate> {
+        if let Some(templates) = &self.templates {
+            return templates.clone();
+        }
+        let mut templates = Vec::new();
+        for (base, name) in [(9000, "debian13-k8s"), (9100, "debian13-k8s-v2")] {
+            for (index, node) in self.nodes.iter().enumerate() {
+                templates.push(WorldTemplate {
+                    name: name.into(),
+                    vmid: base + index as u32,
+                    node: node.name.clone(),
+                    cores: 2,
+                    memory_mib: 2048,
+                    disk_gib: 20,
+                    cpu: "x86-64-v2-AES".into(),
+                    storage: None,
+                });
+            }
+        }
+        templates
+    }
+
+    /// Checks references and uniqueness.
+    ///
+    /// # Errors
+    /// [`WorldError::Invalid`] naming the first problem.
+    pub fn check(&self) -> Result<(), WorldError> {
+        let invalid = |reason: String| Err(WorldError::Invalid { reason });
+        if self.nodes.is_empty() {
+            return invalid("proxmox.nodes is empty".into());
+        }
+        if self.storages.is_empty() {
+            return invalid("proxmox.storages is empty".into());
+        }
+        let has_node = |name: &str| self.nodes.iter().any(|n| n.name == name);
+        let has_storage = |name: &str| self.storages.iter().any(|s| s.name == name);
+        let mut vmids = std::collections::BTreeSet::new();
+        for template in self.effective_templates() {
+            if !has_node(&template.node) {
+                return invalid(format!(
+                    "template {} is on unknown node {}",
+                    template.name, template.node
+                ));
+            }
+            if let Some(storage) = &template.storage
+                && !has_storage(storage)
+            {
+                return invalid(format!(
+                    "template {} is on unknown storage {storage}",
+                    template.name
+                ));
+            }
+            if !vmids.insert(template.vmid) {
+                return invalid(format!("VMID {} is used twice", template.vmid));
+            }
+        }
+        for vm in &self.vms {
+            if !has_node(&vm.node) {
+                return invalid(format!("VM {} is on unknown node {}", vm.vmid, vm.node));
+            }
+            if !vmids.insert(vm.vmid) {
+                return invalid(format!("VMID {} is used twice", vm.vmid));
+            }
+        }
+        let range = &self.network.dhcp_range;
+        let in_subnet = |ip: Ipv4Addr| self.network.subnet.contains(&ip);
+        if !in_subnet(range.first) || !in_subnet(range.last) {
+            return invalid(format!(
+                "the DHCP range {}-{} is not inside {}",
+                range.first, range.last, self.network.subnet
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn default_cluster_name() -> String {
+    "lab".into()
+}
+
+fn default_nodes() -> Vec<WorldNode> {
+    ["pve1", "pve2", "pve3"]
+        .into_iter()
+        .map(|name| WorldNode {
+            name: name.into(),
+            cores: 16,
+            memory_gib: 64,
+            online: true,
+        })
+        .collect()
+}
+
+fn default_storages() -> Vec<WorldStorage> {
+    vec![WorldStorage {
+        name: "local-lvm".into(),
+        kind: "lvmthin".into(),
+        shared: false,
+        size_gib: 2048,
+    }]
+}
+
+fn default_pools() -> Vec<String> {
+    vec!["capstan".into()]
+}
+
+/// A Proxmox node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorldNode {
+    /// Node name.
+    pub name: String,
+    /// CPU threads.
+    #[serde(default = "default_node_cores")]
+    pub cores: u32,
+    /// Memory, GiB.
+    #[serde(default = "default_node_memory", rename = "memoryGiB")]
+    pub memory_gib: u64,
+    /// Whether the node is up at start.
+    #[serde(default = "default_true")]
+    pub online: bool,
+}
+
+fn default_node_cores() -> u32 {
+    16
+}
+
+fn default_node_memory() -> u64 {
+    64
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// A storage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorldStorage {
+    /// Storage id.
+    pub name: String,
+    /// Storage type (`lvmthin`, `dir`, `rbd`, ...).
+    #[serde(default = "default_storage_kind", rename = "type")]
+    pub kind: String,
+    /// Shared between nodes (clones may then target another node).
+    #[serde(default)]
+    pub shared: bool,
+    /// Size per node (or in all, when shared), GiB.
+    #[serde(default = "default_storage_size", rename = "sizeGiB")]
+    pub size_gib: u64,
+}
+
+fn default_storage_kind() -> String {
+    "lvmthin".into()
+}
+
+fn default_storage_size() -> u64 {
+    2048
+}
+
+/// A template.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorldTemplate {
+    /// Template name (what `machine.template` names).
+    pub name: String,
+    /// Its VMID.
+    pub vmid: u32,
+    /// The node it is on.
+    pub node: String,
+    /// vCPUs.
+    #[serde(default = "default_template_cores")]
+    pub cores: u32,
+    /// Memory, MiB.
+    #[serde(default = "default_template_memory", rename = "memoryMiB")]
+    pub memory_mib: u32,
+    /// Disk, GiB.
+    #[serde(default = "default_template_disk", rename = "diskGiB")]
+    pub disk_gib: u32,
+    /// vCPU type.
+    #[serde(default = "default_template_cpu")]
+    pub cpu: String,
+    /// Storage of its disk (default: the first storage).
+    #[serde(default)]
+    pub storage: Option<String>,
+}
+
+fn default_template_cores() -> u32 {
+    2
+}
+
+fn default_template_memory() -> u32 {
+    2048
+}
+
+fn default_template_disk() -> u32 {
+    20
+}
+
+fn default_template_cpu() -> String {
+    "x86-64-v2-AES".into()
+}
+
+/// A VM present at start.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorldVm {
+    /// VMID.
+    pub vmid: u32,
+    /// Name.
+    pub name: String,
+    /// Node.
+    pub node: String,
+    /// vCPUs.
+    #[serde(default = "default_template_cores")]
+    pub cores: u32,
+    /// Memory, MiB.
+    #[serde(default = "default_template_memory", rename = "memoryMiB")]
+    pub memory_mib: u32,
+    /// Disk, GiB.
+    #[serde(default = "default_template_disk", rename = "diskGiB")]
+    pub disk_gib: u32,
+    /// Tags, `;`-separated.
+    #[serde(default)]
+    pub tags: Option<String>,
+    /// Description.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Whether it runs at start.
+    #[serde(default)]
+    pub running: bool,
+}
+
+/// The network the VMs live in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorldNetwork {
+    /// The subnet.
+    pub subnet: Ipv4Net,
+    /// Addresses handed to running VMs, in order.
+    pub dhcp_range: Ipv4Range,
+}
+
+impl Default for WorldNetwork {
+    fn default() -> Self {
+        WorldNetwork {
+            subnet: Ipv4Net::new_assert(Ipv4Addr::new(192, 168, 1, 0), 24),
+            dhcp_range: Ipv4Range {
+                first: Ipv4Addr::new(192, 168, 1, 100),
+                last: Ipv4Addr::new(192, 168, 1, 169),
+            },
+        }
+    }
+}
+
+/// How long each kind of task takes. Defaults are small so a whole cluster comes up in
+/// seconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Timings {
+    /// Full clone (`qmclone`).
+    #[serde(default = "ms::<300>")]
+    pub clone: LabDuration,
+    /// Config change (`qmconfig`).
+    #[serde(default = "ms::<20>")]
+    pub config: LabDuration,
+    /// Disk resize (`resize`).
+    #[serde(default = "ms::<50>")]
+    pub resize: LabDuration,
+    /// Start (`qmstart`).
+    #[serde(default = "ms::<150>")]
+    pub start: LabDuration,
+    /// From start until the guest agent answers.
+    #[serde(default = "ms::<400>")]
+    pub boot: LabDuration,
+    /// Clean shutdown (`qmshutdown`).
+    #[serde(default = "ms::<150>")]
+    pub shutdown: LabDuration,
+    /// Hard stop (`qmstop`).
+    #[serde(default = "ms::<50>")]
+    pub stop: LabDuration,
+    /// Destroy (`qmdestroy`).
+    #[serde(default = "ms::<100>")]
+    pub destroy: LabDuration,
+    /// How long a hung VM's agent takes to time out (a real host waits 3 s on guest-ping).
+    #[serde(default = "ms::<3000>")]
+    pub agent_timeout: LabDuration,
+    /// How long a 401 waits (a real host waits 3 s to slow down guessing).
+    #[serde(default = "ms::<3000>")]
+    pub auth_failure_delay: LabDuration,
+    /// Inside the VMs: installing CRI-O and the Kubernetes packages (the prepare script).
+    #[serde(default = "ms::<200>")]
+    pub prepare: LabDuration,
+    /// Inside the VMs: `kubeadm init`.
+    #[serde(default = "ms::<300>")]
+    pub kubeadm_init: LabDuration,
+    /// Inside the VMs: `kubeadm join`.
+    #[serde(default = "ms::<200>")]
+    pub kubeadm_join: LabDuration,
+    /// From a join (or Calico's arrival, or a VM's restart) until the Node is Ready.
+    #[serde(default = "ms::<300>")]
+    pub node_ready: LabDuration,
+    /// Inside the VMs: `kubeadm upgrade apply` and certificate renewal.
+    #[serde(default = "ms::<200>")]
+    pub kubeadm_upgrade: LabDuration,
+}
+
+fn ms<const N: u64>() -> LabDuration {
+    LabDuration(std::time::Duration::from_millis(N))
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        Timings {
+            clone: ms::<300>(),
+            config: ms::<20>(),
+            resize: ms::<50>(),
+            start: ms::<150>(),
+            boot: ms::<400>(),
+            shutdown: ms::<150>(),
+            stop: ms::<50>(),
+            destroy: ms::<100>(),
+            agent_timeout: ms::<3000>(),
+            auth_failure_delay: ms::<3000>(),
+            prepare: ms::<200>(),
+            kubeadm_init: ms::<300>(),
+            kubeadm_join: ms::<200>(),
+            node_ready: ms::<300>(),
+            kubeadm_upgrade: ms::<200>(),
+        }
+    }
+}
+
+/// Faults active from the start (tests can add more at run time through the fault handle).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorldFaults {
+    /// VMs (names, `prefix*` patterns) whose guest agent never starts.
+    #[serde(default)]
+    pub agent_never_starts: Vec<String>,
+    /// VMs (names, `prefix*` patterns) that hang once running: the agent never answers and a
+    /// clean shutdown times out.
+    #[serde(default)]
+    pub hung_vms: Vec<String>,
+    /// Nodes that are offline (gone) at start.
+    #[serde(default)]
+    pub offline_nodes: Vec<String>,
+    /// Latency added to every API call.
+    #[serde(default)]
+    pub latency: Option<LabDuration>,
+    /// Tasks to fail.
+    #[serde(default)]
+    pub fail_tasks: Vec<TaskFault>,
+    /// Calls to fail.
+    #[serde(default)]
+    pub fail_calls: Vec<CallFault>,
+}
+
+/// Fail the next `count` tasks of a type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskFault {
+    /// Task type: `qmclone`, `qmconfig`, `qmstart`, `qmshutdown`, `qmstop`, `qmdestroy`,
+    /// `resize`.
+    pub kind: String,
+    /// How many.
+    #[serde(default = "default_one")]
+    pub count: u32,
+    /// The task's error text (its exit status).
+    pub message: String,
+}
+
+/// Answer the next `count` calls (optionally only those whose path contains `path`) with an
+/// error status and message instead of serving them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CallFault {
+    /// How many calls.
+    #[serde(default = "default_one")]
+    pub count: u32,
+    /// HTTP status (500 for a lock timeout, 503, 595, ...).
+    pub status: u16,
+    /// Message (reason phrase and body `message`).
+    pub message: String,
+    /// Only calls whose API path contains this text.
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+impl CallFault {
+    /// A 503 for the next `count` calls.
+    pub fn unavailable(count: u32) -> Self {
+        CallFault {
+            count,
+            status: 503,
+            message: "Service Unavailable".into(),
+            path: None,
+        }
+    }
+
+    /// The lock timeout a real host answers when another process holds a VM's config lock.
+    pub fn lock_timeout(count: u32, vmid: u32) -> Self {
+        CallFault {
+            count,
+            status: 500,
+            message: format!(
+                "can't lock file '/var/lock/qemu-server/lock-{vmid}.conf' - got timeout"
+            ),
+            path: None,
+        }
+    }
+
+    /// Only for calls whose path contains `path`.
+    pub fn on_path(mut self, path: &str) -> Self {
+        self.path = Some(path.to_owned());
+        self
+    }
+}
+
+fn default_one() -> u32 {
+    1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_world_has_three_nodes_and_the_example_templates_on_each() {
+        let world = ProxmoxWorld::default();
+        world.check().expect("consistent");
+        let names: Vec<&str> = world.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["pve1", "pve2", "pve3"]);
+        let templates = world.effective_templates();
+        for node in ["pve1", "pve2", "pve3"] {
+            for name in ["debian13-k8s", "debian13-k8s-v2"] {
+                assert!(
+                    templates.iter().any(|t| t.node == node && t.name == name),
+                    "{name} on {node}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_config_file_overrides_parts_and_rejects_typos() {
+        let config = LabConfig::parse(
+            "proxmox:\n  nodes: [{name: a, cores: 4, memoryGiB: 8}]\n  timings: {clone: 2s}\n  faults:\n    failTasks: [{kind: qmstart, message: boom}]\n",
+        )
+        .expect("valid");
+        assert_eq!(config.proxmox.nodes.len(), 1);
+        assert_eq!(
+            config.proxmox.timings.clone.0,
+            std::time::Duration::from_secs(2)
+        );
+        assert_eq!(config.proxmox.timings.stop, Timings::default().stop);
+        assert_eq!(config.proxmox.faults.fail_tasks[0].count, 1);
+        config.proxmox.check().expect("templates follow the nodes");
+        let typo = LabConfig::parse("proxmox:\n  nodez: []\n").expect_err("typo");
+        assert!(typo.contains("nodez"), "{typo}");
+    }
+
+    #[test]
+    fn clusters_of_the_config_are_checked() {
+        let config = LabConfig::parse(
+            "clusters:\n  edge:\n    version: v1.35.4\n    nodes: [{name: a}, {name: b}]\n",
+        )
+        .expect("valid");
+        config.check().expect("consistent");
+
+        let twice = LabConfig::parse("clusters:\n  edge: {nodes: [{name: a}, {name: a}]}\n")
+            .expect("parses");
+        let err = twice.check().expect_err("a node twice").to_string();
+        assert!(
+            err.contains("clusters.edge") && err.contains("twice"),
+            "{err}"
+        );
+        let version = LabConfig::parse("clusters:\n  edge: {version: latest}\n").expect("parses");
+        assert!(version.check().is_err());
+    }
+
+    #[test]
+    fn inconsistent_worlds_are_refused() {
+        let mut world = ProxmoxWorld::default();
+        world.vms.push(WorldVm {
+            vmid: 9000,
+            name: "dup".into(),
+            node: "pve1".into(),
+            cores: 1,
+            memory_mib: 512,
+            disk_gib: 1,
+            tags: None,
+            description: None,
+            running: false,
+        });
+        assert!(world.check().is_err());
+    }
+}

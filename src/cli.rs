@@ -98,9 +98,11 @@ pub enum Command {
     /// Example: `capstan run --repo git@git.example:org/fleet.git --git-ssh-key id_ed25519
     /// --git-known-hosts known_hosts --http 0.0.0.0:9464`
     Run(RunArgs),
-    /// The main job for a newcomer: `run --lab` on a copy of examples-repo/. Brings the example
-    /// clusters up on an embedded lab, says when they are Ready and how to look at them
-    /// (kubectl), then keeps reconciling: edit the copied cluster files and watch.
+    /// The main job for a newcomer: GitOps on an embedded lab. Makes a bare Git repository
+    /// (the remote) whose first commit is examples-repo/, and a clone of it for you; follows
+    /// the remote's `main` branch, brings the example clusters up, says when they are Ready
+    /// and how to look at them (kubectl), then keeps reconciling: edit, `git commit` and
+    /// `git push` in the clone and watch.
     ///
     /// Example: `capstan demo`
     Demo(DemoArgs),
@@ -209,14 +211,15 @@ pub struct RunArgs {
 /// `capstan demo`.
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
-    /// Folder for the demo: a copy of examples-repo (`repo/`, edit it to change the clusters)
-    /// and the lab's state (`lab/`).
+    /// Folder for the demo: the remote (`remote.git`), your clone of it (`repo/`: edit,
+    /// commit and push there to change the clusters), the mirror capstan reads (`mirrors/`)
+    /// and the lab's state (`lab/`). Kept between runs.
     #[arg(long, default_value = ".capstan-demo", env = env_vars::CAPSTAN_DEMO_DIR)]
     pub state_dir: PathBuf,
     /// Serve `/status`, `/healthz` and `/metrics` on this address (for `capstan status`).
     #[arg(long, default_value = "127.0.0.1:9464", env = env_vars::CAPSTAN_HTTP)]
     pub http: std::net::SocketAddr,
-    /// The example repository to copy (default: examples-repo/ of this checkout).
+    /// The folder the remote's first commit holds (default: examples-repo/ of this checkout).
     #[arg(long)]
     pub examples: Option<PathBuf>,
     /// Stop once every cluster is Ready (for scripts), instead of reconciling until Ctrl-C.

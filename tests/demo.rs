@@ -40,7 +40,18 @@ fn the_demo_brings_every_example_cluster_up_and_says_how_to_look() {
         assert!(kubeconfig.exists(), "{} is written", kubeconfig.display());
     }
     assert!(
-        state.join("repo/clusters/prod.yaml").exists(),
-        "the demo works on a copy of examples-repo"
+        state.join("repo/clusters/prod.yaml").exists() && state.join("repo/.git").exists(),
+        "the user gets a clone of the demo's remote"
+    );
+    assert!(
+        state.join("remote.git/HEAD").exists(),
+        "the remote is a bare repository"
+    );
+    assert!(
+        run.stdout
+            .contains(&format!("your clone: {}", state.join("repo").display()))
+            && run.stdout.contains("git push"),
+        "the demo prints the clone and the git push walkthrough:\n{}",
+        run.stdout
     );
 }

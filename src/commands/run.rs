@@ -24,6 +24,13 @@ use capstan_lab::world::{LabConfig, WorldError};
 /// Passes while busy in the lab, where every operation takes milliseconds.
 const LAB_BUSY_INTERVAL: Duration = Duration::from_millis(250);
 
+/// How often the demo polls its remote: a local bare repository answers in a millisecond, and
+/// a newcomer who just pushed should not wait for the fleet's minute.
+const DEMO_POLL_INTERVAL: Duration = Duration::from_secs(2);
+
+/// The branch the demo's remote holds and the daemon follows.
+const DEMO_BRANCH: &str = "main";
+
 /// Running the daemon failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -59,6 +66,17 @@ pub enum RunError {
     /// The HTTP endpoint could not start.
     #[error("cannot serve the HTTP endpoint")]
     Http(#[from] http::HttpError),
+    /// The demo's remote or clone could not be made.
+    #[error("cannot prepare the demo's Git repositories")]
+    Seed(#[from] source::seed::SeedError),
+    /// The demo folder was made by an older capstan (a plain copy, not a clone).
+    #[error(
+        "{path} is not a Git clone (an older `capstan demo` made it): remove it, or pick another --state-dir"
+    )]
+    StaleDemo {
+        /// The folder.
+        path: PathBuf,
+    },
     /// The demo's folder could not be prepared.
     #[error("cannot prepare {path}")]
     Prepare {
@@ -140,29 +158,62 @@ pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outco
     })
 }
 
-/// Runs `capstan demo`: a copy of examples-repo on an embedded lab.
+/// Runs `capstan demo`: examples-repo as the first commit of a bare Git repository (the
+/// remote the daemon follows), a working clone for the user, and an embedded lab.
 ///
 /// # Errors
 /// When the demo folder cannot be prepared or the lab cannot start.
 pub fn demo(args: &DemoArgs) -> Result<Outcome, RunError> {
     let examples = args.examples.clone().unwrap_or_else(default_examples);
-    let repo = args.state_dir.join("repo");
-    let lab_dir = args.state_dir.join("lab");
-    if !repo.join(spec::FLEET_FILE).exists() {
-        copy_dir(&examples, &repo).map_err(|source| RunError::Prepare {
-            path: repo.clone(),
-            source,
-        })?;
+    let state_dir = std::path::absolute(&args.state_dir).map_err(|source| RunError::Prepare {
+        path: args.state_dir.clone(),
+        source,
+    })?;
+    let remote = state_dir.join("remote.git");
+    let clone = state_dir.join("repo");
+    let lab_dir = state_dir.join("lab");
+    if clone.exists() && !clone.join(".git").exists() {
+        return Err(RunError::StaleDemo { path: clone });
     }
-    let fleet = load_fleet(&repo)?;
+    if !remote.exists() {
+        source::seed::seed_remote(&examples, &remote, DEMO_BRANCH)?;
+    }
+    if !clone.exists() {
+        source::seed::clone_for_user(&remote, &clone, DEMO_BRANCH)?;
+    }
+    let url = format!("file://{}", remote.display());
+    let redactor = Redactor::default();
+    let git_options = source::GitOptions {
+        url: url.clone(),
+        branch: DEMO_BRANCH.to_owned(),
+        path: None,
+        mirror_root: state_dir.join("mirrors"),
+        credentials: source::GitCredentials::default(),
+        limits: source::Limits::default(),
+    };
+    let (fleet, git) = open_remote(git_options, &redactor)?;
+    let tracker = Tracker::git(
+        git,
+        Some(DEMO_POLL_INTERVAL),
+        crate::backoff::Backoff::default(),
+    );
     runtime()?.block_on(async {
         let mut out = std::io::stdout();
         let lab = start_lab(LabConfig::default(), Some(lab_dir.clone())).await?;
-        let _ = writeln!(out, "capstan demo: the example clusters on an embedded lab");
         let _ = writeln!(
             out,
-            "  repository: {} (edit its clusters/*.yaml and watch)",
-            repo.display()
+            "capstan demo: the example clusters on an embedded lab, driven by `git push`"
+        );
+        let _ = writeln!(
+            out,
+            "  remote:     {} (a bare Git repository; capstan follows its {DEMO_BRANCH} branch every {}s)",
+            remote.display(),
+            DEMO_POLL_INTERVAL.as_secs()
+        );
+        let _ = writeln!(
+            out,
+            "  your clone: {} (edit, commit and push from here)",
+            clone.display()
         );
         let _ = writeln!(
             out,
@@ -170,27 +221,28 @@ pub fn demo(args: &DemoArgs) -> Result<Outcome, RunError> {
             lab.proxmox_url(),
             lab_dir.display()
         );
-        let _ = writeln!(
-            out,
-            "  status:     capstan status --server http://{}",
-            args.http
-        );
-        let _ = writeln!(out);
         let connections =
             Connections::for_lab(&fleet, &lab.lab_file(), &lab.management_kubeconfig()).await?;
         let clock: Arc<dyn Clock> = Arc::new(lab.clock().clone());
-        let mut options = DaemonOptions::new(repo.clone());
+        let mut options = DaemonOptions::new(clone.clone());
         options.busy_interval = LAB_BUSY_INTERVAL;
+        options.poll_interval = Some(DEMO_POLL_INTERVAL);
         let daemon = Daemon::new(options, Arc::new(connections), clock)
+            .with_tracker(tracker)
             .with_progress(Box::new(std::io::stdout()));
         let board = daemon.board();
-        http::serve(args.http, daemon.board()).await?;
+        let bound = http::serve(args.http, daemon.board()).await?;
+        let _ = writeln!(
+            out,
+            "  status:     capstan status --server http://{bound}\n"
+        );
         let started = std::time::Instant::now();
         let announce = announce_when_ready(
             board,
             started,
             lab_dir.clone(),
-            repo.clone(),
+            clone.clone(),
+            bound,
             args.exit_when_ready,
         );
         let stop: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
@@ -212,6 +264,7 @@ async fn announce_when_ready(
     started: std::time::Instant,
     lab_dir: PathBuf,
     repo: PathBuf,
+    http: std::net::SocketAddr,
     quiet_after: bool,
 ) {
     loop {
@@ -245,8 +298,16 @@ async fn announce_when_ready(
         );
         let _ = writeln!(
             out,
-            "  try: set `replicas: 4` in {}/clusters/prod.yaml and watch a worker join",
-            repo.display()
+            "\nchange a cluster the GitOps way: edit, commit, push\n  \
+             cd {}\n  \
+             edit clusters/prod.yaml: under `workers:`, set `replicas: 4` (it says 3)\n  \
+             git commit -am \"prod: 4 workers\"\n  \
+             git push\n\
+             capstan sees the push within {}s and a fourth worker joins prod; \
+             `capstan status prod --server http://{}` shows the commit it acted on (main@sha1:...)",
+            repo.display(),
+            DEMO_POLL_INTERVAL.as_secs(),
+            http
         );
         if !quiet_after {
             let _ = writeln!(out, "  reconciling; stop with Ctrl-C\n");
@@ -366,20 +427,6 @@ fn default_examples() -> PathBuf {
     } else {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("examples-repo")
     }
-}
-
-fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let target = to.join(entry.file_name());
-        if entry.file_type()?.is_dir() {
-            copy_dir(&entry.path(), &target)?;
-        } else {
-            std::fs::copy(entry.path(), target)?;
-        }
-    }
-    Ok(())
 }
 
 /// Completes on SIGTERM or Ctrl-C (or at once if the handlers cannot be installed: a daemon

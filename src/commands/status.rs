@@ -185,9 +185,14 @@ fn render_cluster(out: &mut String, name: &str, cluster: &ClusterStatus, now: Ti
         } else {
             format!("failed {} time(s)", step.failures)
         };
+        let at = step
+            .revision
+            .as_ref()
+            .map(|r| format!(" (decided at {r})"))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "├─ last step: {} {outcome}: {}",
+            "├─ last step: {} {outcome}{at}: {}",
             step.action, step.message
         );
     }

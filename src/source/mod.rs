@@ -12,6 +12,7 @@
 pub mod credentials;
 pub mod folder;
 pub mod git;
+pub mod seed;
 mod settings;
 mod tracker;
 pub mod webhook;

@@ -248,4 +248,40 @@ mod tests {
             BTreeMap::from([("prod".to_owned(), "clusters/prod.yaml".to_owned())])
         );
     }
+
+    #[test]
+    fn a_status_author_that_is_not_name_and_email_is_an_error() {
+        let mut fleet = example("capstan.yaml");
+        fleet.text = fleet.text.replace(
+            "  branch: capstan-status\n",
+            "  branch: capstan-status\n  author: capstan-bot\n  skipCI: true\n",
+        );
+        assert!(
+            fleet.text.contains("author: capstan-bot"),
+            "the example changed"
+        );
+        let files = RepoFiles {
+            fleet,
+            clusters: vec![example("clusters/platform.yaml")],
+        };
+        let diagnostics = load(&files).diagnostics;
+        let errors: Vec<_> = diagnostics.0.iter().filter(|d| d.is_error()).collect();
+        assert_eq!(errors.len(), 1, "{diagnostics}");
+        assert_eq!(errors[0].field.as_deref(), Some("status.author"));
+    }
+
+    #[test]
+    fn a_status_author_defaults_to_capstan_and_parses_as_name_and_email() {
+        assert_eq!(
+            types::parse_signature(types::CAPSTAN_SIGNATURE),
+            Some(("capstan", "capstan@noreply.capstan.dev"))
+        );
+        assert_eq!(
+            types::parse_signature("Platform Team <platform@example.com>"),
+            Some(("Platform Team", "platform@example.com"))
+        );
+        for bad in ["capstan", "<a@b>", "x <>", "x <a b@c>", "x <a@b> y"] {
+            assert_eq!(types::parse_signature(bad), None, "{bad}");
+        }
+    }
 }

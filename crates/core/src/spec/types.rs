@@ -127,14 +127,39 @@ pub struct StatusSettings {
     /// Branch that status commits go to (kept apart from the branch people edit).
     #[serde(default = "default_status_branch")]
     pub branch: String,
+    /// Author of the status commits, `Name <email>` (the committer is always capstan).
+    #[serde(default = "default_status_author")]
+    pub author: String,
+    /// Mark status commits `[skip ci]`, so that CI does not run on them.
+    #[serde(default, rename = "skipCI")]
+    pub skip_ci: bool,
 }
 
 impl Default for StatusSettings {
     fn default() -> Self {
         StatusSettings {
             branch: default_status_branch(),
+            author: default_status_author(),
+            skip_ci: false,
         }
     }
+}
+
+/// The author and committer status commits have unless `status.author` says otherwise.
+pub const CAPSTAN_SIGNATURE: &str = "capstan <capstan@noreply.capstan.dev>";
+
+fn default_status_author() -> String {
+    CAPSTAN_SIGNATURE.to_owned()
+}
+
+/// `Name <email>` split into its name and email, as Git writes an author; `None` when `text`
+/// is not of that shape (an empty name or email, or `<`, `>` or a newline elsewhere).
+pub fn parse_signature(text: &str) -> Option<(&str, &str)> {
+    let (name, rest) = text.split_once('<')?;
+    let email = rest.strip_suffix('>')?;
+    let name = name.trim();
+    let valid = |part: &str| !part.is_empty() && !part.contains(['<', '>', '\n', '\r']);
+    (valid(name) && valid(email) && !email.contains(char::is_whitespace)).then_some((name, email))
 }
 
 fn default_status_branch() -> String {

@@ -114,6 +114,26 @@ pub fn fleet(fleet: &Fleet, file: &SourceFile) -> Vec<Diagnostic> {
         }
         seen.push(*minor);
     }
+    if super::types::parse_signature(&fleet.status.author).is_none() {
+        out.push(
+            file.error(
+                "status.author",
+                format!("`{}` is not `Name <email>`", fleet.status.author),
+            )
+            .with_hint("e.g. `capstan <capstan@example.com>`, as Git writes an author"),
+        );
+    }
+    if !is_branch_name(&fleet.status.branch) {
+        out.push(
+            file.error(
+                "status.branch",
+                format!("`{}` is not a branch name", fleet.status.branch),
+            )
+            .with_hint(
+                "e.g. `capstan-status`: no spaces, `..`, `~`, `^`, `:`, `?`, `*`, `[` or `\\`",
+            ),
+        );
+    }
     if fleet.poll_interval.0.as_secs() < 10 {
         out.push(
             file.warning(
@@ -127,6 +147,20 @@ pub fn fleet(fleet: &Fleet, file: &SourceFile) -> Vec<Diagnostic> {
         );
     }
     out
+}
+
+/// Whether `name` is a branch name Git accepts (`git check-ref-format --branch`, simplified).
+fn is_branch_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(['-', '/', '.'])
+        && !name.ends_with(['/', '.'])
+        && !name.ends_with(".lock")
+        && !name.contains("..")
+        && !name.contains("//")
+        && !name.contains("@{")
+        && !name
+            .chars()
+            .any(|c| c.is_control() || c.is_whitespace() || "~^:?*[\\".contains(c))
 }
 
 const DNS_LABEL_HINT: &str = "use lowercase letters, digits and `-`, starting and ending with a letter or digit, at most 63 characters";

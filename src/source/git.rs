@@ -18,9 +18,9 @@
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use git2::{CertificateCheckStatus, CredentialType, Direction, FetchOptions, RemoteCallbacks};
+use git2::{Direction, FetchOptions, RemoteCallbacks};
 
-use super::credentials::{CredentialError, KnownHosts, PresentedKey, Redactor, Secret};
+use super::credentials::{CredentialError, KnownHosts, Redactor, Secret};
 use super::{Limits, SourceMetrics};
 use crate::spec::{self, RepoFiles, SourceText};
 
@@ -32,9 +32,13 @@ pub struct GitFailure {
 }
 
 impl GitFailure {
-    fn new(err: &git2::Error, redactor: &Redactor) -> Self {
+    pub(crate) fn new(err: &git2::Error, redactor: &Redactor) -> Self {
+        Self::redacted(err.message(), redactor)
+    }
+
+    pub(crate) fn redacted(message: &str, redactor: &Redactor) -> Self {
         GitFailure {
-            message: redactor.redact(err.message()),
+            message: redactor.redact(message),
         }
     }
 }
@@ -560,87 +564,12 @@ impl GitSource {
         &self,
         rejection: &Arc<Mutex<Option<String>>>,
     ) -> Result<RemoteCallbacks<'static>, GitError> {
-        let credentials = self.options.credentials.clone();
-        let mut attempts = 0_u32;
-        let mut callbacks = RemoteCallbacks::new();
-        let token = match &credentials.token {
-            Some(secret) => Some(secret.read().map_err(GitError::Credentials)?),
-            None => None,
-        };
-        let username = credentials.username.clone();
-        let ssh_key = credentials.ssh_key.clone();
-        callbacks.credentials(move |_url, username_from_url, allowed| {
-            // libgit2 asks again after a refusal; a second answer would be the same one.
-            attempts += 1;
-            if attempts > 2 {
-                return Err(git2::Error::from_str("the remote refused the credentials"));
-            }
-            let user = username_from_url.unwrap_or(&username);
-            if allowed.contains(CredentialType::USERNAME) {
-                return git2::Cred::username(user);
-            }
-            if allowed.contains(CredentialType::SSH_KEY)
-                && let Some(key) = &ssh_key
-            {
-                return git2::Cred::ssh_key(user, None, key, None);
-            }
-            if allowed.contains(CredentialType::USER_PASS_PLAINTEXT)
-                && let Some(token) = &token
-            {
-                return git2::Cred::userpass_plaintext(user, token);
-            }
-            Err(git2::Error::from_str(
-                "the remote asks for credentials that were not given (--git-ssh-key, --git-token-from)",
-            ))
-        });
-        let known_hosts = credentials.known_hosts.clone();
-        let port = ssh_port(&self.options.url);
-        let rejection = Arc::clone(rejection);
-        callbacks.certificate_check(move |cert, host| {
-            let Some(hostkey) = cert.as_hostkey() else {
-                // TLS: libgit2 verifies the chain against the system's roots.
-                return Ok(CertificateCheckStatus::CertificatePassthrough);
-            };
-            let verdict = match (&known_hosts, hostkey.hostkey(), hostkey.hostkey_type()) {
-                (None, _, _) => Err(
-                    "an SSH remote needs --git-known-hosts: host keys are never accepted unchecked"
-                        .to_owned(),
-                ),
-                (Some(known), Some(blob), Some(kind)) => known.check(
-                    host,
-                    port,
-                    PresentedKey {
-                        kind: kind.name(),
-                        blob,
-                    },
-                ),
-                (Some(_), _, _) => Err("the server's host key could not be read".to_owned()),
-            };
-            match verdict {
-                Ok(()) => Ok(CertificateCheckStatus::CertificateOk),
-                Err(message) => {
-                    *rejection
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(message.clone());
-                    Err(git2::Error::from_str(&message))
-                }
-            }
-        });
-        Ok(callbacks)
+        super::transport::callbacks(&self.options.credentials, &self.options.url, rejection)
+            .map_err(GitError::Credentials)
     }
 
     fn failure(&self, err: &git2::Error, rejection: &Arc<Mutex<Option<String>>>) -> GitFailure {
-        // libgit2 may replace the callback's message with its own: ours says more.
-        let rejected = rejection
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        match rejected {
-            Some(message) => GitFailure {
-                message: self.redactor.redact(&message),
-            },
-            None => GitFailure::new(err, &self.redactor),
-        }
+        super::transport::failure(err, rejection, &self.redactor)
     }
 
     fn ls_remote_error(
@@ -727,7 +656,7 @@ fn relative_path(path: &Path) -> Result<PathBuf, GitError> {
 }
 
 /// A folder name for the mirror of `url`: readable and unique per URL.
-fn mirror_folder_name(url: &str) -> String {
+pub(crate) fn mirror_folder_name(url: &str) -> String {
     use sha2::Digest as _;
     let digest = sha2::Sha256::digest(url.as_bytes());
     let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
@@ -744,25 +673,6 @@ fn mirror_folder_name(url: &str) -> String {
     format!("{tail}-{hex}.git")
 }
 
-/// The SSH port of `url` (22 unless `ssh://host:port/` says otherwise).
-fn ssh_port(url: &str) -> u16 {
-    let Some(rest) = url
-        .strip_prefix("ssh://")
-        .or_else(|| url.strip_prefix("git+ssh://"))
-        .or_else(|| url.strip_prefix("ssh+git://"))
-    else {
-        return 22;
-    };
-    let authority = rest.split('/').next().unwrap_or_default();
-    let host_port = authority.rsplit('@').next().unwrap_or_default();
-    let port = if let Some(bracketed) = host_port.strip_prefix('[') {
-        bracketed.split_once("]:").map(|(_, port)| port)
-    } else {
-        host_port.split_once(':').map(|(_, port)| port)
-    };
-    port.and_then(|p| p.parse().ok()).unwrap_or(22)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -777,14 +687,6 @@ mod tests {
             revision.to_string(),
             "main@sha1:0123456789abcdef0123456789abcdef01234567"
         );
-    }
-
-    #[test]
-    fn the_ssh_port_comes_from_the_url() {
-        assert_eq!(ssh_port("ssh://git@127.0.0.1:2222/srv/repo.git"), 2222);
-        assert_eq!(ssh_port("ssh://git@[::1]:2200/repo.git"), 2200);
-        assert_eq!(ssh_port("ssh://git@host/repo.git"), 22);
-        assert_eq!(ssh_port("git@host:org/repo.git"), 22);
     }
 
     #[test]

@@ -1,0 +1,145 @@
+//! How capstan authenticates to a Git remote and checks who it talks to, shared by everything
+//! that connects to one: following the tracked branch ([`super::git`]) and pushing the status
+//! branch (`crate::status_branch`).
+//!
+//! # Guarantees
+//! - Credentials are answered at most twice per connection (libgit2 asks again after a
+//!   refusal; a second identical answer would loop).
+//! - An SSH host key is accepted only when known_hosts holds it; without a known_hosts file an
+//!   SSH remote is refused. TLS chains are verified by libgit2 against the system's roots.
+//! - A refusal's message (ours, which says more than libgit2's) is kept for [`failure`], and
+//!   every message goes through the [`Redactor`].
+
+use std::sync::{Arc, Mutex};
+
+use git2::{CertificateCheckStatus, CredentialType, RemoteCallbacks};
+
+use super::credentials::{CredentialError, PresentedKey, Redactor};
+use super::git::{GitCredentials, GitFailure};
+
+/// Callbacks answering `url`'s requests for credentials and checking its host key; a host-key
+/// refusal's message is left in `rejection`.
+///
+/// # Errors
+/// When the token cannot be read.
+pub(crate) fn callbacks(
+    credentials: &GitCredentials,
+    url: &str,
+    rejection: &Arc<Mutex<Option<String>>>,
+) -> Result<RemoteCallbacks<'static>, CredentialError> {
+    let mut attempts = 0_u32;
+    let mut callbacks = RemoteCallbacks::new();
+    let token = match &credentials.token {
+        Some(secret) => Some(secret.read()?),
+        None => None,
+    };
+    let username = credentials.username.clone();
+    let ssh_key = credentials.ssh_key.clone();
+    callbacks.credentials(move |_url, username_from_url, allowed| {
+        // libgit2 asks again after a refusal; a second answer would be the same one.
+        attempts += 1;
+        if attempts > 2 {
+            return Err(git2::Error::from_str("the remote refused the credentials"));
+        }
+        let user = username_from_url.unwrap_or(&username);
+        if allowed.contains(CredentialType::USERNAME) {
+            return git2::Cred::username(user);
+        }
+        if allowed.contains(CredentialType::SSH_KEY)
+            && let Some(key) = &ssh_key
+        {
+            return git2::Cred::ssh_key(user, None, key, None);
+        }
+        if allowed.contains(CredentialType::USER_PASS_PLAINTEXT)
+            && let Some(token) = &token
+        {
+            return git2::Cred::userpass_plaintext(user, token);
+        }
+        Err(git2::Error::from_str(
+            "the remote asks for credentials that were not given (--git-ssh-key, --git-token-from)",
+        ))
+    });
+    let known_hosts = credentials.known_hosts.clone();
+    let port = ssh_port(url);
+    let rejection = Arc::clone(rejection);
+    callbacks.certificate_check(move |cert, host| {
+        let Some(hostkey) = cert.as_hostkey() else {
+            // TLS: libgit2 verifies the chain against the system's roots.
+            return Ok(CertificateCheckStatus::CertificatePassthrough);
+        };
+        let verdict = match (&known_hosts, hostkey.hostkey(), hostkey.hostkey_type()) {
+            (None, _, _) => Err(
+                "an SSH remote needs --git-known-hosts: host keys are never accepted unchecked"
+                    .to_owned(),
+            ),
+            (Some(known), Some(blob), Some(kind)) => known.check(
+                host,
+                port,
+                PresentedKey {
+                    kind: kind.name(),
+                    blob,
+                },
+            ),
+            (Some(_), _, _) => Err("the server's host key could not be read".to_owned()),
+        };
+        match verdict {
+            Ok(()) => Ok(CertificateCheckStatus::CertificateOk),
+            Err(message) => {
+                *rejection
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(message.clone());
+                Err(git2::Error::from_str(&message))
+            }
+        }
+    });
+    Ok(callbacks)
+}
+
+/// `err` as a redacted failure, or the refusal the callbacks left in `rejection` (libgit2 may
+/// replace the callback's message with its own: ours says more).
+pub(crate) fn failure(
+    err: &git2::Error,
+    rejection: &Arc<Mutex<Option<String>>>,
+    redactor: &Redactor,
+) -> GitFailure {
+    let rejected = rejection
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
+    match rejected {
+        Some(message) => GitFailure::redacted(&message, redactor),
+        None => GitFailure::new(err, redactor),
+    }
+}
+
+/// The SSH port of `url` (22 unless `ssh://host:port/` says otherwise).
+fn ssh_port(url: &str) -> u16 {
+    let Some(rest) = url
+        .strip_prefix("ssh://")
+        .or_else(|| url.strip_prefix("git+ssh://"))
+        .or_else(|| url.strip_prefix("ssh+git://"))
+    else {
+        return 22;
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    let host_port = authority.rsplit('@').next().unwrap_or_default();
+    let port = if let Some(bracketed) = host_port.strip_prefix('[') {
+        bracketed.split_once("]:").map(|(_, port)| port)
+    } else {
+        host_port.split_once(':').map(|(_, port)| port)
+    };
+    port.and_then(|p| p.parse().ok()).unwrap_or(22)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ssh_port_comes_from_the_url() {
+        assert_eq!(ssh_port("ssh://git@127.0.0.1:2222/srv/repo.git"), 2222);
+        assert_eq!(ssh_port("ssh://git@[::1]:2200/repo.git"), 2200);
+        assert_eq!(ssh_port("ssh://git@host/repo.git"), 22);
+        assert_eq!(ssh_port("git@host:org/repo.git"), 22);
+    }
+}

@@ -23,5 +23,6 @@ pub mod providers;
 pub mod report;
 pub mod source;
 pub mod status;
+pub mod status_branch;
 
 pub use capstan_core::{fingerprint, model, observed, plan, spec};

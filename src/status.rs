@@ -29,6 +29,9 @@ pub mod conditions {
     /// The fleet's source (the Git remote) answers; when False, the last good revision is
     /// still reconciled.
     pub const SOURCE_AVAILABLE: &str = "SourceAvailable";
+    /// The status branch holds the current status; when False, the last push failed (the
+    /// remote's error says why) and reconciling carries on.
+    pub const STATUS_PUSHED: &str = "StatusPushed";
 }
 
 /// Condition reasons.
@@ -63,6 +66,16 @@ pub mod reasons {
     pub const FOLLOWING: &str = "Following";
     /// The source did not answer (unreachable, credentials or host key refused).
     pub const SOURCE_UNREACHABLE: &str = "SourceUnreachable";
+    /// The status branch holds the current status.
+    pub const PUSHED: &str = "Pushed";
+    /// Pushes kept being rejected: someone else kept pushing first.
+    pub const PUSH_REJECTED: &str = "PushRejected";
+    /// The remote refused the push (read-only credentials, a hook).
+    pub const PUSH_REFUSED: &str = "PushRefused";
+    /// The status would have held a secret: nothing was committed.
+    pub const SECRET_REFUSED: &str = "SecretRefused";
+    /// The status branch could not be read or written.
+    pub const STATUS_BRANCH_UNAVAILABLE: &str = "StatusBranchUnavailable";
 }
 
 /// Every cluster's status.
@@ -118,6 +131,12 @@ pub struct ClusterStatus {
     pub kubeconfig_fingerprint: Option<String>,
     /// Machines and their nodes.
     pub nodes: Vec<NodeStatus>,
+    /// Nodes the cluster file declares (control planes and workers), when its file is valid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared_nodes: Option<u32>,
+    /// What the planner refuses, with the rule that refuses it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refusals: Vec<Refusal>,
     /// What the cluster waits on now.
     pub waiting_on: Vec<WaitingOn>,
     /// The steps that run next, as `action target`.
@@ -182,6 +201,18 @@ pub struct WaitingOn {
     pub since: Option<Timestamp>,
 }
 
+/// A planner rule refusing something.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Refusal {
+    /// The rule's number.
+    pub rule: u8,
+    /// The rule's title.
+    pub title: String,
+    /// What is refused and what to do, in plain words.
+    pub message: String,
+}
+
 /// A step that ran.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -212,6 +243,8 @@ pub struct StatusInput<'a> {
     pub observed: Option<&'a ObservedCluster>,
     /// Whether the cluster file has a Flux delivery.
     pub delivers_to_flux: bool,
+    /// Nodes the cluster file declares.
+    pub declared_nodes: Option<u32>,
     /// The last step and its outcome.
     pub last_step: Option<&'a StepRecord>,
     /// Failures in a row before a failing step blocks the cluster.
@@ -333,6 +366,16 @@ pub fn cluster_status(input: &StatusInput<'_>) -> ClusterStatus {
         certificate_expiry: control_plane.and_then(|cp| cp.certificates_expire),
         kubeconfig_fingerprint: admin,
         nodes: observed.map(node_statuses).unwrap_or_default(),
+        declared_nodes: input.declared_nodes,
+        refusals: plan
+            .blocked
+            .iter()
+            .map(|b| Refusal {
+                rule: b.rule.number(),
+                title: b.rule.title().to_owned(),
+                message: b.message.clone(),
+            })
+            .collect(),
         waiting_on: plan
             .waiting_on
             .iter()
@@ -384,6 +427,30 @@ pub fn source_condition(
             false,
             reasons::SOURCE_UNREACHABLE,
             &format!("{error}; still reconciling the last revision read"),
+        ),
+    };
+    condition.last_transition_time = previous
+        .iter()
+        .find(|c| c.kind == condition.kind && c.status == condition.status)
+        .map_or(now, |c| c.last_transition_time);
+    condition
+}
+
+/// The fleet's `StatusPushed` condition: True with `Ok(message)`, False with
+/// `Err((reason, message))`. The transition time is kept from `previous` while the status
+/// stays the same.
+pub fn status_pushed_condition(
+    outcome: Result<&str, (&str, &str)>,
+    previous: &[Condition],
+    now: Timestamp,
+) -> Condition {
+    let mut condition = match outcome {
+        Ok(message) => condition(conditions::STATUS_PUSHED, true, reasons::PUSHED, message),
+        Err((reason, message)) => condition(
+            conditions::STATUS_PUSHED,
+            false,
+            reason,
+            &format!("{message}; still reconciling"),
         ),
     };
     condition.last_transition_time = previous
@@ -466,6 +533,8 @@ fn blocked_as_before(
         certificate_expiry: None,
         kubeconfig_fingerprint: None,
         nodes: Vec::new(),
+        declared_nodes: None,
+        refusals: Vec::new(),
         waiting_on: Vec::new(),
         next_steps: Vec::new(),
         last_step: None,
@@ -513,6 +582,8 @@ mod tests {
             certificate_expiry: None,
             kubeconfig_fingerprint: None,
             nodes: Vec::new(),
+            declared_nodes: Some(4),
+            refusals: Vec::new(),
             waiting_on: Vec::new(),
             next_steps: vec!["cordon capstan-prod-general-a".into()],
             last_step: None,

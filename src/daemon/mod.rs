@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
@@ -35,6 +35,7 @@ use crate::plan::{self, Plan, Policy, Step};
 use crate::source::{self, Content, SourceMetrics, Tracker};
 use crate::spec::{self, Desired};
 use crate::status::{self, FleetStatus, StatusInput, StepRecord};
+use crate::status_branch::StatusWriter;
 
 /// How the daemon paces itself.
 #[derive(Debug, Clone)]
@@ -74,6 +75,8 @@ impl DaemonOptions {
 #[derive(Debug, Default)]
 pub struct StatusBoard {
     status: RwLock<FleetStatus>,
+    /// Fleet conditions set apart from the passes (the status branch's), by type.
+    conditions: Mutex<BTreeMap<String, status::Condition>>,
     counters: Mutex<Counters>,
     source: Arc<SourceMetrics>,
 }
@@ -105,10 +108,27 @@ impl StatusBoard {
 
     /// The current status.
     pub fn status(&self) -> FleetStatus {
-        self.status
+        let mut status = self
+            .status
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+            .clone();
+        let extra = self
+            .conditions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        status.conditions.retain(|c| !extra.contains_key(&c.kind));
+        status.conditions.extend(extra.values().cloned());
+        status
+    }
+
+    /// Sets a fleet condition that the passes do not compute (e.g. `StatusPushed`): kept
+    /// until set again, whatever the passes publish meanwhile.
+    pub fn set_condition(&self, condition: status::Condition) {
+        self.conditions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(condition.kind.clone(), condition);
     }
 
     /// The current counters.
@@ -186,6 +206,10 @@ pub struct Daemon<Pr: Providers> {
     loaded: Option<(String, Arc<spec::Loaded>)>,
     /// The source's recent events (force-pushes), newest last.
     events: Vec<String>,
+    /// Writes the status branch, once [`Daemon::run`] starts it.
+    status_writer: Option<StatusWriter>,
+    /// Feeds the status branch writer every status published.
+    status_out: Option<watch::Sender<Option<FleetStatus>>>,
 }
 
 /// Source events kept in the status.
@@ -200,6 +224,8 @@ impl<Pr: Providers> Daemon<Pr> {
             tracker,
             loaded: None,
             events: Vec::new(),
+            status_writer: None,
+            status_out: None,
             observer: Observer::new(Arc::clone(&providers)),
             executor: Arc::new(Executor::new(providers, Arc::clone(&clock))),
             clock,
@@ -226,6 +252,13 @@ impl<Pr: Providers> Daemon<Pr> {
         self
     }
 
+    /// Commits every status published to the status branch (debounced), in a task beside
+    /// the passes: a failure there is reported as `StatusPushed=False`, never stops them.
+    pub fn with_status_branch(mut self, writer: StatusWriter) -> Self {
+        self.status_writer = Some(writer);
+        self
+    }
+
     /// The trigger webhooks pull to make the next poll of the source happen now.
     pub fn poll_trigger(&self) -> Arc<source::PollTrigger> {
         self.tracker.trigger()
@@ -246,6 +279,11 @@ impl<Pr: Providers> Daemon<Pr> {
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Result<(), source::SourceError> {
         self.tracker.start_watching()?;
+        let writer = self.status_writer.take().map(|writer| {
+            let (out, statuses) = watch::channel(None);
+            self.status_out = Some(out);
+            tokio::spawn(writer.run(statuses, Arc::clone(&self.board)))
+        });
         tokio::pin!(shutdown);
         loop {
             let idle = self.pass().await;
@@ -266,6 +304,11 @@ impl<Pr: Providers> Daemon<Pr> {
             }
         }
         self.in_flight.abort_all();
+        // The writer ends once its feed closes, after the push it may be making.
+        self.status_out = None;
+        if let Some(writer) = writer {
+            let _ = writer.await;
+        }
         Ok(())
     }
 
@@ -466,6 +509,7 @@ impl<Pr: Providers> Daemon<Pr> {
             progress.report(&status);
         }
         self.board.set(status);
+        self.feed_status_branch();
         self.in_flight.is_empty()
     }
 
@@ -498,6 +542,10 @@ impl<Pr: Providers> Daemon<Pr> {
                         .clusters
                         .get(&cluster.name)
                         .is_some_and(|c| c.spec.delivery.flux.is_some()),
+                    declared_nodes: desired.clusters.get(&cluster.name).map(|c| {
+                        c.spec.control_plane.replicas
+                            + c.spec.workers.iter().map(|w| w.replicas).sum::<u32>()
+                    }),
                     last_step: self
                         .retries
                         .get(&cluster.name)
@@ -539,6 +587,13 @@ impl<Pr: Providers> Daemon<Pr> {
             progress.report(&status);
         }
         self.board.set(status);
+        self.feed_status_branch();
+    }
+
+    fn feed_status_branch(&self) {
+        if let Some(out) = &self.status_out {
+            out.send_replace(Some(self.board.status()));
+        }
     }
 }
 

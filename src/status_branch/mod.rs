@@ -1,0 +1,339 @@
+//! Status back to Git: each cluster's live state committed to the fleet's `status.branch`
+//! (default `capstan-status`) of the remote the daemon follows, only when it changes.
+//!
+//! - [`render`] (pure) turns the daemon's [`FleetStatus`] into `clusters/<name>.yaml` and a
+//!   `README.md` table, and says what changed in the commit message;
+//! - [`guard`] refuses any content that looks like a secret;
+//! - [`branch`] commits on top of the branch's tip and pushes, never forcing;
+//! - [`debounce`] (pure) decides when: a burst becomes one commit, a floor caps the rate, a
+//!   cluster turning Blocked or Ready is written at once;
+//! - [`StatusWriter`] runs beside the daemon, fed every status it publishes, and reports the
+//!   outcome as the fleet's `StatusPushed` condition. A failure is reported and reconciling
+//!   carries on: the status branch never stops the daemon.
+//!
+//! Status commits cannot trigger reconciles: the daemon follows only its tracked branch, and
+//! the status branch must be another one ([`StatusBranchError::SameBranch`]).
+
+pub mod branch;
+pub mod debounce;
+pub mod guard;
+pub mod render;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+pub use branch::{BranchOptions, CommitSettings, Published, StatusRepository};
+use debounce::{Debounce, Decision};
+use render::Files;
+
+use crate::clock::Clock;
+use crate::daemon::StatusBoard;
+use crate::source::{CredentialError, GitFailure};
+use crate::status::{self, FleetStatus, error_chain};
+
+/// Changes within this window become one commit: a step's burst of status changes (a VM
+/// created, started, joined) reads as one change in the history.
+pub const DEFAULT_WINDOW: Duration = Duration::from_secs(10);
+/// At least this long between status commits, except a cluster turning Blocked or Ready:
+/// a fleet of busy clusters makes at most one commit a minute.
+pub const DEFAULT_FLOOR: Duration = Duration::from_secs(60);
+/// Pushes tried when someone else keeps pushing first: a few, since each fetches the new tip.
+pub const DEFAULT_ATTEMPTS: u32 = 5;
+
+/// Writing the status branch failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StatusBranchError {
+    /// The status branch is the tracked branch: a status commit would trigger a reconcile.
+    #[error("status.branch `{branch}` is the branch capstan follows: pick another one")]
+    SameBranch {
+        /// The branch.
+        branch: String,
+    },
+    /// capstan's repository for the status branch could not be created or opened.
+    #[error("cannot open the status repository {path}")]
+    Open {
+        /// Its folder.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: GitFailure,
+    },
+    /// A credential could not be read.
+    #[error("cannot read the Git credentials")]
+    Credentials(#[source] CredentialError),
+    /// The branch could not be fetched.
+    #[error("cannot fetch {branch} from {remote}")]
+    Fetch {
+        /// The remote (credentials redacted).
+        remote: String,
+        /// The branch.
+        branch: String,
+        /// Why.
+        #[source]
+        source: GitFailure,
+    },
+    /// An object could not be read.
+    #[error("cannot read {what}")]
+    Read {
+        /// What.
+        what: String,
+        /// Why.
+        #[source]
+        source: GitFailure,
+    },
+    /// An object could not be written.
+    #[error("cannot write {what}")]
+    Write {
+        /// What.
+        what: String,
+        /// Why.
+        #[source]
+        source: GitFailure,
+    },
+    /// The remote refused the push (read-only credentials, a hook, the network).
+    #[error("{remote} refused the push to {branch}")]
+    Push {
+        /// The remote (credentials redacted).
+        remote: String,
+        /// The branch.
+        branch: String,
+        /// The remote's words (redacted).
+        #[source]
+        source: GitFailure,
+    },
+    /// Every push was rejected because the branch kept moving.
+    #[error(
+        "{remote} rejected {attempts} pushes to {branch} (someone else keeps pushing): {message}"
+    )]
+    Rejected {
+        /// The remote (credentials redacted).
+        remote: String,
+        /// The branch.
+        branch: String,
+        /// Pushes tried.
+        attempts: u32,
+        /// The last rejection (redacted).
+        message: String,
+    },
+    /// The content would hold a secret: nothing was committed.
+    #[error("refused to commit the status: {leak} (a bug put it there; nothing was committed)")]
+    Secret {
+        /// Which file holds what kind of secret (never the value).
+        leak: String,
+    },
+    /// The blocking Git work stopped.
+    #[error("the status branch work stopped: {message}")]
+    Stopped {
+        /// Why.
+        message: String,
+    },
+}
+
+impl StatusBranchError {
+    /// The `StatusPushed` reason for this failure.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            StatusBranchError::Secret { .. } => status::reasons::SECRET_REFUSED,
+            StatusBranchError::Rejected { .. } => status::reasons::PUSH_REJECTED,
+            StatusBranchError::Push { .. } | StatusBranchError::Credentials(_) => {
+                status::reasons::PUSH_REFUSED
+            }
+            _ => status::reasons::STATUS_BRANCH_UNAVAILABLE,
+        }
+    }
+}
+
+/// How the writer paces and signs its commits.
+#[derive(Debug, Clone)]
+pub struct WriterOptions {
+    /// What a commit says.
+    pub commit: CommitSettings,
+    /// Changes within this window become one commit.
+    pub window: Duration,
+    /// The least time between attempts (except a cluster turning Blocked or Ready).
+    pub floor: Duration,
+}
+
+/// Writes the daemon's statuses to the status branch, debounced.
+pub struct StatusWriter {
+    repository: Arc<Mutex<StatusRepository>>,
+    options: WriterOptions,
+    clock: Arc<dyn Clock>,
+    debounce: Debounce,
+    /// capstan's files on the branch as last seen (`None`: not read yet).
+    branch_files: Option<Files>,
+}
+
+impl std::fmt::Debug for StatusWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatusWriter")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StatusWriter {
+    /// A writer to `repository`, reading time from `clock` (the lab's in a lab).
+    pub fn new(
+        repository: StatusRepository,
+        options: WriterOptions,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        StatusWriter {
+            repository: Arc::new(Mutex::new(repository)),
+            debounce: Debounce::new(options.window, options.floor),
+            options,
+            clock,
+            branch_files: None,
+        }
+    }
+
+    /// Writes the statuses `statuses` receives until its sender is dropped, reporting each
+    /// outcome on `board` as the fleet's `StatusPushed` condition.
+    pub async fn run(
+        mut self,
+        mut statuses: watch::Receiver<Option<FleetStatus>>,
+        board: Arc<StatusBoard>,
+    ) {
+        let mut due: Option<jiff::Timestamp> = None;
+        loop {
+            let sleep = async {
+                match due {
+                    Some(at) => {
+                        let wait = at.duration_since(self.clock.now());
+                        let wait = Duration::try_from(wait).unwrap_or(Duration::ZERO);
+                        tokio::time::sleep(wait.max(Duration::from_millis(10))).await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                changed = statuses.changed() => if changed.is_err() { break },
+                () = sleep => {}
+            }
+            let latest = statuses.borrow_and_update().clone();
+            if let Some(status) = latest {
+                due = self.consider(&status, &board).await;
+            }
+        }
+    }
+
+    /// Decides about `status` and writes it when due; returns when to look again.
+    pub async fn consider(
+        &mut self,
+        status: &FleetStatus,
+        board: &StatusBoard,
+    ) -> Option<jiff::Timestamp> {
+        let now = self.clock.now();
+        let branch_files = match &self.branch_files {
+            Some(files) => files.clone(),
+            None => match self
+                .blocking(|repository| {
+                    let tip = repository.known_tip()?;
+                    repository.files_at(tip)
+                })
+                .await
+            {
+                Ok(files) => {
+                    self.branch_files = Some(files.clone());
+                    files
+                }
+                Err(err) => {
+                    self.report(board, Err(&err));
+                    self.debounce.attempted(now, false);
+                    return now.checked_add(self.options.floor).ok();
+                }
+            },
+        };
+        let before = render::parse_clusters(&branch_files);
+        let after = render::cluster_files(status, &before);
+        let rendered = render::render(&after, status);
+        let pending = rendered != branch_files;
+        let urgent = render::is_urgent(&before, &after);
+        match self.debounce.decide(now, pending, urgent) {
+            Decision::Idle => None,
+            Decision::WaitUntil(at) => Some(at),
+            Decision::Write => {
+                let status = status.clone();
+                let settings = self.options.commit.clone();
+                let outcome = self
+                    .blocking(move |repository| repository.publish(&status, &settings, now))
+                    .await;
+                match outcome {
+                    Ok((published, files)) => {
+                        if let Published::Pushed {
+                            commit,
+                            message,
+                            attempts,
+                        } = &published
+                        {
+                            let subject = message.lines().next().unwrap_or_default();
+                            tracing::info!(commit = %commit, attempts, "status committed: {subject}");
+                        }
+                        self.branch_files = Some(files);
+                        self.debounce.attempted(now, true);
+                        self.report(board, Ok(&published));
+                        None
+                    }
+                    Err(err) => {
+                        self.debounce.attempted(now, false);
+                        self.report(board, Err(&err));
+                        now.checked_add(self.options.floor).ok()
+                    }
+                }
+            }
+        }
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut StatusRepository) -> Result<T, StatusBranchError> + Send + 'static,
+    ) -> Result<T, StatusBranchError> {
+        let repository = Arc::clone(&self.repository);
+        tokio::task::spawn_blocking(move || {
+            let mut repository = repository
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            work(&mut repository)
+        })
+        .await
+        .map_err(|join| StatusBranchError::Stopped {
+            message: join.to_string(),
+        })?
+    }
+
+    fn report(&self, board: &StatusBoard, outcome: Result<&Published, &StatusBranchError>) {
+        let branch = self
+            .repository
+            .lock()
+            .map(|r| r.branch().to_owned())
+            .unwrap_or_default();
+        let now = self.clock.now();
+        let previous = board.status().conditions;
+        let condition = match outcome {
+            Ok(Published::Pushed { commit, .. }) => status::status_pushed_condition(
+                Ok(&format!("{branch} holds the status (commit {commit})")),
+                &previous,
+                now,
+            ),
+            Ok(Published::Unchanged) => status::status_pushed_condition(
+                Ok(&format!("{branch} holds the status")),
+                &previous,
+                now,
+            ),
+            Err(err) => {
+                let message = error_chain(err);
+                if matches!(err, StatusBranchError::Secret { .. }) {
+                    tracing::error!(branch = %branch, "status not committed: {message}");
+                } else {
+                    tracing::warn!(branch = %branch, retry_in = ?self.options.floor, "status not pushed: {message}");
+                }
+                status::status_pushed_condition(Err((err.reason(), &message)), &previous, now)
+            }
+        };
+        board.set_condition(condition);
+    }
+}

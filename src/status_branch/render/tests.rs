@@ -1,0 +1,193 @@
+use super::*;
+use crate::model::{NodeName, Role};
+use crate::status::conditions;
+
+fn at(text: &str) -> Timestamp {
+    text.parse().expect("time")
+}
+
+fn node(name: &str, role: Role, ready: bool) -> NodeStatus {
+    NodeStatus {
+        name: NodeName(name.to_owned()),
+        role,
+        pool: if role == Role::Worker {
+            "general"
+        } else {
+            "control-plane"
+        }
+        .to_owned(),
+        vm_id: 101,
+        proxmox_node: "pve1".to_owned(),
+        ready: Some(ready),
+        version: Some("1.36.3".parse().expect("version")),
+        cordoned: false,
+    }
+}
+
+fn cluster(phase: Phase, ready_workers: usize, transitions: Timestamp) -> ClusterStatus {
+    let mut nodes = vec![node("capstan-prod-cp-a", Role::ControlPlane, true)];
+    for index in 0..3 {
+        nodes.push(node(
+            &format!("capstan-prod-general-{index}"),
+            Role::Worker,
+            index < ready_workers,
+        ));
+    }
+    ClusterStatus {
+        phase,
+        conditions: vec![Condition {
+            kind: conditions::READY.to_owned(),
+            status: if phase == Phase::Ready {
+                "True"
+            } else {
+                "False"
+            }
+            .to_owned(),
+            reason: "Converged".to_owned(),
+            message: format!("phase {phase}"),
+            last_transition_time: transitions,
+        }],
+        version: Some("1.36.3".parse().expect("version")),
+        certificate_expiry: Some(at("2027-05-01T10:00:00Z")),
+        kubeconfig_fingerprint: Some("sha256:0123456789ab".to_owned()),
+        nodes,
+        declared_nodes: Some(4),
+        refusals: Vec::new(),
+        waiting_on: Vec::new(),
+        next_steps: Vec::new(),
+        last_step: Some(StepRecord {
+            action: "join-worker".to_owned(),
+            machine: Some(NodeName("capstan-prod-general-2".to_owned())),
+            message: "joined".to_owned(),
+            succeeded: true,
+            failures: 0,
+            at: transitions,
+            revision: Some("main@sha1:1111111111111111111111111111111111111111".to_owned()),
+        }),
+    }
+}
+
+fn fleet(phase: Phase, ready_workers: usize, now: Timestamp) -> FleetStatus {
+    FleetStatus {
+        revision: Some("main@sha1:2222222222222222222222222222222222222222".to_owned()),
+        updated: Some(now),
+        clusters: BTreeMap::from([("prod".to_owned(), cluster(phase, ready_workers, now))]),
+        ..FleetStatus::default()
+    }
+}
+
+fn files_of(status: &FleetStatus, previous: &BTreeMap<String, ClusterFile>) -> Files {
+    render(&cluster_files(status, previous), status)
+}
+
+#[test]
+fn an_unchanged_fleet_renders_byte_identical_files_whatever_the_time() {
+    let earlier = files_of(
+        &fleet(Phase::Ready, 3, at("2026-05-01T00:00:00Z")),
+        &BTreeMap::new(),
+    );
+    let later = files_of(
+        &fleet(Phase::Ready, 3, at("2026-05-09T13:00:00Z")),
+        &BTreeMap::new(),
+    );
+    assert_eq!(earlier, later);
+    assert_eq!(
+        earlier.keys().collect::<Vec<_>>(),
+        ["README.md", "clusters/prod.yaml"]
+    );
+    let prod = &earlier["clusters/prod.yaml"];
+    for expected in [
+        "phase: Ready",
+        "nodesReady: 4",
+        "nodesDeclared: 4",
+        "kubeconfigFingerprint: sha256:0123456789ab",
+        "converged: main@sha1:2222",
+        "actedOn: main@sha1:1111",
+        "proxmoxNode: pve1",
+    ] {
+        assert!(prod.contains(expected), "{expected} in:\n{prod}");
+    }
+    assert!(
+        earlier["README.md"]
+            .contains("| [prod](clusters/prod.yaml) | Ready | v1.36.3 | 4/4 | 2027-05-01 | — |"),
+        "{}",
+        earlier["README.md"]
+    );
+}
+
+#[test]
+fn the_converged_revision_is_where_the_cluster_last_became_ready() {
+    let mut status = fleet(Phase::Ready, 3, at("2026-05-01T00:00:00Z"));
+    let first = cluster_files(&status, &BTreeMap::new());
+    status.revision = Some("main@sha1:3333333333333333333333333333333333333333".to_owned());
+    let still_ready = cluster_files(&status, &first);
+    assert_eq!(
+        still_ready["prod"].revisions.converged.as_deref(),
+        Some("main@sha1:2222222222222222222222222222222222222222"),
+        "a push that leaves prod Ready does not rewrite its file"
+    );
+    let mut updating = status.clone();
+    if let Some(prod) = updating.clusters.get_mut("prod") {
+        prod.phase = Phase::Updating;
+    }
+    let moving = cluster_files(&updating, &still_ready);
+    assert_eq!(
+        moving["prod"].revisions.converged,
+        still_ready["prod"].revisions.converged
+    );
+    let ready_again = cluster_files(&status, &moving);
+    assert_eq!(
+        ready_again["prod"].revisions.converged.as_deref(),
+        Some("main@sha1:3333333333333333333333333333333333333333")
+    );
+}
+
+#[test]
+fn the_message_has_one_line_per_changed_cluster_and_the_revision_trailer() {
+    let now = at("2026-05-01T00:00:00Z");
+    let before = cluster_files(&fleet(Phase::Updating, 2, now), &BTreeMap::new());
+    let after = cluster_files(&fleet(Phase::Ready, 3, now), &before);
+    let message = commit_message(
+        &before,
+        &after,
+        Some("main@sha1:2222222222222222222222222222222222222222"),
+        true,
+    );
+    assert_eq!(
+        message,
+        "prod: Updating → Ready (4/4 nodes, v1.36.3) [skip ci]\n\n\
+         Capstan-Revision: main@sha1:2222222222222222222222222222222222222222\n"
+    );
+    assert_eq!(
+        revision_of(&message).as_deref(),
+        Some("main@sha1:2222222222222222222222222222222222222222")
+    );
+    assert!(
+        is_urgent(&before, &after),
+        "turning Ready is written at once"
+    );
+    assert!(!is_urgent(&after, &after));
+    let gone = commit_message(&after, &BTreeMap::new(), None, false);
+    assert_eq!(gone, "prod: no longer declared\n");
+}
+
+#[test]
+fn the_branch_reads_back_as_the_tree_the_server_shows() {
+    let now = at("2026-05-01T00:00:00Z");
+    let mut status = fleet(Phase::Ready, 3, now);
+    status.updated = None;
+    let files = files_of(&status, &BTreeMap::new());
+    let read = fleet_status(&files, status.revision.clone());
+    let shown = crate::commands::status::render(&read, now);
+    let served = crate::commands::status::render(&status, now);
+    assert_eq!(shown, served);
+}
+
+#[test]
+fn capstan_owns_the_readme_and_the_cluster_files_only() {
+    assert!(is_capstan_file("README.md"));
+    assert!(is_capstan_file("clusters/prod.yaml"));
+    assert!(!is_capstan_file("clusters/notes.md"));
+    assert!(!is_capstan_file("clusters/old/prod.yaml"));
+    assert!(!is_capstan_file("NOTES.md"));
+}

@@ -107,9 +107,12 @@ pub enum Command {
     /// Example: `capstan demo`
     Demo(DemoArgs),
     /// Show the clusters a running daemon manages: phase, conditions, nodes with versions,
-    /// certificate expiry and what each waits on (from the daemon's `/status`).
+    /// certificate expiry and what each waits on (from the daemon's `/status`, or with
+    /// `--repo` from the status branch capstan commits to).
     ///
-    /// Example: `capstan status prod --server http://127.0.0.1:9464`
+    /// Example: `capstan status prod --server http://127.0.0.1:9464`, or
+    /// `capstan status --repo git@git.example:org/fleet.git --git-ssh-key id_ed25519
+    /// --git-known-hosts known_hosts`
     Status(StatusArgs),
     /// Print the observed state (VMs, nodes, versions, certificates, Flux) as the JSON snapshot
     /// `capstan plan --observed` reads, from the real connections or from a running lab.
@@ -159,6 +162,27 @@ pub struct DaemonArgs {
     /// the secret read from `env:VARIABLE` or `file:PATH` (re-read when it changes).
     #[arg(long, requires = "http", env = env_vars::CAPSTAN_WEBHOOK_SECRET_FROM)]
     pub webhook_secret_from: Option<SecretFrom>,
+    /// Status changes within this window become one commit on the status branch.
+    #[arg(long, default_value = "10s", env = env_vars::CAPSTAN_STATUS_DEBOUNCE)]
+    pub status_debounce: crate::spec::HumanDuration,
+    /// The least time between two status commits (a cluster turning Blocked or Ready is
+    /// written at once).
+    #[arg(long, default_value = "1m", env = env_vars::CAPSTAN_STATUS_MIN_INTERVAL)]
+    pub status_min_interval: crate::spec::HumanDuration,
+}
+
+impl Default for DaemonArgs {
+    /// The defaults the command line has.
+    fn default() -> Self {
+        DaemonArgs {
+            http: None,
+            busy_interval: None,
+            concurrency: 4,
+            webhook_secret_from: None,
+            status_debounce: crate::spec::HumanDuration(crate::status_branch::DEFAULT_WINDOW),
+            status_min_interval: crate::spec::HumanDuration(crate::status_branch::DEFAULT_FLOOR),
+        }
+    }
 }
 
 /// How to follow a Git remote (ignored for a folder).
@@ -235,6 +259,17 @@ pub struct StatusArgs {
     /// The daemon's HTTP endpoint.
     #[arg(long, default_value = "http://127.0.0.1:9464", env = env_vars::CAPSTAN_SERVER)]
     pub server: String,
+    /// Read the status branch of this Git remote instead of asking a daemon (no daemon
+    /// needed): the status as of capstan's last status commit.
+    #[arg(long, conflicts_with = "server", env = env_vars::CAPSTAN_STATUS_REPO)]
+    pub repo: Option<String>,
+    /// With `--repo`: the status branch (default: `status.branch` of the capstan.yaml on
+    /// `--branch`).
+    #[arg(long, requires = "repo", env = env_vars::CAPSTAN_STATUS_BRANCH)]
+    pub status_branch: Option<String>,
+    /// With `--repo`: reaching the remote.
+    #[command(flatten)]
+    pub git: GitArgs,
     /// Output format.
     #[arg(long, value_enum, default_value_t = ReportFormat::Text, env = env_vars::CAPSTAN_FORMAT)]
     pub format: ReportFormat,

@@ -41,7 +41,15 @@ pub const CAPSTAN_HTTP: &str = "CAPSTAN_HTTP";
 pub const CAPSTAN_BUSY_INTERVAL: &str = "CAPSTAN_BUSY_INTERVAL";
 /// Clusters whose steps run at the same time.
 pub const CAPSTAN_CONCURRENCY: &str = "CAPSTAN_CONCURRENCY";
+/// Status changes within this window become one status commit.
+pub const CAPSTAN_STATUS_DEBOUNCE: &str = "CAPSTAN_STATUS_DEBOUNCE";
+/// The least time between two status commits.
+pub const CAPSTAN_STATUS_MIN_INTERVAL: &str = "CAPSTAN_STATUS_MIN_INTERVAL";
 /// `capstan demo`: its folder.
 pub const CAPSTAN_DEMO_DIR: &str = "CAPSTAN_DEMO_DIR";
+/// `capstan status`: the Git remote whose status branch is read (instead of a daemon).
+pub const CAPSTAN_STATUS_REPO: &str = "CAPSTAN_STATUS_REPO";
+/// `capstan status --repo`: the status branch.
+pub const CAPSTAN_STATUS_BRANCH: &str = "CAPSTAN_STATUS_BRANCH";
 /// `capstan status`: the daemon's endpoint.
 pub const CAPSTAN_SERVER: &str = "CAPSTAN_SERVER";

@@ -43,7 +43,7 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
             .with_context(|| format!("running on {}", run.repo)),
         Command::Demo(demo) => commands::run::demo(&demo).context("running the demo"),
         Command::Status(status) => {
-            commands::status::run(&status, &mut stdout).context("showing the status")
+            commands::status::run(&status, &environment, &mut stdout).context("showing the status")
         }
         Command::Observe(observe) => commands::observe::run(&observe, &environment, &mut stdout)
             .with_context(|| format!("observing {}", observe.repo)),

@@ -17,6 +17,9 @@ use crate::source::{
     SourceMetrics, Tracker,
 };
 use crate::spec::{self, Fleet, RepoFiles};
+use crate::status_branch::{
+    BranchOptions, CommitSettings, StatusBranchError, StatusRepository, StatusWriter, WriterOptions,
+};
 use capstan_lab::kube::MANAGEMENT;
 use capstan_lab::lab::{Lab, LabError, LabOptions};
 use capstan_lab::world::{LabConfig, WorldError};
@@ -66,6 +69,9 @@ pub enum RunError {
     /// The HTTP endpoint could not start.
     #[error("cannot serve the HTTP endpoint")]
     Http(#[from] http::HttpError),
+    /// The status branch cannot be written.
+    #[error("cannot prepare the status branch")]
+    StatusBranch(#[from] StatusBranchError),
     /// The demo's remote or clone could not be made.
     #[error("cannot prepare the demo's Git repositories")]
     Seed(#[from] source::seed::SeedError),
@@ -98,9 +104,17 @@ pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outco
         RepoLocation::Folder(path) => (load_fleet(path)?, None, path.clone()),
         RepoLocation::Remote(url) => {
             let options = source::git_options(url, &args.git, env, &redactor)?;
-            let (fleet, source) = open_remote(options, &redactor)?;
+            let (fleet, source) = open_remote(options.clone(), &redactor)?;
             let tracker = Tracker::git(source, None, crate::backoff::Backoff::default());
-            (fleet, Some(tracker), PathBuf::new())
+            let status = status_branch(&fleet, &options, &args.daemon, &redactor)?;
+            (fleet, Some((tracker, status)), PathBuf::new())
+        }
+    };
+    let (tracker, status_branch) = match tracker {
+        Some((tracker, status)) => (Some(tracker), Some(status)),
+        None => {
+            tracing::info!("the repository is a folder: no status branch is written");
+            (None, None)
         }
     };
     let webhooks = match &args.daemon.webhook_secret_from {
@@ -111,6 +125,7 @@ pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outco
         tracker,
         webhooks,
         branch: args.git.branch.clone(),
+        status_branch,
     };
     runtime()?.block_on(async {
         let mut options = daemon_options(&folder, &args.daemon);
@@ -191,7 +206,8 @@ pub fn demo(args: &DemoArgs) -> Result<Outcome, RunError> {
         credentials: source::GitCredentials::default(),
         limits: source::Limits::default(),
     };
-    let (fleet, git) = open_remote(git_options, &redactor)?;
+    let (fleet, git) = open_remote(git_options.clone(), &redactor)?;
+    let status = status_branch(&fleet, &git_options, &DaemonArgs::default(), &redactor)?;
     let tracker = Tracker::git(
         git,
         Some(DEMO_POLL_INTERVAL),
@@ -227,8 +243,11 @@ pub fn demo(args: &DemoArgs) -> Result<Outcome, RunError> {
         let mut options = DaemonOptions::new(clone.clone());
         options.busy_interval = LAB_BUSY_INTERVAL;
         options.poll_interval = Some(DEMO_POLL_INTERVAL);
+        let (repository, writer_options) = status;
+        let writer = StatusWriter::new(repository, writer_options, Arc::clone(&clock));
         let daemon = Daemon::new(options, Arc::new(connections), clock)
             .with_tracker(tracker)
+            .with_status_branch(writer)
             .with_progress(Box::new(std::io::stdout()));
         let board = daemon.board();
         let bound = http::serve(args.http, daemon.board()).await?;
@@ -241,7 +260,7 @@ pub fn demo(args: &DemoArgs) -> Result<Outcome, RunError> {
             board,
             started,
             lab_dir.clone(),
-            clone.clone(),
+            (clone.clone(), url.clone(), fleet.status.branch.clone()),
             bound,
             args.exit_when_ready,
         );
@@ -263,7 +282,7 @@ async fn announce_when_ready(
     board: Arc<StatusBoard>,
     started: std::time::Instant,
     lab_dir: PathBuf,
-    repo: PathBuf,
+    (repo, remote, status_branch): (PathBuf, String, String),
     http: std::net::SocketAddr,
     quiet_after: bool,
 ) {
@@ -309,6 +328,13 @@ async fn announce_when_ready(
             DEMO_POLL_INTERVAL.as_secs(),
             http
         );
+        let _ = writeln!(
+            out,
+            "\ncapstan commits each cluster's status to the {status_branch} branch when it changes:\n  \
+             git -C {repo} fetch -q && git -C {repo} log --oneline origin/{status_branch}\n  \
+             capstan status --repo {remote}   (no daemon needed)",
+            repo = repo.display(),
+        );
         if !quiet_after {
             let _ = writeln!(out, "  reconciling; stop with Ctrl-C\n");
         }
@@ -323,6 +349,43 @@ struct DaemonSource {
     tracker: Option<Tracker>,
     webhooks: Option<Secret>,
     branch: String,
+    /// Where the status is committed (a Git remote only).
+    status_branch: Option<(StatusRepository, WriterOptions)>,
+}
+
+/// The status branch of the remote `options` follows, as the fleet's `status` says, paced by
+/// `args`.
+fn status_branch(
+    fleet: &Fleet,
+    options: &source::GitOptions,
+    args: &DaemonArgs,
+    redactor: &Redactor,
+) -> Result<(StatusRepository, WriterOptions), RunError> {
+    if fleet.status.branch == options.branch {
+        return Err(StatusBranchError::SameBranch {
+            branch: fleet.status.branch.clone(),
+        }
+        .into());
+    }
+    let repository = StatusRepository::open(
+        BranchOptions {
+            url: options.url.clone(),
+            branch: fleet.status.branch.clone(),
+            credentials: options.credentials.clone(),
+            mirror_root: options.mirror_root.clone(),
+        },
+        redactor.clone(),
+    )?;
+    let writer = WriterOptions {
+        commit: CommitSettings {
+            author: fleet.status.author.clone(),
+            skip_ci: fleet.status.skip_ci,
+            max_attempts: crate::status_branch::DEFAULT_ATTEMPTS,
+        },
+        window: args.status_debounce.0,
+        floor: args.status_min_interval.0,
+    };
+    Ok((repository, writer))
 }
 
 async fn serve_daemon(
@@ -333,8 +396,11 @@ async fn serve_daemon(
     source: DaemonSource,
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<(), RunError> {
-    let mut daemon = Daemon::new(options, Arc::new(connections), clock)
+    let mut daemon = Daemon::new(options, Arc::new(connections), Arc::clone(&clock))
         .with_progress(Box::new(std::io::stdout()));
+    if let Some((repository, writer_options)) = source.status_branch {
+        daemon = daemon.with_status_branch(StatusWriter::new(repository, writer_options, clock));
+    }
     let mut hooks = axum::Router::new();
     if let Some(tracker) = source.tracker {
         let metrics = tracker.metrics();

@@ -1,4 +1,5 @@
-//! `capstan status`: a running daemon's `/status`, as a tree like `clusterctl describe`.
+//! `capstan status`: a running daemon's `/status`, or the status branch of a remote
+//! (`--repo`), as a tree like `clusterctl describe`.
 
 use std::fmt::Write as _;
 use std::io::Write;
@@ -31,6 +32,25 @@ pub enum StatusError {
         /// The clusters there are.
         known: String,
     },
+    /// capstan.yaml could not be read to find the status branch.
+    #[error("cannot read capstan.yaml to find the status branch (or give --status-branch)")]
+    Fleet(#[source] crate::source::SettingsError),
+    /// A credential could not be resolved.
+    #[error("cannot resolve the Git credentials")]
+    Credentials(#[source] crate::source::CredentialError),
+    /// The status branch could not be read.
+    #[error("cannot read the status branch")]
+    StatusBranch(#[source] crate::status_branch::StatusBranchError),
+    /// The remote has no status branch yet.
+    #[error(
+        "{remote} has no branch {branch} yet: capstan writes it once a daemon following the remote has a status"
+    )]
+    NoStatusBranch {
+        /// The remote (credentials redacted).
+        remote: String,
+        /// The branch.
+        branch: String,
+    },
     /// The async runtime could not start.
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
@@ -39,16 +59,24 @@ pub enum StatusError {
     Print(#[source] std::io::Error),
 }
 
-/// Prints the status; exits 1 (`Failure`) when a cluster shown is Blocked.
+/// Prints the status; exits 1 (`Failure`) when a cluster shown is Blocked. `env` reads the
+/// process environment (for `--git-token-from env:...`).
 ///
 /// # Errors
-/// When the daemon does not answer or the cluster is unknown.
-pub fn run(args: &StatusArgs, out: &mut impl Write) -> Result<Outcome, StatusError> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(StatusError::Runtime)?;
-    let mut status = runtime.block_on(fetch(&args.server))?;
+/// When the daemon (or the remote) does not answer or the cluster is unknown.
+pub fn run(
+    args: &StatusArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+    out: &mut impl Write,
+) -> Result<Outcome, StatusError> {
+    let mut status = match &args.repo {
+        Some(url) => from_repo(url, args, env)?,
+        None => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(StatusError::Runtime)?
+            .block_on(fetch(&args.server))?,
+    };
     if let Some(cluster) = &args.cluster {
         if !status.clusters.contains_key(cluster) {
             let known = status
@@ -78,6 +106,53 @@ pub fn run(args: &StatusArgs, out: &mut impl Write) -> Result<Outcome, StatusErr
     } else {
         Outcome::Success
     })
+}
+
+/// The status as the status branch of `url` holds it.
+fn from_repo(
+    url: &str,
+    args: &StatusArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<FleetStatus, StatusError> {
+    use crate::source::{self, RepoLocation};
+    use crate::status_branch::{BranchOptions, StatusRepository, render};
+    let redactor = source::Redactor::default();
+    let options =
+        source::git_options(url, &args.git, env, &redactor).map_err(StatusError::Credentials)?;
+    let branch = match &args.status_branch {
+        Some(branch) => branch.clone(),
+        None => {
+            let snapshot = source::read_once(&RepoLocation::Remote(url.to_owned()), &args.git, env)
+                .map_err(StatusError::Fleet)?;
+            crate::spec::load(&snapshot.files).desired.map_or_else(
+                || crate::spec::StatusSettings::default().branch,
+                |desired| desired.fleet.status.branch,
+            )
+        }
+    };
+    let mut repository = StatusRepository::open(
+        BranchOptions {
+            url: options.url.clone(),
+            branch: branch.clone(),
+            credentials: options.credentials.clone(),
+            mirror_root: options.mirror_root.clone(),
+        },
+        redactor,
+    )
+    .map_err(StatusError::StatusBranch)?;
+    let Some(tip) = repository.fetch().map_err(StatusError::StatusBranch)? else {
+        return Err(StatusError::NoStatusBranch {
+            remote: repository.remote_name(),
+            branch,
+        });
+    };
+    let files = repository
+        .files_at(Some(tip))
+        .map_err(StatusError::StatusBranch)?;
+    let message = repository
+        .message_at(tip)
+        .map_err(StatusError::StatusBranch)?;
+    Ok(render::fleet_status(&files, render::revision_of(&message)))
 }
 
 async fn fetch(server: &str) -> Result<FleetStatus, StatusError> {

@@ -192,13 +192,16 @@ impl StatusWriter {
     }
 
     /// Writes the statuses `statuses` receives until its sender is dropped, reporting each
-    /// outcome on `board` as the fleet's `StatusPushed` condition.
+    /// outcome on `board` as the fleet's `StatusPushed` condition. A change still waiting out
+    /// the debounce when the sender is dropped is written then (a daemon stopping leaves the
+    /// branch current).
     pub async fn run(
         mut self,
         mut statuses: watch::Receiver<Option<FleetStatus>>,
         board: Arc<StatusBoard>,
     ) {
         let mut due: Option<jiff::Timestamp> = None;
+        let mut latest: Option<FleetStatus> = None;
         loop {
             let sleep = async {
                 match due {
@@ -211,21 +214,28 @@ impl StatusWriter {
                 }
             };
             tokio::select! {
-                changed = statuses.changed() => if changed.is_err() { break },
+                changed = statuses.changed() => if changed.is_err() {
+                    if let (Some(status), Some(_)) = (&latest, due) {
+                        self.consider(status, &board, true).await;
+                    }
+                    break;
+                },
                 () = sleep => {}
             }
-            let latest = statuses.borrow_and_update().clone();
-            if let Some(status) = latest {
-                due = self.consider(&status, &board).await;
+            latest.clone_from(&*statuses.borrow_and_update());
+            if let Some(status) = &latest {
+                due = self.consider(status, &board, false).await;
             }
         }
     }
 
-    /// Decides about `status` and writes it when due; returns when to look again.
+    /// Decides about `status` and writes it when due (at once with `flush`); returns when to
+    /// look again.
     pub async fn consider(
         &mut self,
         status: &FleetStatus,
         board: &StatusBoard,
+        flush: bool,
     ) -> Option<jiff::Timestamp> {
         let now = self.clock.now();
         let branch_files = match &self.branch_files {
@@ -253,7 +263,11 @@ impl StatusWriter {
         let rendered = render::render(&after, status);
         let pending = rendered != branch_files;
         let urgent = render::is_urgent(&before, &after);
-        match self.debounce.decide(now, pending, urgent) {
+        let decision = match self.debounce.decide(now, pending, urgent) {
+            Decision::WaitUntil(_) if flush => Decision::Write,
+            decision => decision,
+        };
+        match decision {
             Decision::Idle => None,
             Decision::WaitUntil(at) => Some(at),
             Decision::Write => {

@@ -174,7 +174,17 @@ pub fn cluster_files(
                 Some(before) => before.revisions.converged.clone(),
                 None => None,
             };
-            (name.clone(), cluster_file(name, cluster, converged))
+            let mut file = cluster_file(name, cluster, converged);
+            // A restarted daemon has run no step yet: the branch keeps saying which ran last.
+            if file.last_step.is_none()
+                && let Some(before) = before
+            {
+                file.last_step.clone_from(&before.last_step);
+                file.revisions
+                    .acted_on
+                    .clone_from(&before.revisions.acted_on);
+            }
+            (name.clone(), file)
         })
         .collect()
 }

@@ -191,3 +191,14 @@ fn capstan_owns_the_readme_and_the_cluster_files_only() {
     assert!(!is_capstan_file("clusters/old/prod.yaml"));
     assert!(!is_capstan_file("NOTES.md"));
 }
+
+#[test]
+fn a_restarted_daemon_that_ran_no_step_yet_keeps_the_last_step_on_the_branch() {
+    let now = at("2026-05-01T00:00:00Z");
+    let before = cluster_files(&fleet(Phase::Ready, 3, now), &BTreeMap::new());
+    let mut restarted = fleet(Phase::Ready, 3, now);
+    if let Some(prod) = restarted.clusters.get_mut("prod") {
+        prod.last_step = None;
+    }
+    assert_eq!(cluster_files(&restarted, &before), before);
+}

@@ -190,6 +190,28 @@ pub struct GitOptions {
     pub limits: Limits,
 }
 
+/// How an HTTPS token is sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TokenAuth {
+    /// As the password of HTTP basic authentication (GitHub, GitLab, Gitea accept this).
+    #[default]
+    Basic,
+    /// As `Authorization: Bearer <token>` on every request.
+    Bearer,
+}
+
+impl std::str::FromStr for TokenAuth {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "basic" => Ok(TokenAuth::Basic),
+            "bearer" => Ok(TokenAuth::Bearer),
+            other => Err(format!("`{other}` is not `basic` or `bearer`")),
+        }
+    }
+}
+
 /// Credentials for the remote.
 #[derive(Debug, Clone, Default)]
 pub struct GitCredentials {
@@ -197,8 +219,10 @@ pub struct GitCredentials {
     pub ssh_key: Option<PathBuf>,
     /// Host keys SSH remotes must present (required for SSH).
     pub known_hosts: Option<KnownHosts>,
-    /// HTTPS token, sent as the password of HTTP basic authentication.
+    /// HTTPS token.
     pub token: Option<Secret>,
+    /// How the token is sent.
+    pub token_auth: TokenAuth,
     /// User name for the token (and SSH when the URL names none).
     pub username: String,
 }
@@ -339,6 +363,13 @@ impl GitSource {
     pub fn ls_remote(&self) -> Result<git2::Oid, GitError> {
         self.metrics.count_ls_remote();
         let rejection = Arc::new(Mutex::new(None));
+        if let (Some(token), TokenAuth::Bearer) = (
+            &self.options.credentials.token,
+            self.options.credentials.token_auth,
+        ) {
+            let token = token.read().map_err(GitError::Credentials)?;
+            return self.advertise_with_bearer(&token, &rejection);
+        }
         let callbacks = self.callbacks(&rejection)?;
         let mut remote = self
             .mirror
@@ -359,6 +390,67 @@ impl GitSource {
                 remote: self.remote_name(),
                 branch: self.options.branch.clone(),
             })
+    }
+
+    /// The ref advertisement with a bearer token. libgit2 sends custom headers only with a
+    /// download, so the advertisement comes from one: when the tip did not move, the
+    /// negotiation finds nothing to send and no object is transferred (counted as a fetch only
+    /// when objects were). The tip's objects are in the mirror afterwards.
+    fn advertise_with_bearer(
+        &self,
+        token: &str,
+        rejection: &Arc<Mutex<Option<String>>>,
+    ) -> Result<git2::Oid, GitError> {
+        let header = format!("Authorization: Bearer {token}");
+        let mut options = FetchOptions::new();
+        options
+            .remote_callbacks(self.callbacks(rejection)?)
+            .download_tags(git2::AutotagOption::None)
+            .update_fetchhead(false)
+            .custom_headers(&[&header]);
+        let mut remote = self
+            .mirror
+            .remote_anonymous(&self.options.url)
+            .map_err(|err| self.ls_remote_error(&err, rejection))?;
+        remote
+            .download(&[self.refspec().as_str()], Some(&mut options))
+            .map_err(|err| self.ls_remote_error(&err, rejection))?;
+        if remote.stats().received_objects() > 0 {
+            self.metrics.count_fetch();
+        }
+        let wanted = format!("refs/heads/{}", self.options.branch);
+        let tip = remote
+            .list()
+            .map_err(|err| self.ls_remote_error(&err, rejection))?
+            .iter()
+            .find(|head| head.name() == wanted)
+            .map(git2::RemoteHead::oid);
+        let _ = remote.disconnect();
+        let tip = tip.ok_or_else(|| GitError::MissingBranch {
+            remote: self.remote_name(),
+            branch: self.options.branch.clone(),
+        })?;
+        self.mirror
+            .reference(
+                &mirror_ref(&self.options.branch),
+                tip,
+                true,
+                "capstan: fetched",
+            )
+            .map_err(|err| GitError::Fetch {
+                remote: self.remote_name(),
+                branch: self.options.branch.clone(),
+                source: GitFailure::new(&err, &self.redactor),
+            })?;
+        Ok(tip)
+    }
+
+    fn refspec(&self) -> String {
+        format!(
+            "+refs/heads/{}:{}",
+            self.options.branch,
+            mirror_ref(&self.options.branch)
+        )
     }
 
     /// Looks at the remote's tip and fetches it when it moved.
@@ -403,8 +495,9 @@ impl GitSource {
         })
     }
 
-    /// The tip a previous run of capstan fetched into the mirror, if any.
-    fn mirrored_tip(&self) -> Option<Revision> {
+    /// The tip a previous run of capstan fetched into the mirror, if any: what to reconcile
+    /// when the remote cannot be reached at start.
+    pub fn mirrored_tip(&self) -> Option<Revision> {
         let reference = self
             .mirror
             .find_reference(&mirror_ref(&self.options.branch))
@@ -431,11 +524,7 @@ impl GitSource {
             .remote_callbacks(callbacks)
             .download_tags(git2::AutotagOption::None)
             .update_fetchhead(false);
-        let refspec = format!(
-            "+refs/heads/{}:{}",
-            self.options.branch,
-            mirror_ref(&self.options.branch)
-        );
+        let refspec = self.refspec();
         let mut remote = self
             .mirror
             .remote_anonymous(&self.options.url)
@@ -569,6 +658,7 @@ impl GitSource {
         };
         let username = credentials.username.clone();
         let ssh_key = credentials.ssh_key.clone();
+        let basic = credentials.token_auth == TokenAuth::Basic;
         callbacks.credentials(move |_url, username_from_url, allowed| {
             // libgit2 asks again after a refusal; a second answer would be the same one.
             attempts += 1;
@@ -585,6 +675,7 @@ impl GitSource {
                 return git2::Cred::ssh_key(user, None, key, None);
             }
             if allowed.contains(CredentialType::USER_PASS_PLAINTEXT)
+                && basic
                 && let Some(token) = &token
             {
                 return git2::Cred::userpass_plaintext(user, token);

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use credentials::{CredentialError, KnownHosts, Redactor, Secret, SecretFrom};
 pub use folder::{RepoWatcher, SourceError, read_repo, read_repo_within, watch};
-pub use git::{GitCredentials, GitError, GitOptions, GitSource, PollOutcome, Revision};
+pub use git::{GitCredentials, GitError, GitOptions, GitSource, PollOutcome, Revision, TokenAuth};
 pub use settings::{SettingsError, git_options, read_once};
 pub use tracker::{Content, PollTrigger, Refresh, Tracker};
 

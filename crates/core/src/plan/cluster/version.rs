@@ -2,7 +2,7 @@
 //! at a time and only once approved; nothing moves backwards. A refused change keeps the
 //! cluster at its current version and says which rule refused it.
 
-use super::cluster::Input;
+use super::Input;
 use crate::spec::KubeVersion;
 
 /// The version the cluster's machines are built at, and the refusal of the desired one, if

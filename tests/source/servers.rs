@@ -5,6 +5,7 @@
 //! A missing server binary skips the test with a line saying which and how to install it,
 //! unless `CAPSTAN_REQUIRE_JUDGES=1`, where it fails (CI installs them all).
 
+use std::io::Write as _;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -17,11 +18,16 @@ pub fn require(path: &str, package: &str) -> Option<PathBuf> {
     if found {
         return Some(PathBuf::from(path));
     }
-    let message = format!("{path} is missing: install it with `apt-get install -y {package}`");
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("a source test")
+        .to_owned();
+    let message = format!("missing {path} (apt-get install -y {package})");
     if std::env::var("CAPSTAN_REQUIRE_JUDGES").as_deref() == Ok("1") {
-        panic!("{message} (CAPSTAN_REQUIRE_JUDGES=1)");
+        panic!("{test}: {message}; CAPSTAN_REQUIRE_JUDGES=1, so this fails instead of skipping");
     }
-    eprintln!("SKIPPED: {message}");
+    // Past the harness's capture, so a passing run still shows what was skipped.
+    let _ = writeln!(std::io::stderr(), "skipped {test}: {message}");
     None
 }
 

@@ -15,6 +15,7 @@ pub mod git;
 pub mod seed;
 mod settings;
 mod tracker;
+mod tree;
 pub mod webhook;
 
 use std::collections::BTreeMap;

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::env_vars;
-use crate::source::{RepoLocation, SecretFrom};
+use crate::source::{RepoLocation, SecretFrom, TokenAuth};
 
 /// capstan keeps Kubernetes clusters on Proxmox VE in the state a Git repository declares.
 ///
@@ -202,9 +202,13 @@ pub struct GitArgs {
     #[arg(long, env = env_vars::CAPSTAN_GIT_KNOWN_HOSTS)]
     pub git_known_hosts: Option<PathBuf>,
     /// HTTPS token, from `env:VARIABLE` or `file:PATH` (a file is re-read at each
-    /// connection), sent with HTTP basic authentication as the password of `--git-username`.
+    /// connection).
     #[arg(long, env = env_vars::CAPSTAN_GIT_TOKEN_FROM)]
     pub git_token_from: Option<SecretFrom>,
+    /// How the token is sent: `basic` (as the password of `--git-username`) or `bearer`
+    /// (`Authorization: Bearer`).
+    #[arg(long, default_value = "basic", env = env_vars::CAPSTAN_GIT_TOKEN_AUTH)]
+    pub git_token_auth: TokenAuth,
     /// User name for the token (and for SSH when the URL names none).
     #[arg(long, default_value = "git", env = env_vars::CAPSTAN_GIT_USERNAME)]
     pub git_username: String,

@@ -19,6 +19,8 @@ pub const CAPSTAN_GIT_SSH_KEY: &str = "CAPSTAN_GIT_SSH_KEY";
 pub const CAPSTAN_GIT_KNOWN_HOSTS: &str = "CAPSTAN_GIT_KNOWN_HOSTS";
 /// Where the HTTPS token comes from: `env:VAR` or `file:PATH`.
 pub const CAPSTAN_GIT_TOKEN_FROM: &str = "CAPSTAN_GIT_TOKEN_FROM";
+/// How the HTTPS token is sent: `basic` or `bearer`.
+pub const CAPSTAN_GIT_TOKEN_AUTH: &str = "CAPSTAN_GIT_TOKEN_AUTH";
 /// User name sent with the HTTPS token.
 pub const CAPSTAN_GIT_USERNAME: &str = "CAPSTAN_GIT_USERNAME";
 /// Where the bare mirrors of Git remotes are kept.

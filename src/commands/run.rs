@@ -104,8 +104,9 @@ pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outco
         RepoLocation::Folder(path) => (load_fleet(path)?, None, path.clone()),
         RepoLocation::Remote(url) => {
             let options = source::git_options(url, &args.git, env, &redactor)?;
-            let (fleet, source) = open_remote(options.clone(), &redactor)?;
-            let tracker = Tracker::git(source, None, crate::backoff::Backoff::default());
+            let (fleet, source, snapshot) = open_remote(options.clone(), &redactor)?;
+            let tracker = Tracker::git(source, None, crate::backoff::Backoff::default())
+                .starting_from(snapshot);
             let status = status_branch(&fleet, &options, &args.daemon, &redactor)?;
             (fleet, Some((tracker, status)), PathBuf::new())
         }
@@ -206,13 +207,14 @@ pub fn demo(args: &DemoArgs) -> Result<Outcome, RunError> {
         credentials: source::GitCredentials::default(),
         limits: source::Limits::default(),
     };
-    let (fleet, git) = open_remote(git_options.clone(), &redactor)?;
+    let (fleet, git, snapshot) = open_remote(git_options.clone(), &redactor)?;
     let status = status_branch(&fleet, &git_options, &DaemonArgs::default(), &redactor)?;
     let tracker = Tracker::git(
         git,
         Some(DEMO_POLL_INTERVAL),
         crate::backoff::Backoff::default(),
-    );
+    )
+    .starting_from(snapshot);
     runtime()?.block_on(async {
         let mut out = std::io::stdout();
         let lab = start_lab(LabConfig::default(), Some(lab_dir.clone())).await?;
@@ -462,20 +464,35 @@ fn fleet_of(files: &RepoFiles, shown: &str) -> Result<Fleet, RunError> {
 }
 
 /// Opens the mirror of a remote and reads its tip once: the fleet's connections are needed
-/// before the daemon starts.
+/// before the daemon starts. When the remote cannot be reached but the mirror holds a tip
+/// from an earlier run, that revision is reconciled meanwhile (the daemon keeps polling).
 fn open_remote(
     options: source::GitOptions,
     redactor: &Redactor,
-) -> Result<(Fleet, GitSource), RunError> {
+) -> Result<(Fleet, GitSource, source::Snapshot), RunError> {
     let mut git = GitSource::open(
         options,
         redactor.clone(),
         Arc::new(SourceMetrics::default()),
     )?;
-    let outcome = git.poll()?;
-    let commit = git.read(outcome.revision())?;
+    let revision = match git.poll() {
+        Ok(outcome) => outcome.revision().clone(),
+        Err(err) if err.is_transient() => {
+            let Some(tip) = git.mirrored_tip() else {
+                return Err(err.into());
+            };
+            tracing::warn!(revision = %tip, "the remote cannot be reached; starting from the mirror's last revision: {}", crate::status::error_chain(&err));
+            tip
+        }
+        Err(err) => return Err(err.into()),
+    };
+    let commit = git.read(&revision)?;
     let fleet = fleet_of(&commit.files, &git.remote_name())?;
-    Ok((fleet, git))
+    let snapshot = source::Snapshot {
+        revision: revision.to_string(),
+        files: commit.files,
+    };
+    Ok((fleet, git, snapshot))
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, RunError> {

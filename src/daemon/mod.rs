@@ -206,6 +206,8 @@ pub struct Daemon<Pr: Providers> {
     loaded: Option<(String, Arc<spec::Loaded>)>,
     /// The source's recent events (force-pushes), newest last.
     events: Vec<String>,
+    /// Why the source is not followed right now (redacted), if it is not.
+    source_unavailable: Option<String>,
     /// Writes the status branch, once [`Daemon::run`] starts it.
     status_writer: Option<StatusWriter>,
     /// Feeds the status branch writer every status published.
@@ -224,6 +226,7 @@ impl<Pr: Providers> Daemon<Pr> {
             tracker,
             loaded: None,
             events: Vec::new(),
+            source_unavailable: None,
             status_writer: None,
             status_out: None,
             observer: Observer::new(Arc::clone(&providers)),
@@ -341,7 +344,7 @@ impl<Pr: Providers> Daemon<Pr> {
                 self.events.remove(0);
             }
         }
-        self.set_source_condition(refresh.unavailable.as_deref());
+        self.source_unavailable = refresh.unavailable;
         let snapshot = match refresh.content {
             Content::Read(snapshot) => snapshot,
             Content::Unreadable { revision, error } => {
@@ -489,19 +492,25 @@ impl<Pr: Providers> Daemon<Pr> {
         }
     }
 
-    fn set_source_condition(&self, unavailable: Option<&str>) {
-        let mut status = self.board.status();
-        let condition = status::source_condition(unavailable, &status.conditions, self.clock.now());
+    /// The fleet's conditions and events as of this pass (the source's, with `previous`'s
+    /// transition times), published together with the revision so readers never see one
+    /// without the other.
+    fn source_report(&self, status: &mut FleetStatus) {
+        let condition = status::source_condition(
+            self.source_unavailable.as_deref(),
+            &status.conditions,
+            self.clock.now(),
+        );
         status
             .conditions
             .retain(|c| c.kind != status::conditions::SOURCE_AVAILABLE);
         status.conditions.push(condition);
         status.events.clone_from(&self.events);
-        self.board.set(status);
     }
 
     fn repository_error(&mut self, errors: Vec<String>, revision: Option<String>) -> bool {
         let mut status = self.board.status();
+        self.source_report(&mut status);
         status.repository_errors = errors;
         status.revision = revision.or(status.revision);
         status.updated = Some(self.clock.now());
@@ -528,9 +537,9 @@ impl<Pr: Providers> Daemon<Pr> {
             updated: Some(now),
             repository_errors,
             conditions: previous.conditions.clone(),
-            events: self.events.clone(),
             ..FleetStatus::default()
         };
+        self.source_report(&mut status);
         for cluster in &plan.clusters {
             let previous = previous.clusters.get(&cluster.name);
             let entry = match observation.failed.get(&cluster.name) {

@@ -15,14 +15,14 @@
 //! - SSH host keys are checked against the known_hosts given (see [`KnownHosts`]); without
 //!   one, an SSH remote is refused.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use git2::{Direction, FetchOptions, RemoteCallbacks};
 
 use super::credentials::{CredentialError, KnownHosts, Redactor, Secret};
 use super::{Limits, SourceMetrics};
-use crate::spec::{self, RepoFiles, SourceText};
+use crate::spec::RepoFiles;
 
 /// A failure of libgit2, its message redacted.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +39,13 @@ impl GitFailure {
     pub(crate) fn redacted(message: &str, redactor: &Redactor) -> Self {
         GitFailure {
             message: redactor.redact(message),
+        }
+    }
+
+    /// For messages that cannot hold a credential (reading the local object database).
+    pub(super) fn unredacted(err: &git2::Error) -> Self {
+        GitFailure {
+            message: err.message().to_owned(),
         }
     }
 }
@@ -194,6 +201,28 @@ pub struct GitOptions {
     pub limits: Limits,
 }
 
+/// How an HTTPS token is sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TokenAuth {
+    /// As the password of HTTP basic authentication (GitHub, GitLab, Gitea accept this).
+    #[default]
+    Basic,
+    /// As `Authorization: Bearer <token>` on every request.
+    Bearer,
+}
+
+impl std::str::FromStr for TokenAuth {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "basic" => Ok(TokenAuth::Basic),
+            "bearer" => Ok(TokenAuth::Bearer),
+            other => Err(format!("`{other}` is not `basic` or `bearer`")),
+        }
+    }
+}
+
 /// Credentials for the remote.
 #[derive(Debug, Clone, Default)]
 pub struct GitCredentials {
@@ -201,8 +230,10 @@ pub struct GitCredentials {
     pub ssh_key: Option<PathBuf>,
     /// Host keys SSH remotes must present (required for SSH).
     pub known_hosts: Option<KnownHosts>,
-    /// HTTPS token, sent as the password of HTTP basic authentication.
+    /// HTTPS token.
     pub token: Option<Secret>,
+    /// How the token is sent.
+    pub token_auth: TokenAuth,
     /// User name for the token (and SSH when the URL names none).
     pub username: String,
 }
@@ -343,6 +374,13 @@ impl GitSource {
     pub fn ls_remote(&self) -> Result<git2::Oid, GitError> {
         self.metrics.count_ls_remote();
         let rejection = Arc::new(Mutex::new(None));
+        if let (Some(token), TokenAuth::Bearer) = (
+            &self.options.credentials.token,
+            self.options.credentials.token_auth,
+        ) {
+            let token = token.read().map_err(GitError::Credentials)?;
+            return self.advertise_with_bearer(&token, &rejection);
+        }
         let callbacks = self.callbacks(&rejection)?;
         let mut remote = self
             .mirror
@@ -363,6 +401,67 @@ impl GitSource {
                 remote: self.remote_name(),
                 branch: self.options.branch.clone(),
             })
+    }
+
+    /// The ref advertisement with a bearer token. libgit2 sends custom headers only with a
+    /// download, so the advertisement comes from one: when the tip did not move, the
+    /// negotiation finds nothing to send and no object is transferred (counted as a fetch only
+    /// when objects were). The tip's objects are in the mirror afterwards.
+    fn advertise_with_bearer(
+        &self,
+        token: &str,
+        rejection: &Arc<Mutex<Option<String>>>,
+    ) -> Result<git2::Oid, GitError> {
+        let header = format!("Authorization: Bearer {token}");
+        let mut options = FetchOptions::new();
+        options
+            .remote_callbacks(self.callbacks(rejection)?)
+            .download_tags(git2::AutotagOption::None)
+            .update_fetchhead(false)
+            .custom_headers(&[&header]);
+        let mut remote = self
+            .mirror
+            .remote_anonymous(&self.options.url)
+            .map_err(|err| self.ls_remote_error(&err, rejection))?;
+        remote
+            .download(&[self.refspec().as_str()], Some(&mut options))
+            .map_err(|err| self.ls_remote_error(&err, rejection))?;
+        if remote.stats().received_objects() > 0 {
+            self.metrics.count_fetch();
+        }
+        let wanted = format!("refs/heads/{}", self.options.branch);
+        let tip = remote
+            .list()
+            .map_err(|err| self.ls_remote_error(&err, rejection))?
+            .iter()
+            .find(|head| head.name() == wanted)
+            .map(git2::RemoteHead::oid);
+        let _ = remote.disconnect();
+        let tip = tip.ok_or_else(|| GitError::MissingBranch {
+            remote: self.remote_name(),
+            branch: self.options.branch.clone(),
+        })?;
+        self.mirror
+            .reference(
+                &mirror_ref(&self.options.branch),
+                tip,
+                true,
+                "capstan: fetched",
+            )
+            .map_err(|err| GitError::Fetch {
+                remote: self.remote_name(),
+                branch: self.options.branch.clone(),
+                source: GitFailure::new(&err, &self.redactor),
+            })?;
+        Ok(tip)
+    }
+
+    fn refspec(&self) -> String {
+        format!(
+            "+refs/heads/{}:{}",
+            self.options.branch,
+            mirror_ref(&self.options.branch)
+        )
     }
 
     /// Looks at the remote's tip and fetches it when it moved.
@@ -407,8 +506,9 @@ impl GitSource {
         })
     }
 
-    /// The tip a previous run of capstan fetched into the mirror, if any.
-    fn mirrored_tip(&self) -> Option<Revision> {
+    /// The tip a previous run of capstan fetched into the mirror, if any: what to reconcile
+    /// when the remote cannot be reached at start.
+    pub fn mirrored_tip(&self) -> Option<Revision> {
         let reference = self
             .mirror
             .find_reference(&mirror_ref(&self.options.branch))
@@ -435,11 +535,7 @@ impl GitSource {
             .remote_callbacks(callbacks)
             .download_tags(git2::AutotagOption::None)
             .update_fetchhead(false);
-        let refspec = format!(
-            "+refs/heads/{}:{}",
-            self.options.branch,
-            mirror_ref(&self.options.branch)
-        );
+        let refspec = self.refspec();
         let mut remote = self
             .mirror
             .remote_anonymous(&self.options.url)
@@ -457,107 +553,13 @@ impl GitSource {
     /// # Errors
     /// When an object is missing, a limit is exceeded, or `capstan.yaml` is missing or a link.
     pub fn read(&self, revision: &Revision) -> Result<CommitFiles, GitError> {
-        let shown = revision.to_string();
-        let read_error = |what: &str, err: &git2::Error| GitError::Read {
-            what: what.to_owned(),
-            revision: shown.clone(),
-            source: GitFailure::new(err, &self.redactor),
-        };
-        let commit = self
-            .mirror
-            .find_commit(revision.commit)
-            .map_err(|err| read_error("the commit", &err))?;
-        let root = commit
-            .tree()
-            .map_err(|err| read_error("the commit's tree", &err))?;
-        let base = match &self.options.path {
-            Some(path) if path != Path::new("") && path != Path::new(".") => {
-                let path = relative_path(path)?;
-                let entry = root.get_path(&path).map_err(|_| GitError::MissingFleet {
-                    revision: shown.clone(),
-                    path: path.join(spec::FLEET_FILE).display().to_string(),
-                })?;
-                if entry.kind() != Some(git2::ObjectType::Tree) {
-                    return Err(GitError::NotAFile {
-                        revision: shown.clone(),
-                        path: path.display().to_string(),
-                    });
-                }
-                self.mirror
-                    .find_tree(entry.id())
-                    .map_err(|err| read_error(&path.display().to_string(), &err))?
-            }
-            _ => root,
-        };
-        let mut reader = TreeReader {
-            mirror: &self.mirror,
-            revision: &shown,
-            limits: &self.options.limits,
-            total: 0,
-        };
-        let fleet_entry =
-            base.get_name(spec::FLEET_FILE)
-                .ok_or_else(|| GitError::MissingFleet {
-                    revision: shown.clone(),
-                    path: spec::FLEET_FILE.to_owned(),
-                })?;
-        if !is_regular_file(&fleet_entry) {
-            return Err(GitError::NotAFile {
-                revision: shown.clone(),
-                path: spec::FLEET_FILE.to_owned(),
-            });
-        }
-        let fleet_text = reader.blob_text(&fleet_entry, spec::FLEET_FILE)?;
-        let clusters_dir = relative_path(&spec::clusters_dir_of(&fleet_text))?;
-        let mut clusters = Vec::new();
-        let mut skipped = Vec::new();
-        let dir_tree = if clusters_dir.as_os_str().is_empty() {
-            Some(base.clone())
-        } else {
-            base.get_path(&clusters_dir)
-                .ok()
-                .filter(|e| e.kind() == Some(git2::ObjectType::Tree))
-                .and_then(|e| self.mirror.find_tree(e.id()).ok())
-        };
-        if let Some(tree) = dir_tree {
-            for entry in &tree {
-                let Ok(name) = entry.name() else { continue };
-                let is_yaml = name.ends_with(".yaml") || name.ends_with(".yml");
-                if !is_yaml {
-                    continue;
-                }
-                let relative = clusters_dir.join(name).to_string_lossy().replace('\\', "/");
-                if entry.filemode() == i32::from(git2::FileMode::Link) {
-                    tracing::warn!(path = %relative, revision = %shown, "cluster file is a symbolic link: skipped, links are never followed");
-                    skipped.push(format!("{relative}: a symbolic link, never followed"));
-                    continue;
-                }
-                if entry.filemode() == i32::from(git2::FileMode::Commit) {
-                    skipped.push(format!("{relative}: a submodule, ignored"));
-                    continue;
-                }
-                if !is_regular_file(&entry) {
-                    continue;
-                }
-                let text = reader.blob_text(&entry, &relative)?;
-                clusters.push(SourceText {
-                    path: relative,
-                    text,
-                });
-            }
-        }
-        clusters.sort_by(|a, b| a.path.cmp(&b.path));
-        Ok(CommitFiles {
-            revision: revision.clone(),
-            files: RepoFiles {
-                fleet: SourceText {
-                    path: spec::FLEET_FILE.to_owned(),
-                    text: fleet_text,
-                },
-                clusters,
-            },
-            skipped,
-        })
+        super::tree::read_commit(
+            &self.mirror,
+            revision,
+            self.options.path.as_deref(),
+            &self.options.limits,
+            &self.redactor,
+        )
     }
 
     fn callbacks(
@@ -582,77 +584,6 @@ impl GitSource {
             source: self.failure(err, rejection),
         }
     }
-}
-
-/// Reads blobs, keeping the running total under the per-tree limit.
-struct TreeReader<'a> {
-    mirror: &'a git2::Repository,
-    revision: &'a str,
-    limits: &'a Limits,
-    total: u64,
-}
-
-impl TreeReader<'_> {
-    fn blob_text(&mut self, entry: &git2::TreeEntry<'_>, path: &str) -> Result<String, GitError> {
-        let read_error = |err: &git2::Error| GitError::Read {
-            what: path.to_owned(),
-            revision: self.revision.to_owned(),
-            source: GitFailure {
-                message: err.message().to_owned(),
-            },
-        };
-        // The header gives the size without inflating the blob.
-        let odb = self.mirror.odb().map_err(|err| read_error(&err))?;
-        let (size, _) = odb
-            .read_header(entry.id())
-            .map_err(|err| read_error(&err))?;
-        let size = size as u64;
-        if size > self.limits.max_file_bytes {
-            return Err(GitError::FileTooLarge {
-                revision: self.revision.to_owned(),
-                path: path.to_owned(),
-                size,
-                limit: self.limits.max_file_bytes,
-            });
-        }
-        self.total += size;
-        if self.total > self.limits.max_tree_bytes {
-            return Err(GitError::TreeTooLarge {
-                revision: self.revision.to_owned(),
-                limit: self.limits.max_tree_bytes,
-            });
-        }
-        let blob = self
-            .mirror
-            .find_blob(entry.id())
-            .map_err(|err| read_error(&err))?;
-        String::from_utf8(blob.content().to_vec()).map_err(|_| GitError::NotText {
-            revision: self.revision.to_owned(),
-            path: path.to_owned(),
-        })
-    }
-}
-
-fn is_regular_file(entry: &git2::TreeEntry<'_>) -> bool {
-    let mode = entry.filemode();
-    mode == i32::from(git2::FileMode::Blob) || mode == i32::from(git2::FileMode::BlobExecutable)
-}
-
-/// `path` as a path inside the tree: no root, no `..`; `.` components dropped.
-fn relative_path(path: &Path) -> Result<PathBuf, GitError> {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::Normal(part) => out.push(part),
-            Component::CurDir => {}
-            Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
-                return Err(GitError::OutsidePath {
-                    path: path.display().to_string(),
-                });
-            }
-        }
-    }
-    Ok(out)
 }
 
 /// A folder name for the mirror of `url`: readable and unique per URL.
@@ -686,16 +617,6 @@ mod tests {
         assert_eq!(
             revision.to_string(),
             "main@sha1:0123456789abcdef0123456789abcdef01234567"
-        );
-    }
-
-    #[test]
-    fn paths_leaving_the_tree_are_refused() {
-        assert!(relative_path(Path::new("../etc")).is_err());
-        assert!(relative_path(Path::new("/etc")).is_err());
-        assert_eq!(
-            relative_path(Path::new("./fleet/prod")).ok(),
-            Some(PathBuf::from("fleet/prod"))
         );
     }
 

@@ -16,6 +16,7 @@ pub mod seed;
 mod settings;
 mod tracker;
 pub(crate) mod transport;
+mod tree;
 pub mod webhook;
 
 use std::collections::BTreeMap;
@@ -25,7 +26,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use credentials::{CredentialError, KnownHosts, Redactor, Secret, SecretFrom};
 pub use folder::{RepoWatcher, SourceError, read_repo, read_repo_within, watch};
-pub use git::{GitCredentials, GitError, GitFailure, GitOptions, GitSource, PollOutcome, Revision};
+pub use git::{
+    GitCredentials, GitError, GitFailure, GitOptions, GitSource, PollOutcome, Revision, TokenAuth,
+};
 pub use settings::{SettingsError, git_options, read_once};
 pub use tracker::{Content, PollTrigger, Refresh, Tracker};
 

@@ -48,6 +48,7 @@ pub fn git_options(
             ssh_key: args.git_ssh_key.clone(),
             known_hosts: args.git_known_hosts.clone().map(KnownHosts::new),
             token,
+            token_auth: args.git_token_auth,
             username: args.git_username.clone(),
         },
         limits: Limits::default(),

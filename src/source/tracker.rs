@@ -156,6 +156,13 @@ impl Tracker {
         }
     }
 
+    /// Starts from `snapshot` (already read): the first refresh returns it unless the remote
+    /// moved, and keeps it if the remote cannot be reached.
+    pub fn starting_from(mut self, snapshot: Snapshot) -> Self {
+        self.current = Some(Content::Read(Arc::new(snapshot)));
+        self
+    }
+
     /// The trigger a webhook pulls to make the next poll happen now.
     pub fn trigger(&self) -> Arc<PollTrigger> {
         Arc::clone(&self.trigger)

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use git2::{CertificateCheckStatus, CredentialType, RemoteCallbacks};
 
 use super::credentials::{CredentialError, PresentedKey, Redactor};
-use super::git::{GitCredentials, GitFailure};
+use super::git::{GitCredentials, GitFailure, TokenAuth};
 
 /// Callbacks answering `url`'s requests for credentials and checking its host key; a host-key
 /// refusal's message is left in `rejection`.
@@ -35,6 +35,8 @@ pub(crate) fn callbacks(
     };
     let username = credentials.username.clone();
     let ssh_key = credentials.ssh_key.clone();
+    // A bearer token travels as a header (see [`bearer_header`]), never as a password.
+    let basic = credentials.token_auth == TokenAuth::Basic;
     callbacks.credentials(move |_url, username_from_url, allowed| {
         // libgit2 asks again after a refusal; a second answer would be the same one.
         attempts += 1;
@@ -51,6 +53,7 @@ pub(crate) fn callbacks(
             return git2::Cred::ssh_key(user, None, key, None);
         }
         if allowed.contains(CredentialType::USER_PASS_PLAINTEXT)
+            && basic
             && let Some(token) = &token
         {
             return git2::Cred::userpass_plaintext(user, token);
@@ -93,6 +96,23 @@ pub(crate) fn callbacks(
         }
     });
     Ok(callbacks)
+}
+
+/// The `Authorization: Bearer` header to send with every request, when the token is a bearer
+/// token (libgit2 sends custom headers only with a download or a push, not with a bare ref
+/// advertisement).
+///
+/// # Errors
+/// When the token cannot be read.
+pub(crate) fn bearer_header(
+    credentials: &GitCredentials,
+) -> Result<Option<String>, CredentialError> {
+    match (&credentials.token, credentials.token_auth) {
+        (Some(token), TokenAuth::Bearer) => {
+            Ok(Some(format!("Authorization: Bearer {}", token.read()?)))
+        }
+        _ => Ok(None),
+    }
 }
 
 /// `err` as a redacted failure, or the refusal the callbacks left in `rejection` (libgit2 may

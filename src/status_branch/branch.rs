@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use git2::{Direction, FetchOptions, Oid, PushOptions, Signature};
+use git2::{FetchOptions, Oid, PushOptions, Signature};
 use jiff::Timestamp;
 
 use super::StatusBranchError;
@@ -158,46 +158,45 @@ impl StatusRepository {
     /// When the remote cannot be reached or refuses us.
     pub fn fetch(&mut self) -> Result<Option<Oid>, StatusBranchError> {
         let wanted = format!("refs/heads/{}", self.options.branch);
-        let advertised = {
-            let rejection = Arc::new(Mutex::new(None));
-            let callbacks = self.callbacks(&rejection)?;
-            let mut remote = self
-                .repo
-                .remote_anonymous(&self.options.url)
-                .map_err(|err| self.fetch_error(&err, &rejection))?;
-            let connection = remote
-                .connect_auth(Direction::Fetch, Some(callbacks), None)
-                .map_err(|err| self.fetch_error(&err, &rejection))?;
-            let heads = connection
-                .list()
-                .map_err(|err| self.fetch_error(&err, &rejection))?;
-            heads
-                .iter()
-                .find(|head| head.name() == wanted)
-                .map(git2::RemoteHead::oid)
-        };
-        let Some(tip) = advertised else {
-            self.tip = Some(None);
-            return Ok(None);
-        };
-        if self.repo.find_commit(tip).is_err() {
-            let rejection = Arc::new(Mutex::new(None));
-            let mut options = FetchOptions::new();
-            options
-                .remote_callbacks(self.callbacks(&rejection)?)
-                .download_tags(git2::AutotagOption::None)
-                .update_fetchhead(false);
-            let refspec = format!("+{wanted}:{}", self.tracking_ref());
-            let mut remote = self
-                .repo
-                .remote_anonymous(&self.options.url)
-                .map_err(|err| self.fetch_error(&err, &rejection))?;
-            remote
-                .fetch(&[refspec.as_str()], Some(&mut options), None)
-                .map_err(|err| self.fetch_error(&err, &rejection))?;
+        let rejection = Arc::new(Mutex::new(None));
+        let bearer = transport::bearer_header(&self.options.credentials)
+            .map_err(StatusBranchError::Credentials)?;
+        let mut options = FetchOptions::new();
+        options
+            .remote_callbacks(self.callbacks(&rejection)?)
+            .download_tags(git2::AutotagOption::None)
+            .update_fetchhead(false);
+        if let Some(header) = &bearer {
+            options.custom_headers(&[header.as_str()]);
         }
-        self.remember_tip(tip)?;
-        Ok(Some(tip))
+        let mut remote = self
+            .repo
+            .remote_anonymous(&self.options.url)
+            .map_err(|err| self.fetch_error(&err, &rejection))?;
+        // One connection: the advertisement comes with the download (which transfers nothing
+        // when the tip is known, or when the branch does not exist).
+        let refspec = format!("+{wanted}:{}", self.tracking_ref());
+        remote
+            .download(&[refspec.as_str()], Some(&mut options))
+            .map_err(|err| self.fetch_error(&err, &rejection))?;
+        let tip = remote
+            .list()
+            .map_err(|err| self.fetch_error(&err, &rejection))?
+            .iter()
+            .find(|head| head.name() == wanted)
+            .map(git2::RemoteHead::oid);
+        let _ = remote.disconnect();
+        drop(remote);
+        match tip {
+            Some(tip) => {
+                self.remember_tip(tip)?;
+                Ok(Some(tip))
+            }
+            None => {
+                self.tip = Some(None);
+                Ok(None)
+            }
+        }
     }
 
     fn remember_tip(&mut self, tip: Oid) -> Result<(), StatusBranchError> {
@@ -441,8 +440,13 @@ impl StatusRepository {
             }
             Ok(())
         });
+        let bearer = transport::bearer_header(&self.options.credentials)
+            .map_err(StatusBranchError::Credentials)?;
         let mut options = PushOptions::new();
         options.remote_callbacks(callbacks);
+        if let Some(header) = &bearer {
+            options.custom_headers(&[header.as_str()]);
+        }
         // No `+`: the remote refuses anything but a fast-forward.
         let refspec = format!("{}:refs/heads/{}", self.outgoing_ref(), self.options.branch);
         let mut remote = self

@@ -313,7 +313,8 @@ fn escape(text: &str) -> String {
 }
 
 /// The commit message for going from `before` to `after`: one line per changed cluster
-/// (`prod: Updating → Ready (4/4 nodes, v1.36.3)`), `[skip ci]` when asked, and the
+/// (`prod: Updating → Ready (4/4 nodes, v1.36.3)`; the subject when it is the only one,
+/// under a subject naming them when there are several), `[skip ci]` when asked, and the
 /// [`REVISION_TRAILER`].
 pub fn commit_message(
     before: &BTreeMap<String, ClusterFile>,
@@ -339,13 +340,26 @@ pub fn commit_message(
     for name in before.keys().filter(|name| !after.contains_key(*name)) {
         lines.push(format!("{name}: no longer declared"));
     }
-    if lines.is_empty() {
-        lines.push("capstan status".to_owned());
+    // Git shows the first paragraph as the subject: one line, or a summary of several.
+    let mut subject = match lines.as_slice() {
+        [] => "capstan status".to_owned(),
+        [only] => only.clone(),
+        several => {
+            let names: Vec<&str> = several
+                .iter()
+                .filter_map(|line| line.split_once(':').map(|(name, _)| name))
+                .collect();
+            format!("{} clusters changed: {}", several.len(), names.join(", "))
+        }
+    };
+    if skip_ci {
+        subject.push_str(" [skip ci]");
     }
-    if skip_ci && let Some(first) = lines.first_mut() {
-        first.push_str(" [skip ci]");
+    let mut message = subject;
+    if lines.len() > 1 {
+        message.push_str("\n\n");
+        message.push_str(&lines.join("\n"));
     }
-    let mut message = lines.join("\n");
     if let Some(revision) = revision {
         let _ = write!(message, "\n\n{REVISION_TRAILER}: {revision}");
     }

@@ -460,3 +460,50 @@ fn walk_text(dir: &Path) -> String {
     }
     out
 }
+
+/// Starts `capstan run --lab` on `url` with its mirrors in `dir`, serving HTTP on `port`.
+fn spawn_run(dir: &Path, url: &str, port: u16) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(["run", "--repo", url, "--lab", "--log", "warn"])
+        .arg("--state-dir")
+        .arg(dir.join("lab"))
+        .arg("--git-mirror-dir")
+        .arg(dir.join("mirrors"))
+        .args(["--http", &format!("127.0.0.1:{port}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("capstan run starts")
+}
+
+#[test]
+fn a_daemon_started_while_the_remote_is_down_reconciles_the_mirrors_last_revision() {
+    let remote = Remote::new();
+    let head = git(&remote.work(), &["rev-parse", "HEAD"]);
+    let revision = format!("main@sha1:{head}");
+    let Some(mut server) = servers::git_daemon(&remote.root()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("git://127.0.0.1:{}/fleet.git", server.port);
+    let port = servers::free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+    let mut first = spawn_run(dir.path(), &url, port);
+    wait_status(&mut first, addr, "the first run's revision", &|body| {
+        body.contains(&revision)
+    });
+    let _ = first.kill();
+    let _ = first.wait();
+
+    server.stop();
+    let port = servers::free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+    let mut second = spawn_run(dir.path(), &url, port);
+    let status = wait_status(&mut second, addr, "SourceAvailable=False", &|body| {
+        body.contains("SourceUnreachable")
+    });
+    let _ = second.kill();
+    let _ = second.wait();
+    let status: FleetStatus = serde_json::from_str(&status).expect("status");
+    assert_eq!(status.revision.as_deref(), Some(revision.as_str()));
+}

@@ -6,8 +6,10 @@
 //! - `daemon`: the daemon on a lab follows the remote: a push is applied, an idle daemon only
 //!   asks for refs, an unreachable remote keeps the last revision.
 //! - `webhooks`: GitHub's real payloads trigger a poll; bad signatures do not.
+//! - `cli`: `validate` and `plan` read a remote branch's tip.
 //! - `demo`: the `capstan demo` walkthrough, followed with `git commit` and `git push`.
 
+mod cli;
 mod daemon;
 mod demo;
 mod fixture;

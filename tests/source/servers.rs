@@ -5,6 +5,7 @@
 //! A missing server binary skips the test with a line saying which and how to install it,
 //! unless `CAPSTAN_REQUIRE_JUDGES=1`, where it fails (CI installs them all).
 
+use std::io::Write as _;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -17,11 +18,16 @@ pub fn require(path: &str, package: &str) -> Option<PathBuf> {
     if found {
         return Some(PathBuf::from(path));
     }
-    let message = format!("{path} is missing: install it with `apt-get install -y {package}`");
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("a source test")
+        .to_owned();
+    let message = format!("missing {path} (apt-get install -y {package})");
     if std::env::var("CAPSTAN_REQUIRE_JUDGES").as_deref() == Ok("1") {
-        panic!("{message} (CAPSTAN_REQUIRE_JUDGES=1)");
+        panic!("{test}: {message}; CAPSTAN_REQUIRE_JUDGES=1, so this fails instead of skipping");
     }
-    eprintln!("SKIPPED: {message}");
+    // Past the harness's capture, so a passing run still shows what was skipped.
+    let _ = writeln!(std::io::stderr(), "skipped {test}: {message}");
     None
 }
 
@@ -221,18 +227,44 @@ pub fn wrong_known_hosts(dir: &Path, port: u16) -> PathBuf {
 /// lighttpd serving `git http-backend` for the repositories under `root` at `/git/`, behind
 /// HTTP basic authentication for `user`:`password`.
 pub fn lighttpd(root: &Path, user: &str, password: &str) -> Option<Server> {
-    let lighttpd = require("/usr/sbin/lighttpd", "lighttpd")?;
-    let backend = git_exec_path().join("git-http-backend");
-    assert!(backend.exists(), "{} exists", backend.display());
     let dir = tempfile::tempdir().expect("temp dir");
     let users = dir.path().join("users");
     std::fs::write(&users, format!("{user}:{password}\n")).expect("user file");
+    let auth = format!(
+        r#"auth.backend = "plain"
+auth.backend.plain.userfile = "{users}"
+auth.require = ("/git" => ("method" => "basic", "realm" => "git", "require" => "valid-user"))
+"#,
+        users = users.display()
+    );
+    lighttpd_with(root, dir, "", &auth)
+}
+
+/// lighttpd serving `git http-backend` at `/git/` only to requests carrying
+/// `Authorization: Bearer <token>` (403 otherwise).
+pub fn lighttpd_bearer(root: &Path, token: &str) -> Option<Server> {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let check = format!(
+        "  $REQUEST_HEADER[\"Authorization\"] != \"Bearer {token}\" {{\n    url.access-deny = (\"\")\n  }}\n"
+    );
+    lighttpd_with(root, dir, &check, "")
+}
+
+fn lighttpd_with(
+    root: &Path,
+    dir: tempfile::TempDir,
+    inside_git: &str,
+    auth: &str,
+) -> Option<Server> {
+    let lighttpd = require("/usr/sbin/lighttpd", "lighttpd")?;
+    let backend = git_exec_path().join("git-http-backend");
+    assert!(backend.exists(), "{} exists", backend.display());
     let port = free_port();
     let config = dir.path().join("lighttpd.conf");
     std::fs::write(
         &config,
         format!(
-            r#"server.modules = ("mod_alias", "mod_auth", "mod_authn_file", "mod_cgi", "mod_setenv")
+            r#"server.modules = ("mod_access", "mod_alias", "mod_auth", "mod_authn_file", "mod_cgi", "mod_setenv")
 server.document-root = "{docroot}"
 server.bind = "127.0.0.1"
 server.port = {port}
@@ -242,17 +274,13 @@ alias.url = ("/git" => "{backend}")
 $HTTP["url"] =~ "^/git" {{
   cgi.assign = ("" => "")
   setenv.add-environment = ("GIT_PROJECT_ROOT" => "{root}", "GIT_HTTP_EXPORT_ALL" => "")
-}}
-auth.backend = "plain"
-auth.backend.plain.userfile = "{users}"
-auth.require = ("/git" => ("method" => "basic", "realm" => "git", "require" => "valid-user"))
-"#,
+{inside_git}}}
+{auth}"#,
             docroot = dir.path().display(),
             log = dir.path().join("error.log").display(),
             pid = dir.path().join("lighttpd.pid").display(),
             backend = backend.display(),
             root = root.display(),
-            users = users.display(),
         ),
     )
     .expect("lighttpd.conf");

@@ -1,7 +1,9 @@
 //! Following a remote over each transport, against real servers: a pushed commit's revision
 //! is seen, its files are read from the commit, and an idle poll fetches nothing.
 
-use capstan::source::{GitCredentials, GitError, KnownHosts, PollOutcome, Redactor, Secret};
+use capstan::source::{
+    GitCredentials, GitError, KnownHosts, PollOutcome, Redactor, Secret, TokenAuth,
+};
 
 use super::fixture::{Remote, cluster, git, open};
 use super::servers;
@@ -113,6 +115,29 @@ fn a_pushed_commit_is_seen_over_smart_http_with_basic_auth() {
     let url = format!("http://127.0.0.1:{}/git/fleet.git", http.port);
     let credentials = token_credentials(http.dir.path(), token, &Redactor::default());
     a_pushed_commit_is_seen(&remote, &url, credentials);
+}
+
+#[test]
+fn a_pushed_commit_is_seen_over_smart_http_with_a_bearer_token() {
+    let remote = Remote::new();
+    let token = "planted-bearer-token-31e8";
+    let Some(http) = servers::lighttpd_bearer(&remote.root(), token) else {
+        return;
+    };
+    let url = format!("http://127.0.0.1:{}/git/fleet.git", http.port);
+    let mut credentials = token_credentials(http.dir.path(), token, &Redactor::default());
+    credentials.token_auth = TokenAuth::Bearer;
+    a_pushed_commit_is_seen(&remote, &url, credentials);
+
+    let planted = "planted-wrong-bearer-77aa";
+    let redactor = Redactor::default();
+    let mut credentials = token_credentials(http.dir.path(), planted, &redactor);
+    credentials.token_auth = TokenAuth::Bearer;
+    let (mut source, _metrics) = open(remote.options(&url, credentials));
+    let err = source.poll().expect_err("a wrong bearer token is refused");
+    let shown = capstan::status::error_chain(&err);
+    assert!(matches!(err, GitError::LsRemote { .. }), "{shown}");
+    assert!(!shown.contains(planted), "{shown}");
 }
 
 #[test]

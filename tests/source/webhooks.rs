@@ -3,6 +3,7 @@
 //! daemon poll within a second; a wrong or missing one is 401 and polls nothing; a push to
 //! another ref, a ping or a duplicate delivery polls nothing; a burst coalesces.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -38,9 +39,10 @@ fn examples(event: &str) -> Option<Vec<serde_json::Value>> {
             path.display()
         );
         if std::env::var("CAPSTAN_REQUIRE_JUDGES").as_deref() == Ok("1") {
-            panic!("{message} (CAPSTAN_REQUIRE_JUDGES=1)");
+            panic!("{message}; CAPSTAN_REQUIRE_JUDGES=1, so this fails instead of skipping");
         }
-        eprintln!("SKIPPED: {message}");
+        // Past the harness's capture, so a passing run still shows what was skipped.
+        let _ = writeln!(std::io::stderr(), "skipped a webhook test: {message}");
         return None;
     };
     let all: Vec<serde_json::Value> = serde_json::from_str(&text).expect("examples parse");

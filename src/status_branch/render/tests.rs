@@ -169,6 +169,16 @@ fn the_message_has_one_line_per_changed_cluster_and_the_revision_trailer() {
     assert!(!is_urgent(&after, &after));
     let gone = commit_message(&after, &BTreeMap::new(), None, false);
     assert_eq!(gone, "prod: no longer declared\n");
+    let mut two = after.clone();
+    let mut edge = after["prod"].clone();
+    edge.name = "edge".to_owned();
+    two.insert("edge".to_owned(), edge);
+    assert_eq!(
+        commit_message(&before, &two, None, false),
+        "2 clusters changed: edge, prod\n\n\
+         edge: Ready (4/4 nodes, v1.36.3)\n\
+         prod: Updating → Ready (4/4 nodes, v1.36.3)\n"
+    );
 }
 
 #[test]

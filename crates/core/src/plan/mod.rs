@@ -19,7 +19,6 @@ pub mod placement;
 mod removed;
 mod simulate;
 mod types;
-mod version;
 mod window;
 
 #[cfg(test)]

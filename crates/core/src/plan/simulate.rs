@@ -12,17 +12,13 @@ use jiff::{SignedDuration, Timestamp};
 use super::Policy;
 use super::cluster::{self, Gate, Input};
 use super::placement::Capacity;
-use super::types::{Action, Step, Wait};
+use super::types::{Action, PREDICTED, Step, Wait};
 use crate::model::{NodeName, Role, VmId};
 use crate::observed::{
     DrainObserved, FluxSecret, OUT_OF_SERVICE_TAINT, ObservedCluster, ObservedControlPlane,
     ObservedMachine, ObservedNode, PowerState, RETIRING_TAG, Taint, VmConfig,
 };
 use crate::spec::{ClusterSpec, KubeVersion};
-
-/// Prefix of the made-up fingerprint a predicted admin kubeconfig gets; the rest names the
-/// step that changed it.
-pub(crate) const PREDICTED: &str = "predicted after ";
 
 /// Predictions stop after this many batches: far more than any real convergence needs
 /// (about six batches per machine), and a guard against a plan that never settles.

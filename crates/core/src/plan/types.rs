@@ -12,6 +12,11 @@ use crate::model::{NodeName, Ownership, Role, VmId};
 use crate::observed::{FluxTarget, MachineSpec, PodRef};
 use crate::spec::{Endpoint, KubeVersion};
 
+/// Prefix of the made-up fingerprint a predicted admin kubeconfig gets; the rest names the
+/// step that changed it. The simulation writes it, the delivery rule reads it back to say why
+/// the kubeconfig will change.
+pub(crate) const PREDICTED: &str = "predicted after ";
+
 /// What to do next, fleet-wide.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -10,8 +10,8 @@
 //! is refused with kubeadm's message, an upgrade that skips a minor is refused.
 
 pub mod cli;
-mod kubeadm;
 pub mod paths;
+mod systems;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -147,7 +147,7 @@ struct Shared<B> {
     backend: B,
     clock: LabClock,
     timings: NodeTimings,
-    world: Mutex<kubeadm::World>,
+    world: Mutex<systems::GuestSystems>,
 }
 
 impl<B: ClusterBackend> NodeSoftware<B> {
@@ -158,7 +158,7 @@ impl<B: ClusterBackend> NodeSoftware<B> {
                 backend,
                 clock,
                 timings,
-                world: Mutex::new(kubeadm::World::default()),
+                world: Mutex::new(systems::GuestSystems::default()),
             }),
         }
     }
@@ -166,7 +166,7 @@ impl<B: ClusterBackend> NodeSoftware<B> {
     /// Runs `argv` inside `vm`, taking as long as the real operation would in the lab.
     pub async fn exec(&self, vm: &GuestIdentity, argv: &[String]) -> ExecOutcome {
         let shared = &self.shared;
-        if let Some(delay) = kubeadm::duration_of(argv, &shared.timings) {
+        if let Some(delay) = systems::duration_of(argv, &shared.timings) {
             tokio::time::sleep(delay).await;
         }
         let now = shared.clock.now();
@@ -209,7 +209,7 @@ impl<B: ClusterBackend> NodeSoftware<B> {
         }
     }
 
-    fn schedule(&self, effect: kubeadm::Later) {
+    fn schedule(&self, effect: systems::Later) {
         let shared = Arc::clone(&self.shared);
         tokio::spawn(async move {
             tokio::time::sleep(shared.timings.node_ready_after).await;

@@ -168,7 +168,7 @@ async fn answer(
             }
         }
     }
-    let params = validate(endpoint, &merged)?;
+    let params = validate(&endpoint.params, &merged)?;
     let injected = app.shared.lock().faults.take_call_failure(api_path);
     if let Some(fault) = injected {
         return Err(ApiFail {

@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::endpoints::Endpoint;
 use super::state::ApiFail;
 
 /// A parameter's JSON Schema type.
@@ -132,18 +131,16 @@ impl Params {
     }
 }
 
-/// Checks raw parameters against an endpoint, as `PVE::JSONSchema::validate` does.
-pub(super) fn validate(
-    endpoint: &Endpoint,
-    raw: &BTreeMap<String, Value>,
-) -> Result<Params, ApiFail> {
+/// Checks raw parameters against an endpoint's parameter specs, as `PVE::JSONSchema::validate`
+/// does.
+pub(super) fn validate(specs: &[Spec], raw: &BTreeMap<String, Value>) -> Result<Params, ApiFail> {
     let mut errors = BTreeMap::new();
     let mut checked = BTreeMap::new();
     for (key, value) in raw {
         if key == "_dc" {
             continue;
         }
-        let Some(spec) = find_spec(endpoint, key) else {
+        let Some(spec) = find_spec(specs, key) else {
             errors.insert(
                 key.clone(),
                 "property is not defined in schema and the schema does not allow additional properties"
@@ -160,7 +157,7 @@ pub(super) fn validate(
             }
         }
     }
-    for spec in &endpoint.params {
+    for spec in specs {
         if !spec.optional && spec.indexed.is_none() && !raw.contains_key(spec.name) {
             errors.insert(
                 spec.name.to_owned(),
@@ -179,8 +176,8 @@ pub(super) fn validate(
     }
 }
 
-fn find_spec<'a>(endpoint: &'a Endpoint, key: &str) -> Option<&'a Spec> {
-    endpoint.params.iter().find(|spec| match spec.indexed {
+fn find_spec<'a>(specs: &'a [Spec], key: &str) -> Option<&'a Spec> {
+    specs.iter().find(|spec| match spec.indexed {
         None => spec.name == key,
         Some(max) => key
             .strip_prefix(spec.name)
@@ -423,11 +420,13 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn endpoint(template: &str, method: &str) -> Endpoint {
+    /// The parameter specs of an endpoint of the simulated API.
+    fn endpoint(template: &str, method: &str) -> Vec<Spec> {
         endpoints()
             .into_iter()
             .find(|e| e.template == template && e.method == method)
             .expect("endpoint")
+            .params
     }
 
     fn raw(value: Value) -> BTreeMap<String, Value> {

@@ -3,6 +3,7 @@
 //! changed control plane (rule 10).
 
 use super::*;
+use crate::plan::types::PREDICTED;
 
 impl<'a> Ctx<'a> {
     /// Fresh machines of each pool, in the order surplus ones go first: unjoined, being
@@ -287,18 +288,16 @@ impl<'a> Ctx<'a> {
                 target.namespace,
                 target.secret_name
             ),
-            Some(held) if &held.kubeconfig != admin => {
-                match admin.strip_prefix(crate::plan::simulate::PREDICTED) {
-                    Some(cause) => format!(
-                        "the admin kubeconfig changes with {}",
-                        cause.split(" (#").next().unwrap_or(cause)
-                    ),
-                    None => format!(
-                        "Flux holds kubeconfig {}, the cluster's admin kubeconfig is {admin}",
-                        held.kubeconfig
-                    ),
-                }
-            }
+            Some(held) if &held.kubeconfig != admin => match admin.strip_prefix(PREDICTED) {
+                Some(cause) => format!(
+                    "the admin kubeconfig changes with {}",
+                    cause.split(" (#").next().unwrap_or(cause)
+                ),
+                None => format!(
+                    "Flux holds kubeconfig {}, the cluster's admin kubeconfig is {admin}",
+                    held.kubeconfig
+                ),
+            },
             Some(_) => return false,
         };
         let step = Self::step(

@@ -7,9 +7,11 @@
 //! then the control plane moves in place (upgrade, renewal) and the kubeconfig is delivered;
 //! then machines are created and joined; last, old machines leave, one at a time.
 
+mod classify;
 mod create;
 mod health;
 mod removal;
+mod version;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -170,7 +172,7 @@ pub(crate) fn candidates(input: &Input<'_>, capacity: &Capacity) -> Outcome {
         out.blocked.push(blocked);
         return out;
     }
-    let (target_version, refusal) = super::version::resolve(input);
+    let (target_version, refusal) = version::resolve(input);
     if let Some(message) = refusal {
         out.blocked.push(Blocked {
             rule: Rule::Upgrades,
@@ -243,151 +245,6 @@ impl<'a> Ctx<'a> {
 
     fn initialised(&self) -> bool {
         self.initialised
-    }
-
-    /// Builds the pools and sees every owned VM against them.
-    fn classify(&mut self, out: &mut Outcome) {
-        let spec = self.input.spec;
-        let version = self.target_version;
-        let distribution = spec.kubernetes.distribution;
-        let desired = |machine: &'a Machine, role: Role| {
-            let machine_spec = MachineSpec::new(machine, version, distribution, role);
-            let hash = machine_spec.spec_hash();
-            DesiredPool {
-                machine,
-                spec: machine_spec,
-                hash,
-            }
-        };
-        self.pools.push(Pool {
-            name: CONTROL_PLANE_POOL,
-            role: Role::ControlPlane,
-            replicas: spec.control_plane.replicas,
-            desired: Some(desired(&spec.control_plane.machine, Role::ControlPlane)),
-        });
-        for pool in &spec.workers {
-            self.pools.push(Pool {
-                name: &pool.pool,
-                role: Role::Worker,
-                replicas: pool.replicas,
-                desired: Some(desired(&pool.machine, Role::Worker)),
-            });
-        }
-        let observed = self.input.observed;
-        for (name, machine) in &observed.machines {
-            let ownership = &machine.ownership;
-            let pool = match self
-                .pools
-                .iter()
-                .position(|p| p.name == ownership.pool && p.role == ownership.role)
-            {
-                Some(index) => index,
-                None => {
-                    self.pools.push(Pool {
-                        name: &ownership.pool,
-                        role: ownership.role,
-                        replicas: 0,
-                        desired: None,
-                    });
-                    self.pools.len() - 1
-                }
-            };
-            let node = observed.nodes.get(name);
-            let fenced = node.is_some_and(ObservedNode::is_out_of_service) && !machine.is_running();
-            let mut view = View {
-                name,
-                machine,
-                node,
-                pool,
-                fresh: false,
-                fenced,
-                stale: None,
-            };
-            view.stale = self.staleness(&view, out);
-            view.fresh = self.pools[pool]
-                .desired
-                .as_ref()
-                .is_some_and(|d| d.hash == ownership.spec_hash)
-                && view.stale.is_none();
-            self.views.push(view);
-        }
-    }
-
-    /// Why a member must be replaced (outdated, drifted with `onDrift: replace`, fenced), and
-    /// the drift report.
-    fn staleness(&self, view: &View<'a>, out: &mut Outcome) -> Option<String> {
-        let node = view.node?;
-        let pool = &self.pools[view.pool];
-        let Some(desired) = &pool.desired else {
-            return Some(format!(
-                "pool `{}` is no longer in the spec",
-                view.machine.ownership.pool
-            ));
-        };
-        if view.fenced {
-            return Some("fenced: hard-stopped and out of service".to_owned());
-        }
-        let machine = view.machine;
-        if machine.ownership.spec_hash != desired.hash {
-            let differences = match &machine.built_from {
-                Some(built) => built.differences(&desired.spec),
-                None => Vec::new(),
-            };
-            let mut differences = differences;
-            if differences.is_empty()
-                && let Some(kubelet) = node.kubelet_version
-                && kubelet != desired.spec.kubernetes
-            {
-                differences.push(format!(
-                    "kubernetes {kubelet} → {}",
-                    desired.spec.kubernetes
-                ));
-            }
-            if differences.is_empty() {
-                differences.push(format!(
-                    "spec hash {} → {}",
-                    machine.ownership.spec_hash, desired.hash
-                ));
-            }
-            return Some(format!("outdated: {}", differences.join(", ")));
-        }
-        let config = machine.config.as_ref()?;
-        let wanted = desired.machine;
-        let mut drift = Vec::new();
-        if config.cores != wanted.cores {
-            drift.push(format!("cores {} → {}", wanted.cores, config.cores));
-        }
-        if config.memory_mib != wanted.memory_mib {
-            drift.push(format!(
-                "memoryMiB {} → {}",
-                wanted.memory_mib, config.memory_mib
-            ));
-        }
-        if config.disk_gib != wanted.disk_gib {
-            drift.push(format!("diskGiB {} → {}", wanted.disk_gib, config.disk_gib));
-        }
-        if drift.is_empty() {
-            return None;
-        }
-        let drift = drift.join(", ");
-        let replace = self.input.spec.rollout.on_drift == DriftPolicy::Replace;
-        out.findings.push(Finding {
-            kind: FindingKind::Drift,
-            cluster: self.input.name.to_owned(),
-            machine: Some(view.name.clone()),
-            vm_id: Some(machine.vm_id),
-            message: format!(
-                "VM {} {} drifted (changed outside capstan): {drift}; {}",
-                machine.vm_id,
-                view.name,
-                if replace {
-                    "rollout.onDrift is replace: it is replaced"
-                } else {
-                    "rollout.onDrift is report: left as is"
-                }
-            ),
-        });
-        replace.then(|| format!("drifted: {drift}"))
     }
 
     fn target(&self, view: &View<'_>) -> Target {

@@ -1,0 +1,117 @@
+//! Planning a fleet of 200 clusters × 20 machines (3 control planes, 17 workers in two pools):
+//! prints the time per full plan (every cluster, with its predicted sequence to convergence).
+//!
+//! Two fleets: nothing exists yet (the whole bootstrap is predicted), and a built fleet whose
+//! worker template changed (every worker's replacement is predicted, one at a time).
+//!
+//! Run: `cargo bench --bench plan`. No timing is asserted; the figures are printed.
+
+// A benchmark reads the clock; the planner it measures still may not.
+#![allow(clippy::disallowed_methods)]
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use capstan_core::observed::Observed;
+use capstan_core::plan::{Policy, expected_effect, plan};
+use capstan_core::spec::{self, Desired, RepoFiles, SourceText};
+
+const CLUSTERS: usize = 200;
+const RUNS: u32 = 5;
+
+const FLEET: &str = "apiVersion: capstan.dev/v1alpha1
+kind: Fleet
+proxmox:
+  homelab: {url: https://pve1.lab.example:8006, tokenId: capstan@pve!reconciler, tokenFrom: {env: TOKEN}}
+managementClusters:
+  management: {kubeconfigFrom: {file: /etc/capstan/management.kubeconfig}}
+approvedMinors: [\"1.36\"]
+";
+
+fn cluster(index: usize, template: &str) -> String {
+    let (third, fourth) = (index / 250, index % 250 + 1);
+    format!(
+        "apiVersion: capstan.dev/v1alpha1
+kind: Cluster
+metadata: {{name: c{index}}}
+spec:
+  proxmox: homelab
+  kubernetes: {{version: 1.36.2}}
+  endpoint: {{host: k8s-c{index}.lab.example, address: 10.{third}.{fourth}.10}}
+  network: {{nodes: 10.{third}.{fourth}.0/24}}
+  controlPlane:
+    replicas: 3
+    machine: {{template: debian13-k8s, cores: 2, memoryMiB: 6144, placement: [pve1, pve2, pve3]}}
+  workers:
+    - pool: general
+      replicas: 10
+      machine: {{template: {template}, cores: 4, memoryMiB: 8192, placement: [pve1, pve2, pve3]}}
+    - pool: big
+      replicas: 7
+      machine: {{template: {template}, cores: 8, memoryMiB: 16384, placement: [pve2, pve3]}}
+  delivery:
+    flux: {{cluster: management}}
+"
+    )
+}
+
+fn fleet(template: &str) -> Desired {
+    let files = RepoFiles {
+        fleet: SourceText {
+            path: "capstan.yaml".into(),
+            text: FLEET.into(),
+        },
+        clusters: (0..CLUSTERS)
+            .map(|i| SourceText {
+                path: format!("clusters/c{i}.yaml"),
+                text: cluster(i, template),
+            })
+            .collect(),
+    };
+    let loaded = spec::load(&files);
+    assert!(loaded.is_valid(), "{}", loaded.diagnostics);
+    loaded.desired.expect("valid fleet")
+}
+
+/// Times `RUNS` full plans and prints the mean; returns the last plan's step counts.
+fn measure(label: &str, desired: &Desired, observed: &Observed, now: jiff::Timestamp) {
+    let policy = Policy::of(desired);
+    let start = Instant::now();
+    let mut predicted = 0;
+    for _ in 0..RUNS {
+        let plan = black_box(plan(desired, observed, &policy, now));
+        predicted = plan
+            .clusters
+            .iter()
+            .map(|c| c.predicted.len())
+            .sum::<usize>();
+    }
+    let per_plan = start.elapsed() / RUNS;
+    println!(
+        "{label}: {per_plan:?} per full plan of {CLUSTERS} clusters x 20 machines ({predicted} predicted steps)"
+    );
+}
+
+fn main() {
+    let now: jiff::Timestamp = "2026-04-29T12:00:00Z".parse().expect("time");
+    let desired = fleet("debian13-k8s");
+    let nothing = Observed::nothing();
+    measure("from nothing", &desired, &nothing, now);
+
+    // Build the fleet by playing its plans forward.
+    let policy = Policy::of(&desired);
+    let mut built = Observed::nothing();
+    loop {
+        let plan = plan(&desired, &built, &policy, now);
+        let steps: Vec<_> = plan.clusters.iter().flat_map(|c| c.steps.clone()).collect();
+        if steps.is_empty() {
+            break;
+        }
+        for step in &steps {
+            expected_effect(&mut built, step, now);
+        }
+    }
+    let changed = fleet("debian13-k8s-v2");
+    measure("template change", &changed, &built, now);
+    measure("converged", &desired, &built, now);
+}

@@ -1,0 +1,293 @@
+//! The state of every simulated VM's operating system and of each cluster's kubeadm-side data
+//! (bootstrap tokens, the uploaded certificate key, etcd members), and the commands that change
+//! them. Each handler checks what the real tool checks, in the same order, and answers with the
+//! real tool's words.
+//!
+//! This file holds the state, the command dispatcher, the shell built-ins and the prepare
+//! script, and power events; `kubeadm` and `kubectl` (with etcdctl through `kubectl exec`) are
+//! the two tools' handlers.
+
+mod kubeadm;
+mod kubectl;
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use serde_json::Value;
+
+use super::cli::{
+    self, CertsCommand, InitPhase, KubeadmCommand, KubectlCommand, MemberCommand, PhaseName,
+    TokenCommand, UpgradeCommand,
+};
+use super::paths;
+use super::{ClusterAccess, ClusterBackend, NewCluster, NewNode, NodeTimings, random_hex};
+use crate::proxmox::{ExecOutcome as Exit, GuestIdentity as GuestVm, PowerEvent};
+use crate::values::KubeVersion;
+use capstan_core::model::{Role, VmId};
+
+/// How long `kubeadm init phase upload-certs` keeps the certificates (kubeadm's constant).
+const CERTIFICATE_KEY_LIFETIME: SignedDuration = SignedDuration::from_hours(2);
+/// Oldest kubelet minor a control plane accepts (Kubernetes' version skew policy).
+const KUBELET_MAX_MINOR_SKEW: u32 = 3;
+
+/// Work that happens a little after a command returns (a kubelet becoming Ready).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Later {
+    /// The node's kubelet reports Ready, if it still runs and the cluster has its CNI.
+    NodeReady {
+        cluster: String,
+        node: String,
+        vmid: VmId,
+    },
+}
+
+#[derive(Debug, Default)]
+pub(super) struct GuestSystems {
+    guests: BTreeMap<VmId, Guest>,
+    clusters: BTreeMap<String, ClusterState>,
+}
+
+#[derive(Debug)]
+pub(super) struct Guest {
+    pub(super) files: BTreeMap<String, String>,
+    kubelet: Option<KubeVersion>,
+    kubeadm: Option<KubeVersion>,
+    member: Option<Member>,
+    running: bool,
+}
+
+impl Default for Guest {
+    fn default() -> Self {
+        Guest {
+            files: BTreeMap::new(),
+            kubelet: None,
+            kubeadm: None,
+            member: None,
+            running: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Member {
+    cluster: String,
+    node: String,
+    role: Role,
+}
+
+#[derive(Debug)]
+struct ClusterState {
+    endpoint: String,
+    version: KubeVersion,
+    access: ClusterAccess,
+    tokens: BTreeMap<String, Timestamp>,
+    certificate_key: Option<(String, Timestamp)>,
+    etcd: BTreeMap<u64, String>,
+    operator: bool,
+    cni: bool,
+}
+
+/// How long a command takes in the lab, if it is one of the slow ones.
+pub(super) fn duration_of(argv: &[String], timings: &NodeTimings) -> Option<Duration> {
+    let words: Vec<&str> = argv.iter().map(String::as_str).collect();
+    match words.as_slice() {
+        ["bash", script, ..] if *script == paths::PREPARE_SCRIPT => Some(timings.prepare),
+        ["bash", script, ..] if *script == paths::RENEW_SCRIPT => Some(timings.upgrade),
+        ["kubeadm", "init", "phase", ..] => None,
+        ["kubeadm", "init", ..] => Some(timings.init),
+        ["kubeadm", "join", ..] => Some(timings.join),
+        ["kubeadm", "upgrade", ..] => Some(timings.upgrade),
+        _ => None,
+    }
+}
+
+impl GuestSystems {
+    pub(super) fn guest(&mut self, vmid: VmId) -> &mut Guest {
+        self.guests.entry(vmid).or_default()
+    }
+
+    pub(super) fn cluster_endpoints(&self) -> BTreeMap<String, String> {
+        self.clusters
+            .iter()
+            .map(|(name, c)| (name.clone(), c.endpoint.clone()))
+            .collect()
+    }
+
+    pub(super) fn exec(
+        &mut self,
+        backend: &impl ClusterBackend,
+        vm: &GuestVm,
+        argv: &[String],
+        now: Timestamp,
+    ) -> (Exit, Vec<Later>) {
+        let Some((program, args)) = argv.split_first() else {
+            return (Exit::failure(1, "no command given\n"), Vec::new());
+        };
+        let mut later = Vec::new();
+        let exit = match program.as_str() {
+            "true" => Exit::success(""),
+            "false" => Exit::failure(1, ""),
+            "echo" => Exit::success(format!("{}\n", args.join(" "))),
+            "hostname" => Exit::success(format!("{}\n", vm.name)),
+            "cat" => self.cat(vm.vmid, args),
+            "test" => self.test(vm.vmid, args),
+            "bash" => self.bash(backend, vm, args, now, &mut later),
+            "kubeadm" | "kubectl" if self.guest(vm.vmid).kubeadm.is_none() => {
+                Exit::failure(127, format!("bash: line 1: {program}: command not found\n"))
+            }
+            "kubeadm" => self.kubeadm(backend, vm, args, now, &mut later),
+            "kubectl" => self.kubectl(vm, args, &mut later),
+            other => Exit::failure(127, format!("bash: line 1: {other}: command not found\n")),
+        };
+        (exit, later)
+    }
+
+    fn cat(&mut self, vmid: VmId, args: &[String]) -> Exit {
+        let guest = self.guest(vmid);
+        let mut out = String::new();
+        for path in args {
+            match guest.files.get(path) {
+                Some(content) => out.push_str(content),
+                None => {
+                    return Exit::failure(1, format!("cat: {path}: No such file or directory\n"));
+                }
+            }
+        }
+        Exit::success(out)
+    }
+
+    fn test(&mut self, vmid: VmId, args: &[String]) -> Exit {
+        let guest = self.guest(vmid);
+        match args {
+            [flag, path] if flag == "-f" || flag == "-e" => Exit {
+                exit_code: i32::from(!guest.files.contains_key(path)),
+                stdout: String::new(),
+                stderr: String::new(),
+            },
+            _ => Exit::failure(2, "test: unsupported expression\n"),
+        }
+    }
+
+    fn bash(
+        &mut self,
+        backend: &impl ClusterBackend,
+        vm: &GuestVm,
+        args: &[String],
+        _now: Timestamp,
+        later: &mut Vec<Later>,
+    ) -> Exit {
+        let Some((script, script_args)) = args.split_first() else {
+            return Exit::failure(
+                2,
+                "bash: interactive shells are not available over the guest agent\n",
+            );
+        };
+        if !self
+            .guest(vm.vmid)
+            .files
+            .get(script)
+            .is_some_and(|text| text.starts_with("#!"))
+        {
+            return Exit::failure(127, format!("bash: {script}: No such file or directory\n"));
+        }
+        match script.as_str() {
+            paths::PREPARE_SCRIPT => self.prepare(vm, script_args, later),
+            paths::RENEW_SCRIPT => self.renew(backend, vm),
+            other => Exit::failure(
+                1,
+                format!("bash: {other}: the lab does not emulate this script\n"),
+            ),
+        }
+    }
+
+    /// `prepare-node.sh VERSION [--kubeadm-only]`: CRI-O and the packages.
+    fn prepare(&mut self, vm: &GuestVm, args: &[String], later: &mut Vec<Later>) -> Exit {
+        let (version, kubeadm_only) = match args {
+            [version] => (version, false),
+            [version, flag] if flag == "--kubeadm-only" => (version, true),
+            _ => return Exit::failure(1, "usage: prepare-node.sh VERSION [--kubeadm-only]\n"),
+        };
+        let Ok(version) = version.parse::<KubeVersion>() else {
+            return Exit::failure(
+                100,
+                format!("E: Version '{version}-*' for 'kubeadm' was not found\n"),
+            );
+        };
+        let guest = self.guest(vm.vmid);
+        guest.kubeadm = Some(version);
+        if !kubeadm_only {
+            guest.kubelet = Some(version);
+            // A running kubelet of a member restarts with the new package.
+            if let Some(member) = &guest.member {
+                later.push(Later::NodeReady {
+                    cluster: member.cluster.clone(),
+                    node: member.node.clone(),
+                    vmid: vm.vmid,
+                });
+            }
+        }
+        let what = if kubeadm_only {
+            "kubeadm"
+        } else {
+            "cri-o kubelet kubeadm kubectl"
+        };
+        Exit::success(format!("Setting up {what} ({version}) ...\n"))
+    }
+
+    pub(super) fn power(
+        &mut self,
+        backend: &impl ClusterBackend,
+        vm: &GuestVm,
+        event: PowerEvent,
+    ) -> Vec<Later> {
+        let member = self.guests.get(&vm.vmid).and_then(|g| g.member.clone());
+        match event {
+            PowerEvent::Started => {
+                self.guest(vm.vmid).running = true;
+                member
+                    .map(|m| Later::NodeReady {
+                        cluster: m.cluster,
+                        node: m.node,
+                        vmid: vm.vmid,
+                    })
+                    .into_iter()
+                    .collect()
+            }
+            PowerEvent::ShutDown
+            | PowerEvent::HardStopped
+            | PowerEvent::HostLost
+            | PowerEvent::Destroyed => {
+                if event == PowerEvent::Destroyed {
+                    self.guests.remove(&vm.vmid);
+                } else {
+                    self.guest(vm.vmid).running = false;
+                }
+                if let Some(member) = member {
+                    backend.set_node_ready(&member.cluster, &member.node, false);
+                }
+                Vec::new()
+            }
+        }
+    }
+
+    pub(super) fn apply_later(&self, backend: &impl ClusterBackend, later: &Later) {
+        let Later::NodeReady {
+            cluster,
+            node,
+            vmid,
+        } = later;
+        let guest = self.guests.get(vmid);
+        let still_member = guest.is_some_and(|g| {
+            g.running
+                && g.member
+                    .as_ref()
+                    .is_some_and(|m| &m.cluster == cluster && &m.node == node)
+        });
+        let cni = self.clusters.get(cluster).is_some_and(|c| c.cni);
+        if still_member && cni {
+            backend.set_node_ready(cluster, node, true);
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! `capstan demo`, the README's first command, as a newcomer runs it: it brings the example
+//! clusters up on the embedded lab, says so with the time it took, and tells how to look.
+
+#[test]
+fn the_demo_brings_every_example_cluster_up_and_says_how_to_look() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let state = dir.path().join("demo");
+    let run = crate::support::capstan(&[
+        "demo",
+        "--state-dir",
+        state.to_str().expect("path"),
+        "--http",
+        "127.0.0.1:0",
+        "--exit-when-ready",
+    ]);
+    run.assert_code(0);
+    let line = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("all 2 clusters Ready in "))
+        .unwrap_or_else(|| panic!("the demo says when it is done:\n{}", run.stdout));
+    let seconds: f64 = line
+        .trim_start_matches("all 2 clusters Ready in ")
+        .trim_end_matches('s')
+        .parse()
+        .expect("a duration");
+    assert!(seconds > 0.0, "{line}");
+    for cluster in ["prod", "platform"] {
+        let kubeconfig = state.join("lab").join(format!("{cluster}.kubeconfig"));
+        assert!(
+            run.stdout.contains(&format!(
+                "kubectl --kubeconfig {} get nodes",
+                kubeconfig.display()
+            )),
+            "{}",
+            run.stdout
+        );
+        assert!(kubeconfig.exists(), "{} is written", kubeconfig.display());
+    }
+    assert!(
+        state.join("repo/clusters/prod.yaml").exists() && state.join("repo/.git").exists(),
+        "the user gets a clone of the demo's remote"
+    );
+    assert!(
+        state.join("remote.git/HEAD").exists(),
+        "the remote is a bare repository"
+    );
+    assert!(
+        run.stdout
+            .contains(&format!("your clone: {}", state.join("repo").display()))
+            && run.stdout.contains("git push"),
+        "the demo prints the clone and the git push walkthrough:\n{}",
+        run.stdout
+    );
+}

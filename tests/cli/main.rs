@@ -1,0 +1,10 @@
+//! The command line as users run it: the real `capstan` binary on examples-repo/ and broken
+//! copies of it (validate, plan, schema, demo).
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod demo;
+mod plan;
+mod schemas;
+mod validate;

@@ -1,0 +1,251 @@
+//! `capstan validate` on broken copies of the example repository: every error class names the
+//! file, the line and column where one exists, the field path and what to do, and exits 1.
+
+use crate::support::{ScratchRepo, capstan, examples_repo};
+
+const PROD: &str = "clusters/prod.yaml";
+const PLATFORM: &str = "clusters/platform.yaml";
+
+#[test]
+fn the_example_repository_is_valid() {
+    capstan(&["validate", examples_repo().to_str().expect("path")])
+        .assert_code(0)
+        .assert_reports("valid (2 cluster file(s)");
+}
+
+#[test]
+fn yaml_syntax_errors_give_the_line() {
+    let repo = ScratchRepo::from_examples();
+    repo.edit(PROD, "    replicas: 1 ", "    replicas: [1 ");
+    repo.validate()
+        .assert_code(1)
+        .assert_reports("clusters/prod.yaml:31:12: error:");
+}
+
+#[test]
+fn unknown_fields_are_refused_with_the_closest_name() {
+    let repo = ScratchRepo::from_examples();
+    repo.edit(PROD, "    drainTimeout: 10m", "    drainTimeuot: 10m");
+    repo.validate()
+        .assert_code(1)
+        .assert_reports("clusters/prod.yaml:39:5: error: spec.rollout.drainTimeuot: unknown field `drainTimeuot`")
+        .assert_reports("hint: did you mean `drainTimeout`?");
+}
+
+#[test]
+fn wrong_types_name_the_field() {
+    let repo = ScratchRepo::from_examples();
+    repo.edit(PROD, "      replicas: 3", "      replicas: three");
+    repo.validate().assert_code(1).assert_reports(
+        "clusters/prod.yaml:34:17: error: spec.workers[0].replicas: expected a whole number",
+    );
+}
+
+#[test]
+fn names_must_be_dns_labels() {
+    let repo = ScratchRepo::from_examples();
+    repo.edit(PROD, "  name: prod", "  name: Prod_1");
+    repo.validate().assert_code(1).assert_reports(
+        "clusters/prod.yaml:7:3: error: metadata.name: `Prod_1` is not a DNS-1123 label",
+    );
+    let repo = ScratchRepo::from_examples();
+    repo.edit(PLATFORM, "pool: memory", "pool: Memory");
+    repo.validate()
+        .assert_code(1)
+        .assert_reports("spec.workers[1].pool: `Memory` is not a DNS-1123 label");
+}
+
+#[test]
+fn duplicate_cluster_names_and_endpoints_across_files_are_refused() {
+    let repo = ScratchRepo::from_examples();
+    repo.edit(PLATFORM, "  name: platform", "  name: prod");
+    repo.edit(
+        PLATFORM,
+        "host: k8s-platform.lab.example",
+        "host: k8s-prod.lab.example",
+    );
+    repo.edit(PLATFORM, "address: 192.168.1.24 ", "address: 192.168.1.23 ");
+    repo.validate()
+        .assert_code(1)
+        .assert_reports("clusters/prod.yaml:7:3: error: metadata.name: cluster `prod` is already defined in clusters/platform.yaml")
+        .assert_reports("spec.endpoint.host: endpoint host `k8s-prod.lab.example` is already used by clusters/platform.yaml")
+        .assert_reports("spec.endpoint.address: endpoint address 192.168.1.23 is already used by clusters/platform.yaml");
+}
+
+#[test]
+fn versions_must_be_major_minor_patch() {
+    let repo = ScratchRepo::from_examples();
+    repo.edit(PROD, "version: 1.36.2", "version: 1.36");
+    repo.validate()
+        .assert_code(1)
+        .assert_reports("clusters/prod.yaml:13:14: error: spec.kubernetes.version: `1.36` is not a Kubernetes version: write MAJOR.MINOR.PATCH");
+}
+
+#[test]
+fn a_minor_that_is_not_approved_is_refused() {
+    let repo = ScratchRepo::from_examples();
+    repo.edit(PROD, "version: 1.36.2", "version: 1.37.0");
+    repo.validate()
+        .assert_code(1)
+        .assert_reports("clusters/prod.yaml:13:5: error: spec.kubernetes.version: 1.37.0: minor 1.37 is not approved")
+        .assert_reports("add \"1.37\" to approvedMinors in capstan.yaml");
+}
+
+#[test]
+fn overlapping_networks_are_refused() {
+    let repo = ScratchRepo::from_examples();
+    repo.edit(
+        PROD,
+        "services: 10.96.0.0/12 ",
+        "services: 172.16.128.0/17 ",
+    );
+    repo.validate()
+        .assert_code(1)
+        .assert_reports("clusters/prod.yaml:26:5: error: spec.network.services: services 172.16.128.0/17 overlaps pods 172.16.0.0/16");
+}
+
+#[test]
+fn the_endpoint_must_be_in_the_node_subnet_and_outside_reserved_ranges() {
+    let repo = ScratchRepo::from_examples();
+    repo.edit(PROD, "address: 192.168.1.23", "address: 192.168.2.23");
+    repo.validate()
+        .assert_code(1)
+        .assert_reports("clusters/prod.yaml:21:5: error: spec.endpoint.address: 192.168.2.23 is outside network.nodes 192.168.1.0/24");
+    let repo = ScratchRepo::from_examples();
+    repo.edit(PROD, "address: 192.168.1.23", "address: 192.168.1.175");
+    repo.validate()
+        .assert_code(1)
+        .assert_reports("spec.endpoint.address: 192.168.1.175 lies in the reserved range 192.168.1.170-192.168.1.189");
+}
+
+#[test]
+fn fewer_workers_than_min_workers_says_add_a_worker_first() {
+    let repo = ScratchRepo::from_examples();
+    repo.edit(PROD, "      replicas: 3", "      replicas: 1");
+    repo.validate()
+        .assert_code(1)
+        .assert_reports("clusters/prod.yaml:34:7: error: spec.workers[0].replicas: 1 workers in all, below rollout.minWorkers 2")
+        .assert_reports("add a worker first");
+}
+
+#[test]
+fn unknown_connections_and_management_clusters_are_refused() {
+    let repo = ScratchRepo::from_examples();
+    repo.edit(PROD, "  proxmox: homelab", "  proxmox: homelabb");
+    repo.edit(PROD, "flux: {cluster: management,", "flux: {cluster: mgmt,");
+    repo.validate()
+        .assert_code(1)
+        .assert_reports("clusters/prod.yaml:10:3: error: spec.proxmox: no Proxmox connection named `homelabb` in capstan.yaml")
+        .assert_reports("known in `proxmox:`: homelab")
+        .assert_reports("spec.delivery.flux.cluster: no management cluster named `mgmt` in capstan.yaml");
+}
+
+#[test]
+fn an_even_number_of_control_planes_is_refused() {
+    let repo = ScratchRepo::from_examples();
+    repo.edit(
+        PLATFORM,
+        "    replicas: 3\n    machine:",
+        "    replicas: 2\n    machine:",
+    );
+    repo.validate()
+        .assert_code(1)
+        .assert_reports("clusters/platform.yaml:20:5: error: spec.controlPlane.replicas: 2 control planes cannot keep etcd quorum")
+        .assert_reports("use an odd number: 1, 3 or 5");
+}
+
+#[test]
+fn durations_and_cron_schedules_must_parse() {
+    let repo = ScratchRepo::from_examples();
+    repo.edit(PROD, "drainTimeout: 10m", "drainTimeout: ten minutes");
+    repo.validate()
+        .assert_code(1)
+        .assert_reports("clusters/prod.yaml:39:19: error: spec.rollout.drainTimeout: `ten minutes` is not a duration");
+    let repo = ScratchRepo::from_examples();
+    repo.edit(
+        PROD,
+        "schedule: \"0 0 1 * * Sat\"",
+        "schedule: \"Saturdays at one\"",
+    );
+    repo.validate().assert_code(1).assert_reports(
+        "spec.rollout.maintenanceWindow.schedule: `Saturdays at one` is not a cron schedule",
+    );
+}
+
+#[test]
+fn every_error_of_the_repository_is_reported_in_one_run() {
+    let repo = ScratchRepo::from_examples();
+    repo.edit(PROD, "address: 192.168.1.23", "address: 192.168.2.23");
+    repo.edit(PROD, "      replicas: 3", "      replicas: 1");
+    repo.edit(
+        PLATFORM,
+        "    replicas: 3\n    machine:",
+        "    replicas: 4\n    machine:",
+    );
+    repo.edit("capstan.yaml", "pollInterval: 1m", "pollInterval: soon");
+    let run = repo.validate();
+    run.assert_code(1)
+        .assert_reports("capstan.yaml:41:15: error: pollInterval: `soon` is not a duration");
+    // With capstan.yaml broken, cluster files are still checked for syntax, and fixing it
+    // reveals their rules; each file's errors all come at once.
+    repo.edit("capstan.yaml", "pollInterval: soon", "pollInterval: 1m");
+    repo.validate()
+        .assert_code(1)
+        .assert_reports("spec.endpoint.address: 192.168.2.23 is outside")
+        .assert_reports("below rollout.minWorkers 2")
+        .assert_reports("4 control planes cannot keep etcd quorum")
+        .assert_reports("3 error(s)");
+}
+
+#[test]
+fn warnings_do_not_fail_validation() {
+    let repo = ScratchRepo::from_examples();
+    repo.edit(PLATFORM, "placement: [pve2, pve3]", "placement: [pve2]");
+    repo.validate()
+        .assert_code(0)
+        .assert_reports("warning: spec.workers[1].machine.placement: all 2 replicas on `pve2`");
+}
+
+#[test]
+fn a_missing_fleet_file_and_misplaced_kinds_are_explained() {
+    let repo = ScratchRepo::from_examples();
+    repo.remove("capstan.yaml");
+    let run = repo.validate();
+    run.assert_code(1);
+    assert!(run.stderr.contains("has no capstan.yaml"), "{}", run.stderr);
+
+    let repo = ScratchRepo::from_examples();
+    repo.write(
+        "clusters/fleet.yaml",
+        "apiVersion: capstan.dev/v1alpha1\nkind: Fleet\n",
+    );
+    repo.validate().assert_code(1).assert_reports(
+        "clusters/fleet.yaml:2:1: error: kind: this file must be `kind: Cluster`, not `Fleet`",
+    );
+}
+
+#[test]
+fn json_output_lists_findings_for_programs() {
+    let repo = ScratchRepo::from_examples();
+    repo.edit(PROD, "version: 1.36.2", "version: 1.37.0");
+    let run = capstan(&[
+        "validate",
+        "--format",
+        "json",
+        repo.path().to_str().expect("path"),
+    ]);
+    run.assert_code(1);
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).expect("json report");
+    assert_eq!(report["valid"], false);
+    let finding = &report["diagnostics"][0];
+    assert_eq!(finding["file"], "clusters/prod.yaml");
+    assert_eq!(finding["line"], 13);
+    assert_eq!(finding["field"], "spec.kubernetes.version");
+    assert_eq!(report["clusters"], serde_json::json!(["platform"]));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    capstan(&["validate", "--format", "yaml"]).assert_code(2);
+    capstan(&["frobnicate"]).assert_code(2);
+}

@@ -1,0 +1,22 @@
+//! The whole daemon on the lab: bootstrap, scale, replacement, upgrades, certificates, drains,
+//! prune, failures and crashes, `capstan status`/`observe` against a running daemon, and the
+//! deploy manifests.
+
+#[path = "../support/judges.rs"]
+mod judges;
+mod lifecycle_support;
+#[path = "../support/mod.rs"]
+mod support;
+
+mod bootstrap;
+mod certificates;
+mod crash;
+mod deploy;
+mod drain;
+mod failures;
+mod prune;
+mod real_connections;
+mod replace;
+mod scale;
+mod status_observe;
+mod upgrade;

@@ -1,0 +1,467 @@
+//! The Proxmox client against the simulated Proxmox: every operation, on the happy path and
+//! repeated (idempotence).
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use crate::proxmox_support::{clone_request, created, expected, fast_world, ownership, start};
+use capstan::model::{Role, VmId};
+use capstan::providers::proxmox::ownership::{parse_description, parse_tags, split_tags};
+use capstan::providers::proxmox::{
+    CloudInit, ExecStatus, PowerState, ProxmoxError, ProxmoxProvider, PveNode, ResizeOutcome,
+    VmSettings,
+};
+
+const GIB: u64 = 1024 * 1024 * 1024;
+
+#[tokio::test]
+async fn inventory_sees_every_node_and_template_with_capacity() {
+    let setup = start(fast_world()).await;
+    let inventory = setup.client.inventory().await.expect("inventory");
+    let names: Vec<&str> = inventory.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["pve1", "pve2", "pve3"]);
+    assert!(inventory.nodes.iter().all(|n| n.online));
+    assert!(
+        inventory
+            .nodes
+            .iter()
+            .all(|n| n.cpu_capacity == 16 && n.memory_capacity_bytes == 64 * GIB)
+    );
+    let templates: Vec<(&str, &str)> = inventory
+        .vms
+        .iter()
+        .filter(|vm| vm.is_template)
+        .map(|vm| (vm.name.as_str(), vm.node.as_str()))
+        .collect();
+    assert_eq!(templates.len(), 6);
+    assert!(templates.contains(&("debian13-k8s", "pve2")));
+    assert!(templates.contains(&("debian13-k8s-v2", "pve3")));
+    assert_eq!(
+        setup.sim.handle().total_calls(),
+        2,
+        "one call per resource type"
+    );
+}
+
+#[tokio::test]
+async fn a_clone_carries_its_name_and_ownership_from_the_first_call() {
+    let setup = start(fast_world()).await;
+    let request = clone_request("prod", "general", "a1b2c", "pve2");
+    let vm = setup.client.clone_vm(&request).await.expect("clone");
+    assert_eq!(vm.node, PveNode::from("pve2"));
+    let sim_vm = setup.sim.handle().vm(vm.vmid.0).expect("exists");
+    assert_eq!(sim_vm.name, "capstan-prod-general-a1b2c");
+    assert!(
+        !sim_vm.config.contains_key("lock"),
+        "the clone lock is gone"
+    );
+    let description = sim_vm.config.get("description").expect("description");
+    let from_description = parse_description(description).expect("owner in description");
+    assert_eq!(from_description.ownership, request.ownership);
+    let tags = split_tags(sim_vm.config.get("tags").expect("tags"));
+    let from_tags = parse_tags(&tags).expect("owner in tags");
+    assert_eq!(from_tags.ownership, request.ownership);
+    assert_eq!(from_tags.created, Some(created()));
+    // The clone call itself carried name and description.
+    let exchanges_free = setup
+        .sim
+        .handle()
+        .calls_of("POST /nodes/{node}/qemu/{vmid}/clone");
+    assert_eq!(exchanges_free, 1);
+
+    let inventory = setup.client.inventory().await.expect("inventory");
+    let seen = inventory
+        .vms
+        .iter()
+        .find(|v| v.vmid == vm.vmid)
+        .expect("listed");
+    assert_eq!(seen.power, PowerState::Stopped);
+    assert_eq!(
+        seen.owner.as_ref().map(|o| &o.ownership),
+        Some(&request.ownership)
+    );
+    assert_eq!(seen.memory_mib, 2048);
+    assert_eq!(seen.disk_bytes, 20 * GIB);
+    assert_eq!(inventory.owned_by("prod").count(), 1);
+    assert_eq!(inventory.owned_by("staging").count(), 0);
+}
+
+#[tokio::test]
+async fn cloning_the_same_name_again_returns_the_same_vm() {
+    let setup = start(fast_world()).await;
+    let request = clone_request("prod", "general", "again", "pve1");
+    let first = setup.client.clone_vm(&request).await.expect("clone");
+    let second = setup.client.clone_vm(&request).await.expect("clone again");
+    assert_eq!(first, second);
+    let named = setup
+        .sim
+        .handle()
+        .vms()
+        .into_iter()
+        .filter(|vm| vm.name == request.name.as_str())
+        .count();
+    assert_eq!(named, 1);
+}
+
+#[tokio::test]
+async fn next_vmid_is_the_lowest_free_one() {
+    let setup = start(fast_world()).await;
+    assert_eq!(setup.client.next_vmid().await.expect("nextid"), VmId(100));
+}
+
+#[tokio::test]
+async fn configure_sets_hardware_agent_tags_and_cloud_init() {
+    let setup = start(fast_world()).await;
+    let request = clone_request("prod", "general", "cfg01", "pve1");
+    let vm = setup.client.clone_vm(&request).await.expect("clone");
+    let settings = VmSettings {
+        cores: 4,
+        memory_mib: 8192,
+        cpu_type: "x86-64-v2-AES".into(),
+        ownership: ownership("prod", Role::Worker, "general"),
+        created: created(),
+        cloud_init: Some(CloudInit {
+            ipconfig0: "ip=dhcp".into(),
+            user: Some("capstan".into()),
+            ssh_keys: Some("ssh-ed25519 AAAAC3Nza capstan@lab\n".into()),
+        }),
+        built_from: Some("template=debian13-k8s cores=4".into()),
+    };
+    setup
+        .client
+        .configure_vm(&vm, &settings)
+        .await
+        .expect("configure");
+    let description = setup.client.vm_description(&vm).await.expect("description");
+    assert_eq!(
+        capstan::providers::proxmox::ownership::parse_built_from(&description),
+        Some("template=debian13-k8s cores=4"),
+        "what the VM was built from is kept in its description"
+    );
+    let config = setup.sim.handle().vm(vm.vmid.0).expect("vm").config;
+    assert_eq!(config["cores"], "4");
+    assert_eq!(config["memory"], "8192");
+    assert_eq!(config["cpu"], "x86-64-v2-AES");
+    assert_eq!(config["agent"], "1");
+    assert_eq!(config["ciuser"], "capstan");
+    assert_eq!(
+        config["sshkeys"], "ssh-ed25519%20AAAAC3Nza%20capstan%40lab%0A",
+        "sshkeys is sent url-encoded, as Proxmox wants"
+    );
+    let inventory = setup.client.inventory().await.expect("inventory");
+    let seen = inventory
+        .vms
+        .iter()
+        .find(|v| v.vmid == vm.vmid)
+        .expect("vm");
+    assert_eq!((seen.cores, seen.memory_mib), (4, 8192));
+}
+
+#[tokio::test]
+async fn resizing_grows_once_refuses_to_shrink_and_is_idempotent() {
+    let setup = start(fast_world()).await;
+    let vm = setup
+        .client
+        .clone_vm(&clone_request("prod", "general", "disk1", "pve1"))
+        .await
+        .expect("clone");
+    assert_eq!(
+        setup.client.resize_disk(&vm, 50).await.expect("grow"),
+        ResizeOutcome::Grown
+    );
+    assert_eq!(
+        setup.client.resize_disk(&vm, 50).await.expect("again"),
+        ResizeOutcome::Unchanged
+    );
+    let scsi0 = setup.sim.handle().vm(vm.vmid.0).expect("vm").config["scsi0"].clone();
+    assert!(scsi0.ends_with("size=50G"), "{scsi0}");
+    let err = setup.client.resize_disk(&vm, 30).await.expect_err("shrink");
+    assert!(matches!(err, ProxmoxError::ShrinkDisk { .. }), "{err}");
+    assert!(!err.is_transient());
+    assert!(err.to_string().contains("replace the VM"), "{err}");
+}
+
+#[tokio::test]
+async fn a_started_vm_gets_an_address_and_runs_commands_through_its_agent() {
+    let setup = start(fast_world()).await;
+    let vm = setup
+        .client
+        .clone_vm(&clone_request("prod", "general", "run01", "pve3"))
+        .await
+        .expect("clone");
+    setup.client.start_vm(&vm).await.expect("start");
+    setup.client.start_vm(&vm).await.expect("start is a no-op");
+    setup
+        .client
+        .wait_for_agent(&vm, Duration::from_secs(10))
+        .await
+        .expect("agent");
+    setup.client.agent_ping(&vm).await.expect("ping");
+
+    let addresses = setup.client.vm_addresses(&vm).await.expect("addresses");
+    assert_eq!(addresses.len(), 1, "{addresses:?}");
+    let address = addresses[0];
+    assert!(
+        (Ipv4Addr::new(192, 168, 1, 100)..=Ipv4Addr::new(192, 168, 1, 169)).contains(&address),
+        "{address}"
+    );
+
+    let argv = |parts: &[&str]| parts.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let echo = setup
+        .client
+        .run_command(
+            &vm,
+            &argv(&["echo", "hello", "lab"]),
+            None,
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("echo");
+    assert_eq!(
+        (echo.exit_code, echo.stdout.as_str()),
+        (Some(0), "hello lab\n")
+    );
+    let hostname = setup
+        .client
+        .run_command(&vm, &argv(&["hostname"]), None, Duration::from_secs(5))
+        .await
+        .expect("hostname");
+    assert_eq!(hostname.stdout, "capstan-prod-general-run01\n");
+    let missing = setup
+        .client
+        .run_command(
+            &vm,
+            &argv(&["kubeadm", "init"]),
+            None,
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("ran");
+    assert_eq!(missing.exit_code, Some(127));
+    assert!(missing.stderr.contains("command not found"));
+
+    let content = b"kind: InitConfiguration\n\x00binary-safe\n";
+    setup
+        .client
+        .write_file(&vm, "/etc/kubeadm.yaml", content)
+        .await
+        .expect("write");
+    let cat = setup
+        .client
+        .run_command(
+            &vm,
+            &argv(&["cat", "/etc/kubeadm.yaml"]),
+            None,
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("cat");
+    assert_eq!(cat.stdout.as_bytes(), content);
+
+    let pid = setup
+        .client
+        .agent_exec(&vm, &argv(&["false"]), None)
+        .await
+        .expect("exec");
+    let status = loop {
+        match setup
+            .client
+            .agent_exec_status(&vm, pid)
+            .await
+            .expect("status")
+        {
+            ExecStatus::Running => tokio::time::sleep(Duration::from_millis(5)).await,
+            ExecStatus::Exited(output) => break output,
+        }
+    };
+    assert_eq!(status.exit_code, Some(1));
+
+    let too_big = vec![b'x'; 50_000];
+    let err = setup
+        .client
+        .write_file(&vm, "/big", &too_big)
+        .await
+        .expect_err("too big");
+    assert!(matches!(err, ProxmoxError::FileTooLarge { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn shutdown_stop_and_destroy_are_awaited_and_idempotent() {
+    let setup = start(fast_world()).await;
+    let request = clone_request("prod", "general", "life1", "pve1");
+    let vm = setup.client.clone_vm(&request).await.expect("clone");
+    let expected = expected(&vm, &request);
+    setup.client.start_vm(&vm).await.expect("start");
+    setup
+        .client
+        .shutdown_vm(&expected, Duration::from_secs(5))
+        .await
+        .expect("shutdown");
+    assert!(!setup.sim.handle().vm(vm.vmid.0).expect("vm").running);
+    setup
+        .client
+        .shutdown_vm(&expected, Duration::from_secs(5))
+        .await
+        .expect("shutdown of a stopped VM");
+
+    setup.client.start_vm(&vm).await.expect("start again");
+    setup.client.stop_vm(&expected).await.expect("hard stop");
+    assert!(!setup.sim.handle().vm(vm.vmid.0).expect("vm").running);
+
+    setup.client.start_vm(&vm).await.expect("start again");
+    setup
+        .client
+        .destroy_vm(&expected)
+        .await
+        .expect("destroy a running VM");
+    assert!(
+        setup.sim.handle().vm(vm.vmid.0).is_none(),
+        "gone when destroy returns"
+    );
+    setup
+        .client
+        .destroy_vm(&expected)
+        .await
+        .expect("destroy again");
+    setup
+        .client
+        .stop_vm(&expected)
+        .await
+        .expect("stop of a gone VM");
+}
+
+#[tokio::test]
+async fn two_concurrent_clones_get_distinct_vmids() {
+    let setup = start(fast_world()).await;
+    // Latency widens the window between `nextid` and `clone`, so both ask for the same id.
+    setup.sim.faults().set_latency(Duration::from_millis(20));
+    let a = clone_request("prod", "general", "race1", "pve1");
+    let b = clone_request("prod", "general", "race2", "pve1");
+    let (first, second) = tokio::join!(setup.client.clone_vm(&a), setup.client.clone_vm(&b));
+    let (first, second) = (first.expect("first clone"), second.expect("second clone"));
+    assert_ne!(first.vmid, second.vmid);
+    let handle = setup.sim.handle();
+    assert_eq!(
+        handle.vm(first.vmid.0).expect("first").name,
+        a.name.as_str()
+    );
+    assert_eq!(
+        handle.vm(second.vmid.0).expect("second").name,
+        b.name.as_str()
+    );
+}
+
+#[tokio::test]
+async fn a_clone_that_loses_its_vmid_retries_with_a_fresh_one() {
+    let setup = start(fast_world()).await;
+    setup.sim.faults().steal_next_vmid(1);
+    let request = clone_request("prod", "general", "lost1", "pve1");
+    let vm = setup.client.clone_vm(&request).await.expect("clone");
+    assert_eq!(vm.vmid, VmId(101), "100 was taken by someone else's clone");
+    let handle = setup.sim.handle();
+    assert_eq!(handle.vm(100).expect("the other VM").name, "other-100");
+    assert_eq!(handle.calls_of("POST /nodes/{node}/qemu/{vmid}/clone"), 2);
+    assert_eq!(handle.calls_of("GET /cluster/nextid"), 2);
+}
+
+#[tokio::test]
+async fn a_template_on_shared_storage_is_cloned_to_another_node() {
+    let mut world = fast_world();
+    world.storages[0].shared = true;
+    world.templates = Some(vec![capstan_lab::world::WorldTemplate {
+        name: "debian13-k8s".into(),
+        vmid: 9000,
+        node: "pve1".into(),
+        cores: 2,
+        memory_mib: 2048,
+        disk_gib: 20,
+        cpu: "x86-64-v2-AES".into(),
+        storage: None,
+    }]);
+    let setup = start(world).await;
+    let vm = setup
+        .client
+        .clone_vm(&clone_request("prod", "general", "far01", "pve3"))
+        .await
+        .expect("clone with target");
+    assert_eq!(vm.node, PveNode::from("pve3"));
+    assert_eq!(setup.sim.handle().vm(vm.vmid.0).expect("vm").node, "pve3");
+}
+
+#[tokio::test]
+async fn a_template_on_local_storage_cannot_reach_another_node() {
+    let mut world = fast_world();
+    world.templates = Some(vec![capstan_lab::world::WorldTemplate {
+        name: "debian13-k8s".into(),
+        vmid: 9000,
+        node: "pve1".into(),
+        cores: 2,
+        memory_mib: 2048,
+        disk_gib: 20,
+        cpu: "x86-64-v2-AES".into(),
+        storage: None,
+    }]);
+    let setup = start(world).await;
+    let err = setup
+        .client
+        .clone_vm(&clone_request("prod", "general", "far02", "pve2"))
+        .await
+        .expect_err("local storage");
+    assert!(!err.is_transient(), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("can't clone VM to node 'pve2' (VM uses local storage)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("put a copy of the template on that node"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_tag_is_added_once_and_ownership_is_kept() {
+    let setup = start(fast_world()).await;
+    let request = clone_request("prod", "general", "tag01", "pve1");
+    let vm = setup.client.clone_vm(&request).await.expect("clone");
+    let expected = expected(&vm, &request);
+    for _ in 0..2 {
+        setup
+            .client
+            .add_tag(&expected, "capstan-retiring")
+            .await
+            .expect("tag");
+    }
+    let inventory = setup.client.inventory().await.expect("inventory");
+    let info = inventory
+        .vms
+        .iter()
+        .find(|v| v.vmid == vm.vmid)
+        .expect("listed");
+    assert_eq!(
+        info.tags
+            .iter()
+            .filter(|t| *t == "capstan-retiring")
+            .count(),
+        1,
+        "{:?}",
+        info.tags
+    );
+    let owner = info.owner.as_ref().expect("still ours");
+    assert_eq!(owner.ownership, request.ownership);
+
+    let mut other = expected.clone();
+    other.ownership.cluster = "staging".into();
+    let err = setup
+        .client
+        .add_tag(&other, "capstan-retiring")
+        .await
+        .expect_err("not ours");
+    assert!(matches!(err, ProxmoxError::NotOurs { .. }), "{err}");
+    setup.client.destroy_vm(&expected).await.expect("destroy");
+    setup
+        .client
+        .add_tag(&expected, "capstan-retiring")
+        .await
+        .expect("a gone VM is fine");
+}

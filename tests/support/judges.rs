@@ -1,0 +1,89 @@
+//! Third-party programs that judge the lab and capstan from outside (the stock kubectl, curl,
+//! openssl, Debian's python3-proxmoxer). A test that needs one asks [`present`] first: on a
+//! machine without it the test says what it skipped and how to install it, and passes; with
+//! `CAPSTAN_REQUIRE_JUDGES=1` (CI sets it) a missing judge fails the test, so CI never skips.
+
+// Each test binary that includes this file uses only some of the judges.
+#![allow(dead_code)]
+
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+/// A third-party program used as a judge.
+#[derive(Debug, Clone, Copy)]
+pub enum Judge {
+    /// The stock `kubectl`.
+    Kubectl,
+    /// `curl`.
+    Curl,
+    /// `openssl`.
+    Openssl,
+    /// Debian's `python3-proxmoxer` (with `/usr/bin/python3`).
+    Proxmoxer,
+}
+
+impl Judge {
+    fn name(self) -> &'static str {
+        match self {
+            Judge::Kubectl => "kubectl",
+            Judge::Curl => "curl",
+            Judge::Openssl => "openssl",
+            Judge::Proxmoxer => "python3-proxmoxer",
+        }
+    }
+
+    fn install_hint(self) -> &'static str {
+        match self {
+            Judge::Kubectl => "put the kubectl binary on PATH",
+            Judge::Curl => "apt-get install curl",
+            Judge::Openssl => "apt-get install openssl",
+            Judge::Proxmoxer => "apt-get install python3-proxmoxer",
+        }
+    }
+
+    fn probe(self) -> bool {
+        let (program, args): (&str, &[&str]) = match self {
+            Judge::Kubectl => ("kubectl", &["version", "--client"]),
+            Judge::Curl => ("curl", &["--version"]),
+            Judge::Openssl => ("openssl", &["version"]),
+            Judge::Proxmoxer => ("/usr/bin/python3", &["-c", "import proxmoxer"]),
+        };
+        Command::new(program)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    }
+
+    fn is_installed(self) -> bool {
+        static FOUND: [OnceLock<bool>; 4] = [const { OnceLock::new() }; 4];
+        *FOUND[self as usize].get_or_init(|| self.probe())
+    }
+}
+
+/// Whether every judge in `judges` is installed. When one is not, says on the terminal (past
+/// the test harness's capture, so a passing run still shows it) which test skipped and why;
+/// panics instead when `CAPSTAN_REQUIRE_JUDGES` is set.
+pub fn present(test: &str, judges: &[Judge]) -> bool {
+    let missing: Vec<Judge> = judges
+        .iter()
+        .copied()
+        .filter(|j| !j.is_installed())
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    let list = missing
+        .iter()
+        .map(|judge| format!("{} ({})", judge.name(), judge.install_hint()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    assert!(
+        std::env::var_os("CAPSTAN_REQUIRE_JUDGES").is_none(),
+        "{test}: missing {list}; CAPSTAN_REQUIRE_JUDGES is set, so this fails instead of skipping"
+    );
+    let _ = writeln!(std::io::stderr(), "skipped {test}: missing {list}");
+    false
+}

@@ -217,7 +217,9 @@ mod tests {
     fn example(path: &str) -> SourceText {
         let text = match path {
             "capstan.yaml" => include_str!("../../../../examples-repo/capstan.yaml"),
-            "clusters/platform.yaml" => include_str!("../../../../examples-repo/clusters/platform.yaml"),
+            "clusters/platform.yaml" => {
+                include_str!("../../../../examples-repo/clusters/platform.yaml")
+            }
             _ => include_str!("../../../../examples-repo/clusters/prod.yaml"),
         };
         SourceText {

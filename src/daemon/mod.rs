@@ -8,7 +8,8 @@
 //!   until it ends. Clusters run concurrently, at most `concurrency` at a time.
 //! - A failing step is retried with capped exponential backoff (per cluster, reset on success);
 //!   after `failures_to_block` failures in a row the cluster reports Blocked with the error,
-//!   and other clusters carry on.
+//!   and other clusters carry on. A step that panics counts as a failed step, the panic
+//!   message being its error: its cluster is never left waiting on a task that is gone.
 
 pub mod http;
 mod progress;
@@ -20,7 +21,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
-use tokio::task::JoinSet;
+use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 
 use crate::backoff::{Backoff, random_unit};
@@ -128,6 +129,26 @@ struct Finished {
     )>,
 }
 
+/// What a step task in flight works on, to account for it when it ends without reporting
+/// (it panicked, or was cancelled).
+struct Running {
+    cluster: String,
+    /// The spec its steps were planned from.
+    spec: Option<crate::spec::ClusterSpec>,
+    /// Its steps' actions and targets, in plan order.
+    steps: Vec<(String, Option<crate::model::NodeName>)>,
+}
+
+/// A step that failed, as the status reports it.
+struct Failure {
+    action: String,
+    machine: Option<crate::model::NodeName>,
+    /// The error chain, in one line.
+    message: String,
+    /// Whether a retry may succeed with nothing changed.
+    transient: bool,
+}
+
 /// Per-cluster retry state.
 #[derive(Debug, Default, Clone)]
 struct Retry {
@@ -156,6 +177,8 @@ pub struct Daemon<Pr: Providers> {
     progress: Option<progress::Progress>,
     retries: BTreeMap<String, Retry>,
     in_flight: JoinSet<Finished>,
+    /// What each task of `in_flight` works on, by task id.
+    running: BTreeMap<tokio::task::Id, Running>,
     busy: BTreeMap<String, ()>,
     limit: Arc<Semaphore>,
 }
@@ -172,6 +195,7 @@ impl<Pr: Providers> Daemon<Pr> {
             progress: None,
             retries: BTreeMap::new(),
             in_flight: JoinSet::new(),
+            running: BTreeMap::new(),
             busy: BTreeMap::new(),
             limit,
             options,
@@ -210,10 +234,8 @@ impl<Pr: Providers> Daemon<Pr> {
             tokio::select! {
                 () = &mut shutdown => break,
                 _ = watcher.changed() => tracing::debug!("repository changed"),
-                Some(done) = self.in_flight.join_next(), if !self.in_flight.is_empty() => {
-                    if let Ok(finished) = done {
-                        self.record(finished);
-                    }
+                Some(done) = self.in_flight.join_next_with_id(), if !self.in_flight.is_empty() => {
+                    self.settle(done);
                 }
                 () = tokio::time::sleep(delay) => {}
             }
@@ -228,10 +250,8 @@ impl<Pr: Providers> Daemon<Pr> {
 
     /// One pass; returns whether the fleet is idle (converged, nothing in flight).
     pub async fn pass(&mut self) -> bool {
-        while let Some(done) = self.in_flight.try_join_next() {
-            if let Ok(finished) = done {
-                self.record(finished);
-            }
+        while let Some(done) = self.in_flight.try_join_next_with_id() {
+            self.settle(done);
         }
         let now = self.clock.now();
         let files = match source::read_repo(&self.options.repo) {
@@ -297,7 +317,15 @@ impl<Pr: Providers> Daemon<Pr> {
         let limit = Arc::clone(&self.limit);
         let revision = revision.to_owned();
         self.busy.insert(name.clone(), ());
-        self.in_flight.spawn(async move {
+        let running = Running {
+            cluster: name.clone(),
+            spec: spec.clone(),
+            steps: steps
+                .iter()
+                .map(|step| (step.name().to_owned(), step.target.machine.clone()))
+                .collect(),
+        };
+        let task = self.in_flight.spawn(async move {
             let _permit = limit.acquire_owned().await;
             let ctx = StepContext {
                 cluster: &name,
@@ -321,12 +349,59 @@ impl<Pr: Providers> Daemon<Pr> {
                 results,
             }
         });
+        self.running.insert(task.id(), running);
+    }
+
+    /// Accounts for a step task that ended: its results, or, when it panicked, a failure of
+    /// its steps carrying the panic message (so the cluster is retried with backoff, and
+    /// blocked if it keeps panicking, instead of staying busy forever).
+    fn settle(&mut self, done: Result<(tokio::task::Id, Finished), JoinError>) {
+        let (id, outcome) = match done {
+            Ok((id, finished)) => (id, Ok(finished)),
+            Err(err) => (err.id(), Err(err)),
+        };
+        let running = self.running.remove(&id);
+        match outcome {
+            Ok(finished) => self.record(finished),
+            Err(err) => {
+                let Some(running) = running else {
+                    tracing::error!(task = %id, "a step task ended unaccounted for: {err}");
+                    return;
+                };
+                self.busy.remove(&running.cluster);
+                if err.is_cancelled() {
+                    // Only `run` cancels tasks, on its way out.
+                    tracing::debug!(cluster = %running.cluster, "step task cancelled");
+                    return;
+                }
+                // The task's steps ran together and left no result: the failure is
+                // charged to the first of them, naming the others.
+                let mut steps = running.steps.into_iter();
+                let Some((action, machine)) = steps.next() else {
+                    return;
+                };
+                let others: Vec<String> = steps.map(|(action, _)| action).collect();
+                let mut message = format!("step panicked: {}", panic_message(err));
+                if !others.is_empty() {
+                    message.push_str(&format!(" (it ran with {})", others.join(", ")));
+                }
+                self.board.count(|c| {
+                    *c.steps.entry((action.clone(), "error")).or_default() += 1;
+                });
+                let failure = Failure {
+                    action,
+                    machine,
+                    message,
+                    transient: false,
+                };
+                self.fail(&running.cluster, running.spec.as_ref(), failure);
+            }
+        }
     }
 
     fn record(&mut self, finished: Finished) {
         self.busy.remove(&finished.cluster);
         let now = self.clock.now();
-        let retry = self.retries.entry(finished.cluster.clone()).or_default();
         for (action, machine, result) in finished.results {
             let ok = result.is_ok();
             self.board.count(|c| {
@@ -336,6 +411,7 @@ impl<Pr: Providers> Daemon<Pr> {
             });
             match result {
                 Ok(message) => {
+                    let retry = self.retries.entry(finished.cluster.clone()).or_default();
                     retry.failures = 0;
                     retry.not_before = None;
                     retry.failed_with = None;
@@ -349,23 +425,40 @@ impl<Pr: Providers> Daemon<Pr> {
                     });
                 }
                 Err(err) => {
-                    retry.failures += 1;
-                    let delay = self.options.backoff.delay(retry.failures, random_unit());
-                    retry.not_before = Some(Instant::now() + delay);
-                    retry.failed_with.clone_from(&finished.spec);
-                    let message = crate::status::error_chain(&err);
-                    tracing::warn!(cluster = %finished.cluster, action = %action, failures = retry.failures, retry_in = ?delay, transient = err.is_transient(), "step failed: {message}");
-                    retry.last = Some(StepRecord {
+                    let failure = Failure {
                         action,
                         machine,
-                        message,
-                        succeeded: false,
-                        failures: retry.failures,
-                        at: now,
-                    });
+                        message: crate::status::error_chain(&err),
+                        transient: err.is_transient(),
+                    };
+                    self.fail(&finished.cluster, finished.spec.as_ref(), failure);
                 }
             }
         }
+    }
+
+    /// Counts a failed step of `cluster` (planned from `spec`) and sets its backoff.
+    fn fail(&mut self, cluster: &str, spec: Option<&crate::spec::ClusterSpec>, failure: Failure) {
+        let retry = self.retries.entry(cluster.to_owned()).or_default();
+        retry.failures += 1;
+        let delay = self.options.backoff.delay(retry.failures, random_unit());
+        retry.not_before = Some(Instant::now() + delay);
+        retry.failed_with = spec.cloned();
+        let Failure {
+            action,
+            machine,
+            message,
+            transient,
+        } = failure;
+        tracing::warn!(cluster = %cluster, action = %action, failures = retry.failures, retry_in = ?delay, transient, "step failed: {message}");
+        retry.last = Some(StepRecord {
+            action,
+            machine,
+            message,
+            succeeded: false,
+            failures: retry.failures,
+            at: self.clock.now(),
+        });
     }
 
     fn repository_error(&mut self, errors: Vec<String>, revision: Option<String>) -> bool {
@@ -448,6 +541,19 @@ impl<Pr: Providers> Daemon<Pr> {
             progress.report(&status);
         }
         self.board.set(status);
+    }
+}
+
+/// What a panicking task said (the text given to `panic!`, when it was text).
+fn panic_message(err: JoinError) -> String {
+    match err.try_into_panic() {
+        Ok(payload) => match payload.downcast::<String>() {
+            Ok(text) => *text,
+            Err(payload) => payload
+                .downcast_ref::<&'static str>()
+                .map_or_else(|| "(no message)".to_owned(), |text| (*text).to_owned()),
+        },
+        Err(err) => err.to_string(),
     }
 }
 

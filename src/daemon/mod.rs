@@ -34,6 +34,9 @@ use crate::source;
 use crate::spec::{self, Desired};
 use crate::status::{self, FleetStatus, StatusInput, StepRecord};
 
+/// The delay after a converged pass until a fleet file was read (the default `pollInterval`).
+const DEFAULT_RESYNC: Duration = Duration::from_secs(60);
+
 /// How the daemon paces itself.
 #[derive(Debug, Clone)]
 pub struct DaemonOptions {
@@ -41,7 +44,7 @@ pub struct DaemonOptions {
     pub repo: PathBuf,
     /// Delay between passes while work is in flight or pending.
     pub busy_interval: Duration,
-    /// Delay between passes when converged (default: the fleet's `pollInterval`).
+    /// Delay between passes when converged; `None` follows the fleet's current `pollInterval`.
     pub resync: Option<Duration>,
     /// Clusters whose steps run at the same time.
     pub concurrency: usize,
@@ -181,6 +184,8 @@ pub struct Daemon<Pr: Providers> {
     running: BTreeMap<tokio::task::Id, Running>,
     busy: BTreeMap<String, ()>,
     limit: Arc<Semaphore>,
+    /// The `pollInterval` of the last fleet file read (re-read every pass).
+    poll_interval: Option<Duration>,
 }
 
 impl<Pr: Providers> Daemon<Pr> {
@@ -198,6 +203,7 @@ impl<Pr: Providers> Daemon<Pr> {
             running: BTreeMap::new(),
             busy: BTreeMap::new(),
             limit,
+            poll_interval: None,
             options,
         }
     }
@@ -244,8 +250,12 @@ impl<Pr: Providers> Daemon<Pr> {
         Ok(())
     }
 
+    /// The delay after a converged pass: the options' if set, else the fleet file's as last read.
     fn resync_interval(&self) -> Duration {
-        self.options.resync.unwrap_or(Duration::from_secs(60))
+        self.options
+            .resync
+            .or(self.poll_interval)
+            .unwrap_or(DEFAULT_RESYNC)
     }
 
     /// One pass; returns whether the fleet is idle (converged, nothing in flight).
@@ -264,9 +274,7 @@ impl<Pr: Providers> Daemon<Pr> {
         let Some(desired) = loaded.desired else {
             return self.repository_error(errors, Some(revision));
         };
-        if self.options.resync.is_none() {
-            self.options.resync = Some(desired.fleet.poll_interval.0);
-        }
+        self.poll_interval = Some(desired.fleet.poll_interval.0);
         let observation = self.observer.observe(&desired, now).await;
         let plan = plan::plan(&desired, &observation.observed, &Policy::of(&desired), now);
         let mut work = false;
@@ -570,6 +578,7 @@ fn repository_errors(diagnostics: &spec::Diagnostics) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::connect::Connections;
 
     fn spec(replicas: u32) -> crate::spec::ClusterSpec {
         let text = format!(
@@ -578,6 +587,60 @@ mod tests {
         serde_saphyr::from_str::<crate::spec::Cluster>(&text)
             .expect("cluster")
             .spec
+    }
+
+    /// A daemon over `repo` with no Proxmox or management cluster to reach.
+    async fn daemon(repo: &std::path::Path, resync: Option<Duration>) -> Daemon<Connections> {
+        let fleet: crate::spec::Fleet =
+            serde_saphyr::from_str("apiVersion: capstan.dev/v1alpha1\nkind: Fleet\n")
+                .expect("fleet");
+        let connections = Connections::from_fleet(&fleet, &Default::default())
+            .await
+            .expect("nothing to connect to");
+        let mut options = DaemonOptions::new(repo.to_owned());
+        options.resync = resync;
+        Daemon::new(
+            options,
+            Arc::new(connections),
+            Arc::new(crate::clock::SystemClock),
+        )
+    }
+
+    fn write_fleet(repo: &std::path::Path, poll_interval: &str) {
+        let text = format!(
+            "apiVersion: capstan.dev/v1alpha1\nkind: Fleet\nclustersDir: clusters\npollInterval: {poll_interval}\n"
+        );
+        std::fs::write(repo.join("capstan.yaml"), text).expect("capstan.yaml");
+    }
+
+    #[tokio::test]
+    async fn the_resync_interval_follows_the_fleet_files_current_poll_interval() {
+        let repo = tempfile::tempdir().expect("repo");
+        std::fs::create_dir(repo.path().join("clusters")).expect("clusters");
+        write_fleet(repo.path(), "2m");
+        let mut daemon = daemon(repo.path(), None).await;
+        assert!(daemon.pass().await, "an empty fleet is idle");
+        assert_eq!(daemon.resync_interval(), Duration::from_secs(120));
+
+        write_fleet(repo.path(), "5m");
+        daemon.pass().await;
+        assert_eq!(
+            daemon.resync_interval(),
+            Duration::from_secs(300),
+            "a changed pollInterval applies from the next pass, not the next restart"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_resync_interval_set_in_the_daemon_options_wins_over_the_fleet_file() {
+        let repo = tempfile::tempdir().expect("repo");
+        std::fs::create_dir(repo.path().join("clusters")).expect("clusters");
+        write_fleet(repo.path(), "2m");
+        let mut daemon = daemon(repo.path(), Some(Duration::from_secs(15))).await;
+        daemon.pass().await;
+        write_fleet(repo.path(), "5m");
+        daemon.pass().await;
+        assert_eq!(daemon.resync_interval(), Duration::from_secs(15));
     }
 
     #[test]

@@ -11,11 +11,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use capstan::connect::{Connections, Providers};
-use capstan::model::VmId;
 use capstan::providers::kube::ClusterError;
 use capstan::providers::proxmox::{
-    CloneRequest, CommandOutput, ExecPid, ExecStatus, ExpectedVm, Inventory, ProxmoxClient,
-    ProxmoxError, ProxmoxProvider, ResizeOutcome, VmRef, VmSettings,
+    CloneRequest, CommandOutput, ExpectedVm, Inventory, ProxmoxClient, ProxmoxError,
+    ProxmoxProvider, ResizeOutcome, VmRef, VmSettings,
 };
 use capstan::status::Phase;
 use lifecycle_support::{World, cluster_yaml, fleet_yaml, ready};
@@ -101,9 +100,6 @@ impl ProxmoxProvider for PanickingProxmox {
     fn inventory(&self) -> impl Future<Output = Result<Inventory, ProxmoxError>> + Send {
         self.inner.inventory()
     }
-    fn next_vmid(&self) -> impl Future<Output = Result<VmId, ProxmoxError>> + Send {
-        self.inner.next_vmid()
-    }
     fn clone_vm(
         &self,
         request: &CloneRequest,
@@ -165,28 +161,6 @@ impl ProxmoxProvider for PanickingProxmox {
     }
     fn agent_ping(&self, vm: &VmRef) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
         self.inner.agent_ping(vm)
-    }
-    fn wait_for_agent(
-        &self,
-        vm: &VmRef,
-        timeout: Duration,
-    ) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
-        self.inner.wait_for_agent(vm, timeout)
-    }
-    fn agent_exec(
-        &self,
-        vm: &VmRef,
-        command: &[String],
-        input: Option<&str>,
-    ) -> impl Future<Output = Result<ExecPid, ProxmoxError>> + Send {
-        self.inner.agent_exec(vm, command, input)
-    }
-    fn agent_exec_status(
-        &self,
-        vm: &VmRef,
-        pid: ExecPid,
-    ) -> impl Future<Output = Result<ExecStatus, ProxmoxError>> + Send {
-        self.inner.agent_exec_status(vm, pid)
     }
     fn run_command(
         &self,

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use capstan::connect::{Connections, Providers};
+use capstan::plan::ActionKind;
 use capstan::providers::kube::ClusterError;
 use capstan::providers::proxmox::{
     CloneRequest, CommandOutput, ExpectedVm, Inventory, ProxmoxClient, ProxmoxError,
@@ -51,7 +52,7 @@ async fn a_cluster_whose_steps_keep_failing_is_blocked_and_the_others_carry_on()
         .last_step
         .as_ref()
         .expect("the failing step is reported");
-    assert_eq!(last.action, "create-machine");
+    assert_eq!(last.action, ActionKind::CreateMachine);
     assert!(!last.succeeded && last.failures >= 5, "{last:?}");
     assert!(
         last.message.contains("no-such-template"),
@@ -265,7 +266,7 @@ async fn a_step_that_panics_is_reported_as_failed_and_retried_after_backoff() {
         .last_step
         .as_ref()
         .expect("the failing step is reported");
-    assert_eq!(last.action, "create-machine");
+    assert_eq!(last.action, ActionKind::CreateMachine);
     assert!(
         last.message
             .contains("step panicked: clone of capstan-prod-")
@@ -282,7 +283,7 @@ async fn a_step_that_panics_is_reported_as_failed_and_retried_after_backoff() {
         world
             .counters()
             .steps
-            .get(&("create-machine".to_owned(), "error"))
+            .get(&(ActionKind::CreateMachine, "error"))
             .is_some_and(|&errors| errors >= 2),
         "each panic counts as a failed step: {:?}",
         world.counters().steps

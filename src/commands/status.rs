@@ -197,11 +197,7 @@ fn render_cluster(out: &mut String, name: &str, cluster: &ClusterStatus, now: Ti
         waits => {
             let _ = writeln!(out, "└─ waiting on");
             for wait in waits {
-                let step = wait
-                    .step
-                    .as_deref()
-                    .map(|s| format!("{s}: "))
-                    .unwrap_or_default();
+                let step = wait.step.map(|s| format!("{s}: ")).unwrap_or_default();
                 let since = wait
                     .since
                     .map(|s| format!(" (since {s})"))

@@ -29,7 +29,7 @@ use crate::clock::Clock;
 use crate::connect::Providers;
 use crate::execute::{ExecuteError, Executor, StepContext};
 use crate::observe::{Observation, Observer};
-use crate::plan::{self, Plan, Policy, Step};
+use crate::plan::{self, ActionKind, Plan, Policy, Step};
 use crate::source;
 use crate::spec::{self, Desired};
 use crate::status::{self, FleetStatus, StatusInput, StepRecord};
@@ -81,7 +81,7 @@ pub struct Counters {
     /// Passes run.
     pub passes: u64,
     /// Steps by (action, "ok"|"error").
-    pub steps: BTreeMap<(String, &'static str), u64>,
+    pub steps: BTreeMap<(ActionKind, &'static str), u64>,
     /// When the last pass ended.
     pub last_pass: Option<jiff::Timestamp>,
 }
@@ -126,7 +126,7 @@ struct Finished {
     /// The spec the steps were planned from (to tell a fixed file from a repeat failure).
     spec: Option<crate::spec::ClusterSpec>,
     results: Vec<(
-        String,
+        ActionKind,
         Option<crate::model::NodeName>,
         Result<String, ExecuteError>,
     )>,
@@ -139,12 +139,12 @@ struct Running {
     /// The spec its steps were planned from.
     spec: Option<crate::spec::ClusterSpec>,
     /// Its steps' actions and targets, in plan order.
-    steps: Vec<(String, Option<crate::model::NodeName>)>,
+    steps: Vec<(ActionKind, Option<crate::model::NodeName>)>,
 }
 
 /// A step that failed, as the status reports it.
 struct Failure {
-    action: String,
+    action: ActionKind,
     machine: Option<crate::model::NodeName>,
     /// The error chain, in one line.
     message: String,
@@ -330,7 +330,7 @@ impl<Pr: Providers> Daemon<Pr> {
             spec: spec.clone(),
             steps: steps
                 .iter()
-                .map(|step| (step.name().to_owned(), step.target.machine.clone()))
+                .map(|step| (step.kind(), step.target.machine.clone()))
                 .collect(),
         };
         let task = self.in_flight.spawn(async move {
@@ -345,7 +345,7 @@ impl<Pr: Providers> Daemon<Pr> {
             let executor = &executor;
             let runs = steps.iter().map(|step| async move {
                 (
-                    step.name().to_owned(),
+                    step.kind(),
                     step.target.machine.clone(),
                     executor.run(ctx, step).await,
                 )
@@ -388,13 +388,13 @@ impl<Pr: Providers> Daemon<Pr> {
                 let Some((action, machine)) = steps.next() else {
                     return;
                 };
-                let others: Vec<String> = steps.map(|(action, _)| action).collect();
+                let others: Vec<&str> = steps.map(|(action, _)| action.name()).collect();
                 let mut message = format!("step panicked: {}", panic_message(err));
                 if !others.is_empty() {
                     message.push_str(&format!(" (it ran with {})", others.join(", ")));
                 }
                 self.board.count(|c| {
-                    *c.steps.entry((action.clone(), "error")).or_default() += 1;
+                    *c.steps.entry((action, "error")).or_default() += 1;
                 });
                 let failure = Failure {
                     action,
@@ -414,7 +414,7 @@ impl<Pr: Providers> Daemon<Pr> {
             let ok = result.is_ok();
             self.board.count(|c| {
                 *c.steps
-                    .entry((action.clone(), if ok { "ok" } else { "error" }))
+                    .entry((action, if ok { "ok" } else { "error" }))
                     .or_default() += 1
             });
             match result {

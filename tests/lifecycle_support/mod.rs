@@ -218,11 +218,12 @@ impl World {
         self.board.as_ref().expect("daemon started").counters()
     }
 
-    /// How many times `action` succeeded so far (this daemon).
+    /// How many times `action` (a stable action name) succeeded so far (this daemon).
     pub fn steps_ok(&self, action: &str) -> u64 {
+        let kind = capstan::plan::ActionKind::from_name(action).expect("an action name");
         self.counters()
             .steps
-            .get(&(action.to_owned(), "ok"))
+            .get(&(kind, "ok"))
             .copied()
             .unwrap_or(0)
     }

@@ -126,7 +126,7 @@ pub struct FileCondition {
 #[serde(rename_all = "camelCase")]
 pub struct FileStep {
     /// Action name.
-    pub action: String,
+    pub action: crate::plan::ActionKind,
     /// Its target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<crate::model::NodeName>,
@@ -218,7 +218,7 @@ fn cluster_file(name: &str, cluster: &ClusterStatus, converged: Option<String>) 
         waiting_on: cluster.waiting_on.clone(),
         next_steps: cluster.next_steps.clone(),
         last_step: cluster.last_step.as_ref().map(|s| FileStep {
-            action: s.action.clone(),
+            action: s.action,
             machine: s.machine.clone(),
             result: if s.succeeded { "succeeded" } else { "failed" }.to_owned(),
             failures: s.failures,

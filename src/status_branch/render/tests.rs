@@ -56,7 +56,7 @@ fn cluster(phase: Phase, ready_workers: usize, transitions: Timestamp) -> Cluste
         waiting_on: Vec::new(),
         next_steps: Vec::new(),
         last_step: Some(StepRecord {
-            action: "join-worker".to_owned(),
+            action: crate::plan::ActionKind::from_name("join-node").expect("action"),
             machine: Some(NodeName("capstan-prod-general-2".to_owned())),
             message: "joined".to_owned(),
             succeeded: true,

@@ -1,0 +1,83 @@
+use super::*;
+use crate::connect::Connections;
+
+fn spec(replicas: u32) -> crate::spec::ClusterSpec {
+    let text = format!(
+        "apiVersion: capstan.dev/v1alpha1\nkind: Cluster\nmetadata: {{name: x}}\nspec:\n  proxmox: p\n  kubernetes: {{version: 1.36.2}}\n  endpoint: {{host: k.example, address: 10.0.0.5}}\n  network: {{nodes: 10.0.0.0/24}}\n  controlPlane:\n    machine: {{template: t, cores: 2, memoryMiB: 4096, placement: [a]}}\n  workers:\n    - {{pool: w, replicas: {replicas}, machine: {{template: t, cores: 2, memoryMiB: 4096, placement: [a]}}}}\n"
+    );
+    serde_saphyr::from_str::<crate::spec::Cluster>(&text)
+        .expect("cluster")
+        .spec
+}
+
+/// A daemon over `repo` with no Proxmox or management cluster to reach.
+async fn daemon(repo: &std::path::Path, resync: Option<Duration>) -> Daemon<Connections> {
+    let fleet: crate::spec::Fleet =
+        serde_saphyr::from_str("apiVersion: capstan.dev/v1alpha1\nkind: Fleet\n").expect("fleet");
+    let connections = Connections::from_fleet(&fleet, &Default::default())
+        .await
+        .expect("nothing to connect to");
+    let mut options = DaemonOptions::new(repo.to_owned());
+    options.resync = resync;
+    Daemon::new(
+        options,
+        Arc::new(connections),
+        Arc::new(crate::clock::SystemClock),
+    )
+}
+
+fn write_fleet(repo: &std::path::Path, poll_interval: &str) {
+    let text = format!(
+        "apiVersion: capstan.dev/v1alpha1\nkind: Fleet\nclustersDir: clusters\npollInterval: {poll_interval}\n"
+    );
+    std::fs::write(repo.join("capstan.yaml"), text).expect("capstan.yaml");
+}
+
+#[tokio::test]
+async fn the_resync_interval_follows_the_fleet_files_current_poll_interval() {
+    let repo = tempfile::tempdir().expect("repo");
+    std::fs::create_dir(repo.path().join("clusters")).expect("clusters");
+    write_fleet(repo.path(), "2m");
+    let mut daemon = daemon(repo.path(), None).await;
+    assert!(daemon.pass().await, "an empty fleet is idle");
+    assert_eq!(daemon.resync_interval(), Duration::from_secs(120));
+
+    write_fleet(repo.path(), "5m");
+    daemon.pass().await;
+    assert_eq!(
+        daemon.resync_interval(),
+        Duration::from_secs(300),
+        "a changed pollInterval applies from the next pass, not the next restart"
+    );
+}
+
+#[tokio::test]
+async fn a_resync_interval_set_in_the_daemon_options_wins_over_the_fleet_file() {
+    let repo = tempfile::tempdir().expect("repo");
+    std::fs::create_dir(repo.path().join("clusters")).expect("clusters");
+    write_fleet(repo.path(), "2m");
+    let mut daemon = daemon(repo.path(), Some(Duration::from_secs(15))).await;
+    daemon.pass().await;
+    write_fleet(repo.path(), "5m");
+    daemon.pass().await;
+    assert_eq!(daemon.resync_interval(), Duration::from_secs(15));
+}
+
+#[test]
+fn a_failing_cluster_waits_out_its_backoff_unless_its_file_changed() {
+    let retry = Retry {
+        failures: 3,
+        not_before: Some(Instant::now() + Duration::from_secs(300)),
+        failed_with: Some(spec(2)),
+        last: None,
+    };
+    assert!(!retry.allows(Some(&spec(2))), "the same spec waits");
+    assert!(
+        retry.allows(Some(&spec(3))),
+        "a changed spec is tried at once"
+    );
+    assert!(
+        Retry::default().allows(Some(&spec(2))),
+        "no failure, no wait"
+    );
+}

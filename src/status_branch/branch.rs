@@ -457,7 +457,11 @@ impl StatusRepository {
             })?;
         if let Err(err) = remote.push(&[refspec.as_str()], Some(&mut options)) {
             let failure = transport::failure(&err, &rejection, &self.redactor);
-            return if is_not_fast_forward(&failure.to_string()) {
+            // libgit2 checks before sending: the remote's tip is unknown here or not an
+            // ancestor of ours.
+            return if err.code() == git2::ErrorCode::NotFastForward
+                || is_not_fast_forward(&failure.to_string())
+            {
                 Ok(PushOutcome::Behind(failure.to_string()))
             } else {
                 Err(self.push_error(&failure))

@@ -8,11 +8,14 @@
 //! - `webhooks`: GitHub's real payloads trigger a poll; bad signatures do not.
 //! - `cli`: `validate` and `plan` read a remote branch's tip.
 //! - `demo`: the `capstan demo` walkthrough, followed with `git commit` and `git push`.
+//! - `status_branch`: the status committed back to `capstan-status`: bootstrap, idle, scale-up,
+//!   a concurrent writer, a remote refusing pushes, a planted secret, the demo.
 
 mod cli;
 mod daemon;
 mod demo;
 mod fixture;
 mod servers;
+mod status_branch;
 mod transports;
 mod webhooks;

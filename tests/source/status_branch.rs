@@ -1,0 +1,637 @@
+//! Status back to Git, against real remotes: the daemon on a lab commits each cluster's
+//! status to `capstan-status` of the remote it follows (lighttpd + `git http-backend` with a
+//! token), only on change, never forcing, never a secret; a remote refusing pushes is
+//! reported and reconciling goes on; `capstan status --repo` reads what `--server` shows.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use capstan::connect::Connections;
+use capstan::daemon::{Daemon, DaemonOptions, StatusBoard, http};
+use capstan::plan::Phase;
+use capstan::source::{
+    GitCredentials, GitOptions, GitSource, Redactor, Secret, SecretFrom, SourceMetrics, TokenAuth,
+    Tracker,
+};
+use capstan::status::{
+    ClusterStatus, FleetStatus, NodeStatus, StepRecord, WaitingOn, conditions, reasons,
+};
+use capstan::status_branch::{
+    BranchOptions, CommitSettings, StatusRepository, StatusWriter, WriterOptions,
+};
+use capstan_lab::lab::{Lab, LabOptions};
+use capstan_lab::world::LabConfig;
+
+use super::daemon::lab_cluster;
+use super::fixture::{Remote, git};
+use super::servers;
+
+/// How long a wait may take (the lab builds a cluster in seconds).
+const PATIENCE: Duration = Duration::from_secs(90);
+
+const BRANCH: &str = "capstan-status";
+
+/// capstan.yaml with a status author and `[skip ci]`.
+const FLEET: &str = "apiVersion: capstan.dev/v1alpha1
+kind: Fleet
+clustersDir: clusters
+proxmox:
+  homelab:
+    url: https://pve1.lab.example:8006
+    tokenId: capstan@pve!reconciler
+    tokenFrom: {env: CAPSTAN_PROXMOX_HOMELAB_TOKEN}
+managementClusters:
+  management:
+    kubeconfigFrom: {file: /etc/capstan/management.kubeconfig}
+approvedMinors: [\"1.36\"]
+status:
+  branch: capstan-status
+  author: Platform Team <platform@example.com>
+  skipCI: true
+pollInterval: 1m
+";
+
+/// A lab and a daemon following a remote and writing its status branch, in this process.
+struct Writing {
+    board: Arc<StatusBoard>,
+    http: SocketAddr,
+    _lab: Lab,
+    _state: tempfile::TempDir,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Drop for Writing {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+impl Writing {
+    /// Starts a lab and a daemon following `options` (polled every 200 ms), writing the
+    /// status branch with a `window` and a `floor` in lab time.
+    async fn start(
+        options: GitOptions,
+        redactor: Redactor,
+        window: Duration,
+        floor: Duration,
+    ) -> Writing {
+        let state = tempfile::tempdir().expect("state dir");
+        let lab = Lab::start(
+            LabConfig::default(),
+            LabOptions {
+                state_dir: Some(state.path().to_owned()),
+                ..LabOptions::ephemeral()
+            },
+        )
+        .await
+        .expect("lab starts");
+        let mut source = GitSource::open(
+            options.clone(),
+            redactor.clone(),
+            Arc::new(SourceMetrics::default()),
+        )
+        .expect("mirror opens");
+        let first = source
+            .poll()
+            .expect("the remote answers")
+            .revision()
+            .clone();
+        let files = source.read(&first).expect("first commit reads").files;
+        let fleet = capstan::spec::load(&files)
+            .desired
+            .expect("valid fleet")
+            .fleet;
+        let connections =
+            Connections::for_lab(&fleet, &lab.lab_file(), &lab.management_kubeconfig())
+                .await
+                .expect("lab connections");
+        let backoff = capstan::backoff::Backoff {
+            base: Duration::from_millis(50),
+            cap: Duration::from_millis(500),
+        };
+        let poll = Duration::from_millis(200);
+        let tracker = Tracker::git(source, Some(poll), backoff);
+        let repository = StatusRepository::open(
+            BranchOptions {
+                url: options.url.clone(),
+                branch: fleet.status.branch.clone(),
+                credentials: options.credentials.clone(),
+                mirror_root: options.mirror_root.clone(),
+            },
+            redactor,
+        )
+        .expect("status repository opens");
+        let clock: Arc<dyn capstan::clock::Clock> = Arc::new(lab.clock().clone());
+        let writer = StatusWriter::new(
+            repository,
+            WriterOptions {
+                commit: CommitSettings {
+                    author: fleet.status.author.clone(),
+                    skip_ci: fleet.status.skip_ci,
+                    max_attempts: 5,
+                },
+                window,
+                floor,
+            },
+            Arc::clone(&clock),
+        );
+        let mut daemon_options = DaemonOptions::new(PathBuf::new());
+        daemon_options.busy_interval = Duration::from_millis(100);
+        daemon_options.resync = Some(Duration::from_millis(50));
+        daemon_options.poll_interval = Some(poll);
+        daemon_options.backoff = backoff;
+        let daemon = Daemon::new(daemon_options, Arc::new(connections), clock)
+            .with_tracker(tracker)
+            .with_status_branch(writer);
+        let board = daemon.board();
+        let http = http::serve_with(
+            "127.0.0.1:0".parse().expect("addr"),
+            daemon.board(),
+            axum::Router::new(),
+        )
+        .await
+        .expect("http serves");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            daemon
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await
+                .expect("daemon runs");
+        });
+        Writing {
+            board,
+            http,
+            _lab: lab,
+            _state: state,
+            stop: Some(stop),
+        }
+    }
+
+    /// Waits until `done` holds of the status, failing after [`PATIENCE`] with `what`.
+    async fn wait_for(&self, what: &str, done: impl Fn(&FleetStatus) -> bool) -> FleetStatus {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let status = self.board.status();
+            if done(&status) {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}: {}",
+                serde_json::to_string_pretty(&status).unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn passes(&self) -> u64 {
+        self.board.counters().passes
+    }
+}
+
+/// `git` in the bare repository, or `None` when it fails (e.g. no such branch).
+fn bare_git(bare: &Path, args: &[&str]) -> Option<String> {
+    let output = Command::new("git")
+        .arg("--git-dir")
+        .arg(bare)
+        .args(args)
+        .output()
+        .expect("git runs");
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+/// The status branch's commits, newest first.
+fn status_commits(bare: &Path) -> Vec<String> {
+    bare_git(bare, &["rev-list", BRANCH])
+        .map(|list| list.lines().map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+/// A file at the status branch's tip.
+fn status_file(bare: &Path, path: &str) -> Option<String> {
+    bare_git(bare, &["show", &format!("{BRANCH}:{path}")])
+}
+
+fn condition<'a>(status: &'a FleetStatus, kind: &str) -> Option<(&'a str, &'a str)> {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.kind == kind)
+        .map(|c| (c.status.as_str(), c.reason.as_str()))
+}
+
+fn ready_with(status: &FleetStatus, cluster: &str, nodes: usize) -> bool {
+    status.clusters.get(cluster).is_some_and(|c| {
+        c.phase == Phase::Ready
+            && c.nodes.len() == nodes
+            && c.nodes.iter().all(|n| n.ready == Some(true))
+    })
+}
+
+/// A token in a file, as `--git-token-from file:PATH` gives it, remembered by `redactor`.
+fn token_credentials(dir: &Path, token: &str, redactor: &Redactor) -> (GitCredentials, PathBuf) {
+    let file = dir.join("token");
+    std::fs::write(&file, format!("{token}\n")).expect("token file");
+    let secret =
+        Secret::resolve(SecretFrom::File(file.clone()), &|_| None, redactor).expect("secret");
+    let credentials = GitCredentials {
+        token: Some(secret),
+        username: "capstan".to_owned(),
+        ..GitCredentials::default()
+    };
+    (credentials, file)
+}
+
+/// Waits (in real time, for the writer's task) until `done` holds of the bare repository.
+async fn wait_for_branch(bare: &Path, what: &str, done: impl Fn(&Path) -> bool) {
+    let deadline = Instant::now() + PATIENCE;
+    while !done(bare) {
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for the status branch: {what}; it holds {:?}",
+            bare_git(bare, &["log", "--format=%h %s", BRANCH])
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn capstan(args: &[&str]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(args)
+        .output()
+        .expect("capstan runs");
+    assert!(
+        output.status.success(),
+        "capstan {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("utf-8")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_branch_follows_bootstrap_idle_scale_up_and_a_concurrent_writer() {
+    let remote = Remote::new();
+    remote.write("capstan.yaml", FLEET);
+    remote.write("clusters/prod.yaml", &lab_cluster("prod", 2));
+    remote.commit_and_push("prod: 2 workers");
+    let token = "status-writer-token-0c1d";
+    let Some(server) = servers::lighttpd(&remote.root(), "capstan", token) else {
+        return;
+    };
+    let url = format!("http://127.0.0.1:{}/git/fleet.git", server.port);
+    let redactor = Redactor::default();
+    let (credentials, token_file) = token_credentials(server.dir.path(), token, &redactor);
+    let bare = remote.bare();
+    let writing = Writing::start(
+        remote.options(&url, credentials),
+        redactor,
+        Duration::from_millis(300),
+        Duration::from_millis(1500),
+    )
+    .await;
+
+    // Bootstrap: the branch holds prod Ready, as /status says.
+    writing
+        .wait_for("prod Ready with 3 nodes, status pushed", |s| {
+            ready_with(s, "prod", 3) && condition(s, conditions::STATUS_PUSHED).is_some()
+        })
+        .await;
+    wait_for_branch(&bare, "prod Ready with 3 nodes", |bare| {
+        status_file(bare, "clusters/prod.yaml")
+            .is_some_and(|f| f.contains("phase: Ready") && f.contains("nodesReady: 3"))
+    })
+    .await;
+    let readme = status_file(&bare, "README.md").expect("README.md");
+    assert!(
+        readme.contains("| [prod](clusters/prod.yaml) | Ready | v1.36.2 | 3/3 |"),
+        "{readme}"
+    );
+    let head = bare_git(
+        &bare,
+        &["log", "-1", "--format=%an <%ae>|%cn|%s|%b", BRANCH],
+    )
+    .expect("a status commit");
+    assert!(
+        head.starts_with("Platform Team <platform@example.com>|capstan|prod: "),
+        "{head}"
+    );
+    assert!(head.contains("[skip ci]"), "{head}");
+    let main = bare_git(&bare, &["rev-parse", "main"]).expect("main");
+    assert!(
+        head.contains(&format!("Capstan-Revision: main@sha1:{main}")),
+        "{head}"
+    );
+    // `capstan status --repo` prints the tree `--server` prints (no daemon needed).
+    let mirrors = tempfile::tempdir().expect("mirrors");
+    let token_from = format!("file:{}", token_file.display());
+    let mirror_dir = mirrors.path().display().to_string();
+    let from_repo = capstan(&[
+        "status",
+        "--repo",
+        &url,
+        "--git-token-from",
+        &token_from,
+        "--git-username",
+        "capstan",
+        "--git-mirror-dir",
+        &mirror_dir,
+    ]);
+    let from_server = capstan(&["status", "--server", &format!("http://{}", writing.http)]);
+    assert_eq!(from_repo, from_server);
+
+    // Idle: 60 passes, no commit.
+    let commits = status_commits(&bare);
+    let passes = writing.passes();
+    writing
+        .wait_for("60 idle passes", |_| writing.passes() >= passes + 60)
+        .await;
+    assert_eq!(
+        status_commits(&bare),
+        commits,
+        "an idle fleet commits nothing"
+    );
+
+    // Scale-up: a few commits, not one per pass; the last shows 4 nodes.
+    remote.write("clusters/prod.yaml", &lab_cluster("prod", 3));
+    remote.commit_and_push("prod: 3 workers");
+    let passes = writing.passes();
+    writing
+        .wait_for("prod Ready with 4 nodes", |s| ready_with(s, "prod", 4))
+        .await;
+    wait_for_branch(&bare, "prod Ready with 4 nodes", |bare| {
+        status_file(bare, "clusters/prod.yaml")
+            .is_some_and(|f| f.contains("phase: Ready") && f.contains("nodesReady: 4"))
+    })
+    .await;
+    let after = status_commits(&bare);
+    let new = after.len() - commits.len();
+    let passes = writing.passes() - passes;
+    eprintln!("scale-up: {new} status commit(s) over {passes} passes");
+    assert!((1..=3).contains(&new), "{new} commits for one scale-up");
+    assert!(passes > 3 * new as u64, "{passes} passes, {new} commits");
+    let subject = bare_git(&bare, &["log", "-1", "--format=%s", BRANCH]).expect("subject");
+    assert!(
+        subject.starts_with("prod: ") && subject.contains("→ Ready (4/4 nodes, v1.36.2)"),
+        "{subject}"
+    );
+
+    // A concurrent writer pushes between two of capstan's commits: both survive.
+    let other = tempfile::tempdir().expect("other writer");
+    git(
+        other.path(),
+        &[
+            "clone",
+            "-q",
+            "-b",
+            BRANCH,
+            bare.to_str().expect("path"),
+            "clone",
+        ],
+    );
+    let clone = other.path().join("clone");
+    std::fs::write(clone.join("NOTES.md"), "maintenance on Saturday\n").expect("notes");
+    git(&clone, &["add", "NOTES.md"]);
+    git(&clone, &["commit", "-q", "-m", "ops: notes"]);
+    git(&clone, &["push", "-q", "origin", BRANCH]);
+    let theirs = git(&clone, &["rev-parse", "HEAD"]);
+    let ours_before = after[0].clone();
+    // A change of status: a cluster file with errors is Blocked on it.
+    remote.write("clusters/broken.yaml", &lab_cluster("broken", 1));
+    remote.commit_and_push("broken: one worker, fewer than minWorkers");
+    wait_for_branch(&bare, "broken Blocked", |bare| {
+        status_file(bare, "clusters/broken.yaml").is_some_and(|f| f.contains("phase: Blocked"))
+    })
+    .await;
+    let tip = bare_git(&bare, &["rev-parse", BRANCH]).expect("tip");
+    let parent = bare_git(&bare, &["rev-parse", &format!("{BRANCH}^")]).expect("parent");
+    assert_eq!(parent, theirs, "capstan's commit lands on top of the other");
+    for ancestor in [&theirs, &ours_before] {
+        assert!(
+            bare_git(&bare, &["merge-base", "--is-ancestor", ancestor, &tip]).is_some(),
+            "{ancestor} is still in the history"
+        );
+    }
+    assert_eq!(
+        status_file(&bare, "NOTES.md").as_deref(),
+        Some("maintenance on Saturday"),
+        "the other writer's file stays"
+    );
+    let status = writing
+        .wait_for("StatusPushed=True", |s| {
+            condition(s, conditions::STATUS_PUSHED) == Some(("True", reasons::PUSHED))
+        })
+        .await;
+    assert!(status.clusters.contains_key("broken"));
+    let everything = bare_git(&bare, &["log", "-p", "--all"]).expect("log");
+    assert!(!everything.contains(token), "the token never reaches Git");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_refusing_pushes_is_reported_and_reconciling_goes_on() {
+    let remote = Remote::new();
+    remote.write("capstan.yaml", FLEET);
+    remote.write("clusters/prod.yaml", &lab_cluster("prod", 2));
+    remote.commit_and_push("prod: 2 workers");
+    // A bearer token reads; git http-backend lets no anonymous user push (read-only).
+    let token = "read-only-bearer-9f3e";
+    let Some(server) = servers::lighttpd_bearer(&remote.root(), token) else {
+        return;
+    };
+    let url = format!("http://127.0.0.1:{}/git/fleet.git", server.port);
+    let redactor = Redactor::default();
+    let (mut credentials, _) = token_credentials(server.dir.path(), token, &redactor);
+    credentials.token_auth = TokenAuth::Bearer;
+    let writing = Writing::start(
+        remote.options(&url, credentials),
+        redactor,
+        Duration::from_millis(200),
+        Duration::from_millis(500),
+    )
+    .await;
+    let status = writing
+        .wait_for("prod Ready while the status push is refused", |s| {
+            ready_with(s, "prod", 3)
+                && condition(s, conditions::STATUS_PUSHED) == Some(("False", reasons::PUSH_REFUSED))
+        })
+        .await;
+    let pushed = status
+        .conditions
+        .iter()
+        .find(|c| c.kind == conditions::STATUS_PUSHED)
+        .expect("StatusPushed");
+    assert!(
+        pushed.message.contains("refused the push"),
+        "{}",
+        pushed.message
+    );
+    assert!(
+        pushed.message.contains("still reconciling"),
+        "{}",
+        pushed.message
+    );
+    assert!(!pushed.message.contains(token), "{}", pushed.message);
+    assert!(status_commits(&remote.bare()).is_empty(), "nothing landed");
+}
+
+/// A status whose observed data carries a planted token and a kubeconfig key.
+fn planted_status(token: &str) -> FleetStatus {
+    let mut status = FleetStatus {
+        revision: Some("main@sha1:0123456789012345678901234567890123456789".to_owned()),
+        ..FleetStatus::default()
+    };
+    status.clusters.insert(
+        "prod".to_owned(),
+        ClusterStatus {
+            phase: Phase::Provisioning,
+            conditions: Vec::new(),
+            version: None,
+            certificate_expiry: None,
+            kubeconfig_fingerprint: Some("sha256:0123456789ab".to_owned()),
+            nodes: vec![NodeStatus {
+                name: capstan::model::NodeName("capstan-prod-cp-a".to_owned()),
+                role: capstan::model::Role::ControlPlane,
+                pool: "cp".to_owned(),
+                vm_id: 100,
+                proxmox_node: "pve1".to_owned(),
+                ready: None,
+                version: None,
+                cordoned: false,
+            }],
+            declared_nodes: Some(3),
+            refusals: Vec::new(),
+            waiting_on: vec![WaitingOn {
+                step: None,
+                resource: format!("kubeadm join --token {token}"),
+                since: None,
+            }],
+            next_steps: Vec::new(),
+            last_step: Some(StepRecord {
+                action: capstan::plan::ActionKind::from_name("deliver-kubeconfig").expect("action"),
+                machine: None,
+                message: "users:\n- user:\n    client-key-data: LS0tLS1CRUdJTiBFQw==".to_owned(),
+                succeeded: false,
+                failures: 1,
+                at: jiff::Timestamp::UNIX_EPOCH,
+                revision: None,
+            }),
+        },
+    );
+    status
+}
+
+#[tokio::test]
+async fn a_planted_secret_never_reaches_the_branch() {
+    let remote = Remote::new();
+    let url = format!("file://{}", remote.bare().display());
+    let token = "ghp_plantedTokenValue0042";
+    let redactor = Redactor::default();
+    redactor.remember(token);
+    let mirrors = tempfile::tempdir().expect("mirrors");
+    let repository = StatusRepository::open(
+        BranchOptions {
+            url,
+            branch: BRANCH.to_owned(),
+            credentials: GitCredentials::default(),
+            mirror_root: mirrors.path().to_owned(),
+        },
+        redactor,
+    )
+    .expect("status repository opens");
+    let mut writer = StatusWriter::new(
+        repository,
+        WriterOptions {
+            commit: CommitSettings {
+                author: capstan::spec::CAPSTAN_SIGNATURE.to_owned(),
+                skip_ci: false,
+                max_attempts: 3,
+            },
+            window: Duration::ZERO,
+            floor: Duration::ZERO,
+        },
+        Arc::new(capstan::clock::SystemClock),
+    );
+    let board = StatusBoard::default();
+
+    let planted = planted_status(token);
+    writer.consider(&planted, &board, true).await;
+    let status = board.status();
+    let refused = status
+        .conditions
+        .iter()
+        .find(|c| c.kind == conditions::STATUS_PUSHED)
+        .expect("StatusPushed");
+    assert_eq!(
+        (refused.status.as_str(), refused.reason.as_str()),
+        ("False", reasons::SECRET_REFUSED)
+    );
+    assert!(!refused.message.contains(token), "{}", refused.message);
+    assert!(
+        status_commits(&remote.bare()).is_empty(),
+        "nothing committed"
+    );
+
+    // Without the secrets, the same status is committed.
+    let mut clean = planted.clone();
+    if let Some(prod) = clean.clusters.get_mut("prod") {
+        prod.waiting_on.clear();
+        prod.last_step = None;
+    }
+    writer.consider(&clean, &board, true).await;
+    assert_eq!(status_commits(&remote.bare()).len(), 1);
+    // Planted again on top of a committed status: refused again.
+    writer.consider(&planted, &board, true).await;
+    assert_eq!(status_commits(&remote.bare()).len(), 1);
+    let everything = bare_git(&remote.bare(), &["log", "-p", "--all"]).expect("log");
+    for secret in [token, "client-key-data", "LS0tLS1CRUdJTiBFQw"] {
+        assert!(!everything.contains(secret), "{secret} reached Git");
+    }
+}
+
+#[test]
+fn the_demo_commits_its_status_and_status_repo_reads_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let state = dir.path().join("demo");
+    let port = servers::free_port();
+    let output = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(["demo", "--exit-when-ready", "--http"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--state-dir")
+        .arg(&state)
+        .output()
+        .expect("capstan demo runs");
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{printed}");
+    assert!(
+        printed.contains("log --oneline origin/capstan-status"),
+        "{printed}"
+    );
+    let clone = state.join("repo");
+    git(&clone, &["fetch", "-q"]);
+    let log = git(&clone, &["log", "--format=%s", "origin/capstan-status"]);
+    assert!(
+        log.lines().any(|l| l.contains("→ Ready")),
+        "a status commit says a cluster turned Ready:\n{log}"
+    );
+    let url = format!("file://{}", state.join("remote.git").display());
+    let mirrors = dir.path().join("mirrors");
+    let shown = capstan(&[
+        "status",
+        "--repo",
+        &url,
+        "--git-mirror-dir",
+        mirrors.to_str().expect("path"),
+    ]);
+    for cluster in ["platform  Ready", "prod  Ready"] {
+        assert!(shown.contains(cluster), "{shown}");
+    }
+}

@@ -159,6 +159,10 @@ pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outco
             lab.stop();
         } else {
             let secrets = crate::connect::resolve_secrets(&fleet, env)?;
+            // The status branch's guard refuses any value the redactor knows.
+            for token in secrets.proxmox_tokens.values() {
+                redactor.remember(token);
+            }
             let connections = connections(&fleet, &secrets).await?;
             serve_daemon(
                 options,

@@ -635,3 +635,27 @@ fn the_demo_commits_its_status_and_status_repo_reads_it() {
         assert!(shown.contains(cluster), "{shown}");
     }
 }
+
+#[test]
+fn a_status_branch_that_is_the_followed_branch_is_refused_before_anything_runs() {
+    let remote = Remote::new();
+    remote.write("capstan.yaml", FLEET);
+    remote.commit_and_push("fleet");
+    remote.push_to(BRANCH);
+    let state = tempfile::tempdir().expect("state");
+    let output = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(["run", "--lab", "--branch", BRANCH, "--repo"])
+        .arg(format!("file://{}", remote.bare().display()))
+        .arg("--state-dir")
+        .arg(state.path().join("lab"))
+        .arg("--git-mirror-dir")
+        .arg(state.path().join("mirrors"))
+        .output()
+        .expect("capstan runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("status.branch `capstan-status` is the branch capstan follows"),
+        "{stderr}"
+    );
+}

@@ -326,7 +326,7 @@ impl StatusRepository {
             remote: self.remote_name(),
             branch: self.options.branch.clone(),
             attempts,
-            message: last_rejection,
+            source: GitFailure::redacted(&last_rejection, &self.redactor),
         })
     }
 

@@ -105,9 +105,7 @@ pub enum StatusBranchError {
         source: GitFailure,
     },
     /// Every push was rejected because the branch kept moving.
-    #[error(
-        "{remote} rejected {attempts} pushes to {branch} (someone else keeps pushing): {message}"
-    )]
+    #[error("{remote} rejected {attempts} pushes to {branch} (someone else keeps pushing)")]
     Rejected {
         /// The remote (credentials redacted).
         remote: String,
@@ -116,7 +114,8 @@ pub enum StatusBranchError {
         /// Pushes tried.
         attempts: u32,
         /// The last rejection (redacted).
-        message: String,
+        #[source]
+        source: GitFailure,
     },
     /// The content would hold a secret: nothing was committed.
     #[error("refused to commit the status: {leak} (a bug put it there; nothing was committed)")]
@@ -160,6 +159,7 @@ pub struct WriterOptions {
 /// Writes the daemon's statuses to the status branch, debounced.
 pub struct StatusWriter {
     repository: Arc<Mutex<StatusRepository>>,
+    branch: String,
     options: WriterOptions,
     clock: Arc<dyn Clock>,
     debounce: Debounce,
@@ -183,6 +183,7 @@ impl StatusWriter {
         clock: Arc<dyn Clock>,
     ) -> Self {
         StatusWriter {
+            branch: repository.branch().to_owned(),
             repository: Arc::new(Mutex::new(repository)),
             debounce: Debounce::new(options.window, options.floor),
             options,
@@ -285,7 +286,7 @@ impl StatusWriter {
                         } = &published
                         {
                             let subject = message.lines().next().unwrap_or_default();
-                            tracing::info!(commit = %commit, attempts, "status committed: {subject}");
+                            tracing::info!(branch = %self.branch, commit = %commit, attempts, subject, "status committed");
                         }
                         self.branch_files = Some(files);
                         self.debounce.attempted(now, true);
@@ -320,11 +321,7 @@ impl StatusWriter {
     }
 
     fn report(&self, board: &StatusBoard, outcome: Result<&Published, &StatusBranchError>) {
-        let branch = self
-            .repository
-            .lock()
-            .map(|r| r.branch().to_owned())
-            .unwrap_or_default();
+        let branch = &self.branch;
         let now = self.clock.now();
         let previous = board.status().conditions;
         let condition = match outcome {
@@ -340,10 +337,9 @@ impl StatusWriter {
             ),
             Err(err) => {
                 let message = error_chain(err);
-                if matches!(err, StatusBranchError::Secret { .. }) {
-                    tracing::error!(branch = %branch, "status not committed: {message}");
-                } else {
-                    tracing::warn!(branch = %branch, retry_in = ?self.options.floor, "status not pushed: {message}");
+                // A secret was already logged, as an error, where it was found.
+                if !matches!(err, StatusBranchError::Secret { .. }) {
+                    tracing::warn!(branch = %branch, retry_in = ?self.options.floor, error = %message, "status not pushed");
                 }
                 status::status_pushed_condition(Err((err.reason(), &message)), &previous, now)
             }

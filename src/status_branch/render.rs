@@ -237,10 +237,8 @@ fn ready_count(nodes: &[NodeStatus]) -> u32 {
 pub fn render(clusters: &BTreeMap<String, ClusterFile>, status: &FleetStatus) -> Files {
     let mut files = Files::new();
     for (name, file) in clusters {
-        let yaml = serde_saphyr::to_string(file).unwrap_or_else(|err| {
-            // Only plain data is serialized; a failure is a bug, shown where it is read.
-            format!("# capstan could not render this file: {err}\n")
-        });
+        let yaml = serde_saphyr::to_string(file)
+            .expect("a status file is plain data: strings, numbers, lists and string-keyed maps");
         files.insert(
             cluster_path(name),
             format!(

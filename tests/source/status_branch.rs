@@ -659,3 +659,79 @@ fn a_status_branch_that_is_the_followed_branch_is_refused_before_anything_runs()
         "{stderr}"
     );
 }
+
+/// A one-cluster status in `phase` whose control plane is Ready or not.
+fn simple_status(phase: Phase, ready: bool) -> FleetStatus {
+    let mut status = planted_status("unused-token-value");
+    if let Some(prod) = status.clusters.get_mut("prod") {
+        prod.phase = phase;
+        prod.waiting_on.clear();
+        prod.last_step = None;
+        prod.nodes[0].ready = Some(ready);
+    }
+    status
+}
+
+#[tokio::test]
+async fn the_writer_debounces_on_the_lab_clock_and_writes_ready_at_once() {
+    let remote = Remote::new();
+    let mirrors = tempfile::tempdir().expect("mirrors");
+    let repository = StatusRepository::open(
+        BranchOptions {
+            url: format!("file://{}", remote.bare().display()),
+            branch: BRANCH.to_owned(),
+            credentials: GitCredentials::default(),
+            mirror_root: mirrors.path().to_owned(),
+        },
+        Redactor::default(),
+    )
+    .expect("status repository opens");
+    let clock = capstan_lab::clock::LabClock::new();
+    let mut writer = StatusWriter::new(
+        repository,
+        WriterOptions {
+            commit: CommitSettings {
+                author: capstan::spec::CAPSTAN_SIGNATURE.to_owned(),
+                skip_ci: false,
+                max_attempts: 3,
+            },
+            window: capstan::status_branch::DEFAULT_WINDOW,
+            floor: capstan::status_branch::DEFAULT_FLOOR,
+        },
+        Arc::new(clock.clone()),
+    );
+    let board = StatusBoard::default();
+    let bare = remote.bare();
+    let commits = || status_commits(&bare).len();
+
+    let provisioning = simple_status(Phase::Provisioning, false);
+    assert!(
+        writer
+            .consider(&provisioning, &board, false)
+            .await
+            .is_some()
+    );
+    assert_eq!(commits(), 0, "a change waits out the window");
+    clock.advance(Duration::from_secs(11));
+    writer.consider(&provisioning, &board, false).await;
+    assert_eq!(commits(), 1, "then it is written");
+
+    let node_ready = simple_status(Phase::Provisioning, true);
+    clock.advance(Duration::from_secs(15));
+    writer.consider(&node_ready, &board, false).await;
+    clock.advance(Duration::from_secs(15));
+    writer.consider(&node_ready, &board, false).await;
+    assert_eq!(commits(), 1, "past the window, the floor still holds it");
+    clock.advance(Duration::from_secs(31));
+    writer.consider(&node_ready, &board, false).await;
+    assert_eq!(commits(), 2, "a minute after the last commit it is written");
+
+    let ready = simple_status(Phase::Ready, true);
+    writer.consider(&ready, &board, false).await;
+    assert_eq!(commits(), 3, "turning Ready is written at once");
+    for _ in 0..60 {
+        clock.advance(Duration::from_secs(5));
+        assert_eq!(writer.consider(&ready, &board, false).await, None);
+    }
+    assert_eq!(commits(), 3, "five idle minutes of lab time make no commit");
+}

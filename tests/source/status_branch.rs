@@ -80,9 +80,20 @@ impl Writing {
         window: Duration,
         floor: Duration,
     ) -> Writing {
+        Writing::start_on(LabConfig::default(), options, redactor, window, floor).await
+    }
+
+    /// As [`Writing::start`], on a lab described by `config`.
+    async fn start_on(
+        config: LabConfig,
+        options: GitOptions,
+        redactor: Redactor,
+        window: Duration,
+        floor: Duration,
+    ) -> Writing {
         let state = tempfile::tempdir().expect("state dir");
         let lab = Lab::start(
-            LabConfig::default(),
+            config,
             LabOptions {
                 state_dir: Some(state.path().to_owned()),
                 ..LabOptions::ephemeral()
@@ -734,4 +745,60 @@ async fn the_writer_debounces_on_the_lab_clock_and_writes_ready_at_once() {
         assert_eq!(writer.consider(&ready, &board, false).await, None);
     }
     assert_eq!(commits(), 3, "five idle minutes of lab time make no commit");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_planted_in_what_proxmox_answers_never_reaches_the_branch() {
+    let remote = Remote::new();
+    remote.write("capstan.yaml", FLEET);
+    remote.write("clusters/prod.yaml", &lab_cluster("prod", 2));
+    remote.commit_and_push("prod: 2 workers");
+    let token = "planted-git-token-4b7e";
+    let Some(server) = servers::lighttpd(&remote.root(), "capstan", token) else {
+        return;
+    };
+    let url = format!("http://127.0.0.1:{}/git/fleet.git", server.port);
+    let redactor = Redactor::default();
+    let (credentials, _) = token_credentials(server.dir.path(), token, &redactor);
+    // Every VM start fails, and Proxmox's message carries the token: the failing step's
+    // message, in the status, carries it too.
+    let config_file = server.dir.path().join("lab.yaml");
+    std::fs::write(
+        &config_file,
+        format!(
+            "proxmox:\n  faults:\n    failTasks: [{{kind: qmstart, count: 1000, message: \"start failed: {token}\"}}]\n"
+        ),
+    )
+    .expect("lab config");
+    let config = LabConfig::load(&config_file).expect("lab config loads");
+    let writing = Writing::start_on(
+        config,
+        remote.options(&url, credentials),
+        redactor,
+        Duration::from_millis(100),
+        Duration::from_millis(300),
+    )
+    .await;
+    let status = writing
+        .wait_for("prod Blocked and the status refused", |s| {
+            s.clusters
+                .get("prod")
+                .is_some_and(|c| c.phase == Phase::Blocked)
+                && condition(s, conditions::STATUS_PUSHED)
+                    == Some(("False", reasons::SECRET_REFUSED))
+        })
+        .await;
+    let refused = status
+        .conditions
+        .iter()
+        .find(|c| c.kind == conditions::STATUS_PUSHED)
+        .expect("StatusPushed");
+    assert!(!refused.message.contains(token), "{}", refused.message);
+    // Give the writer a few more attempts, then search everything the remote holds.
+    let passes = writing.passes();
+    writing
+        .wait_for("20 more passes", |_| writing.passes() >= passes + 20)
+        .await;
+    let everything = bare_git(&remote.bare(), &["log", "-p", "--all"]).expect("log");
+    assert!(!everything.contains(token), "the planted token reached Git");
 }

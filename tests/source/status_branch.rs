@@ -342,23 +342,31 @@ async fn the_status_branch_follows_bootstrap_idle_scale_up_and_a_concurrent_writ
         head.contains(&format!("Capstan-Revision: main@sha1:{main}")),
         "{head}"
     );
-    // `capstan status --repo` prints the tree `--server` prints (no daemon needed).
+    // `capstan status --repo` prints the tree `--server` prints (no daemon needed), once the
+    // last change (e.g. the step recorded after prod turned Ready) waited out the floor.
     let mirrors = tempfile::tempdir().expect("mirrors");
     let token_from = format!("file:{}", token_file.display());
     let mirror_dir = mirrors.path().display().to_string();
-    let from_repo = capstan(&[
-        "status",
-        "--repo",
-        &url,
-        "--git-token-from",
-        &token_from,
-        "--git-username",
-        "capstan",
-        "--git-mirror-dir",
-        &mirror_dir,
-    ]);
-    let from_server = capstan(&["status", "--server", &format!("http://{}", writing.http)]);
-    assert_eq!(from_repo, from_server);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let from_server = capstan(&["status", "--server", &format!("http://{}", writing.http)]);
+        let from_repo = capstan(&[
+            "status",
+            "--repo",
+            &url,
+            "--git-token-from",
+            &token_from,
+            "--git-username",
+            "capstan",
+            "--git-mirror-dir",
+            &mirror_dir,
+        ]);
+        if from_repo == from_server {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{from_repo}\n!=\n{from_server}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 
     // Idle: 60 passes, no commit.
     let commits = status_commits(&bare);

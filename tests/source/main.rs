@@ -8,8 +8,10 @@
 //! - `webhooks`: GitHub's real payloads trigger a poll; bad signatures do not.
 //! - `cli`: `validate` and `plan` read a remote branch's tip.
 //! - `demo`: the `capstan demo` walkthrough, followed with `git commit` and `git push`.
-//! - `status_branch`: the status committed back to `capstan-status`: bootstrap, idle, scale-up,
-//!   a concurrent writer, a remote refusing pushes, a planted secret, the demo.
+//! - `status_branch`: the daemon commits the status back to `capstan-status`: bootstrap, idle,
+//!   scale-up, a concurrent writer, a remote refusing pushes, a token planted in Proxmox's words.
+//! - `status_writer`: the writer alone: a planted secret, the debounce on the lab clock, the
+//!   demo's status commits, a status branch equal to the followed branch.
 
 mod cli;
 mod daemon;
@@ -17,5 +19,6 @@ mod demo;
 mod fixture;
 mod servers;
 mod status_branch;
+mod status_writer;
 mod transports;
 mod webhooks;

@@ -1,0 +1,275 @@
+//! The status branch writer on its own, against a `file://` remote: a planted secret is
+//! refused and never committed; the debounce on the lab clock (a burst waits out the window,
+//! the floor holds, Ready goes at once, idle minutes commit nothing); the demo's status
+//! commits; a status branch equal to the followed branch is refused.
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use capstan::daemon::StatusBoard;
+use capstan::plan::Phase;
+use capstan::source::{GitCredentials, Redactor};
+use capstan::status::{
+    ClusterStatus, FleetStatus, NodeStatus, StepRecord, WaitingOn, conditions, reasons,
+};
+use capstan::status_branch::{
+    BranchOptions, CommitSettings, StatusRepository, StatusWriter, WriterOptions,
+};
+
+use super::fixture::{Remote, git};
+use super::servers;
+use super::status_branch::{BRANCH, FLEET, bare_git, capstan, status_commits};
+
+/// A status whose observed data carries a planted token and a kubeconfig key.
+fn planted_status(token: &str) -> FleetStatus {
+    let mut status = FleetStatus {
+        revision: Some("main@sha1:0123456789012345678901234567890123456789".to_owned()),
+        ..FleetStatus::default()
+    };
+    status.clusters.insert(
+        "prod".to_owned(),
+        ClusterStatus {
+            phase: Phase::Provisioning,
+            conditions: Vec::new(),
+            version: None,
+            certificate_expiry: None,
+            kubeconfig_fingerprint: Some("sha256:0123456789ab".to_owned()),
+            nodes: vec![NodeStatus {
+                name: capstan::model::NodeName("capstan-prod-cp-a".to_owned()),
+                role: capstan::model::Role::ControlPlane,
+                pool: "cp".to_owned(),
+                vm_id: 100,
+                proxmox_node: "pve1".to_owned(),
+                ready: None,
+                version: None,
+                cordoned: false,
+            }],
+            declared_nodes: Some(3),
+            refusals: Vec::new(),
+            waiting_on: vec![WaitingOn {
+                step: None,
+                resource: format!("kubeadm join --token {token}"),
+                since: None,
+            }],
+            next_steps: Vec::new(),
+            last_step: Some(StepRecord {
+                action: capstan::plan::ActionKind::from_name("deliver-kubeconfig").expect("action"),
+                machine: None,
+                message: "users:\n- user:\n    client-key-data: LS0tLS1CRUdJTiBFQw==".to_owned(),
+                succeeded: false,
+                failures: 1,
+                at: jiff::Timestamp::UNIX_EPOCH,
+                revision: None,
+            }),
+        },
+    );
+    status
+}
+
+#[tokio::test]
+async fn a_planted_secret_never_reaches_the_branch() {
+    let remote = Remote::new();
+    let url = format!("file://{}", remote.bare().display());
+    let token = "ghp_plantedTokenValue0042";
+    let redactor = Redactor::default();
+    redactor.remember(token);
+    let mirrors = tempfile::tempdir().expect("mirrors");
+    let repository = StatusRepository::open(
+        BranchOptions {
+            url,
+            branch: BRANCH.to_owned(),
+            credentials: GitCredentials::default(),
+            mirror_root: mirrors.path().to_owned(),
+        },
+        redactor,
+    )
+    .expect("status repository opens");
+    let mut writer = StatusWriter::new(
+        repository,
+        WriterOptions {
+            commit: CommitSettings {
+                author: capstan::spec::CAPSTAN_SIGNATURE.to_owned(),
+                skip_ci: false,
+                max_attempts: 3,
+            },
+            window: Duration::ZERO,
+            floor: Duration::ZERO,
+        },
+        Arc::new(capstan::clock::SystemClock),
+    );
+    let board = StatusBoard::default();
+
+    let planted = planted_status(token);
+    writer.consider(&planted, &board, true).await;
+    let status = board.status();
+    let refused = status
+        .conditions
+        .iter()
+        .find(|c| c.kind == conditions::STATUS_PUSHED)
+        .expect("StatusPushed");
+    assert_eq!(
+        (refused.status.as_str(), refused.reason.as_str()),
+        ("False", reasons::SECRET_REFUSED)
+    );
+    assert!(!refused.message.contains(token), "{}", refused.message);
+    assert!(
+        status_commits(&remote.bare()).is_empty(),
+        "nothing committed"
+    );
+
+    // Without the secrets, the same status is committed.
+    let mut clean = planted.clone();
+    if let Some(prod) = clean.clusters.get_mut("prod") {
+        prod.waiting_on.clear();
+        prod.last_step = None;
+    }
+    writer.consider(&clean, &board, true).await;
+    assert_eq!(status_commits(&remote.bare()).len(), 1);
+    // Planted again on top of a committed status: refused again.
+    writer.consider(&planted, &board, true).await;
+    assert_eq!(status_commits(&remote.bare()).len(), 1);
+    let everything = bare_git(&remote.bare(), &["log", "-p", "--all"]).expect("log");
+    for secret in [token, "client-key-data", "LS0tLS1CRUdJTiBFQw"] {
+        assert!(!everything.contains(secret), "{secret} reached Git");
+    }
+}
+
+#[test]
+fn the_demo_commits_its_status_and_status_repo_reads_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let state = dir.path().join("demo");
+    let port = servers::free_port();
+    let output = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(["demo", "--exit-when-ready", "--http"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--state-dir")
+        .arg(&state)
+        .output()
+        .expect("capstan demo runs");
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{printed}");
+    assert!(
+        printed.contains("log --oneline origin/capstan-status"),
+        "{printed}"
+    );
+    let clone = state.join("repo");
+    git(&clone, &["fetch", "-q"]);
+    let log = git(&clone, &["log", "--format=%s", "origin/capstan-status"]);
+    assert!(
+        log.lines().any(|l| l.contains("→ Ready")),
+        "a status commit says a cluster turned Ready:\n{log}"
+    );
+    let url = format!("file://{}", state.join("remote.git").display());
+    let mirrors = dir.path().join("mirrors");
+    let shown = capstan(&[
+        "status",
+        "--repo",
+        &url,
+        "--git-mirror-dir",
+        mirrors.to_str().expect("path"),
+    ]);
+    for cluster in ["platform  Ready", "prod  Ready"] {
+        assert!(shown.contains(cluster), "{shown}");
+    }
+}
+
+#[test]
+fn a_status_branch_that_is_the_followed_branch_is_refused_before_anything_runs() {
+    let remote = Remote::new();
+    remote.write("capstan.yaml", FLEET);
+    remote.commit_and_push("fleet");
+    remote.push_to(BRANCH);
+    let state = tempfile::tempdir().expect("state");
+    let output = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(["run", "--lab", "--branch", BRANCH, "--repo"])
+        .arg(format!("file://{}", remote.bare().display()))
+        .arg("--state-dir")
+        .arg(state.path().join("lab"))
+        .arg("--git-mirror-dir")
+        .arg(state.path().join("mirrors"))
+        .output()
+        .expect("capstan runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("status.branch `capstan-status` is the branch capstan follows"),
+        "{stderr}"
+    );
+}
+
+/// A one-cluster status in `phase` whose control plane is Ready or not.
+fn simple_status(phase: Phase, ready: bool) -> FleetStatus {
+    let mut status = planted_status("unused-token-value");
+    if let Some(prod) = status.clusters.get_mut("prod") {
+        prod.phase = phase;
+        prod.waiting_on.clear();
+        prod.last_step = None;
+        prod.nodes[0].ready = Some(ready);
+    }
+    status
+}
+
+#[tokio::test]
+async fn the_writer_debounces_on_the_lab_clock_and_writes_ready_at_once() {
+    let remote = Remote::new();
+    let mirrors = tempfile::tempdir().expect("mirrors");
+    let repository = StatusRepository::open(
+        BranchOptions {
+            url: format!("file://{}", remote.bare().display()),
+            branch: BRANCH.to_owned(),
+            credentials: GitCredentials::default(),
+            mirror_root: mirrors.path().to_owned(),
+        },
+        Redactor::default(),
+    )
+    .expect("status repository opens");
+    let clock = capstan_lab::clock::LabClock::new();
+    let mut writer = StatusWriter::new(
+        repository,
+        WriterOptions {
+            commit: CommitSettings {
+                author: capstan::spec::CAPSTAN_SIGNATURE.to_owned(),
+                skip_ci: false,
+                max_attempts: 3,
+            },
+            window: capstan::status_branch::DEFAULT_WINDOW,
+            floor: capstan::status_branch::DEFAULT_FLOOR,
+        },
+        Arc::new(clock.clone()),
+    );
+    let board = StatusBoard::default();
+    let bare = remote.bare();
+    let commits = || status_commits(&bare).len();
+
+    let provisioning = simple_status(Phase::Provisioning, false);
+    assert!(
+        writer
+            .consider(&provisioning, &board, false)
+            .await
+            .is_some()
+    );
+    assert_eq!(commits(), 0, "a change waits out the window");
+    clock.advance(Duration::from_secs(11));
+    writer.consider(&provisioning, &board, false).await;
+    assert_eq!(commits(), 1, "then it is written");
+
+    let node_ready = simple_status(Phase::Provisioning, true);
+    clock.advance(Duration::from_secs(15));
+    writer.consider(&node_ready, &board, false).await;
+    clock.advance(Duration::from_secs(15));
+    writer.consider(&node_ready, &board, false).await;
+    assert_eq!(commits(), 1, "past the window, the floor still holds it");
+    clock.advance(Duration::from_secs(31));
+    writer.consider(&node_ready, &board, false).await;
+    assert_eq!(commits(), 2, "a minute after the last commit it is written");
+
+    let ready = simple_status(Phase::Ready, true);
+    writer.consider(&ready, &board, false).await;
+    assert_eq!(commits(), 3, "turning Ready is written at once");
+    for _ in 0..60 {
+        clock.advance(Duration::from_secs(5));
+        assert_eq!(writer.consider(&ready, &board, false).await, None);
+    }
+    assert_eq!(commits(), 3, "five idle minutes of lab time make no commit");
+}

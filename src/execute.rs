@@ -20,7 +20,7 @@ use crate::connect::Providers;
 use crate::model::{NodeName, Role};
 use crate::observe::ClusterAccess;
 use crate::observed::{DRAIN_STARTED_ANNOTATION, ObservedCluster, RETIRING_TAG};
-use crate::plan::{Action, MachineRef, Step};
+use crate::plan::{Action, ActionKind, MachineRef, Step};
 use crate::providers::flux::{self, DeliveryOutcome, FluxError, KubeconfigDelivery};
 use crate::providers::kube::{ClusterClient, ClusterError, DrainOptions, Taint};
 use crate::providers::kubeadm::{self, Kubeadm, KubeadmError};
@@ -85,21 +85,21 @@ pub enum ExecuteError {
         source: Box<ClusterError>,
     },
     /// Flux delivery failed.
-    #[error("deliver-kubeconfig")]
+    #[error("{}", ActionKind::DeliverKubeconfig)]
     Flux(#[source] Box<FluxError>),
     /// No admin kubeconfig could be read from a control plane.
     #[error(
         "{action}: no admin kubeconfig (no running control plane answered through its guest agent)"
     )]
     NoKubeconfig {
-        /// What was being done.
-        action: &'static str,
+        /// The step.
+        action: ActionKind,
     },
     /// No healthy control plane to act through.
     #[error("{action}: no Ready control plane other than {excluding} to act through")]
     NoControlPlane {
-        /// What was being done.
-        action: &'static str,
+        /// The step.
+        action: ActionKind,
         /// The machine that does not count.
         excluding: NodeName,
     },
@@ -124,8 +124,8 @@ pub enum ExecuteError {
     /// A step that needs the cluster's spec on a removed cluster.
     #[error("{action} needs the cluster file, which is gone")]
     NoSpec {
-        /// What was being done.
-        action: &'static str,
+        /// The step.
+        action: ActionKind,
     },
 }
 
@@ -225,7 +225,7 @@ impl<Pr: Providers> Executor<Pr> {
                 let mut spec = ctx
                     .spec
                     .ok_or(ExecuteError::NoSpec {
-                        action: "init-control-plane",
+                        action: ActionKind::InitControlPlane,
                     })?
                     .clone();
                 spec.endpoint = endpoint.clone();
@@ -238,7 +238,7 @@ impl<Pr: Providers> Executor<Pr> {
                     kubeadm::init_control_plane(ctx.cluster, &spec, &target.name, address),
                 ]
                 .concat();
-                run_steps(&kubeadm, "init-control-plane", &target, &steps).await?;
+                run_steps(&kubeadm, ActionKind::InitControlPlane, &target, &steps).await?;
                 self.mark_bootstrapped(ctx, &kubeadm, &target).await?;
                 format!(
                     "kubeadm init on {} (endpoint {}:{})",
@@ -247,8 +247,10 @@ impl<Pr: Providers> Executor<Pr> {
             }
             Action::JoinNode { machine, role, .. } => self.join(ctx, machine, *role).await?,
             Action::Cordon { node } => {
-                let api = self.api(ctx, "cordon").await?;
-                api.cordon(node).await.map_err(api_failed("cordon"))?;
+                let api = self.api(ctx, ActionKind::Cordon).await?;
+                api.cordon(node)
+                    .await
+                    .map_err(api_failed(ActionKind::Cordon.name()))?;
                 format!("{node} cordoned")
             }
             Action::Drain { node, deadline } => self.drain(ctx, node, *deadline).await?,
@@ -260,7 +262,13 @@ impl<Pr: Providers> Executor<Pr> {
             Action::ResetNode { machine } => {
                 let target = node_target(machine)?;
                 let kubeadm = self.kubeadm(ctx)?;
-                run_steps(&kubeadm, "reset-node", &target, &kubeadm::reset_node()).await?;
+                run_steps(
+                    &kubeadm,
+                    ActionKind::ResetNode,
+                    &target,
+                    &kubeadm::reset_node(),
+                )
+                .await?;
                 let expected = self.expected(ctx, machine)?;
                 self.proxmox(ctx)?
                     .shutdown_vm(&expected, SHUTDOWN_TIMEOUT)
@@ -285,7 +293,7 @@ impl<Pr: Providers> Executor<Pr> {
                 let kubeadm = self.kubeadm(ctx)?;
                 run_steps(
                     &kubeadm,
-                    "upgrade-control-plane",
+                    ActionKind::UpgradeControlPlane,
                     &target,
                     &kubeadm::upgrade_control_plane(*to),
                 )
@@ -298,7 +306,7 @@ impl<Pr: Providers> Executor<Pr> {
                     let target = node_target(machine)?;
                     run_steps(
                         &kubeadm,
-                        "renew-certificates",
+                        ActionKind::RenewCertificates,
                         &target,
                         &kubeadm::renew_certificates(),
                     )
@@ -315,7 +323,7 @@ impl<Pr: Providers> Executor<Pr> {
                         .kubeconfig
                         .as_deref()
                         .ok_or(ExecuteError::NoKubeconfig {
-                            action: "deliver-kubeconfig",
+                            action: ActionKind::DeliverKubeconfig,
                         })?;
                 let deliverer = self.deliverer(flux)?;
                 let target = flux_target(ctx, flux);
@@ -339,7 +347,7 @@ impl<Pr: Providers> Executor<Pr> {
                     .stop_vm(&expected)
                     .await
                     .map_err(proxmox_failed("fence (hard stop)"))?;
-                let api = self.api(ctx, "fence-machine").await?;
+                let api = self.api(ctx, ActionKind::FenceMachine).await?;
                 api.add_taint(node, &Taint::out_of_service())
                     .await
                     .map_err(api_failed("taint out-of-service"))?;
@@ -372,12 +380,12 @@ impl<Pr: Providers> Executor<Pr> {
         let kubeconfig = kubeadm
             .admin_kubeconfig(target)
             .await
-            .map_err(kubeadm_failed("init-control-plane"))?;
+            .map_err(kubeadm_failed(ActionKind::InitControlPlane.name()))?;
         let api = self
             .providers
             .connect_cluster(&kubeconfig)
             .await
-            .map_err(api_failed("init-control-plane"))?;
+            .map_err(api_failed(ActionKind::InitControlPlane.name()))?;
         let data = std::collections::BTreeMap::from([
             ("cluster".to_owned(), ctx.cluster.to_owned()),
             ("completed".to_owned(), self.clock.now().to_string()),
@@ -395,21 +403,21 @@ impl<Pr: Providers> Executor<Pr> {
         role: Role,
     ) -> Result<String, ExecuteError> {
         let spec = ctx.spec.ok_or(ExecuteError::NoSpec {
-            action: "join-node",
+            action: ActionKind::JoinNode,
         })?;
         let target = node_target(machine)?;
-        let control_plane = self.healthy_control_plane(ctx, "join-node", &target.name)?;
+        let control_plane = self.healthy_control_plane(ctx, ActionKind::JoinNode, &target.name)?;
         let kubeadm = self.kubeadm(ctx)?;
         let ticket = kubeadm
             .join_ticket(&control_plane)
             .await
-            .map_err(kubeadm_failed("join-node"))?;
+            .map_err(kubeadm_failed(ActionKind::JoinNode.name()))?;
         let key = match role {
             Role::ControlPlane => Some(
                 kubeadm
                     .certificate_key(&control_plane)
                     .await
-                    .map_err(kubeadm_failed("join-node"))?,
+                    .map_err(kubeadm_failed(ActionKind::JoinNode.name()))?,
             ),
             Role::Worker => None,
         };
@@ -420,7 +428,7 @@ impl<Pr: Providers> Executor<Pr> {
             kubeadm::join_node(role, &ticket, key.as_deref(), spec, &target.name, address),
         ]
         .concat();
-        run_steps(&kubeadm, "join-node", &target, &steps).await?;
+        run_steps(&kubeadm, ActionKind::JoinNode, &target, &steps).await?;
         Ok(format!(
             "{} joined as {role} (v{version}) through {}",
             target.name, control_plane.name
@@ -433,7 +441,7 @@ impl<Pr: Providers> Executor<Pr> {
         node: &NodeName,
         deadline: Timestamp,
     ) -> Result<String, ExecuteError> {
-        let api = self.api(ctx, "drain").await?;
+        let api = self.api(ctx, ActionKind::Drain).await?;
         let already = ctx
             .observed
             .nodes
@@ -451,7 +459,7 @@ impl<Pr: Providers> Executor<Pr> {
         let report = api
             .drain(node, &DrainOptions::new(timeout))
             .await
-            .map_err(api_failed("drain"))?;
+            .map_err(api_failed(ActionKind::Drain.name()))?;
         Ok(format!(
             "{node} drained: {} pod(s) evicted, {} left in place (DaemonSet, mirror)",
             report.evicted.len(),
@@ -475,16 +483,16 @@ impl<Pr: Providers> Executor<Pr> {
                 .map_err(proxmox_failed("tag retiring"))?;
         }
         if role == Role::ControlPlane {
-            let healthy = self.healthy_control_plane(ctx, "delete-node", node)?;
+            let healthy = self.healthy_control_plane(ctx, ActionKind::DeleteNode, node)?;
             self.kubeadm(ctx)?
                 .remove_etcd_member(&healthy, node)
                 .await
                 .map_err(kubeadm_failed("remove etcd member"))?;
         }
-        let api = self.api(ctx, "delete-node").await?;
+        let api = self.api(ctx, ActionKind::DeleteNode).await?;
         api.delete_node(node)
             .await
-            .map_err(api_failed("delete-node"))?;
+            .map_err(api_failed(ActionKind::DeleteNode.name()))?;
         Ok(format!("Node {node} deleted"))
     }
 
@@ -577,7 +585,7 @@ impl<Pr: Providers> Executor<Pr> {
     async fn api(
         &self,
         ctx: StepContext<'_>,
-        action: &'static str,
+        action: ActionKind,
     ) -> Result<Pr::Cluster, ExecuteError> {
         let kubeconfig = ctx
             .access
@@ -587,7 +595,7 @@ impl<Pr: Providers> Executor<Pr> {
         self.providers
             .connect_cluster(kubeconfig)
             .await
-            .map_err(api_failed(action))
+            .map_err(api_failed(action.name()))
     }
 
     /// The VM's first IPv4 address, as its guest agent reports it.
@@ -618,7 +626,7 @@ impl<Pr: Providers> Executor<Pr> {
     fn healthy_control_plane(
         &self,
         ctx: StepContext<'_>,
-        action: &'static str,
+        action: ActionKind,
         excluding: &NodeName,
     ) -> Result<NodeTarget, ExecuteError> {
         let healthy = |name: &NodeName| {
@@ -687,14 +695,14 @@ fn kubelet_version_for(
 
 async fn run_steps<E: crate::providers::node_exec::NodeExec>(
     kubeadm: &Kubeadm<E>,
-    action: &'static str,
+    action: ActionKind,
     target: &NodeTarget,
     steps: &[kubeadm::NodeStep],
 ) -> Result<(), ExecuteError> {
     kubeadm
-        .run_steps(action, target, steps)
+        .run_steps(action.name(), target, steps)
         .await
-        .map_err(kubeadm_failed(action))
+        .map_err(kubeadm_failed(action.name()))
 }
 
 fn proxmox_failed(action: &'static str) -> impl FnOnce(ProxmoxError) -> ExecuteError {

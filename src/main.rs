@@ -1,6 +1,7 @@
 //! The `capstan` binary: parse the command line, set up logging, run one command, map the
 //! outcome to an exit code. The only place that uses `anyhow`.
 
+use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -62,8 +63,12 @@ fn init_logging(log: &LogArgs) {
         eprintln!("warning: ignoring log filter `{}`: {err}", log.log);
         EnvFilter::new("warn")
     });
+    // Colour only for a person at a terminal: a log file or collector gets plain text, and
+    // JSON never carries escape sequences.
+    let colour = log.log_format == LogFormat::Plain && std::io::stderr().is_terminal();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr);
     match log.log_format {
         LogFormat::Plain => builder.init(),

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{NodeName, Role};
 use crate::observed::ObservedCluster;
-use crate::plan::ClusterPlan;
 pub use crate::plan::Phase;
+use crate::plan::{ActionKind, ClusterPlan};
 use crate::spec::KubeVersion;
 
 /// Condition types (one module, so they are spelled one way everywhere).
@@ -174,7 +174,7 @@ pub struct NodeStatus {
 pub struct WaitingOn {
     /// The step that waits.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub step: Option<String>,
+    pub step: Option<ActionKind>,
     /// The resource, in plain words (a Proxmox task, a VM, a node, a pod).
     pub resource: String,
     /// Since when.
@@ -186,8 +186,8 @@ pub struct WaitingOn {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StepRecord {
-    /// Action name.
-    pub action: String,
+    /// The action.
+    pub action: ActionKind,
     /// Its target.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub machine: Option<NodeName>,
@@ -337,7 +337,7 @@ pub fn cluster_status(input: &StatusInput<'_>) -> ClusterStatus {
             .waiting_on
             .iter()
             .map(|w| WaitingOn {
-                step: w.step.map(str::to_owned),
+                step: w.step,
                 resource: w.resource.to_string(),
                 since: w.since,
             })

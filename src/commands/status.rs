@@ -96,6 +96,10 @@ async fn fetch(server: &str) -> Result<FleetStatus, StatusError> {
         .map_err(wrap)
 }
 
+/// The node name column's width when every name is shorter: a generated name
+/// (`capstan-<cluster>-<pool>-<suffix>`) of a cluster and pool with short names fits.
+const MIN_NAME_WIDTH: usize = 34;
+
 /// The status as a tree.
 pub fn render(status: &FleetStatus, now: Timestamp) -> String {
     let mut out = String::new();
@@ -154,6 +158,11 @@ fn render_cluster(out: &mut String, name: &str, cluster: &ClusterStatus, now: Ti
         let _ = writeln!(out, "│  blocked: {}", condition.message);
     }
     let _ = writeln!(out, "├─ nodes");
+    let name_width = cluster
+        .nodes
+        .iter()
+        .map(|node| node.name.as_str().chars().count())
+        .fold(MIN_NAME_WIDTH, usize::max);
     for (index, node) in cluster.nodes.iter().enumerate() {
         let branch = if index + 1 == cluster.nodes.len() {
             "└─"
@@ -169,8 +178,8 @@ fn render_cluster(out: &mut String, name: &str, cluster: &ClusterStatus, now: Ti
         let cordoned = if node.cordoned { "  cordoned" } else { "" };
         let _ = writeln!(
             out,
-            "│  {branch} {:<34} {:<13} {ready:<10} {version:<8} VM {} on {}{cordoned}",
-            node.name,
+            "│  {branch} {:<name_width$} {:<13} {ready:<10} {version:<8} VM {} on {}{cordoned}",
+            node.name.as_str(),
             node.role.to_string(),
             node.vm_id,
             node.proxmox_node
@@ -203,11 +212,7 @@ fn render_cluster(out: &mut String, name: &str, cluster: &ClusterStatus, now: Ti
         waits => {
             let _ = writeln!(out, "└─ waiting on");
             for wait in waits {
-                let step = wait
-                    .step
-                    .as_deref()
-                    .map(|s| format!("{s}: "))
-                    .unwrap_or_default();
+                let step = wait.step.map(|s| format!("{s}: ")).unwrap_or_default();
                 let since = wait
                     .since
                     .map(|s| format!(" (since {s})"))
@@ -215,5 +220,60 @@ fn render_cluster(out: &mut String, name: &str, cluster: &ClusterStatus, now: Ti
                 let _ = writeln!(out, "   · {step}{}{since}", wait.resource);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, role: &str, vm_id: u32) -> serde_json::Value {
+        serde_json::json!({
+            "name": name, "role": role, "pool": "general", "vmId": vm_id,
+            "proxmoxNode": "pve1", "ready": true, "version": "1.36.2", "cordoned": false,
+        })
+    }
+
+    #[test]
+    fn node_columns_stay_aligned_when_a_node_name_is_longer_than_the_column() {
+        let long = "capstan-a-cluster-with-a-long-name-general-x7k2q";
+        assert!(long.len() > MIN_NAME_WIDTH);
+        let status: FleetStatus = serde_json::from_value(serde_json::json!({
+            "clusters": {"prod": {
+                "phase": "Ready", "conditions": [], "waitingOn": [], "nextSteps": [],
+                "nodes": [
+                    node("capstan-prod-cp-a1b2c", "control-plane", 100),
+                    node(long, "worker", 101),
+                    node("capstan-prod-general-d3e4f", "worker", 102),
+                ],
+            }},
+        }))
+        .expect("status");
+        let text = render(&status, Timestamp::UNIX_EPOCH);
+        let rows: Vec<&str> = text.lines().filter(|l| l.contains(" VM ")).collect();
+        assert_eq!(rows.len(), 3, "{text}");
+        let column = |row: &str, word: &str| row.find(word).expect(word);
+        let role = column(rows[0], "control-plane");
+        let vm = column(rows[0], " VM ");
+        for row in &rows[1..] {
+            assert_eq!(column(row, "worker"), role, "roles aligned:\n{text}");
+            assert_eq!(column(row, " VM "), vm, "VM ids aligned:\n{text}");
+        }
+    }
+
+    #[test]
+    fn short_node_names_keep_the_usual_column_width() {
+        let status: FleetStatus = serde_json::from_value(serde_json::json!({
+            "clusters": {"prod": {
+                "phase": "Ready", "conditions": [], "waitingOn": [], "nextSteps": [],
+                "nodes": [node("capstan-prod-cp-a1b2c", "control-plane", 100)],
+            }},
+        }))
+        .expect("status");
+        let text = render(&status, Timestamp::UNIX_EPOCH);
+        assert!(
+            text.contains(&format!("└─ {:<34} control-plane", "capstan-prod-cp-a1b2c")),
+            "{text}"
+        );
     }
 }

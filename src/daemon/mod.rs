@@ -11,7 +11,8 @@
 //!   until it ends. Clusters run concurrently, at most `concurrency` at a time.
 //! - A failing step is retried with capped exponential backoff (per cluster, reset on success);
 //!   after `failures_to_block` failures in a row the cluster reports Blocked with the error,
-//!   and other clusters carry on.
+//!   and other clusters carry on. A step that panics counts as a failed step, the panic
+//!   message being its error: its cluster is never left waiting on a task that is gone.
 
 pub mod http;
 mod progress;
@@ -23,7 +24,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
-use tokio::task::JoinSet;
+use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 
 use crate::backoff::{Backoff, random_unit};
@@ -31,10 +32,13 @@ use crate::clock::Clock;
 use crate::connect::Providers;
 use crate::execute::{ExecuteError, Executor, StepContext};
 use crate::observe::{Observation, Observer};
-use crate::plan::{self, Plan, Policy, Step};
+use crate::plan::{self, ActionKind, Plan, Policy, Step};
 use crate::source::{self, Content, SourceMetrics, Tracker};
 use crate::spec::{self, Desired};
 use crate::status::{self, FleetStatus, StatusInput, StepRecord};
+
+/// The delay after a converged pass until a fleet file was read (the default `pollInterval`).
+const DEFAULT_RESYNC: Duration = Duration::from_secs(60);
 
 /// How the daemon paces itself.
 #[derive(Debug, Clone)]
@@ -45,7 +49,7 @@ pub struct DaemonOptions {
     pub poll_interval: Option<Duration>,
     /// Delay between passes while work is in flight or pending.
     pub busy_interval: Duration,
-    /// Delay between passes when converged (default: the fleet's `pollInterval`).
+    /// Delay between passes when converged; `None` follows the fleet's current `pollInterval`.
     pub resync: Option<Duration>,
     /// Clusters whose steps run at the same time.
     pub concurrency: usize,
@@ -84,7 +88,7 @@ pub struct Counters {
     /// Passes run.
     pub passes: u64,
     /// Steps by (action, "ok"|"error").
-    pub steps: BTreeMap<(String, &'static str), u64>,
+    pub steps: BTreeMap<(ActionKind, &'static str), u64>,
     /// When the last pass ended.
     pub last_pass: Option<jiff::Timestamp>,
 }
@@ -144,10 +148,34 @@ struct Finished {
     /// The spec the steps were planned from (to tell a fixed file from a repeat failure).
     spec: Option<crate::spec::ClusterSpec>,
     results: Vec<(
-        String,
+        ActionKind,
         Option<crate::model::NodeName>,
         Result<String, ExecuteError>,
     )>,
+}
+
+/// What a step task in flight works on, to account for it when it ends without reporting
+/// (it panicked, or was cancelled).
+struct Running {
+    cluster: String,
+    /// The revision its steps were decided at.
+    revision: String,
+    /// The spec its steps were planned from.
+    spec: Option<crate::spec::ClusterSpec>,
+    /// Its steps' actions and targets, in plan order.
+    steps: Vec<(ActionKind, Option<crate::model::NodeName>)>,
+}
+
+/// A step that failed, as the status reports it.
+struct Failure {
+    action: ActionKind,
+    machine: Option<crate::model::NodeName>,
+    /// The error chain, in one line.
+    message: String,
+    /// Whether a retry may succeed with nothing changed.
+    transient: bool,
+    /// The revision the step was decided at.
+    revision: String,
 }
 
 /// Per-cluster retry state.
@@ -178,8 +206,12 @@ pub struct Daemon<Pr: Providers> {
     progress: Option<progress::Progress>,
     retries: BTreeMap<String, Retry>,
     in_flight: JoinSet<Finished>,
+    /// What each task of `in_flight` works on, by task id.
+    running: BTreeMap<tokio::task::Id, Running>,
     busy: BTreeMap<String, ()>,
     limit: Arc<Semaphore>,
+    /// The `pollInterval` of the last fleet file read (re-read every pass).
+    poll_interval: Option<Duration>,
     tracker: Tracker,
     /// The last revision parsed, and what it gave: files are parsed again only when the
     /// revision changes.
@@ -210,8 +242,10 @@ impl<Pr: Providers> Daemon<Pr> {
             progress: None,
             retries: BTreeMap::new(),
             in_flight: JoinSet::new(),
+            running: BTreeMap::new(),
             busy: BTreeMap::new(),
             limit,
+            poll_interval: None,
             options,
         }
     }
@@ -260,10 +294,8 @@ impl<Pr: Providers> Daemon<Pr> {
             tokio::select! {
                 () = &mut shutdown => break,
                 () = self.tracker.changed() => tracing::debug!("source may have changed"),
-                Some(done) = self.in_flight.join_next(), if !self.in_flight.is_empty() => {
-                    if let Ok(finished) = done {
-                        self.record(finished);
-                    }
+                Some(done) = self.in_flight.join_next_with_id(), if !self.in_flight.is_empty() => {
+                    self.settle(done);
                 }
                 () = tokio::time::sleep(delay) => {}
             }
@@ -272,26 +304,23 @@ impl<Pr: Providers> Daemon<Pr> {
         Ok(())
     }
 
+    /// The delay after a converged pass: the options' if set, else the fleet file's as last read.
     fn resync_interval(&self) -> Duration {
-        self.options.resync.unwrap_or(Duration::from_secs(60))
+        self.options
+            .resync
+            .or(self.poll_interval)
+            .unwrap_or(DEFAULT_RESYNC)
     }
 
     /// One pass; returns whether the fleet is idle (converged, nothing in flight).
     pub async fn pass(&mut self) -> bool {
-        while let Some(done) = self.in_flight.try_join_next() {
-            if let Ok(finished) = done {
-                self.record(finished);
-            }
+        while let Some(done) = self.in_flight.try_join_next_with_id() {
+            self.settle(done);
         }
         let now = self.clock.now();
-        let fleet_interval = self
-            .loaded
-            .as_ref()
-            .and_then(|(_, l)| l.desired.as_ref())
-            .map(|d| d.fleet.poll_interval.0);
         let refresh = self
             .tracker
-            .refresh(self.options.poll_interval.or(fleet_interval))
+            .refresh(self.options.poll_interval.or(self.poll_interval))
             .await;
         if let Some((previous, revision)) = &refresh.forced {
             self.events.push(format!(
@@ -322,9 +351,7 @@ impl<Pr: Providers> Daemon<Pr> {
         let Some(desired) = loaded.desired.as_ref() else {
             return self.repository_error(errors, Some(revision));
         };
-        if self.options.resync.is_none() {
-            self.options.resync = Some(desired.fleet.poll_interval.0);
-        }
+        self.poll_interval = Some(desired.fleet.poll_interval.0);
         let observation = self.observer.observe(desired, now).await;
         let plan = plan::plan(desired, &observation.observed, &Policy::of(desired), now);
         let mut work = false;
@@ -375,7 +402,16 @@ impl<Pr: Providers> Daemon<Pr> {
         let limit = Arc::clone(&self.limit);
         let revision = revision.to_owned();
         self.busy.insert(name.clone(), ());
-        self.in_flight.spawn(async move {
+        let running = Running {
+            cluster: name.clone(),
+            revision: revision.clone(),
+            spec: spec.clone(),
+            steps: steps
+                .iter()
+                .map(|step| (step.kind(), step.target.machine.clone()))
+                .collect(),
+        };
+        let task = self.in_flight.spawn(async move {
             let _permit = limit.acquire_owned().await;
             let ctx = StepContext {
                 cluster: &name,
@@ -387,7 +423,7 @@ impl<Pr: Providers> Daemon<Pr> {
             let executor = &executor;
             let runs = steps.iter().map(|step| async move {
                 (
-                    step.name().to_owned(),
+                    step.kind(),
                     step.target.machine.clone(),
                     executor.run(ctx, step).await,
                 )
@@ -400,21 +436,70 @@ impl<Pr: Providers> Daemon<Pr> {
                 results,
             }
         });
+        self.running.insert(task.id(), running);
+    }
+
+    /// Accounts for a step task that ended: its results, or, when it panicked, a failure of
+    /// its steps carrying the panic message (so the cluster is retried with backoff, and
+    /// blocked if it keeps panicking, instead of staying busy forever).
+    fn settle(&mut self, done: Result<(tokio::task::Id, Finished), JoinError>) {
+        let (id, outcome) = match done {
+            Ok((id, finished)) => (id, Ok(finished)),
+            Err(err) => (err.id(), Err(err)),
+        };
+        let running = self.running.remove(&id);
+        match outcome {
+            Ok(finished) => self.record(finished),
+            Err(err) => {
+                let Some(running) = running else {
+                    tracing::error!(task = %id, "a step task ended unaccounted for: {err}");
+                    return;
+                };
+                self.busy.remove(&running.cluster);
+                if err.is_cancelled() {
+                    // Only `run` cancels tasks, on its way out.
+                    tracing::debug!(cluster = %running.cluster, "step task cancelled");
+                    return;
+                }
+                // The task's steps ran together and left no result: the failure is
+                // charged to the first of them, naming the others.
+                let mut steps = running.steps.into_iter();
+                let Some((action, machine)) = steps.next() else {
+                    return;
+                };
+                let others: Vec<&str> = steps.map(|(action, _)| action.name()).collect();
+                let mut message = format!("step panicked: {}", panic_message(err));
+                if !others.is_empty() {
+                    message.push_str(&format!(" (it ran with {})", others.join(", ")));
+                }
+                self.board.count(|c| {
+                    *c.steps.entry((action, "error")).or_default() += 1;
+                });
+                let failure = Failure {
+                    action,
+                    machine,
+                    message,
+                    transient: false,
+                    revision: running.revision,
+                };
+                self.fail(&running.cluster, running.spec.as_ref(), failure);
+            }
+        }
     }
 
     fn record(&mut self, finished: Finished) {
         self.busy.remove(&finished.cluster);
         let now = self.clock.now();
-        let retry = self.retries.entry(finished.cluster.clone()).or_default();
         for (action, machine, result) in finished.results {
             let ok = result.is_ok();
             self.board.count(|c| {
                 *c.steps
-                    .entry((action.clone(), if ok { "ok" } else { "error" }))
+                    .entry((action, if ok { "ok" } else { "error" }))
                     .or_default() += 1
             });
             match result {
                 Ok(message) => {
+                    let retry = self.retries.entry(finished.cluster.clone()).or_default();
                     retry.failures = 0;
                     retry.not_before = None;
                     retry.failed_with = None;
@@ -429,24 +514,43 @@ impl<Pr: Providers> Daemon<Pr> {
                     });
                 }
                 Err(err) => {
-                    retry.failures += 1;
-                    let delay = self.options.backoff.delay(retry.failures, random_unit());
-                    retry.not_before = Some(Instant::now() + delay);
-                    retry.failed_with.clone_from(&finished.spec);
-                    let message = crate::status::error_chain(&err);
-                    tracing::warn!(cluster = %finished.cluster, action = %action, failures = retry.failures, retry_in = ?delay, transient = err.is_transient(), "step failed: {message}");
-                    retry.last = Some(StepRecord {
+                    let failure = Failure {
                         action,
                         machine,
-                        message,
-                        succeeded: false,
-                        failures: retry.failures,
-                        at: now,
-                        revision: Some(finished.revision.clone()),
-                    });
+                        message: crate::status::error_chain(&err),
+                        transient: err.is_transient(),
+                        revision: finished.revision.clone(),
+                    };
+                    self.fail(&finished.cluster, finished.spec.as_ref(), failure);
                 }
             }
         }
+    }
+
+    /// Counts a failed step of `cluster` (planned from `spec`) and sets its backoff.
+    fn fail(&mut self, cluster: &str, spec: Option<&crate::spec::ClusterSpec>, failure: Failure) {
+        let retry = self.retries.entry(cluster.to_owned()).or_default();
+        retry.failures += 1;
+        let delay = self.options.backoff.delay(retry.failures, random_unit());
+        retry.not_before = Some(Instant::now() + delay);
+        retry.failed_with = spec.cloned();
+        let Failure {
+            action,
+            machine,
+            message,
+            transient,
+            revision,
+        } = failure;
+        tracing::warn!(cluster = %cluster, action = %action, failures = retry.failures, retry_in = ?delay, transient, "step failed: {message}");
+        retry.last = Some(StepRecord {
+            action,
+            machine,
+            message,
+            succeeded: false,
+            failures: retry.failures,
+            at: self.clock.now(),
+            revision: Some(revision),
+        });
     }
 
     /// The fleet's conditions and events as of this pass (the source's, with `previous`'s
@@ -551,6 +655,19 @@ impl<Pr: Providers> Daemon<Pr> {
     }
 }
 
+/// What a panicking task said (the text given to `panic!`, when it was text).
+fn panic_message(err: JoinError) -> String {
+    match err.try_into_panic() {
+        Ok(payload) => match payload.downcast::<String>() {
+            Ok(text) => *text,
+            Err(payload) => payload
+                .downcast_ref::<&'static str>()
+                .map_or_else(|| "(no message)".to_owned(), |text| (*text).to_owned()),
+        },
+        Err(err) => err.to_string(),
+    }
+}
+
 /// The repository's errors, one line each (warnings are for `capstan validate`).
 fn repository_errors(diagnostics: &spec::Diagnostics) -> Vec<String> {
     diagnostics
@@ -564,6 +681,7 @@ fn repository_errors(diagnostics: &spec::Diagnostics) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::connect::Connections;
 
     fn spec(replicas: u32) -> crate::spec::ClusterSpec {
         let text = format!(
@@ -572,6 +690,60 @@ mod tests {
         serde_saphyr::from_str::<crate::spec::Cluster>(&text)
             .expect("cluster")
             .spec
+    }
+
+    /// A daemon over `repo` with no Proxmox or management cluster to reach.
+    async fn daemon(repo: &std::path::Path, resync: Option<Duration>) -> Daemon<Connections> {
+        let fleet: crate::spec::Fleet =
+            serde_saphyr::from_str("apiVersion: capstan.dev/v1alpha1\nkind: Fleet\n")
+                .expect("fleet");
+        let connections = Connections::from_fleet(&fleet, &Default::default())
+            .await
+            .expect("nothing to connect to");
+        let mut options = DaemonOptions::new(repo.to_owned());
+        options.resync = resync;
+        Daemon::new(
+            options,
+            Arc::new(connections),
+            Arc::new(crate::clock::SystemClock),
+        )
+    }
+
+    fn write_fleet(repo: &std::path::Path, poll_interval: &str) {
+        let text = format!(
+            "apiVersion: capstan.dev/v1alpha1\nkind: Fleet\nclustersDir: clusters\npollInterval: {poll_interval}\n"
+        );
+        std::fs::write(repo.join("capstan.yaml"), text).expect("capstan.yaml");
+    }
+
+    #[tokio::test]
+    async fn the_resync_interval_follows_the_fleet_files_current_poll_interval() {
+        let repo = tempfile::tempdir().expect("repo");
+        std::fs::create_dir(repo.path().join("clusters")).expect("clusters");
+        write_fleet(repo.path(), "2m");
+        let mut daemon = daemon(repo.path(), None).await;
+        assert!(daemon.pass().await, "an empty fleet is idle");
+        assert_eq!(daemon.resync_interval(), Duration::from_secs(120));
+
+        write_fleet(repo.path(), "5m");
+        daemon.pass().await;
+        assert_eq!(
+            daemon.resync_interval(),
+            Duration::from_secs(300),
+            "a changed pollInterval applies from the next pass, not the next restart"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_resync_interval_set_in_the_daemon_options_wins_over_the_fleet_file() {
+        let repo = tempfile::tempdir().expect("repo");
+        std::fs::create_dir(repo.path().join("clusters")).expect("clusters");
+        write_fleet(repo.path(), "2m");
+        let mut daemon = daemon(repo.path(), Some(Duration::from_secs(15))).await;
+        daemon.pass().await;
+        write_fleet(repo.path(), "5m");
+        daemon.pass().await;
+        assert_eq!(daemon.resync_interval(), Duration::from_secs(15));
     }
 
     #[test]

@@ -137,10 +137,7 @@ impl Setup {
             .await
             .expect("resize");
         client.start_vm(&vm).await.expect("start");
-        client
-            .wait_for_agent(&vm, PATIENCE)
-            .await
-            .expect("the agent answers");
+        wait_for_agent(client, &vm).await;
         let address = *client
             .vm_addresses(&vm)
             .await
@@ -320,5 +317,20 @@ where
         }
         assert!(Instant::now() < deadline, "gave up waiting: {what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until the guest agent of a started VM answers a ping; fails the test after
+/// [`PATIENCE`].
+async fn wait_for_agent(client: &ProxmoxClient, vm: &capstan::providers::proxmox::VmRef) {
+    let started = Instant::now();
+    loop {
+        match client.agent_ping(vm).await {
+            Ok(()) => return,
+            Err(err) if err.is_agent_unavailable() && started.elapsed() < PATIENCE => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(err) => panic!("the guest agent of VM {} does not answer: {err}", vm.vmid),
+        }
     }
 }

@@ -4,6 +4,7 @@
 
 use crate::judges::{self, Judge};
 use crate::lifecycle_support::{World, cluster_yaml, fleet_yaml, ready};
+use capstan::plan::ActionKind;
 use capstan::status::{Phase, conditions};
 use capstan_lab::kube::{SimDeployment, SimWorkloads};
 
@@ -66,14 +67,14 @@ async fn a_drain_blocked_by_a_budget_keeps_the_node_cordoned_and_finishes_once_i
             s.clusters.get(CLUSTER).is_some_and(|c| {
                 c.waiting_on
                     .iter()
-                    .any(|w| w.step.as_deref() == Some("drain") && w.resource.contains("shop/web-"))
+                    .any(|w| w.step == Some(ActionKind::Drain) && w.resource.contains("shop/web-"))
             })
         })
         .await;
     let waiting = status.clusters[CLUSTER]
         .waiting_on
         .iter()
-        .find(|w| w.step.as_deref() == Some("drain"))
+        .find(|w| w.step == Some(ActionKind::Drain))
         .expect("waiting on the drain");
     assert!(
         waiting

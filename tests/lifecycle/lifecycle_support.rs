@@ -125,6 +125,15 @@ impl World {
 
     /// Starts a daemon on the repository (a fresh one: nothing carried over from before).
     pub async fn start_daemon(&mut self) {
+        self.start_daemon_with(|connections| connections).await;
+    }
+
+    /// [`World::start_daemon`] through the providers `wrap` makes of the lab's connections
+    /// (to put a fault between the daemon and the lab).
+    pub async fn start_daemon_with<Pr: capstan::connect::Providers>(
+        &mut self,
+        wrap: impl FnOnce(Connections) -> Pr,
+    ) {
         let files = capstan::source::read_repo(self.repo.path()).expect("repo reads");
         let fleet = capstan::spec::load(&files)
             .desired
@@ -147,7 +156,7 @@ impl World {
             cap: Duration::from_secs(2),
         };
         let clock: Arc<dyn capstan::clock::Clock> = Arc::new(self.lab.clock().clone());
-        let daemon = Daemon::new(options, Arc::new(connections), clock);
+        let daemon = Daemon::new(options, Arc::new(wrap(connections)), clock);
         self.board = Some(daemon.board());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         self.stop = Some(stop);
@@ -209,11 +218,12 @@ impl World {
         self.board.as_ref().expect("daemon started").counters()
     }
 
-    /// How many times `action` succeeded so far (this daemon).
+    /// How many times `action` (a stable action name) succeeded so far (this daemon).
     pub fn steps_ok(&self, action: &str) -> u64 {
+        let kind = capstan::plan::ActionKind::from_name(action).expect("an action name");
         self.counters()
             .steps
-            .get(&(action.to_owned(), "ok"))
+            .get(&(kind, "ok"))
             .copied()
             .unwrap_or(0)
     }

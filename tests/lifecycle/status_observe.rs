@@ -135,3 +135,66 @@ async fn status_and_observe_show_what_the_daemon_and_the_lab_hold() {
     assert_eq!(prod["steps"], serde_json::json!([]));
     world.kill_daemon().await;
 }
+
+/// A repository whose only Proxmox connection refuses connections: `capstan observe` on it
+/// logs its retries at debug level, then gives up.
+fn unreachable_proxmox_repo() -> tempfile::TempDir {
+    let repo = tempfile::tempdir().expect("repo");
+    std::fs::create_dir(repo.path().join("clusters")).expect("clusters");
+    let token = repo.path().join("token");
+    std::fs::write(&token, "secret").expect("token");
+    let fleet = format!(
+        "apiVersion: capstan.dev/v1alpha1
+kind: Fleet
+clustersDir: clusters
+proxmox:
+  homelab:
+    url: https://127.0.0.1:1
+    tokenId: capstan@pve!reconciler
+    tokenFrom: {{file: {}}}
+    tlsFingerprint: \"5C:7A:1F:02:9B:44:E3:10:8D:2A:6F:C1:73:0E:B5:98:24:D6:4F:E1:0A:9C:33:7B:C8:52:16:EF:40:A9:61:D7\"
+",
+        token.display()
+    );
+    std::fs::write(repo.path().join("capstan.yaml"), fleet).expect("capstan.yaml");
+    repo
+}
+
+#[test]
+fn logs_to_a_pipe_carry_no_colour_codes_in_either_format() {
+    let repo = unreachable_proxmox_repo();
+    let path = repo.path().to_str().expect("utf-8 path");
+    let (plain, json) = std::thread::scope(|scope| {
+        let plain =
+            scope.spawn(|| crate::support::capstan(&["--log", "debug", "observe", "--repo", path]));
+        let json = crate::support::capstan(&[
+            "--log",
+            "debug",
+            "--log-format",
+            "json",
+            "observe",
+            "--repo",
+            path,
+        ]);
+        (plain.join().expect("plain run"), json)
+    });
+    assert!(
+        plain.stderr.contains("proxmox call failed, retrying"),
+        "the run logs: {}",
+        plain.stderr
+    );
+    assert!(
+        !plain.stderr.contains("\x1b["),
+        "no escape sequences when standard error is not a terminal: {:?}",
+        plain.stderr
+    );
+    let lines: Vec<&str> = json.stderr.lines().filter(|l| l.starts_with('{')).collect();
+    assert!(!lines.is_empty(), "the run logs: {}", json.stderr);
+    for line in lines {
+        assert!(
+            !line.contains("\x1b[") && !line.contains("\\u001b["),
+            "{line:?}"
+        );
+        serde_json::from_str::<serde_json::Value>(line).expect("one JSON object per line");
+    }
+}

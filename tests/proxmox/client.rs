@@ -4,12 +4,13 @@
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use crate::proxmox_support::{clone_request, created, expected, fast_world, ownership, start};
+use crate::proxmox_support::{
+    clone_request, created, expected, fast_world, ownership, start, wait_for_agent,
+};
 use capstan::model::{Role, VmId};
 use capstan::providers::proxmox::ownership::{parse_description, parse_tags, split_tags};
 use capstan::providers::proxmox::{
-    CloudInit, ExecStatus, PowerState, ProxmoxError, ProxmoxProvider, PveNode, ResizeOutcome,
-    VmSettings,
+    CloudInit, PowerState, ProxmoxError, ProxmoxProvider, PveNode, ResizeOutcome, VmSettings,
 };
 
 const GIB: u64 = 1024 * 1024 * 1024;
@@ -104,12 +105,6 @@ async fn cloning_the_same_name_again_returns_the_same_vm() {
 }
 
 #[tokio::test]
-async fn next_vmid_is_the_lowest_free_one() {
-    let setup = start(fast_world()).await;
-    assert_eq!(setup.client.next_vmid().await.expect("nextid"), VmId(100));
-}
-
-#[tokio::test]
 async fn configure_sets_hardware_agent_tags_and_cloud_init() {
     let setup = start(fast_world()).await;
     let request = clone_request("prod", "general", "cfg01", "pve1");
@@ -191,11 +186,7 @@ async fn a_started_vm_gets_an_address_and_runs_commands_through_its_agent() {
         .expect("clone");
     setup.client.start_vm(&vm).await.expect("start");
     setup.client.start_vm(&vm).await.expect("start is a no-op");
-    setup
-        .client
-        .wait_for_agent(&vm, Duration::from_secs(10))
-        .await
-        .expect("agent");
+    wait_for_agent(&setup.client, &vm).await;
     setup.client.agent_ping(&vm).await.expect("ping");
 
     let addresses = setup.client.vm_addresses(&vm).await.expect("addresses");
@@ -258,23 +249,16 @@ async fn a_started_vm_gets_an_address_and_runs_commands_through_its_agent() {
         .expect("cat");
     assert_eq!(cat.stdout.as_bytes(), content);
 
-    let pid = setup
+    let status = setup
         .client
-        .agent_exec(&vm, &argv(&["false"]), None)
+        .run_command(&vm, &argv(&["false"]), None, Duration::from_secs(5))
         .await
-        .expect("exec");
-    let status = loop {
-        match setup
-            .client
-            .agent_exec_status(&vm, pid)
-            .await
-            .expect("status")
-        {
-            ExecStatus::Running => tokio::time::sleep(Duration::from_millis(5)).await,
-            ExecStatus::Exited(output) => break output,
-        }
-    };
-    assert_eq!(status.exit_code, Some(1));
+        .expect("false runs");
+    assert_eq!(
+        status.exit_code,
+        Some(1),
+        "a failing command is output, not an error"
+    );
 
     let too_big = vec![b'x'; 50_000];
     let err = setup

@@ -384,7 +384,7 @@ async fn a_vm_left_untagged_by_a_crash_is_recognised_from_its_description() {
 }
 
 #[tokio::test]
-async fn a_vm_whose_agent_never_starts_times_out_waiting() {
+async fn a_vm_whose_agent_never_starts_says_so_when_pinged() {
     let setup = start(fast_world()).await;
     setup
         .sim
@@ -396,12 +396,6 @@ async fn a_vm_whose_agent_never_starts_times_out_waiting() {
         .await
         .expect("clone");
     setup.client.start_vm(&vm).await.expect("start");
-    let err = setup
-        .client
-        .wait_for_agent(&vm, Duration::from_millis(300))
-        .await
-        .expect_err("silent");
-    assert!(matches!(err, ProxmoxError::AgentTimeout { .. }), "{err}");
     let ping = setup.client.agent_ping(&vm).await.expect_err("silent");
     assert!(ping.is_agent_unavailable(), "{ping}");
     assert!(

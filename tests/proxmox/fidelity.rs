@@ -14,8 +14,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::proxmox_support::{clone_request, created, expected, fast_world, ownership, start_with};
-use capstan::model::{Role, VmId};
+use crate::proxmox_support::{
+    clone_request, created, expected, fast_world, ownership, start_with, wait_for_agent,
+};
+use capstan::model::Role;
 use capstan::providers::proxmox::ownership::encode_description;
 use capstan::providers::proxmox::{CloudInit, ProxmoxProvider, VmSettings};
 use capstan_lab::proxmox::{DefaultShell, Exchange, accepted_parameters};
@@ -235,7 +237,6 @@ async fn scenario() -> Vec<Exchange> {
         })
         .expect("seed");
     client.inventory().await.expect("inventory");
-    assert_eq!(client.next_vmid().await.expect("nextid"), VmId(100));
     let mut request = clone_request("prod", "general", "fid01", "pve1");
     request.storage = Some("local-lvm".into());
     let vm = client.clone_vm(&request).await.expect("clone");
@@ -261,10 +262,7 @@ async fn scenario() -> Vec<Exchange> {
     client.resize_disk(&vm, 30).await.expect("resize");
     client.vm_description(&vm).await.expect("description");
     client.start_vm(&vm).await.expect("start");
-    client
-        .wait_for_agent(&vm, Duration::from_secs(10))
-        .await
-        .expect("agent");
+    wait_for_agent(client, &vm).await;
     let argv = vec!["echo".to_owned(), "fidelity".to_owned()];
     client
         .run_command(&vm, &argv, Some("stdin"), Duration::from_secs(5))

@@ -3,11 +3,12 @@
 #![allow(dead_code)]
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use capstan::model::{NodeName, Ownership, Role};
 use capstan::providers::proxmox::{
-    ClientOptions, CloneRequest, ConnectionConfig, ExpectedVm, ProxmoxClient, PveNode, TokenSecret,
-    Trust, VmRef,
+    ClientOptions, CloneRequest, ConnectionConfig, ExpectedVm, ProxmoxClient, ProxmoxProvider,
+    PveNode, TokenSecret, Trust, VmRef,
 };
 use capstan_lab::clock::LabClock;
 use capstan_lab::proxmox::{DefaultShell, GuestSoftware, SimOptions, SimProxmox};
@@ -100,5 +101,22 @@ pub fn expected(vm: &VmRef, request: &CloneRequest) -> ExpectedVm {
         vm: vm.clone(),
         name: request.name.clone(),
         ownership: request.ownership.clone(),
+    }
+}
+
+/// Waits until the guest agent of a started VM answers a ping (it boots in milliseconds in
+/// the fast world); fails the test after 10 s.
+pub async fn wait_for_agent(client: &ProxmoxClient, vm: &VmRef) {
+    let started = tokio::time::Instant::now();
+    loop {
+        match client.agent_ping(vm).await {
+            Ok(()) => return,
+            Err(err)
+                if err.is_agent_unavailable() && started.elapsed() < Duration::from_secs(10) =>
+            {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(err) => panic!("the guest agent of VM {} does not answer: {err}", vm.vmid),
+        }
     }
 }

@@ -4,7 +4,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::time::Duration;
 
 use base64::Engine as _;
 use jiff::Timestamp;
@@ -24,10 +23,6 @@ use super::{
     NodeAddress, NodeState, PodRef, SecretRecord, SkippedPod, Taint, TaintEffect,
 };
 use crate::model::NodeName;
-
-/// How long `is_reachable` waits for `/version`: an endpoint slower than this is as good as
-/// down for the planner.
-const REACHABILITY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How often a read-modify-write of a node (taints) is retried after a 409 Conflict before
 /// giving up; conflicts come from the kubelet's status updates and clear at once.
@@ -221,25 +216,6 @@ fn node_state(node: &Node) -> NodeState {
     }
 }
 
-fn describe_node(state: Option<&NodeState>) -> String {
-    match state {
-        None => "no such node".to_owned(),
-        Some(s) => format!(
-            "{}, kubelet {}",
-            if s.ready { "Ready" } else { "NotReady" },
-            s.kubelet_version
-        ),
-    }
-}
-
-fn with_v(version: &str) -> String {
-    if version.starts_with('v') {
-        version.to_owned()
-    } else {
-        format!("v{version}")
-    }
-}
-
 impl ClusterClient for KubeClusterClient {
     async fn nodes(&self) -> Result<Vec<NodeState>, ClusterError> {
         let nodes = self
@@ -252,18 +228,6 @@ impl ClusterClient for KubeClusterClient {
         Ok(states)
     }
 
-    async fn node(&self, node: &NodeName) -> Result<Option<NodeState>, ClusterError> {
-        let found = self
-            .nodes_api()
-            .get_opt(node.as_str())
-            .await
-            .map_err(|source| ClusterError::GetNode {
-                node: node.clone(),
-                source,
-            })?;
-        Ok(found.as_ref().map(node_state))
-    }
-
     async fn cordon(&self, node: &NodeName) -> Result<(), ClusterError> {
         self.patch_node(node, json!({"spec": {"unschedulable": true}}))
             .await
@@ -272,17 +236,6 @@ impl ClusterClient for KubeClusterClient {
                 source,
             })?;
         info!(node = %node, "node cordoned");
-        Ok(())
-    }
-
-    async fn uncordon(&self, node: &NodeName) -> Result<(), ClusterError> {
-        self.patch_node(node, json!({"spec": {"unschedulable": null}}))
-            .await
-            .map_err(|source| ClusterError::Uncordon {
-                node: node.clone(),
-                source,
-            })?;
-        info!(node = %node, "node uncordoned");
         Ok(())
     }
 
@@ -323,13 +276,6 @@ impl ClusterClient for KubeClusterClient {
         })
         .await?;
         info!(node = %node, taint = %taint.key, effect = taint.effect.as_str(), "node tainted");
-        Ok(())
-    }
-
-    async fn remove_taint(&self, node: &NodeName, key: &str) -> Result<(), ClusterError> {
-        self.edit_taints(node, |taints| taints.retain(|t| t.key != key))
-            .await?;
-        info!(node = %node, taint = key, "node taint removed");
         Ok(())
     }
 
@@ -461,64 +407,6 @@ impl ClusterClient for KubeClusterClient {
             .collect();
         pods.sort();
         Ok(pods)
-    }
-
-    #[tracing::instrument(skip_all, fields(node = %node, kubelet = kubelet_version))]
-    async fn wait_node_ready(
-        &self,
-        node: &NodeName,
-        kubelet_version: &str,
-        timeout: Duration,
-    ) -> Result<NodeState, ClusterError> {
-        let expected = with_v(kubelet_version);
-        let wanted = expected.clone();
-        let condition = move |found: Option<&Node>| {
-            found.is_some_and(|n| {
-                let state = node_state(n);
-                state.ready && state.kubelet_version == wanted
-            })
-        };
-        let waited = tokio::time::timeout(
-            timeout,
-            kube::runtime::wait::await_condition(self.nodes_api(), node.as_str(), condition),
-        )
-        .await;
-        match waited {
-            Ok(Ok(Some(found))) => Ok(node_state(&found)),
-            Ok(Err(source)) => Err(ClusterError::WatchNode {
-                node: node.clone(),
-                source,
-            }),
-            // `Ok(Ok(None))` cannot happen (the condition needs a node); treat it as a timeout.
-            Ok(Ok(None)) | Err(_) => {
-                let last_seen = match self.node(node).await {
-                    Ok(state) => describe_node(state.as_ref()),
-                    Err(err) => format!("unknown ({err})"),
-                };
-                Err(ClusterError::WaitReadyTimedOut {
-                    node: node.clone(),
-                    expected,
-                    timeout,
-                    last_seen,
-                })
-            }
-        }
-    }
-
-    async fn server_version(&self) -> Result<String, ClusterError> {
-        let info = self
-            .client
-            .apiserver_version()
-            .await
-            .map_err(ClusterError::ServerVersion)?;
-        Ok(info.git_version)
-    }
-
-    async fn is_reachable(&self) -> bool {
-        matches!(
-            tokio::time::timeout(REACHABILITY_TIMEOUT, self.client.apiserver_version()).await,
-            Ok(Ok(_))
-        )
     }
 
     async fn authenticated_user(&self) -> Result<String, ClusterError> {

@@ -180,27 +180,9 @@ pub enum ClusterError {
     /// Listing nodes failed.
     #[error("cannot list nodes")]
     ListNodes(#[source] kube::Error),
-    /// Reading a node failed.
-    #[error("cannot read node {node}")]
-    GetNode {
-        /// Node.
-        node: NodeName,
-        /// Why.
-        #[source]
-        source: kube::Error,
-    },
     /// Cordoning failed.
     #[error("cannot cordon node {node}")]
     Cordon {
-        /// Node.
-        node: NodeName,
-        /// Why.
-        #[source]
-        source: kube::Error,
-    },
-    /// Uncordoning failed.
-    #[error("cannot uncordon node {node}")]
-    Uncordon {
         /// Node.
         node: NodeName,
         /// Why.
@@ -266,33 +248,6 @@ pub enum ClusterError {
         /// Each pod still on the node and why.
         blockers: Vec<DrainBlocker>,
     },
-    /// Watching a node failed.
-    #[error("cannot watch node {node}")]
-    WatchNode {
-        /// Node.
-        node: NodeName,
-        /// Why.
-        #[source]
-        source: kube::runtime::wait::Error,
-    },
-    /// The node did not become Ready with the expected kubelet in time.
-    #[error(
-        "node {node} was not Ready with kubelet {expected} within {}; last seen: {last_seen}",
-        humantime::format_duration(*timeout)
-    )]
-    WaitReadyTimedOut {
-        /// Node.
-        node: NodeName,
-        /// The kubelet version waited for.
-        expected: String,
-        /// The timeout.
-        timeout: Duration,
-        /// What the node looked like at the end.
-        last_seen: String,
-    },
-    /// Reading the server version failed.
-    #[error("cannot read the API server's version")]
-    ServerVersion(#[source] kube::Error),
     /// The credentials were refused (or the review failed).
     #[error("the API server did not accept the credentials")]
     Authenticate(#[source] kube::Error),
@@ -377,16 +332,11 @@ impl ClusterError {
             ClusterError::ParseKubeconfig(_)
             | ClusterError::Configure(_)
             | ClusterError::ClientCertificate { .. }
-            | ClusterError::DrainTimedOut { .. }
-            | ClusterError::WaitReadyTimedOut { .. }
-            | ClusterError::WatchNode { .. } => None,
+            | ClusterError::DrainTimedOut { .. } => None,
             ClusterError::Connect(source)
             | ClusterError::ListNodes(source)
-            | ClusterError::ServerVersion(source)
             | ClusterError::Authenticate(source)
-            | ClusterError::GetNode { source, .. }
             | ClusterError::Cordon { source, .. }
-            | ClusterError::Uncordon { source, .. }
             | ClusterError::DeleteNode { source, .. }
             | ClusterError::Taint { source, .. }
             | ClusterError::Annotate { source, .. }
@@ -407,12 +357,7 @@ impl ClusterError {
     pub fn is_transient(&self) -> bool {
         match self.kube_source() {
             Some(source) => is_transient_kube(source),
-            None => matches!(
-                self,
-                ClusterError::DrainTimedOut { .. }
-                    | ClusterError::WaitReadyTimedOut { .. }
-                    | ClusterError::WatchNode { .. }
-            ),
+            None => matches!(self, ClusterError::DrainTimedOut { .. }),
         }
     }
 
@@ -435,17 +380,8 @@ pub trait ClusterClient: Send + Sync {
     /// Every node with its readiness, versions, scheduling state, taints, roles, addresses.
     fn nodes(&self) -> impl Future<Output = Result<Vec<NodeState>, ClusterError>> + Send;
 
-    /// One node, or `None` when it does not exist.
-    fn node(
-        &self,
-        node: &NodeName,
-    ) -> impl Future<Output = Result<Option<NodeState>, ClusterError>> + Send;
-
     /// Marks the node unschedulable. A missing node is an error.
     fn cordon(&self, node: &NodeName) -> impl Future<Output = Result<(), ClusterError>> + Send;
-
-    /// Marks the node schedulable again. A missing node is an error.
-    fn uncordon(&self, node: &NodeName) -> impl Future<Output = Result<(), ClusterError>> + Send;
 
     /// Deletes the Node object; a missing node is success.
     fn delete_node(&self, node: &NodeName)
@@ -456,13 +392,6 @@ pub trait ClusterClient: Send + Sync {
         &self,
         node: &NodeName,
         taint: &Taint,
-    ) -> impl Future<Output = Result<(), ClusterError>> + Send;
-
-    /// Removes every taint with `key`; none present is success.
-    fn remove_taint(
-        &self,
-        node: &NodeName,
-        key: &str,
     ) -> impl Future<Output = Result<(), ClusterError>> + Send;
 
     /// Sets (`Some`) or removes (`None`) an annotation on the node.
@@ -496,21 +425,6 @@ pub trait ClusterClient: Send + Sync {
         &self,
         node: &NodeName,
     ) -> impl Future<Output = Result<Vec<PodRef>, ClusterError>> + Send;
-
-    /// Waits until the node exists, is Ready and runs `kubelet_version` (with or without the
-    /// leading `v`), for at most `timeout`.
-    fn wait_node_ready(
-        &self,
-        node: &NodeName,
-        kubelet_version: &str,
-        timeout: Duration,
-    ) -> impl Future<Output = Result<NodeState, ClusterError>> + Send;
-
-    /// The API server's `gitVersion`, e.g. `v1.36.2`.
-    fn server_version(&self) -> impl Future<Output = Result<String, ClusterError>> + Send;
-
-    /// Whether the API endpoint answers at all (no credentials needed).
-    fn is_reachable(&self) -> impl Future<Output = bool> + Send;
 
     /// Proves the credentials authenticate: the user name the server sees
     /// (a SelfSubjectReview).
@@ -567,17 +481,8 @@ impl<T: ClusterClient> ClusterClient for Arc<T> {
     fn nodes(&self) -> impl Future<Output = Result<Vec<NodeState>, ClusterError>> + Send {
         (**self).nodes()
     }
-    fn node(
-        &self,
-        node: &NodeName,
-    ) -> impl Future<Output = Result<Option<NodeState>, ClusterError>> + Send {
-        (**self).node(node)
-    }
     fn cordon(&self, node: &NodeName) -> impl Future<Output = Result<(), ClusterError>> + Send {
         (**self).cordon(node)
-    }
-    fn uncordon(&self, node: &NodeName) -> impl Future<Output = Result<(), ClusterError>> + Send {
-        (**self).uncordon(node)
     }
     fn delete_node(
         &self,
@@ -591,13 +496,6 @@ impl<T: ClusterClient> ClusterClient for Arc<T> {
         taint: &Taint,
     ) -> impl Future<Output = Result<(), ClusterError>> + Send {
         (**self).add_taint(node, taint)
-    }
-    fn remove_taint(
-        &self,
-        node: &NodeName,
-        key: &str,
-    ) -> impl Future<Output = Result<(), ClusterError>> + Send {
-        (**self).remove_taint(node, key)
     }
     fn annotate(
         &self,
@@ -625,20 +523,6 @@ impl<T: ClusterClient> ClusterClient for Arc<T> {
         node: &NodeName,
     ) -> impl Future<Output = Result<Vec<PodRef>, ClusterError>> + Send {
         (**self).pods_to_move(node)
-    }
-    fn wait_node_ready(
-        &self,
-        node: &NodeName,
-        kubelet_version: &str,
-        timeout: Duration,
-    ) -> impl Future<Output = Result<NodeState, ClusterError>> + Send {
-        (**self).wait_node_ready(node, kubelet_version, timeout)
-    }
-    fn server_version(&self) -> impl Future<Output = Result<String, ClusterError>> + Send {
-        (**self).server_version()
-    }
-    fn is_reachable(&self) -> impl Future<Output = bool> + Send {
-        (**self).is_reachable()
     }
     fn authenticated_user(&self) -> impl Future<Output = Result<String, ClusterError>> + Send {
         (**self).authenticated_user()

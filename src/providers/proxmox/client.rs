@@ -45,7 +45,7 @@ pub struct ClientOptions {
     pub task_poll_max: Duration,
     /// VMIDs a clone tries before giving up on races.
     pub clone_attempts: u32,
-    /// Delay between guest agent polls (`wait_for_agent`, `run_command`).
+    /// Delay between guest agent polls (`run_command`).
     pub agent_poll: Duration,
 }
 
@@ -256,6 +256,72 @@ impl ProxmoxClient {
             )
             .await
     }
+
+    /// Asks Proxmox for the next free VMID (not reserved: a concurrent clone may take it).
+    async fn next_vmid(&self) -> Result<VmId, ProxmoxError> {
+        let data = self
+            .api
+            .call_value(
+                Method::Get,
+                "/cluster/nextid",
+                &Vec::new(),
+                Retry::Transient,
+            )
+            .await?;
+        as_u64(&data)
+            .and_then(|id| u32::try_from(id).ok())
+            .map(VmId)
+            .ok_or_else(|| ProxmoxError::Decode {
+                method: "GET",
+                path: "/cluster/nextid".into(),
+                reason: format!("`{data}` is not a VMID"),
+            })
+    }
+
+    /// Starts a command in the guest (`command[0]` is the program).
+    async fn agent_exec(
+        &self,
+        vm: &VmRef,
+        command: &[String],
+        input: Option<&str>,
+    ) -> Result<ExecPid, ProxmoxError> {
+        let mut params: Params = command
+            .iter()
+            .map(|part| ("command".to_owned(), part.clone()))
+            .collect();
+        if let Some(input) = input {
+            params.push(("input-data".into(), input.to_owned()));
+        }
+        let data = self.agent_call(Method::Post, vm, "exec", &params).await?;
+        uint(&data, "pid")
+            .map(ExecPid)
+            .ok_or_else(|| ProxmoxError::Decode {
+                method: "POST",
+                path: vm_path(vm, "/agent/exec"),
+                reason: "no pid in the answer".into(),
+            })
+    }
+
+    /// Reads the state of a command started by `agent_exec`.
+    async fn agent_exec_status(
+        &self,
+        vm: &VmRef,
+        pid: ExecPid,
+    ) -> Result<ExecStatus, ProxmoxError> {
+        let params: Params = vec![("pid".into(), pid.0.to_string())];
+        let data = self
+            .agent_call(Method::Get, vm, "exec-status", &params)
+            .await?;
+        if !flag(&data, "exited") {
+            return Ok(ExecStatus::Running);
+        }
+        Ok(ExecStatus::Exited(CommandOutput {
+            exit_code: uint_signed(&data, "exitcode"),
+            signal: uint_signed(&data, "signal"),
+            stdout: text(&data, "out-data").unwrap_or_default(),
+            stderr: text(&data, "err-data").unwrap_or_default(),
+        }))
+    }
 }
 
 impl ProxmoxProvider for ProxmoxClient {
@@ -328,26 +394,6 @@ impl ProxmoxProvider for ProxmoxClient {
         }
         vms.sort_by_key(|vm| vm.vmid);
         Ok(Inventory { nodes, vms })
-    }
-
-    async fn next_vmid(&self) -> Result<VmId, ProxmoxError> {
-        let data = self
-            .api
-            .call_value(
-                Method::Get,
-                "/cluster/nextid",
-                &Vec::new(),
-                Retry::Transient,
-            )
-            .await?;
-        as_u64(&data)
-            .and_then(|id| u32::try_from(id).ok())
-            .map(VmId)
-            .ok_or_else(|| ProxmoxError::Decode {
-                method: "GET",
-                path: "/cluster/nextid".into(),
-                reason: format!("`{data}` is not a VMID"),
-            })
     }
 
     async fn clone_vm(&self, request: &CloneRequest) -> Result<VmRef, ProxmoxError> {
@@ -656,67 +702,6 @@ impl ProxmoxProvider for ProxmoxClient {
         self.agent_call(Method::Post, vm, "ping", &Vec::new())
             .await
             .map(|_| ())
-    }
-
-    async fn wait_for_agent(&self, vm: &VmRef, timeout: Duration) -> Result<(), ProxmoxError> {
-        let started = Instant::now();
-        loop {
-            match self.agent_ping(vm).await {
-                Ok(()) => return Ok(()),
-                Err(err) if err.is_agent_unavailable() => {}
-                Err(err) => return Err(err),
-            }
-            if started.elapsed() >= timeout {
-                return Err(ProxmoxError::AgentTimeout {
-                    vmid: vm.vmid,
-                    timeout,
-                });
-            }
-            tokio::time::sleep(self.options.agent_poll).await;
-        }
-    }
-
-    async fn agent_exec(
-        &self,
-        vm: &VmRef,
-        command: &[String],
-        input: Option<&str>,
-    ) -> Result<ExecPid, ProxmoxError> {
-        let mut params: Params = command
-            .iter()
-            .map(|part| ("command".to_owned(), part.clone()))
-            .collect();
-        if let Some(input) = input {
-            params.push(("input-data".into(), input.to_owned()));
-        }
-        let data = self.agent_call(Method::Post, vm, "exec", &params).await?;
-        uint(&data, "pid")
-            .map(ExecPid)
-            .ok_or_else(|| ProxmoxError::Decode {
-                method: "POST",
-                path: vm_path(vm, "/agent/exec"),
-                reason: "no pid in the answer".into(),
-            })
-    }
-
-    async fn agent_exec_status(
-        &self,
-        vm: &VmRef,
-        pid: ExecPid,
-    ) -> Result<ExecStatus, ProxmoxError> {
-        let params: Params = vec![("pid".into(), pid.0.to_string())];
-        let data = self
-            .agent_call(Method::Get, vm, "exec-status", &params)
-            .await?;
-        if !flag(&data, "exited") {
-            return Ok(ExecStatus::Running);
-        }
-        Ok(ExecStatus::Exited(CommandOutput {
-            exit_code: uint_signed(&data, "exitcode"),
-            signal: uint_signed(&data, "signal"),
-            stdout: text(&data, "out-data").unwrap_or_default(),
-            stderr: text(&data, "err-data").unwrap_or_default(),
-        }))
     }
 
     async fn run_command(

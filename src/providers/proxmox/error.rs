@@ -184,14 +184,6 @@ pub enum ProxmoxError {
         /// The timeout.
         timeout: Duration,
     },
-    /// The guest agent did not answer within the timeout.
-    #[error("the guest agent of VM {vmid} did not answer within {timeout:?}")]
-    AgentTimeout {
-        /// The VMID.
-        vmid: VmId,
-        /// The timeout.
-        timeout: Duration,
-    },
     /// A file is too large for one guest-agent file-write.
     #[error(
         "{path} is {bytes} bytes; one guest-agent file-write takes at most {max} bytes (61440 base64 characters): split it"
@@ -266,8 +258,7 @@ impl ProxmoxError {
         match self {
             ProxmoxError::Transport { .. }
             | ProxmoxError::TaskTimeout { .. }
-            | ProxmoxError::VmidExhausted { .. }
-            | ProxmoxError::AgentTimeout { .. } => true,
+            | ProxmoxError::VmidExhausted { .. } => true,
             ProxmoxError::Api {
                 status, message, ..
             } => match status {

@@ -226,13 +226,13 @@ pub enum ResizeOutcome {
     Unchanged,
 }
 
-/// A process started by the guest agent.
+/// A process started by the guest agent (within [`ProxmoxClient::run_command`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ExecPid(pub u64);
+pub(crate) struct ExecPid(pub u64);
 
 /// What `agent/exec-status` says about a process.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ExecStatus {
+pub(crate) enum ExecStatus {
     /// Still running.
     Running,
     /// Finished.
@@ -265,9 +265,6 @@ pub trait ProxmoxProvider: Send + Sync {
     /// Observes every Proxmox node and VM in O(1) API calls (plus one per VM named like ours
     /// but not yet tagged).
     fn inventory(&self) -> impl Future<Output = Result<Inventory, ProxmoxError>> + Send;
-
-    /// Asks Proxmox for the next free VMID (not reserved: see `clone_vm`).
-    fn next_vmid(&self) -> impl Future<Output = Result<VmId, ProxmoxError>> + Send;
 
     /// Full-clones a template and tags the clone as owned; returns where it is. A VMID taken by
     /// a concurrent clone is retried with a fresh one; a VM of that name already owned by the
@@ -354,31 +351,6 @@ pub trait ProxmoxProvider: Send + Sync {
     /// An error whose `is_agent_unavailable()` is true while the VM boots, or hangs.
     fn agent_ping(&self, vm: &VmRef) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
 
-    /// Waits until the guest agent answers a ping, up to `timeout`.
-    ///
-    /// # Errors
-    /// `AgentTimeout` when it never answered.
-    fn wait_for_agent(
-        &self,
-        vm: &VmRef,
-        timeout: Duration,
-    ) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
-
-    /// Starts a command in the guest (`command[0]` is the program).
-    fn agent_exec(
-        &self,
-        vm: &VmRef,
-        command: &[String],
-        input: Option<&str>,
-    ) -> impl Future<Output = Result<ExecPid, ProxmoxError>> + Send;
-
-    /// Reads the state of a command started by `agent_exec`.
-    fn agent_exec_status(
-        &self,
-        vm: &VmRef,
-        pid: ExecPid,
-    ) -> impl Future<Output = Result<ExecStatus, ProxmoxError>> + Send;
-
     /// Runs a command in the guest to completion, up to `timeout`. A non-zero exit is not an
     /// error: it is in the output.
     ///
@@ -413,9 +385,6 @@ pub trait ProxmoxProvider: Send + Sync {
 impl<T: ProxmoxProvider> ProxmoxProvider for Arc<T> {
     fn inventory(&self) -> impl Future<Output = Result<Inventory, ProxmoxError>> + Send {
         (**self).inventory()
-    }
-    fn next_vmid(&self) -> impl Future<Output = Result<VmId, ProxmoxError>> + Send {
-        (**self).next_vmid()
     }
     fn clone_vm(
         &self,
@@ -468,28 +437,6 @@ impl<T: ProxmoxProvider> ProxmoxProvider for Arc<T> {
     }
     fn agent_ping(&self, vm: &VmRef) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
         (**self).agent_ping(vm)
-    }
-    fn wait_for_agent(
-        &self,
-        vm: &VmRef,
-        timeout: Duration,
-    ) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
-        (**self).wait_for_agent(vm, timeout)
-    }
-    fn agent_exec(
-        &self,
-        vm: &VmRef,
-        command: &[String],
-        input: Option<&str>,
-    ) -> impl Future<Output = Result<ExecPid, ProxmoxError>> + Send {
-        (**self).agent_exec(vm, command, input)
-    }
-    fn agent_exec_status(
-        &self,
-        vm: &VmRef,
-        pid: ExecPid,
-    ) -> impl Future<Output = Result<ExecStatus, ProxmoxError>> + Send {
-        (**self).agent_exec_status(vm, pid)
     }
     fn run_command(
         &self,

@@ -152,7 +152,7 @@ fn plan_cluster(
     }
     let mut waiting_on = Vec::new();
     for candidate in &outcome.candidates {
-        let step_name = candidate.step.name();
+        let step_name = candidate.step.kind();
         match &candidate.gate {
             Gate::Open => {}
             Gate::Window(opens) => waiting_on.push(Waiting {

@@ -101,6 +101,11 @@ pub struct Step {
 }
 
 impl Step {
+    /// Which action it is.
+    pub fn kind(&self) -> ActionKind {
+        self.action.kind()
+    }
+
     /// The stable action name.
     pub fn name(&self) -> &'static str {
         self.action.name()
@@ -270,23 +275,137 @@ pub enum Action {
 }
 
 impl Action {
+    /// Which action this is.
+    pub fn kind(&self) -> ActionKind {
+        match self {
+            Action::CreateMachine { .. } => ActionKind::CreateMachine,
+            Action::InitControlPlane { .. } => ActionKind::InitControlPlane,
+            Action::JoinNode { .. } => ActionKind::JoinNode,
+            Action::Cordon { .. } => ActionKind::Cordon,
+            Action::Drain { .. } => ActionKind::Drain,
+            Action::DeleteNode { .. } => ActionKind::DeleteNode,
+            Action::ResetNode { .. } => ActionKind::ResetNode,
+            Action::DestroyMachine { .. } => ActionKind::DestroyMachine,
+            Action::UpgradeControlPlane { .. } => ActionKind::UpgradeControlPlane,
+            Action::RenewCertificates { .. } => ActionKind::RenewCertificates,
+            Action::DeliverKubeconfig { .. } => ActionKind::DeliverKubeconfig,
+            Action::FenceMachine { .. } => ActionKind::FenceMachine,
+            Action::DeleteCluster { .. } => ActionKind::DeleteCluster,
+        }
+    }
+
     /// The stable action name.
     pub fn name(&self) -> &'static str {
+        self.kind().name()
+    }
+}
+
+/// Which [`Action`] a step is, without its data: what waits, errors, the status and metrics
+/// name. Displayed, serialised and ordered as its stable name ([`ActionKind::name`]), so
+/// everything that printed or sorted the name before prints and sorts the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ActionKind {
+    /// [`Action::CreateMachine`].
+    CreateMachine,
+    /// [`Action::InitControlPlane`].
+    InitControlPlane,
+    /// [`Action::JoinNode`].
+    JoinNode,
+    /// [`Action::Cordon`].
+    Cordon,
+    /// [`Action::Drain`].
+    Drain,
+    /// [`Action::DeleteNode`].
+    DeleteNode,
+    /// [`Action::ResetNode`].
+    ResetNode,
+    /// [`Action::DestroyMachine`].
+    DestroyMachine,
+    /// [`Action::UpgradeControlPlane`].
+    UpgradeControlPlane,
+    /// [`Action::RenewCertificates`].
+    RenewCertificates,
+    /// [`Action::DeliverKubeconfig`].
+    DeliverKubeconfig,
+    /// [`Action::FenceMachine`].
+    FenceMachine,
+    /// [`Action::DeleteCluster`].
+    DeleteCluster,
+}
+
+impl ActionKind {
+    /// Every action, in declaration order.
+    pub const ALL: [ActionKind; 13] = [
+        ActionKind::CreateMachine,
+        ActionKind::InitControlPlane,
+        ActionKind::JoinNode,
+        ActionKind::Cordon,
+        ActionKind::Drain,
+        ActionKind::DeleteNode,
+        ActionKind::ResetNode,
+        ActionKind::DestroyMachine,
+        ActionKind::UpgradeControlPlane,
+        ActionKind::RenewCertificates,
+        ActionKind::DeliverKubeconfig,
+        ActionKind::FenceMachine,
+        ActionKind::DeleteCluster,
+    ];
+
+    /// The stable, kebab-case name users see (plans, status, metrics, logs).
+    pub fn name(self) -> &'static str {
         match self {
-            Action::CreateMachine { .. } => "create-machine",
-            Action::InitControlPlane { .. } => "init-control-plane",
-            Action::JoinNode { .. } => "join-node",
-            Action::Cordon { .. } => "cordon",
-            Action::Drain { .. } => "drain",
-            Action::DeleteNode { .. } => "delete-node",
-            Action::ResetNode { .. } => "reset-node",
-            Action::DestroyMachine { .. } => "destroy-machine",
-            Action::UpgradeControlPlane { .. } => "upgrade-control-plane",
-            Action::RenewCertificates { .. } => "renew-certificates",
-            Action::DeliverKubeconfig { .. } => "deliver-kubeconfig",
-            Action::FenceMachine { .. } => "fence-machine",
-            Action::DeleteCluster { .. } => "delete-cluster",
+            ActionKind::CreateMachine => "create-machine",
+            ActionKind::InitControlPlane => "init-control-plane",
+            ActionKind::JoinNode => "join-node",
+            ActionKind::Cordon => "cordon",
+            ActionKind::Drain => "drain",
+            ActionKind::DeleteNode => "delete-node",
+            ActionKind::ResetNode => "reset-node",
+            ActionKind::DestroyMachine => "destroy-machine",
+            ActionKind::UpgradeControlPlane => "upgrade-control-plane",
+            ActionKind::RenewCertificates => "renew-certificates",
+            ActionKind::DeliverKubeconfig => "deliver-kubeconfig",
+            ActionKind::FenceMachine => "fence-machine",
+            ActionKind::DeleteCluster => "delete-cluster",
         }
+    }
+
+    /// The action named `name`, if any.
+    pub fn from_name(name: &str) -> Option<ActionKind> {
+        ActionKind::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+}
+
+impl fmt::Display for ActionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+// By name, as the names sorted when they were strings (metrics list steps in this order).
+impl Ord for ActionKind {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.name().cmp(other.name())
+    }
+}
+
+impl PartialOrd for ActionKind {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Serialize for ActionKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ActionKind {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        ActionKind::from_name(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown action `{name}`")))
     }
 }
 
@@ -400,9 +519,9 @@ impl fmt::Display for Resource {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Waiting {
-    /// The step that waits (an action name); `None` when the whole cluster waits.
+    /// The step that waits; `None` when the whole cluster waits.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub step: Option<&'static str>,
+    pub step: Option<ActionKind>,
     /// The machine it is for, when any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub machine: Option<NodeName>,
@@ -525,4 +644,49 @@ pub struct Finding {
     pub vm_id: Option<VmId>,
     /// In plain words.
     pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn action_kinds_are_named_as_the_actions_serialise() {
+        let names: Vec<&str> = ActionKind::ALL.iter().map(|kind| kind.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "create-machine",
+                "init-control-plane",
+                "join-node",
+                "cordon",
+                "drain",
+                "delete-node",
+                "reset-node",
+                "destroy-machine",
+                "upgrade-control-plane",
+                "renew-certificates",
+                "deliver-kubeconfig",
+                "fence-machine",
+                "delete-cluster",
+            ]
+        );
+        for kind in ActionKind::ALL {
+            let json = serde_json::to_string(&kind).expect("serialise");
+            assert_eq!(json, format!("\"{kind}\""));
+            let back: ActionKind = serde_json::from_str(&json).expect("deserialise");
+            assert_eq!(back, kind);
+        }
+        assert!(serde_json::from_str::<ActionKind>("\"clone\"").is_err());
+    }
+
+    #[test]
+    fn action_kinds_sort_by_name() {
+        let mut kinds = ActionKind::ALL.to_vec();
+        kinds.sort();
+        let names: Vec<&str> = kinds.iter().map(|kind| kind.name()).collect();
+        let mut sorted = names.clone();
+        sorted.sort_unstable();
+        assert_eq!(names, sorted);
+    }
 }

@@ -22,7 +22,7 @@ impl<'a> Ctx<'a> {
             }
             if self.input.now < due {
                 let waiting = self.waiting(
-                    "fence-machine",
+                    ActionKind::FenceMachine,
                     Some(view.name),
                     Resource::Node {
                         name: view.name.clone(),
@@ -93,7 +93,7 @@ impl<'a> Ctx<'a> {
         let members: Vec<&View<'a>> = self.control_plane_members().collect();
         if let Some(view) = members.iter().find(|v| !v.is_ready()) {
             let waiting = self.waiting(
-                "upgrade-control-plane",
+                ActionKind::UpgradeControlPlane,
                 Some(view.name),
                 Resource::Node {
                     name: view.name.clone(),
@@ -208,7 +208,7 @@ impl<'a> Ctx<'a> {
             }
             if !node.ready && self.input.now < add(view.machine.created, join_timeout) {
                 waiting.push(self.waiting(
-                    "join-node",
+                    ActionKind::JoinNode,
                     Some(view.name),
                     Resource::Node {
                         name: view.name.clone(),

@@ -20,7 +20,8 @@ use jiff::{SignedDuration, Timestamp};
 use super::Policy;
 use super::placement::{self, Capacity};
 use super::types::{
-    Action, Blocked, Finding, FindingKind, MachineRef, Resource, Rule, Step, Target, Wait, Waiting,
+    Action, ActionKind, Blocked, Finding, FindingKind, MachineRef, Resource, Rule, Step, Target,
+    Wait, Waiting,
 };
 use super::window::{self, WindowState};
 use crate::model::{NodeName, Ownership, Role};
@@ -276,7 +277,7 @@ impl<'a> Ctx<'a> {
 
     fn waiting(
         &self,
-        step: &'static str,
+        step: ActionKind,
         machine: Option<&NodeName>,
         resource: Resource,
         since: Option<Timestamp>,
@@ -290,7 +291,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// The gate of a step that needs the VM up with its guest agent answering.
-    fn vm_gate(&self, step: &'static str, view: &View<'_>) -> Gate {
+    fn vm_gate(&self, step: ActionKind, view: &View<'_>) -> Gate {
         let machine = view.machine;
         if let Some(task) = &machine.task {
             return Gate::Wait(self.waiting(
@@ -394,7 +395,7 @@ impl<'a> Ctx<'a> {
                 continue;
             }
             if view.machine.task.is_some() {
-                let gate = self.vm_gate("destroy-machine", view);
+                let gate = self.vm_gate(ActionKind::DestroyMachine, view);
                 let step = Self::step(
                     Action::DestroyMachine {
                         machine,
@@ -569,7 +570,7 @@ impl<'a> Ctx<'a> {
             out.push(step, Gate::Open);
             return;
         }
-        let gate = self.vm_gate("init-control-plane", view);
+        let gate = self.vm_gate(ActionKind::InitControlPlane, view);
         let spec = self.spec();
         let step = Self::step(
             Action::InitControlPlane {
@@ -615,7 +616,7 @@ impl<'a> Ctx<'a> {
                 control_plane_joining = true;
                 if let Some(other) = absent.first() {
                     let waiting = self.waiting(
-                        "join-node",
+                        ActionKind::JoinNode,
                         Some(view.name),
                         Resource::Node {
                             name: (*other).clone(),
@@ -631,7 +632,7 @@ impl<'a> Ctx<'a> {
                 steps.push((Some(step), Gate::Open));
                 continue;
             }
-            let gate = self.vm_gate("join-node", view);
+            let gate = self.vm_gate(ActionKind::JoinNode, view);
             let count = self.pools[view.pool].replicas;
             let step = Self::step(
                 Action::JoinNode {

@@ -211,7 +211,7 @@ impl<'a> Ctx<'a> {
     pub(super) fn hold(&self, out: &mut Outcome, view: &View<'a>, hold: Hold) {
         match hold {
             Hold::Wait(resource) => {
-                let waiting = self.waiting("cordon", Some(view.name), resource, None);
+                let waiting = self.waiting(ActionKind::Cordon, Some(view.name), resource, None);
                 out.waiting.push(waiting);
             }
             Hold::Refuse(rule, message) => out.blocked.push(Blocked { rule, message }),
@@ -328,7 +328,7 @@ impl<'a> Ctx<'a> {
         }
         for pod in &drain.remaining_pods {
             let waiting = self.waiting(
-                "drain",
+                ActionKind::Drain,
                 Some(view.name),
                 Resource::Pod {
                     pod: pod.clone(),

@@ -204,7 +204,7 @@ fn rule_9_control_planes_are_replaced_one_at_a_time_new_before_old() {
         shape(&cluster.steps)
     );
     assert!(cluster.waiting_on.contains(&Waiting {
-        step: Some("join-node"),
+        step: Some(ActionKind::JoinNode),
         machine: Some(new[0].clone()),
         resource: Resource::Node {
             name: old[1].clone(),
@@ -305,7 +305,7 @@ fn rule_11_disruptive_steps_wait_for_the_window_and_the_rest_proceeds() {
     assert_eq!(
         cluster.waiting_on,
         vec![Waiting {
-            step: Some("cordon"),
+            step: Some(ActionKind::Cordon),
             machine: Some(old_first.clone()),
             resource: Resource::MaintenanceWindow { opens: Some(opens) },
             since: None,
@@ -419,7 +419,10 @@ fn rule_13_a_dead_node_is_fenced_then_replaced() {
     // Before `after`, it only waits.
     let plan = plan_at(&desired, &observed, minutes(-2));
     assert_eq!(plan.clusters[0].steps, vec![]);
-    assert_eq!(plan.clusters[0].waiting_on[0].step, Some("fence-machine"));
+    assert_eq!(
+        plan.clusters[0].waiting_on[0].step,
+        Some(ActionKind::FenceMachine)
+    );
 }
 
 // Rule 14: drift.
@@ -538,7 +541,7 @@ fn a_vm_whose_clone_is_running_makes_the_cluster_wait_on_the_task() {
     assert_eq!(
         cluster.waiting_on,
         vec![Waiting {
-            step: Some("init-control-plane"),
+            step: Some(ActionKind::InitControlPlane),
             machine: Some(cp.clone()),
             resource: Resource::ProxmoxTask {
                 upid: "UPID:pve1:0000A1B2:0001C3D4:6630A1B2:qmclone:101:capstan@pve!reconciler:"

@@ -163,7 +163,7 @@ fn rule_1_a_replacement_is_created_and_ready_before_the_old_machine_is_cordoned(
         cluster.waiting_on,
         vec![
             Waiting {
-                step: Some("cordon"),
+                step: Some(ActionKind::Cordon),
                 machine: Some(old[0].clone()),
                 resource: Resource::Node {
                     name: new[0].clone(),
@@ -172,7 +172,7 @@ fn rule_1_a_replacement_is_created_and_ready_before_the_old_machine_is_cordoned(
                 since: None,
             },
             Waiting {
-                step: Some("join-node"),
+                step: Some(ActionKind::JoinNode),
                 machine: Some(new[0].clone()),
                 resource: Resource::Node {
                     name: new[0].clone(),
@@ -284,7 +284,7 @@ fn rule_3_a_removal_that_would_leave_too_few_workers_with_none_coming_is_refused
     assert_eq!(
         cluster.waiting_on[0],
         Waiting {
-            step: Some("cordon"),
+            step: Some(ActionKind::Cordon),
             machine: Some(gpu[0].clone()),
             resource: Resource::NewWorker {
                 ready: 1,

@@ -190,12 +190,12 @@ struct Running {
 struct Failure {
     action: ActionKind,
     machine: Option<crate::model::NodeName>,
-    /// The revision the step was decided at.
-    revision: Option<String>,
     /// The error chain, in one line.
     message: String,
     /// Whether a retry may succeed with nothing changed.
     transient: bool,
+    /// The revision the step was decided at.
+    revision: String,
 }
 
 /// Per-cluster retry state.
@@ -230,6 +230,8 @@ pub struct Daemon<Pr: Providers> {
     running: BTreeMap<tokio::task::Id, Running>,
     busy: BTreeMap<String, ()>,
     limit: Arc<Semaphore>,
+    /// The `pollInterval` of the last fleet file read (re-read every pass).
+    poll_interval: Option<Duration>,
     tracker: Tracker,
     /// The last revision parsed, and what it gave: files are parsed again only when the
     /// revision changes.
@@ -242,8 +244,6 @@ pub struct Daemon<Pr: Providers> {
     status_writer: Option<StatusWriter>,
     /// Feeds the status branch writer every status published.
     status_out: Option<watch::Sender<Option<FleetStatus>>>,
-    /// The `pollInterval` of the last fleet file read (re-read every pass).
-    poll_interval: Option<Duration>,
 }
 
 /// Source events kept in the status.
@@ -361,14 +361,9 @@ impl<Pr: Providers> Daemon<Pr> {
             self.settle(done);
         }
         let now = self.clock.now();
-        let fleet_interval = self
-            .loaded
-            .as_ref()
-            .and_then(|(_, l)| l.desired.as_ref())
-            .map(|d| d.fleet.poll_interval.0);
         let refresh = self
             .tracker
-            .refresh(self.options.poll_interval.or(fleet_interval))
+            .refresh(self.options.poll_interval.or(self.poll_interval))
             .await;
         if let Some((previous, revision)) = &refresh.forced {
             self.events.push(format!(
@@ -528,7 +523,7 @@ impl<Pr: Providers> Daemon<Pr> {
                     machine,
                     message,
                     transient: false,
-                    revision: Some(running.revision),
+                    revision: running.revision,
                 };
                 self.fail(&running.cluster, running.spec.as_ref(), failure);
             }
@@ -567,7 +562,7 @@ impl<Pr: Providers> Daemon<Pr> {
                         machine,
                         message: crate::status::error_chain(&err),
                         transient: err.is_transient(),
-                        revision: Some(finished.revision.clone()),
+                        revision: finished.revision.clone(),
                     };
                     self.fail(&finished.cluster, finished.spec.as_ref(), failure);
                 }
@@ -597,7 +592,7 @@ impl<Pr: Providers> Daemon<Pr> {
             succeeded: false,
             failures: retry.failures,
             at: self.clock.now(),
-            revision,
+            revision: Some(revision),
         });
     }
 

@@ -507,3 +507,38 @@ fn a_daemon_started_while_the_remote_is_down_reconciles_the_mirrors_last_revisio
     let status: FleetStatus = serde_json::from_str(&status).expect("status");
     assert_eq!(status.revision.as_deref(), Some(revision.as_str()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_force_push_is_taken_and_the_status_names_both_revisions() {
+    let remote = Remote::new();
+    let before = remote.commit_and_push("before the rewrite");
+    let url = format!("file://{}", remote.bare().display());
+    let following = Following::start(
+        remote.options(&url, GitCredentials::default()),
+        Duration::from_millis(100),
+        None,
+    )
+    .await;
+    let old = format!("main@sha1:{before}");
+    following
+        .wait_for("the first revision", |s| {
+            s.revision.as_deref() == Some(old.as_str())
+        })
+        .await;
+    remote.write("clusters/README.md", "rewritten\n");
+    let after = remote.amend_and_force_push("the rewrite");
+    let new = format!("main@sha1:{after}");
+    let status = following
+        .wait_for("the rewritten revision", |s| {
+            s.revision.as_deref() == Some(new.as_str())
+        })
+        .await;
+    assert!(
+        status
+            .events
+            .iter()
+            .any(|e| e.contains("force-push") && e.contains(&old) && e.contains(&new)),
+        "{:?}",
+        status.events
+    );
+}

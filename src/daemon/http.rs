@@ -149,6 +149,16 @@ pub fn render_metrics(board: &StatusBoard) -> String {
         "# HELP capstan_repository_errors Errors in the repository's files.\n# TYPE capstan_repository_errors gauge\ncapstan_repository_errors {}",
         status.repository_errors.len()
     );
+    let _ = writeln!(
+        out,
+        "# HELP capstan_status_pushes_total Attempts to write the status branch, by outcome (pushed, unchanged, or why not).\n# TYPE capstan_status_pushes_total counter"
+    );
+    for (outcome, count) in &counters.status_pushes {
+        let _ = writeln!(
+            out,
+            "capstan_status_pushes_total{{outcome=\"{outcome}\"}} {count}"
+        );
+    }
     board.source_metrics().render(&mut out);
     out
 }

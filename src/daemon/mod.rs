@@ -94,6 +94,8 @@ pub struct Counters {
     pub steps: BTreeMap<(ActionKind, &'static str), u64>,
     /// When the last pass ended.
     pub last_pass: Option<jiff::Timestamp>,
+    /// Status branch attempts by outcome: `pushed`, `unchanged`, or the `StatusPushed` reason.
+    pub status_pushes: BTreeMap<&'static str, u64>,
 }
 
 impl StatusBoard {
@@ -133,6 +135,11 @@ impl StatusBoard {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(condition.kind.clone(), condition);
+    }
+
+    /// Counts one attempt to write the status branch, by outcome.
+    pub fn count_status_push(&self, outcome: &'static str) {
+        self.count(|c| *c.status_pushes.entry(outcome).or_default() += 1);
     }
 
     /// The current counters.

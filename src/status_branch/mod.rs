@@ -324,6 +324,11 @@ impl StatusWriter {
         let branch = &self.branch;
         let now = self.clock.now();
         let previous = board.status().conditions;
+        board.count_status_push(match outcome {
+            Ok(Published::Pushed { .. }) => "pushed",
+            Ok(Published::Unchanged) => "unchanged",
+            Err(err) => err.reason(),
+        });
         let condition = match outcome {
             Ok(Published::Pushed { commit, .. }) => status::status_pushed_condition(
                 Ok(&format!("{branch} holds the status (commit {commit})")),

@@ -23,7 +23,7 @@ use capstan::status_branch::{
 use capstan_lab::lab::{Lab, LabOptions};
 use capstan_lab::world::LabConfig;
 
-use super::daemon::lab_cluster;
+use super::daemon::{http_request, lab_cluster};
 use super::fixture::{Remote, git};
 use super::servers;
 
@@ -449,6 +449,19 @@ async fn the_status_branch_follows_bootstrap_idle_scale_up_and_a_concurrent_writ
         })
         .await;
     assert!(status.clusters.contains_key("broken"));
+    // Every push that landed is counted, and only those.
+    let capstan_commits = bare_git(
+        &bare,
+        &["rev-list", "--count", "--committer=capstan", BRANCH],
+    )
+    .expect("count");
+    let (_, metrics) = http_request(writing.http, "GET", "/metrics", &[], b"");
+    assert!(
+        metrics.contains(&format!(
+            "capstan_status_pushes_total{{outcome=\"pushed\"}} {capstan_commits}\n"
+        )),
+        "{capstan_commits} commits:\n{metrics}"
+    );
     let everything = bare_git(&bare, &["log", "-p", "--all"]).expect("log");
     assert!(!everything.contains(token), "the token never reaches Git");
 }
@@ -498,6 +511,12 @@ async fn a_remote_refusing_pushes_is_reported_and_reconciling_goes_on() {
     );
     assert!(!pushed.message.contains(token), "{}", pushed.message);
     assert!(status_commits(&remote.bare()).is_empty(), "nothing landed");
+    let (_, metrics) = http_request(writing.http, "GET", "/metrics", &[], b"");
+    assert!(
+        metrics.contains("capstan_status_pushes_total{outcome=\"PushRefused\"}"),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("outcome=\"pushed\""), "{metrics}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

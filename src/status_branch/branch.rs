@@ -25,7 +25,7 @@ use super::guard;
 use super::render::{self, Files};
 use crate::backoff::random_unit;
 use crate::source::transport;
-use crate::source::{GitCredentials, GitFailure, Redactor};
+use crate::source::{GitCredentials, GitFailure, Limits, Redactor};
 use crate::spec::{CAPSTAN_SIGNATURE, parse_signature};
 use crate::status::FleetStatus;
 
@@ -246,7 +246,20 @@ impl StatusRepository {
             git2::TreeWalkResult::Ok
         })
         .map_err(|err| self.read_error("the tip's tree", &err))?;
+        let odb = self
+            .repo
+            .odb()
+            .map_err(|err| self.read_error("the object database", &err))?;
         for (path, id) in found {
+            // Anyone may push to the branch: a file of capstan's too large to be one of its
+            // own is not read, only replaced.
+            let (size, _) = odb
+                .read_header(id)
+                .map_err(|err| self.read_error(&path, &err))?;
+            if size as u64 > Limits::default().max_file_bytes {
+                files.insert(path, String::new());
+                continue;
+            }
             let blob = self
                 .repo
                 .find_blob(id)

@@ -63,6 +63,16 @@ impl Debounce {
         }
     }
 
+    /// After a failed attempt, when the next may be made, if that is later than `now`.
+    pub fn retry_at(&self, now: Timestamp) -> Option<Timestamp> {
+        let at = self
+            .last_attempt
+            .filter(|_| self.last_failed)?
+            .checked_add(self.floor)
+            .unwrap_or(Timestamp::MAX);
+        (now < at).then_some(at)
+    }
+
     /// Records an attempt at `now` and whether it landed (or there was nothing to write).
     pub fn attempted(&mut self, now: Timestamp, landed: bool) {
         self.last_attempt = Some(now);
@@ -115,6 +125,17 @@ mod tests {
         assert_eq!(d.decide(at(60), true, true), Decision::Write);
         d.attempted(at(60), true);
         assert_eq!(d.decide(at(61), true, true), Decision::Write);
+    }
+
+    #[test]
+    fn a_failed_attempt_is_retried_after_the_floor_only() {
+        let mut d = debounce();
+        assert_eq!(d.retry_at(at(0)), None);
+        d.attempted(at(0), false);
+        assert_eq!(d.retry_at(at(1)), Some(at(60)));
+        assert_eq!(d.retry_at(at(60)), None);
+        d.attempted(at(60), true);
+        assert_eq!(d.retry_at(at(61)), None);
     }
 
     #[test]

@@ -241,6 +241,10 @@ impl StatusWriter {
         let now = self.clock.now();
         let branch_files = match &self.branch_files {
             Some(files) => files.clone(),
+            // The branch could not be read: not asked again before the floor.
+            None if self.debounce.retry_at(now).is_some() => {
+                return self.debounce.retry_at(now);
+            }
             None => match self
                 .blocking(|repository| {
                     let tip = repository.known_tip()?;

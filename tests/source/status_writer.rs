@@ -273,3 +273,57 @@ async fn the_writer_debounces_on_the_lab_clock_and_writes_ready_at_once() {
     }
     assert_eq!(commits(), 3, "five idle minutes of lab time make no commit");
 }
+
+#[tokio::test]
+async fn an_unreachable_remote_is_asked_again_only_after_the_floor() {
+    let dir = tempfile::tempdir().expect("dir");
+    let repository = StatusRepository::open(
+        BranchOptions {
+            url: format!("file://{}", dir.path().join("nowhere.git").display()),
+            branch: BRANCH.to_owned(),
+            credentials: GitCredentials::default(),
+            mirror_root: dir.path().join("mirrors"),
+        },
+        Redactor::default(),
+    )
+    .expect("status repository opens");
+    let clock = capstan_lab::clock::LabClock::new();
+    let mut writer = StatusWriter::new(
+        repository,
+        WriterOptions {
+            commit: CommitSettings {
+                author: capstan::spec::CAPSTAN_SIGNATURE.to_owned(),
+                skip_ci: false,
+                max_attempts: 3,
+            },
+            window: capstan::status_branch::DEFAULT_WINDOW,
+            floor: capstan::status_branch::DEFAULT_FLOOR,
+        },
+        Arc::new(clock.clone()),
+    );
+    let board = StatusBoard::default();
+    let status = simple_status(Phase::Ready, true);
+    let failures = |board: &StatusBoard| {
+        board
+            .counters()
+            .status_pushes
+            .get(reasons::STATUS_BRANCH_UNAVAILABLE)
+            .copied()
+            .unwrap_or_default()
+    };
+    for _ in 0..20 {
+        writer.consider(&status, &board, false).await;
+        clock.advance(Duration::from_secs(2));
+    }
+    assert_eq!(failures(&board), 1, "one attempt in 40 s of passes");
+    let pushed = board.status();
+    let condition = pushed
+        .conditions
+        .iter()
+        .find(|c| c.kind == conditions::STATUS_PUSHED)
+        .expect("StatusPushed");
+    assert_eq!(condition.status, "False");
+    clock.advance(Duration::from_secs(21));
+    writer.consider(&status, &board, false).await;
+    assert_eq!(failures(&board), 2, "asked again once the minute is over");
+}

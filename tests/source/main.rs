@@ -10,8 +10,9 @@
 //! - `demo`: the `capstan demo` walkthrough, followed with `git commit` and `git push`.
 //! - `status_branch`: the daemon commits the status back to `capstan-status`: bootstrap, idle,
 //!   scale-up, a concurrent writer, a remote refusing pushes, a token planted in Proxmox's words.
-//! - `status_writer`: the writer alone: a planted secret, the debounce on the lab clock, the
-//!   demo's status commits, a status branch equal to the followed branch.
+//! - `status_writer`: the writer alone: a planted secret, the debounce on the lab clock, an
+//!   unreachable remote, a push over SSH, the demo's status commits, a status branch equal to
+//!   the followed branch.
 
 mod cli;
 mod daemon;

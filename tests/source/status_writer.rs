@@ -1,6 +1,7 @@
-//! The status branch writer on its own, against a `file://` remote: a planted secret is
-//! refused and never committed; the debounce on the lab clock (a burst waits out the window,
-//! the floor holds, Ready goes at once, idle minutes commit nothing); the demo's status
+//! The status branch writer on its own, against a `file://` remote (and sshd): a planted
+//! secret is refused and never committed; the debounce on the lab clock (a burst waits out the
+//! window, the floor holds, Ready goes at once, idle minutes commit nothing); an unreachable
+//! remote is not asked every pass; a push over SSH checks the host key; the demo's status
 //! commits; a status branch equal to the followed branch is refused.
 
 use std::process::Command;
@@ -326,4 +327,62 @@ async fn an_unreachable_remote_is_asked_again_only_after_the_floor() {
     clock.advance(Duration::from_secs(21));
     writer.consider(&status, &board, false).await;
     assert_eq!(failures(&board), 2, "asked again once the minute is over");
+}
+
+#[tokio::test]
+async fn the_status_is_pushed_over_ssh_with_the_host_key_checked() {
+    let remote = Remote::new();
+    let Some(ssh) = servers::sshd() else {
+        return;
+    };
+    let url = format!(
+        "ssh://{}@127.0.0.1:{}{}",
+        ssh.user,
+        ssh.server.port,
+        remote.bare().display()
+    );
+    let mirrors = tempfile::tempdir().expect("mirrors");
+    let open = |known_hosts: std::path::PathBuf| {
+        StatusRepository::open(
+            BranchOptions {
+                url: url.clone(),
+                branch: BRANCH.to_owned(),
+                credentials: GitCredentials {
+                    ssh_key: Some(ssh.client_key.clone()),
+                    known_hosts: Some(capstan::source::KnownHosts::new(known_hosts)),
+                    ..GitCredentials::default()
+                },
+                mirror_root: mirrors.path().to_owned(),
+            },
+            Redactor::default(),
+        )
+        .expect("status repository opens")
+    };
+    let settings = CommitSettings {
+        author: capstan::spec::CAPSTAN_SIGNATURE.to_owned(),
+        skip_ci: false,
+        max_attempts: 3,
+    };
+    let status = simple_status(Phase::Ready, true);
+    let now = jiff::Timestamp::now();
+
+    let wrong = servers::wrong_known_hosts(mirrors.path(), ssh.server.port);
+    let refused = open(wrong)
+        .publish(&status, &settings, now)
+        .expect_err("an unknown host key is refused");
+    assert!(
+        capstan::status::error_chain(&refused).contains("host key"),
+        "{}",
+        capstan::status::error_chain(&refused)
+    );
+    assert!(status_commits(&remote.bare()).is_empty());
+
+    let (published, _) = open(ssh.known_hosts.clone())
+        .publish(&status, &settings, now)
+        .expect("pushed over ssh");
+    assert!(matches!(
+        published,
+        capstan::status_branch::Published::Pushed { attempts: 1, .. }
+    ));
+    assert_eq!(status_commits(&remote.bare()).len(), 1);
 }

@@ -129,6 +129,9 @@ pub struct ClusterStatus {
     /// Fingerprint of the admin kubeconfig (never the kubeconfig).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kubeconfig_fingerprint: Option<String>,
+    /// Fingerprint of the kubeconfig Flux's Secret holds (never the kubeconfig).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flux_kubeconfig_fingerprint: Option<String>,
     /// Machines and their nodes.
     pub nodes: Vec<NodeStatus>,
     /// Nodes the cluster file declares (control planes and workers), when its file is valid.
@@ -365,6 +368,9 @@ pub fn cluster_status(input: &StatusInput<'_>) -> ClusterStatus {
         version: control_plane.map(|cp| cp.version),
         certificate_expiry: control_plane.and_then(|cp| cp.certificates_expire),
         kubeconfig_fingerprint: admin,
+        flux_kubeconfig_fingerprint: observed
+            .and_then(|o| o.flux.as_ref())
+            .map(|f| f.kubeconfig.clone()),
         nodes: observed.map(node_statuses).unwrap_or_default(),
         declared_nodes: input.declared_nodes,
         refusals: plan
@@ -514,6 +520,9 @@ pub fn invalid_file(
             status.certificate_expiry = control_plane.certificates_expire;
             status.kubeconfig_fingerprint = control_plane.admin_kubeconfig.clone();
         }
+        if let Some(flux) = &observed.flux {
+            status.flux_kubeconfig_fingerprint = Some(flux.kubeconfig.clone());
+        }
     }
     status
 }
@@ -532,6 +541,7 @@ fn blocked_as_before(
         version: None,
         certificate_expiry: None,
         kubeconfig_fingerprint: None,
+        flux_kubeconfig_fingerprint: None,
         nodes: Vec::new(),
         declared_nodes: None,
         refusals: Vec::new(),
@@ -581,6 +591,7 @@ mod tests {
             version: None,
             certificate_expiry: None,
             kubeconfig_fingerprint: None,
+            flux_kubeconfig_fingerprint: None,
             nodes: Vec::new(),
             declared_nodes: Some(4),
             refusals: Vec::new(),

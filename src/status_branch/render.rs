@@ -66,9 +66,13 @@ pub struct ClusterFile {
     /// When the certificates expire.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub certificates_expire: Option<Timestamp>,
-    /// The fingerprint of the admin kubeconfig Flux is given (never the kubeconfig).
+    /// The fingerprint of the cluster's admin kubeconfig, what Flux is given (never the
+    /// kubeconfig).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubeconfig_fingerprint: Option<String>,
+    /// The fingerprint of the kubeconfig Flux's Secret holds (never the kubeconfig).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flux_kubeconfig_fingerprint: Option<String>,
     /// Nodes Ready.
     pub nodes_ready: u32,
     /// Nodes the cluster file declares.
@@ -202,6 +206,7 @@ fn cluster_file(name: &str, cluster: &ClusterStatus, converged: Option<String>) 
         kubernetes_version: cluster.version,
         certificates_expire: cluster.certificate_expiry,
         kubeconfig_fingerprint: cluster.kubeconfig_fingerprint.clone(),
+        flux_kubeconfig_fingerprint: cluster.flux_kubeconfig_fingerprint.clone(),
         nodes_ready: ready_count(&cluster.nodes),
         nodes_declared: cluster.declared_nodes,
         nodes: cluster.nodes.clone(),
@@ -415,6 +420,7 @@ fn cluster_status(file: ClusterFile) -> ClusterStatus {
         version: file.kubernetes_version,
         certificate_expiry: file.certificates_expire,
         kubeconfig_fingerprint: file.kubeconfig_fingerprint,
+        flux_kubeconfig_fingerprint: file.flux_kubeconfig_fingerprint,
         nodes: file.nodes,
         declared_nodes: file.nodes_declared,
         refusals: file.refusals,

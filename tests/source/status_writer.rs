@@ -36,6 +36,7 @@ fn planted_status(token: &str) -> FleetStatus {
             version: None,
             certificate_expiry: None,
             kubeconfig_fingerprint: Some("sha256:0123456789ab".to_owned()),
+            flux_kubeconfig_fingerprint: Some("sha256:0123456789ab".to_owned()),
             nodes: vec![NodeStatus {
                 name: capstan::model::NodeName("capstan-prod-cp-a".to_owned()),
                 role: capstan::model::Role::ControlPlane,

@@ -50,6 +50,7 @@ fn cluster(phase: Phase, ready_workers: usize, transitions: Timestamp) -> Cluste
         version: Some("1.36.3".parse().expect("version")),
         certificate_expiry: Some(at("2027-05-01T10:00:00Z")),
         kubeconfig_fingerprint: Some("sha256:0123456789ab".to_owned()),
+        flux_kubeconfig_fingerprint: Some("sha256:0123456789ab".to_owned()),
         nodes,
         declared_nodes: Some(4),
         refusals: Vec::new(),

@@ -387,3 +387,64 @@ async fn the_status_is_pushed_over_ssh_with_the_host_key_checked() {
     ));
     assert_eq!(status_commits(&remote.bare()).len(), 1);
 }
+
+#[test]
+fn a_cluster_no_longer_declared_leaves_the_branch_and_others_files_stay() {
+    let remote = Remote::new();
+    let mirrors = tempfile::tempdir().expect("mirrors");
+    let mut repository = StatusRepository::open(
+        BranchOptions {
+            url: format!("file://{}", remote.bare().display()),
+            branch: BRANCH.to_owned(),
+            credentials: GitCredentials::default(),
+            mirror_root: mirrors.path().to_owned(),
+        },
+        Redactor::default(),
+    )
+    .expect("status repository opens");
+    let settings = CommitSettings {
+        author: capstan::spec::CAPSTAN_SIGNATURE.to_owned(),
+        skip_ci: false,
+        max_attempts: 3,
+    };
+    let mut two = simple_status(Phase::Ready, true);
+    let edge = two.clusters["prod"].clone();
+    two.clusters.insert("edge".to_owned(), edge);
+    let now = jiff::Timestamp::now();
+    repository.publish(&two, &settings, now).expect("published");
+    // Someone keeps notes on the branch.
+    let work = tempfile::tempdir().expect("work");
+    git(
+        work.path(),
+        &[
+            "clone",
+            "-q",
+            "-b",
+            BRANCH,
+            remote.bare().to_str().expect("path"),
+            "clone",
+        ],
+    );
+    let clone = work.path().join("clone");
+    std::fs::write(clone.join("clusters/edge.md"), "edge is leaving\n").expect("notes");
+    git(&clone, &["add", "-A"]);
+    git(&clone, &["commit", "-q", "-m", "notes"]);
+    git(&clone, &["push", "-q", "origin", BRANCH]);
+
+    let one = simple_status(Phase::Ready, true);
+    let (published, files) = repository.publish(&one, &settings, now).expect("published");
+    let capstan::status_branch::Published::Pushed {
+        message, attempts, ..
+    } = published
+    else {
+        panic!("a commit: {published:?}");
+    };
+    assert_eq!(attempts, 2, "the first push met the notes and was rejected");
+    assert!(message.starts_with("edge: no longer declared"), "{message}");
+    assert!(!files.contains_key("clusters/edge.yaml"));
+    let tree = bare_git(&remote.bare(), &["ls-tree", "-r", "--name-only", BRANCH]).expect("tree");
+    assert_eq!(
+        tree.lines().collect::<Vec<_>>(),
+        ["README.md", "clusters/edge.md", "clusters/prod.yaml"]
+    );
+}

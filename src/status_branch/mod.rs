@@ -165,6 +165,9 @@ pub struct StatusWriter {
     debounce: Debounce,
     /// capstan's files on the branch as last seen (`None`: not read yet).
     branch_files: Option<Files>,
+    /// The last status found to hold nothing new (without its `updated` time): a pass that
+    /// publishes it again is not rendered again.
+    settled: Option<FleetStatus>,
 }
 
 impl std::fmt::Debug for StatusWriter {
@@ -189,6 +192,7 @@ impl StatusWriter {
             options,
             clock,
             branch_files: None,
+            settled: None,
         }
     }
 
@@ -239,6 +243,11 @@ impl StatusWriter {
         flush: bool,
     ) -> Option<jiff::Timestamp> {
         let now = self.clock.now();
+        let mut seen = status.clone();
+        seen.updated = None;
+        if self.settled.as_ref() == Some(&seen) {
+            return None;
+        }
         let branch_files = match &self.branch_files {
             Some(files) => files.clone(),
             // The branch could not be read: not asked again before the floor.
@@ -273,7 +282,10 @@ impl StatusWriter {
             decision => decision,
         };
         match decision {
-            Decision::Idle => None,
+            Decision::Idle => {
+                self.settled = Some(seen);
+                None
+            }
             Decision::WaitUntil(at) => Some(at),
             Decision::Write => {
                 let status = status.clone();

@@ -19,6 +19,7 @@ pub mod daemon;
 pub mod env_vars;
 pub mod execute;
 pub mod observe;
+pub mod preview;
 pub mod providers;
 pub mod report;
 pub mod source;

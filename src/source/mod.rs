@@ -12,6 +12,7 @@
 pub mod credentials;
 pub mod folder;
 pub mod git;
+pub mod revisions;
 pub mod seed;
 mod settings;
 mod tracker;

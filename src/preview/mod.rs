@@ -51,6 +51,8 @@ pub struct Preview {
     pub summary: String,
     /// Every refusal of the head, fleet-wide.
     pub refusals: Vec<Refusal>,
+    /// The unified diff of `capstan.yaml` (empty when unchanged).
+    pub fleet_diff: String,
     /// Clusters whose file or plan this change touches, by name.
     pub clusters: Vec<ClusterPreview>,
 }
@@ -222,6 +224,11 @@ pub fn build(
         now,
         summary: parts.join("; "),
         refusals: all,
+        fleet_diff: changes::unified_diff(
+            &head.files.fleet.path,
+            Some(&base.files.fleet.text),
+            Some(&head.files.fleet.text),
+        ),
         clusters,
     }
 }

@@ -30,6 +30,14 @@ pub fn markdown(preview: &Preview) -> String {
         }
         let _ = writeln!(out);
     }
+    if !preview.fleet_diff.is_empty() {
+        let _ = writeln!(
+            out,
+            "<details><summary><b>capstan.yaml</b> changes</summary>\n"
+        );
+        write_diff(&mut out, &preview.fleet_diff);
+        let _ = writeln!(out, "</details>\n");
+    }
     for cluster in &preview.clusters {
         cluster_markdown(&mut out, cluster);
     }
@@ -76,14 +84,7 @@ fn cluster_markdown(out: &mut String, cluster: &ClusterPreview) {
         }
         let _ = writeln!(out);
     }
-    if !cluster.diff.is_empty() {
-        let fence = if cluster.diff.contains("```") {
-            "````"
-        } else {
-            "```"
-        };
-        let _ = writeln!(out, "{fence}diff\n{}{fence}\n", cluster.diff);
-    }
+    write_diff(out, &cluster.diff);
     if cluster.predicted.is_empty() {
         let _ = writeln!(out, "No steps: the head converges with nothing to do.\n");
     } else {
@@ -97,6 +98,14 @@ fn cluster_markdown(out: &mut String, cluster: &ClusterPreview) {
         let _ = writeln!(out);
     }
     let _ = writeln!(out, "</details>\n");
+}
+
+fn write_diff(out: &mut String, diff: &str) {
+    if diff.is_empty() {
+        return;
+    }
+    let fence = if diff.contains("```") { "````" } else { "```" };
+    let _ = writeln!(out, "{fence}diff\n{diff}{fence}\n");
 }
 
 fn step_markdown(step: &PreviewStep) -> String {
@@ -133,6 +142,12 @@ pub fn text(preview: &Preview) -> String {
         let _ = writeln!(out, "\nREFUSED:");
         for refusal in &preview.refusals {
             let _ = writeln!(out, "  - {}", refusal_text(refusal));
+        }
+    }
+    if !preview.fleet_diff.is_empty() {
+        let _ = writeln!(out, "\ncapstan.yaml:");
+        for line in preview.fleet_diff.lines() {
+            let _ = writeln!(out, "  | {line}");
         }
     }
     for cluster in &preview.clusters {

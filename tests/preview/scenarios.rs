@@ -246,3 +246,54 @@ fn steps_the_base_would_take_anyway_are_marked_pending_and_only_the_new_ones_add
         .expect("the base's upgrade");
     assert_eq!(upgrade["pendingOnBase"], true);
 }
+
+#[test]
+fn an_approved_minor_upgrades_and_the_fleet_file_diff_shows_token_references() {
+    let fleet = Fleet::new();
+    git_edit_two(&fleet);
+    let markdown = fleet.preview("minor-approved", "markdown");
+    markdown
+        .assert_code(0)
+        .assert_reports("**prod: ")
+        .assert_reports("upgrade 1.36.2 → 1.37.0")
+        .assert_reports("<details><summary><b>capstan.yaml</b> changes</summary>")
+        .assert_reports("+approvedMinors: [\"1.36\", \"1.37\"]")
+        .assert_reports("+    tokenFrom: {env: CAPSTAN_PROXMOX_LAB_TOKEN}");
+    let value = json(&fleet.preview("minor-approved", "json"));
+    assert!(
+        value["fleetDiff"]
+            .as_str()
+            .is_some_and(|d| d.contains("+approvedMinors")),
+        "{value:#}"
+    );
+    assert_eq!(value["refusals"], serde_json::json!([]));
+}
+
+/// A branch that approves 1.37, moves prod to it and points the Proxmox token at another
+/// variable, in one commit.
+fn git_edit_two(fleet: &Fleet) {
+    use crate::fixture::git;
+    git(
+        fleet.path(),
+        &["checkout", "--quiet", "-b", "minor-approved", "main"],
+    );
+    let edit = |file: &str, from: &str, to: &str| {
+        let path = fleet.path().join(file);
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert_eq!(text.matches(from).count(), 1, "{from} once in {file}");
+        std::fs::write(&path, text.replacen(from, to, 1)).expect("write");
+    };
+    edit(
+        "capstan.yaml",
+        "approvedMinors: [\"1.36\"]",
+        "approvedMinors: [\"1.36\", \"1.37\"]",
+    );
+    edit(
+        "capstan.yaml",
+        "tokenFrom: {env: CAPSTAN_PROXMOX_HOMELAB_TOKEN}",
+        "tokenFrom: {env: CAPSTAN_PROXMOX_LAB_TOKEN}",
+    );
+    edit(PROD, "version: 1.36.2", "version: 1.37.0");
+    git(fleet.path(), &["commit", "--quiet", "-am", "prod: 1.37"]);
+    git(fleet.path(), &["checkout", "--quiet", "main"]);
+}

@@ -5,8 +5,8 @@
 //!   fires); a failure is retried with capped exponential backoff.
 //! - The last good snapshot is kept while the remote is unreachable: the daemon goes on
 //!   reconciling it, and [`Refresh::unavailable`] says why the remote is not followed.
-//! - `changed` is true only when the revision differs from the one returned before, so the
-//!   daemon re-validates files only then.
+//! - A poll that finds the tip unchanged reads nothing: the snapshot returned is the same
+//!   one, so the daemon (which parses by revision) re-validates nothing.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -73,8 +73,6 @@ pub enum Content {
 pub struct Refresh {
     /// What to reconcile.
     pub content: Content,
-    /// Whether the revision differs from the one returned before.
-    pub changed: bool,
     /// Why the remote is not being followed right now (redacted), if it is not.
     pub unavailable: Option<String>,
     /// A force-push seen by this refresh: (previous, new) revisions.
@@ -100,7 +98,6 @@ pub struct Tracker {
     kind: Kind,
     watcher: Option<RepoWatcher>,
     current: Option<Content>,
-    returned: Option<String>,
     unavailable: Option<String>,
     trigger: Arc<PollTrigger>,
     metrics: Arc<SourceMetrics>,
@@ -116,7 +113,6 @@ impl Tracker {
             },
             watcher: None,
             current: None,
-            returned: None,
             unavailable: None,
             trigger: Arc::default(),
             metrics,
@@ -150,7 +146,6 @@ impl Tracker {
             },
             watcher: None,
             current: None,
-            returned: None,
             unavailable: None,
             trigger: Arc::default(),
         }
@@ -287,14 +282,11 @@ impl Tracker {
             Content::Read(snapshot) => Some(snapshot.revision.clone()),
             Content::Unreadable { revision, .. } => revision.clone(),
         };
-        let changed = revision != self.returned || self.returned.is_none();
         if let Some(revision) = &revision {
             self.metrics.set_revision(revision);
         }
-        self.returned = revision;
         Refresh {
             content,
-            changed,
             unavailable: self.unavailable.clone(),
             forced,
         }

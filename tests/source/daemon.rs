@@ -17,7 +17,7 @@ use capstan::status::FleetStatus;
 use capstan_lab::lab::{Lab, LabOptions};
 use capstan_lab::world::LabConfig;
 
-use super::fixture::{Remote, git, open};
+use super::fixture::{Remote, Spawned, git, open};
 use super::servers;
 use super::webhooks::sign;
 
@@ -342,7 +342,7 @@ fn a_planted_token_never_shows_in_logs_status_or_metrics() {
     );
     let stdout = std::fs::File::create(dir.path().join("stdout")).expect("stdout");
     let stderr = std::fs::File::create(dir.path().join("stderr")).expect("stderr");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_capstan"))
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_capstan"))
         .args(["run", "--repo", &url, "--lab", "--log", "debug"])
         .args([
             "--git-token-from",
@@ -361,8 +361,9 @@ fn a_planted_token_never_shows_in_logs_status_or_metrics() {
         .stderr(stderr)
         .spawn()
         .expect("capstan run starts");
+    let mut child = Spawned(child);
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
-    wait_status(&mut child, addr, "a revision", &|body| {
+    wait_status(&mut child.0, addr, "a revision", &|body| {
         body.contains("main@sha1:")
     });
     server.stop();
@@ -383,7 +384,7 @@ fn a_planted_token_never_shows_in_logs_status_or_metrics() {
         push,
     );
     assert_eq!(code, 202);
-    let status = wait_status(&mut child, addr, "SourceAvailable=False", &|body| {
+    let status = wait_status(&mut child.0, addr, "SourceAvailable=False", &|body| {
         body.contains("SourceUnreachable")
     });
     let (_, metrics) = http_request(addr, "GET", "/metrics", &[], b"");
@@ -399,8 +400,7 @@ fn a_planted_token_never_shows_in_logs_status_or_metrics() {
         br#"{"ref":"refs/heads/main"}"#,
     );
     assert_eq!(code, 401);
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
     let logs = std::fs::read_to_string(dir.path().join("stdout")).expect("stdout")
         + &std::fs::read_to_string(dir.path().join("stderr")).expect("stderr");
     assert!(logs.contains("git remote unavailable"), "{logs}");
@@ -462,8 +462,8 @@ fn walk_text(dir: &Path) -> String {
 }
 
 /// Starts `capstan run --lab` on `url` with its mirrors in `dir`, serving HTTP on `port`.
-fn spawn_run(dir: &Path, url: &str, port: u16) -> std::process::Child {
-    std::process::Command::new(env!("CARGO_BIN_EXE_capstan"))
+fn spawn_run(dir: &Path, url: &str, port: u16) -> Spawned {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_capstan"))
         .args(["run", "--repo", url, "--lab", "--log", "warn"])
         .arg("--state-dir")
         .arg(dir.join("lab"))
@@ -473,7 +473,8 @@ fn spawn_run(dir: &Path, url: &str, port: u16) -> std::process::Child {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
-        .expect("capstan run starts")
+        .expect("capstan run starts");
+    Spawned(child)
 }
 
 #[test]
@@ -489,21 +490,54 @@ fn a_daemon_started_while_the_remote_is_down_reconciles_the_mirrors_last_revisio
     let port = servers::free_port();
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
     let mut first = spawn_run(dir.path(), &url, port);
-    wait_status(&mut first, addr, "the first run's revision", &|body| {
+    wait_status(&mut first.0, addr, "the first run's revision", &|body| {
         body.contains(&revision)
     });
-    let _ = first.kill();
-    let _ = first.wait();
+    drop(first);
 
     server.stop();
     let port = servers::free_port();
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
     let mut second = spawn_run(dir.path(), &url, port);
-    let status = wait_status(&mut second, addr, "SourceAvailable=False", &|body| {
+    let status = wait_status(&mut second.0, addr, "SourceAvailable=False", &|body| {
         body.contains("SourceUnreachable")
     });
-    let _ = second.kill();
-    let _ = second.wait();
+    drop(second);
     let status: FleetStatus = serde_json::from_str(&status).expect("status");
     assert_eq!(status.revision.as_deref(), Some(revision.as_str()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_force_push_is_taken_and_the_status_names_both_revisions() {
+    let remote = Remote::new();
+    let before = remote.commit_and_push("before the rewrite");
+    let url = format!("file://{}", remote.bare().display());
+    let following = Following::start(
+        remote.options(&url, GitCredentials::default()),
+        Duration::from_millis(100),
+        None,
+    )
+    .await;
+    let old = format!("main@sha1:{before}");
+    following
+        .wait_for("the first revision", |s| {
+            s.revision.as_deref() == Some(old.as_str())
+        })
+        .await;
+    remote.write("clusters/README.md", "rewritten\n");
+    let after = remote.amend_and_force_push("the rewrite");
+    let new = format!("main@sha1:{after}");
+    let status = following
+        .wait_for("the rewritten revision", |s| {
+            s.revision.as_deref() == Some(new.as_str())
+        })
+        .await;
+    assert!(
+        status
+            .events
+            .iter()
+            .any(|e| e.contains("force-push") && e.contains(&old) && e.contains(&new)),
+        "{:?}",
+        status.events
+    );
 }

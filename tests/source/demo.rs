@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::daemon::http_request;
-use super::fixture::git;
+use super::fixture::{Spawned, git};
 use super::servers;
 
 #[test]
@@ -15,7 +15,7 @@ fn the_demo_walkthrough_scales_prod_with_a_git_push() {
     let dir = tempfile::tempdir().expect("temp dir");
     let state = dir.path().join("demo");
     let port = servers::free_port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_capstan"))
+    let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
         .args(["demo", "--http", &format!("127.0.0.1:{port}")])
         .arg("--state-dir")
         .arg(&state)
@@ -23,7 +23,8 @@ fn the_demo_walkthrough_scales_prod_with_a_git_push() {
         .stderr(Stdio::null())
         .spawn()
         .expect("capstan demo starts");
-    let stdout = child.stdout.take().expect("stdout");
+    let mut child = Spawned(child);
+    let stdout = child.0.stdout.take().expect("stdout");
     let (lines, printed) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -71,6 +72,5 @@ fn the_demo_walkthrough_scales_prod_with_a_git_push() {
         assert!(Instant::now() < deadline, "the push is applied: {body}");
         std::thread::sleep(Duration::from_millis(200));
     }
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
 }

@@ -169,3 +169,14 @@ spec:
 "
     )
 }
+
+/// A process of the test (a `capstan` binary), killed when dropped, so a failing test leaves
+/// no daemon behind.
+pub struct Spawned(pub std::process::Child);
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

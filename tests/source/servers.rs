@@ -53,6 +53,8 @@ fn wait_listening(port: u16, child: &mut Child, what: &str) {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("{what} does not listen on {port}");
 }
 

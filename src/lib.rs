@@ -25,4 +25,4 @@ pub mod report;
 pub mod source;
 pub mod status;
 
-pub use capstan_core::{fingerprint, model, observed, plan, spec};
+pub use capstan_core::{fingerprint, model, observed, plan, spec, workloads};

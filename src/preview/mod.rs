@@ -14,6 +14,7 @@
 //!   `capstan.yaml`), and diff lines that look like a literal secret are redacted.
 
 mod changes;
+mod drains;
 pub mod render;
 mod summary;
 
@@ -27,6 +28,7 @@ use crate::plan::{self, Blocked, ClusterPlan, Plan, Policy, Rule, Step};
 use crate::spec::{self, Cluster, Diagnostic, Loaded, RepoFiles};
 
 pub use changes::FieldChange;
+pub use drains::{DrainBlock, DrainForecast};
 
 /// One revision's files, as read from Git.
 #[derive(Debug, Clone)]
@@ -107,6 +109,8 @@ pub struct ClusterPreview {
     pub predicted: Vec<PreviewStep>,
     /// Refusals about this cluster.
     pub refused: Vec<Refusal>,
+    /// Every drain of `predicted`, simulated against the observed pods and budgets.
+    pub drains: Vec<DrainForecast>,
 }
 
 /// A predicted step, and whether the base's plan holds it already.
@@ -182,6 +186,11 @@ pub fn build(
             .filter(|r| r.cluster.as_deref() == Some(name.as_str()))
             .cloned()
             .collect();
+        let drains = observed
+            .clusters
+            .get(name)
+            .map(|seen| drains::forecast(&predicted, seen))
+            .unwrap_or_default();
         let facts = summary::Facts {
             file_changed: !diff.is_empty(),
             added: base_file.is_none() && head_file.is_some(),
@@ -189,6 +198,7 @@ pub fn build(
             invalid: head_file.is_some() && head_cluster.is_none(),
             predicted: &predicted,
             refused: &refused,
+            drains: &drains,
         };
         let summary = summary::cluster(&facts);
         let touched = !diff.is_empty()
@@ -211,6 +221,7 @@ pub fn build(
                     .collect(),
                 predicted,
                 refused,
+                drains,
             });
         }
     }

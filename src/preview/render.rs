@@ -97,7 +97,40 @@ fn cluster_markdown(out: &mut String, cluster: &ClusterPreview) {
         }
         let _ = writeln!(out);
     }
+    drains_markdown(out, cluster);
     let _ = writeln!(out, "</details>\n");
+}
+
+fn drains_markdown(out: &mut String, cluster: &ClusterPreview) {
+    if cluster.drains.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "**Drains** simulated against the observed pods and PodDisruptionBudgets:\n"
+    );
+    for drain in &cluster.drains {
+        let evicts: Vec<String> = drain.evicts.iter().map(|p| format!("`{p}`")).collect();
+        let evicts = if evicts.is_empty() {
+            "nothing to evict".to_owned()
+        } else {
+            format!("evicts {}", evicts.join(", "))
+        };
+        let _ = writeln!(out, "- `{}`: {evicts}", drain.node);
+        for block in &drain.blocked_by {
+            let pods: Vec<String> = block.pods.iter().map(|p| format!("`{p}`")).collect();
+            let _ = writeln!(
+                out,
+                "  - **{}**: `{}` allows {} disruption(s) now; guards {}",
+                // Made of a DNS-1123 name and numbers: its backticks are meant as code.
+                block.message,
+                block.budget,
+                block.allowed,
+                pods.join(", ")
+            );
+        }
+    }
+    let _ = writeln!(out);
 }
 
 fn write_diff(out: &mut String, diff: &str) {
@@ -163,6 +196,28 @@ pub fn text(preview: &Preview) -> String {
         }
         for (index, step) in cluster.predicted.iter().enumerate() {
             let _ = writeln!(out, "    {:>2}. {}", index + 1, step_text(step));
+        }
+        for drain in &cluster.drains {
+            let _ = writeln!(
+                out,
+                "  drain {}: evicts {}",
+                drain.node,
+                if drain.evicts.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    drain.evicts.join(", ")
+                }
+            );
+            for block in &drain.blocked_by {
+                let _ = writeln!(
+                    out,
+                    "    {} ({} allows {} now; guards {})",
+                    block.message,
+                    block.budget,
+                    block.allowed,
+                    block.pods.join(", ")
+                );
+            }
         }
     }
     out

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use crate::plan::{Action, Resource};
 
-use super::{FieldChange, PreviewStep, Refusal};
+use super::{DrainForecast, FieldChange, PreviewStep, Refusal};
 
 /// The pool name the planner gives control-plane machines.
 const CONTROL_PLANE_POOL: &str = "cp";
@@ -22,6 +22,7 @@ pub(super) struct Facts<'a> {
     pub invalid: bool,
     pub predicted: &'a [PreviewStep],
     pub refused: &'a [Refusal],
+    pub drains: &'a [DrainForecast],
 }
 
 /// This cluster's phrase of the summary line.
@@ -76,6 +77,20 @@ pub(super) fn cluster(facts: &Facts<'_>) -> String {
             )),
             None => text.push_str(" — held for a maintenance window that never opens again"),
         }
+    }
+    let mut blockers: Vec<&str> = facts
+        .drains
+        .iter()
+        .filter(|d| !d.pending_on_base)
+        .flat_map(|d| d.blocked_by.iter().map(|b| b.budget.as_str()))
+        .collect();
+    blockers.sort_unstable();
+    blockers.dedup();
+    if !blockers.is_empty() {
+        text.push_str(&format!(
+            "; drains will block on PodDisruptionBudget {}",
+            blockers.join(", ")
+        ));
     }
     let new_refusals = facts.refused.iter().filter(|r| !r.on_base).count();
     if new_refusals > 0 {

@@ -65,6 +65,57 @@ impl Fleet {
         self.repo.path()
     }
 
+    /// Puts a `web` pod (guarded by the PodDisruptionBudget `default/web`, `minAvailable:
+    /// 3`) and a `calico-node` DaemonSet pod on each of prod's workers in the snapshot.
+    pub fn with_web_pods(&self) -> &Self {
+        use capstan::workloads::{DisruptionBudget, IntOrPercent, ObservedPod};
+        let path = self.snapshot();
+        let text = std::fs::read_to_string(&path).expect("read the snapshot");
+        let mut observed: Observed = serde_json::from_str(&text).expect("a snapshot");
+        let prod = observed.clusters.get_mut("prod").expect("prod exists");
+        let workers: Vec<_> = prod
+            .nodes
+            .keys()
+            .filter(|name| name.as_str().contains("-general-"))
+            .cloned()
+            .collect();
+        assert_eq!(workers.len(), 3, "prod has three workers");
+        for (index, node) in workers.into_iter().enumerate() {
+            let pod = |namespace: &str, name: String, app: &str, owner: &str| ObservedPod {
+                namespace: namespace.to_owned(),
+                name,
+                labels: [("app".to_owned(), app.to_owned())].into(),
+                ready: true,
+                owner_kind: Some(owner.to_owned()),
+            };
+            prod.pods.insert(
+                node,
+                vec![
+                    pod("default", format!("web-{index}"), "web", "ReplicaSet"),
+                    pod(
+                        "kube-system",
+                        format!("calico-node-{index}"),
+                        "calico-node",
+                        "DaemonSet",
+                    ),
+                ],
+            );
+        }
+        prod.disruption_budgets.push(DisruptionBudget {
+            namespace: "default".to_owned(),
+            name: "web".to_owned(),
+            match_labels: [("app".to_owned(), "web".to_owned())].into(),
+            min_available: Some(IntOrPercent::Count(3)),
+            max_unavailable: None,
+        });
+        std::fs::write(
+            &path,
+            serde_json::to_string_pretty(&observed).expect("snapshot as JSON"),
+        )
+        .expect("write the snapshot");
+        self
+    }
+
     /// The converged snapshot.
     pub fn snapshot(&self) -> PathBuf {
         self.snapshot.path().join("observed.json")

@@ -342,6 +342,7 @@ impl<Pr: Providers> Daemon<Pr> {
             Some((parsed, loaded)) if *parsed == revision => Arc::clone(loaded),
             _ => {
                 tracing::debug!(revision = %revision, "parsing the repository");
+                self.board.source_metrics().count_parse();
                 let loaded = Arc::new(spec::load(&snapshot.files));
                 self.loaded = Some((revision.clone(), Arc::clone(&loaded)));
                 loaded

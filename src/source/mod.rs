@@ -120,11 +120,22 @@ pub struct Snapshot {
 pub struct SourceMetrics {
     ls_remote: AtomicU64,
     fetch: AtomicU64,
+    parses: AtomicU64,
     webhooks: Mutex<BTreeMap<(String, String), u64>>,
     revision: Mutex<Option<String>>,
 }
 
 impl SourceMetrics {
+    /// Counts one parse and validation of the repository's files (once per new revision).
+    pub fn count_parse(&self) {
+        self.parses.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Parses and validations so far.
+    pub fn parse_total(&self) -> u64 {
+        self.parses.load(Ordering::Relaxed)
+    }
+
     /// Counts one ref advertisement.
     pub fn count_ls_remote(&self) {
         self.ls_remote.fetch_add(1, Ordering::Relaxed);
@@ -185,6 +196,11 @@ impl SourceMetrics {
             out,
             "# HELP capstan_git_fetch_total Fetches from the Git remote (only when its tip moved).\n# TYPE capstan_git_fetch_total counter\ncapstan_git_fetch_total {}",
             self.fetch_total()
+        );
+        let _ = writeln!(
+            out,
+            "# HELP capstan_repository_parses_total Parses and validations of the repository (once per new revision).\n# TYPE capstan_repository_parses_total counter\ncapstan_repository_parses_total {}",
+            self.parse_total()
         );
         let _ = writeln!(
             out,

@@ -262,6 +262,7 @@ async fn an_idle_daemon_asks_for_refs_and_never_fetches() {
         .await;
     let metrics = following.board.source_metrics();
     let fetches = metrics.fetch_total();
+    let parses = metrics.parse_total();
     let start = metrics.ls_remote_total();
     let deadline = Instant::now() + PATIENCE;
     while metrics.ls_remote_total() < start + 60 {
@@ -274,6 +275,12 @@ async fn an_idle_daemon_asks_for_refs_and_never_fetches() {
         "no fetch while the tip stays"
     );
     assert_eq!(fetches, 1, "one fetch in all: the first");
+    assert_eq!(
+        metrics.parse_total(),
+        parses,
+        "the files are not read or validated again while the revision stays"
+    );
+    assert_eq!(parses, 1, "one parse in all: the first revision's");
     let status = following.board.status();
     assert_eq!(status.revision, Some(format!("main@sha1:{head}")));
     let exposition = http::render_metrics(&following.board);

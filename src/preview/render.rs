@@ -14,12 +14,12 @@ use super::{ClusterPreview, Preview, PreviewStep, Refusal};
 pub fn markdown(preview: &Preview) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "### capstan preview\n");
+    let _ = writeln!(out, "**{}**\n", escape(&preview.summary));
     let _ = writeln!(
         out,
         "`{}` → `{}`, planned at {} against the observed state.\n",
         preview.base, preview.head, preview.now
     );
-    let _ = writeln!(out, "**{}**\n", escape(&preview.summary));
     if preview.is_refused() {
         let _ = writeln!(
             out,

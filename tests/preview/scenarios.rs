@@ -297,3 +297,53 @@ fn git_edit_two(fleet: &Fleet) {
     git(fleet.path(), &["commit", "--quiet", "-am", "prod: 1.37"]);
     git(fleet.path(), &["checkout", "--quiet", "main"]);
 }
+
+#[test]
+fn scaling_a_pool_down_removes_one_worker_in_the_window() {
+    let fleet = Fleet::new();
+    fleet.branch("fewer", PROD, "replicas: 3", "replicas: 2");
+    let run = fleet.preview("fewer", "json");
+    run.assert_code(0);
+    let value = json(&run);
+    assert_eq!(
+        value["summary"],
+        "prod: −1 worker — held for the maintenance window (Sat 2026-05-02 01:00 UTC); platform: unchanged"
+    );
+    let actions: Vec<&str> = value["clusters"][0]["predicted"]
+        .as_array()
+        .expect("predicted")
+        .iter()
+        .map(|s| s["action"].as_str().expect("action"))
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "cordon",
+            "drain",
+            "delete-node",
+            "reset-node",
+            "destroy-machine"
+        ]
+    );
+}
+
+#[test]
+fn fewer_workers_than_min_workers_is_refused_with_its_rule_and_fix() {
+    let fleet = Fleet::new();
+    fleet.branch("one", PROD, "replicas: 3", "replicas: 1");
+    let run = fleet.preview("one", "markdown");
+    run.assert_code(1).assert_reports("#### Refused");
+    let value = json(&fleet.preview("one", "json"));
+    let refusals = value["refusals"].as_array().expect("refusals");
+    assert!(
+        refusals.iter().any(|r| r["cluster"] == "prod"
+            && r["location"]
+                .as_str()
+                .is_some_and(|l| l.starts_with("clusters/prod.yaml:"))
+            && r["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("minWorkers"))
+            && r["fix"].is_string()),
+        "{value:#}"
+    );
+}

@@ -208,6 +208,22 @@ pub struct GitArgs {
     pub git_mirror_dir: PathBuf,
 }
 
+impl GitArgs {
+    /// What the flags say, as the source reads it.
+    pub fn settings(&self) -> crate::source::GitSettings {
+        crate::source::GitSettings {
+            branch: self.branch.clone(),
+            path: self.path.clone(),
+            git_ssh_key: self.git_ssh_key.clone(),
+            git_known_hosts: self.git_known_hosts.clone(),
+            git_token_from: self.git_token_from.clone(),
+            git_token_auth: self.git_token_auth,
+            git_username: self.git_username.clone(),
+            git_mirror_dir: self.git_mirror_dir.clone(),
+        }
+    }
+}
+
 /// `capstan run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {

@@ -40,9 +40,9 @@ pub fn run(
     out: &mut impl Write,
 ) -> Result<Outcome, PreviewError> {
     let base_ref = args.base.as_deref().unwrap_or(&args.git.branch);
-    let base = revisions::read_revision(&args.repo, base_ref, &args.git, env)
+    let base = revisions::read_revision(&args.repo, base_ref, &args.git.settings(), env)
         .map_err(PreviewError::Base)?;
-    let head = revisions::read_revision(&args.repo, &args.head, &args.git, env)
+    let head = revisions::read_revision(&args.repo, &args.head, &args.git.settings(), env)
         .map_err(PreviewError::Head)?;
     let observed = read_observed(&args.observed).map_err(PreviewError::Observed)?;
     let now = args.now.unwrap_or_else(|| clock.now());

@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::credentials::{CredentialError, Redactor};
-use super::git::{GitError, GitFailure, GitSource, Revision};
-use super::settings::git_options;
+use super::git::{GitError, GitSource};
+use super::settings::{GitSettings, git_options};
+use super::tree::{GitFailure, Revision};
 use super::{Limits, RepoLocation, Snapshot, SourceMetrics};
-use crate::cli::GitArgs;
 
 /// A revision could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -64,7 +64,7 @@ pub enum RevisionError {
 pub fn read_revision(
     location: &RepoLocation,
     reference: &str,
-    args: &GitArgs,
+    args: &GitSettings,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Snapshot, RevisionError> {
     match location {
@@ -105,7 +105,7 @@ fn read_local(
     )
     .map_err(|source| RevisionError::Git {
         reference: reference.to_owned(),
-        source,
+        source: source.into(),
     })?;
     for skipped in &files.skipped {
         tracing::warn!(revision = %files.revision, "not read: {skipped}");
@@ -119,7 +119,7 @@ fn read_local(
 fn read_remote(
     url: &str,
     branch: &str,
-    args: &GitArgs,
+    args: &GitSettings,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Snapshot, RevisionError> {
     let redactor = Redactor::default();

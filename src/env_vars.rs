@@ -55,3 +55,9 @@ pub const CAPSTAN_STATUS_REPO: &str = "CAPSTAN_STATUS_REPO";
 pub const CAPSTAN_STATUS_BRANCH: &str = "CAPSTAN_STATUS_BRANCH";
 /// `capstan status`: the daemon's endpoint.
 pub const CAPSTAN_SERVER: &str = "CAPSTAN_SERVER";
+/// `capstan preview`: the base revision (default: the `--branch`).
+pub const CAPSTAN_PREVIEW_BASE: &str = "CAPSTAN_PREVIEW_BASE";
+/// `capstan preview`: the head revision.
+pub const CAPSTAN_PREVIEW_HEAD: &str = "CAPSTAN_PREVIEW_HEAD";
+/// `capstan plan` and `capstan preview`: plan as of this time instead of now.
+pub const CAPSTAN_NOW: &str = "CAPSTAN_NOW";

@@ -19,10 +19,11 @@ pub mod daemon;
 pub mod env_vars;
 pub mod execute;
 pub mod observe;
+pub mod preview;
 pub mod providers;
 pub mod report;
 pub mod source;
 pub mod status;
 pub mod status_branch;
 
-pub use capstan_core::{fingerprint, model, observed, plan, spec};
+pub use capstan_core::{fingerprint, model, observed, plan, spec, workloads};

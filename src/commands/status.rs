@@ -117,12 +117,13 @@ fn from_repo(
     use crate::source::{self, RepoLocation};
     use crate::status_branch::{BranchOptions, StatusRepository, render};
     let redactor = source::Redactor::default();
+    let settings = args.git.settings();
     let options =
-        source::git_options(url, &args.git, env, &redactor).map_err(StatusError::Credentials)?;
+        source::git_options(url, &settings, env, &redactor).map_err(StatusError::Credentials)?;
     let branch = match &args.status_branch {
         Some(branch) => branch.clone(),
         None => {
-            let snapshot = source::read_once(&RepoLocation::Remote(url.to_owned()), &args.git, env)
+            let snapshot = source::read_once(&RepoLocation::Remote(url.to_owned()), &settings, env)
                 .map_err(StatusError::Fleet)?;
             crate::spec::load(&snapshot.files).desired.map_or_else(
                 || crate::spec::StatusSettings::default().branch,

@@ -137,11 +137,6 @@ impl StatusBoard {
             .insert(condition.kind.clone(), condition);
     }
 
-    /// Counts one attempt to write the status branch, by outcome.
-    pub fn count_status_push(&self, outcome: &'static str) {
-        self.count(|c| *c.status_pushes.entry(outcome).or_default() += 1);
-    }
-
     /// The current counters.
     pub fn counters(&self) -> Counters {
         self.counters
@@ -164,6 +159,20 @@ impl StatusBoard {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
         );
+    }
+}
+
+impl crate::status_branch::Report for StatusBoard {
+    fn fleet_conditions(&self) -> Vec<status::Condition> {
+        self.status().conditions
+    }
+
+    fn set_condition(&self, condition: status::Condition) {
+        StatusBoard::set_condition(self, condition);
+    }
+
+    fn count_status_push(&self, outcome: &'static str) {
+        self.count(|c| *c.status_pushes.entry(outcome).or_default() += 1);
     }
 }
 
@@ -326,7 +335,8 @@ impl<Pr: Providers> Daemon<Pr> {
         let writer = self.status_writer.take().map(|writer| {
             let (out, statuses) = watch::channel(None);
             self.status_out = Some(out);
-            tokio::spawn(writer.run(statuses, Arc::clone(&self.board)))
+            let board: Arc<dyn crate::status_branch::Report> = self.board.clone();
+            tokio::spawn(writer.run(statuses, board))
         });
         tokio::pin!(shutdown);
         loop {

@@ -12,6 +12,7 @@
 pub mod credentials;
 pub mod folder;
 pub mod git;
+pub mod revisions;
 pub mod seed;
 mod settings;
 mod tracker;
@@ -26,11 +27,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use credentials::{CredentialError, KnownHosts, Redactor, Secret, SecretFrom};
 pub use folder::{RepoWatcher, SourceError, read_repo, read_repo_within, watch};
-pub use git::{
-    GitCredentials, GitError, GitFailure, GitOptions, GitSource, PollOutcome, Revision, TokenAuth,
-};
-pub use settings::{SettingsError, git_options, read_once};
+pub use git::{GitError, GitOptions, GitSource, PollOutcome};
+pub use settings::{GitSettings, SettingsError, git_options, read_once};
 pub use tracker::{Content, PollTrigger, Refresh, Tracker};
+pub use transport::{GitCredentials, TokenAuth};
+pub use tree::{CommitFiles, GitFailure, Revision, TreeError};
 
 use crate::spec::RepoFiles;
 

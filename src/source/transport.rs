@@ -1,6 +1,5 @@
 //! How capstan authenticates to a Git remote and checks who it talks to, shared by everything
-//! that connects to one: following the tracked branch ([`super::git`]) and pushing the status
-//! branch (`crate::status_branch`).
+//! that connects to one: following the tracked branch and pushing the status branch.
 //!
 //! # Guarantees
 //! - Credentials are answered at most twice per connection (libgit2 asks again after a
@@ -10,12 +9,50 @@
 //! - A refusal's message (ours, which says more than libgit2's) is kept for [`failure`], and
 //!   every message goes through the [`Redactor`].
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use git2::{CertificateCheckStatus, CredentialType, RemoteCallbacks};
 
-use super::credentials::{CredentialError, PresentedKey, Redactor};
-use super::git::{GitCredentials, GitFailure, TokenAuth};
+use super::credentials::{CredentialError, KnownHosts, PresentedKey, Redactor, Secret};
+use super::tree::GitFailure;
+
+/// How an HTTPS token is sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TokenAuth {
+    /// As the password of HTTP basic authentication (GitHub, GitLab, Gitea accept this).
+    #[default]
+    Basic,
+    /// As `Authorization: Bearer <token>` on every request.
+    Bearer,
+}
+
+impl std::str::FromStr for TokenAuth {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "basic" => Ok(TokenAuth::Basic),
+            "bearer" => Ok(TokenAuth::Bearer),
+            other => Err(format!("`{other}` is not `basic` or `bearer`")),
+        }
+    }
+}
+
+/// Credentials for the remote.
+#[derive(Debug, Clone, Default)]
+pub struct GitCredentials {
+    /// SSH private key file (read by libssh2 at each connection).
+    pub ssh_key: Option<PathBuf>,
+    /// Host keys SSH remotes must present (required for SSH).
+    pub known_hosts: Option<KnownHosts>,
+    /// HTTPS token.
+    pub token: Option<Secret>,
+    /// How the token is sent.
+    pub token_auth: TokenAuth,
+    /// User name for the token (and SSH when the URL names none).
+    pub username: String,
+}
 
 /// Callbacks answering `url`'s requests for credentials and checking its host key; a host-key
 /// refusal's message is left in `rejection`.
@@ -127,7 +164,7 @@ pub(crate) fn failure(
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .take();
     match rejected {
-        Some(message) => GitFailure::redacted(&message, redactor),
+        Some(message) => GitFailure::from_message(&message, redactor),
         None => GitFailure::new(err, redactor),
     }
 }

@@ -339,7 +339,7 @@ impl StatusRepository {
             remote: self.remote_name(),
             branch: self.options.branch.clone(),
             attempts,
-            source: GitFailure::redacted(&last_rejection, &self.redactor),
+            source: GitFailure::from_message(&last_rejection, &self.redactor),
         })
     }
 
@@ -489,7 +489,9 @@ impl StatusRepository {
             Some(message) if is_not_fast_forward(&message) => {
                 Ok(PushOutcome::Behind(self.redactor.redact(&message)))
             }
-            Some(message) => Err(self.push_error(&GitFailure::redacted(&message, &self.redactor))),
+            Some(message) => {
+                Err(self.push_error(&GitFailure::from_message(&message, &self.redactor)))
+            }
             None => {
                 self.remember_tip(commit)?;
                 Ok(PushOutcome::Accepted)
@@ -521,7 +523,7 @@ impl StatusRepository {
         StatusBranchError::Push {
             remote: self.remote_name(),
             branch: self.options.branch.clone(),
-            source: GitFailure::redacted(&failure.to_string(), &self.redactor),
+            source: GitFailure::from_message(&failure.to_string(), &self.redactor),
         }
     }
 

@@ -30,9 +30,8 @@ use debounce::{Debounce, Decision};
 use render::Files;
 
 use crate::clock::Clock;
-use crate::daemon::StatusBoard;
 use crate::source::{CredentialError, GitFailure};
-use crate::status::{self, FleetStatus, error_chain};
+use crate::status::{self, Condition, FleetStatus, error_chain};
 
 /// Changes within this window become one commit: a step's burst of status changes (a VM
 /// created, started, joined) reads as one change in the history.
@@ -145,6 +144,17 @@ impl StatusBranchError {
     }
 }
 
+/// Where the writer reports how its attempts end: the daemon's status board (which
+/// implements this trait, so that this module does not depend on the daemon).
+pub trait Report: Send + Sync {
+    /// The fleet's conditions as published now (to keep transition times).
+    fn fleet_conditions(&self) -> Vec<Condition>;
+    /// Sets a fleet condition (`StatusPushed`).
+    fn set_condition(&self, condition: Condition);
+    /// Counts one attempt by outcome: `pushed`, `unchanged`, or the `StatusPushed` reason.
+    fn count_status_push(&self, outcome: &'static str);
+}
+
 /// How the writer paces and signs its commits.
 #[derive(Debug, Clone)]
 pub struct WriterOptions {
@@ -203,7 +213,7 @@ impl StatusWriter {
     pub async fn run(
         mut self,
         mut statuses: watch::Receiver<Option<FleetStatus>>,
-        board: Arc<StatusBoard>,
+        board: Arc<dyn Report>,
     ) {
         let mut due: Option<jiff::Timestamp> = None;
         let mut latest: Option<FleetStatus> = None;
@@ -221,7 +231,7 @@ impl StatusWriter {
             tokio::select! {
                 changed = statuses.changed() => if changed.is_err() {
                     if let (Some(status), Some(_)) = (&latest, due) {
-                        self.consider(status, &board, true).await;
+                        self.consider(status, &*board, true).await;
                     }
                     break;
                 },
@@ -229,7 +239,7 @@ impl StatusWriter {
             }
             latest.clone_from(&*statuses.borrow_and_update());
             if let Some(status) = &latest {
-                due = self.consider(status, &board, false).await;
+                due = self.consider(status, &*board, false).await;
             }
         }
     }
@@ -239,7 +249,7 @@ impl StatusWriter {
     pub async fn consider(
         &mut self,
         status: &FleetStatus,
-        board: &StatusBoard,
+        board: &dyn Report,
         flush: bool,
     ) -> Option<jiff::Timestamp> {
         let now = self.clock.now();
@@ -336,10 +346,10 @@ impl StatusWriter {
         })?
     }
 
-    fn report(&self, board: &StatusBoard, outcome: Result<&Published, &StatusBranchError>) {
+    fn report(&self, board: &dyn Report, outcome: Result<&Published, &StatusBranchError>) {
         let branch = &self.branch;
         let now = self.clock.now();
-        let previous = board.status().conditions;
+        let previous = board.fleet_conditions();
         board.count_status_push(match outcome {
             Ok(Published::Pushed { .. }) => "pushed",
             Ok(Published::Unchanged) => "unchanged",

@@ -15,7 +15,7 @@ use capstan::status::{
     ClusterStatus, FleetStatus, NodeStatus, StepRecord, WaitingOn, conditions, reasons,
 };
 use capstan::status_branch::{
-    BranchOptions, CommitSettings, StatusRepository, StatusWriter, WriterOptions,
+    BranchOptions, CommitSettings, StatusRepository, StatusWriter, WriterOptions, render,
 };
 
 use super::fixture::{Remote, git};
@@ -446,5 +446,47 @@ fn a_cluster_no_longer_declared_leaves_the_branch_and_others_files_stay() {
     assert_eq!(
         tree.lines().collect::<Vec<_>>(),
         ["README.md", "clusters/edge.md", "clusters/prod.yaml"]
+    );
+}
+
+#[test]
+fn the_branch_reads_back_as_the_tree_the_server_shows() {
+    let now = jiff::Timestamp::now();
+    let mut status = simple_status(Phase::Updating, true);
+    if let Some(prod) = status.clusters.get_mut("prod") {
+        prod.conditions.push(capstan::status::Condition {
+            kind: conditions::READY.to_owned(),
+            status: "False".to_owned(),
+            reason: reasons::RECONCILING.to_owned(),
+            message: "phase Updating".to_owned(),
+            last_transition_time: now,
+        });
+        prod.next_steps
+            .push("join-node capstan-prod-general-b".to_owned());
+        prod.waiting_on.push(WaitingOn {
+            step: capstan::plan::ActionKind::from_name("join-node"),
+            resource: "node capstan-prod-general-b: Ready".to_owned(),
+            since: Some(now),
+        });
+        prod.last_step = Some(StepRecord {
+            action: capstan::plan::ActionKind::from_name("join-node").expect("action"),
+            machine: Some(capstan::model::NodeName(
+                "capstan-prod-general-b".to_owned(),
+            )),
+            message: "joined as worker".to_owned(),
+            succeeded: true,
+            failures: 0,
+            at: now,
+            revision: status.revision.clone(),
+        });
+    }
+    let files = render::render(
+        &render::cluster_files(&status, &std::collections::BTreeMap::new()),
+        &status,
+    );
+    let read = render::fleet_status(&files, status.revision.clone());
+    assert_eq!(
+        capstan::commands::status::render(&read, now),
+        capstan::commands::status::render(&status, now)
     );
 }

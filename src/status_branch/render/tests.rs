@@ -183,18 +183,6 @@ fn the_message_has_one_line_per_changed_cluster_and_the_revision_trailer() {
 }
 
 #[test]
-fn the_branch_reads_back_as_the_tree_the_server_shows() {
-    let now = at("2026-05-01T00:00:00Z");
-    let mut status = fleet(Phase::Ready, 3, now);
-    status.updated = None;
-    let files = files_of(&status, &BTreeMap::new());
-    let read = fleet_status(&files, status.revision.clone());
-    let shown = crate::commands::status::render(&read, now);
-    let served = crate::commands::status::render(&status, now);
-    assert_eq!(shown, served);
-}
-
-#[test]
 fn capstan_owns_the_readme_and_the_cluster_files_only() {
     assert!(is_capstan_file("README.md"));
     assert!(is_capstan_file("clusters/prod.yaml"));

@@ -44,9 +44,10 @@ pub fn find_secret(path: &str, text: &str, redactor: &Redactor) -> Option<Leak> 
     None
 }
 
-/// Whether some `token:` in `text` is followed by a value (an empty one, `""`, `''`, `~` or
-/// `null` says nothing).
+/// Whether some `token:` (in any case, e.g. `Token:`, `bearer_token:`) in `text` is followed by
+/// a value (an empty one, `""`, `''`, `~` or `null` says nothing).
 fn has_token_value(text: &str) -> bool {
+    let text = text.to_ascii_lowercase();
     text.match_indices("token:").any(|(at, key)| {
         let rest = &text[at + key.len()..];
         let value = rest.lines().next().unwrap_or_default().trim();
@@ -72,6 +73,10 @@ mod tests {
             ),
             (
                 "message: 'join with token: abcdef.0123456789abcdef'\n",
+                "a `token:` with a value",
+            ),
+            (
+                "message: 'Bearer-Token: abcdef0123'\n",
                 "a `token:` with a value",
             ),
         ] {

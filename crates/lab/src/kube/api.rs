@@ -15,6 +15,7 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use super::apply;
 use super::patch::{self, PatchKind};
 use super::protobuf;
 use super::resources::{self, ResourceType, by_plural};
@@ -25,6 +26,8 @@ use super::store::{EventKind, Key, Store};
 use super::subresources::{self, ScaleChange};
 use super::table;
 use crate::serve::ClientCertificate;
+
+mod apply_handler;
 
 /// A server-side watch ends after this long unless the client asks otherwise (the real server
 /// picks 30–60 minutes); clients re-watch from the last resourceVersion.
@@ -415,6 +418,16 @@ impl Request<'_> {
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default();
+        if apply::is_apply(content_type) {
+            return self.apply(target);
+        }
+        if self.param("force").is_some() {
+            return Err(ApiError::invalid_patch_options(
+                "force",
+                "FieldValueForbidden",
+                "Forbidden: may not be specified for non-apply patch",
+            ));
+        }
         let kind = PatchKind::from_content_type(content_type)?;
         let body = self.body_json()?;
         let dry_run = self.is_dry_run();

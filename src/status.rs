@@ -88,6 +88,9 @@ pub struct FleetStatus {
     /// Recent events of the source, newest last (e.g. a force-push, naming both revisions).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub events: Vec<String>,
+    /// This replica's role under leader election (`--leader-elect`); absent without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leadership: Option<crate::leader::LeadershipStatus>,
 }
 
 impl FleetStatus {

@@ -14,13 +14,16 @@
 //!   and other clusters carry on. A step that panics counts as a failed step, the panic
 //!   message being its error: its cluster is never left waiting on a task that is gone.
 
+mod board;
 pub mod http;
 mod progress;
+
+pub use board::{Counters, StatusBoard};
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
@@ -31,9 +34,10 @@ use crate::backoff::{Backoff, random_unit};
 use crate::clock::Clock;
 use crate::connect::Providers;
 use crate::execute::{ExecuteError, Executor, StepContext};
+use crate::leader::Leadership;
 use crate::observe::{Observation, Observer};
 use crate::plan::{self, ActionKind, Plan, Policy, Step};
-use crate::source::{self, Content, SourceMetrics, Tracker};
+use crate::source::{self, Content, Tracker};
 use crate::spec::{self, Desired};
 use crate::status::{self, FleetStatus, StatusInput, StepRecord};
 
@@ -71,72 +75,6 @@ impl DaemonOptions {
             backoff: Backoff::default(),
             failures_to_block: 5,
         }
-    }
-}
-
-/// The status the daemon serves, shared with the HTTP endpoint.
-#[derive(Debug, Default)]
-pub struct StatusBoard {
-    status: RwLock<FleetStatus>,
-    counters: Mutex<Counters>,
-    source: Arc<SourceMetrics>,
-}
-
-/// What `/metrics` counts.
-#[derive(Debug, Default, Clone)]
-pub struct Counters {
-    /// Passes run.
-    pub passes: u64,
-    /// Steps by (action, "ok"|"error").
-    pub steps: BTreeMap<(ActionKind, &'static str), u64>,
-    /// When the last pass ended.
-    pub last_pass: Option<jiff::Timestamp>,
-}
-
-impl StatusBoard {
-    /// A board whose `/metrics` include the source's counters.
-    pub fn with_source_metrics(source: Arc<SourceMetrics>) -> Self {
-        StatusBoard {
-            source,
-            ..StatusBoard::default()
-        }
-    }
-
-    /// The source's counters (Git polls, fetches, webhooks).
-    pub fn source_metrics(&self) -> &SourceMetrics {
-        &self.source
-    }
-
-    /// The current status.
-    pub fn status(&self) -> FleetStatus {
-        self.status
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
-    }
-
-    /// The current counters.
-    pub fn counters(&self) -> Counters {
-        self.counters
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
-    }
-
-    fn set(&self, status: FleetStatus) {
-        *self
-            .status
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = status;
-    }
-
-    fn count(&self, update: impl FnOnce(&mut Counters)) {
-        update(
-            &mut self
-                .counters
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
     }
 }
 
@@ -220,6 +158,8 @@ pub struct Daemon<Pr: Providers> {
     events: Vec<String>,
     /// Why the source is not followed right now (redacted), if it is not.
     source_unavailable: Option<String>,
+    /// Whether this replica may start steps (always, without leader election).
+    leadership: Arc<Leadership>,
 }
 
 /// Source events kept in the status.
@@ -246,7 +186,23 @@ impl<Pr: Providers> Daemon<Pr> {
             busy: BTreeMap::new(),
             limit,
             poll_interval: None,
+            leadership: Arc::new(Leadership::always(String::new())),
             options,
+        }
+    }
+
+    /// Starts steps only while `leadership` says this replica leads; observes, plans and
+    /// reports either way, and reports the role in `/status`.
+    pub fn with_leadership(mut self, leadership: Arc<Leadership>) -> Self {
+        self.leadership = leadership;
+        self.share_leadership();
+        self
+    }
+
+    fn share_leadership(&self) {
+        if self.leadership.is_elected() {
+            // Set once per board; a board made by `with_tracker` after this gets it again.
+            self.board.share_leadership(Arc::clone(&self.leadership));
         }
     }
 
@@ -260,6 +216,7 @@ impl<Pr: Providers> Daemon<Pr> {
     pub fn with_tracker(mut self, tracker: Tracker) -> Self {
         self.board = Arc::new(StatusBoard::with_source_metrics(tracker.metrics()));
         self.tracker = tracker;
+        self.share_leadership();
         self
     }
 
@@ -294,6 +251,7 @@ impl<Pr: Providers> Daemon<Pr> {
             tokio::select! {
                 () = &mut shutdown => break,
                 () = self.tracker.changed() => tracing::debug!("source may have changed"),
+                () = self.leadership.changed() => tracing::debug!("leadership changed"),
                 Some(done) = self.in_flight.join_next_with_id(), if !self.in_flight.is_empty() => {
                     self.settle(done);
                 }
@@ -358,6 +316,7 @@ impl<Pr: Providers> Daemon<Pr> {
         let mut work = false;
         for cluster in &plan.clusters {
             let runnable = !cluster.steps.is_empty()
+                && self.leadership.is_leading()
                 && !self.busy.contains_key(&cluster.name)
                 && !observation.failed.contains_key(&cluster.name)
                 && self
@@ -400,6 +359,7 @@ impl<Pr: Providers> Daemon<Pr> {
             .unwrap_or_default();
         let access = observation.access.get(&name).cloned().unwrap_or_default();
         let executor = Arc::clone(&self.executor);
+        let leadership = Arc::clone(&self.leadership);
         let limit = Arc::clone(&self.limit);
         let revision = revision.to_owned();
         self.busy.insert(name.clone(), ());
@@ -422,14 +382,25 @@ impl<Pr: Providers> Daemon<Pr> {
                 revision: &revision,
             };
             let executor = &executor;
+            let leadership = &leadership;
             let runs = steps.iter().map(|step| async move {
-                (
+                // The permit may have been waited for: a replica that lost the Lease
+                // meanwhile starts nothing (the new leader plans this step again).
+                if !leadership.is_leading() {
+                    tracing::info!(cluster = %ctx.cluster, action = step.kind().name(), "not leading any more; step not started");
+                    return None;
+                }
+                Some((
                     step.kind(),
                     step.target.machine.clone(),
                     executor.run(ctx, step).await,
-                )
+                ))
             });
-            let results = futures_util::future::join_all(runs).await;
+            let results = futures_util::future::join_all(runs)
+                .await
+                .into_iter()
+                .flatten()
+                .collect();
             Finished {
                 cluster: name.clone(),
                 revision: revision.clone(),

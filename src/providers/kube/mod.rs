@@ -15,6 +15,7 @@
 
 mod client;
 mod drain;
+mod lease;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -26,6 +27,7 @@ use jiff::Timestamp;
 
 pub use client::{KubeClusterClient, client_certificate_expiry};
 pub use drain::{DrainBlocker, DrainOptions, DrainReport, PodRef, SkipReason, SkippedPod};
+pub use lease::{LeaseClient, LeaseError, LeaseRecord, Written};
 
 use crate::fingerprint;
 use crate::model::NodeName;

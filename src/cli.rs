@@ -85,6 +85,20 @@ pub enum Command {
     ///
     /// Example: `capstan plan examples-repo --observed none --format markdown`
     Plan(PlanArgs),
+    /// Preview a pull request: what merging `--head` into `--base` would make capstan do to
+    /// the live fleet.
+    ///
+    /// Reads both revisions from Git (a remote's branches, or any ref or commit of a local
+    /// repository, never checked out), validates the head, plans head and base against the
+    /// observed state, and prints a summary line, every refusal (validation errors with
+    /// file:line:column, and the planner's refusals, each with its rule and fix), then per
+    /// changed cluster the diff of its file, what the change means and the predicted steps,
+    /// marking those already pending on the base and those this change adds. Exits 1 when the
+    /// change is refused.
+    ///
+    /// Example: `capstan preview --repo . --base main --head my-change --observed none
+    /// --format markdown`
+    Preview(PreviewArgs),
     /// Run the reconciler: keep every cluster of a repository in the state it declares.
     ///
     /// The repository is a Git remote (`--repo URL --branch main`: polled at the fleet's
@@ -193,6 +207,22 @@ pub struct GitArgs {
     /// database, never from a checkout).
     #[arg(long, default_value = ".capstan/git", env = env_vars::CAPSTAN_GIT_MIRROR_DIR)]
     pub git_mirror_dir: PathBuf,
+}
+
+impl GitArgs {
+    /// What the flags say, as the source reads it.
+    pub fn settings(&self) -> crate::source::GitSettings {
+        crate::source::GitSettings {
+            branch: self.branch.clone(),
+            path: self.path.clone(),
+            git_ssh_key: self.git_ssh_key.clone(),
+            git_known_hosts: self.git_known_hosts.clone(),
+            git_token_from: self.git_token_from.clone(),
+            git_token_auth: self.git_token_auth,
+            git_username: self.git_username.clone(),
+            git_mirror_dir: self.git_mirror_dir.clone(),
+        }
+    }
 }
 
 /// `capstan run`.
@@ -350,10 +380,38 @@ pub struct PlanArgs {
     pub observed: ObservedSource,
     /// Plan as of this time (RFC 3339, e.g. `2026-05-02T01:30:00Z`) instead of now: to see
     /// what happens inside a maintenance window.
-    #[arg(long)]
+    #[arg(long, env = env_vars::CAPSTAN_NOW)]
     pub now: Option<jiff::Timestamp>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = PlanFormat::Text, env = env_vars::CAPSTAN_FORMAT)]
+    pub format: PlanFormat,
+}
+
+/// `capstan preview`.
+#[derive(Debug, clap::Args)]
+pub struct PreviewArgs {
+    /// The repository: a Git remote URL (its branches can be previewed) or a local Git
+    /// repository (any ref or commit: a branch, a tag, `refs/pull/7/head`, a commit id).
+    #[arg(long, default_value = ".", env = env_vars::CAPSTAN_REPO)]
+    pub repo: RepoLocation,
+    /// Reading the repository; `--branch` is the default base.
+    #[command(flatten)]
+    pub git: GitArgs,
+    /// The revision the change would be merged into (default: `--branch`).
+    #[arg(long, env = env_vars::CAPSTAN_PREVIEW_BASE)]
+    pub base: Option<String>,
+    /// The revision holding the change.
+    #[arg(long, env = env_vars::CAPSTAN_PREVIEW_HEAD)]
+    pub head: String,
+    /// The observed state: a JSON snapshot (schema: `schemas/observed.schema.json`), or `none`
+    /// for "nothing exists yet".
+    #[arg(long, default_value = "none", env = env_vars::CAPSTAN_OBSERVED)]
+    pub observed: ObservedSource,
+    /// Plan as of this time (RFC 3339) instead of now.
+    #[arg(long, env = env_vars::CAPSTAN_NOW)]
+    pub now: Option<jiff::Timestamp>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = PlanFormat::Markdown, env = env_vars::CAPSTAN_FORMAT)]
     pub format: PlanFormat,
 }
 

@@ -63,3 +63,9 @@ pub const CAPSTAN_LEASE_DURATION: &str = "CAPSTAN_LEASE_DURATION";
 pub const CAPSTAN_LEASE_RENEW: &str = "CAPSTAN_LEASE_RENEW";
 /// How often a standby looks at the Lease.
 pub const CAPSTAN_LEASE_RETRY: &str = "CAPSTAN_LEASE_RETRY";
+/// `capstan preview`: the base revision (default: the `--branch`).
+pub const CAPSTAN_PREVIEW_BASE: &str = "CAPSTAN_PREVIEW_BASE";
+/// `capstan preview`: the head revision.
+pub const CAPSTAN_PREVIEW_HEAD: &str = "CAPSTAN_PREVIEW_HEAD";
+/// `capstan plan` and `capstan preview`: plan as of this time instead of now.
+pub const CAPSTAN_NOW: &str = "CAPSTAN_NOW";

@@ -20,9 +20,10 @@ pub mod env_vars;
 pub mod execute;
 pub mod leader;
 pub mod observe;
+pub mod preview;
 pub mod providers;
 pub mod report;
 pub mod source;
 pub mod status;
 
-pub use capstan_core::{fingerprint, model, observed, plan, spec};
+pub use capstan_core::{fingerprint, model, observed, plan, spec, workloads};

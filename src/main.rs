@@ -40,6 +40,10 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
             .map_err(Into::into),
         Command::Plan(plan) => commands::plan::run(&plan, &SystemClock, &environment, &mut stdout)
             .with_context(|| format!("planning {}", plan.repo)),
+        Command::Preview(preview) => {
+            commands::preview::run(&preview, &SystemClock, &environment, &mut stdout)
+                .with_context(|| format!("previewing {} in {}", preview.head, preview.repo))
+        }
         Command::Run(run) => commands::run::run(&run, &environment)
             .with_context(|| format!("running on {}", run.repo)),
         Command::Demo(demo) => commands::run::demo(&demo).context("running the demo"),

@@ -224,7 +224,7 @@ fn finding_line(finding: &Finding) -> String {
 }
 
 /// Keeps Markdown from reading `*`, `_`, `<` or `|` in names and messages as markup.
-fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         if matches!(c, '*' | '_' | '<' | '>' | '|' | '`' | '[' | ']') {

@@ -4,6 +4,7 @@
 pub mod lab;
 pub mod observe;
 pub mod plan;
+pub mod preview;
 pub mod run;
 pub mod schema;
 pub mod status;

@@ -61,7 +61,7 @@ pub fn run(
     env: &dyn Fn(&str) -> Option<String>,
     out: &mut impl Write,
 ) -> Result<Outcome, ObserveError> {
-    let loaded = spec::load(&source::read_once(&args.repo, &args.git, env)?.files);
+    let loaded = spec::load(&source::read_once(&args.repo, &args.git.settings(), env)?.files);
     let desired = loaded.desired.ok_or(ObserveError::Invalid)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -74,7 +74,7 @@ pub fn run(
     env: &dyn Fn(&str) -> Option<String>,
     out: &mut impl Write,
 ) -> Result<Outcome, PlanError> {
-    let snapshot = source::read_once(&args.repo, &args.git, env)?;
+    let snapshot = source::read_once(&args.repo, &args.git.settings(), env)?;
     let loaded = spec::load(&snapshot.files);
     let Some(desired) = &loaded.desired else {
         let text = format!(

@@ -128,7 +128,7 @@ pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outco
     let (fleet, tracker, folder) = match &args.repo {
         RepoLocation::Folder(path) => (load_fleet(path)?, None, path.clone()),
         RepoLocation::Remote(url) => {
-            let options = source::git_options(url, &args.git, env, &redactor)?;
+            let options = source::git_options(url, &args.git.settings(), env, &redactor)?;
             let (fleet, source, snapshot) = open_remote(options, &redactor)?;
             let tracker = Tracker::git(source, None, crate::backoff::Backoff::default())
                 .starting_from(snapshot);

@@ -29,7 +29,7 @@ pub fn run(
     env: &dyn Fn(&str) -> Option<String>,
     out: &mut impl Write,
 ) -> Result<Outcome, ValidateError> {
-    let snapshot = source::read_once(&args.repo, &args.git, env)?;
+    let snapshot = source::read_once(&args.repo, &args.git.settings(), env)?;
     let files = &snapshot.files;
     let loaded = spec::load(files);
     let shown = if args.repo.is_remote() {

@@ -21,30 +21,8 @@ use std::sync::{Arc, Mutex};
 use git2::{CertificateCheckStatus, CredentialType, Direction, FetchOptions, RemoteCallbacks};
 
 use super::credentials::{CredentialError, KnownHosts, PresentedKey, Redactor, Secret};
+use super::tree::{CommitFiles, GitFailure, Revision, TreeError};
 use super::{Limits, SourceMetrics};
-use crate::spec::RepoFiles;
-
-/// A failure of libgit2, its message redacted.
-#[derive(Debug, thiserror::Error)]
-#[error("{message}")]
-pub struct GitFailure {
-    message: String,
-}
-
-impl GitFailure {
-    pub(super) fn new(err: &git2::Error, redactor: &Redactor) -> Self {
-        GitFailure {
-            message: redactor.redact(err.message()),
-        }
-    }
-
-    /// For messages that cannot hold a credential (reading the local object database).
-    pub(super) fn unredacted(err: &git2::Error) -> Self {
-        GitFailure {
-            message: err.message().to_owned(),
-        }
-    }
-}
 
 /// Following the remote failed.
 #[derive(Debug, thiserror::Error)]
@@ -86,70 +64,12 @@ pub enum GitError {
         #[source]
         source: GitFailure,
     },
-    /// The commit or one of its objects could not be read from the mirror.
-    #[error("cannot read {what} at {revision}")]
-    Read {
-        /// What.
-        what: String,
-        /// The revision.
-        revision: String,
-        /// Why.
-        #[source]
-        source: GitFailure,
-    },
-    /// The commit has no `capstan.yaml` where expected.
-    #[error("{revision} has no {path}: is this a capstan repository (or is --path right)?")]
-    MissingFleet {
-        /// The revision.
-        revision: String,
-        /// Where it was looked for.
-        path: String,
-    },
-    /// `capstan.yaml` is a symbolic link or not a file.
-    #[error("{path} at {revision} is not a regular file (links are never followed)")]
-    NotAFile {
-        /// The revision.
-        revision: String,
-        /// The entry.
-        path: String,
-    },
-    /// A path given or declared leaves the tree (`..`, absolute).
-    #[error("path {path} leaves the repository")]
-    OutsidePath {
-        /// The path.
-        path: String,
-    },
-    /// A file is larger than the per-file limit.
-    #[error("{path} at {revision} holds {size} bytes, more than the limit of {limit} per file")]
-    FileTooLarge {
-        /// The revision.
-        revision: String,
-        /// The file.
-        path: String,
-        /// Its size.
-        size: u64,
-        /// The limit.
-        limit: u64,
-    },
-    /// The files read add up to more than the per-tree limit.
-    #[error("the files at {revision} add up to more than the limit of {limit} bytes per tree")]
-    TreeTooLarge {
-        /// The revision.
-        revision: String,
-        /// The limit.
-        limit: u64,
-    },
-    /// A file is not UTF-8 text.
-    #[error("{path} at {revision} is not UTF-8 text")]
-    NotText {
-        /// The revision.
-        revision: String,
-        /// The file.
-        path: String,
-    },
     /// A credential could not be read.
     #[error("cannot read the Git credentials")]
     Credentials(#[source] CredentialError),
+    /// A commit's files could not be read from the mirror.
+    #[error(transparent)]
+    Tree(#[from] TreeError),
 }
 
 impl GitError {
@@ -162,21 +82,6 @@ impl GitError {
                 | GitError::MissingBranch { .. }
                 | GitError::Credentials(_)
         )
-    }
-}
-
-/// A commit of the tracked branch, shown as Flux shows it: `main@sha1:<40 hex>`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Revision {
-    /// The branch.
-    pub branch: String,
-    /// The commit.
-    pub commit: git2::Oid,
-}
-
-impl std::fmt::Display for Revision {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}@sha1:{}", self.branch, self.commit)
     }
 }
 
@@ -257,17 +162,6 @@ impl PollOutcome {
             PollOutcome::Unchanged(revision) | PollOutcome::Moved { revision, .. } => revision,
         }
     }
-}
-
-/// The files of one commit.
-#[derive(Debug, Clone)]
-pub struct CommitFiles {
-    /// The commit.
-    pub revision: Revision,
-    /// `capstan.yaml` and the cluster files.
-    pub files: RepoFiles,
-    /// Entries of the clusters folder that were not read, and why (links, submodules).
-    pub skipped: Vec<String>,
 }
 
 /// A remote followed through a bare mirror.
@@ -549,13 +443,13 @@ impl GitSource {
     /// # Errors
     /// When an object is missing, a limit is exceeded, or `capstan.yaml` is missing or a link.
     pub fn read(&self, revision: &Revision) -> Result<CommitFiles, GitError> {
-        super::tree::read_commit(
+        Ok(super::tree::read_commit(
             &self.mirror,
             revision,
             self.options.path.as_deref(),
             &self.options.limits,
             &self.redactor,
-        )
+        )?)
     }
 
     fn callbacks(
@@ -640,9 +534,7 @@ impl GitSource {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
         match rejected {
-            Some(message) => GitFailure {
-                message: self.redactor.redact(&message),
-            },
+            Some(message) => GitFailure::from_message(&message, &self.redactor),
             None => GitFailure::new(err, &self.redactor),
         }
     }

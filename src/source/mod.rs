@@ -12,6 +12,7 @@
 pub mod credentials;
 pub mod folder;
 pub mod git;
+pub mod revisions;
 pub mod seed;
 mod settings;
 mod tracker;
@@ -25,9 +26,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use credentials::{CredentialError, KnownHosts, Redactor, Secret, SecretFrom};
 pub use folder::{RepoWatcher, SourceError, read_repo, read_repo_within, watch};
-pub use git::{GitCredentials, GitError, GitOptions, GitSource, PollOutcome, Revision, TokenAuth};
-pub use settings::{SettingsError, git_options, read_once};
+pub use git::{GitCredentials, GitError, GitOptions, GitSource, PollOutcome, TokenAuth};
+pub use settings::{GitSettings, SettingsError, git_options, read_once};
 pub use tracker::{Content, PollTrigger, Refresh, Tracker};
+pub use tree::{CommitFiles, Revision, TreeError};
 
 use crate::spec::RepoFiles;
 

@@ -7,7 +7,28 @@ use std::sync::Arc;
 use super::credentials::{CredentialError, KnownHosts, Redactor, Secret};
 use super::git::{GitCredentials, GitError, GitOptions, GitSource};
 use super::{Limits, RepoLocation, Snapshot, SourceError, SourceMetrics};
-use crate::cli::GitArgs;
+
+/// How to reach and read a Git remote: what the command line's Git flags say (the `cli`
+/// module turns its flags into this, so the source knows nothing of the command line).
+#[derive(Debug, Clone)]
+pub struct GitSettings {
+    /// The branch followed.
+    pub branch: String,
+    /// The folder of the repository holding `capstan.yaml` (none: the root).
+    pub path: Option<std::path::PathBuf>,
+    /// The SSH private key.
+    pub git_ssh_key: Option<std::path::PathBuf>,
+    /// The known_hosts file an SSH remote's host key must be in.
+    pub git_known_hosts: Option<std::path::PathBuf>,
+    /// Where an HTTPS token is read from.
+    pub git_token_from: Option<super::SecretFrom>,
+    /// How the token is sent.
+    pub git_token_auth: super::TokenAuth,
+    /// The user name sent with a basic-auth token.
+    pub git_username: String,
+    /// Where bare mirrors are kept.
+    pub git_mirror_dir: std::path::PathBuf,
+}
 
 /// Reading the repository once failed.
 #[derive(Debug, thiserror::Error)]
@@ -30,7 +51,7 @@ pub enum SettingsError {
 /// When a token's variable is not set.
 pub fn git_options(
     url: &str,
-    args: &GitArgs,
+    args: &GitSettings,
     env: &dyn Fn(&str) -> Option<String>,
     redactor: &Redactor,
 ) -> Result<GitOptions, CredentialError> {
@@ -61,7 +82,7 @@ pub fn git_options(
 /// When the folder or the remote cannot be read.
 pub fn read_once(
     location: &RepoLocation,
-    args: &GitArgs,
+    args: &GitSettings,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Snapshot, SettingsError> {
     match location {

@@ -12,8 +12,128 @@ use std::path::{Component, Path, PathBuf};
 
 use super::Limits;
 use super::credentials::Redactor;
-use super::git::{CommitFiles, GitError, GitFailure, Revision};
 use crate::spec::{self, RepoFiles, SourceText};
+
+/// A failure of libgit2, its message redacted.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct GitFailure {
+    message: String,
+}
+
+impl GitFailure {
+    pub(super) fn new(err: &git2::Error, redactor: &Redactor) -> Self {
+        GitFailure {
+            message: redactor.redact(err.message()),
+        }
+    }
+
+    /// A message of our own about the remote (e.g. a refused host key), redacted.
+    pub(super) fn from_message(message: &str, redactor: &Redactor) -> Self {
+        GitFailure {
+            message: redactor.redact(message),
+        }
+    }
+
+    /// For messages that cannot hold a credential (reading the local object database).
+    pub(super) fn unredacted(err: &git2::Error) -> Self {
+        GitFailure {
+            message: err.message().to_owned(),
+        }
+    }
+}
+
+/// A commit of the tracked branch, shown as Flux shows it: `main@sha1:<40 hex>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Revision {
+    /// The branch.
+    pub branch: String,
+    /// The commit.
+    pub commit: git2::Oid,
+}
+
+impl std::fmt::Display for Revision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}@sha1:{}", self.branch, self.commit)
+    }
+}
+
+/// The files of one commit.
+#[derive(Debug, Clone)]
+pub struct CommitFiles {
+    /// The commit.
+    pub revision: Revision,
+    /// `capstan.yaml` and the cluster files.
+    pub files: RepoFiles,
+    /// Entries of the clusters folder that were not read, and why (links, submodules).
+    pub skipped: Vec<String>,
+}
+
+/// Reading a commit's files from the mirror failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TreeError {
+    /// The commit or one of its objects could not be read from the mirror.
+    #[error("cannot read {what} at {revision}")]
+    Read {
+        /// What.
+        what: String,
+        /// The revision.
+        revision: String,
+        /// Why.
+        #[source]
+        source: GitFailure,
+    },
+    /// The commit has no `capstan.yaml` where expected.
+    #[error("{revision} has no {path}: is this a capstan repository (or is --path right)?")]
+    MissingFleet {
+        /// The revision.
+        revision: String,
+        /// Where it was looked for.
+        path: String,
+    },
+    /// `capstan.yaml` is a symbolic link or not a file.
+    #[error("{path} at {revision} is not a regular file (links are never followed)")]
+    NotAFile {
+        /// The revision.
+        revision: String,
+        /// The entry.
+        path: String,
+    },
+    /// A path given or declared leaves the tree (`..`, absolute).
+    #[error("path {path} leaves the repository")]
+    OutsidePath {
+        /// The path.
+        path: String,
+    },
+    /// A file is larger than the per-file limit.
+    #[error("{path} at {revision} holds {size} bytes, more than the limit of {limit} per file")]
+    FileTooLarge {
+        /// The revision.
+        revision: String,
+        /// The file.
+        path: String,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The files read add up to more than the per-tree limit.
+    #[error("the files at {revision} add up to more than the limit of {limit} bytes per tree")]
+    TreeTooLarge {
+        /// The revision.
+        revision: String,
+        /// The limit.
+        limit: u64,
+    },
+    /// A file is not UTF-8 text.
+    #[error("{path} at {revision} is not UTF-8 text")]
+    NotText {
+        /// The revision.
+        revision: String,
+        /// The file.
+        path: String,
+    },
+}
 
 /// Reads `capstan.yaml` and the cluster files of `revision` from `mirror`'s object database,
 /// under `path` (the root when `None`).
@@ -26,9 +146,9 @@ pub(super) fn read_commit(
     path: Option<&Path>,
     limits: &Limits,
     redactor: &Redactor,
-) -> Result<CommitFiles, GitError> {
+) -> Result<CommitFiles, TreeError> {
     let shown = revision.to_string();
-    let read_error = |what: &str, err: &git2::Error| GitError::Read {
+    let read_error = |what: &str, err: &git2::Error| TreeError::Read {
         what: what.to_owned(),
         revision: shown.clone(),
         source: GitFailure::new(err, redactor),
@@ -42,12 +162,12 @@ pub(super) fn read_commit(
     let base = match path {
         Some(path) if path != Path::new("") && path != Path::new(".") => {
             let path = relative_path(path)?;
-            let entry = root.get_path(&path).map_err(|_| GitError::MissingFleet {
+            let entry = root.get_path(&path).map_err(|_| TreeError::MissingFleet {
                 revision: shown.clone(),
                 path: path.join(spec::FLEET_FILE).display().to_string(),
             })?;
             if entry.kind() != Some(git2::ObjectType::Tree) {
-                return Err(GitError::NotAFile {
+                return Err(TreeError::NotAFile {
                     revision: shown.clone(),
                     path: path.display().to_string(),
                 });
@@ -66,12 +186,12 @@ pub(super) fn read_commit(
     };
     let fleet_entry = base
         .get_name(spec::FLEET_FILE)
-        .ok_or_else(|| GitError::MissingFleet {
+        .ok_or_else(|| TreeError::MissingFleet {
             revision: shown.clone(),
             path: spec::FLEET_FILE.to_owned(),
         })?;
     if !is_regular_file(&fleet_entry) {
-        return Err(GitError::NotAFile {
+        return Err(TreeError::NotAFile {
             revision: shown.clone(),
             path: spec::FLEET_FILE.to_owned(),
         });
@@ -137,8 +257,8 @@ struct TreeReader<'a> {
 }
 
 impl TreeReader<'_> {
-    fn blob_text(&mut self, entry: &git2::TreeEntry<'_>, path: &str) -> Result<String, GitError> {
-        let read_error = |err: &git2::Error| GitError::Read {
+    fn blob_text(&mut self, entry: &git2::TreeEntry<'_>, path: &str) -> Result<String, TreeError> {
+        let read_error = |err: &git2::Error| TreeError::Read {
             what: path.to_owned(),
             revision: self.revision.to_owned(),
             source: GitFailure::unredacted(err),
@@ -150,7 +270,7 @@ impl TreeReader<'_> {
             .map_err(|err| read_error(&err))?;
         let size = size as u64;
         if size > self.limits.max_file_bytes {
-            return Err(GitError::FileTooLarge {
+            return Err(TreeError::FileTooLarge {
                 revision: self.revision.to_owned(),
                 path: path.to_owned(),
                 size,
@@ -159,7 +279,7 @@ impl TreeReader<'_> {
         }
         self.total += size;
         if self.total > self.limits.max_tree_bytes {
-            return Err(GitError::TreeTooLarge {
+            return Err(TreeError::TreeTooLarge {
                 revision: self.revision.to_owned(),
                 limit: self.limits.max_tree_bytes,
             });
@@ -168,7 +288,7 @@ impl TreeReader<'_> {
             .mirror
             .find_blob(entry.id())
             .map_err(|err| read_error(&err))?;
-        String::from_utf8(blob.content().to_vec()).map_err(|_| GitError::NotText {
+        String::from_utf8(blob.content().to_vec()).map_err(|_| TreeError::NotText {
             revision: self.revision.to_owned(),
             path: path.to_owned(),
         })
@@ -181,14 +301,14 @@ fn is_regular_file(entry: &git2::TreeEntry<'_>) -> bool {
 }
 
 /// `path` as a path inside the tree: no root, no `..`; `.` components dropped.
-fn relative_path(path: &Path) -> Result<PathBuf, GitError> {
+fn relative_path(path: &Path) -> Result<PathBuf, TreeError> {
     let mut out = PathBuf::new();
     for component in path.components() {
         match component {
             Component::Normal(part) => out.push(part),
             Component::CurDir => {}
             Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
-                return Err(GitError::OutsidePath {
+                return Err(TreeError::OutsidePath {
                     path: path.display().to_string(),
                 });
             }

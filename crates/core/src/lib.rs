@@ -14,3 +14,4 @@ pub mod model;
 pub mod observed;
 pub mod plan;
 pub mod spec;
+pub mod workloads;

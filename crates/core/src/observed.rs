@@ -21,6 +21,7 @@ use sha1::{Digest, Sha1};
 
 use crate::model::{NodeName, Ownership, Role, VmId};
 use crate::spec::{Distribution, Endpoint, KubeVersion, Machine};
+use crate::workloads::{DisruptionBudget, ObservedPod};
 
 /// Proxmox tag the executor puts on a VM just before it deletes the VM's Node: from then on the
 /// VM is on its way out (reset, then destroy), never mistaken for a machine waiting to join.
@@ -104,6 +105,13 @@ pub struct ObservedCluster {
     /// after the cluster file is removed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flux: Option<FluxSecret>,
+    /// The pods on each Node, for drain simulation (previews). Absent in older snapshots:
+    /// then no drain is simulated.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pods: BTreeMap<NodeName, Vec<ObservedPod>>,
+    /// The cluster's PodDisruptionBudgets, for drain simulation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disruption_budgets: Vec<DisruptionBudget>,
 }
 
 impl ObservedCluster {

@@ -1,0 +1,426 @@
+//! A pull-request preview: what merging `head` into `base` would make capstan do to the live
+//! fleet. Both revisions are planned against the same observed state with the pure planner;
+//! the head's steps that the base's plan holds too are "already pending", the rest are "added
+//! by this change".
+//!
+//! Pure: revisions' files, an observed state and a time in, a [`Preview`] out ([`render`]
+//! prints it). No I/O, no clock.
+//!
+//! # Guarantees
+//! - Refusals come first: every validation error of the head (with file:line:column) and every
+//!   refusal of the head's plan, each with its rule and a fix. A preview with any refusal is
+//!   [`Preview::is_refused`].
+//! - Nothing secret is shown: cluster files hold no secrets (tokens are references in
+//!   `capstan.yaml`), and diff lines that look like a literal secret are redacted.
+
+mod changes;
+mod drains;
+pub mod render;
+mod summary;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use jiff::Timestamp;
+use serde::Serialize;
+
+use crate::observed::Observed;
+use crate::plan::{self, Blocked, ClusterPlan, Plan, Policy, Rule, Step};
+use crate::spec::{self, Cluster, Diagnostic, Loaded, RepoFiles};
+
+pub use changes::FieldChange;
+pub use drains::{DrainBlock, DrainForecast};
+
+/// One revision's files, as read from Git.
+#[derive(Debug, Clone)]
+pub struct RevisionFiles {
+    /// `feature@sha1:<hex>`.
+    pub revision: String,
+    /// Its files.
+    pub files: RepoFiles,
+}
+
+/// The whole preview.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Preview {
+    /// The base revision.
+    pub base: String,
+    /// The head revision.
+    pub head: String,
+    /// The time both plans were made for.
+    pub now: Timestamp,
+    /// One line: per cluster what the change does (`prod: +1 worker; platform: unchanged`).
+    pub summary: String,
+    /// Every refusal of the head, fleet-wide.
+    pub refusals: Vec<Refusal>,
+    /// The unified diff of `capstan.yaml` (empty when unchanged).
+    pub fleet_diff: String,
+    /// Clusters whose file or plan this change touches, by name.
+    pub clusters: Vec<ClusterPreview>,
+}
+
+impl Preview {
+    /// Whether merging would be refused (the preview fails).
+    pub fn is_refused(&self) -> bool {
+        !self.refusals.is_empty()
+    }
+}
+
+/// Something the head asks for that capstan refuses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Refusal {
+    /// The cluster, when the refusal is about one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    /// `validation`, or the planner's rule (`rule 8: the endpoint is fixed`).
+    pub rule: String,
+    /// `clusters/prod.yaml:12:14`, for a validation error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    /// The field path, for a validation error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// What is refused.
+    pub message: String,
+    /// What to do about it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+    /// The base is refused for the same reason: this change did not cause it.
+    pub on_base: bool,
+}
+
+/// One changed cluster.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterPreview {
+    /// `metadata.name` (or, for a file too broken to name its cluster, the file).
+    pub name: String,
+    /// Its file in the head (or the base, when removed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// This cluster's part of the summary line.
+    pub summary: String,
+    /// The unified diff of its file.
+    pub diff: String,
+    /// The fields of its spec that change (`workers.general.replicas 3 → 4`).
+    pub changes: Vec<String>,
+    /// The head's predicted steps against the observed state, in order.
+    pub predicted: Vec<PreviewStep>,
+    /// Refusals about this cluster.
+    pub refused: Vec<Refusal>,
+    /// Every drain of `predicted`, simulated against the observed pods and budgets.
+    pub drains: Vec<DrainForecast>,
+}
+
+/// A predicted step, and whether the base's plan holds it already.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PreviewStep {
+    /// The step, as `capstan plan` shows it.
+    #[serde(flatten)]
+    pub step: Step,
+    /// The base's plan holds it too: it happens whether or not this change is merged.
+    pub pending_on_base: bool,
+}
+
+/// Builds the preview of merging `head` into `base`, both planned against `observed` at `now`.
+pub fn build(
+    base: &RevisionFiles,
+    head: &RevisionFiles,
+    observed: &Observed,
+    now: Timestamp,
+) -> Preview {
+    let base_loaded = spec::load(&base.files);
+    let head_loaded = spec::load(&head.files);
+    let base_plan = plan_of(&base_loaded, observed, now);
+    let head_plan = plan_of(&head_loaded, observed, now);
+    let base_files = files_by_cluster(&base.files, &BTreeMap::new());
+    // A head file too broken to name its cluster is still the cluster the base's file at that
+    // path named.
+    let base_names: BTreeMap<String, String> = base_files
+        .iter()
+        .map(|(name, file)| (file.path.clone(), name.clone()))
+        .collect();
+    let head_files = files_by_cluster(&head.files, &base_names);
+    let base_refusals = refusals(&base_loaded, base_plan.as_ref(), &base_files);
+    let mut all = refusals(&head_loaded, head_plan.as_ref(), &head_files);
+    for refusal in &mut all {
+        refusal.on_base = base_refusals.iter().any(|b| same_refusal(b, refusal));
+    }
+
+    let names: BTreeSet<&String> = base_files
+        .keys()
+        .chain(head_files.keys())
+        .chain(
+            head_plan
+                .iter()
+                .flat_map(|p| p.clusters.iter().map(|c| &c.name)),
+        )
+        .collect();
+    let mut clusters = Vec::new();
+    let mut parts = Vec::new();
+    for name in names {
+        let base_file = base_files.get(name);
+        let head_file = head_files.get(name);
+        let path = head_file.or(base_file).map(|f| f.path.clone());
+        let diff = changes::unified_diff(
+            path.as_deref().unwrap_or(name),
+            base_file.map(|f| f.text.as_str()),
+            head_file.map(|f| f.text.as_str()),
+        );
+        let base_cluster = cluster_of(&base_loaded, name);
+        let head_cluster = cluster_of(&head_loaded, name);
+        let field_changes = match (base_cluster, head_cluster) {
+            (Some(base), Some(head)) => changes::field_changes(base, head),
+            _ => Vec::new(),
+        };
+        let head_steps = cluster_plan(head_plan.as_ref(), name);
+        let base_steps = cluster_plan(base_plan.as_ref(), name);
+        let predicted = mark_pending(
+            head_steps.map(|c| c.predicted.as_slice()).unwrap_or(&[]),
+            base_steps.map(|c| c.predicted.as_slice()).unwrap_or(&[]),
+        );
+        let refused: Vec<Refusal> = all
+            .iter()
+            .filter(|r| r.cluster.as_deref() == Some(name.as_str()))
+            .cloned()
+            .collect();
+        let drains = observed
+            .clusters
+            .get(name)
+            .map(|seen| drains::forecast(&predicted, seen))
+            .unwrap_or_default();
+        let facts = summary::Facts {
+            file_changed: !diff.is_empty(),
+            added: base_file.is_none() && head_file.is_some(),
+            removed: base_file.is_some() && head_file.is_none(),
+            invalid: head_file.is_some() && head_cluster.is_none(),
+            predicted: &predicted,
+            refused: &refused,
+            drains: &drains,
+        };
+        let summary = summary::cluster(&facts);
+        let touched = !diff.is_empty()
+            || predicted.iter().any(|s| !s.pending_on_base)
+            || refused.iter().any(|r| !r.on_base);
+        if touched {
+            parts.insert(clusters.len(), format!("{name}: {summary}"));
+        } else {
+            parts.push(format!("{name}: {summary}"));
+        }
+        if touched {
+            clusters.push(ClusterPreview {
+                name: name.clone(),
+                file: path,
+                summary,
+                diff,
+                changes: field_changes
+                    .iter()
+                    .map(|c| summary::explain(c, &predicted))
+                    .collect(),
+                predicted,
+                refused,
+                drains,
+            });
+        }
+    }
+    let fleet_refused = all.iter().any(|r| r.cluster.is_none());
+    if fleet_refused {
+        parts.insert(0, "capstan.yaml: refused".to_owned());
+    }
+    Preview {
+        base: base.revision.clone(),
+        head: head.revision.clone(),
+        now,
+        summary: parts.join("; "),
+        refusals: all,
+        fleet_diff: changes::unified_diff(
+            &head.files.fleet.path,
+            Some(&base.files.fleet.text),
+            Some(&head.files.fleet.text),
+        ),
+        clusters,
+    }
+}
+
+fn plan_of(loaded: &Loaded, observed: &Observed, now: Timestamp) -> Option<Plan> {
+    let desired = loaded.desired.as_ref()?;
+    Some(plan::plan(desired, observed, &Policy::of(desired), now))
+}
+
+fn cluster_plan<'a>(plan: Option<&'a Plan>, name: &str) -> Option<&'a ClusterPlan> {
+    plan?.cluster(name)
+}
+
+fn cluster_of<'a>(loaded: &'a Loaded, name: &str) -> Option<&'a Cluster> {
+    loaded.desired.as_ref()?.clusters.get(name)
+}
+
+/// Cluster files by the name they declare; a file too broken to declare one by the name in
+/// `names_by_path`, else by its path.
+fn files_by_cluster(
+    files: &RepoFiles,
+    names_by_path: &BTreeMap<String, String>,
+) -> BTreeMap<String, spec::SourceText> {
+    #[derive(serde::Deserialize)]
+    struct Peek {
+        metadata: Option<PeekMetadata>,
+    }
+    #[derive(serde::Deserialize)]
+    struct PeekMetadata {
+        name: Option<String>,
+    }
+    files
+        .clusters
+        .iter()
+        .map(|file| {
+            let name = serde_saphyr::from_str::<Peek>(&file.text)
+                .ok()
+                .and_then(|peek| peek.metadata?.name)
+                .or_else(|| names_by_path.get(&file.path).cloned())
+                .unwrap_or_else(|| file.path.clone());
+            (name, file.clone())
+        })
+        .collect()
+}
+
+/// The head's steps in order, each marked when the base's plan holds the same step (same
+/// action on the same machine), matching each base step at most once.
+fn mark_pending(head: &[Step], base: &[Step]) -> Vec<PreviewStep> {
+    let mut unmatched: Vec<Option<&Step>> = base.iter().map(Some).collect();
+    head.iter()
+        .map(|step| {
+            let found = unmatched
+                .iter_mut()
+                .find(|candidate| candidate.is_some_and(|c| same_step(c, step)));
+            let pending_on_base = match found {
+                Some(slot) => {
+                    *slot = None;
+                    true
+                }
+                None => false,
+            };
+            PreviewStep {
+                step: step.clone(),
+                pending_on_base,
+            }
+        })
+        .collect()
+}
+
+/// The same action on the same machine. A machine that does not exist yet is named after the
+/// spec it is built from, so the base and the head name it differently: its creation and join
+/// match by pool instead.
+fn same_step(a: &Step, b: &Step) -> bool {
+    let is_new_machine = |step: &Step| {
+        step.target.vm_id.is_none()
+            && matches!(
+                step.action,
+                plan::Action::CreateMachine { .. }
+                    | plan::Action::JoinNode { .. }
+                    | plan::Action::InitControlPlane { .. }
+            )
+    };
+    let same_machine = if is_new_machine(a) && is_new_machine(b) {
+        true
+    } else {
+        a.target.machine == b.target.machine
+    };
+    a.name() == b.name()
+        && a.target.cluster == b.target.cluster
+        && same_machine
+        && a.target.pool == b.target.pool
+        && match (&a.action, &b.action) {
+            (
+                plan::Action::UpgradeControlPlane { to: a_to, .. },
+                plan::Action::UpgradeControlPlane { to: b_to, .. },
+            ) => a_to == b_to,
+            _ => true,
+        }
+}
+
+fn same_refusal(a: &Refusal, b: &Refusal) -> bool {
+    a.cluster == b.cluster && a.rule == b.rule && a.field == b.field && a.message == b.message
+}
+
+/// Every refusal of a revision: validation errors, then the plan's refusals.
+fn refusals(
+    loaded: &Loaded,
+    plan: Option<&Plan>,
+    files: &BTreeMap<String, spec::SourceText>,
+) -> Vec<Refusal> {
+    let cluster_of_file = |path: &str| {
+        files
+            .iter()
+            .find(|(_, file)| file.path == path)
+            .map(|(name, _)| name.clone())
+    };
+    let mut out: Vec<Refusal> = loaded
+        .diagnostics
+        .0
+        .iter()
+        .filter(|d| d.is_error())
+        .map(|d| Refusal {
+            cluster: cluster_of_file(&d.file),
+            rule: "validation".to_owned(),
+            location: Some(location(d)),
+            field: d.field.clone(),
+            message: d.message.clone(),
+            fix: d.hint.clone(),
+            on_base: false,
+        })
+        .collect();
+    for cluster in plan.iter().flat_map(|p| &p.clusters) {
+        out.extend(
+            cluster
+                .blocked
+                .iter()
+                .map(|blocked| planner_refusal(&cluster.name, blocked)),
+        );
+    }
+    out
+}
+
+fn location(diagnostic: &Diagnostic) -> String {
+    match (diagnostic.line, diagnostic.column) {
+        (Some(line), Some(column)) => format!("{}:{line}:{column}", diagnostic.file),
+        (Some(line), None) => format!("{}:{line}", diagnostic.file),
+        _ => diagnostic.file.clone(),
+    }
+}
+
+fn planner_refusal(cluster: &str, blocked: &Blocked) -> Refusal {
+    Refusal {
+        cluster: Some(cluster.to_owned()),
+        rule: format!("rule {}: {}", blocked.rule.number(), blocked.rule.title()),
+        location: None,
+        field: None,
+        message: blocked.message.clone(),
+        fix: Some(fix_for(blocked.rule).to_owned()),
+        on_base: false,
+    }
+}
+
+/// What to do about a refusal of the planner, in a line.
+fn fix_for(rule: Rule) -> &'static str {
+    match rule {
+        Rule::EndpointFixed => {
+            "put spec.endpoint back as it was; a new endpoint needs a new cluster"
+        }
+        Rule::Upgrades => {
+            "approve the minor in capstan.yaml's approvedMinors and move one minor at a time, never down"
+        }
+        Rule::MinWorkers => "add a worker first: keep at least rollout.minWorkers workers",
+        Rule::Capacity => {
+            "free memory on the Proxmox nodes of placement, add nodes to placement or make the machines smaller"
+        }
+        Rule::DrainTimeout => {
+            "find what the drain could not evict (its PodDisruptionBudget) and let it move; the node stays cordoned"
+        }
+        _ => "see the message: the cluster proceeds once it no longer applies",
+    }
+}
+
+#[cfg(test)]
+mod tests;

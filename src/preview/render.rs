@@ -1,0 +1,307 @@
+//! A [`Preview`] as Markdown (the pull-request comment: refusals first, one collapsed section
+//! per changed cluster), plain text (a terminal) and JSON (`summary`, `refusals`, and per
+//! cluster `name`, `diff`, `changes`, `predicted` as `capstan plan` prints steps, with
+//! `pendingOnBase`, and `refused`).
+
+use std::fmt::Write as _;
+
+use crate::plan::{Action, Step};
+use crate::report::escape;
+
+use super::{ClusterPreview, Preview, PreviewStep, Refusal};
+
+/// The preview as a Markdown pull-request comment.
+pub fn markdown(preview: &Preview) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "### capstan preview\n");
+    let _ = writeln!(out, "**{}**\n", escape(&preview.summary));
+    let _ = writeln!(
+        out,
+        "`{}` → `{}`, planned at {} against the observed state.\n",
+        preview.base, preview.head, preview.now
+    );
+    if preview.is_refused() {
+        let _ = writeln!(
+            out,
+            "#### Refused: merging this change is refused until these are fixed\n"
+        );
+        for refusal in &preview.refusals {
+            let _ = writeln!(out, "- {}", refusal_markdown(refusal));
+        }
+        let _ = writeln!(out);
+    }
+    if !preview.fleet_diff.is_empty() {
+        let _ = writeln!(
+            out,
+            "<details><summary><b>capstan.yaml</b> changes</summary>\n"
+        );
+        write_diff(&mut out, &preview.fleet_diff);
+        let _ = writeln!(out, "</details>\n");
+    }
+    for cluster in &preview.clusters {
+        cluster_markdown(&mut out, cluster);
+    }
+    if preview.clusters.is_empty() {
+        let _ = writeln!(out, "No cluster changes.");
+    }
+    out
+}
+
+fn refusal_markdown(refusal: &Refusal) -> String {
+    let mut line = format!("**{}**", escape(&refusal.rule));
+    if let Some(location) = &refusal.location {
+        let _ = write!(line, " `{location}`");
+    } else if let Some(cluster) = &refusal.cluster {
+        let _ = write!(line, " `{cluster}`");
+    }
+    if let Some(field) = &refusal.field {
+        let _ = write!(line, " `{field}`");
+    }
+    let _ = write!(line, ": {}", escape(&refusal.message));
+    if let Some(fix) = &refusal.fix {
+        let _ = write!(line, " **Fix:** {}", escape(fix));
+    }
+    if refusal.on_base {
+        line.push_str(" *(refused on the base too)*");
+    }
+    line
+}
+
+fn cluster_markdown(out: &mut String, cluster: &ClusterPreview) {
+    let _ = writeln!(
+        out,
+        "<details><summary><b>{}</b>: {}</summary>\n",
+        html(&cluster.name),
+        html(&cluster.summary)
+    );
+    for refusal in &cluster.refused {
+        let _ = writeln!(out, "> **Refused:** {}\n", refusal_markdown(refusal));
+    }
+    if !cluster.changes.is_empty() {
+        let _ = writeln!(out, "**Changes**\n");
+        for change in &cluster.changes {
+            let _ = writeln!(out, "- {}", escape(change));
+        }
+        let _ = writeln!(out);
+    }
+    write_diff(out, &cluster.diff);
+    if cluster.predicted.is_empty() {
+        let _ = writeln!(out, "No steps: the head converges with nothing to do.\n");
+    } else {
+        let _ = writeln!(
+            out,
+            "**Predicted steps** against the observed state, in order:\n"
+        );
+        for (index, step) in cluster.predicted.iter().enumerate() {
+            let _ = writeln!(out, "{}. {}", index + 1, step_markdown(step));
+        }
+        let _ = writeln!(out);
+    }
+    drains_markdown(out, cluster);
+    let _ = writeln!(out, "</details>\n");
+}
+
+fn drains_markdown(out: &mut String, cluster: &ClusterPreview) {
+    if cluster.drains.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "**Drains** simulated against the observed pods and PodDisruptionBudgets:\n"
+    );
+    for drain in &cluster.drains {
+        let evicts: Vec<String> = drain.evicts.iter().map(|p| format!("`{p}`")).collect();
+        let evicts = if evicts.is_empty() {
+            "nothing to evict".to_owned()
+        } else {
+            format!("evicts {}", evicts.join(", "))
+        };
+        let _ = writeln!(out, "- `{}`: {evicts}", drain.node);
+        for block in &drain.blocked_by {
+            let pods: Vec<String> = block.pods.iter().map(|p| format!("`{p}`")).collect();
+            let _ = writeln!(
+                out,
+                "  - **{}**: `{}` allows {} disruption(s) now; guards {}",
+                // Made of a DNS-1123 name and numbers: its backticks are meant as code.
+                block.message,
+                block.budget,
+                block.allowed,
+                pods.join(", ")
+            );
+        }
+    }
+    let _ = writeln!(out);
+}
+
+fn write_diff(out: &mut String, diff: &str) {
+    if diff.is_empty() {
+        return;
+    }
+    let fence = if diff.contains("```") { "````" } else { "```" };
+    let _ = writeln!(out, "{fence}diff\n{diff}{fence}\n");
+}
+
+fn step_markdown(step: &PreviewStep) -> String {
+    let inner = &step.step;
+    let mut line = format!("`{}` **{}**", inner.name(), escape(&target(inner)));
+    if let Some(node) = proxmox_node(inner) {
+        let _ = write!(line, " on `{node}`");
+    }
+    let _ = write!(line, " — {}", escape(&inner.reason));
+    if inner.disruptive {
+        line.push_str(" · disruptive");
+    }
+    if let Some(wait) = &inner.waits_on {
+        let _ = write!(line, " · waits on {}", escape(&wait.resource.to_string()));
+    }
+    line.push_str(if step.pending_on_base {
+        " · *already pending on the base*"
+    } else {
+        " · **added by this change**"
+    });
+    line
+}
+
+/// The preview as text for a terminal.
+pub fn text(preview: &Preview) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", preview.summary);
+    let _ = writeln!(
+        out,
+        "preview of {} → {} at {}",
+        preview.base, preview.head, preview.now
+    );
+    if preview.is_refused() {
+        let _ = writeln!(out, "\nREFUSED:");
+        for refusal in &preview.refusals {
+            let _ = writeln!(out, "  - {}", refusal_text(refusal));
+        }
+    }
+    if !preview.fleet_diff.is_empty() {
+        let _ = writeln!(out, "\ncapstan.yaml:");
+        for line in preview.fleet_diff.lines() {
+            let _ = writeln!(out, "  | {line}");
+        }
+    }
+    for cluster in &preview.clusters {
+        let _ = writeln!(out, "\n{}: {}", cluster.name, cluster.summary);
+        for change in &cluster.changes {
+            let _ = writeln!(out, "  change: {change}");
+        }
+        for line in cluster.diff.lines() {
+            let _ = writeln!(out, "  | {line}");
+        }
+        if !cluster.predicted.is_empty() {
+            let _ = writeln!(out, "  predicted steps:");
+        }
+        for (index, step) in cluster.predicted.iter().enumerate() {
+            let _ = writeln!(out, "    {:>2}. {}", index + 1, step_text(step));
+        }
+        for drain in &cluster.drains {
+            let _ = writeln!(
+                out,
+                "  drain {}: evicts {}",
+                drain.node,
+                if drain.evicts.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    drain.evicts.join(", ")
+                }
+            );
+            for block in &drain.blocked_by {
+                let _ = writeln!(
+                    out,
+                    "    {} ({} allows {} now; guards {})",
+                    block.message,
+                    block.budget,
+                    block.allowed,
+                    block.pods.join(", ")
+                );
+            }
+        }
+    }
+    out
+}
+
+fn refusal_text(refusal: &Refusal) -> String {
+    let mut line = refusal.rule.clone();
+    if let Some(location) = &refusal.location {
+        let _ = write!(line, " {location}");
+    } else if let Some(cluster) = &refusal.cluster {
+        let _ = write!(line, " {cluster}");
+    }
+    if let Some(field) = &refusal.field {
+        let _ = write!(line, " {field}");
+    }
+    let _ = write!(line, ": {}", refusal.message);
+    if let Some(fix) = &refusal.fix {
+        let _ = write!(line, "\n      fix: {fix}");
+    }
+    if refusal.on_base {
+        line.push_str(" (refused on the base too)");
+    }
+    line
+}
+
+fn step_text(step: &PreviewStep) -> String {
+    let inner = &step.step;
+    let mut line = format!("{} {}", inner.name(), target(inner));
+    if let Some(node) = proxmox_node(inner) {
+        let _ = write!(line, " on {node}");
+    }
+    let _ = write!(line, ": {}", inner.reason);
+    if inner.disruptive {
+        line.push_str(" [disruptive]");
+    }
+    if let Some(wait) = &inner.waits_on {
+        let _ = write!(line, " [waits on {}]", wait.resource);
+    }
+    line.push_str(if step.pending_on_base {
+        " [already pending on the base]"
+    } else {
+        " [added by this change]"
+    });
+    line
+}
+
+/// The preview as JSON.
+pub fn json(preview: &Preview) -> String {
+    let value = serde_json::to_value(preview).unwrap_or_default();
+    format!("{value:#}\n")
+}
+
+fn target(step: &Step) -> String {
+    let mut text = match &step.target.machine {
+        Some(machine) => machine.to_string(),
+        None => format!("cluster {}", step.target.cluster),
+    };
+    if let Some(vm_id) = step.target.vm_id {
+        let _ = write!(text, " (VM {vm_id})");
+    }
+    text
+}
+
+/// The Proxmox node a step acts on, when it acts on one VM.
+fn proxmox_node(step: &Step) -> Option<&str> {
+    match &step.action {
+        Action::CreateMachine { proxmox_node, .. } => Some(proxmox_node),
+        Action::InitControlPlane { machine, .. }
+        | Action::JoinNode { machine, .. }
+        | Action::ResetNode { machine }
+        | Action::DestroyMachine { machine, .. }
+        | Action::UpgradeControlPlane { machine, .. }
+        | Action::FenceMachine { machine, .. } => Some(&machine.proxmox_node),
+        Action::DeleteNode {
+            machine: Some(machine),
+            ..
+        } => Some(&machine.proxmox_node),
+        _ => None,
+    }
+}
+
+/// Escapes text for HTML inside `<summary>`.
+fn html(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}

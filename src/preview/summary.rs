@@ -1,0 +1,194 @@
+//! The words of a preview: one phrase per cluster for the summary line (`+1 worker, 3 workers
+//! replaced (new before old), upgrade 1.36.2 → 1.36.3 — held for the maintenance window`),
+//! and what each changed field causes (`template ... : replaces 3 workers`).
+//!
+//! Pure: counts the steps this change adds (not those already pending on the base).
+
+use std::collections::BTreeMap;
+
+use crate::plan::{Action, Resource};
+
+use super::{DrainForecast, FieldChange, PreviewStep, Refusal};
+
+/// The pool name the planner gives control-plane machines.
+const CONTROL_PLANE_POOL: &str = "cp";
+
+/// What the summary of one cluster is made from.
+pub(super) struct Facts<'a> {
+    pub file_changed: bool,
+    pub added: bool,
+    pub removed: bool,
+    /// The head's file has errors: nothing of it is applied.
+    pub invalid: bool,
+    pub predicted: &'a [PreviewStep],
+    pub refused: &'a [Refusal],
+    pub drains: &'a [DrainForecast],
+}
+
+/// This cluster's phrase of the summary line.
+pub(super) fn cluster(facts: &Facts<'_>) -> String {
+    let added: Vec<&PreviewStep> = facts
+        .predicted
+        .iter()
+        .filter(|s| !s.pending_on_base)
+        .collect();
+    let mut parts = Vec::new();
+    if facts.added {
+        parts.push("new cluster".to_owned());
+    }
+    if facts.removed {
+        if added.is_empty() {
+            parts.push("file removed: its VMs are kept (prune is off)".to_owned());
+        } else {
+            parts.push("file removed: the cluster is deleted".to_owned());
+        }
+    }
+    parts.extend(machine_phrases(&added));
+    for step in &added {
+        if let Action::UpgradeControlPlane { from, to, .. } = &step.step.action {
+            parts.push(format!("upgrade {from} → {to}"));
+        }
+    }
+    let mut text = if parts.is_empty() && facts.invalid {
+        "its file has errors: the cluster is left as it is".to_owned()
+    } else if parts.is_empty() {
+        let pending = facts.predicted.len();
+        match (facts.file_changed, pending) {
+            (true, 0) => "no change to machines".to_owned(),
+            (true, n) => format!("no change to machines ({n} step(s) already pending)"),
+            (false, 0) => "unchanged".to_owned(),
+            (false, n) => format!("unchanged ({n} step(s) already pending)"),
+        }
+    } else {
+        parts.join(", ")
+    };
+    let held = added.iter().find_map(|s| match &s.step.waits_on {
+        Some(wait) => match &wait.resource {
+            Resource::MaintenanceWindow { opens } => Some(*opens),
+            _ => None,
+        },
+        None => None,
+    });
+    if let Some(opens) = held {
+        match opens {
+            Some(opens) => text.push_str(&format!(
+                " — held for the maintenance window ({})",
+                opens.strftime("%a %Y-%m-%d %H:%M UTC")
+            )),
+            None => text.push_str(" — held for a maintenance window that never opens again"),
+        }
+    }
+    let mut blockers: Vec<&str> = facts
+        .drains
+        .iter()
+        .filter(|d| !d.pending_on_base)
+        .flat_map(|d| d.blocked_by.iter().map(|b| b.budget.as_str()))
+        .collect();
+    blockers.sort_unstable();
+    blockers.dedup();
+    if !blockers.is_empty() {
+        text.push_str(&format!(
+            "; drains will block on PodDisruptionBudget {}",
+            blockers.join(", ")
+        ));
+    }
+    let new_refusals = facts.refused.iter().filter(|r| !r.on_base).count();
+    if new_refusals > 0 {
+        text = format!("REFUSED ({new_refusals}), {text}");
+    } else if !facts.refused.is_empty() {
+        text = format!("{text} (still refused as on the base)");
+    }
+    text
+}
+
+/// `+1 worker`, `3 workers replaced (new before old)`, `−1 worker`, per role.
+fn machine_phrases(added: &[&PreviewStep]) -> Vec<String> {
+    // (created, destroyed) per pool.
+    let mut pools: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for step in added {
+        let pool = step.step.target.pool.clone().unwrap_or_default();
+        match &step.step.action {
+            Action::CreateMachine { .. } => pools.entry(pool).or_default().0 += 1,
+            Action::DestroyMachine { .. } => pools.entry(pool).or_default().1 += 1,
+            _ => {}
+        }
+    }
+    let (mut plus, mut minus, mut replaced) = ([0usize; 2], [0usize; 2], [0usize; 2]);
+    for (pool, (created, destroyed)) in &pools {
+        let role = usize::from(pool == CONTROL_PLANE_POOL);
+        let both = (*created).min(*destroyed);
+        replaced[role] += both;
+        plus[role] += created - both;
+        minus[role] += destroyed - both;
+    }
+    let mut out = Vec::new();
+    for (role, noun) in [(1, "control plane"), (0, "worker")] {
+        if plus[role] > 0 {
+            out.push(format!("+{} {}", plus[role], plural(noun, plus[role])));
+        }
+        if replaced[role] > 0 {
+            out.push(format!(
+                "{} {} replaced (new before old)",
+                replaced[role],
+                plural(noun, replaced[role])
+            ));
+        }
+        if minus[role] > 0 {
+            out.push(format!("−{} {}", minus[role], plural(noun, minus[role])));
+        }
+    }
+    out
+}
+
+fn plural(noun: &str, count: usize) -> String {
+    if count == 1 {
+        noun.to_owned()
+    } else {
+        format!("{noun}s")
+    }
+}
+
+/// A changed field and what it causes: `workers.general.machine.template debian13-k8s →
+/// debian13-k8s-v2: replaces 3 workers`.
+pub(super) fn explain(change: &FieldChange, predicted: &[PreviewStep]) -> String {
+    let text = change.to_string();
+    let pool = if change.path.starts_with("controlPlane.machine.") {
+        Some(CONTROL_PLANE_POOL)
+    } else {
+        change
+            .path
+            .strip_prefix("workers.")
+            .and_then(|rest| rest.split_once(".machine."))
+            .map(|(pool, _)| pool)
+    };
+    // Every replacement the head holds, also those the base would make for another reason:
+    // with this change they are built from the new spec.
+    let destroyed_in = |pool: Option<&str>| {
+        predicted
+            .iter()
+            .filter(|s| matches!(s.step.action, Action::DestroyMachine { .. }))
+            .filter(|s| pool.is_none() || s.step.target.pool.as_deref() == pool)
+            .count()
+    };
+    if let Some(pool) = pool {
+        let count = destroyed_in(Some(pool));
+        let noun = if pool == CONTROL_PLANE_POOL {
+            "control plane"
+        } else {
+            "worker"
+        };
+        return if count == 0 {
+            format!("{text}: replaces no machine now")
+        } else {
+            format!("{text}: replaces {count} {}", plural(noun, count))
+        };
+    }
+    if change.path == "kubernetes.version" {
+        let count = destroyed_in(None);
+        return format!(
+            "{text}: upgraded in place on the control plane, then {count} {} replaced",
+            plural("node", count)
+        );
+    }
+    text
+}

@@ -1,0 +1,143 @@
+//! Reading the files of named revisions, for `capstan preview`: any ref, branch or commit of a
+//! local repository (resolved in its object database, never checked out), or a branch of a
+//! remote (fetched into the same bare mirror [`GitSource`] keeps).
+//!
+//! # Guarantees
+//! - Files are read with the same commit reader as the daemon's ([`super::tree`]): links are
+//!   never followed, size limits hold, nothing outside `--path` is read.
+//! - Nothing is written to a local repository; a remote is only read.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::credentials::{CredentialError, Redactor};
+use super::git::{GitError, GitSource};
+use super::settings::{GitSettings, git_options};
+use super::tree::{GitFailure, Revision};
+use super::{Limits, RepoLocation, Snapshot, SourceMetrics};
+
+/// A revision could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RevisionError {
+    /// The folder is not a Git repository.
+    #[error("{path} is not a Git repository (a preview reads revisions from Git)")]
+    OpenRepository {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: GitFailure,
+    },
+    /// The reference names no commit of the repository.
+    #[error("{reference} names no commit of {repository}")]
+    Resolve {
+        /// What was asked for.
+        reference: String,
+        /// The repository (credentials redacted).
+        repository: String,
+        /// Why.
+        #[source]
+        source: GitFailure,
+    },
+    /// A credential could not be resolved.
+    #[error("cannot resolve the Git credentials")]
+    Credentials(#[source] CredentialError),
+    /// The remote or the commit could not be read.
+    #[error("cannot read {reference}")]
+    Git {
+        /// What was asked for.
+        reference: String,
+        /// Why.
+        #[source]
+        source: GitError,
+    },
+}
+
+/// Reads the files of `reference` in `location`: for a folder, anything `git rev-parse`
+/// understands (a branch, a tag, `refs/pull/7/head`, a commit id, `HEAD~1`); for a remote, a
+/// branch.
+///
+/// The revision is shown as `<reference>@sha1:<commit>`.
+///
+/// # Errors
+/// When the repository cannot be opened, the reference resolved, or the commit read.
+pub fn read_revision(
+    location: &RepoLocation,
+    reference: &str,
+    args: &GitSettings,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Snapshot, RevisionError> {
+    match location {
+        RepoLocation::Folder(path) => read_local(path, reference, args.path.as_deref()),
+        RepoLocation::Remote(url) => read_remote(url, reference, args, env),
+    }
+}
+
+fn read_local(
+    folder: &Path,
+    reference: &str,
+    sub_folder: Option<&Path>,
+) -> Result<Snapshot, RevisionError> {
+    let repository =
+        git2::Repository::open(folder).map_err(|err| RevisionError::OpenRepository {
+            path: folder.to_path_buf(),
+            source: GitFailure::unredacted(&err),
+        })?;
+    let resolve_error = |err: &git2::Error| RevisionError::Resolve {
+        reference: reference.to_owned(),
+        repository: folder.display().to_string(),
+        source: GitFailure::unredacted(err),
+    };
+    let commit = repository
+        .revparse_single(reference)
+        .and_then(|object| object.peel_to_commit())
+        .map_err(|err| resolve_error(&err))?;
+    let revision = Revision {
+        branch: reference.to_owned(),
+        commit: commit.id(),
+    };
+    let files = super::tree::read_commit(
+        &repository,
+        &revision,
+        sub_folder,
+        &Limits::default(),
+        &Redactor::default(),
+    )
+    .map_err(|source| RevisionError::Git {
+        reference: reference.to_owned(),
+        source: source.into(),
+    })?;
+    for skipped in &files.skipped {
+        tracing::warn!(revision = %files.revision, "not read: {skipped}");
+    }
+    Ok(Snapshot {
+        revision: files.revision.to_string(),
+        files: files.files,
+    })
+}
+
+fn read_remote(
+    url: &str,
+    branch: &str,
+    args: &GitSettings,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Snapshot, RevisionError> {
+    let redactor = Redactor::default();
+    let mut options = git_options(url, args, env, &redactor).map_err(RevisionError::Credentials)?;
+    options.branch = branch.to_owned();
+    let git_error = |source| RevisionError::Git {
+        reference: branch.to_owned(),
+        source,
+    };
+    let mut source = GitSource::open(options, redactor, Arc::new(SourceMetrics::default()))
+        .map_err(git_error)?;
+    let outcome = source.poll().map_err(git_error)?;
+    let files = source.read(outcome.revision()).map_err(git_error)?;
+    for skipped in &files.skipped {
+        tracing::warn!(revision = %files.revision, "not read: {skipped}");
+    }
+    Ok(Snapshot {
+        revision: files.revision.to_string(),
+        files: files.files,
+    })
+}

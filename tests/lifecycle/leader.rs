@@ -1,11 +1,19 @@
 //! Two `capstan run --leader-elect` processes (the real binary) on one repository and one lab:
 //! exactly one leads and starts steps, the other's `/status` says standby and names the
-//! leader, and SIGTERM on the leader hands the Lease over at once.
+//! leader, and SIGTERM on the leader hands the Lease over at once; a leader killed with -9 in
+//! the middle of a rolling replacement is replaced within the Lease duration plus a poll and
+//! the rollout converges with no duplicate and one machine out at a time; a leader cut off
+//! from the management cluster stops starting steps before the standby may take over.
+
+/// `--lease-duration` of the replicas: short, so the tests wait little.
+const LEASE_DURATION: Duration = Duration::from_secs(3);
+/// `--busy-interval` of the replicas (the poll interval while work is in progress).
+const BUSY_INTERVAL: Duration = Duration::from_millis(100);
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::lifecycle_support::{PATIENCE, World, cluster_yaml};
+use crate::lifecycle_support::{PATIENCE, World, cluster_yaml, ready};
 
 /// One replica: the process and its `/status` URL.
 struct Replica {
@@ -16,6 +24,11 @@ struct Replica {
 
 impl Replica {
     fn start(world: &World, identity: &str, token: &str) -> Replica {
+        Replica::start_with(world, identity, token, &[])
+    }
+
+    /// [`Replica::start`] with more arguments (e.g. `--lease-kubeconfig`).
+    fn start_with(world: &World, identity: &str, token: &str, extra: &[&str]) -> Replica {
         let port = {
             let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
             probe.local_addr().expect("addr").port()
@@ -27,19 +40,20 @@ impl Replica {
                 "--http",
                 &format!("127.0.0.1:{port}"),
                 "--busy-interval",
-                "100ms",
+                &format!("{}ms", BUSY_INTERVAL.as_millis()),
                 "--leader-elect",
                 "--lease-namespace",
                 "default",
                 "--lease-identity",
                 identity,
                 "--lease-duration",
-                "3s",
+                &format!("{}s", LEASE_DURATION.as_secs()),
                 "--lease-renew",
                 "1s",
                 "--lease-retry",
                 "200ms",
             ])
+            .args(extra)
             .env("TEST_PROXMOX_TOKEN", token)
             .env("CAPSTAN_LOG", "info")
             .stdout(Stdio::null())
@@ -231,4 +245,221 @@ async fn one_replica_leads_the_other_stands_by_and_sigterm_hands_over_at_once() 
         "hand-over took {handed_over:?}"
     );
     assert_eq!(lease_holder(&world).as_deref(), Some(new.identity.as_str()));
+}
+
+/// Waits until exactly one of `replicas` leads and the other names it; returns the leader's
+/// index.
+async fn single_leader(replicas: &[Replica]) -> usize {
+    let started = Instant::now();
+    loop {
+        let a = role_of(&replicas[0]).await;
+        let b = role_of(&replicas[1]).await;
+        if let (Some((ra, la)), Some((rb, lb))) = (a, b) {
+            if ra == "leader" && rb == "standby" && lb.as_deref() == Some(&replicas[0].identity) {
+                return 0;
+            }
+            if rb == "leader" && ra == "standby" && la.as_deref() == Some(&replicas[1].identity) {
+                return 1;
+            }
+        }
+        assert!(started.elapsed() < PATIENCE, "no single leader");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn wait_role(replica: &Replica, role: &str, limit: Duration) -> Duration {
+    let started = Instant::now();
+    loop {
+        if role_of(replica).await.is_some_and(|(r, _)| r == role) {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < limit,
+            "{} never became {role}",
+            replica.identity
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_killed_mid_rollout_is_replaced_within_the_lease_and_the_rollout_converges() {
+    let world = World::new("apiVersion: capstan.dev/v1alpha1\nkind: Fleet\n", &[]).await;
+    world.write_fleet(&fleet(&world));
+    world.write_cluster(
+        "prod",
+        &cluster_yaml("prod", 30, "1.36.2", 2, "debian13-k8s"),
+    );
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let token = world.lab.lab_file().proxmox.token;
+    let mut replicas = vec![
+        Replica::start(&world, "replica-a", &token),
+        Replica::start(&world, "replica-b", &token),
+    ];
+    let leader = single_leader(&replicas).await;
+    let started = Instant::now();
+    while !replicas[leader]
+        .status()
+        .await
+        .is_some_and(|s| ready(&serde_json::from_value(s).expect("status"), &["prod"]))
+    {
+        assert!(started.elapsed() < PATIENCE, "prod never Ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let old: Vec<String> = world
+        .vm_views("prod")
+        .into_iter()
+        .filter(|vm| vm.is_worker())
+        .map(|vm| vm.name)
+        .collect();
+    assert_eq!(old.len(), 2);
+
+    // A template change replaces both workers, new before old; kill -9 the leader once the
+    // first new machine exists (the rollout is under way).
+    let recorder = world.record("prod");
+    world.write_cluster(
+        "prod",
+        &cluster_yaml("prod", 30, "1.36.2", 2, "debian13-k8s-v2"),
+    );
+    let started = Instant::now();
+    while world.vms_of("prod").len() < 4 {
+        assert!(started.elapsed() < PATIENCE, "the rollout never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut killed = replicas.remove(leader);
+    let standby = replicas.remove(0);
+    let killed_at = Instant::now();
+    killed.signal("-KILL");
+    let _ = killed.wait_exit().await;
+    wait_role(&standby, "leader", PATIENCE).await;
+    let takeover = killed_at.elapsed();
+    eprintln!("take-over after kill -9: {takeover:?}");
+    assert!(
+        takeover <= LEASE_DURATION + BUSY_INTERVAL + Duration::from_millis(500),
+        "the standby took over after {takeover:?}"
+    );
+
+    // The rollout converges under the new leader.
+    let started = Instant::now();
+    loop {
+        let status = standby.status().await.expect("status");
+        let done = ready(
+            &serde_json::from_value(status.clone()).expect("status"),
+            &["prod"],
+        ) && world
+            .vm_views("prod")
+            .iter()
+            .filter(|vm| vm.is_worker())
+            .all(|vm| !old.contains(&vm.name));
+        if done && world.vms_of("prod").len() == 3 {
+            break;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the rollout never converged: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let timeline = recorder.finish().await;
+    // No VM duplicated: over the whole rollout, the machines were the three there before
+    // and one new worker per old one, never two VMs of one name.
+    let mut ever: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+    for sample in &timeline.0 {
+        let mut names: Vec<&str> = sample.vms.iter().map(|vm| vm.name.as_str()).collect();
+        names.sort_unstable();
+        let count = names.len();
+        names.dedup();
+        assert_eq!(
+            names.len(),
+            count,
+            "a VM name twice at\n{}",
+            sample.summary()
+        );
+        ever.extend(names);
+    }
+    assert_eq!(
+        ever.len(),
+        3 + old.len(),
+        "VMs seen: {ever:?}\n\ntimeline:\n{}",
+        timeline.dump()
+    );
+    for sample in &timeline.0 {
+        // No two disruptive steps overlap: at most one machine cordoned at a time.
+        let cordoned = sample.nodes.iter().filter(|n| n.cordoned).count();
+        assert!(
+            cordoned <= 1,
+            "two machines out at once at\n{}\n\ntimeline:\n{}",
+            sample.summary(),
+            timeline.dump()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_from_the_management_cluster_stops_before_the_standby_may_take_over() {
+    let world = World::new("apiVersion: capstan.dev/v1alpha1\nkind: Fleet\n", &[]).await;
+    world.write_fleet(&fleet(&world));
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let token = world.lab.lab_file().proxmox.token;
+    let management = world.lab.kube().cluster("management").expect("management");
+    // Each replica reaches the Lease with its own credentials, so the fault cuts one off.
+    let dir = tempfile::tempdir().expect("dir");
+    let mut tokens = Vec::new();
+    let mut replicas = Vec::new();
+    for identity in ["replica-a", "replica-b"] {
+        let bearer = management.issue_token(identity, &["system:masters"]);
+        let path = dir.path().join(format!("{identity}.kubeconfig"));
+        std::fs::write(&path, management.token_kubeconfig(identity, &bearer)).expect("write");
+        let path = path.to_str().expect("utf-8").to_owned();
+        replicas.push(Replica::start_with(
+            &world,
+            identity,
+            &token,
+            &["--lease-kubeconfig", &path],
+        ));
+        tokens.push(bearer);
+    }
+    let leader = single_leader(&replicas).await;
+    let standby = 1 - leader;
+    let cut_at = Instant::now();
+    management.partition_token(&tokens[leader], true);
+
+    // The cut-off leader fences itself; only then, and not before a whole Lease duration,
+    // the standby takes over.
+    wait_role(&replicas[leader], "standby", PATIENCE).await;
+    let fenced = cut_at.elapsed();
+    wait_role(&replicas[standby], "leader", PATIENCE).await;
+    let taken = cut_at.elapsed();
+    eprintln!("cut-off leader fenced after {fenced:?}; standby leads after {taken:?}");
+    assert!(
+        fenced < LEASE_DURATION,
+        "the cut-off leader still led after {fenced:?}"
+    );
+    assert!(
+        fenced < taken,
+        "the standby led ({taken:?}) before the old leader stopped ({fenced:?})"
+    );
+
+    // Work arriving now is done by the new leader only.
+    let before = replicas[leader].steps_run().await;
+    world.write_cluster(
+        "prod",
+        &cluster_yaml("prod", 30, "1.36.2", 2, "debian13-k8s"),
+    );
+    let started = Instant::now();
+    loop {
+        let status = replicas[standby].status().await.expect("status");
+        if ready(&serde_json::from_value(status).expect("status"), &["prod"]) {
+            break;
+        }
+        assert!(started.elapsed() < PATIENCE, "prod never Ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        replicas[leader].steps_run().await,
+        before,
+        "the cut-off replica started no step"
+    );
+    assert!(replicas[standby].steps_run().await > 0);
+    management.partition_token(&tokens[leader], false);
 }

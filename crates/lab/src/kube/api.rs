@@ -46,6 +46,9 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    if is_partitioned(&state, &headers) {
+        return std::future::pending().await;
+    }
     let query = parse_query(uri.query().unwrap_or_default());
     let certificate = certificate.map(|Extension(c)| c).unwrap_or_default();
     let request = Request {
@@ -60,6 +63,15 @@ async fn handle(
         Ok(response) => response,
         Err(err) => error_response(&err),
     }
+}
+
+/// Whether the request's bearer token is cut off by the partition fault.
+fn is_partitioned(state: &ClusterState, headers: &HeaderMap) -> bool {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    token.is_some_and(|t| state.lock().partitioned.contains(t.trim()))
 }
 
 fn json_response(code: StatusCode, value: &Value) -> Response {

@@ -255,6 +255,18 @@ impl SimCluster {
         token
     }
 
+    /// Fault: from now on (`cut`) or no longer, requests carrying bearer `token` get no
+    /// answer, as if the network between that one client and the API server dropped them;
+    /// other clients are served as usual.
+    pub fn partition_token(&self, token: &str, cut: bool) {
+        let mut inner = self.state.lock();
+        if cut {
+            inner.partitioned.insert(token.to_owned());
+        } else {
+            inner.partitioned.remove(token);
+        }
+    }
+
     /// What `/version` reports.
     pub fn version(&self) -> String {
         self.state.lock().git_version.clone()

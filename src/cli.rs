@@ -262,8 +262,12 @@ pub struct LeaderArgs {
     pub lease_name: String,
     /// Kubeconfig of the cluster holding the Lease (default: the fleet's first management
     /// cluster, by name; with `--lab`, the lab's `management`).
-    #[arg(long, env = env_vars::CAPSTAN_LEASE_KUBECONFIG)]
+    #[arg(long, conflicts_with = "lease_in_cluster", env = env_vars::CAPSTAN_LEASE_KUBECONFIG)]
     pub lease_kubeconfig: Option<PathBuf>,
+    /// Hold the Lease in the cluster capstan runs in, through its pod's service account (which
+    /// needs only get, create and update on Leases in `--lease-namespace`).
+    #[arg(long, env = env_vars::CAPSTAN_LEASE_IN_CLUSTER)]
+    pub lease_in_cluster: bool,
     /// This replica's identity in the Lease (default: host name and process id; in a pod, the
     /// pod's name is the host name).
     #[arg(long, env = env_vars::CAPSTAN_LEASE_IDENTITY)]

@@ -69,3 +69,5 @@ pub const CAPSTAN_PREVIEW_BASE: &str = "CAPSTAN_PREVIEW_BASE";
 pub const CAPSTAN_PREVIEW_HEAD: &str = "CAPSTAN_PREVIEW_HEAD";
 /// `capstan plan` and `capstan preview`: plan as of this time instead of now.
 pub const CAPSTAN_NOW: &str = "CAPSTAN_NOW";
+/// Hold the Lease through the pod's service account.
+pub const CAPSTAN_LEASE_IN_CLUSTER: &str = "CAPSTAN_LEASE_IN_CLUSTER";

@@ -391,18 +391,22 @@ async fn election(
             retry: timings.retry,
         });
     }
-    let kubeconfig = match &args.lease_kubeconfig {
-        Some(path) => {
-            std::fs::read_to_string(path).map_err(|source| RunError::LeaseKubeconfig {
-                path: path.clone(),
-                source,
-            })?
-        }
-        None => default_kubeconfig.ok_or(RunError::NoLeaseCluster)?,
+    let cluster = if args.lease_in_cluster {
+        KubeClusterClient::in_cluster().map_err(RunError::LeaseCluster)?
+    } else {
+        let kubeconfig = match &args.lease_kubeconfig {
+            Some(path) => {
+                std::fs::read_to_string(path).map_err(|source| RunError::LeaseKubeconfig {
+                    path: path.clone(),
+                    source,
+                })?
+            }
+            None => default_kubeconfig.ok_or(RunError::NoLeaseCluster)?,
+        };
+        KubeClusterClient::connect(&kubeconfig)
+            .await
+            .map_err(RunError::LeaseCluster)?
     };
-    let cluster = KubeClusterClient::connect(&kubeconfig)
-        .await
-        .map_err(RunError::LeaseCluster)?;
     let lease = LeaseClient::new(&cluster, &args.lease_namespace, &args.lease_name);
     let identity = args.lease_identity.clone().unwrap_or_else(default_identity);
     tracing::info!(identity = %identity, lease = %lease.describe(), "electing a leader");

@@ -1,6 +1,6 @@
 //! Simulated Kubernetes API servers: one HTTPS server per cluster on loopback, each with its
 //! own CA, serving certificate and admin credentials, speaking enough of the real API
-//! (discovery, core/apps/policy/coordination resources, selectors, resourceVersion conflicts,
+//! (discovery, core/apps/policy/coordination resources, RBAC Roles stored but not enforced, selectors, resourceVersion conflicts,
 //! merge and strategic merge patch, server-side apply with managedFields, watch, eviction with PodDisruptionBudgets, `Table`
 //! printing, `Status` errors) that the stock `kubectl` and the kube crate work against it.
 //!

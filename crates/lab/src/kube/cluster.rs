@@ -34,6 +34,8 @@ const CA_LIFETIME: SignedDuration = SignedDuration::from_hours(24 * 3650);
 /// The admin user kubeadm writes into `admin.conf`, and its group.
 const ADMIN_USER: &str = "kubernetes-admin";
 const ADMIN_GROUP: &str = "kubeadm:cluster-admins";
+/// The namespace capstan runs in on the management cluster (deploy/capstan.yaml's).
+const CAPSTAN_NAMESPACE: &str = "capstan-system";
 
 /// What a new simulated cluster looks like before any node joins.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,6 +131,11 @@ impl SimCluster {
         };
         for namespace in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             cluster.ensure_namespace(namespace)?;
+        }
+        if cluster.name() == super::MANAGEMENT {
+            // Where capstan itself runs (deploy/ makes it on a real management cluster), so
+            // `run --lab --leader-elect` finds its Lease's namespace.
+            cluster.ensure_namespace(CAPSTAN_NAMESPACE)?;
         }
         Ok(cluster)
     }

@@ -284,7 +284,7 @@ async fn wait_role(replica: &Replica, role: &str, limit: Duration) -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_killed_mid_rollout_is_replaced_within_the_lease_and_the_rollout_converges() {
-    let world = World::new("apiVersion: capstan.dev/v1alpha1\nkind: Fleet\n", &[]).await;
+    let world = World::recording("apiVersion: capstan.dev/v1alpha1\nkind: Fleet\n", &[]).await;
     world.write_fleet(&fleet(&world));
     world.write_cluster(
         "prod",
@@ -383,8 +383,51 @@ async fn a_leader_killed_mid_rollout_is_replaced_within_the_lease_and_the_rollou
         "VMs seen: {ever:?}\n\ntimeline:\n{}",
         timeline.dump()
     );
+    // From the Proxmox API's log (bootstrap included): one clone per machine ever built, the
+    // three first ones and one per replaced worker, never a name twice.
+    let exchanges = world.lab.proxmox().exchanges();
+    let clones: Vec<String> = exchanges
+        .iter()
+        .filter(|e| e.template.ends_with("/clone") && e.status == 200)
+        .filter_map(|e| {
+            e.params
+                .get("name")
+                .and_then(|n| n.as_str())
+                .map(str::to_owned)
+        })
+        .collect();
+    let mut distinct = clones.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(
+        (clones.len(), distinct.len()),
+        (3 + old.len(), 3 + old.len()),
+        "one clone per machine: {clones:?}"
+    );
+    // Stops and destroys of one VM never interleave with another's (each VM's retirement is
+    // one span in the log, the spans disjoint).
+    let retirements: Vec<String> = exchanges
+        .iter()
+        .filter(|e| e.status == 200)
+        .filter_map(|e| {
+            let upid = e.body["data"].as_str()?;
+            let fields: Vec<&str> = upid.split(':').collect();
+            let kind = *fields.get(5)?;
+            matches!(kind, "qmstop" | "qmshutdown" | "qmdestroy").then(|| fields[6].to_owned())
+        })
+        .collect();
+    let mut retired = retirements.clone();
+    retired.sort();
+    retired.dedup();
+    assert_eq!(
+        retired.len(),
+        old.len(),
+        "both old workers retired: {retirements:?}"
+    );
+    assert_disjoint_spans("VM retirements (Proxmox log)", &retirements);
     for sample in &timeline.0 {
-        // No two disruptive steps overlap: at most one machine cordoned at a time.
+        // No two drains overlap: at most one node cordoned at a time (the test cluster runs
+        // no evictable pods, so the drains show as cordons, not as evictions).
         let cordoned = sample.nodes.iter().filter(|n| n.cordoned).count();
         assert!(
             cordoned <= 1,
@@ -462,4 +505,19 @@ async fn a_leader_cut_off_from_the_management_cluster_stops_before_the_standby_m
     );
     assert!(replicas[standby].steps_run().await > 0);
     management.partition_token(&tokens[leader], false);
+}
+
+/// Asserts that in `events` (targets in log order) each target's events are consecutive:
+/// work on one target never interleaves with work on another.
+fn assert_disjoint_spans(what: &str, events: &[String]) {
+    let mut blocks: Vec<&str> = Vec::new();
+    for event in events {
+        if blocks.last() != Some(&event.as_str()) {
+            blocks.push(event);
+        }
+    }
+    let mut seen = blocks.clone();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen.len(), blocks.len(), "{what} interleave: {events:?}");
 }

@@ -232,6 +232,10 @@ fn taken(
 }
 
 /// Runs the election until `stop` completes, then releases the Lease if this replica holds it.
+///
+/// Each attempt (read, then maybe write) is bounded by `timings.renew`, so a request that
+/// hangs (a partition) does not stall the loop once the network is back; `stop` interrupts an
+/// attempt. After a failed attempt the next comes after `timings.retry`.
 pub async fn elect(
     lease: LeaseClient,
     leadership: &Leadership,
@@ -243,11 +247,26 @@ pub async fn elect(
     // The Lease as last seen, and when (on our clock) it last changed.
     let mut seen: Option<(LeaseRecord, Instant)> = None;
     loop {
-        let attempt = attempt(&lease, leadership, &identity, &timings, &mut seen).await;
-        if let Err(err) = attempt {
-            tracing::warn!(lease = %lease.describe(), error = %crate::status::error_chain(&err), "lease not renewed");
-        }
-        let delay = if leadership.is_leading() {
+        let bounded = tokio::time::timeout(
+            timings.renew,
+            attempt(&lease, leadership, &identity, &timings, &mut seen),
+        );
+        let outcome = tokio::select! {
+            () = &mut stop => break,
+            outcome = bounded => outcome,
+        };
+        let failed = match outcome {
+            Ok(Ok(())) => false,
+            Ok(Err(err)) => {
+                tracing::warn!(lease = %lease.describe(), error = %crate::status::error_chain(&err), "lease not read or written");
+                true
+            }
+            Err(_) => {
+                tracing::warn!(lease = %lease.describe(), timeout = ?timings.renew, "lease request timed out");
+                true
+            }
+        };
+        let delay = if leadership.is_leading() && !failed {
             timings.renew
         } else {
             timings.retry
@@ -257,7 +276,10 @@ pub async fn elect(
             () = tokio::time::sleep(delay) => {}
         }
     }
-    release(&lease, leadership, &identity).await;
+    let release = release(&lease, leadership, &identity);
+    if tokio::time::timeout(timings.renew, release).await.is_err() {
+        tracing::warn!(lease = %lease.describe(), "lease not released in time; the standby waits for it to expire");
+    }
 }
 
 async fn attempt(
@@ -299,11 +321,9 @@ async fn attempt(
 
 /// Clears the holder if it is us, so a standby takes over without waiting for expiry.
 async fn release(lease: &LeaseClient, leadership: &Leadership, identity: &str) {
-    let was_leading = leadership.is_leading();
+    // Stop leading first; then clear the Lease if it names us (even when the write that made
+    // it ours was interrupted before we knew).
     leadership.follow(None);
-    if !was_leading {
-        return;
-    }
     let result = async {
         let Some(current) = lease.get().await? else {
             return Ok(false);

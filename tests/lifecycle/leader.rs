@@ -504,7 +504,34 @@ async fn a_leader_cut_off_from_the_management_cluster_stops_before_the_standby_m
         "the cut-off replica started no step"
     );
     assert!(replicas[standby].steps_run().await > 0);
+
+    // The partition heals: the old leader's election was not stuck on its hung requests, it
+    // reads the Lease again and names the new leader, and stays standby.
     management.partition_token(&tokens[leader], false);
+    let started = Instant::now();
+    loop {
+        let role = role_of(&replicas[leader]).await;
+        if role
+            == Some((
+                "standby".to_owned(),
+                Some(replicas[standby].identity.clone()),
+            ))
+        {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the healed replica never saw the new leader: {role:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        role_of(&replicas[standby])
+            .await
+            .map(|(role, _)| role)
+            .as_deref(),
+        Some("leader")
+    );
 }
 
 /// Asserts that in `events` (targets in log order) each target's events are consecutive:

@@ -138,11 +138,18 @@ impl Apply<'_> {
             return Err(ApiError::apply_conflict(&conflicts));
         }
 
+        // An apply that changes nothing leaves the object as it was (no new time, so no new
+        // resourceVersion), as on the real server.
+        let unchanged = merged == base && mine.is_some_and(|i| entries[i].fields == applied_fields);
+        let time = match mine {
+            Some(index) if unchanged => entries[index].time.clone(),
+            _ => Some(rfc3339(self.now)),
+        };
         let own = Entry {
             manager: self.manager.to_owned(),
             operation: "Apply".to_owned(),
             api_version: self.api_version.to_owned(),
-            time: Some(rfc3339(self.now)),
+            time,
             fields: applied_fields,
         };
         match mine {
@@ -409,6 +416,28 @@ mod tests {
             .merge(Some(&first), &config_map(json!({"a": "1"})))
             .expect("alice again");
         assert_eq!(second["data"], json!({"a": "1"}));
+    }
+
+    #[test]
+    fn applying_the_same_config_again_changes_nothing() {
+        let first = apply("alice", false)
+            .merge(None, &config_map(json!({"a": "1"})))
+            .expect("alice");
+        let later = Apply {
+            now: Timestamp::from_second(3600).expect("time"),
+            ..apply("alice", false)
+        };
+        let again = later
+            .merge(Some(&first), &config_map(json!({"a": "1"})))
+            .expect("again");
+        assert_eq!(again, first);
+        let changed = later
+            .merge(Some(&first), &config_map(json!({"a": "2"})))
+            .expect("changed");
+        assert_eq!(
+            changed["metadata"]["managedFields"][0]["time"],
+            "1970-01-01T01:00:00Z"
+        );
     }
 
     #[test]

@@ -25,10 +25,10 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
-use serde::Serialize;
 use tokio::sync::watch;
 
 use crate::providers::kube::{LeaseClient, LeaseError, LeaseRecord, Written};
+use crate::status::LeadershipStatus;
 
 /// The timings of the election.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,21 +46,6 @@ impl LeaseTimings {
     pub fn fence(&self) -> Duration {
         self.duration.saturating_sub(self.retry)
     }
-}
-
-/// This replica's role, as `/status` reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LeadershipStatus {
-    /// `leader` or `standby`.
-    pub role: String,
-    /// This replica's identity (the Lease's holder while it leads).
-    pub identity: String,
-    /// Who holds the Lease, as last read.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub leader: Option<String>,
-    /// The Lease, `namespace/name`.
-    pub lease: String,
 }
 
 #[derive(Debug, Default)]

@@ -231,6 +231,7 @@ pub async fn elect(
     let identity = leadership.identity.clone();
     // The Lease as last seen, and when (on our clock) it last changed.
     let mut seen: Option<(LeaseRecord, Instant)> = None;
+    let mut last_error: Option<String> = None;
     loop {
         let bounded = tokio::time::timeout(
             timings.renew,
@@ -240,17 +241,22 @@ pub async fn elect(
             () = &mut stop => break,
             outcome = bounded => outcome,
         };
-        let failed = match outcome {
-            Ok(Ok(())) => false,
-            Ok(Err(err)) => {
-                tracing::warn!(lease = %lease.describe(), error = %crate::status::error_chain(&err), "lease not read or written");
-                true
-            }
-            Err(_) => {
-                tracing::warn!(lease = %lease.describe(), timeout = ?timings.renew, "lease request timed out");
-                true
-            }
+        let error = match outcome {
+            Ok(Ok(())) => None,
+            Ok(Err(err)) => Some(crate::status::error_chain(&err)),
+            Err(_) => Some(format!("no answer within {:?}", timings.renew)),
         };
+        // Said once per new error (and once when it clears), not at every retry.
+        if error != last_error {
+            match &error {
+                Some(error) => {
+                    tracing::warn!(lease = %lease.describe(), error = %error, "lease not read or written");
+                }
+                None => tracing::info!(lease = %lease.describe(), "lease reachable again"),
+            }
+        }
+        let failed = error.is_some();
+        last_error = error;
         let delay = if leadership.is_leading() && !failed {
             timings.renew
         } else {

@@ -107,11 +107,12 @@ pub enum Command {
     /// Proxmox, the clusters and Flux, plans, and runs the next step of every cluster, one step
     /// at a time per cluster. Progress goes to standard output, logs to standard error. With
     /// `--lab` it starts an embedded lab and works against it instead of the connections of
-    /// capstan.yaml. Runs until SIGTERM or Ctrl-C.
+    /// capstan.yaml. With `--leader-elect`, several replicas share the work safely: only the
+    /// holder of a Lease starts steps. Runs until SIGTERM or Ctrl-C (which releases the Lease).
     ///
     /// Example: `capstan run --repo git@git.example:org/fleet.git --git-ssh-key id_ed25519
     /// --git-known-hosts known_hosts --http 0.0.0.0:9464`
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// The main job for a newcomer: GitOps on an embedded lab. Makes a bare Git repository
     /// (the remote) whose first commit is examples-repo/, and a clone of it for you; follows
     /// the remote's `main` branch, brings the example clusters up, says when they are Ready
@@ -264,6 +265,48 @@ pub struct RunArgs {
     /// Pacing and the HTTP endpoint.
     #[command(flatten)]
     pub daemon: DaemonArgs,
+    /// Leader election (several replicas).
+    #[command(flatten)]
+    pub leader: LeaderArgs,
+}
+
+/// Leader election among replicas of `capstan run`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LeaderArgs {
+    /// Start steps only while holding a `coordination.k8s.io/v1` Lease; otherwise stand by
+    /// (observe, keep the Git mirror fresh, serve `/status` naming the leader) and take over
+    /// when the Lease expires or is released.
+    #[arg(long, env = env_vars::CAPSTAN_LEADER_ELECT)]
+    pub leader_elect: bool,
+    /// Namespace of the Lease (it must exist).
+    #[arg(long, default_value = "capstan-system", env = env_vars::CAPSTAN_LEASE_NAMESPACE)]
+    pub lease_namespace: String,
+    /// Name of the Lease.
+    #[arg(long, default_value = "capstan", env = env_vars::CAPSTAN_LEASE_NAME)]
+    pub lease_name: String,
+    /// Kubeconfig of the cluster holding the Lease (default: the fleet's first management
+    /// cluster, by name; with `--lab`, the lab's `management`).
+    #[arg(long, conflicts_with = "lease_in_cluster", env = env_vars::CAPSTAN_LEASE_KUBECONFIG)]
+    pub lease_kubeconfig: Option<PathBuf>,
+    /// Hold the Lease in the cluster capstan runs in, through its pod's service account (which
+    /// needs only get, create and update on Leases in `--lease-namespace`).
+    #[arg(long, env = env_vars::CAPSTAN_LEASE_IN_CLUSTER)]
+    pub lease_in_cluster: bool,
+    /// This replica's identity in the Lease (default: host name and process id; in a pod, the
+    /// pod's name is the host name).
+    #[arg(long, env = env_vars::CAPSTAN_LEASE_IDENTITY)]
+    pub lease_identity: Option<String>,
+    /// How long a Lease not renewed stays its holder's; a leader that cannot renew stops
+    /// starting steps `--lease-retry` before that.
+    #[arg(long, default_value = "15s", env = env_vars::CAPSTAN_LEASE_DURATION)]
+    pub lease_duration: crate::spec::HumanDuration,
+    /// How often the leader renews the Lease.
+    #[arg(long, default_value = "5s", env = env_vars::CAPSTAN_LEASE_RENEW)]
+    pub lease_renew: crate::spec::HumanDuration,
+    /// How often a standby looks at the Lease (and a leader retries a failed renewal): a
+    /// released Lease is taken over within this.
+    #[arg(long, default_value = "1s", env = env_vars::CAPSTAN_LEASE_RETRY)]
+    pub lease_retry: crate::spec::HumanDuration,
 }
 
 /// `capstan demo`.

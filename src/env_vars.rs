@@ -55,9 +55,27 @@ pub const CAPSTAN_STATUS_REPO: &str = "CAPSTAN_STATUS_REPO";
 pub const CAPSTAN_STATUS_BRANCH: &str = "CAPSTAN_STATUS_BRANCH";
 /// `capstan status`: the daemon's endpoint.
 pub const CAPSTAN_SERVER: &str = "CAPSTAN_SERVER";
+/// `capstan run`: elect a leader on a Lease before starting steps.
+pub const CAPSTAN_LEADER_ELECT: &str = "CAPSTAN_LEADER_ELECT";
+/// The Lease's namespace.
+pub const CAPSTAN_LEASE_NAMESPACE: &str = "CAPSTAN_LEASE_NAMESPACE";
+/// The Lease's name.
+pub const CAPSTAN_LEASE_NAME: &str = "CAPSTAN_LEASE_NAME";
+/// Kubeconfig of the cluster holding the Lease (default: the fleet's first management cluster).
+pub const CAPSTAN_LEASE_KUBECONFIG: &str = "CAPSTAN_LEASE_KUBECONFIG";
+/// This replica's identity in the Lease (default: host name and process id).
+pub const CAPSTAN_LEASE_IDENTITY: &str = "CAPSTAN_LEASE_IDENTITY";
+/// How long a Lease not renewed stays its holder's.
+pub const CAPSTAN_LEASE_DURATION: &str = "CAPSTAN_LEASE_DURATION";
+/// How often the leader renews the Lease.
+pub const CAPSTAN_LEASE_RENEW: &str = "CAPSTAN_LEASE_RENEW";
+/// How often a standby looks at the Lease.
+pub const CAPSTAN_LEASE_RETRY: &str = "CAPSTAN_LEASE_RETRY";
 /// `capstan preview`: the base revision (default: the `--branch`).
 pub const CAPSTAN_PREVIEW_BASE: &str = "CAPSTAN_PREVIEW_BASE";
 /// `capstan preview`: the head revision.
 pub const CAPSTAN_PREVIEW_HEAD: &str = "CAPSTAN_PREVIEW_HEAD";
 /// `capstan plan` and `capstan preview`: plan as of this time instead of now.
 pub const CAPSTAN_NOW: &str = "CAPSTAN_NOW";
+/// Hold the Lease through the pod's service account.
+pub const CAPSTAN_LEASE_IN_CLUSTER: &str = "CAPSTAN_LEASE_IN_CLUSTER";

@@ -101,6 +101,24 @@ pub struct FleetStatus {
     /// Recent events of the source, newest last (e.g. a force-push, naming both revisions).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub events: Vec<String>,
+    /// This replica's role under leader election (`--leader-elect`); absent without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leadership: Option<LeadershipStatus>,
+}
+
+/// This replica's role under leader election (`--leader-elect`), as `/status` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeadershipStatus {
+    /// `leader` or `standby`.
+    pub role: String,
+    /// This replica's identity (the Lease's holder while it leads).
+    pub identity: String,
+    /// Who holds the Lease, as last read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<String>,
+    /// The Lease, `namespace/name`.
+    pub lease: String,
 }
 
 impl FleetStatus {

@@ -6,11 +6,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cli::{DaemonArgs, DemoArgs, RunArgs};
+use crate::cli::{DaemonArgs, DemoArgs, LeaderArgs, RunArgs};
 use crate::clock::{Clock, SystemClock};
 use crate::commands::Outcome;
 use crate::connect::{ConnectError, Connections, FleetSecrets};
 use crate::daemon::{Daemon, DaemonOptions, StatusBoard, http};
+use crate::leader::{self, Leadership, LeaseTimings};
+use crate::providers::kube::{ClusterError, KubeClusterClient, LeaseClient};
 use crate::source::webhook::Webhooks;
 use crate::source::{
     self, CredentialError, GitError, GitSource, Redactor, RepoLocation, Secret, SourceError,
@@ -83,6 +85,35 @@ pub enum RunError {
         /// The folder.
         path: PathBuf,
     },
+    /// `--lease-kubeconfig` could not be read.
+    #[error("cannot read the lease kubeconfig {path}")]
+    LeaseKubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `--leader-elect` without a cluster to hold the Lease.
+    #[error(
+        "--leader-elect needs a cluster for the Lease: name a management cluster in capstan.yaml or pass --lease-kubeconfig"
+    )]
+    NoLeaseCluster,
+    /// The cluster holding the Lease cannot be reached.
+    #[error("cannot connect to the cluster holding the Lease")]
+    LeaseCluster(#[source] ClusterError),
+    /// The Lease timings contradict each other.
+    #[error(
+        "--lease-renew ({renew:?}) and --lease-retry ({retry:?}) must be shorter than --lease-duration ({duration:?})"
+    )]
+    LeaseTimings {
+        /// `--lease-duration`.
+        duration: Duration,
+        /// `--lease-renew`.
+        renew: Duration,
+        /// `--lease-retry`.
+        retry: Duration,
+    },
     /// The demo's folder could not be prepared.
     #[error("cannot prepare {path}")]
     Prepare {
@@ -144,6 +175,7 @@ pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outco
                 lab.proxmox_url(),
                 args.target.state_dir.display()
             );
+            let election = election(&args.leader, Some(lab.management_kubeconfig())).await?;
             let connections =
                 Connections::for_lab(&fleet, &lab.lab_file(), &lab.management_kubeconfig()).await?;
             let clock: Arc<dyn Clock> = Arc::new(lab.clock().clone());
@@ -153,6 +185,7 @@ pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outco
                 clock,
                 args.daemon.http,
                 source,
+                election,
                 stop_signal(),
             )
             .await?;
@@ -163,6 +196,8 @@ pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outco
             for token in secrets.proxmox_tokens.values() {
                 redactor.remember(token);
             }
+            let first_management = secrets.management_kubeconfigs.values().next().cloned();
+            let election = election(&args.leader, first_management).await?;
             let connections = connections(&fleet, &secrets).await?;
             serve_daemon(
                 options,
@@ -170,6 +205,7 @@ pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outco
                 Arc::new(SystemClock),
                 args.daemon.http,
                 source,
+                election,
                 stop_signal(),
             )
             .await?;
@@ -394,18 +430,100 @@ fn status_branch(
     Ok((repository, writer))
 }
 
+/// Leader election as `run` was asked for it.
+struct Election {
+    lease: LeaseClient,
+    leadership: Arc<Leadership>,
+    timings: LeaseTimings,
+}
+
+/// The election `--leader-elect` asks for (`None` without it), on the cluster of
+/// `--lease-kubeconfig` or else of `default_kubeconfig`.
+async fn election(
+    args: &LeaderArgs,
+    default_kubeconfig: Option<String>,
+) -> Result<Option<Election>, RunError> {
+    if !args.leader_elect {
+        return Ok(None);
+    }
+    let timings = LeaseTimings {
+        duration: args.lease_duration.0,
+        renew: args.lease_renew.0,
+        retry: args.lease_retry.0,
+    };
+    if timings.renew >= timings.duration || timings.retry >= timings.duration {
+        return Err(RunError::LeaseTimings {
+            duration: timings.duration,
+            renew: timings.renew,
+            retry: timings.retry,
+        });
+    }
+    let cluster = if args.lease_in_cluster {
+        KubeClusterClient::in_cluster().map_err(RunError::LeaseCluster)?
+    } else {
+        let kubeconfig = match &args.lease_kubeconfig {
+            Some(path) => {
+                std::fs::read_to_string(path).map_err(|source| RunError::LeaseKubeconfig {
+                    path: path.clone(),
+                    source,
+                })?
+            }
+            None => default_kubeconfig.ok_or(RunError::NoLeaseCluster)?,
+        };
+        KubeClusterClient::connect(&kubeconfig)
+            .await
+            .map_err(RunError::LeaseCluster)?
+    };
+    let lease = LeaseClient::new(&cluster, &args.lease_namespace, &args.lease_name);
+    let identity = args.lease_identity.clone().unwrap_or_else(default_identity);
+    tracing::info!(identity = %identity, lease = %lease.describe(), "electing a leader");
+    let leadership = Arc::new(Leadership::new(identity, lease.describe()));
+    Ok(Some(Election {
+        lease,
+        leadership,
+        timings,
+    }))
+}
+
+/// The host name (a pod's name in Kubernetes) and the process id, so two replicas on one
+/// machine differ too.
+fn default_identity() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_default();
+    let host = if host.is_empty() {
+        "capstan".to_owned()
+    } else {
+        host
+    };
+    format!("{host}_{}", std::process::id())
+}
+
 async fn serve_daemon(
     options: DaemonOptions,
     connections: Connections,
     clock: Arc<dyn Clock>,
     http_addr: Option<std::net::SocketAddr>,
     source: DaemonSource,
+    election: Option<Election>,
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<(), RunError> {
     let mut daemon = Daemon::new(options, Arc::new(connections), Arc::clone(&clock))
         .with_progress(Box::new(std::io::stdout()));
     if let Some((repository, writer_options)) = source.status_branch {
         daemon = daemon.with_status_branch(StatusWriter::new(repository, writer_options, clock));
+    }
+    let (stop_electing, mut stopped) = tokio::sync::watch::channel(false);
+    let mut elector = None;
+    if let Some(election) = election {
+        daemon = daemon.with_leadership(Arc::clone(&election.leadership));
+        elector = Some(tokio::spawn(async move {
+            let stop = async move {
+                let _ = stopped.wait_for(|stop| *stop).await;
+            };
+            leader::elect(election.lease, &election.leadership, election.timings, stop).await;
+        }));
     }
     let mut hooks = axum::Router::new();
     if let Some(tracker) = source.tracker {
@@ -424,7 +542,15 @@ async fn serve_daemon(
         let bound = http::serve_with(addr, daemon.board(), hooks).await?;
         tracing::info!(address = %bound, "serving /status, /healthz, /metrics and /hooks");
     }
-    daemon.run(stop).await?;
+    let result = daemon.run(stop).await;
+    // Steps in flight are gone with the daemon: only now is the Lease released.
+    stop_electing.send_replace(true);
+    if let Some(elector) = elector
+        && let Err(err) = elector.await
+    {
+        tracing::error!("the leader election task failed: {err}");
+    }
+    result?;
     Ok(())
 }
 

@@ -179,6 +179,21 @@ const MIN_NAME_WIDTH: usize = 34;
 /// The status as a tree.
 pub fn render(status: &FleetStatus, now: Timestamp) -> String {
     let mut out = String::new();
+    if let Some(leadership) = &status.leadership {
+        let leader = leadership.leader.as_deref().unwrap_or("nobody yet");
+        let _ = match leadership.role.as_str() {
+            "leader" => writeln!(
+                out,
+                "leader {} (lease {})",
+                leadership.identity, leadership.lease
+            ),
+            _ => writeln!(
+                out,
+                "standby {}: {leader} leads (lease {}); this replica starts no step",
+                leadership.identity, leadership.lease
+            ),
+        };
+    }
     if let Some(revision) = &status.revision {
         let _ = writeln!(out, "revision {revision}");
     }
@@ -335,6 +350,22 @@ mod tests {
             assert_eq!(column(row, "worker"), role, "roles aligned:\n{text}");
             assert_eq!(column(row, " VM "), vm, "VM ids aligned:\n{text}");
         }
+    }
+
+    #[test]
+    fn a_standby_says_so_and_names_the_leader() {
+        let status: FleetStatus = serde_json::from_value(serde_json::json!({
+            "leadership": {"role": "standby", "identity": "capstan-b", "leader": "capstan-a",
+                "lease": "capstan-system/capstan"},
+        }))
+        .expect("status");
+        let text = render(&status, Timestamp::UNIX_EPOCH);
+        assert_eq!(
+            text.lines().next(),
+            Some(
+                "standby capstan-b: capstan-a leads (lease capstan-system/capstan); this replica starts no step"
+            )
+        );
     }
 
     #[test]

@@ -14,13 +14,16 @@
 //!   and other clusters carry on. A step that panics counts as a failed step, the panic
 //!   message being its error: its cluster is never left waiting on a task that is gone.
 
+mod board;
 pub mod http;
 mod progress;
+
+pub use board::{Counters, StatusBoard};
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, watch};
@@ -31,9 +34,10 @@ use crate::backoff::{Backoff, random_unit};
 use crate::clock::Clock;
 use crate::connect::Providers;
 use crate::execute::{ExecuteError, Executor, StepContext};
+use crate::leader::Leadership;
 use crate::observe::{Observation, Observer};
 use crate::plan::{self, ActionKind, Plan, Policy, Step};
-use crate::source::{self, Content, SourceMetrics, Tracker};
+use crate::source::{self, Content, Tracker};
 use crate::spec::{self, Desired};
 use crate::status::{self, FleetStatus, StatusInput, StepRecord};
 use crate::status_branch::StatusWriter;
@@ -72,107 +76,6 @@ impl DaemonOptions {
             backoff: Backoff::default(),
             failures_to_block: 5,
         }
-    }
-}
-
-/// The status the daemon serves, shared with the HTTP endpoint.
-#[derive(Debug, Default)]
-pub struct StatusBoard {
-    status: RwLock<FleetStatus>,
-    /// Fleet conditions set apart from the passes (the status branch's), by type.
-    conditions: Mutex<BTreeMap<String, status::Condition>>,
-    counters: Mutex<Counters>,
-    source: Arc<SourceMetrics>,
-}
-
-/// What `/metrics` counts.
-#[derive(Debug, Default, Clone)]
-pub struct Counters {
-    /// Passes run.
-    pub passes: u64,
-    /// Steps by (action, "ok"|"error").
-    pub steps: BTreeMap<(ActionKind, &'static str), u64>,
-    /// When the last pass ended.
-    pub last_pass: Option<jiff::Timestamp>,
-    /// Status branch attempts by outcome: `pushed`, `unchanged`, or the `StatusPushed` reason.
-    pub status_pushes: BTreeMap<&'static str, u64>,
-}
-
-impl StatusBoard {
-    /// A board whose `/metrics` include the source's counters.
-    pub fn with_source_metrics(source: Arc<SourceMetrics>) -> Self {
-        StatusBoard {
-            source,
-            ..StatusBoard::default()
-        }
-    }
-
-    /// The source's counters (Git polls, fetches, webhooks).
-    pub fn source_metrics(&self) -> &SourceMetrics {
-        &self.source
-    }
-
-    /// The current status.
-    pub fn status(&self) -> FleetStatus {
-        let mut status = self
-            .status
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
-        let extra = self
-            .conditions
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        status.conditions.retain(|c| !extra.contains_key(&c.kind));
-        status.conditions.extend(extra.values().cloned());
-        status
-    }
-
-    /// Sets a fleet condition that the passes do not compute (e.g. `StatusPushed`): kept
-    /// until set again, whatever the passes publish meanwhile.
-    pub fn set_condition(&self, condition: status::Condition) {
-        self.conditions
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(condition.kind.clone(), condition);
-    }
-
-    /// The current counters.
-    pub fn counters(&self) -> Counters {
-        self.counters
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
-    }
-
-    fn set(&self, status: FleetStatus) {
-        *self
-            .status
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = status;
-    }
-
-    fn count(&self, update: impl FnOnce(&mut Counters)) {
-        update(
-            &mut self
-                .counters
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
-    }
-}
-
-impl crate::status_branch::Report for StatusBoard {
-    fn fleet_conditions(&self) -> Vec<status::Condition> {
-        self.status().conditions
-    }
-
-    fn set_condition(&self, condition: status::Condition) {
-        StatusBoard::set_condition(self, condition);
-    }
-
-    fn count_status_push(&self, outcome: &'static str) {
-        self.count(|c| *c.status_pushes.entry(outcome).or_default() += 1);
     }
 }
 
@@ -256,6 +159,8 @@ pub struct Daemon<Pr: Providers> {
     events: Vec<String>,
     /// Why the source is not followed right now (redacted), if it is not.
     source_unavailable: Option<String>,
+    /// Whether this replica may start steps (always, without leader election).
+    leadership: Arc<Leadership>,
     /// Writes the status branch, once [`Daemon::run`] starts it.
     status_writer: Option<StatusWriter>,
     /// Feeds the status branch writer every status published.
@@ -288,7 +193,23 @@ impl<Pr: Providers> Daemon<Pr> {
             busy: BTreeMap::new(),
             limit,
             poll_interval: None,
+            leadership: Arc::new(Leadership::always(String::new())),
             options,
+        }
+    }
+
+    /// Starts steps only while `leadership` says this replica leads; observes, plans and
+    /// reports either way, and reports the role in `/status`.
+    pub fn with_leadership(mut self, leadership: Arc<Leadership>) -> Self {
+        self.leadership = leadership;
+        self.share_leadership();
+        self
+    }
+
+    fn share_leadership(&self) {
+        if self.leadership.is_elected() {
+            // Set once per board; a board made by `with_tracker` after this gets it again.
+            self.board.share_leadership(Arc::clone(&self.leadership));
         }
     }
 
@@ -302,6 +223,7 @@ impl<Pr: Providers> Daemon<Pr> {
     pub fn with_tracker(mut self, tracker: Tracker) -> Self {
         self.board = Arc::new(StatusBoard::with_source_metrics(tracker.metrics()));
         self.tracker = tracker;
+        self.share_leadership();
         self
     }
 
@@ -349,6 +271,7 @@ impl<Pr: Providers> Daemon<Pr> {
             tokio::select! {
                 () = &mut shutdown => break,
                 () = self.tracker.changed() => tracing::debug!("source may have changed"),
+                () = self.leadership.changed() => tracing::debug!("leadership changed"),
                 Some(done) = self.in_flight.join_next_with_id(), if !self.in_flight.is_empty() => {
                     self.settle(done);
                 }
@@ -418,6 +341,7 @@ impl<Pr: Providers> Daemon<Pr> {
         let mut work = false;
         for cluster in &plan.clusters {
             let runnable = !cluster.steps.is_empty()
+                && self.leadership.is_leading()
                 && !self.busy.contains_key(&cluster.name)
                 && !observation.failed.contains_key(&cluster.name)
                 && self
@@ -460,6 +384,7 @@ impl<Pr: Providers> Daemon<Pr> {
             .unwrap_or_default();
         let access = observation.access.get(&name).cloned().unwrap_or_default();
         let executor = Arc::clone(&self.executor);
+        let leadership = Arc::clone(&self.leadership);
         let limit = Arc::clone(&self.limit);
         let revision = revision.to_owned();
         self.busy.insert(name.clone(), ());
@@ -482,14 +407,25 @@ impl<Pr: Providers> Daemon<Pr> {
                 revision: &revision,
             };
             let executor = &executor;
+            let leadership = &leadership;
             let runs = steps.iter().map(|step| async move {
-                (
+                // The permit may have been waited for: a replica that lost the Lease
+                // meanwhile starts nothing (the new leader plans this step again).
+                if !leadership.is_leading() {
+                    tracing::info!(cluster = %ctx.cluster, action = step.kind().name(), "not leading any more; step not started");
+                    return None;
+                }
+                Some((
                     step.kind(),
                     step.target.machine.clone(),
                     executor.run(ctx, step).await,
-                )
+                ))
             });
-            let results = futures_util::future::join_all(runs).await;
+            let results = futures_util::future::join_all(runs)
+                .await
+                .into_iter()
+                .flatten()
+                .collect();
             Finished {
                 cluster: name.clone(),
                 revision: revision.clone(),
@@ -721,9 +657,17 @@ impl<Pr: Providers> Daemon<Pr> {
         self.feed_status_branch();
     }
 
+    /// Hands the status just published to the status branch writer, while this replica leads:
+    /// a standby writes nothing (and a change still waiting when leadership is lost is
+    /// dropped), so two replicas never race on the branch.
     fn feed_status_branch(&self) {
-        if let Some(out) = &self.status_out {
+        let Some(out) = &self.status_out else {
+            return;
+        };
+        if self.leadership.is_leading() {
             out.send_replace(Some(self.board.status()));
+        } else {
+            out.send_if_modified(|fed| fed.take().is_some());
         }
     }
 }

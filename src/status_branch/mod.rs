@@ -238,9 +238,11 @@ impl StatusWriter {
                 () = sleep => {}
             }
             latest.clone_from(&*statuses.borrow_and_update());
-            if let Some(status) = &latest {
-                due = self.consider(status, &*board, false).await;
-            }
+            due = match &latest {
+                Some(status) => self.consider(status, &*board, false).await,
+                // Not to be written (e.g. this replica no longer leads): nothing is due.
+                None => None,
+            };
         }
     }
 

@@ -91,13 +91,30 @@ async fn errors_are_status_objects_with_the_real_reasons() {
         &m,
         "PATCH",
         "/api/v1/nodes/management-worker-1",
-        Some(("application/apply-patch+yaml", "{}")),
+        Some(("application/yaml", "{}")),
     )
     .await;
     assert_eq!(
         (code, body["reason"].as_str()),
         (415, Some("UnsupportedMediaType")),
         "{body}"
+    );
+    let (code, body) = curl_admin(
+        &m,
+        "PATCH",
+        "/api/v1/nodes/management-worker-1",
+        Some(("application/apply-patch+yaml", "{}")),
+    )
+    .await;
+    assert_eq!(
+        (code, body["message"].as_str()),
+        (
+            422,
+            Some(
+                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"
+            )
+        ),
+        "an apply without fieldManager is refused as the real server does: {body}"
     );
 }
 

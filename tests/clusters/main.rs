@@ -14,3 +14,4 @@ mod kubectl;
 mod lab_cluster;
 mod measure;
 mod provider;
+mod server_side_apply;

@@ -36,11 +36,34 @@ fn the_daemon_container_runs_a_command_line_capstan_accepts() {
     let args =
         capstan::cli::Args::try_parse_from(&argv).unwrap_or_else(|err| panic!("{argv:?}: {err}"));
     assert!(matches!(args.command, capstan::cli::Command::Run(_)));
-    assert_eq!(
-        deployment["spec"]["replicas"], 1,
-        "one reconciler at a time"
+    let capstan::cli::Command::Run(run) = args.command else {
+        unreachable!("matched above")
+    };
+    assert!(
+        run.leader.leader_elect && run.leader.lease_in_cluster,
+        "replicas elect a leader through their service account"
     );
-    assert_eq!(deployment["spec"]["strategy"]["type"], "Recreate");
+    assert_eq!(deployment["spec"]["replicas"], 2, "a hot standby");
+    assert_eq!(deployment["spec"]["strategy"]["type"], "RollingUpdate");
+    let role = documents
+        .iter()
+        .find(|d| d["kind"] == "Role")
+        .expect("a Role");
+    assert_eq!(
+        role["rules"],
+        serde_json::json!([{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+            "verbs": ["get", "create", "update"]}]),
+        "the Lease and nothing else"
+    );
+    assert!(
+        !documents.iter().any(|d| d["kind"] == "ClusterRole"),
+        "nothing cluster-wide"
+    );
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    assert!(pod["affinity"]["podAntiAffinity"].is_object());
+    assert!(documents.iter().any(|d| d["kind"] == "PodDisruptionBudget"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -57,11 +80,8 @@ async fn an_api_server_accepts_every_document() {
     let path = manifest();
     let kubeconfig = management.clone();
     let output = tokio::task::spawn_blocking(move || {
-        // A dry run creates nothing, so the namespace the other objects go to must exist.
-        crate::lifecycle_support::kubectl_with(
-            &kubeconfig,
-            &["create", "namespace", "capstan-system"],
-        );
+        // A dry run creates nothing, so the namespace the other objects go to must exist:
+        // the lab's management cluster has it, as a cluster capstan was deployed to.
         std::process::Command::new("kubectl")
             .arg("--kubeconfig")
             .arg(&kubeconfig)
@@ -81,7 +101,10 @@ async fn an_api_server_accepts_every_document() {
     for object in [
         "namespace/capstan-system",
         "serviceaccount/capstan",
+        "role.rbac.authorization.k8s.io/capstan-leader-election",
+        "rolebinding.rbac.authorization.k8s.io/capstan-leader-election",
         "deployment.apps/capstan",
+        "poddisruptionbudget.policy/capstan",
         "service/capstan",
     ] {
         assert!(stdout.contains(object), "{object} accepted: {stdout}");

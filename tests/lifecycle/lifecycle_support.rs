@@ -98,9 +98,19 @@ pub struct World {
 impl World {
     /// A lab and a repository holding `capstan.yaml` and the given cluster files.
     pub async fn new(fleet: &str, clusters: &[(&str, String)]) -> World {
+        World::start(fleet, clusters, false).await
+    }
+
+    /// [`World::new`] with the simulated Proxmox recording every request (`exchanges()`).
+    pub async fn recording(fleet: &str, clusters: &[(&str, String)]) -> World {
+        World::start(fleet, clusters, true).await
+    }
+
+    async fn start(fleet: &str, clusters: &[(&str, String)], record: bool) -> World {
         let state = tempfile::tempdir().expect("state dir");
         let options = LabOptions {
             state_dir: Some(state.path().to_owned()),
+            record,
             ..LabOptions::ephemeral()
         };
         let lab = Lab::start(LabConfig::default(), options)

@@ -14,6 +14,7 @@ mod crash;
 mod deploy;
 mod drain;
 mod failures;
+mod leader;
 mod prune;
 mod real_connections;
 mod replace;

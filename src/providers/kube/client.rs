@@ -63,6 +63,18 @@ impl KubeClusterClient {
         Ok(KubeClusterClient { client })
     }
 
+    /// A client from the pod's service account (`KUBERNETES_SERVICE_HOST`, the mounted token
+    /// and CA), as a Deployment's replicas reach the cluster they run on.
+    ///
+    /// # Errors
+    /// When not in a pod (no service account mounted) or the client cannot be built.
+    pub fn in_cluster() -> Result<Self, ClusterError> {
+        let mut config = Config::incluster().map_err(ClusterError::InCluster)?;
+        config.default_retry = false;
+        let client = Client::try_from(config).map_err(ClusterError::Connect)?;
+        Ok(KubeClusterClient { client })
+    }
+
     fn nodes_api(&self) -> Api<Node> {
         Api::all(self.client.clone())
     }

@@ -15,6 +15,7 @@
 
 mod client;
 mod drain;
+mod lease;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -26,6 +27,7 @@ use jiff::Timestamp;
 
 pub use client::{KubeClusterClient, client_certificate_expiry};
 pub use drain::{DrainBlocker, DrainOptions, DrainReport, PodRef, SkipReason, SkippedPod};
+pub use lease::{LeaseClient, LeaseError, LeaseRecord, Written};
 
 use crate::fingerprint;
 use crate::model::NodeName;
@@ -168,6 +170,9 @@ pub enum ClusterError {
     /// The kubeconfig does not describe a usable connection (context, CA, credentials).
     #[error("cannot configure a client from the kubeconfig")]
     Configure(#[source] kube::config::KubeconfigError),
+    /// The pod's service account could not be read.
+    #[error("cannot configure a client from the pod's service account")]
+    InCluster(#[source] kube::config::InClusterError),
     /// The HTTP client could not be built.
     #[error("cannot create a Kubernetes client")]
     Connect(#[source] kube::Error),
@@ -330,6 +335,7 @@ impl ClusterError {
     fn kube_source(&self) -> Option<&kube::Error> {
         match self {
             ClusterError::ParseKubeconfig(_)
+            | ClusterError::InCluster(_)
             | ClusterError::Configure(_)
             | ClusterError::ClientCertificate { .. }
             | ClusterError::DrainTimedOut { .. } => None,

@@ -15,6 +15,7 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use super::apply;
 use super::patch::{self, PatchKind};
 use super::protobuf;
 use super::resources::{self, ResourceType, by_plural};
@@ -25,6 +26,8 @@ use super::store::{EventKind, Key, Store};
 use super::subresources::{self, ScaleChange};
 use super::table;
 use crate::serve::ClientCertificate;
+
+mod apply_handler;
 
 /// A server-side watch ends after this long unless the client asks otherwise (the real server
 /// picks 30–60 minutes); clients re-watch from the last resourceVersion.
@@ -43,6 +46,9 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    if is_partitioned(&state, &headers) {
+        return std::future::pending().await;
+    }
     let query = parse_query(uri.query().unwrap_or_default());
     let certificate = certificate.map(|Extension(c)| c).unwrap_or_default();
     let request = Request {
@@ -57,6 +63,15 @@ async fn handle(
         Ok(response) => response,
         Err(err) => error_response(&err),
     }
+}
+
+/// Whether the request's bearer token is cut off by the partition fault.
+fn is_partitioned(state: &ClusterState, headers: &HeaderMap) -> bool {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    token.is_some_and(|t| state.lock().partitioned.contains(t.trim()))
 }
 
 fn json_response(code: StatusCode, value: &Value) -> Response {
@@ -415,6 +430,16 @@ impl Request<'_> {
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default();
+        if apply::is_apply(content_type) {
+            return self.apply(target);
+        }
+        if self.param("force").is_some() {
+            return Err(ApiError::invalid_patch_options(
+                "force",
+                "FieldValueForbidden",
+                "Forbidden: may not be specified for non-apply patch",
+            ));
+        }
         let kind = PatchKind::from_content_type(content_type)?;
         let body = self.body_json()?;
         let dry_run = self.is_dry_run();

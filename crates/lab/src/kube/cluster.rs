@@ -34,6 +34,8 @@ const CA_LIFETIME: SignedDuration = SignedDuration::from_hours(24 * 3650);
 /// The admin user kubeadm writes into `admin.conf`, and its group.
 const ADMIN_USER: &str = "kubernetes-admin";
 const ADMIN_GROUP: &str = "kubeadm:cluster-admins";
+/// The namespace capstan runs in on the management cluster (deploy/capstan.yaml's).
+const CAPSTAN_NAMESPACE: &str = "capstan-system";
 
 /// What a new simulated cluster looks like before any node joins.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,6 +131,11 @@ impl SimCluster {
         };
         for namespace in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             cluster.ensure_namespace(namespace)?;
+        }
+        if cluster.name() == super::MANAGEMENT {
+            // Where capstan itself runs (deploy/ makes it on a real management cluster), so
+            // `run --lab --leader-elect` finds its Lease's namespace.
+            cluster.ensure_namespace(CAPSTAN_NAMESPACE)?;
         }
         Ok(cluster)
     }
@@ -253,6 +260,18 @@ impl SimCluster {
             },
         );
         token
+    }
+
+    /// Fault: from now on (`cut`) or no longer, requests carrying bearer `token` get no
+    /// answer, as if the network between that one client and the API server dropped them;
+    /// other clients are served as usual.
+    pub fn partition_token(&self, token: &str, cut: bool) {
+        let mut inner = self.state.lock();
+        if cut {
+            inner.partitioned.insert(token.to_owned());
+        } else {
+            inner.partitioned.remove(token);
+        }
     }
 
     /// What `/version` reports.

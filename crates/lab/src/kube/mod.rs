@@ -1,7 +1,7 @@
 //! Simulated Kubernetes API servers: one HTTPS server per cluster on loopback, each with its
 //! own CA, serving certificate and admin credentials, speaking enough of the real API
-//! (discovery, core/apps/policy/coordination resources, selectors, resourceVersion conflicts,
-//! merge and strategic merge patch, watch, eviction with PodDisruptionBudgets, `Table`
+//! (discovery, core/apps/policy/coordination resources, RBAC Roles stored but not enforced, selectors, resourceVersion conflicts,
+//! merge and strategic merge patch, server-side apply with managedFields, watch, eviction with PodDisruptionBudgets, `Table`
 //! printing, `Status` errors) that the stock `kubectl` and the kube crate work against it.
 //!
 //! A small set of simulated controllers (see `controllers`) gives Deployments and DaemonSets
@@ -11,6 +11,7 @@
 //! always there. [`SimCluster`] is one cluster's handle for the rest of the lab.
 
 mod api;
+mod apply;
 mod cluster;
 mod config;
 mod controllers;

@@ -22,7 +22,7 @@ impl PatchKind {
     /// The kind a `Content-Type` names.
     ///
     /// # Errors
-    /// 415 for anything else (server-side apply included).
+    /// 415 for anything else (server-side apply is answered by `apply`, before this).
     pub fn from_content_type(content_type: &str) -> Result<Self, ApiError> {
         let media = content_type.split(';').next().unwrap_or_default().trim();
         match media {

@@ -107,6 +107,23 @@ pub(crate) static RESOURCES: &[ResourceType] = &[
         &["pdb"],
     ),
     resource("coordination.k8s.io", "leases", "lease", "Lease", true, &[]),
+    // Stored, not enforced: the lab authorizes by user and group (see `api::authorize`).
+    resource(
+        "rbac.authorization.k8s.io",
+        "roles",
+        "role",
+        "Role",
+        true,
+        &[],
+    ),
+    resource(
+        "rbac.authorization.k8s.io",
+        "rolebindings",
+        "rolebinding",
+        "RoleBinding",
+        true,
+        &[],
+    ),
     ResourceType {
         group: "authentication.k8s.io",
         version: "v1",

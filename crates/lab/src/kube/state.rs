@@ -39,6 +39,9 @@ pub(crate) struct Inner {
     pub git_version: String,
     /// Bearer tokens issued by the lab, and whom they name.
     pub tokens: BTreeMap<String, User>,
+    /// Bearer tokens whose requests are never answered (a network partition between that
+    /// client and the server; see `SimCluster::partition_token`).
+    pub partitioned: std::collections::BTreeSet<String>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -48,6 +51,7 @@ impl std::fmt::Debug for Inner {
             .field("store", &self.store)
             .field("git_version", &self.git_version)
             .field("tokens", &self.tokens.len())
+            .field("partitioned", &self.partitioned.len())
             .finish()
     }
 }
@@ -74,6 +78,7 @@ impl ClusterState {
                 store: Store::default(),
                 git_version: git_version.to_owned(),
                 tokens: BTreeMap::new(),
+                partitioned: std::collections::BTreeSet::new(),
             }),
             address: OnceLock::new(),
         }

@@ -100,6 +100,61 @@ impl ApiError {
         .with_details(Self::name_details(resource, name))
     }
 
+    /// 422 for `PatchOptions` the real server refuses (an apply without `fieldManager`, `force`
+    /// on another patch type); `field` and `message` form the cause, as the real server's
+    /// validation does.
+    pub fn invalid_patch_options(field: &str, reason: &'static str, message: &str) -> Self {
+        ApiError::new(
+            422,
+            "Invalid",
+            format!("PatchOptions.meta.k8s.io \"\" is invalid: {field}: {message}"),
+        )
+        .with_details(json!({
+            "group": "meta.k8s.io",
+            "kind": "PatchOptions",
+            "causes": [{"reason": reason, "message": message, "field": field}],
+        }))
+    }
+
+    /// 409 for a server-side apply that would take fields other managers own; `conflicts`
+    /// pairs each manager with the path of a field it owns (`.spec.replicas`). The message is
+    /// the real server's (structured-merge-diff's), word for word.
+    pub fn apply_conflict(conflicts: &[(String, String)]) -> Self {
+        let message = match conflicts {
+            [(manager, path)] => {
+                format!("Apply failed with 1 conflict: conflict with \"{manager}\": {path}")
+            }
+            _ => {
+                let mut managers: Vec<&str> = conflicts.iter().map(|(m, _)| m.as_str()).collect();
+                managers.sort_unstable();
+                managers.dedup();
+                let mut lines = Vec::new();
+                for manager in managers {
+                    lines.push(format!("conflicts with \"{manager}\":"));
+                    for (_, path) in conflicts.iter().filter(|(m, _)| m == manager) {
+                        lines.push(format!("- {path}"));
+                    }
+                }
+                format!(
+                    "Apply failed with {} conflicts: {}",
+                    conflicts.len(),
+                    lines.join("\n")
+                )
+            }
+        };
+        let causes: Vec<Value> = conflicts
+            .iter()
+            .map(|(manager, path)| {
+                json!({
+                    "reason": "FieldManagerConflict",
+                    "message": format!("conflict with \"{manager}\""),
+                    "field": path,
+                })
+            })
+            .collect();
+        ApiError::new(409, "Conflict", message).with_details(json!({"causes": causes}))
+    }
+
     /// 401: no or unknown credentials.
     pub fn unauthorized() -> Self {
         ApiError::new(401, "Unauthorized", "Unauthorized".to_owned())
@@ -146,7 +201,7 @@ impl ApiError {
             415,
             "UnsupportedMediaType",
             format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {content_type})"
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (got {content_type})"
             ),
         )
     }

@@ -234,6 +234,12 @@ impl Store {
                 }
             }
         }
+        // As on the real server, an update that leaves managedFields out keeps them.
+        if object["metadata"]["managedFields"].is_null()
+            && let Some(fields) = current["metadata"].get("managedFields")
+        {
+            object["metadata"]["managedFields"] = fields.clone();
+        }
         object["apiVersion"] = json!(resource.api_version());
         object["kind"] = json!(resource.kind);
         let generation = current["metadata"]["generation"].as_i64();

@@ -9,7 +9,8 @@
 //! - `cli`: `validate` and `plan` read a remote branch's tip.
 //! - `demo`: the `capstan demo` walkthrough, followed with `git commit` and `git push`.
 //! - `status_branch`: the daemon commits the status back to `capstan-status`: bootstrap, idle,
-//!   scale-up, a concurrent writer, a remote refusing pushes, a token planted in Proxmox's words.
+//!   scale-up, a concurrent writer, a remote refusing pushes, a token planted in Proxmox's words,
+//!   a standby replica.
 //! - `status_writer`: the writer alone: a planted secret, the debounce on the lab clock, an
 //!   unreachable remote, a push over SSH, the demo's status commits, a status branch equal to
 //!   the followed branch.

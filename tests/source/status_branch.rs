@@ -78,7 +78,7 @@ impl Writing {
         window: Duration,
         floor: Duration,
     ) -> Writing {
-        Writing::start_on(LabConfig::default(), options, redactor, window, floor).await
+        Writing::start_on(LabConfig::default(), options, redactor, window, floor, None).await
     }
 
     /// As [`Writing::start`], on a lab described by `config`.
@@ -88,6 +88,7 @@ impl Writing {
         redactor: Redactor,
         window: Duration,
         floor: Duration,
+        leadership: Option<Arc<capstan::leader::Leadership>>,
     ) -> Writing {
         let state = tempfile::tempdir().expect("state dir");
         let lab = Lab::start(
@@ -154,9 +155,12 @@ impl Writing {
         daemon_options.resync = Some(Duration::from_millis(50));
         daemon_options.poll_interval = Some(poll);
         daemon_options.backoff = backoff;
-        let daemon = Daemon::new(daemon_options, Arc::new(connections), clock)
+        let mut daemon = Daemon::new(daemon_options, Arc::new(connections), clock)
             .with_tracker(tracker)
             .with_status_branch(writer);
+        if let Some(leadership) = leadership {
+            daemon = daemon.with_leadership(leadership);
+        }
         let board = daemon.board();
         let http = http::serve_with(
             "127.0.0.1:0".parse().expect("addr"),
@@ -549,6 +553,7 @@ async fn a_token_planted_in_what_proxmox_answers_never_reaches_the_branch() {
         redactor,
         Duration::from_millis(100),
         Duration::from_millis(300),
+        None,
     )
     .await;
     let status = writing
@@ -573,4 +578,36 @@ async fn a_token_planted_in_what_proxmox_answers_never_reaches_the_branch() {
         .await;
     let everything = bare_git(&remote.bare(), &["log", "-p", "--all"]).expect("log");
     assert!(!everything.contains(token), "the planted token reached Git");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_replica_writes_no_status() {
+    let remote = Remote::new();
+    remote.write("capstan.yaml", FLEET);
+    remote.write("clusters/prod.yaml", &lab_cluster("prod", 2));
+    remote.commit_and_push("prod: 2 workers");
+    let url = format!("file://{}", remote.bare().display());
+    // Never elected: another replica holds the Lease.
+    let standby = Arc::new(capstan::leader::Leadership::new(
+        "capstan-b".to_owned(),
+        "capstan-system/capstan".to_owned(),
+    ));
+    let writing = Writing::start_on(
+        LabConfig::default(),
+        remote.options(&url, GitCredentials::default()),
+        Redactor::default(),
+        Duration::ZERO,
+        Duration::ZERO,
+        Some(standby),
+    )
+    .await;
+    writing
+        .wait_for("30 passes with prod in the status", |s| {
+            s.clusters.contains_key("prod") && writing.passes() >= 30
+        })
+        .await;
+    assert!(
+        status_commits(&remote.bare()).is_empty(),
+        "a standby commits no status"
+    );
 }

@@ -1,7 +1,8 @@
 //! Webhooks on the daemon's HTTP server, with GitHub's real example payloads (a copy of
 //! `shared/reference/github/` in `tests/data/github-webhook-examples.json`): a correct
-//! signature makes the daemon poll within a second; a wrong or missing one is 401 and polls nothing; a push to
-//! another ref, a ping or a duplicate delivery polls nothing; a burst coalesces.
+//! signature makes the daemon poll within a second; a wrong or missing one is 401 and polls
+//! nothing; a push to another ref, a ping or a duplicate delivery polls nothing; a burst
+//! coalesces.
 
 use std::io::Write as _;
 use std::path::PathBuf;

@@ -1,7 +1,8 @@
-//! Webhooks on the daemon's HTTP server, with GitHub's real example payloads (from
-//! `../shared/reference/github/github-webhook-examples.json`): a correct signature makes the
-//! daemon poll within a second; a wrong or missing one is 401 and polls nothing; a push to
-//! another ref, a ping or a duplicate delivery polls nothing; a burst coalesces.
+//! Webhooks on the daemon's HTTP server, with GitHub's real example payloads (a copy of
+//! `shared/reference/github/` in `tests/data/github-webhook-examples.json`): a correct
+//! signature makes the daemon poll within a second; a wrong or missing one is 401 and polls
+//! nothing; a push to another ref, a ping or a duplicate delivery polls nothing; a burst
+//! coalesces.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -31,11 +32,11 @@ pub fn sign(secret: &str, body: &[u8]) -> String {
 
 /// GitHub's example payloads of `event`, as sent (JSON bodies).
 fn examples(event: &str) -> Option<Vec<serde_json::Value>> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/reference/github/github-webhook-examples.json");
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/github-webhook-examples.json");
     let Ok(text) = std::fs::read_to_string(&path) else {
         let message = format!(
-            "{} is missing: it comes with the project's shared/ folder beside the repository",
+            "{} is missing: it is a copy of shared/reference/github/github-webhook-examples.json",
             path.display()
         );
         if std::env::var("CAPSTAN_REQUIRE_JUDGES").as_deref() == Ok("1") {

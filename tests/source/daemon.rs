@@ -8,16 +8,15 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use capstan::connect::Connections;
 use capstan::daemon::{Daemon, DaemonOptions, StatusBoard, http};
 use capstan::plan::Phase;
 use capstan::source::webhook::Webhooks;
 use capstan::source::{GitCredentials, GitOptions, Secret, Tracker};
 use capstan::status::FleetStatus;
-use capstan_lab::lab::{Lab, LabOptions};
+use capstan_lab::lab::Lab;
 use capstan_lab::world::LabConfig;
 
-use super::fixture::{Remote, Spawned, git, open};
+use super::fixture::{LabAtTip, Remote, Spawned, TEST_BACKOFF, git, lab_at_tip, open};
 use super::servers;
 use super::webhooks::sign;
 
@@ -76,36 +75,15 @@ impl Following {
         poll_interval: Duration,
         webhook_secret: Option<Secret>,
     ) -> Following {
-        let state = tempfile::tempdir().expect("state dir");
-        let lab = Lab::start(
-            LabConfig::default(),
-            LabOptions {
-                state_dir: Some(state.path().to_owned()),
-                ..LabOptions::ephemeral()
-            },
-        )
-        .await
-        .expect("lab starts");
         let branch = options.branch.clone();
         let (mut source, metrics) = open(options);
-        let first = source
-            .poll()
-            .expect("the remote answers")
-            .revision()
-            .clone();
-        let files = source.read(&first).expect("first commit reads").files;
-        let fleet = capstan::spec::load(&files)
-            .desired
-            .expect("valid fleet")
-            .fleet;
-        let connections =
-            Connections::for_lab(&fleet, &lab.lab_file(), &lab.management_kubeconfig())
-                .await
-                .expect("lab connections");
-        let backoff = capstan::backoff::Backoff {
-            base: Duration::from_millis(50),
-            cap: Duration::from_millis(500),
-        };
+        let LabAtTip {
+            state,
+            lab,
+            connections,
+            ..
+        } = lab_at_tip(LabConfig::default(), &mut source).await;
+        let backoff = TEST_BACKOFF;
         let tracker = Tracker::git(source, Some(poll_interval), backoff);
         let mut options = DaemonOptions::new(std::path::PathBuf::new());
         options.busy_interval = Duration::from_millis(100);

@@ -180,3 +180,59 @@ impl Drop for Spawned {
         let _ = self.0.wait();
     }
 }
+
+/// The retry backoff of the daemon tests: short, so a failure is retried within the test.
+pub const TEST_BACKOFF: capstan::backoff::Backoff = capstan::backoff::Backoff {
+    base: std::time::Duration::from_millis(50),
+    cap: std::time::Duration::from_millis(500),
+};
+
+/// A lab started for a daemon test, with the fleet and connections read from the tip of the
+/// remote `source` follows (polled once here).
+pub struct LabAtTip {
+    /// The lab's state folder (kept for the test's length).
+    pub state: tempfile::TempDir,
+    /// The lab.
+    pub lab: capstan_lab::lab::Lab,
+    /// The fleet file of the tip.
+    pub fleet: capstan::spec::Fleet,
+    /// The fleet's connections, pointed at the lab.
+    pub connections: capstan::connect::Connections,
+}
+
+/// Starts a lab described by `config` and reads the fleet at `source`'s tip.
+pub async fn lab_at_tip(config: capstan_lab::world::LabConfig, source: &mut GitSource) -> LabAtTip {
+    let state = tempfile::tempdir().expect("state dir");
+    let lab = capstan_lab::lab::Lab::start(
+        config,
+        capstan_lab::lab::LabOptions {
+            state_dir: Some(state.path().to_owned()),
+            ..capstan_lab::lab::LabOptions::ephemeral()
+        },
+    )
+    .await
+    .expect("lab starts");
+    let first = source
+        .poll()
+        .expect("the remote answers")
+        .revision()
+        .clone();
+    let files = source.read(&first).expect("first commit reads").files;
+    let fleet = capstan::spec::load(&files)
+        .desired
+        .expect("valid fleet")
+        .fleet;
+    let connections = capstan::connect::Connections::for_lab(
+        &fleet,
+        &lab.lab_file(),
+        &lab.management_kubeconfig(),
+    )
+    .await
+    .expect("lab connections");
+    LabAtTip {
+        state,
+        lab,
+        fleet,
+        connections,
+    }
+}

@@ -9,7 +9,6 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use capstan::connect::Connections;
 use capstan::daemon::{Daemon, DaemonOptions, StatusBoard, http};
 use capstan::plan::Phase;
 use capstan::source::{
@@ -20,11 +19,11 @@ use capstan::status::{FleetStatus, conditions, reasons};
 use capstan::status_branch::{
     BranchOptions, CommitSettings, StatusRepository, StatusWriter, WriterOptions,
 };
-use capstan_lab::lab::{Lab, LabOptions};
+use capstan_lab::lab::Lab;
 use capstan_lab::world::LabConfig;
 
 use super::daemon::{http_request, lab_cluster};
-use super::fixture::{Remote, git};
+use super::fixture::{LabAtTip, Remote, TEST_BACKOFF, git, lab_at_tip};
 use super::servers;
 
 /// How long a wait may take (the lab builds a cluster in seconds).
@@ -90,40 +89,19 @@ impl Writing {
         floor: Duration,
         leadership: Option<Arc<capstan::leader::Leadership>>,
     ) -> Writing {
-        let state = tempfile::tempdir().expect("state dir");
-        let lab = Lab::start(
-            config,
-            LabOptions {
-                state_dir: Some(state.path().to_owned()),
-                ..LabOptions::ephemeral()
-            },
-        )
-        .await
-        .expect("lab starts");
         let mut source = GitSource::open(
             options.clone(),
             redactor.clone(),
             Arc::new(SourceMetrics::default()),
         )
         .expect("mirror opens");
-        let first = source
-            .poll()
-            .expect("the remote answers")
-            .revision()
-            .clone();
-        let files = source.read(&first).expect("first commit reads").files;
-        let fleet = capstan::spec::load(&files)
-            .desired
-            .expect("valid fleet")
-            .fleet;
-        let connections =
-            Connections::for_lab(&fleet, &lab.lab_file(), &lab.management_kubeconfig())
-                .await
-                .expect("lab connections");
-        let backoff = capstan::backoff::Backoff {
-            base: Duration::from_millis(50),
-            cap: Duration::from_millis(500),
-        };
+        let LabAtTip {
+            state,
+            lab,
+            fleet,
+            connections,
+        } = lab_at_tip(config, &mut source).await;
+        let backoff = TEST_BACKOFF;
         let poll = Duration::from_millis(200);
         let tracker = Tracker::git(source, Some(poll), backoff);
         let repository = StatusRepository::open(

@@ -77,27 +77,11 @@ async fn a_planted_secret_never_reaches_the_branch() {
     let redactor = Redactor::default();
     redactor.remember(token);
     let mirrors = tempfile::tempdir().expect("mirrors");
-    let repository = StatusRepository::open(
-        BranchOptions {
-            url,
-            branch: BRANCH.to_owned(),
-            credentials: GitCredentials::default(),
-            mirror_root: mirrors.path().to_owned(),
-        },
+    let mut writer = writer_to(
+        url,
+        mirrors.path(),
         redactor,
-    )
-    .expect("status repository opens");
-    let mut writer = StatusWriter::new(
-        repository,
-        WriterOptions {
-            commit: CommitSettings {
-                author: capstan::spec::CAPSTAN_SIGNATURE.to_owned(),
-                skip_ci: false,
-                max_attempts: 3,
-            },
-            window: Duration::ZERO,
-            floor: Duration::ZERO,
-        },
+        (Duration::ZERO, Duration::ZERO),
         Arc::new(capstan::clock::SystemClock),
     );
     let board = StatusBoard::default();
@@ -201,6 +185,40 @@ fn a_status_branch_that_is_the_followed_branch_is_refused_before_anything_runs()
 }
 
 /// A one-cluster status in `phase` whose control plane is Ready or not.
+/// A status writer pushing to `url`'s status branch as capstan, three attempts a push, with
+/// the debounce `(window, floor)`.
+fn writer_to(
+    url: String,
+    mirror_root: &std::path::Path,
+    redactor: Redactor,
+    (window, floor): (Duration, Duration),
+    clock: Arc<dyn capstan::clock::Clock>,
+) -> StatusWriter {
+    let repository = StatusRepository::open(
+        BranchOptions {
+            url,
+            branch: BRANCH.to_owned(),
+            credentials: GitCredentials::default(),
+            mirror_root: mirror_root.to_owned(),
+        },
+        redactor,
+    )
+    .expect("status repository opens");
+    StatusWriter::new(
+        repository,
+        WriterOptions {
+            commit: CommitSettings {
+                author: capstan::spec::CAPSTAN_SIGNATURE.to_owned(),
+                skip_ci: false,
+                max_attempts: 3,
+            },
+            window,
+            floor,
+        },
+        clock,
+    )
+}
+
 fn simple_status(phase: Phase, ready: bool) -> FleetStatus {
     let mut status = planted_status("unused-token-value");
     if let Some(prod) = status.clusters.get_mut("prod") {
@@ -216,28 +234,15 @@ fn simple_status(phase: Phase, ready: bool) -> FleetStatus {
 async fn the_writer_debounces_on_the_lab_clock_and_writes_ready_at_once() {
     let remote = Remote::new();
     let mirrors = tempfile::tempdir().expect("mirrors");
-    let repository = StatusRepository::open(
-        BranchOptions {
-            url: format!("file://{}", remote.bare().display()),
-            branch: BRANCH.to_owned(),
-            credentials: GitCredentials::default(),
-            mirror_root: mirrors.path().to_owned(),
-        },
-        Redactor::default(),
-    )
-    .expect("status repository opens");
     let clock = capstan_lab::clock::LabClock::new();
-    let mut writer = StatusWriter::new(
-        repository,
-        WriterOptions {
-            commit: CommitSettings {
-                author: capstan::spec::CAPSTAN_SIGNATURE.to_owned(),
-                skip_ci: false,
-                max_attempts: 3,
-            },
-            window: capstan::status_branch::DEFAULT_WINDOW,
-            floor: capstan::status_branch::DEFAULT_FLOOR,
-        },
+    let mut writer = writer_to(
+        format!("file://{}", remote.bare().display()),
+        mirrors.path(),
+        Redactor::default(),
+        (
+            capstan::status_branch::DEFAULT_WINDOW,
+            capstan::status_branch::DEFAULT_FLOOR,
+        ),
         Arc::new(clock.clone()),
     );
     let board = StatusBoard::default();
@@ -279,28 +284,15 @@ async fn the_writer_debounces_on_the_lab_clock_and_writes_ready_at_once() {
 #[tokio::test]
 async fn an_unreachable_remote_is_asked_again_only_after_the_floor() {
     let dir = tempfile::tempdir().expect("dir");
-    let repository = StatusRepository::open(
-        BranchOptions {
-            url: format!("file://{}", dir.path().join("nowhere.git").display()),
-            branch: BRANCH.to_owned(),
-            credentials: GitCredentials::default(),
-            mirror_root: dir.path().join("mirrors"),
-        },
-        Redactor::default(),
-    )
-    .expect("status repository opens");
     let clock = capstan_lab::clock::LabClock::new();
-    let mut writer = StatusWriter::new(
-        repository,
-        WriterOptions {
-            commit: CommitSettings {
-                author: capstan::spec::CAPSTAN_SIGNATURE.to_owned(),
-                skip_ci: false,
-                max_attempts: 3,
-            },
-            window: capstan::status_branch::DEFAULT_WINDOW,
-            floor: capstan::status_branch::DEFAULT_FLOOR,
-        },
+    let mut writer = writer_to(
+        format!("file://{}", dir.path().join("nowhere.git").display()),
+        &dir.path().join("mirrors"),
+        Redactor::default(),
+        (
+            capstan::status_branch::DEFAULT_WINDOW,
+            capstan::status_branch::DEFAULT_FLOOR,
+        ),
         Arc::new(clock.clone()),
     );
     let board = StatusBoard::default();

@@ -16,6 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::lifecycle_support::{PATIENCE, World, cluster_yaml, ready};
+use capstan_lab::kube::{SimDeployment, SimWorkloads};
 
 /// One replica: the process and its `/status` URL.
 struct Replica {
@@ -315,6 +316,19 @@ async fn a_leader_killed_mid_rollout_is_replaced_within_the_lease_and_the_rollou
         .map(|vm| vm.name)
         .collect();
     assert_eq!(old.len(), 2);
+    // Pods to evict, under a budget, so each drain shows in the API server's eviction audit.
+    let sim = world.lab.kube().cluster("prod").expect("simulated cluster");
+    sim.add_workloads(&SimWorkloads {
+        deployments: vec![SimDeployment {
+            name: "web".into(),
+            namespace: "shop".into(),
+            replicas: 2,
+            pdb_min_available: Some(1),
+            empty_dir: false,
+        }],
+        ..SimWorkloads::default()
+    })
+    .expect("workloads");
 
     // A template change replaces both workers, new before old; kill -9 the leader once the
     // first new machine exists (the rollout is under way).
@@ -430,9 +444,22 @@ async fn a_leader_killed_mid_rollout_is_replaced_within_the_lease_and_the_rollou
         "both old workers retired: {retirements:?}"
     );
     assert_disjoint_spans("VM retirements (Proxmox log)", &retirements);
+    // No two drains overlap: in the API server's audit, the evictions of one node's pods
+    // never interleave with another's, and only old workers were drained.
+    let evicted: Vec<String> = sim
+        .evictions()
+        .into_iter()
+        .filter(|e| !e.dry_run)
+        .map(|e| e.node)
+        .collect();
+    assert!(
+        evicted.iter().all(|node| old.contains(node)),
+        "evictions on machines not retired: {evicted:?}"
+    );
+    assert!(!evicted.is_empty(), "the drains evicted the web pods");
+    assert_disjoint_spans("evictions (API server audit)", &evicted);
     for sample in &timeline.0 {
-        // No two drains overlap: at most one node cordoned at a time (the test cluster runs
-        // no evictable pods, so the drains show as cordons, not as evictions).
+        // And at most one node cordoned at any observation.
         let cordoned = sample.nodes.iter().filter(|n| n.cordoned).count();
         assert!(
             cordoned <= 1,

@@ -507,8 +507,7 @@ impl Request<'_> {
         }
         let dry_run = self.is_dry_run() || self.body_is_dry_run();
         let key = Self::key(target);
-        self.state
-            .change(|store, _| subresources::evict(store, target.resource, &key, dry_run))?;
+        subresources::evict_audited(self.state, target.resource, &key, dry_run)?;
         Ok(json_response(StatusCode::CREATED, &status::success()))
     }
 

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use super::config::{SimNodeConfig, SimWorkloads};
 use super::resources::by_plural;
-use super::state::{ClusterState, User};
+use super::state::{ClusterState, Eviction, User};
 use super::status::ApiError;
 use super::store::{Key, rfc3339};
 use super::{SimKubeError, api};
@@ -537,6 +537,11 @@ impl SimCluster {
             .into_iter()
             .cloned()
             .collect()
+    }
+
+    /// Every eviction the API server answered, in order (its audit log of evictions).
+    pub fn evictions(&self) -> Vec<Eviction> {
+        self.state.lock().evictions.clone()
     }
 
     /// `namespace/name` of every pod on `node`, sorted.

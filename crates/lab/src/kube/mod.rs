@@ -33,6 +33,7 @@ pub use cluster::{NewCluster, SimCluster};
 pub use config::{
     MANAGEMENT, SimClusterConfig, SimDaemonSet, SimDeployment, SimNodeConfig, SimPod, SimWorkloads,
 };
+pub use state::Eviction;
 
 use crate::clock::LabClock;
 use crate::serve::ServeError;

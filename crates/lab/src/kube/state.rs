@@ -42,6 +42,24 @@ pub(crate) struct Inner {
     /// Bearer tokens whose requests are never answered (a network partition between that
     /// client and the server; see `SimCluster::partition_token`).
     pub partitioned: std::collections::BTreeSet<String>,
+    /// Every eviction request, in the order answered (the part of an API server's audit log
+    /// that tests read to prove drains never overlap).
+    pub evictions: Vec<Eviction>,
+}
+
+/// One audited `POST pods/<name>/eviction`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Eviction {
+    /// When the server answered (lab clock).
+    pub at: Timestamp,
+    /// `namespace/name` of the pod.
+    pub pod: String,
+    /// The node the pod ran on (empty when the pod was unknown or unscheduled).
+    pub node: String,
+    /// The HTTP status answered: 201 evicted, 429 refused by a PodDisruptionBudget, 404 gone.
+    pub status: u16,
+    /// Whether it was a dry run (nothing deleted).
+    pub dry_run: bool,
 }
 
 impl std::fmt::Debug for Inner {
@@ -52,6 +70,7 @@ impl std::fmt::Debug for Inner {
             .field("git_version", &self.git_version)
             .field("tokens", &self.tokens.len())
             .field("partitioned", &self.partitioned.len())
+            .field("evictions", &self.evictions.len())
             .finish()
     }
 }
@@ -79,6 +98,7 @@ impl ClusterState {
                 git_version: git_version.to_owned(),
                 tokens: BTreeMap::new(),
                 partitioned: std::collections::BTreeSet::new(),
+                evictions: Vec::new(),
             }),
             address: OnceLock::new(),
         }

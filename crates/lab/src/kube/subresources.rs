@@ -8,8 +8,38 @@ use super::controllers::{budget, is_pod_ready};
 use super::patch::{self, PatchKind};
 use super::resources::ResourceType;
 use super::selectors::LabelSelector;
+use super::state::{ClusterState, Eviction};
 use super::status::ApiError;
 use super::store::{Key, Store};
+
+/// [`evict`], recorded in the cluster's audit of evictions whatever the answer.
+///
+/// # Errors
+/// As [`evict`].
+pub(crate) fn evict_audited(
+    state: &ClusterState,
+    pods: &ResourceType,
+    key: &Key,
+    dry_run: bool,
+) -> Result<(), ApiError> {
+    let (node, at, outcome) = state.change(|store, now| {
+        let node = store.get(key).map_or_else(String::new, |pod| {
+            pod["spec"]["nodeName"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        });
+        (node, now, evict(store, pods, key, dry_run))
+    });
+    state.lock().evictions.push(Eviction {
+        at,
+        pod: format!("{}/{}", key.namespace, key.name),
+        node,
+        status: outcome.as_ref().map_or_else(|e| e.code, |()| 201),
+        dry_run,
+    });
+    outcome
+}
 
 /// Evicts a pod: deletes it unless its PodDisruptionBudget forbids losing it now.
 ///

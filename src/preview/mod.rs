@@ -14,6 +14,7 @@
 //!   `capstan.yaml`), and diff lines that look like a literal secret are redacted.
 
 mod changes;
+pub mod comment;
 mod drains;
 pub mod render;
 mod summary;

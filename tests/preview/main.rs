@@ -5,5 +5,8 @@
 mod support;
 
 mod drains;
+mod fidelity;
 mod fixture;
+mod forge;
+mod posting;
 mod scenarios;

@@ -83,6 +83,11 @@ impl StatusBoard {
         let _ = self.leadership.set(leadership);
     }
 
+    /// Whether this replica leads (always, without leader election).
+    pub(super) fn is_leading(&self) -> bool {
+        self.leadership.get().is_none_or(|l| l.is_leading())
+    }
+
     /// The current counters.
     pub fn counters(&self) -> Counters {
         self.counters

@@ -8,6 +8,7 @@
 //! - The reconcile loop never waits on the forge: this task only reads the board's observed
 //!   state. A failing forge or remote is logged (no token: errors carry none) and retried with
 //!   its own capped backoff.
+//! - Under leader election only the leader posts.
 //! - A pull request is posted to again only when its preview changed: a new head, a moved
 //!   base, or an observed state that changes its plan. The planning time alone is not a change.
 
@@ -115,6 +116,10 @@ impl<F: ForgeApi> Previewer<F> {
     /// # Errors
     /// The first failure; pulls before it are posted, pulls after it wait for the next round.
     pub async fn round(&mut self) -> Result<(), PreviewRoundError> {
+        if !self.board.is_leading() {
+            // One replica posts: a standby's posts would race the leader's.
+            return Ok(());
+        }
         let Some(observed) = self.board.observed() else {
             tracing::debug!("no pass has observed the fleet yet: no previews");
             return Ok(());

@@ -179,19 +179,12 @@ pub fn forge_target(
     })
 }
 
-/// The commit a revision string (`ref@sha1:<hex>`) names.
-pub fn commit_of(revision: &str) -> &str {
-    revision
-        .rsplit_once("@sha1:")
-        .map_or(revision, |(_, sha)| sha)
-}
-
 async fn post(target: &ForgeTarget, pr: u64, preview: &Preview) -> Result<(), ForgeError> {
     let api = RestForge::new(target, RetryPolicy::default())?;
     let posted = sticky::post(
         &api,
         pr,
-        commit_of(&preview.head),
+        preview.head_commit(),
         &comment(preview, GITHUB_COMMENT_LIMIT),
         &sticky::status_for(preview),
     )

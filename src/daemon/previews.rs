@@ -136,7 +136,7 @@ impl<F: ForgeApi> Previewer<F> {
             let posted = sticky::post(
                 &self.forge,
                 pull.number,
-                crate::commands::preview::commit_of(&preview.head),
+                preview.head_commit(),
                 &comment(&preview, GITHUB_COMMENT_LIMIT),
                 &sticky::status_for(&preview),
             )

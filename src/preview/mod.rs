@@ -65,6 +65,13 @@ impl Preview {
     pub fn is_refused(&self) -> bool {
         !self.refusals.is_empty()
     }
+
+    /// The head's commit id (the revision is `ref@sha1:<commit>`), where a commit status goes.
+    pub fn head_commit(&self) -> &str {
+        self.head
+            .rsplit_once("@sha1:")
+            .map_or(self.head.as_str(), |(_, commit)| commit)
+    }
 }
 
 /// Something the head asks for that capstan refuses.

@@ -164,7 +164,11 @@ impl RestForge {
                     None if response.status().is_server_error() && !last => backoff,
                     None => return Err(status_error(operation, response).await),
                 },
-                Err(source) if last || !(source.is_connect() || source.is_timeout()) => {
+                Err(source)
+                    if last
+                        || refused_certificate(&source)
+                        || !(source.is_connect() || source.is_timeout()) =>
+                {
                     return Err(ForgeError::Request {
                         operation: operation.to_owned(),
                         source: source.without_url(),
@@ -238,6 +242,28 @@ fn rate_limit_wait(response: &Response) -> Option<Duration> {
         return Some(Duration::from_secs(wait.max(1).unsigned_abs()));
     }
     (status == StatusCode::TOO_MANY_REQUESTS).then_some(Duration::from_secs(60))
+}
+
+/// Whether the connection failed because the forge's certificate was refused: retrying
+/// cannot help.
+fn refused_certificate(err: &reqwest::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(current) = cause {
+        let io_inner = current
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some());
+        // hyper-util may box the TLS error where no downcast reaches it; rustls's own message
+        // names it then.
+        if io_inner
+            || current.downcast_ref::<rustls::Error>().is_some()
+            || current.to_string().contains("invalid peer certificate")
+        {
+            return true;
+        }
+        cause = current.source();
+    }
+    false
 }
 
 async fn status_error(operation: &str, response: Response) -> ForgeError {

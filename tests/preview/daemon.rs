@@ -1,5 +1,6 @@
 //! `capstan run --lab --previews`: the daemon posts a preview on a pull request opened on the
-//! lab forge, and edits it after a push to the pull request's branch; its `GET /observed`
+//! lab forge, and edits it after a push to the pull request's branch; a forge that is down
+//! meanwhile does not hold up reconciliation; its `GET /observed`
 //! serves the state it plans against, which `capstan preview --server` reads.
 
 use std::path::Path;
@@ -7,6 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use capstan::observed::Observed;
+use capstan_lab::forge::Fault;
 
 use crate::fixture::{Fleet, git};
 use crate::forge::{NAME, OWNER, OnForge, TOKEN};
@@ -100,12 +102,36 @@ async fn the_daemon_posts_a_preview_for_an_opened_pull_request_and_updates_it_af
         .and_then(|l| l.local_addr())
         .expect("a free port")
         .port();
+    // The forge is down from the start: reconciliation must not wait for it.
+    on.forge.inject(Fault::Outage, None);
     let mut daemon = spawn_daemon(&on, dir.path(), port);
-
     let pr = on
         .forge
         .open_pull("Scale prod", "scale", "main")
         .expect("pull");
+    let url = format!("http://127.0.0.1:{port}");
+    let prod_ready = || async {
+        let Ok(response) = reqwest::get(format!("{url}/status")).await else {
+            return false;
+        };
+        let status: serde_json::Value = response.json().await.unwrap_or_default();
+        status["clusters"]["prod"]["phase"] == "Ready"
+    };
+    let deadline = Instant::now() + PATIENCE;
+    while !prod_ready().await {
+        assert!(
+            daemon.child.try_wait().ok().flatten().is_none(),
+            "capstan run exited"
+        );
+        assert!(Instant::now() < deadline, "prod never became Ready");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(on.forge.comments(pr).is_empty());
+    assert!(
+        on.forge.requests().iter().any(|r| r.status == 503),
+        "the daemon tried the forge while it was down"
+    );
+    on.forge.heal();
     let head = on.forge.pull(pr).expect("pull").head_sha;
     let posted_for = |sha: &str| {
         let wanted = format!("refs/pull/{pr}/head@sha1:{sha}");
@@ -133,7 +159,6 @@ async fn the_daemon_posts_a_preview_for_an_opened_pull_request_and_updates_it_af
     assert_eq!(comments[0].id, first[0].id);
 
     // The state the daemon plans against, for `capstan preview --server`.
-    let url = format!("http://127.0.0.1:{port}");
     let body = reqwest::get(format!("{url}/observed"))
         .await
         .expect("GET /observed")

@@ -69,37 +69,60 @@ impl OnForge {
     /// `capstan preview` of `head` onto `main`, read from the bare remote, posted to pull
     /// request `pr` of the forge's GitHub Enterprise API.
     pub async fn post(&self, head: &str, pr: u64) -> Run {
-        let args = [
-            "preview".to_owned(),
+        let api = format!("{}/api/v3", self.forge.http_url());
+        self.post_to(head, pr, ("github", &api), &[]).await
+    }
+
+    /// `capstan preview` of `head` onto `main` posted to pull request `pr` through `api`
+    /// (`(flavour, base URL)`), with `env` added to the environment.
+    pub async fn post_to(
+        &self,
+        head: &str,
+        pr: u64,
+        (kind, api): (&str, &str),
+        env: &[(&str, String)],
+    ) -> Run {
+        let mut args: Vec<String> = [
+            "preview",
+            "--base",
+            "main",
+            "--now",
+            NOW,
+            "--forge",
+            kind,
+            "--forge-url",
+            api,
+            "--head",
+            head,
+        ]
+        .iter()
+        .map(|a| (*a).to_owned())
+        .collect();
+        args.extend([
             "--repo".to_owned(),
             self.bare().display().to_string(),
-            "--base".to_owned(),
-            "main".to_owned(),
-            "--head".to_owned(),
-            head.to_owned(),
             "--observed".to_owned(),
             self.fleet.snapshot().display().to_string(),
-            "--now".to_owned(),
-            NOW.to_owned(),
-            "--forge".to_owned(),
-            "github".to_owned(),
-            "--forge-url".to_owned(),
-            format!("{}/api/v3", self.forge.http_url()),
             "--forge-repo".to_owned(),
             format!("{OWNER}/{NAME}"),
             "--pr".to_owned(),
             pr.to_string(),
-        ];
-        tokio::task::spawn_blocking(move || capstan_with_token(&args))
+        ]);
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .collect();
+        tokio::task::spawn_blocking(move || capstan_with_token(&args, &env))
             .await
             .expect("capstan ran")
     }
 }
 
-/// Runs the binary with `args` and the forge token in `CAPSTAN_FORGE_TOKEN`.
-pub fn capstan_with_token(args: &[String]) -> Run {
+/// Runs the binary with `args`, `env` and the forge token in `CAPSTAN_FORGE_TOKEN`.
+pub fn capstan_with_token(args: &[String], env: &[(String, String)]) -> Run {
     let output = Command::new(env!("CARGO_BIN_EXE_capstan"))
         .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .env("CAPSTAN_FORGE_TOKEN", TOKEN)
         .env("CAPSTAN_LOG", "info")
         .output()

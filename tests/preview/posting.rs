@@ -135,3 +135,43 @@ async fn a_forge_that_stays_down_fails_the_command_naming_the_call() {
         &["rev-parse", "--verify", &format!("refs/pull/{pr}/head")],
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gitea_over_https_gets_the_same_comment_and_status() {
+    let fleet = Fleet::new();
+    fleet.branch("scale", PROD, "replicas: 3", "replicas: 4");
+    let on = OnForge::start(fleet).await;
+    let pr = on
+        .forge
+        .open_pull("Scale prod", "scale", "main")
+        .expect("pull");
+    let head = on.forge.pull(pr).expect("pull").head_sha;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ca = dir.path().join("forge-ca.pem");
+    std::fs::write(&ca, on.forge.ca_pem()).expect("write the CA");
+    let api = format!("https://127.0.0.1:{}/api/v1", on.forge.https_addr().port());
+    let trust = [("SSL_CERT_FILE", ca.display().to_string())];
+    on.post_to("scale", pr, ("gitea", &api), &trust)
+        .await
+        .assert_code(0);
+    on.post_to("scale", pr, ("gitea", &api), &trust)
+        .await
+        .assert_code(0);
+    assert_eq!(on.forge.comments(pr).len(), 1);
+    assert_eq!(edits(&on), 0);
+    assert!(
+        on.forge
+            .requests()
+            .iter()
+            .any(|r| r.path.ends_with(&format!("/issues/{pr}/comments")))
+    );
+    assert_eq!(on.forge.statuses(&head)[0].state, "success");
+    // Without the CA the forge's certificate is refused.
+    let untrusted = on.post_to("scale", pr, ("gitea", &api), &[]).await;
+    untrusted.assert_code(1);
+    assert!(
+        untrusted.stderr.contains("did not answer"),
+        "{}",
+        untrusted.stderr
+    );
+}

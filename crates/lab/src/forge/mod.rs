@@ -434,3 +434,6 @@ fn git(git_dir: &Path, args: &[&str]) -> Result<String, ForgeError> {
     }
     Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
 }
+
+#[cfg(test)]
+mod tests;

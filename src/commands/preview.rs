@@ -40,6 +40,9 @@ pub enum PreviewError {
         #[source]
         source: reqwest::Error,
     },
+    /// No TLS client could be set up to reach the daemon.
+    #[error("cannot set up TLS to reach the daemon")]
+    ServerTls(#[source] ForgeError),
     /// The forge flags are incomplete.
     #[error("{0}")]
     ForgeFlags(String),

@@ -46,7 +46,7 @@ pub enum ForgeError {
 }
 
 /// What the forge serves.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ForgeOptions {
     /// The repository's owner (`OWNER` of `OWNER/NAME`).
     pub owner: String,
@@ -58,6 +58,18 @@ pub struct ForgeOptions {
     pub login: String,
     /// The bare Git repository pulls point into.
     pub git_dir: PathBuf,
+}
+
+impl std::fmt::Debug for ForgeOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the token.
+        f.debug_struct("ForgeOptions")
+            .field("owner", &self.owner)
+            .field("name", &self.name)
+            .field("login", &self.login)
+            .field("git_dir", &self.git_dir)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Something the forge answered, for tests to count calls by.

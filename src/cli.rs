@@ -93,7 +93,9 @@ pub enum Command {
     /// observed state, and prints a summary line, every refusal (validation errors with
     /// file:line:column, and the planner's refusals, each with its rule and fix), then per
     /// changed cluster the diff of its file, what the change means and the predicted steps,
-    /// marking those already pending on the base and those this change adds. Exits 1 when the
+    /// marking those already pending on the base and those this change adds. With `--pr N` and
+    /// the `--forge` flags it also posts the preview to that pull request (one sticky comment,
+    /// a `capstan/preview` commit status; token in `CAPSTAN_FORGE_TOKEN`). Exits 1 when the
     /// change is refused.
     ///
     /// Example: `capstan preview --repo . --base main --head my-change --observed none

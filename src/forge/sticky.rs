@@ -64,8 +64,8 @@ fn shorten(text: &str, limit: usize) -> String {
     short
 }
 
-/// Posts `body` (which holds [`MARKER`]) as pull request `pr`'s sticky comment, and `status` on
-/// its head `head_sha`.
+/// Posts `body` (which starts with [`MARKER`]) as pull request `pr`'s sticky comment, and
+/// `status` on its head `head_sha`.
 ///
 /// # Errors
 /// When the forge refuses or cannot be reached (after the client's retries).
@@ -80,7 +80,8 @@ pub async fn post(
         .comments(pr)
         .await?
         .into_iter()
-        .find(|c| c.body.as_deref().is_some_and(|b| b.contains(MARKER)));
+        // The marker opens capstan's comment; a reply quoting it starts with `>`.
+        .find(|c| c.body.as_deref().is_some_and(|b| b.starts_with(MARKER)));
     let posted = match existing {
         Some(comment) if comment.body.as_deref() == Some(body) => Posted {
             comment_id: comment.id,

@@ -87,10 +87,16 @@ fn success() -> CommitStatus {
 #[tokio::test]
 async fn the_same_text_twice_makes_one_comment_and_no_edit() {
     let forge = Fake::default();
-    forge.comments.lock().expect("lock").push(IssueComment {
-        id: 1,
-        body: Some("LGTM".into()),
-    });
+    forge.comments.lock().expect("lock").extend([
+        IssueComment {
+            id: 1,
+            body: Some("LGTM".into()),
+        },
+        IssueComment {
+            id: 2,
+            body: Some(format!("> {MARKER}\n> quoted by a reviewer")),
+        },
+    ]);
     let body = format!("{MARKER}\n### capstan preview");
     let first = post(&forge, 7, "abc", &body, &success())
         .await
@@ -102,7 +108,7 @@ async fn the_same_text_twice_makes_one_comment_and_no_edit() {
     assert_eq!(second.action, CommentAction::Unchanged);
     assert_eq!(first.comment_id, second.comment_id);
     assert_eq!((forge.count("create"), forge.count("edit")), (1, 0));
-    assert_eq!(forge.comments.lock().expect("lock").len(), 2);
+    assert_eq!(forge.comments.lock().expect("lock").len(), 3);
 }
 
 #[tokio::test]

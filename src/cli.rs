@@ -93,7 +93,9 @@ pub enum Command {
     /// observed state, and prints a summary line, every refusal (validation errors with
     /// file:line:column, and the planner's refusals, each with its rule and fix), then per
     /// changed cluster the diff of its file, what the change means and the predicted steps,
-    /// marking those already pending on the base and those this change adds. Exits 1 when the
+    /// marking those already pending on the base and those this change adds. With `--pr N` and
+    /// the `--forge` flags it also posts the preview to that pull request (one sticky comment,
+    /// a `capstan/preview` commit status; token in `CAPSTAN_FORGE_TOKEN`). Exits 1 when the
     /// change is refused.
     ///
     /// Example: `capstan preview --repo . --base main --head my-change --observed none
@@ -268,6 +270,31 @@ pub struct RunArgs {
     /// Leader election (several replicas).
     #[command(flatten)]
     pub leader: LeaderArgs,
+    /// Post a preview on every open pull request of `--forge-repo` (whose heads are fetched
+    /// from the Git remote as `refs/pull/<N>/head`) on every poll, when its head or the
+    /// observed state its plan depends on changed. Needs a Git remote and the `--forge` flags.
+    #[arg(long, requires = "forge", env = env_vars::CAPSTAN_PREVIEWS)]
+    pub previews: bool,
+    /// Where previews are posted.
+    #[command(flatten)]
+    pub forge: ForgeArgs,
+}
+
+/// The forge pull-request previews are posted to. The token is read from the environment
+/// variable `CAPSTAN_FORGE_TOKEN` only.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ForgeArgs {
+    /// The forge's API: `github` (GitHub, GitHub Enterprise Server) or `gitea` (Gitea,
+    /// Forgejo).
+    #[arg(long, value_enum, env = env_vars::CAPSTAN_FORGE)]
+    pub forge: Option<crate::forge::ForgeKind>,
+    /// The API base URL: `https://api.github.com` (the default for `github`),
+    /// `https://HOST/api/v3` (GitHub Enterprise Server), `https://HOST/api/v1` (Gitea).
+    #[arg(long, requires = "forge", env = env_vars::CAPSTAN_FORGE_URL)]
+    pub forge_url: Option<String>,
+    /// The repository on the forge, `OWNER/NAME`.
+    #[arg(long, requires = "forge", env = env_vars::CAPSTAN_FORGE_REPO)]
+    pub forge_repo: Option<String>,
 }
 
 /// Leader election among replicas of `capstan run`.
@@ -452,6 +479,17 @@ pub struct PreviewArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = PlanFormat::Markdown, env = env_vars::CAPSTAN_FORMAT)]
     pub format: PlanFormat,
+    /// Take the observed state from a running daemon (`GET URL/observed`) instead of
+    /// `--observed`.
+    #[arg(long, conflicts_with = "observed", env = env_vars::CAPSTAN_PREVIEW_SERVER)]
+    pub server: Option<String>,
+    /// Also post the preview to this pull request: one sticky comment (edited in place when
+    /// its text changes) and a `capstan/preview` commit status on `--head`'s commit.
+    #[arg(long, requires = "forge", env = env_vars::CAPSTAN_PREVIEW_PR)]
+    pub pr: Option<u64>,
+    /// Where the preview is posted.
+    #[command(flatten)]
+    pub forge: ForgeArgs,
 }
 
 /// Where `capstan plan` takes the observed state from.

@@ -75,6 +75,20 @@ pub const CAPSTAN_LEASE_RETRY: &str = "CAPSTAN_LEASE_RETRY";
 pub const CAPSTAN_PREVIEW_BASE: &str = "CAPSTAN_PREVIEW_BASE";
 /// `capstan preview`: the head revision.
 pub const CAPSTAN_PREVIEW_HEAD: &str = "CAPSTAN_PREVIEW_HEAD";
+/// The forge previews are posted to: `github` or `gitea`.
+pub const CAPSTAN_FORGE: &str = "CAPSTAN_FORGE";
+/// The forge's API base URL.
+pub const CAPSTAN_FORGE_URL: &str = "CAPSTAN_FORGE_URL";
+/// The forge repository, `OWNER/NAME`.
+pub const CAPSTAN_FORGE_REPO: &str = "CAPSTAN_FORGE_REPO";
+/// The forge token (read from the environment only, never from a flag).
+pub const CAPSTAN_FORGE_TOKEN: &str = "CAPSTAN_FORGE_TOKEN";
+/// `capstan preview`: the pull request to post to.
+pub const CAPSTAN_PREVIEW_PR: &str = "CAPSTAN_PREVIEW_PR";
+/// `capstan preview`: the running daemon whose observed state is planned against.
+pub const CAPSTAN_PREVIEW_SERVER: &str = "CAPSTAN_PREVIEW_SERVER";
+/// `capstan run`: post a preview on every open pull request.
+pub const CAPSTAN_PREVIEWS: &str = "CAPSTAN_PREVIEWS";
 /// `capstan plan` and `capstan preview`: plan as of this time instead of now.
 pub const CAPSTAN_NOW: &str = "CAPSTAN_NOW";
 /// Hold the Lease through the pod's service account.

@@ -18,6 +18,7 @@ pub mod connect;
 pub mod daemon;
 pub mod env_vars;
 pub mod execute;
+pub mod forge;
 pub mod leader;
 pub mod observe;
 pub mod preview;

@@ -3,9 +3,14 @@
 
 use std::io::Write;
 
-use crate::cli::{PlanFormat, PreviewArgs};
+use crate::cli::{ForgeArgs, PlanFormat, PreviewArgs};
 use crate::clock::Clock;
-use crate::preview::{self, RevisionFiles, render};
+use crate::env_vars;
+use crate::forge::rest::{ForgeTarget, RestForge, RetryPolicy};
+use crate::forge::{ForgeError, ForgeKind, sticky};
+use crate::observed::Observed;
+use crate::preview::comment::{GITHUB_COMMENT_LIMIT, comment};
+use crate::preview::{self, Preview, RevisionFiles, render};
 use crate::source::revisions::{self, RevisionError};
 
 use super::Outcome;
@@ -26,6 +31,33 @@ pub enum PreviewError {
     /// The preview could not be written to stdout.
     #[error("cannot write the preview")]
     Output(#[source] std::io::Error),
+    /// The daemon's observed state could not be read.
+    #[error("cannot read the observed state from {url}/observed")]
+    Server {
+        /// The daemon.
+        url: String,
+        /// Why.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// No TLS client could be set up to reach the daemon.
+    #[error("cannot set up TLS to reach the daemon")]
+    ServerTls(#[source] ForgeError),
+    /// The forge flags are incomplete.
+    #[error("{0}")]
+    ForgeFlags(String),
+    /// The preview could not be posted.
+    #[error("cannot post the preview to pull request #{pr}")]
+    Post {
+        /// The pull request.
+        pr: u64,
+        /// Why.
+        #[source]
+        source: ForgeError,
+    },
+    /// No async runtime could be started to talk to the network.
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
 }
 
 /// Reads both revisions and the observed state, and prints the preview to `out`.
@@ -44,7 +76,18 @@ pub fn run(
         .map_err(PreviewError::Base)?;
     let head = revisions::read_revision(&args.repo, &args.head, &args.git.settings(), env)
         .map_err(PreviewError::Head)?;
-    let observed = read_observed(&args.observed).map_err(PreviewError::Observed)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(PreviewError::Runtime)?;
+    let observed = match &args.server {
+        Some(url) => runtime.block_on(observed_from_server(url))?,
+        None => read_observed(&args.observed).map_err(PreviewError::Observed)?,
+    };
+    let forge = match args.pr {
+        Some(pr) => Some((pr, forge_target(&args.forge, env)?)),
+        None => None,
+    };
     let now = args.now.unwrap_or_else(|| clock.now());
     let preview = preview::build(
         &RevisionFiles {
@@ -65,9 +108,90 @@ pub fn run(
     };
     out.write_all(text.as_bytes())
         .map_err(PreviewError::Output)?;
+    if let Some((pr, target)) = forge {
+        runtime
+            .block_on(post(&target, pr, &preview))
+            .map_err(|source| PreviewError::Post { pr, source })?;
+    }
     Ok(if preview.is_refused() {
         Outcome::Failure
     } else {
         Outcome::Success
     })
+}
+
+/// The observed state a running daemon serves at `GET /observed`.
+async fn observed_from_server(url: &str) -> Result<Observed, PreviewError> {
+    let url = url.trim_end_matches('/');
+    let failed = |source: reqwest::Error| PreviewError::Server {
+        url: url.to_owned(),
+        source: source.without_url(),
+    };
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(
+            crate::forge::rest::tls_config()
+                .map_err(|err| PreviewError::ForgeFlags(err.to_string()))?,
+        )
+        .build()
+        .map_err(failed)?
+        .get(format!("{url}/observed"))
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .map_err(failed)?
+        .json()
+        .await
+        .map_err(failed)
+}
+
+/// The forge the flags and `CAPSTAN_FORGE_TOKEN` name.
+///
+/// # Errors
+/// When `--forge`, `--forge-repo`, `--forge-url` (for Gitea) or the token is missing.
+pub fn forge_target(
+    args: &ForgeArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ForgeTarget, PreviewError> {
+    let missing = |what: &str| PreviewError::ForgeFlags(format!("posting a preview needs {what}"));
+    let kind = args.forge.ok_or_else(|| missing("--forge github|gitea"))?;
+    let api_url = match (&args.forge_url, kind) {
+        (Some(url), _) => url.clone(),
+        (None, ForgeKind::Github) => "https://api.github.com".to_owned(),
+        (None, ForgeKind::Gitea) => {
+            return Err(missing("--forge-url https://HOST/api/v1 for Gitea"));
+        }
+    };
+    let repository = args
+        .forge_repo
+        .clone()
+        .filter(|r| r.split('/').filter(|part| !part.is_empty()).count() == 2)
+        .ok_or_else(|| missing("--forge-repo OWNER/NAME"))?;
+    let token = env(env_vars::CAPSTAN_FORGE_TOKEN)
+        .filter(|t| !t.trim().is_empty())
+        .ok_or_else(|| {
+            missing(&format!(
+                "a token in the environment variable {}",
+                env_vars::CAPSTAN_FORGE_TOKEN
+            ))
+        })?;
+    Ok(ForgeTarget {
+        kind,
+        api_url,
+        repository,
+        token: token.trim().to_owned(),
+    })
+}
+
+async fn post(target: &ForgeTarget, pr: u64, preview: &Preview) -> Result<(), ForgeError> {
+    let api = RestForge::new(target, RetryPolicy::default())?;
+    let posted = sticky::post(
+        &api,
+        pr,
+        preview.head_commit(),
+        &comment(preview, GITHUB_COMMENT_LIMIT),
+        &sticky::status_for(preview),
+    )
+    .await?;
+    tracing::info!(pr, comment = posted.comment_id, action = ?posted.action, "preview posted");
+    Ok(())
 }

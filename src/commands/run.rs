@@ -10,7 +10,9 @@ use crate::cli::{DaemonArgs, DemoArgs, LeaderArgs, RunArgs};
 use crate::clock::{Clock, SystemClock};
 use crate::commands::Outcome;
 use crate::connect::{ConnectError, Connections, FleetSecrets};
+use crate::daemon::previews::Previewer;
 use crate::daemon::{Daemon, DaemonOptions, StatusBoard, http};
+use crate::forge::rest::{RestForge, RetryPolicy};
 use crate::leader::{self, Leadership, LeaseTimings};
 use crate::providers::kube::{ClusterError, KubeClusterClient, LeaseClient};
 use crate::source::webhook::Webhooks;
@@ -114,6 +116,12 @@ pub enum RunError {
         /// `--lease-retry`.
         retry: Duration,
     },
+    /// `--previews` on a folder: pull requests' heads are read from a Git remote.
+    #[error("--previews needs a Git remote as --repo (pull requests' heads are fetched from it)")]
+    PreviewsNeedRemote,
+    /// The forge flags or token are incomplete or unusable.
+    #[error("cannot post previews: {0}")]
+    Forge(String),
     /// The demo's folder could not be prepared.
     #[error("cannot prepare {path}")]
     Prepare {
@@ -131,10 +139,19 @@ pub enum RunError {
 /// When the repository is invalid, a connection cannot be made, or the lab cannot start.
 pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outcome, RunError> {
     let redactor = Redactor::default();
+    let mut previews = None;
     let (fleet, tracker, folder) = match &args.repo {
-        RepoLocation::Folder(path) => (load_fleet(path)?, None, path.clone()),
+        RepoLocation::Folder(path) => {
+            if args.previews {
+                return Err(RunError::PreviewsNeedRemote);
+            }
+            (load_fleet(path)?, None, path.clone())
+        }
         RepoLocation::Remote(url) => {
             let options = source::git_options(url, &args.git.settings(), env, &redactor)?;
+            if args.previews {
+                previews = Some((previews_forge(args, env, &redactor)?, options.clone()));
+            }
             let (fleet, source, snapshot) = open_remote(options.clone(), &redactor)?;
             let tracker = Tracker::git(source, None, crate::backoff::Backoff::default())
                 .starting_from(snapshot);
@@ -158,6 +175,7 @@ pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outco
         webhooks,
         branch: args.git.branch.clone(),
         status_branch,
+        previews: previews.map(|(forge, git)| (forge, git, fleet.poll_interval.0)),
     };
     runtime()?.block_on(async {
         let mut options = daemon_options(&folder, &args.daemon);
@@ -393,6 +411,21 @@ struct DaemonSource {
     branch: String,
     /// Where the status is committed (a Git remote only).
     status_branch: Option<(StatusRepository, WriterOptions)>,
+    /// `--previews`: the forge, the remote pulls' heads are fetched from, and how often.
+    previews: Option<(RestForge, source::GitOptions, Duration)>,
+}
+
+/// The forge `--previews` posts to; its token is remembered by the redactor, so the status
+/// branch never carries it.
+fn previews_forge(
+    args: &RunArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+    redactor: &Redactor,
+) -> Result<RestForge, RunError> {
+    let target = crate::commands::preview::forge_target(&args.forge, env)
+        .map_err(|err| RunError::Forge(err.to_string()))?;
+    redactor.remember(&target.token);
+    RestForge::new(&target, RetryPolicy::default()).map_err(|err| RunError::Forge(err.to_string()))
 }
 
 /// The status branch of the remote `options` follows, as the fleet's `status` says, paced by
@@ -512,7 +545,11 @@ async fn serve_daemon(
     let mut daemon = Daemon::new(options, Arc::new(connections), Arc::clone(&clock))
         .with_progress(Box::new(std::io::stdout()));
     if let Some((repository, writer_options)) = source.status_branch {
-        daemon = daemon.with_status_branch(StatusWriter::new(repository, writer_options, clock));
+        daemon = daemon.with_status_branch(StatusWriter::new(
+            repository,
+            writer_options,
+            Arc::clone(&clock),
+        ));
     }
     let (stop_electing, mut stopped) = tokio::sync::watch::channel(false);
     let mut elector = None;
@@ -540,11 +577,23 @@ async fn serve_daemon(
     }
     if let Some(addr) = http_addr {
         let bound = http::serve_with(addr, daemon.board(), hooks).await?;
-        tracing::info!(address = %bound, "serving /status, /healthz, /metrics and /hooks");
+        tracing::info!(address = %bound, "serving /status, /observed, /healthz, /metrics and /hooks");
     }
+    let previewer = source.previews.map(|(forge, git, interval)| {
+        let previewer = Previewer::new(forge, git, daemon.board(), clock, interval);
+        let mut stopped = stop_electing.subscribe();
+        tokio::spawn(previewer.run(async move {
+            let _ = stopped.wait_for(|stop| *stop).await;
+        }))
+    });
     let result = daemon.run(stop).await;
     // Steps in flight are gone with the daemon: only now is the Lease released.
     stop_electing.send_replace(true);
+    if let Some(previewer) = previewer
+        && let Err(err) = previewer.await
+    {
+        tracing::error!("the previews task failed: {err}");
+    }
     if let Some(elector) = elector
         && let Err(err) = elector.await
     {

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::leader::Leadership;
+use crate::observed::Observed;
 use crate::plan::ActionKind;
 use crate::source::SourceMetrics;
 use crate::status::{Condition, FleetStatus};
@@ -19,6 +20,9 @@ pub struct StatusBoard {
     conditions: Mutex<BTreeMap<String, Condition>>,
     counters: Mutex<Counters>,
     source: Arc<SourceMetrics>,
+    /// The state the last pass observed (what `GET /observed` serves and previews plan
+    /// against).
+    observed: RwLock<Option<Arc<Observed>>>,
 }
 
 /// What `/metrics` counts.
@@ -79,12 +83,33 @@ impl StatusBoard {
         let _ = self.leadership.set(leadership);
     }
 
+    /// Whether this replica leads (always, without leader election).
+    pub(super) fn is_leading(&self) -> bool {
+        self.leadership.get().is_none_or(|l| l.is_leading())
+    }
+
     /// The current counters.
     pub fn counters(&self) -> Counters {
         self.counters
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
+    }
+
+    /// The state the last pass observed (`None` before the first observation). It holds no
+    /// secret: kubeconfigs are known by fingerprint only.
+    pub fn observed(&self) -> Option<Arc<Observed>> {
+        self.observed
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(super) fn set_observed(&self, observed: Observed) {
+        *self
+            .observed
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(observed));
     }
 
     pub(super) fn set(&self, status: FleetStatus) {

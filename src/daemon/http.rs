@@ -1,5 +1,6 @@
-//! The daemon's HTTP endpoint: `GET /status` (every cluster's status as JSON), `GET /healthz`
-//! (200 while passes run) and `GET /metrics` (Prometheus text format).
+//! The daemon's HTTP endpoint: `GET /status` (every cluster's status as JSON), `GET /observed`
+//! (the last observed state, as the snapshot `capstan plan --observed FILE` reads: no secrets),
+//! `GET /healthz` (200 while passes run) and `GET /metrics` (Prometheus text format).
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -52,6 +53,7 @@ pub async fn serve_with(
         .map_err(|source| HttpError::Bind { addr, source })?;
     let router = Router::new()
         .route("/status", get(status))
+        .route("/observed", get(observed))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .with_state(board)
@@ -66,6 +68,17 @@ pub async fn serve_with(
 
 async fn status(State(board): State<Arc<StatusBoard>>) -> impl IntoResponse {
     axum::Json(board.status())
+}
+
+async fn observed(State(board): State<Arc<StatusBoard>>) -> axum::response::Response {
+    match board.observed() {
+        Some(observed) => axum::Json(observed.as_ref()).into_response(),
+        None => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "nothing observed yet: no reconcile pass has completed\n",
+        )
+            .into_response(),
+    }
 }
 
 async fn healthz(State(board): State<Arc<StatusBoard>>) -> impl IntoResponse {

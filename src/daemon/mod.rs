@@ -16,6 +16,7 @@
 
 mod board;
 pub mod http;
+pub mod previews;
 mod progress;
 
 pub use board::{Counters, StatusBoard};
@@ -338,6 +339,7 @@ impl<Pr: Providers> Daemon<Pr> {
         self.poll_interval = Some(desired.fleet.poll_interval.0);
         let observation = self.observer.observe(desired, now).await;
         let plan = plan::plan(desired, &observation.observed, &Policy::of(desired), now);
+        self.board.set_observed(observation.observed.clone());
         let mut work = false;
         for cluster in &plan.clusters {
             let runnable = !cluster.steps.is_empty()

@@ -14,6 +14,7 @@
 //!   `capstan.yaml`), and diff lines that look like a literal secret are redacted.
 
 mod changes;
+pub mod comment;
 mod drains;
 pub mod render;
 mod summary;
@@ -63,6 +64,13 @@ impl Preview {
     /// Whether merging would be refused (the preview fails).
     pub fn is_refused(&self) -> bool {
         !self.refusals.is_empty()
+    }
+
+    /// The head's commit id (the revision is `ref@sha1:<commit>`), where a commit status goes.
+    pub fn head_commit(&self) -> &str {
+        self.head
+            .rsplit_once("@sha1:")
+            .map_or(self.head.as_str(), |(_, commit)| commit)
     }
 }
 

@@ -12,6 +12,12 @@ use super::{ClusterPreview, Preview, PreviewStep, Refusal};
 
 /// The preview as a Markdown pull-request comment.
 pub fn markdown(preview: &Preview) -> String {
+    markdown_collapsing(preview, &|_| false)
+}
+
+/// [`markdown`], with the clusters `collapsed` names (by index in `preview.clusters`) shown
+/// as their summary line only, and the `capstan.yaml` diff left out when `collapsed(usize::MAX)`.
+pub(super) fn markdown_collapsing(preview: &Preview, collapsed: &dyn Fn(usize) -> bool) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "### capstan preview\n");
     let _ = writeln!(out, "**{}**\n", escape(&preview.summary));
@@ -30,7 +36,12 @@ pub fn markdown(preview: &Preview) -> String {
         }
         let _ = writeln!(out);
     }
-    if !preview.fleet_diff.is_empty() {
+    if !preview.fleet_diff.is_empty() && collapsed(usize::MAX) {
+        let _ = writeln!(
+            out,
+            "<details><summary><b>capstan.yaml</b> changes (collapsed to fit this comment)</summary></details>\n"
+        );
+    } else if !preview.fleet_diff.is_empty() {
         let _ = writeln!(
             out,
             "<details><summary><b>capstan.yaml</b> changes</summary>\n"
@@ -38,8 +49,12 @@ pub fn markdown(preview: &Preview) -> String {
         write_diff(&mut out, &preview.fleet_diff);
         let _ = writeln!(out, "</details>\n");
     }
-    for cluster in &preview.clusters {
-        cluster_markdown(&mut out, cluster);
+    for (index, cluster) in preview.clusters.iter().enumerate() {
+        if collapsed(index) {
+            collapsed_cluster_markdown(&mut out, cluster);
+        } else {
+            cluster_markdown(&mut out, cluster);
+        }
     }
     if preview.clusters.is_empty() {
         let _ = writeln!(out, "No cluster changes.");
@@ -65,6 +80,27 @@ fn refusal_markdown(refusal: &Refusal) -> String {
         line.push_str(" *(refused on the base too)*");
     }
     line
+}
+
+/// A cluster's section as its summary line and refusals only (the comment would be too long).
+fn collapsed_cluster_markdown(out: &mut String, cluster: &ClusterPreview) {
+    let _ = writeln!(
+        out,
+        "<details><summary><b>{}</b>: {} (collapsed to fit this comment)</summary>\n",
+        html(&cluster.name),
+        html(&cluster.summary)
+    );
+    for refusal in &cluster.refused {
+        let _ = writeln!(out, "> **Refused:** {}\n", refusal_markdown(refusal));
+    }
+    let _ = writeln!(out, "</details>\n");
+}
+
+/// A cluster's full section, as [`markdown`] writes it.
+pub(super) fn cluster_section(cluster: &ClusterPreview) -> String {
+    let mut out = String::new();
+    cluster_markdown(&mut out, cluster);
+    out
 }
 
 fn cluster_markdown(out: &mut String, cluster: &ClusterPreview) {

@@ -148,6 +148,16 @@ impl std::fmt::Debug for GitSource {
     }
 }
 
+/// The remote ref followed: `refs/heads/<branch>`, or a full ref name as given
+/// (`refs/pull/7/head`, which forges keep for pull requests' heads).
+fn remote_ref(branch: &str) -> String {
+    if branch.starts_with("refs/") {
+        branch.to_owned()
+    } else {
+        format!("refs/heads/{branch}")
+    }
+}
+
 /// The ref the mirror keeps the fetched tip under.
 fn mirror_ref(branch: &str) -> String {
     format!("refs/capstan/heads/{branch}")
@@ -243,7 +253,7 @@ impl GitSource {
         let connection = remote
             .connect_auth(Direction::Fetch, Some(callbacks), None)
             .map_err(|err| self.ls_remote_error(&err, &rejection))?;
-        let wanted = format!("refs/heads/{}", self.options.branch);
+        let wanted = remote_ref(&self.options.branch);
         let heads = connection
             .list()
             .map_err(|err| self.ls_remote_error(&err, &rejection))?;
@@ -283,7 +293,7 @@ impl GitSource {
         if remote.stats().received_objects() > 0 {
             self.metrics.count_fetch();
         }
-        let wanted = format!("refs/heads/{}", self.options.branch);
+        let wanted = remote_ref(&self.options.branch);
         let tip = remote
             .list()
             .map_err(|err| self.ls_remote_error(&err, rejection))?
@@ -312,8 +322,8 @@ impl GitSource {
 
     fn refspec(&self) -> String {
         format!(
-            "+refs/heads/{}:{}",
-            self.options.branch,
+            "+{}:{}",
+            remote_ref(&self.options.branch),
             mirror_ref(&self.options.branch)
         )
     }

@@ -1,6 +1,7 @@
 //! Reading the files of named revisions, for `capstan preview`: any ref, branch or commit of a
-//! local repository (resolved in its object database, never checked out), or a branch of a
-//! remote (fetched into the same bare mirror [`GitSource`] keeps).
+//! local repository (resolved in its object database, never checked out), or a branch or a
+//! full ref (`refs/pull/7/head`) of a remote (fetched into the same bare mirror [`GitSource`]
+//! keeps).
 //!
 //! # Guarantees
 //! - Files are read with the same commit reader as the daemon's ([`super::tree`]): links are
@@ -11,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::credentials::{CredentialError, Redactor};
-use super::git::{GitError, GitSource};
+use super::git::{GitError, GitOptions, GitSource};
 use super::settings::{GitSettings, git_options};
 use super::tree::{GitFailure, Revision};
 use super::{Limits, RepoLocation, Snapshot, SourceMetrics};
@@ -55,7 +56,7 @@ pub enum RevisionError {
 
 /// Reads the files of `reference` in `location`: for a folder, anything `git rev-parse`
 /// understands (a branch, a tag, `refs/pull/7/head`, a commit id, `HEAD~1`); for a remote, a
-/// branch.
+/// branch or a full ref it advertises (`refs/pull/7/head`).
 ///
 /// The revision is shown as `<reference>@sha1:<commit>`.
 ///
@@ -122,15 +123,30 @@ fn read_remote(
     args: &GitSettings,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Snapshot, RevisionError> {
-    let redactor = Redactor::default();
-    let mut options = git_options(url, args, env, &redactor).map_err(RevisionError::Credentials)?;
-    options.branch = branch.to_owned();
+    let options =
+        git_options(url, args, env, &Redactor::default()).map_err(RevisionError::Credentials)?;
+    read_remote_ref(&options, branch)
+}
+
+/// Reads the files of `reference` of the remote `options` names: a branch, or a full ref name
+/// the remote advertises (`refs/pull/7/head`). Fetched into the same bare mirror the daemon
+/// keeps, so only new objects cross the network.
+///
+/// # Errors
+/// When the remote cannot be read or holds no such ref.
+pub fn read_remote_ref(options: &GitOptions, reference: &str) -> Result<Snapshot, RevisionError> {
+    let mut options = options.clone();
+    reference.clone_into(&mut options.branch);
     let git_error = |source| RevisionError::Git {
-        reference: branch.to_owned(),
+        reference: reference.to_owned(),
         source,
     };
-    let mut source = GitSource::open(options, redactor, Arc::new(SourceMetrics::default()))
-        .map_err(git_error)?;
+    let mut source = GitSource::open(
+        options,
+        Redactor::default(),
+        Arc::new(SourceMetrics::default()),
+    )
+    .map_err(git_error)?;
     let outcome = source.poll().map_err(git_error)?;
     let files = source.read(outcome.revision()).map_err(git_error)?;
     for skipped in &files.skipped {

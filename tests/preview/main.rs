@@ -1,9 +1,19 @@
 //! `capstan preview` through the real binary, on real Git repositories made with the stock
-//! `git` CLI: one branch per pull-request scenario, previewed against a converged snapshot.
+//! `git` CLI: one branch per pull-request scenario, previewed against a converged snapshot;
+//! posted to the lab forge (judged by GitHub's OpenAPI description, PyGithub and `gh`), by the
+//! command and by the daemon's `--previews`.
 
 #[path = "../support/mod.rs"]
 mod support;
 
+#[path = "../support/judges.rs"]
+mod judge;
+
+mod daemon;
 mod drains;
+mod fidelity;
 mod fixture;
+mod forge;
+mod judges;
+mod posting;
 mod scenarios;

@@ -1,6 +1,7 @@
 //! Third-party programs that judge the lab and capstan from outside (the stock kubectl, curl,
-//! openssl, Debian's python3-proxmoxer). A test that needs one asks [`present`] first: on a
-//! machine without it the test says what it skipped and how to install it, and passes; with
+//! openssl, Debian's python3-proxmoxer, python3-github and gh). A test that needs one asks
+//! [`present`] first: on a machine without it the test says what it skipped and how to install
+//! it, and passes; with
 //! `CAPSTAN_REQUIRE_JUDGES=1` (CI sets it) a missing judge fails the test, so CI never skips.
 
 // Each test binary that includes this file uses only some of the judges.
@@ -21,6 +22,10 @@ pub enum Judge {
     Openssl,
     /// Debian's `python3-proxmoxer` (with `/usr/bin/python3`).
     Proxmoxer,
+    /// Debian's `python3-github` (PyGithub, with `/usr/bin/python3`).
+    PyGithub,
+    /// GitHub's CLI, `gh` (Debian's package `gh`).
+    Gh,
 }
 
 impl Judge {
@@ -30,6 +35,8 @@ impl Judge {
             Judge::Curl => "curl",
             Judge::Openssl => "openssl",
             Judge::Proxmoxer => "python3-proxmoxer",
+            Judge::PyGithub => "python3-github",
+            Judge::Gh => "gh",
         }
     }
 
@@ -39,6 +46,8 @@ impl Judge {
             Judge::Curl => "apt-get install curl",
             Judge::Openssl => "apt-get install openssl",
             Judge::Proxmoxer => "apt-get install python3-proxmoxer",
+            Judge::PyGithub => "apt-get install python3-github",
+            Judge::Gh => "apt-get install gh",
         }
     }
 
@@ -48,6 +57,8 @@ impl Judge {
             Judge::Curl => ("curl", &["--version"]),
             Judge::Openssl => ("openssl", &["version"]),
             Judge::Proxmoxer => ("/usr/bin/python3", &["-c", "import proxmoxer"]),
+            Judge::PyGithub => ("/usr/bin/python3", &["-c", "import github"]),
+            Judge::Gh => ("gh", &["--version"]),
         };
         Command::new(program)
             .args(args)
@@ -58,7 +69,7 @@ impl Judge {
     }
 
     fn is_installed(self) -> bool {
-        static FOUND: [OnceLock<bool>; 4] = [const { OnceLock::new() }; 4];
+        static FOUND: [OnceLock<bool>; 6] = [const { OnceLock::new() }; 6];
         *FOUND[self as usize].get_or_init(|| self.probe())
     }
 }

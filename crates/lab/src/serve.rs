@@ -1,4 +1,5 @@
-//! Serves an axum router over HTTPS on loopback, as every simulated server of the lab does.
+//! Serves an axum router over HTTPS on loopback, as every simulated server of the lab does (the
+//! simulated forge also over plain HTTP: [`HttpServer`]).
 //!
 //! A server can ask for client certificates signed by a given CA (Kubernetes API servers
 //! authenticate users that way): the verified certificate's subject reaches every handler as a
@@ -133,6 +134,55 @@ impl HttpsServer {
 impl Drop for HttpsServer {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// A running plain-HTTP server on loopback (the simulated forge speaks HTTP as well as HTTPS,
+/// as a Gitea behind no proxy does). Dropping it stops accepting connections.
+#[derive(Debug)]
+pub struct HttpServer {
+    addr: SocketAddr,
+    stop: watch::Sender<bool>,
+}
+
+impl HttpServer {
+    /// Binds `addr` (port 0 picks a free port) and serves `router` over plain HTTP.
+    ///
+    /// # Errors
+    /// When the address cannot be bound.
+    pub async fn start(addr: SocketAddr, router: Router) -> Result<Self, ServeError> {
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServeError::Bind { addr, source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| ServeError::Bind { addr, source })?;
+        let (stop, mut stopped) = watch::channel(false);
+        tokio::spawn(async move {
+            let serving = axum::serve(listener, router).with_graceful_shutdown(async move {
+                let _ = stopped.wait_for(|stop| *stop).await;
+            });
+            if let Err(err) = serving.await {
+                tracing::debug!(error = %err, "the HTTP server stopped");
+            }
+        });
+        Ok(HttpServer { addr, stop })
+    }
+
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
     }
 }
 

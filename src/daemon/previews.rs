@@ -1,0 +1,196 @@
+//! `capstan run --previews`: a task beside the reconcile loop that, on every poll, lists the
+//! forge's open pull requests, reads each one's head from the Git remote
+//! (`refs/pull/<N>/head`) and its base branch, previews the change against the state the last
+//! pass observed, and posts it (sticky comment and commit status) when it differs from what
+//! was posted for that pull request.
+//!
+//! # Guarantees
+//! - The reconcile loop never waits on the forge: this task only reads the board's observed
+//!   state. A failing forge or remote is logged (no token: errors carry none) and retried with
+//!   its own capped backoff.
+//! - Under leader election only the leader posts.
+//! - A pull request is posted to again only when its preview changed: a new head, a moved
+//!   base, or an observed state that changes its plan. The planning time alone is not a change.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::backoff::{Backoff, random_unit};
+use crate::clock::Clock;
+use crate::forge::{ForgeApi, PullHead, sticky};
+use crate::observed::Observed;
+use crate::preview::comment::{GITHUB_COMMENT_LIMIT, comment};
+use crate::preview::{self, Preview, RevisionFiles};
+use crate::source::GitOptions;
+use crate::source::revisions::{RevisionError, read_remote_ref};
+
+use super::StatusBoard;
+
+/// A round of previews failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PreviewRoundError {
+    /// The forge could not be asked or told.
+    #[error("the forge")]
+    Forge(#[from] crate::forge::ForgeError),
+    /// A revision could not be read from the remote.
+    #[error("pull request #{pr}")]
+    Revision {
+        /// The pull request.
+        pr: u64,
+        /// Why.
+        #[source]
+        source: RevisionError,
+    },
+    /// Reading revisions panicked or was cancelled.
+    #[error("reading revisions was interrupted")]
+    Interrupted(#[source] tokio::task::JoinError),
+}
+
+/// Posts previews of every open pull request.
+pub struct Previewer<F> {
+    forge: F,
+    git: GitOptions,
+    board: Arc<StatusBoard>,
+    clock: Arc<dyn Clock>,
+    interval: Duration,
+    backoff: Backoff,
+    /// Per pull request, the fingerprint of the preview last posted.
+    posted: BTreeMap<u64, String>,
+}
+
+impl<F: ForgeApi> Previewer<F> {
+    /// Previews the pulls of `forge`, reading their revisions from the remote `git` names,
+    /// every `interval`.
+    pub fn new(
+        forge: F,
+        git: GitOptions,
+        board: Arc<StatusBoard>,
+        clock: Arc<dyn Clock>,
+        interval: Duration,
+    ) -> Self {
+        Previewer {
+            forge,
+            git,
+            board,
+            clock,
+            interval,
+            backoff: Backoff::default(),
+            posted: BTreeMap::new(),
+        }
+    }
+
+    /// Runs rounds until `shutdown` completes.
+    pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let mut failures = 0;
+        loop {
+            let delay = match self.round().await {
+                Ok(()) => {
+                    failures = 0;
+                    self.interval
+                }
+                Err(err) => {
+                    failures += 1;
+                    let delay = self
+                        .backoff
+                        .delay(failures, random_unit())
+                        .max(self.interval);
+                    tracing::warn!(
+                        error = %crate::status::error_chain(&err),
+                        retry_in_ms = delay.as_millis(),
+                        "previews not posted"
+                    );
+                    delay
+                }
+            };
+            tokio::select! {
+                () = &mut shutdown => return,
+                () = tokio::time::sleep(delay) => {}
+            }
+        }
+    }
+
+    /// One round: every open pull request previewed, and posted when its preview changed.
+    ///
+    /// # Errors
+    /// The first failure; pulls before it are posted, pulls after it wait for the next round.
+    pub async fn round(&mut self) -> Result<(), PreviewRoundError> {
+        if !self.board.is_leading() {
+            // One replica posts: a standby's posts would race the leader's.
+            return Ok(());
+        }
+        let Some(observed) = self.board.observed() else {
+            tracing::debug!("no pass has observed the fleet yet: no previews");
+            return Ok(());
+        };
+        let pulls = self.forge.open_pulls().await?;
+        self.posted
+            .retain(|number, _| pulls.iter().any(|p| p.number == *number));
+        for pull in pulls {
+            let preview = self.preview(&pull, Arc::clone(&observed)).await?;
+            let key = fingerprint(&preview);
+            if self.posted.get(&pull.number) == Some(&key) {
+                continue;
+            }
+            let posted = sticky::post(
+                &self.forge,
+                pull.number,
+                preview.head_commit(),
+                &comment(&preview, GITHUB_COMMENT_LIMIT),
+                &sticky::status_for(&preview),
+            )
+            .await?;
+            tracing::info!(
+                pr = pull.number,
+                head = %preview.head,
+                action = ?posted.action,
+                "preview posted"
+            );
+            self.posted.insert(pull.number, key);
+        }
+        Ok(())
+    }
+
+    async fn preview(
+        &self,
+        pull: &PullHead,
+        observed: Arc<Observed>,
+    ) -> Result<Preview, PreviewRoundError> {
+        let git = self.git.clone();
+        let number = pull.number;
+        let base_ref = pull.base_ref.clone();
+        let (base, head) = tokio::task::spawn_blocking(move || {
+            let read = |reference: &str| {
+                read_remote_ref(&git, reference)
+                    .map_err(|source| PreviewRoundError::Revision { pr: number, source })
+            };
+            Ok::<_, PreviewRoundError>((
+                read(&base_ref)?,
+                read(&format!("refs/pull/{number}/head"))?,
+            ))
+        })
+        .await
+        .map_err(PreviewRoundError::Interrupted)??;
+        Ok(preview::build(
+            &RevisionFiles {
+                revision: base.revision,
+                files: base.files,
+            },
+            &RevisionFiles {
+                revision: head.revision,
+                files: head.files,
+            },
+            &observed,
+            self.clock.now(),
+        ))
+    }
+}
+
+/// What makes two previews the same post: everything but the time they were planned at.
+fn fingerprint(preview: &Preview) -> String {
+    let mut timeless = preview.clone();
+    timeless.now = jiff::Timestamp::UNIX_EPOCH;
+    let json = serde_json::to_vec(&timeless).unwrap_or_default();
+    crate::fingerprint::secret_sha256(&json)
+}

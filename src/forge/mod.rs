@@ -1,0 +1,169 @@
+//! Talking to a forge (GitHub, GitHub Enterprise, Gitea) about pull requests: their heads, one
+//! sticky preview comment each, and a commit status on the head.
+//!
+//! [`ForgeApi`] is the provider trait (domain verbs, no HTTP types); [`rest::RestForge`]
+//! implements it over GitHub's REST API, which Gitea mirrors under `/api/v1`; [`sticky`] holds
+//! the posting logic, tested against an in-memory forge.
+//!
+//! # Guarantees
+//! - The token is sent only in the `Authorization` header (marked sensitive) and never appears
+//!   in an error, a log line or `Debug` output.
+//! - 403 (rate limit) and 429 answers are retried after the wait the forge asks for
+//!   (`Retry-After`, else `X-RateLimit-Reset`), when that wait is within the client's cap;
+//!   otherwise the call fails with [`ForgeError::RateLimited`], which is transient.
+
+pub mod rest;
+pub mod sticky;
+
+use std::future::Future;
+
+/// The flavour of forge API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ForgeKind {
+    /// GitHub or GitHub Enterprise Server (`https://HOST/api/v3`).
+    Github,
+    /// Gitea or Forgejo (`https://HOST/api/v1`).
+    Gitea,
+}
+
+/// A call to the forge failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ForgeError {
+    /// The HTTP client could not be built (TLS setup).
+    #[error("cannot set up the forge client: {reason}")]
+    Configure {
+        /// What is wrong.
+        reason: String,
+    },
+    /// The request did not get an answer.
+    #[error("{operation}: the forge did not answer")]
+    Request {
+        /// What was being done (`list comments on #7`).
+        operation: String,
+        /// Why.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The forge answered with an error status.
+    #[error("{operation}: the forge answered {status}: {message}")]
+    Status {
+        /// What was being done.
+        operation: String,
+        /// The HTTP status.
+        status: u16,
+        /// The forge's `message`.
+        message: String,
+    },
+    /// The forge asks to wait longer than the client's cap before retrying.
+    #[error("{operation}: rate limited by the forge for {wait_seconds}s")]
+    RateLimited {
+        /// What was being done.
+        operation: String,
+        /// How long the forge asks to wait.
+        wait_seconds: u64,
+    },
+    /// The answer was not the JSON expected.
+    #[error("{operation}: unexpected answer from the forge")]
+    Decode {
+        /// What was being done.
+        operation: String,
+        /// Why.
+        #[source]
+        source: reqwest::Error,
+    },
+}
+
+impl ForgeError {
+    /// Whether retrying later may succeed with nothing changed (an outage, a rate limit).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ForgeError::Request { .. } | ForgeError::RateLimited { .. } => true,
+            ForgeError::Status { status, .. } => *status >= 500 || *status == 429 || *status == 403,
+            ForgeError::Configure { .. } | ForgeError::Decode { .. } => false,
+        }
+    }
+}
+
+/// A comment on a pull request.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct IssueComment {
+    /// Its id.
+    pub id: u64,
+    /// Its Markdown (`null` on some forges for an emptied comment).
+    #[serde(default)]
+    pub body: Option<String>,
+}
+
+/// An open pull request's head and base.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullHead {
+    /// Its number.
+    pub number: u64,
+    /// The commit at its head.
+    pub head_sha: String,
+    /// The branch holding the change.
+    pub head_ref: String,
+    /// The branch it would be merged into.
+    pub base_ref: String,
+}
+
+/// The state of a commit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusState {
+    /// The change may merge.
+    Success,
+    /// The change is refused.
+    Failure,
+}
+
+impl StatusState {
+    /// The API's word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StatusState::Success => "success",
+            StatusState::Failure => "failure",
+        }
+    }
+}
+
+/// A commit status to set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitStatus {
+    /// Success or failure.
+    pub state: StatusState,
+    /// One line (GitHub keeps 140 characters).
+    pub description: String,
+    /// `capstan/preview`.
+    pub context: String,
+}
+
+/// What capstan asks of a forge, for one repository.
+pub trait ForgeApi: Send + Sync {
+    /// The comments on pull request `pr`, oldest first (every page).
+    fn comments(
+        &self,
+        pr: u64,
+    ) -> impl Future<Output = Result<Vec<IssueComment>, ForgeError>> + Send;
+    /// Adds a comment to pull request `pr`.
+    fn create_comment(
+        &self,
+        pr: u64,
+        body: &str,
+    ) -> impl Future<Output = Result<IssueComment, ForgeError>> + Send;
+    /// Replaces the body of comment `id`.
+    fn edit_comment(
+        &self,
+        id: u64,
+        body: &str,
+    ) -> impl Future<Output = Result<(), ForgeError>> + Send;
+    /// Sets a status on commit `sha`.
+    fn set_status(
+        &self,
+        sha: &str,
+        status: &CommitStatus,
+    ) -> impl Future<Output = Result<(), ForgeError>> + Send;
+    /// The open pull requests.
+    fn open_pulls(&self) -> impl Future<Output = Result<Vec<PullHead>, ForgeError>> + Send;
+    /// Pull request `pr`.
+    fn pull(&self, pr: u64) -> impl Future<Output = Result<PullHead, ForgeError>> + Send;
+}

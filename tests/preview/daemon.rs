@@ -1,0 +1,187 @@
+//! `capstan run --lab --previews`: the daemon posts a preview on a pull request opened on the
+//! lab forge, and edits it after a push to the pull request's branch; a forge that is down
+//! meanwhile does not hold up reconciliation; its `GET /observed`
+//! serves the state it plans against, which `capstan preview --server` reads.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use capstan::observed::Observed;
+use capstan_lab::forge::Fault;
+
+use crate::fixture::{Fleet, git};
+use crate::forge::{NAME, OWNER, OnForge, TOKEN};
+
+const PROD: &str = "clusters/prod.yaml";
+
+/// How long the daemon may take to post (a poll every 2 s; the first pass observes the lab).
+const PATIENCE: Duration = Duration::from_secs(90);
+
+/// Kills the daemon when dropped, printing its log when the test failed.
+struct Daemon {
+    child: Child,
+    log: std::path::PathBuf,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            eprintln!(
+                "--- capstan run's log (last lines, newest first)\n{}",
+                tail.join("\n")
+            );
+        }
+    }
+}
+
+fn spawn_daemon(on: &OnForge, dir: &Path, port: u16) -> Daemon {
+    let log = dir.join("stderr");
+    let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args([
+            "run",
+            "--lab",
+            "--log",
+            "warn,capstan::daemon::previews=debug",
+            "--previews",
+        ])
+        .arg("--repo")
+        .arg(format!("file://{}", on.bare().display()))
+        .arg("--state-dir")
+        .arg(dir.join("lab"))
+        .arg("--git-mirror-dir")
+        .arg(dir.join("mirrors"))
+        .args(["--http", &format!("127.0.0.1:{port}")])
+        .args([
+            "--forge",
+            "github",
+            "--forge-repo",
+            &format!("{OWNER}/{NAME}"),
+        ])
+        .args(["--forge-url", &format!("{}/api/v3", on.forge.http_url())])
+        .env("CAPSTAN_FORGE_TOKEN", TOKEN)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("capstan run starts");
+    Daemon { child, log }
+}
+
+async fn wait_for(daemon: &mut Daemon, what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + PATIENCE;
+    while !done() {
+        if let Ok(Some(status)) = daemon.child.try_wait() {
+            panic!("capstan run exited while waiting for {what}: {status}");
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_posts_a_preview_for_an_opened_pull_request_and_updates_it_after_a_push() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let fleet = Fleet::new();
+    // A fast poll for the test (the fleet file warns about it, and runs).
+    let capstan_yaml = fleet.path().join("capstan.yaml");
+    let text = std::fs::read_to_string(&capstan_yaml).expect("read");
+    std::fs::write(
+        &capstan_yaml,
+        text.replace("pollInterval: 1m", "pollInterval: 2s"),
+    )
+    .expect("write");
+    git(fleet.path(), &["commit", "--quiet", "-am", "poll every 2s"]);
+    fleet.branch("scale", PROD, "replicas: 3", "replicas: 4");
+    let on = OnForge::start(fleet).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    // The forge is down from the start: reconciliation must not wait for it.
+    on.forge.inject(Fault::Outage, None);
+    let mut daemon = spawn_daemon(&on, dir.path(), port);
+    let pr = on
+        .forge
+        .open_pull("Scale prod", "scale", "main")
+        .expect("pull");
+    let url = format!("http://127.0.0.1:{port}");
+    let prod_ready = || async {
+        let Ok(response) = reqwest::get(format!("{url}/status")).await else {
+            return false;
+        };
+        let status: serde_json::Value = response.json().await.unwrap_or_default();
+        status["clusters"]["prod"]["phase"] == "Ready"
+    };
+    let deadline = Instant::now() + PATIENCE;
+    while !prod_ready().await {
+        assert!(
+            daemon.child.try_wait().ok().flatten().is_none(),
+            "capstan run exited"
+        );
+        assert!(Instant::now() < deadline, "prod never became Ready");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(on.forge.comments(pr).is_empty());
+    assert!(
+        on.forge.requests().iter().any(|r| r.status == 503),
+        "the daemon tried the forge while it was down"
+    );
+    on.forge.heal();
+    let head = on.forge.pull(pr).expect("pull").head_sha;
+    let posted_for = |sha: &str| {
+        let wanted = format!("refs/pull/{pr}/head@sha1:{sha}");
+        on.forge
+            .comments(pr)
+            .first()
+            .is_some_and(|c| c.body.contains(&wanted))
+            && on
+                .forge
+                .statuses(sha)
+                .iter()
+                .any(|s| s.context == "capstan/preview")
+    };
+    wait_for(&mut daemon, "the first preview", || posted_for(&head)).await;
+    let first = on.forge.comments(pr);
+    assert!(first[0].body.starts_with("<!-- capstan-preview -->"));
+
+    let new_head = on.push_edit("scale", PROD, "replicas: 4", "replicas: 5");
+    wait_for(&mut daemon, "the preview of the pushed head", || {
+        posted_for(&new_head)
+    })
+    .await;
+    let comments = on.forge.comments(pr);
+    assert_eq!(comments.len(), 1, "one sticky comment, edited in place");
+    assert_eq!(comments[0].id, first[0].id);
+
+    // The state the daemon plans against, for `capstan preview --server`.
+    let body = reqwest::get(format!("{url}/observed"))
+        .await
+        .expect("GET /observed")
+        .text()
+        .await
+        .expect("a body");
+    let observed: Observed = serde_json::from_str(&body).expect("the snapshot schema");
+    assert!(observed.clusters.contains_key("prod"), "{body}");
+    assert!(!body.contains(TOKEN));
+    let bare = on.bare().display().to_string();
+    let run = tokio::task::spawn_blocking(move || {
+        crate::support::capstan(&[
+            "preview", "--repo", &bare, "--base", "main", "--head", "scale", "--server", &url,
+            "--format", "json",
+        ])
+    })
+    .await
+    .expect("capstan ran");
+    let preview: serde_json::Value = serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|err| panic!("{err}: {}\n{}", run.stdout, run.stderr));
+    assert!(
+        preview["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("prod"))
+    );
+}

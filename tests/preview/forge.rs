@@ -1,0 +1,140 @@
+//! A lab forge whose repository is a bare copy of a [`Fleet`]'s, and `capstan preview
+//! --pr` posting to it through the real binary.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use capstan_lab::forge::{ForgeOptions, SimForge};
+
+use crate::fixture::{Fleet, NOW, git};
+use crate::support::Run;
+
+/// The token the lab forge accepts.
+pub const TOKEN: &str = "lab-forge-token-0123456789";
+/// The forge repository.
+pub const OWNER: &str = "acme";
+/// The forge repository's name.
+pub const NAME: &str = "fleet";
+
+/// A fleet, its bare remote and a forge serving pull requests on it.
+pub struct OnForge {
+    /// The fleet (its working repository).
+    pub fleet: Fleet,
+    /// The forge.
+    pub forge: SimForge,
+    bare: tempfile::TempDir,
+}
+
+impl OnForge {
+    /// Pushes every branch of `fleet` to a fresh bare repository and serves a forge on it.
+    pub async fn start(fleet: Fleet) -> OnForge {
+        let bare = tempfile::tempdir().expect("temp dir");
+        git(bare.path(), &["init", "--quiet", "--bare"]);
+        let bare_path = bare.path().display().to_string();
+        git(fleet.path(), &["push", "--quiet", &bare_path, "--all"]);
+        let forge = SimForge::start(ForgeOptions {
+            owner: OWNER.to_owned(),
+            name: NAME.to_owned(),
+            token: TOKEN.to_owned(),
+            login: "capstan-bot".to_owned(),
+            git_dir: bare.path().to_path_buf(),
+        })
+        .await
+        .expect("the forge starts");
+        OnForge { fleet, forge, bare }
+    }
+
+    /// The bare repository pull requests point into.
+    pub fn bare(&self) -> &Path {
+        self.bare.path()
+    }
+
+    /// Commits an edit of `file` on `branch` of the fleet and pushes it to the bare remote;
+    /// returns the new commit.
+    pub fn push_edit(&self, branch: &str, file: &str, from: &str, to: &str) -> String {
+        let work = self.fleet.path();
+        git(work, &["checkout", "--quiet", branch]);
+        let path = work.join(file);
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert_eq!(text.matches(from).count(), 1, "{from} once in {file}");
+        std::fs::write(&path, text.replacen(from, to, 1)).expect("write");
+        git(work, &["commit", "--quiet", "-am", "an edit"]);
+        let head = git(work, &["rev-parse", "HEAD"]);
+        git(work, &["checkout", "--quiet", "main"]);
+        let bare = self.bare().display().to_string();
+        git(work, &["push", "--quiet", "--force", &bare, branch]);
+        head
+    }
+
+    /// `capstan preview` of `head` onto `main`, read from the bare remote, posted to pull
+    /// request `pr` of the forge's GitHub Enterprise API.
+    pub async fn post(&self, head: &str, pr: u64) -> Run {
+        let api = format!("{}/api/v3", self.forge.http_url());
+        self.post_to(head, pr, ("github", &api), &[]).await
+    }
+
+    /// `capstan preview` of `head` onto `main` posted to pull request `pr` through `api`
+    /// (`(flavour, base URL)`), with `env` added to the environment.
+    pub async fn post_to(
+        &self,
+        head: &str,
+        pr: u64,
+        (kind, api): (&str, &str),
+        env: &[(&str, String)],
+    ) -> Run {
+        let mut args: Vec<String> = [
+            "preview",
+            "--base",
+            "main",
+            "--now",
+            NOW,
+            "--forge",
+            kind,
+            "--forge-url",
+            api,
+            "--head",
+            head,
+        ]
+        .iter()
+        .map(|a| (*a).to_owned())
+        .collect();
+        args.extend([
+            "--repo".to_owned(),
+            self.bare().display().to_string(),
+            "--observed".to_owned(),
+            self.fleet.snapshot().display().to_string(),
+            "--forge-repo".to_owned(),
+            format!("{OWNER}/{NAME}"),
+            "--pr".to_owned(),
+            pr.to_string(),
+        ]);
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .collect();
+        tokio::task::spawn_blocking(move || capstan_with_token(&args, &env))
+            .await
+            .expect("capstan ran")
+    }
+}
+
+/// Runs the binary with `args`, `env` and the forge token in `CAPSTAN_FORGE_TOKEN`.
+pub fn capstan_with_token(args: &[String], env: &[(String, String)]) -> Run {
+    let output = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env("CAPSTAN_FORGE_TOKEN", TOKEN)
+        .env("CAPSTAN_LOG", "info")
+        .output()
+        .expect("run capstan");
+    Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// The reference description of GitHub's REST API the forge is judged against.
+pub fn reference() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/github-api-subset.json")
+}

@@ -1,0 +1,177 @@
+//! `capstan preview --pr N` posting to the lab forge: one sticky comment per pull request,
+//! edited only when its text changes, and a `capstan/preview` status on the head commit.
+
+use capstan_lab::forge::Fault;
+
+use crate::fixture::{Fleet, git};
+use crate::forge::OnForge;
+
+const PROD: &str = "clusters/prod.yaml";
+const MARKER: &str = "<!-- capstan-preview -->";
+
+fn edits(on: &OnForge) -> usize {
+    on.forge
+        .requests()
+        .iter()
+        .filter(|r| r.method == "PATCH")
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn posting_twice_makes_one_comment_and_a_new_head_edits_it() {
+    let fleet = Fleet::new();
+    fleet.branch("scale", PROD, "replicas: 3", "replicas: 4");
+    let on = OnForge::start(fleet).await;
+    let pr = on
+        .forge
+        .open_pull("Scale prod", "scale", "main")
+        .expect("pull");
+    let head = on.forge.pull(pr).expect("pull").head_sha;
+
+    on.post("scale", pr).await.assert_code(0);
+    on.post("scale", pr).await.assert_code(0);
+    let comments = on.forge.comments(pr);
+    assert_eq!(comments.len(), 1, "{comments:#?}");
+    assert!(comments[0].body.starts_with(MARKER));
+    assert!(comments[0].body.contains("prod: +1 worker"));
+    assert_eq!(edits(&on), 0, "the same text is not sent again");
+    let statuses = on.forge.statuses(&head);
+    assert_eq!(statuses.len(), 2);
+    assert!(
+        statuses
+            .iter()
+            .all(|s| s.state == "success" && s.context == "capstan/preview")
+    );
+
+    let new_head = on.push_edit("scale", PROD, "replicas: 4", "replicas: 5");
+    on.post("scale", pr).await.assert_code(0);
+    let comments = on.forge.comments(pr);
+    assert_eq!(comments.len(), 1, "still one comment");
+    assert_eq!(edits(&on), 1, "edited in place");
+    assert!(
+        comments[0].body.contains("prod: +2 workers"),
+        "{}",
+        comments[0].body
+    );
+    assert_eq!(on.forge.statuses(&new_head)[0].state, "success");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_change_fails_the_status_and_the_command() {
+    let fleet = Fleet::new();
+    fleet.branch("minor", PROD, "version: 1.36.2", "version: 1.38.0");
+    let on = OnForge::start(fleet).await;
+    let pr = on
+        .forge
+        .open_pull("Skip a minor", "minor", "main")
+        .expect("pull");
+    let head = on.forge.pull(pr).expect("pull").head_sha;
+
+    on.post("minor", pr).await.assert_code(1);
+    let statuses = on.forge.statuses(&head);
+    assert_eq!(statuses.len(), 1);
+    assert_eq!(statuses[0].state, "failure");
+    let description = statuses[0].description.clone().unwrap_or_default();
+    assert!(
+        description.starts_with("refused: prod: ") && description.contains("1.38"),
+        "{description}"
+    );
+    let body = &on.forge.comments(pr)[0].body;
+    assert!(body.contains("Refused"), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limits_are_waited_out_and_the_token_never_shows() {
+    let fleet = Fleet::new();
+    fleet.branch("scale", PROD, "replicas: 3", "replicas: 4");
+    let on = OnForge::start(fleet).await;
+    let pr = on
+        .forge
+        .open_pull("Scale prod", "scale", "main")
+        .expect("pull");
+    on.forge
+        .inject(Fault::TooManyRequests { retry_after: 1 }, Some(1));
+    let run = on.post("scale", pr).await;
+    run.assert_code(0);
+    on.forge.inject(Fault::RateLimited { reset_in: 1 }, Some(1));
+    on.post("scale", pr).await.assert_code(0);
+    let answered: Vec<u16> = on.forge.requests().iter().map(|r| r.status).collect();
+    assert_eq!(
+        answered.iter().filter(|s| **s == 429).count(),
+        1,
+        "{answered:?}"
+    );
+    assert_eq!(
+        answered.iter().filter(|s| **s == 403).count(),
+        1,
+        "{answered:?}"
+    );
+    assert_eq!(on.forge.comments(pr).len(), 1);
+    assert!(run.stderr.contains("retrying"), "{}", run.stderr);
+    assert!(!run.stderr.contains(crate::forge::TOKEN));
+    assert!(!run.stdout.contains(crate::forge::TOKEN));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forge_that_stays_down_fails_the_command_naming_the_call() {
+    let fleet = Fleet::new();
+    fleet.branch("scale", PROD, "replicas: 3", "replicas: 4");
+    let on = OnForge::start(fleet).await;
+    let pr = on
+        .forge
+        .open_pull("Scale prod", "scale", "main")
+        .expect("pull");
+    on.forge.inject(Fault::RateLimited { reset_in: 3600 }, None);
+    let run = on.post("scale", pr).await;
+    run.assert_code(1);
+    assert!(
+        run.stderr.contains("rate limited by the forge"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains(crate::forge::TOKEN));
+    git(
+        on.bare(),
+        &["rev-parse", "--verify", &format!("refs/pull/{pr}/head")],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gitea_over_https_gets_the_same_comment_and_status() {
+    let fleet = Fleet::new();
+    fleet.branch("scale", PROD, "replicas: 3", "replicas: 4");
+    let on = OnForge::start(fleet).await;
+    let pr = on
+        .forge
+        .open_pull("Scale prod", "scale", "main")
+        .expect("pull");
+    let head = on.forge.pull(pr).expect("pull").head_sha;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ca = dir.path().join("forge-ca.pem");
+    std::fs::write(&ca, on.forge.ca_pem()).expect("write the CA");
+    let api = format!("https://127.0.0.1:{}/api/v1", on.forge.https_addr().port());
+    let trust = [("SSL_CERT_FILE", ca.display().to_string())];
+    on.post_to("scale", pr, ("gitea", &api), &trust)
+        .await
+        .assert_code(0);
+    on.post_to("scale", pr, ("gitea", &api), &trust)
+        .await
+        .assert_code(0);
+    assert_eq!(on.forge.comments(pr).len(), 1);
+    assert_eq!(edits(&on), 0);
+    assert!(
+        on.forge
+            .requests()
+            .iter()
+            .any(|r| r.path.ends_with(&format!("/issues/{pr}/comments")))
+    );
+    assert_eq!(on.forge.statuses(&head)[0].state, "success");
+    // Without the CA the forge's certificate is refused.
+    let untrusted = on.post_to("scale", pr, ("gitea", &api), &[]).await;
+    untrusted.assert_code(1);
+    assert!(
+        untrusted.stderr.contains("did not answer"),
+        "{}",
+        untrusted.stderr
+    );
+}

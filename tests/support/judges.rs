@@ -1,5 +1,5 @@
 //! Third-party programs that judge the lab and capstan from outside (the stock kubectl, curl,
-//! openssl, Debian's python3-proxmoxer). A test that needs one asks [`present`] first: on a
+//! openssl, Debian's python3-proxmoxer and mariadb-server). A test that needs one asks [`present`] first: on a
 //! machine without it the test says what it skipped and how to install it, and passes; with
 //! `CAPSTAN_REQUIRE_JUDGES=1` (CI sets it) a missing judge fails the test, so CI never skips.
 
@@ -21,6 +21,8 @@ pub enum Judge {
     Openssl,
     /// Debian's `python3-proxmoxer` (with `/usr/bin/python3`).
     Proxmoxer,
+    /// Debian's MariaDB server (`mariadb-install-db`, `mariadbd`, the `mariadb` client).
+    Mariadb,
 }
 
 impl Judge {
@@ -30,6 +32,7 @@ impl Judge {
             Judge::Curl => "curl",
             Judge::Openssl => "openssl",
             Judge::Proxmoxer => "python3-proxmoxer",
+            Judge::Mariadb => "mariadb-server",
         }
     }
 
@@ -39,6 +42,7 @@ impl Judge {
             Judge::Curl => "apt-get install curl",
             Judge::Openssl => "apt-get install openssl",
             Judge::Proxmoxer => "apt-get install python3-proxmoxer",
+            Judge::Mariadb => "apt-get install mariadb-server",
         }
     }
 
@@ -48,6 +52,7 @@ impl Judge {
             Judge::Curl => ("curl", &["--version"]),
             Judge::Openssl => ("openssl", &["version"]),
             Judge::Proxmoxer => ("/usr/bin/python3", &["-c", "import proxmoxer"]),
+            Judge::Mariadb => ("/usr/sbin/mariadbd", &["--version"]),
         };
         Command::new(program)
             .args(args)
@@ -58,7 +63,7 @@ impl Judge {
     }
 
     fn is_installed(self) -> bool {
-        static FOUND: [OnceLock<bool>; 4] = [const { OnceLock::new() }; 4];
+        static FOUND: [OnceLock<bool>; 5] = [const { OnceLock::new() }; 5];
         *FOUND[self as usize].get_or_init(|| self.probe())
     }
 }

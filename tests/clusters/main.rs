@@ -11,6 +11,7 @@ mod mariadb;
 
 mod flux_delivery;
 mod k3s_datastore;
+mod k3s_nodes;
 mod kube_api;
 mod kubeadm_nodes;
 mod kubectl;

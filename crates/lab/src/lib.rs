@@ -12,6 +12,7 @@
 //! clock contract, certificate fingerprints) and never on the daemon crate.
 
 pub mod clock;
+pub mod kine;
 pub mod kube;
 pub mod lab;
 pub mod nodes;

@@ -42,6 +42,9 @@ pub(crate) struct Inner {
     /// Bearer tokens whose requests are never answered (a network partition between that
     /// client and the server; see `SimCluster::partition_token`).
     pub partitioned: std::collections::BTreeSet<String>,
+    /// Why the cluster's storage does not answer (K3s whose datastore went away): every
+    /// request gets a 503 with this message until it is cleared.
+    pub storage_unavailable: Option<String>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -52,6 +55,7 @@ impl std::fmt::Debug for Inner {
             .field("git_version", &self.git_version)
             .field("tokens", &self.tokens.len())
             .field("partitioned", &self.partitioned.len())
+            .field("storage_unavailable", &self.storage_unavailable)
             .finish()
     }
 }
@@ -79,6 +83,7 @@ impl ClusterState {
                 git_version: git_version.to_owned(),
                 tokens: BTreeMap::new(),
                 partitioned: std::collections::BTreeSet::new(),
+                storage_unavailable: None,
             }),
             address: OnceLock::new(),
         }

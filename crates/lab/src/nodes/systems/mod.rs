@@ -7,6 +7,7 @@
 //! script, and power events; `kubeadm` and `kubectl` (with etcdctl through `kubectl exec`) are
 //! the two tools' handlers.
 
+pub(super) mod k3s;
 mod kubeadm;
 mod kubectl;
 
@@ -87,6 +88,7 @@ struct ClusterState {
     etcd: BTreeMap<u64, String>,
     operator: bool,
     cni: bool,
+    k3s: Option<k3s::K3sCluster>,
 }
 
 /// How long a command takes in the lab, if it is one of the slow ones.
@@ -139,6 +141,18 @@ impl GuestSystems {
             }
             "kubeadm" => self.kubeadm(backend, vm, args, now, &mut later),
             "kubectl" => self.kubectl(vm, args, &mut later),
+            "sh" => match args {
+                [script]
+                    if script == paths::K3S_UNINSTALL_SCRIPT
+                        || script == paths::K3S_AGENT_UNINSTALL_SCRIPT =>
+                {
+                    self.k3s_uninstall(backend, vm, script)
+                }
+                _ => Exit::failure(
+                    2,
+                    "sh: the lab runs only K3s's uninstall scripts this way\n",
+                ),
+            },
             other => Exit::failure(127, format!("bash: line 1: {other}: command not found\n")),
         };
         (exit, later)

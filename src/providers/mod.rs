@@ -5,6 +5,7 @@
 pub mod cluster_secrets;
 pub mod datastore;
 pub mod flux;
+pub mod k3s;
 pub mod kube;
 pub mod kubeadm;
 pub mod node_exec;

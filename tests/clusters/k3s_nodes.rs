@@ -1,5 +1,6 @@
-//! The lab's K3s node software on a real MariaDB: servers installed the air-gap way keep the
-//! cluster in kine's table through a real MySQL connection, agents join with the token, the
+//! capstan's K3s steps and the lab's K3s node software on a real MariaDB: capstan provisions
+//! the datastore and keeps the token in capstan-system, servers installed the air-gap way keep
+//! the cluster in kine's table through a real MySQL connection, agents join with the token, the
 //! stock kubectl sees the nodes, and the failures read as K3s's (a refused datastore, another
 //! token, a download attempted without network, the API's 503 while the datastore is away).
 
@@ -11,8 +12,14 @@ use crate::judges::{self, Judge};
 use crate::kube_support::Kubectl;
 use crate::lab_support::eventually;
 use crate::mariadb::MariaDb;
+use capstan::model::NodeName;
+use capstan::providers::cluster_secrets::k3s_secrets;
 use capstan::providers::datastore::{AdminAccess, generate_secret};
-use capstan::spec::{DatastoreServer, SecretSource};
+use capstan::providers::k3s::{self, ServerJoin};
+use capstan::providers::kube::KubeClusterClient;
+use capstan::providers::kubeadm::Kubeadm;
+use capstan::providers::node_exec::{Command, ExecError, NodeExec, NodeTarget, Output};
+use capstan::spec::{DatastoreChoice, DatastoreServer, SecretSource};
 use capstan_core::model::VmId;
 use capstan_lab::clock::LabClock;
 use capstan_lab::kube::KubeLab;
@@ -100,43 +107,136 @@ fn assert_ok(what: &str, outcome: &ExecOutcome) {
     assert_eq!(outcome.exit_code, 0, "{what}: {outcome:?}");
 }
 
+/// capstan's node transport over the lab's node software: each VM a template carrying K3s.
+struct LabNodes(NodeSoftware<LabBackend>);
+
+fn identity(target: &NodeTarget) -> GuestIdentity {
+    vm(target.vmid.0, target.name.as_str(), Some(RELEASE))
+}
+
+impl NodeExec for LabNodes {
+    async fn write_file(
+        &self,
+        target: &NodeTarget,
+        path: &str,
+        content: &str,
+    ) -> Result<(), ExecError> {
+        self.0
+            .write_file(&identity(target), path, content.as_bytes());
+        Ok(())
+    }
+    async fn run(&self, target: &NodeTarget, command: &Command) -> Result<Output, ExecError> {
+        let exit = self.0.exec(&identity(target), &command.argv).await;
+        Ok(Output {
+            exit_code: exit.exit_code,
+            stdout: exit.stdout,
+            stderr: exit.stderr,
+        })
+    }
+}
+
+fn target(vmid: u32, name: &str) -> NodeTarget {
+    NodeTarget {
+        vmid: VmId(vmid),
+        proxmox_node: "pve1".to_owned(),
+        name: NodeName::from(name),
+    }
+}
+
+/// The seed's cluster in the cluster language (3 servers on a MariaDB datastore, 2 agents).
+fn edge_spec(mariadb: &MariaDb) -> (capstan::spec::Fleet, capstan::spec::ClusterSpec) {
+    let fleet = format!(
+        "apiVersion: capstan.dev/v1alpha1\nkind: Fleet\napprovedMinors: [\"1.36\"]\ndatastores:\n  mariadb: {{url: \"{}\", adminUser: root, adminPasswordFrom: {{env: MARIADB_ROOT_PASSWORD}}}}\n",
+        mariadb.url()
+    );
+    let cluster = format!(
+        "apiVersion: capstan.dev/v1alpha1\nkind: Cluster\nmetadata: {{name: edge}}\nspec:\n  proxmox: homelab\n  kubernetes: {{distribution: k3s, version: {RELEASE}, datastore: {{server: mariadb, database: k3s_edge}}}}\n  endpoint: {{host: {ENDPOINT_HOST}, address: 192.168.1.25}}\n  network: {{nodes: 192.168.1.0/24}}\n  controlPlane:\n    replicas: 3\n    machine: {{template: debian13-k3s, cores: 2, memoryMiB: 4096, cpu: host, placement: [pve1]}}\n  workers:\n    - {{pool: agents, replicas: 2, machine: {{template: debian13-k3s, cores: 4, memoryMiB: 8192, cpu: host, placement: [pve1]}}}}\n"
+    );
+    let fleet: capstan::spec::Fleet = serde_saphyr::from_str(&fleet).expect("fleet");
+    let cluster: capstan::spec::Cluster = serde_saphyr::from_str(&cluster).expect("cluster");
+    (fleet, cluster.spec)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_servers_on_mariadb_and_two_agents_form_the_seed_cluster() {
+async fn capstans_k3s_steps_build_the_seed_cluster_on_a_provisioned_mariadb() {
     if !judges::present(
-        "three_servers_on_mariadb_and_two_agents_form_the_seed_cluster",
+        "capstans_k3s_steps_build_the_seed_cluster_on_a_provisioned_mariadb",
         &[Judge::Mariadb, Judge::Kubectl],
     ) {
         return;
     }
     let mariadb = MariaDb::start();
-    let dsn = provisioned(&mariadb).await;
+    let (fleet, spec) = edge_spec(&mariadb);
     let lab = k3s_lab().await;
-    let token = generate_secret().expect("random");
-    let servers: Vec<_> = (0..3)
-        .map(|i| vm(111 + i, &format!("capstan-edge-cp-{i}"), Some(RELEASE)))
+    let management = KubeClusterClient::connect(
+        &lab.kube
+            .cluster("management")
+            .expect("management")
+            .admin_kubeconfig(),
+    )
+    .await
+    .expect("management client");
+
+    // What the daemon does before the first server: the secrets, then the datastore.
+    let secrets = k3s_secrets(&management, "edge").await.expect("secrets");
+    let Some(DatastoreChoice::Provisioned { server, database }) =
+        spec.kubernetes.datastore.as_ref().and_then(|d| d.choice())
+    else {
+        panic!("the seed's datastore is provisioned");
+    };
+    let admin =
+        AdminAccess::new(&fleet.datastores[server], mariadb.root_password.clone()).expect("url");
+    admin.preflight().await.expect("the datastore answers");
+    let endpoint = admin
+        .provision(database, &secrets.datastore_password)
+        .await
+        .expect("provisioned");
+    endpoint
+        .check()
+        .await
+        .expect("the cluster's user reaches its database");
+    let join = ServerJoin {
+        token: secrets.token.clone(),
+        datastore_endpoint: Some(endpoint.dsn()),
+    };
+
+    let nodes = Kubeadm::new(LabNodes(lab.nodes.clone()));
+    let servers: Vec<NodeTarget> = (0..3)
+        .map(|i| target(111 + i, &format!("capstan-edge-cp-{i}")))
         .collect();
     for server in &servers {
-        let outcome = lab
-            .nodes
-            .exec(server, &server_install(&token, &dsn, server))
-            .await;
-        assert_ok("server install", &outcome);
+        let address = format!("192.168.1.{}", server.vmid.0 - 100)
+            .parse()
+            .expect("ip");
+        let steps = k3s::install_server(&spec, &join, &server.name, address);
+        nodes
+            .run_steps("init-control-plane", server, &steps)
+            .await
+            .expect("server");
+        nodes
+            .run_steps("init-control-plane", server, &steps)
+            .await
+            .expect("a repeated install is skipped");
     }
     for i in 0..2 {
-        let agent = vm(121 + i, &format!("capstan-edge-agents-{i}"), Some(RELEASE));
-        assert_ok(
-            "agent install",
-            &lab.nodes.exec(&agent, &agent_install(&token, &agent)).await,
-        );
+        let agent = target(121 + i, &format!("capstan-edge-agents-{i}"));
+        let address = format!("192.168.1.{}", 21 + i).parse().expect("ip");
+        let steps = k3s::install_agent(&spec, &secrets.token, &agent.name, address);
+        nodes
+            .run_steps("join-node", &agent, &steps)
+            .await
+            .expect("agent");
     }
 
-    let kubeconfig = lab
-        .nodes
-        .exec(&servers[1], &words("cat /etc/rancher/k3s/k3s.yaml"))
-        .await;
-    assert_ok("k3s.yaml", &kubeconfig);
-    let kubectl = Kubectl::with_kubeconfig(&kubeconfig.stdout);
-    let nodes = eventually("five Ready nodes", || async {
+    let kubeconfig = nodes
+        .checked("read the kubeconfig", &servers[1], &k3s::read_kubeconfig())
+        .await
+        .expect("k3s.yaml")
+        .stdout;
+    let delivered = k3s::kubeconfig_for_endpoint(&kubeconfig, &spec);
+    assert!(delivered.contains(&format!("server: https://{ENDPOINT_HOST}:6443")));
+    let kubectl = Kubectl::with_kubeconfig(&kubeconfig);
+    let listed = eventually("five Ready nodes", || async {
         let out = kubectl.run(&["get", "nodes", "--no-headers"]).await;
         let ready = out
             .stdout
@@ -147,17 +247,17 @@ async fn three_servers_on_mariadb_and_two_agents_form_the_seed_cluster() {
     })
     .await;
     assert!(
-        nodes.contains(RELEASE),
-        "kubelets report the K3s release:\n{nodes}"
+        listed.contains(RELEASE),
+        "kubelets report the K3s release:\n{listed}"
     );
-    let roles: Vec<&str> = nodes
+    let servers_listed = listed
         .lines()
         .filter(|l| l.contains("control-plane"))
-        .collect();
-    assert_eq!(roles.len(), 3, "three servers:\n{nodes}");
+        .count();
+    assert_eq!(servers_listed, 3, "three servers:\n{listed}");
     assert_eq!(
         lab.kube.cluster("k3s_edge").map(|c| c.version()).as_deref(),
-        Some("v1.36.2+k3s1")
+        Some(RELEASE)
     );
 
     let columns = mariadb.sql(
@@ -167,16 +267,21 @@ async fn three_servers_on_mariadb_and_two_agents_form_the_seed_cluster() {
         columns.trim(),
         "id,name,created,deleted,create_revision,prev_revision,lease,value,old_value"
     );
-    let registered = mariadb
-        .sql("SELECT name FROM k3s_edge.kine WHERE name LIKE '/registry/minions/%' ORDER BY name");
     assert_eq!(
-        registered,
+        mariadb.sql(
+            "SELECT name FROM k3s_edge.kine WHERE name LIKE '/registry/minions/%' ORDER BY name"
+        ),
         "/registry/minions/capstan-edge-cp-0\n/registry/minions/capstan-edge-cp-1\n/registry/minions/capstan-edge-cp-2\n"
     );
     assert_eq!(
         mariadb.sql("SELECT COUNT(*) FROM k3s_edge.kine WHERE name LIKE '/bootstrap/%'"),
         "1\n",
         "one bootstrap, shared by the three servers"
+    );
+    let restarted = k3s_secrets(&management, "edge").await.expect("found again");
+    assert_eq!(
+        restarted, secrets,
+        "a restarted daemon finds the same token"
     );
 }
 

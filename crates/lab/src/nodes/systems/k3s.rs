@@ -211,16 +211,9 @@ impl GuestSystems {
             ));
         }
         let admin = state.access.admin_kubeconfig.clone();
-        self.join_k3s(
-            backend,
-            vm,
-            &name,
-            &request.node,
-            request.version,
-            Role::ControlPlane,
-            later,
-        )
-        .map_err(|message| fatal(&message))?;
+        let node = kubelet(vm, &request.node, request.version, Role::ControlPlane);
+        self.join_k3s(backend, vm, &name, &node, later)
+            .map_err(|message| fatal(&message))?;
         let guest = self.guest(vm.vmid);
         // Real K3s points it at https://127.0.0.1:6443; the lab's servers listen on their own
         // loopback ports, so it carries that address, as the lab's admin.conf does for kubeadm.
@@ -303,15 +296,8 @@ impl GuestSystems {
                 request.server
             ));
         }
-        match self.join_k3s(
-            backend,
-            vm,
-            &name,
-            &request.node,
-            request.version,
-            Role::Worker,
-            later,
-        ) {
+        let node = kubelet(vm, &request.node, request.version, Role::Worker);
+        match self.join_k3s(backend, vm, &name, &node, later) {
             Ok(()) => {
                 self.guest(vm.vmid).files.insert(
                     paths::K3S_AGENT_UNINSTALL_SCRIPT.to_owned(),
@@ -323,37 +309,26 @@ impl GuestSystems {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Registers the node's kubelet; it turns Ready shortly (K3s brings its own CNI).
     fn join_k3s(
         &mut self,
         backend: &impl ClusterBackend,
         vm: &GuestVm,
         cluster: &str,
-        node: &str,
-        version: KubeVersion,
-        role: Role,
+        node: &NewNode,
         later: &mut Vec<Later>,
     ) -> Result<(), String> {
-        backend.register_node(
-            cluster,
-            &NewNode {
-                name: node.to_owned(),
-                kubelet_version: version,
-                role,
-                address: vm.address.map(IpAddr::V4),
-                ready: false,
-            },
-        )?;
+        backend.register_node(cluster, node)?;
         let guest = self.guest(vm.vmid);
-        guest.kubelet = Some(version);
+        guest.kubelet = Some(node.kubelet_version);
         guest.member = Some(Member {
             cluster: cluster.to_owned(),
-            node: node.to_owned(),
-            role,
+            node: node.name.clone(),
+            role: node.role,
         });
         later.push(Later::NodeReady {
             cluster: cluster.to_owned(),
-            node: node.to_owned(),
+            node: node.name.clone(),
             vmid: vm.vmid,
         });
         Ok(())
@@ -382,6 +357,17 @@ impl GuestSystems {
             guest.files.remove(path);
         }
         Exit::success("+ systemctl stop k3s\n+ rm -rf /etc/rancher/k3s /var/lib/rancher/k3s\n")
+    }
+}
+
+/// The Node a K3s server's or agent's kubelet registers (not Ready until it reports).
+fn kubelet(vm: &GuestVm, name: &str, version: KubeVersion, role: Role) -> NewNode {
+    NewNode {
+        name: name.to_owned(),
+        kubelet_version: version,
+        role,
+        address: vm.address.map(IpAddr::V4),
+        ready: false,
     }
 }
 

@@ -33,6 +33,7 @@ const ENDPOINT_HOST: &str = "k8s-edge.lab.example";
 struct K3sLab {
     nodes: NodeSoftware<LabBackend>,
     kube: Arc<KubeLab>,
+    clock: LabClock,
 }
 
 async fn k3s_lab() -> K3sLab {
@@ -51,8 +52,9 @@ async fn k3s_lab() -> K3sLab {
         upgrade: fast,
     };
     K3sLab {
-        nodes: NodeSoftware::new(LabBackend::new(Arc::clone(&kube)), clock, timings),
+        nodes: NodeSoftware::new(LabBackend::new(Arc::clone(&kube)), clock.clone(), timings),
         kube,
+        clock,
     }
 }
 
@@ -443,4 +445,80 @@ async fn the_api_answers_503_while_the_datastore_is_away_and_serves_again_once_b
         (out.code == 0).then_some(())
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capstans_certificate_rotation_on_a_server_issues_a_new_admin_kubeconfig() {
+    if !judges::present(
+        "capstans_certificate_rotation_on_a_server_issues_a_new_admin_kubeconfig",
+        &[Judge::Mariadb, Judge::Kubectl],
+    ) {
+        return;
+    }
+    let mariadb = MariaDb::start();
+    let (_, spec) = edge_spec(&mariadb);
+    let dsn = provisioned(&mariadb).await;
+    let lab = k3s_lab().await;
+    let nodes = Kubeadm::new(LabNodes(lab.nodes.clone()));
+    let server = target(111, "capstan-edge-cp-0");
+    let join = ServerJoin {
+        token: "t0k3n".to_owned(),
+        datastore_endpoint: Some(dsn),
+    };
+    let address = "192.168.1.11".parse().expect("ip");
+    nodes
+        .run_steps(
+            "init-control-plane",
+            &server,
+            &k3s::install_server(&spec, &join, &server.name, address),
+        )
+        .await
+        .expect("server");
+    let read = || async {
+        nodes
+            .checked("read", &server, &k3s::read_kubeconfig())
+            .await
+            .expect("k3s.yaml")
+            .stdout
+    };
+    let before = read().await;
+    let sim = lab.kube.cluster("k3s_edge").expect("cluster");
+    let expiry = sim.admin_certificate_expiry();
+
+    lab.clock.advance(Duration::from_secs(200 * 86_400));
+    nodes
+        .run_steps("renew-certificates", &server, &k3s::rotate_certificates())
+        .await
+        .expect("rotated");
+    let after = read().await;
+    assert_ne!(after, before, "a new admin certificate");
+    assert!(
+        sim.admin_certificate_expiry() > expiry,
+        "a year from the rotation"
+    );
+    let kubectl = Kubectl::with_kubeconfig(&after);
+    eventually("the server Ready again", || async {
+        let out = kubectl.run(&["get", "nodes", "--no-headers"]).await;
+        out.stdout.contains(" Ready ").then_some(())
+    })
+    .await;
+
+    let agent = target(121, "capstan-edge-agents-0");
+    let agent_address = "192.168.1.21".parse().expect("ip");
+    nodes
+        .run_steps(
+            "join-node",
+            &agent,
+            &k3s::install_agent(&spec, "t0k3n", &agent.name, agent_address),
+        )
+        .await
+        .expect("agent");
+    let err = nodes
+        .run_steps("renew-certificates", &agent, &k3s::rotate_certificates())
+        .await
+        .expect_err("an agent has no k3s server unit");
+    assert!(
+        err.to_string().contains("Unit k3s.service not loaded"),
+        "{err}"
+    );
 }

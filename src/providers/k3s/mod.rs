@@ -148,6 +148,23 @@ pub fn uninstall(server: bool) -> Vec<NodeStep> {
     }]
 }
 
+/// Certificate rotation on one server, as K3s documents it: stop the service, rotate, start
+/// (the new certificates are issued at the start); the kubeconfig is read and delivered again
+/// afterwards.
+pub fn rotate_certificates() -> Vec<NodeStep> {
+    [
+        Command::new(&["systemctl", "stop", "k3s"]),
+        Command::new(&["k3s", "certificate", "rotate"]),
+        Command::new(&["systemctl", "start", "k3s"]).timeout(INSTALL_TIMEOUT),
+    ]
+    .into_iter()
+    .map(|command| NodeStep::Run {
+        command,
+        unless: None,
+    })
+    .collect()
+}
+
 /// Prints the admin kubeconfig a server wrote.
 pub fn read_kubeconfig() -> Command {
     Command::new(&["cat", KUBECONFIG]).sensitive()

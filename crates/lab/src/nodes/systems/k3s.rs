@@ -334,6 +334,92 @@ impl GuestSystems {
         Ok(())
     }
 
+    /// `systemctl stop|start|restart k3s`: the server's service (its kubelet with it).
+    pub(super) fn systemctl(
+        &mut self,
+        backend: &impl ClusterBackend,
+        vm: &GuestVm,
+        args: &[String],
+        later: &mut Vec<Later>,
+    ) -> Exit {
+        let words: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (verb, unit) = match words.as_slice() {
+            [verb, unit] => (*verb, unit.trim_end_matches(".service")),
+            _ => return Exit::failure(1, "Too few arguments.\n"),
+        };
+        let guest = self.guest(vm.vmid);
+        let member = guest
+            .member
+            .clone()
+            .filter(|m| m.role == Role::ControlPlane);
+        let Some(member) = member.filter(|_| unit == "k3s") else {
+            return Exit::failure(
+                5,
+                format!("Failed to {verb} {unit}.service: Unit {unit}.service not loaded.\n"),
+            );
+        };
+        match verb {
+            "stop" => {
+                guest.k3s_stopped = true;
+                backend.set_node_ready(&member.cluster, &member.node, false);
+                Exit::success("")
+            }
+            "start" | "restart" => {
+                guest.k3s_stopped = false;
+                if std::mem::take(&mut guest.k3s_rotation_pending) {
+                    match backend.renew_certificates(&member.cluster) {
+                        Ok(access) => {
+                            self.guest(vm.vmid).files.insert(
+                                paths::K3S_KUBECONFIG.to_owned(),
+                                access.admin_kubeconfig.clone(),
+                            );
+                            if let Some(state) = self.clusters.get_mut(&member.cluster) {
+                                state.access = access;
+                            }
+                        }
+                        Err(message) => return fatal(&format!("starting kubernetes: {message}")),
+                    }
+                }
+                later.push(Later::NodeReady {
+                    cluster: member.cluster,
+                    node: member.node,
+                    vmid: vm.vmid,
+                });
+                Exit::success("")
+            }
+            other => Exit::failure(1, format!("Unknown command verb '{other}'.\n")),
+        }
+    }
+
+    /// `k3s certificate rotate` on a server: new certificates at the service's next start.
+    pub(super) fn k3s_command(&mut self, vm: &GuestVm, args: &[String]) -> Exit {
+        let words: Vec<&str> = args.iter().map(String::as_str).collect();
+        if words != ["certificate", "rotate"] {
+            return Exit::failure(
+                1,
+                format!(
+                    "Incorrect Usage: the lab runs only `k3s certificate rotate`, not `k3s {}`\n",
+                    words.join(" ")
+                ),
+            );
+        }
+        let guest = self.guest(vm.vmid);
+        if guest
+            .member
+            .as_ref()
+            .is_none_or(|m| m.role != Role::ControlPlane)
+        {
+            return Exit::failure(
+                1,
+                "level=fatal msg=\"no K3s server data found: is this a server node?\"\n",
+            );
+        }
+        guest.k3s_rotation_pending = true;
+        Exit::success(
+            "level=info msg=\"Server detected, rotating server certificates\"\nlevel=info msg=\"Successfully backed up certificates for all services to path /var/lib/rancher/k3s/server/tls-backup, please restart k3s server or agent to rotate certificates\"\n",
+        )
+    }
+
     /// `sh k3s-uninstall.sh` / `sh k3s-agent-uninstall.sh`: the service stops and its files go.
     pub(super) fn k3s_uninstall(
         &mut self,

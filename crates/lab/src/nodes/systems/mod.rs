@@ -57,6 +57,10 @@ pub(super) struct Guest {
     kubeadm: Option<KubeVersion>,
     member: Option<Member>,
     running: bool,
+    /// `systemctl stop k3s` stopped the K3s service (the VM still runs).
+    k3s_stopped: bool,
+    /// `k3s certificate rotate` ran: the next service start issues new certificates.
+    k3s_rotation_pending: bool,
 }
 
 impl Default for Guest {
@@ -67,6 +71,8 @@ impl Default for Guest {
             kubeadm: None,
             member: None,
             running: true,
+            k3s_stopped: false,
+            k3s_rotation_pending: false,
         }
     }
 }
@@ -141,6 +147,8 @@ impl GuestSystems {
             }
             "kubeadm" => self.kubeadm(backend, vm, args, now, &mut later),
             "kubectl" => self.kubectl(vm, args, &mut later),
+            "systemctl" => self.systemctl(backend, vm, args, &mut later),
+            "k3s" if vm.k3s_airgap.is_some() => self.k3s_command(vm, args),
             "sh" => match args {
                 [script]
                     if script == paths::K3S_UNINSTALL_SCRIPT
@@ -259,7 +267,10 @@ impl GuestSystems {
         let member = self.guests.get(&vm.vmid).and_then(|g| g.member.clone());
         match event {
             PowerEvent::Started => {
-                self.guest(vm.vmid).running = true;
+                let guest = self.guest(vm.vmid);
+                guest.running = true;
+                // An installed K3s service is enabled: it starts with the VM.
+                guest.k3s_stopped = false;
                 member
                     .map(|m| Later::NodeReady {
                         cluster: m.cluster,
@@ -295,6 +306,7 @@ impl GuestSystems {
         let guest = self.guests.get(vmid);
         let still_member = guest.is_some_and(|g| {
             g.running
+                && !g.k3s_stopped
                 && g.member
                     .as_ref()
                     .is_some_and(|m| &m.cluster == cluster && &m.node == node)

@@ -174,7 +174,7 @@ fn a_vcpu_type_without_x86_64_v2_is_refused_for_k3s_servers() {
     );
     repo.validate()
         .assert_code(1)
-        .assert_reports("spec.controlPlane.machine.cpu: vCPU type `kvm64` lacks x86-64-v2")
+        .assert_reports("spec.controlPlane.machine.cpu: vCPU type `kvm64` lacks x86-64-v2: binaries built for it stop with `Fatal glibc error: CPU does not support x86-64-v2`")
         .assert_reports("use `x86-64-v2-AES` (the default) or `host`");
 }
 

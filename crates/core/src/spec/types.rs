@@ -444,7 +444,8 @@ pub struct Machine {
     pub disk_gib: u32,
     /// Proxmox nodes to spread the VMs over, least loaded first.
     pub placement: Vec<String>,
-    /// Proxmox vCPU type. It must offer x86-64-v2: Calico crashes without it.
+    /// Proxmox vCPU type. It must offer x86-64-v2: binaries built for it (Calico's among them)
+    /// crash without it.
     #[serde(default = "default_cpu_type")]
     pub cpu: String,
     /// Proxmox storage for the full clone (default: the template's storage).

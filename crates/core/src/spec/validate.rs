@@ -616,7 +616,7 @@ fn check_machine(
         out.push(
             file.error(
                 &format!("{path}.cpu"),
-                format!("vCPU type `{cpu_model}` lacks x86-64-v2: Calico crashes on it"),
+                format!("vCPU type `{cpu_model}` lacks x86-64-v2: binaries built for it stop with `Fatal glibc error: CPU does not support x86-64-v2` (Calico's among them)"),
             )
             .with_hint("use `x86-64-v2-AES` (the default) or `host`"),
         );

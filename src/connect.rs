@@ -81,6 +81,8 @@ pub struct FleetSecrets {
     pub proxmox_tokens: BTreeMap<String, String>,
     /// Management-cluster kubeconfigs by name.
     pub management_kubeconfigs: BTreeMap<String, String>,
+    /// Admin passwords of the K3s datastore servers (`datastores:`), by name.
+    pub datastore_admin_passwords: BTreeMap<String, String>,
 }
 
 impl std::fmt::Debug for FleetSecrets {
@@ -93,6 +95,10 @@ impl std::fmt::Debug for FleetSecrets {
             .field(
                 "management_kubeconfigs",
                 &self.management_kubeconfigs.keys().collect::<Vec<_>>(),
+            )
+            .field(
+                "datastore_admin_passwords",
+                &self.datastore_admin_passwords.keys().collect::<Vec<_>>(),
             )
             .finish()
     }
@@ -270,6 +276,15 @@ pub fn resolve_secrets(
             .management_kubeconfigs
             .insert(name.clone(), kubeconfig);
     }
+    for (name, server) in &fleet.datastores {
+        let password = read(
+            format!("datastore server `{name}` (adminPasswordFrom)"),
+            &server.admin_password_from,
+        )?;
+        secrets
+            .datastore_admin_passwords
+            .insert(name.clone(), password);
+    }
     Ok(secrets)
 }
 
@@ -280,6 +295,33 @@ mod tests {
     fn fleet() -> Fleet {
         let text = "apiVersion: capstan.dev/v1alpha1\nkind: Fleet\nproxmox:\n  homelab:\n    url: https://pve1:8006\n    tokenId: capstan@pve!r\n    tokenFrom: {env: HOMELAB_TOKEN}\n";
         serde_saphyr::from_str(text).expect("fleet")
+    }
+
+    #[test]
+    fn a_datastore_admin_password_is_read_like_the_other_secrets_and_never_shown() {
+        let mut fleet = fleet();
+        fleet.datastores.insert(
+            "mariadb".to_owned(),
+            crate::spec::DatastoreServer {
+                url: "mysql://db.lab.example:3306".to_owned(),
+                admin_user: "root".to_owned(),
+                admin_password_from: SecretSource::Env("MARIADB_ROOT".to_owned()),
+            },
+        );
+        let env = |name: &str| match name {
+            "HOMELAB_TOKEN" => Some("0f6c".to_owned()),
+            "MARIADB_ROOT" => Some("r00t-pw\n".to_owned()),
+            _ => None,
+        };
+        let secrets = resolve_secrets(&fleet, &env).expect("resolved");
+        assert_eq!(secrets.datastore_admin_passwords["mariadb"], "r00t-pw");
+        assert!(!format!("{secrets:?}").contains("r00t"));
+        let only_token = |name: &str| (name == "HOMELAB_TOKEN").then(|| "0f6c".to_owned());
+        let err = resolve_secrets(&fleet, &only_token).expect_err("unset");
+        assert_eq!(
+            err.to_string(),
+            "no secret for datastore server `mariadb` (adminPasswordFrom): set the environment variable MARIADB_ROOT"
+        );
     }
 
     #[test]

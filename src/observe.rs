@@ -306,6 +306,7 @@ impl<Pr: Providers> Observer<Pr> {
                     major: 1,
                     minor: 0,
                     patch: 0,
+                    k3s_release: None,
                 }),
             unreachable_since: None,
             certificates_expire: client_certificate_expiry(kubeconfig).ok().flatten(),

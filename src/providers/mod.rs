@@ -2,7 +2,10 @@
 //! servers, nodes, Git, Flux). Each sits behind a trait in domain verbs, so the executor never
 //! sees HTTP or wire types and tests can drive it against the lab.
 
+pub mod cluster_secrets;
+pub mod datastore;
 pub mod flux;
+pub mod k3s;
 pub mod kube;
 pub mod kubeadm;
 pub mod node_exec;

@@ -5,6 +5,7 @@
 mod support;
 
 mod demo;
+mod k3s;
 mod layout;
 mod plan;
 mod schemas;

@@ -74,6 +74,9 @@ impl ClusterBackend for FakeClusters {
             entry.0 = ready;
         }
     }
+    fn set_storage_unavailable(&self, _: &str, _: Option<String>) {
+        // kubeadm's etcd runs on the control planes: these tests fault no datastore.
+    }
     fn set_version(&self, cluster: &str, version: KubeVersion) {
         if let Some(entry) = self.clusters.lock().expect("lock").get_mut(cluster) {
             entry.version = Some(version);
@@ -100,6 +103,7 @@ fn guest(target: &NodeTarget) -> GuestIdentity {
         name: target.name.to_string(),
         node: target.proxmox_node.clone(),
         address: Some("192.168.1.100".parse().expect("ip")),
+        k3s_airgap: None,
     }
 }
 

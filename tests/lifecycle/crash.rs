@@ -87,6 +87,7 @@ fn worker_hash(template: &str) -> String {
         major: 1,
         minor: 36,
         patch: 2,
+        k3s_release: None,
     };
     MachineSpec::new(&machine, version, Distribution::Kubeadm, Role::Worker).spec_hash()
 }

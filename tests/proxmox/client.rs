@@ -361,6 +361,7 @@ async fn a_template_on_shared_storage_is_cloned_to_another_node() {
         disk_gib: 20,
         cpu: "x86-64-v2-AES".into(),
         storage: None,
+        k3s: None,
     }]);
     let setup = start(world).await;
     let vm = setup
@@ -384,6 +385,7 @@ async fn a_template_on_local_storage_cannot_reach_another_node() {
         disk_gib: 20,
         cpu: "x86-64-v2-AES".into(),
         storage: None,
+        k3s: None,
     }]);
     let setup = start(world).await;
     let err = setup

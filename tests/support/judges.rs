@@ -1,7 +1,7 @@
 //! Third-party programs that judge the lab and capstan from outside (the stock kubectl, curl,
-//! openssl, Debian's python3-proxmoxer, python3-github and gh). A test that needs one asks
-//! [`present`] first: on a machine without it the test says what it skipped and how to install
-//! it, and passes; with
+//! openssl, Debian's python3-proxmoxer, python3-github, gh and mariadb-server). A test that needs
+//! one asks [`present`] first: on a machine without it the test says what it skipped and how to
+//! install it, and passes; with
 //! `CAPSTAN_REQUIRE_JUDGES=1` (CI sets it) a missing judge fails the test, so CI never skips.
 
 // Each test binary that includes this file uses only some of the judges.
@@ -26,6 +26,8 @@ pub enum Judge {
     PyGithub,
     /// GitHub's CLI, `gh` (Debian's package `gh`).
     Gh,
+    /// Debian's MariaDB server (`mariadb-install-db`, `mariadbd`, the `mariadb` client).
+    Mariadb,
 }
 
 impl Judge {
@@ -37,6 +39,7 @@ impl Judge {
             Judge::Proxmoxer => "python3-proxmoxer",
             Judge::PyGithub => "python3-github",
             Judge::Gh => "gh",
+            Judge::Mariadb => "mariadb-server",
         }
     }
 
@@ -48,6 +51,7 @@ impl Judge {
             Judge::Proxmoxer => "apt-get install python3-proxmoxer",
             Judge::PyGithub => "apt-get install python3-github",
             Judge::Gh => "apt-get install gh",
+            Judge::Mariadb => "apt-get install mariadb-server",
         }
     }
 
@@ -59,6 +63,7 @@ impl Judge {
             Judge::Proxmoxer => ("/usr/bin/python3", &["-c", "import proxmoxer"]),
             Judge::PyGithub => ("/usr/bin/python3", &["-c", "import github"]),
             Judge::Gh => ("gh", &["--version"]),
+            Judge::Mariadb => ("/usr/sbin/mariadbd", &["--version"]),
         };
         Command::new(program)
             .args(args)
@@ -69,7 +74,7 @@ impl Judge {
     }
 
     fn is_installed(self) -> bool {
-        static FOUND: [OnceLock<bool>; 6] = [const { OnceLock::new() }; 6];
+        static FOUND: [OnceLock<bool>; 7] = [const { OnceLock::new() }; 7];
         *FOUND[self as usize].get_or_init(|| self.probe())
     }
 }

@@ -13,6 +13,7 @@
 
 pub mod clock;
 pub mod forge;
+pub mod kine;
 pub mod kube;
 pub mod lab;
 pub mod nodes;

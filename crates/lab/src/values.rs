@@ -85,6 +85,8 @@ pub struct KubeVersion {
     pub minor: u32,
     /// Patch version.
     pub patch: u32,
+    /// K3s's build of it, the `N` of `+k3sN` (K3s nodes and servers report it).
+    pub k3s: Option<u32>,
 }
 
 impl KubeVersion {
@@ -102,7 +104,11 @@ impl KubeVersion {
 
 impl fmt::Display for KubeVersion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)?;
+        match self.k3s {
+            Some(build) => write!(f, "+k3s{build}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -115,7 +121,18 @@ impl FromStr for KubeVersion {
                 "version string \"{text}\" doesn't match expected regular expression: \"^v(\\d+\\.\\d+\\.\\d+)\""
             )
         };
-        let mut numbers = text.strip_prefix('v').unwrap_or(text).split('.');
+        let bare = text.strip_prefix('v').unwrap_or(text);
+        let (bare, k3s) = match bare.split_once('+') {
+            Some((numbers, build)) => {
+                let build = build
+                    .strip_prefix("k3s")
+                    .and_then(|n| n.parse().ok())
+                    .ok_or_else(invalid)?;
+                (numbers, Some(build))
+            }
+            None => (bare, None),
+        };
+        let mut numbers = bare.split('.');
         let mut next = || -> Result<u32, String> {
             numbers
                 .next()
@@ -127,6 +144,7 @@ impl FromStr for KubeVersion {
             major: next()?,
             minor: next()?,
             patch: next()?,
+            k3s,
         };
         match numbers.next() {
             None => Ok(version),

@@ -189,6 +189,7 @@ impl ProxmoxWorld {
                     disk_gib: 20,
                     cpu: "x86-64-v2-AES".into(),
                     storage: None,
+                    k3s: None,
                 });
             }
         }
@@ -357,6 +358,10 @@ pub struct WorldTemplate {
     /// Storage of its disk (default: the first storage).
     #[serde(default)]
     pub storage: Option<String>,
+    /// A K3s release (`v1.36.2+k3s1`) whose air-gap install the disk carries: the `k3s`
+    /// binary, its images and the install script, as K3s's air-gap install asks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k3s: Option<String>,
 }
 
 fn default_template_cores() -> u32 {

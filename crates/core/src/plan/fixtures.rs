@@ -52,6 +52,7 @@ impl Cluster {
                 kubernetes: KubernetesSpec {
                     version: "1.36.2".parse().expect("version"),
                     distribution: Distribution::Kubeadm,
+                    datastore: None,
                 },
                 endpoint: Endpoint {
                     host: format!("k8s-{name}.lab.example"),
@@ -199,6 +200,7 @@ pub(crate) fn desired(clusters: Vec<Cluster>) -> Desired {
             clusters_dir: "clusters".into(),
             proxmox: BTreeMap::new(),
             management_clusters: BTreeMap::new(),
+            datastores: BTreeMap::new(),
             approved_minors: vec!["1.36".parse().expect("minor")],
             prune: false,
             status: StatusSettings::default(),

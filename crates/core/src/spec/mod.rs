@@ -11,6 +11,7 @@
 //!   state [`Desired::incomplete`], so a broken file is never mistaken for a deleted cluster.
 
 pub mod diagnostic;
+mod k3s;
 pub mod locate;
 mod parse;
 pub mod types;
@@ -20,6 +21,7 @@ pub mod values;
 use std::collections::BTreeMap;
 
 pub use diagnostic::{Diagnostic, Diagnostics, Severity, SourceFile};
+pub use k3s::is_database_name;
 pub use types::*;
 pub use values::{AddressRange, CronSchedule, HumanDuration, KubeVersion, MinorVersion};
 

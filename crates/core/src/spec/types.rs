@@ -59,6 +59,10 @@ pub struct Fleet {
     /// Management clusters (where FluxCD runs) by name, for kubeconfig delivery.
     #[serde(default)]
     pub management_clusters: BTreeMap<String, ManagementCluster>,
+    /// SQL servers by name on which capstan provisions K3s datastores (a database and a user
+    /// limited to it per cluster); a K3s cluster names one in `kubernetes.datastore.server`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub datastores: BTreeMap<String, DatastoreServer>,
     /// Kubernetes minors that clusters may run or move to, e.g. `["1.36", "1.37"]`. A new minor
     /// is rolled out only once listed here (all of Flux's components must support it first).
     #[serde(default)]
@@ -110,6 +114,53 @@ pub enum SecretSource {
     Env(String),
     /// A file on the machine (or a mounted Kubernetes Secret) that capstan runs on.
     File(PathBuf),
+}
+
+/// A MySQL or MariaDB server that capstan administers to provision K3s datastores.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DatastoreServer {
+    /// Where the server listens, `mysql://HOST[:PORT]` (port 3306 by default).
+    pub url: String,
+    /// A user allowed to create databases and users (e.g. `root`).
+    pub admin_user: String,
+    /// Where to read that user's password. Never write the password itself here.
+    pub admin_password_from: SecretSource,
+}
+
+/// The port of a `mysql://` URL that names none.
+pub const MYSQL_DEFAULT_PORT: u16 = 3306;
+
+impl DatastoreServer {
+    /// The host and port of `url`, or why it is not a `mysql://HOST[:PORT]` URL.
+    pub fn host_port(&self) -> Result<(String, u16), String> {
+        let rest = self
+            .url
+            .strip_prefix("mysql://")
+            .ok_or_else(|| format!("`{}` is not a mysql:// URL", self.url))?;
+        if rest.contains(['/', '@', '?']) {
+            return Err(format!(
+                "`{}` carries a user, database or options: write only mysql://HOST[:PORT]",
+                self.url
+            ));
+        }
+        let (host, port) = match rest.rsplit_once(':') {
+            Some((host, port)) if !host.ends_with(':') => {
+                let port = port
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|port| *port != 0)
+                    .ok_or_else(|| format!("`{port}` in `{}` is not a port", self.url))?;
+                (host, port)
+            }
+            _ => (rest, MYSQL_DEFAULT_PORT),
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        if host.is_empty() {
+            return Err(format!("`{}` names no host", self.url));
+        }
+        Ok((host.to_owned(), port))
+    }
 }
 
 /// A Kubernetes cluster where FluxCD runs and reads the kubeconfigs capstan delivers.
@@ -227,6 +278,53 @@ pub struct KubernetesSpec {
     /// How the cluster is built.
     #[serde(default)]
     pub distribution: Distribution,
+    /// K3s only: where the servers keep the cluster state (kine on MySQL/MariaDB). Without
+    /// one, a single K3s server uses its embedded SQLite.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datastore: Option<Datastore>,
+}
+
+/// A K3s cluster's external datastore: either a database capstan provisions on a server of
+/// `capstan.yaml` (`server` and `database`), or a kine DSN the user provides (`endpointFrom`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Datastore {
+    /// Name of a server under `datastores:` in `capstan.yaml`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// The database (and user) capstan creates on that server for this cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database: Option<String>,
+    /// Where to read a whole kine DSN, `mysql://USER:PASS@tcp(HOST:PORT)/DB`, instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_from: Option<SecretSource>,
+}
+
+/// What a [`Datastore`] asks for, once validation has checked it names exactly one of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DatastoreChoice<'a> {
+    /// A database capstan creates on a server of the fleet.
+    Provisioned {
+        /// The server's name in `capstan.yaml`.
+        server: &'a str,
+        /// The database (and user) name.
+        database: &'a str,
+    },
+    /// A DSN the user gives whole.
+    Given(&'a SecretSource),
+}
+
+impl Datastore {
+    /// The datastore this asks for; `None` unless exactly one form is complete.
+    pub fn choice(&self) -> Option<DatastoreChoice<'_>> {
+        match (&self.server, &self.database, &self.endpoint_from) {
+            (Some(server), Some(database), None) => {
+                Some(DatastoreChoice::Provisioned { server, database })
+            }
+            (None, None, Some(source)) => Some(DatastoreChoice::Given(source)),
+            _ => None,
+        }
+    }
 }
 
 /// How a cluster is built.
@@ -236,7 +334,8 @@ pub enum Distribution {
     /// kubeadm with CRI-O of the same minor and a stacked etcd.
     #[default]
     Kubeadm,
-    /// K3s with an external SQL datastore through kine (reserved; not built yet).
+    /// K3s: servers keep their state in an external SQL datastore through kine (or, for a
+    /// single server, in the embedded SQLite); workers are K3s agents.
     K3s,
 }
 
@@ -304,7 +403,8 @@ pub enum Cni {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ControlPlane {
-    /// Number of control-plane nodes: 1, 3 or 5 (etcd needs an odd number for quorum).
+    /// Number of control-plane nodes: 1, 3 or 5 for kubeadm (etcd needs an odd number for
+    /// quorum); any number of K3s servers (no quorum: they share the datastore).
     #[serde(default = "default_control_plane_replicas")]
     pub replicas: u32,
     /// The VM every control-plane node is built from.
@@ -344,7 +444,8 @@ pub struct Machine {
     pub disk_gib: u32,
     /// Proxmox nodes to spread the VMs over, least loaded first.
     pub placement: Vec<String>,
-    /// Proxmox vCPU type. It must offer x86-64-v2: Calico crashes without it.
+    /// Proxmox vCPU type. It must offer x86-64-v2: binaries built for it (Calico's among them)
+    /// crash without it.
     #[serde(default = "default_cpu_type")]
     pub cpu: String,
     /// Proxmox storage for the full clone (default: the template's storage).

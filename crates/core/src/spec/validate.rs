@@ -8,7 +8,10 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use super::diagnostic::{Diagnostic, SourceFile};
-use super::types::{Cluster, ClusterSpec, Distribution, Fleet, Machine, SecretSource};
+use super::types::{
+    Cluster, ClusterSpec, DatastoreChoice, DatastoreServer, Distribution, Fleet, Machine,
+    SecretSource,
+};
 use super::values::{is_dns1123_label, is_dns1123_subdomain};
 
 /// Prefix of every VM capstan creates; the rest is `<cluster>-<pool>-<5 chars>`.
@@ -104,6 +107,9 @@ pub fn fleet(fleet: &Fleet, file: &SourceFile) -> Vec<Diagnostic> {
             &management.kubeconfig_from,
         );
     }
+    for (name, server) in &fleet.datastores {
+        datastore_server(&mut out, file, name, server);
+    }
     let mut seen = Vec::new();
     for (index, minor) in fleet.approved_minors.iter().enumerate() {
         if seen.contains(minor) {
@@ -147,6 +153,42 @@ pub fn fleet(fleet: &Fleet, file: &SourceFile) -> Vec<Diagnostic> {
         );
     }
     out
+}
+
+fn datastore_server(
+    out: &mut Vec<Diagnostic>,
+    file: &SourceFile,
+    name: &str,
+    server: &DatastoreServer,
+) {
+    let path = format!("datastores.{name}");
+    if !is_dns1123_label(name) {
+        out.push(
+            file.error(
+                &path,
+                format!("`{name}` is not a valid datastore server name"),
+            )
+            .with_hint(DNS_LABEL_HINT),
+        );
+    }
+    if let Err(why) = server.host_port() {
+        out.push(
+            file.error(&format!("{path}.url"), why)
+                .with_hint("write where MySQL/MariaDB listens, e.g. `mysql://db.lab.example:3306`; capstan creates each cluster's database and user there"),
+        );
+    }
+    if server.admin_user.trim().is_empty() {
+        out.push(
+            file.error(&format!("{path}.adminUser"), "the admin user is empty")
+                .with_hint("name a user that may create databases and users, e.g. `root`"),
+        );
+    }
+    check_secret_source(
+        out,
+        file,
+        &format!("{path}.adminPasswordFrom"),
+        &server.admin_password_from,
+    );
 }
 
 /// Whether `name` is a branch name Git accepts (`git check-ref-format --branch`, simplified).
@@ -296,14 +338,14 @@ fn version(out: &mut Vec<Diagnostic>, fleet: &Fleet, spec: &ClusterSpec, file: &
                 )),
         );
     }
-    if spec.kubernetes.distribution == Distribution::K3s {
-        out.push(
-            file.error(
-                "spec.kubernetes.distribution",
-                "k3s is reserved in the format but this capstan builds only kubeadm clusters",
-            )
-            .with_hint("use `distribution: kubeadm`"),
-        );
+    super::k3s::cluster(out, fleet, spec, file);
+    if let Some(source) = spec
+        .kubernetes
+        .datastore
+        .as_ref()
+        .and_then(|d| d.endpoint_from.as_ref())
+    {
+        check_secret_source(out, file, "spec.kubernetes.datastore.endpointFrom", source);
     }
 }
 
@@ -380,7 +422,18 @@ fn endpoint(out: &mut Vec<Diagnostic>, spec: &ClusterSpec, file: &SourceFile) {
 
 fn control_plane(out: &mut Vec<Diagnostic>, spec: &ClusterSpec, file: &SourceFile) {
     let replicas = spec.control_plane.replicas;
-    if replicas == 0 || replicas.is_multiple_of(2) {
+    let tool = match spec.kubernetes.distribution {
+        Distribution::Kubeadm => "kubeadm",
+        Distribution::K3s => "K3s",
+    };
+    if replicas == 0 && spec.kubernetes.distribution == Distribution::K3s {
+        out.push(
+            file.error("spec.controlPlane.replicas", "a K3s cluster needs a server")
+                .with_hint("use 1 server, or 2 or more with an external datastore"),
+        );
+    } else if spec.kubernetes.distribution == Distribution::Kubeadm
+        && (replicas == 0 || replicas.is_multiple_of(2))
+    {
         out.push(
             file.error(
                 "spec.controlPlane.replicas",
@@ -403,7 +456,7 @@ fn control_plane(out: &mut Vec<Diagnostic>, spec: &ClusterSpec, file: &SourceFil
         out.push(file.error(
             &format!("{path}.cores"),
             format!(
-                "{} vCPU: kubeadm needs at least {MIN_CONTROL_PLANE_CORES} on a control plane",
+                "{} vCPU: {tool} needs at least {MIN_CONTROL_PLANE_CORES} on a control plane",
                 machine.cores
             ),
         ));
@@ -411,7 +464,7 @@ fn control_plane(out: &mut Vec<Diagnostic>, spec: &ClusterSpec, file: &SourceFil
     if machine.memory_mib < MIN_CONTROL_PLANE_MEMORY_MIB {
         out.push(file.error(
             &format!("{path}.memoryMiB"),
-            format!("{} MiB: kubeadm needs at least {MIN_CONTROL_PLANE_MEMORY_MIB} MiB on a control plane", machine.memory_mib),
+            format!("{} MiB: {tool} needs at least {MIN_CONTROL_PLANE_MEMORY_MIB} MiB on a control plane", machine.memory_mib),
         ));
     }
     check_machine(out, machine, path, replicas, file);
@@ -563,7 +616,7 @@ fn check_machine(
         out.push(
             file.error(
                 &format!("{path}.cpu"),
-                format!("vCPU type `{cpu_model}` lacks x86-64-v2: Calico crashes on it"),
+                format!("vCPU type `{cpu_model}` lacks x86-64-v2: binaries built for it stop with `Fatal glibc error: CPU does not support x86-64-v2` (Calico's among them)"),
             )
             .with_hint("use `x86-64-v2-AES` (the default) or `host`"),
         );
@@ -631,8 +684,26 @@ pub fn across(clusters: &[Checked<'_>]) -> Vec<(usize, Diagnostic)> {
     let mut names: BTreeMap<&str, &SourceFile> = BTreeMap::new();
     let mut hosts: BTreeMap<String, &SourceFile> = BTreeMap::new();
     let mut addresses: BTreeMap<IpAddr, &SourceFile> = BTreeMap::new();
+    let mut databases: BTreeMap<(&str, &str), &SourceFile> = BTreeMap::new();
     for (index, checked) in clusters.iter().enumerate() {
         let Checked { cluster, file } = checked;
+        if let Some(DatastoreChoice::Provisioned { server, database }) = cluster
+            .spec
+            .kubernetes
+            .datastore
+            .as_ref()
+            .and_then(|d| d.choice())
+            && let Some(first) = databases.insert((server, database), file)
+        {
+            out.push((
+                index,
+                file.error(
+                    "spec.kubernetes.datastore.database",
+                    format!("database `{database}` on `{server}` is already used by {}", first.name),
+                )
+                .with_hint("two K3s clusters in one database would share their state: name another database"),
+            ));
+        }
         if let Some(first) = names.insert(&cluster.metadata.name, file) {
             out.push((
                 index,

@@ -57,6 +57,8 @@ pub struct KubeVersion {
     pub minor: u32,
     /// Patch version: moves freely.
     pub patch: u32,
+    /// K3s's own release of this Kubernetes version, the `N` of `+k3sN` (K3s clusters only).
+    pub k3s_release: Option<u32>,
 }
 
 impl KubeVersion {
@@ -71,7 +73,11 @@ impl KubeVersion {
 
 impl fmt::Display for KubeVersion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)?;
+        match self.k3s_release {
+            Some(release) => write!(f, "+k3s{release}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -80,24 +86,36 @@ impl FromStr for KubeVersion {
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let bare = text.strip_prefix('v').unwrap_or(text);
-        match parse_numbers(bare).as_deref() {
-            Some([major, minor, patch]) => Ok(Self {
+        let (numbers, k3s_release) = match bare.split_once('+') {
+            Some((numbers, build)) => (numbers, Some(k3s_release(build))),
+            None => (bare, None),
+        };
+        match (parse_numbers(numbers).as_deref(), k3s_release) {
+            (Some([major, minor, patch]), None | Some(Some(_))) => Ok(Self {
                 major: *major,
                 minor: *minor,
                 patch: *patch,
+                k3s_release: k3s_release.flatten(),
             }),
             _ => Err(format!(
-                "`{text}` is not a Kubernetes version: write MAJOR.MINOR.PATCH, e.g. `1.36.2`"
+                "`{text}` is not a Kubernetes version: write MAJOR.MINOR.PATCH, e.g. `1.36.2` (K3s: `v1.36.2+k3s1`)"
             )),
         }
     }
 }
 
+/// The number `N` of a `k3sN` build suffix; `None` for any other suffix.
+fn k3s_release(build: &str) -> Option<u32> {
+    let digits = build.strip_prefix("k3s")?;
+    let all_digits = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+    all_digits.then(|| digits.parse().ok()).flatten()
+}
+
 string_value!(
     KubeVersion,
     "KubeVersion",
-    Some(r"^v?[0-9]+\.[0-9]+\.[0-9]+$"),
-    "Kubernetes release, MAJOR.MINOR.PATCH"
+    Some(r"^v?[0-9]+\.[0-9]+\.[0-9]+(\+k3s[0-9]+)?$"),
+    "Kubernetes release, MAJOR.MINOR.PATCH; a K3s release adds its build, e.g. v1.36.2+k3s1"
 );
 
 /// A Kubernetes minor release, `MAJOR.MINOR` (e.g. `1.36`), as listed in `approvedMinors`.
@@ -348,7 +366,8 @@ mod tests {
             Ok(KubeVersion {
                 major: 1,
                 minor: 36,
-                patch: 2
+                patch: 2,
+                k3s_release: None,
             })
         );
         assert_eq!(
@@ -359,6 +378,17 @@ mod tests {
             Ok("1.36.2")
         );
         for bad in ["1.36", "1.36.2.1", "1.x.2", "", "1..2", "1.36.-2"] {
+            assert!(bad.parse::<KubeVersion>().is_err(), "{bad} must be refused");
+        }
+    }
+
+    #[test]
+    fn kube_version_keeps_a_k3s_release_and_prints_it_back() {
+        let k3s: KubeVersion = "v1.36.2+k3s1".parse().expect("a K3s release");
+        assert_eq!(k3s.k3s_release, Some(1));
+        assert_eq!(k3s.minor_version().to_string(), "1.36");
+        assert_eq!(k3s.to_string(), "1.36.2+k3s1");
+        for bad in ["1.36.2+", "1.36.2+k3s", "1.36.2+rke2r1", "1.36.2+k3sx"] {
             assert!(bad.parse::<KubeVersion>().is_err(), "{bad} must be refused");
         }
     }

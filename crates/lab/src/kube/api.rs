@@ -49,6 +49,10 @@ async fn handle(
     if is_partitioned(&state, &headers) {
         return std::future::pending().await;
     }
+    let storage_unavailable = state.lock().storage_unavailable.clone();
+    if let Some(reason) = storage_unavailable {
+        return error_response(&ApiError::storage_unavailable(&reason));
+    }
     let query = parse_query(uri.query().unwrap_or_default());
     let certificate = certificate.map(|Extension(c)| c).unwrap_or_default();
     let request = Request {

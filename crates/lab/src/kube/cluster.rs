@@ -274,6 +274,12 @@ impl SimCluster {
         }
     }
 
+    /// Fault (or its end, with `None`): the cluster's storage does not answer, so every
+    /// request gets a 503 naming `reason`, as a K3s server's does while its datastore is gone.
+    pub fn set_storage_unavailable(&self, reason: Option<String>) {
+        self.state.lock().storage_unavailable = reason;
+    }
+
     /// What `/version` reports.
     pub fn version(&self) -> String {
         self.state.lock().git_version.clone()

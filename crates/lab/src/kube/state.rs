@@ -45,6 +45,9 @@ pub(crate) struct Inner {
     /// Every eviction request, in the order answered (the part of an API server's audit log
     /// that tests read to prove drains never overlap).
     pub evictions: Vec<Eviction>,
+    /// Why the cluster's storage does not answer (K3s whose datastore went away): every
+    /// request gets a 503 with this message until it is cleared.
+    pub storage_unavailable: Option<String>,
 }
 
 /// One audited `POST pods/<name>/eviction`.
@@ -71,6 +74,7 @@ impl std::fmt::Debug for Inner {
             .field("tokens", &self.tokens.len())
             .field("partitioned", &self.partitioned.len())
             .field("evictions", &self.evictions.len())
+            .field("storage_unavailable", &self.storage_unavailable)
             .finish()
     }
 }
@@ -99,6 +103,7 @@ impl ClusterState {
                 tokens: BTreeMap::new(),
                 partitioned: std::collections::BTreeSet::new(),
                 evictions: Vec::new(),
+                storage_unavailable: None,
             }),
             address: OnceLock::new(),
         }

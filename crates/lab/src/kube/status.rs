@@ -41,6 +41,11 @@ impl ApiError {
         details
     }
 
+    /// 503 while the cluster's storage (etcd, or kine's SQL datastore) does not answer.
+    pub fn storage_unavailable(reason: &str) -> Self {
+        ApiError::new(503, "ServiceUnavailable", reason.to_owned())
+    }
+
     /// 404 for a named object.
     pub fn not_found(resource: &ResourceType, name: &str) -> Self {
         ApiError::new(

@@ -118,6 +118,12 @@ impl ClusterBackend for LabBackend {
                 endpoint_host: Some(request.endpoint_host.clone()),
             })
             .map_err(|err| message(&err))?;
+        if request.cluster_configuration.is_empty() {
+            // K3s has no kubeadm configuration to upload.
+            tracing::info!(cluster = %request.name, url = %cluster.url(), "simulated cluster created");
+            self.credentials_changed(&cluster);
+            return Ok(LabBackend::access(&cluster));
+        }
         // kubeadm's upload-config phase: later kubeadm runs (and capstan) read it back.
         let config_map = json!({
             "apiVersion": "v1",
@@ -185,6 +191,16 @@ impl ClusterBackend for LabBackend {
         });
         if let Err(reason) = updated {
             tracing::warn!(cluster, reason = %reason, "kubeadm-config not updated");
+        }
+    }
+
+    fn set_storage_unavailable(&self, cluster: &str, reason: Option<String>) {
+        match self.cluster(cluster) {
+            Ok(sim) => {
+                tracing::info!(cluster, unavailable = ?reason, "simulated cluster storage");
+                sim.set_storage_unavailable(reason);
+            }
+            Err(_) => tracing::debug!(cluster, "storage change for a cluster that is gone"),
         }
     }
 

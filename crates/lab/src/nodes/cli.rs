@@ -260,6 +260,73 @@ pub enum MemberCommand {
     },
 }
 
+/// `k3s server` / `k3s agent` as the air-gap install script passes them on (its arguments after
+/// `sh k3s-install.sh`), with the real flags capstan uses. `K3S_TOKEN`, `K3S_URL` and
+/// `K3S_DATASTORE_ENDPOINT` in the command's environment (`env VAR=VALUE ...`) stand for the
+/// flags, as K3s reads them; the lab applies them (never its own process environment).
+#[derive(Debug, Parser)]
+#[command(name = "k3s", no_binary_name = true, disable_help_subcommand = true)]
+pub struct K3s {
+    /// The subcommand.
+    #[command(subcommand)]
+    pub command: K3sCommand,
+}
+
+/// `k3s` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum K3sCommand {
+    /// `k3s server`: API server, controllers and kine.
+    Server(K3sServerArgs),
+    /// `k3s agent`: a kubelet joining a server.
+    Agent(K3sAgentArgs),
+}
+
+/// `k3s server` flags.
+#[derive(Debug, Args)]
+pub struct K3sServerArgs {
+    /// Shared secret servers and agents join with.
+    #[arg(short = 't', long)]
+    pub token: Option<String>,
+    /// kine's datastore (`mysql://...`); without it, the embedded SQLite.
+    #[arg(long)]
+    pub datastore_endpoint: Option<String>,
+    /// Extra names and addresses in the serving certificate.
+    #[arg(long = "tls-san")]
+    pub tls_san: Vec<String>,
+    /// The node's address.
+    #[arg(long)]
+    pub node_ip: Option<String>,
+    /// An existing server to join (embedded etcd only; ignored with a datastore).
+    #[arg(short = 's', long)]
+    pub server: Option<String>,
+    /// Mode of `/etc/rancher/k3s/k3s.yaml`.
+    #[arg(long)]
+    pub write_kubeconfig_mode: Option<String>,
+    /// Port the API server listens on.
+    #[arg(long, default_value_t = 6443)]
+    pub https_listen_port: u16,
+    /// Node name (default: the hostname).
+    #[arg(long)]
+    pub node_name: Option<String>,
+}
+
+/// `k3s agent` flags.
+#[derive(Debug, Args)]
+pub struct K3sAgentArgs {
+    /// The server's token.
+    #[arg(short = 't', long)]
+    pub token: Option<String>,
+    /// The server to join, `https://HOST:6443`.
+    #[arg(short = 's', long)]
+    pub server: Option<String>,
+    /// The node's address.
+    #[arg(long)]
+    pub node_ip: Option<String>,
+    /// Node name (default: the hostname).
+    #[arg(long)]
+    pub node_name: Option<String>,
+}
+
 /// Parses `args` (without the program name) as `P`, or gives the error the real program prints,
 /// with its exit code.
 pub fn parse<P: Parser>(program: &str, args: &[String]) -> Result<P, (i32, String)> {

@@ -94,6 +94,9 @@ pub trait ClusterBackend: Send + Sync + 'static {
     /// # Errors
     /// A message for the renewal's output.
     fn renew_certificates(&self, cluster: &str) -> Result<ClusterAccess, String>;
+    /// The cluster's storage stopped answering (`Some(reason)`: its API answers 503 with it)
+    /// or answers again (`None`), as a K3s server's kine sees its datastore.
+    fn set_storage_unavailable(&self, cluster: &str, reason: Option<String>);
 }
 
 /// How long node operations take in the lab (short defaults: a cluster comes up in seconds).
@@ -165,6 +168,12 @@ impl<B: ClusterBackend> NodeSoftware<B> {
 
     /// Runs `argv` inside `vm`, taking as long as the real operation would in the lab.
     pub async fn exec(&self, vm: &GuestIdentity, argv: &[String]) -> ExecOutcome {
+        if let Some(install) = systems::k3s::parse_install(vm, argv) {
+            return match install {
+                Ok(install) => self.k3s_install(vm, install).await,
+                Err(refused) => refused,
+            };
+        }
         let shared = &self.shared;
         if let Some(delay) = systems::duration_of(argv, &shared.timings) {
             tokio::time::sleep(delay).await;
@@ -209,6 +218,99 @@ impl<B: ClusterBackend> NodeSoftware<B> {
         }
     }
 
+    /// K3s's install: a server first opens its datastore (a real MySQL connection, outside
+    /// the state lock) and keeps its bootstrap and registration there, then joins or creates
+    /// the cluster; an agent joins a server's endpoint.
+    async fn k3s_install(
+        &self,
+        vm: &GuestIdentity,
+        install: systems::k3s::K3sInstall,
+    ) -> ExecOutcome {
+        use systems::k3s::{K3sInstall, fatal};
+        tokio::time::sleep(self.shared.timings.join).await;
+        let server = match install {
+            K3sInstall::Agent(agent) => {
+                let (exit, effects) = {
+                    let mut world = self.world();
+                    let mut later = Vec::new();
+                    let exit = world.k3s_agent(&self.shared.backend, vm, &agent, &mut later);
+                    (exit, later)
+                };
+                effects.into_iter().for_each(|effect| self.schedule(effect));
+                return exit;
+            }
+            K3sInstall::Server(server) => server,
+        };
+        let kine = match &server.datastore {
+            Some(dsn) => match open_datastore(dsn, &server).await {
+                Ok(kine) => Some(kine),
+                Err(message) => return fatal(&message),
+            },
+            None => None,
+        };
+        let mut later = Vec::new();
+        let started = self
+            .world()
+            .k3s_server(&self.shared.backend, vm, &server, &mut later);
+        later.into_iter().for_each(|effect| self.schedule(effect));
+        match started {
+            Ok((cluster, created)) => {
+                if let (Some(kine), true) = (kine, created) {
+                    self.watch_datastore(cluster, kine);
+                }
+                ExecOutcome::success(
+                    "[INFO]  Skipping k3s download and verify\n[INFO]  systemd: Starting k3s\n",
+                )
+            }
+            Err(refused) => refused,
+        }
+    }
+
+    /// While the cluster exists, asks its datastore every [`DATASTORE_CHECK`] whether it
+    /// answers, and makes the API answer 503 while it does not.
+    fn watch_datastore(&self, cluster: String, kine: crate::kine::Kine) {
+        let shared = Arc::downgrade(&self.shared);
+        tokio::spawn(async move {
+            let mut down = false;
+            loop {
+                tokio::time::sleep(DATASTORE_CHECK).await;
+                let Some(alive) = shared.upgrade() else {
+                    return;
+                };
+                let exists = alive
+                    .world
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .has_cluster(&cluster);
+                if !exists {
+                    return;
+                }
+                match kine.ping().await {
+                    Ok(()) if down => {
+                        down = false;
+                        alive.backend.set_storage_unavailable(&cluster, None);
+                    }
+                    Err(err) if !down => {
+                        down = true;
+                        let reason =
+                            format!("storage is unavailable: datastore {:?}: {err}", kine.dsn());
+                        alive
+                            .backend
+                            .set_storage_unavailable(&cluster, Some(reason));
+                    }
+                    _ => {}
+                }
+            }
+        });
+    }
+
+    fn world(&self) -> std::sync::MutexGuard<'_, systems::GuestSystems> {
+        self.shared
+            .world
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn schedule(&self, effect: systems::Later) {
         let shared = Arc::clone(&self.shared);
         tokio::spawn(async move {
@@ -245,6 +347,47 @@ impl<B: ClusterBackend> GuestSoftware for NodeSoftware<B> {
     fn power_event(&self, guest: &GuestIdentity, event: PowerEvent) {
         self.power(guest, event);
     }
+}
+
+/// How often a K3s server's kine asks its datastore whether it answers.
+const DATASTORE_CHECK: Duration = Duration::from_millis(200);
+
+/// Opens a K3s server's datastore as kine does and keeps the cluster's bootstrap (under the
+/// token's hash: another token finds it and is refused, as K3s refuses it) and the server's
+/// registration there. Errors are K3s's fatal message.
+async fn open_datastore(
+    dsn: &crate::kine::Dsn,
+    server: &systems::k3s::ServerRequest,
+) -> Result<crate::kine::Kine, String> {
+    use sha2::Digest as _;
+    let storage = |err: String| {
+        format!(
+            "starting kubernetes: preparing server: creating storage endpoint: building kine: {err}"
+        )
+    };
+    let kine = crate::kine::Kine::open(dsn).await.map_err(storage)?;
+    let hash: String = sha2::Sha256::digest(server.token.as_bytes())
+        .iter()
+        .take(6)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let bootstrap = format!("/bootstrap/{hash}");
+    let existing = kine.names("/bootstrap/").await.map_err(storage)?;
+    if existing.iter().any(|key| *key != bootstrap) {
+        return Err("starting kubernetes: preparing server: bootstrap data already found and encrypted with different token".to_owned());
+    }
+    if existing.is_empty() {
+        kine.put(&bootstrap, b"{\"ServerCA\":\"...\"}")
+            .await
+            .map_err(storage)?;
+    }
+    kine.put(
+        &format!("/registry/minions/{}", server.node),
+        server.node.as_bytes(),
+    )
+    .await
+    .map_err(storage)?;
+    Ok(kine)
 }
 
 /// Random lowercase hex from the TLS library's secure generator (tokens, keys).

@@ -11,6 +11,17 @@ pub const RENEW_SCRIPT: &str = "/etc/capstan/renew-certificates.sh";
 pub const KUBE_VIP_MANIFEST: &str = "/etc/kubernetes/manifests/kube-vip.yaml";
 /// The admin kubeconfig `kubeadm init` writes.
 pub const ADMIN_CONF: &str = "/etc/kubernetes/admin.conf";
+/// K3s's install script, carried by a K3s template with the binary and its images (K3s's
+/// air-gap install); run as `env INSTALL_K3S_SKIP_DOWNLOAD=true ... sh K3S_INSTALL_SCRIPT
+/// server|agent FLAGS`.
+pub const K3S_INSTALL_SCRIPT: &str = "/usr/local/bin/k3s-install.sh";
+/// What the install script leaves to remove a K3s server.
+pub const K3S_UNINSTALL_SCRIPT: &str = "/usr/local/bin/k3s-uninstall.sh";
+/// What the install script leaves to remove a K3s agent.
+pub const K3S_AGENT_UNINSTALL_SCRIPT: &str = "/usr/local/bin/k3s-agent-uninstall.sh";
+/// The admin kubeconfig a K3s server writes (its server is `https://127.0.0.1:6443`).
+pub const K3S_KUBECONFIG: &str = "/etc/rancher/k3s/k3s.yaml";
+
 /// The kubelet's kubeconfig, present once the node has joined (kubeadm's preflight refuses a
 /// second join when it exists).
 pub const KUBELET_CONF: &str = "/etc/kubernetes/kubelet.conf";

@@ -22,6 +22,8 @@ pub struct GuestIdentity {
     pub node: String,
     /// Its IPv4 address (from the lab's DHCP range), once it has one.
     pub address: Option<Ipv4Addr>,
+    /// The K3s release whose air-gap install its disk carries (from its template).
+    pub k3s_airgap: Option<String>,
 }
 
 /// How a command ended.
@@ -166,6 +168,7 @@ mod tests {
             name: "capstan-prod-cp-a1b2c".into(),
             node: "pve1".into(),
             address: None,
+            k3s_airgap: None,
         }
     }
 

@@ -158,6 +158,9 @@ pub(super) struct VmState {
     pub started_unix: Option<i64>,
     pub execs: BTreeMap<u64, ExecState>,
     pub next_exec_pid: u64,
+    /// The K3s release whose air-gap install (binary, images, install script) the disk
+    /// carries: set on a template by the world, inherited by its clones.
+    pub k3s_airgap: Option<String>,
 }
 
 impl VmState {
@@ -444,6 +447,9 @@ impl SimState {
                 ),
             );
             state.insert_vm(template.vmid, &template.node, config, false, None);
+            if let Some(vm) = state.vms.get_mut(&template.vmid) {
+                vm.k3s_airgap = template.k3s.clone();
+            }
         }
         for vm in &world.vms {
             let mut config = state.base_config(
@@ -552,6 +558,7 @@ impl SimState {
                 started_unix: None,
                 execs: BTreeMap::new(),
                 next_exec_pid: 1000 + u64::from(vmid % 97) * 10,
+                k3s_airgap: None,
             },
         );
     }
@@ -578,6 +585,7 @@ impl SimState {
             name: vm.name(),
             node: vm.node.clone(),
             address: self.leases.get(&vmid).copied(),
+            k3s_airgap: vm.k3s_airgap.clone(),
         })
     }
 

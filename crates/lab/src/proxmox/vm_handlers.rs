@@ -37,6 +37,7 @@ pub(super) fn clone_vm(shared: &Arc<Shared>, p: &Params, user: &str) -> Result<R
         .unwrap_or("local-lvm")
         .to_owned();
     let is_template = source.is_template();
+    let k3s_airgap = source.k3s_airgap.clone();
     let mut config = source.config.clone();
     let source_name = source.name();
     if state.vms.contains_key(&newid) {
@@ -105,6 +106,9 @@ pub(super) fn clone_vm(shared: &Arc<Shared>, p: &Params, user: &str) -> Result<R
     config.insert("meta".into(), format!("creation-qemu=9.2.0,ctime={now}"));
     config.insert("lock".into(), "clone".into());
     state.insert_vm(newid, &target, config, false, pool);
+    if let Some(clone) = state.vms.get_mut(&newid) {
+        clone.k3s_airgap = k3s_airgap;
+    }
     let first_log = vec![
         format!(
             "create full clone of drive {source_disk} ({source_storage}:base-{source_id}-disk-0)"

@@ -235,6 +235,7 @@ impl GuestSystems {
             etcd: BTreeMap::new(),
             operator: false,
             cni: false,
+            k3s: None,
         };
         state.etcd.insert(member_id(), node.clone());
         let token = new_token();

@@ -7,6 +7,7 @@
 //! script, and power events; `kubeadm` and `kubectl` (with etcdctl through `kubectl exec`) are
 //! the two tools' handlers.
 
+pub(super) mod k3s;
 mod kubeadm;
 mod kubectl;
 
@@ -56,6 +57,10 @@ pub(super) struct Guest {
     kubeadm: Option<KubeVersion>,
     member: Option<Member>,
     running: bool,
+    /// `systemctl stop k3s` stopped the K3s service (the VM still runs).
+    k3s_stopped: bool,
+    /// `k3s certificate rotate` ran: the next service start issues new certificates.
+    k3s_rotation_pending: bool,
 }
 
 impl Default for Guest {
@@ -66,6 +71,8 @@ impl Default for Guest {
             kubeadm: None,
             member: None,
             running: true,
+            k3s_stopped: false,
+            k3s_rotation_pending: false,
         }
     }
 }
@@ -87,6 +94,7 @@ struct ClusterState {
     etcd: BTreeMap<u64, String>,
     operator: bool,
     cni: bool,
+    k3s: Option<k3s::K3sCluster>,
 }
 
 /// How long a command takes in the lab, if it is one of the slow ones.
@@ -139,6 +147,20 @@ impl GuestSystems {
             }
             "kubeadm" => self.kubeadm(backend, vm, args, now, &mut later),
             "kubectl" => self.kubectl(vm, args, &mut later),
+            "systemctl" => self.systemctl(backend, vm, args, &mut later),
+            "k3s" if vm.k3s_airgap.is_some() => self.k3s_command(vm, args),
+            "sh" => match args {
+                [script]
+                    if script == paths::K3S_UNINSTALL_SCRIPT
+                        || script == paths::K3S_AGENT_UNINSTALL_SCRIPT =>
+                {
+                    self.k3s_uninstall(backend, vm, script)
+                }
+                _ => Exit::failure(
+                    2,
+                    "sh: the lab runs only K3s's uninstall scripts this way\n",
+                ),
+            },
             other => Exit::failure(127, format!("bash: line 1: {other}: command not found\n")),
         };
         (exit, later)
@@ -245,7 +267,10 @@ impl GuestSystems {
         let member = self.guests.get(&vm.vmid).and_then(|g| g.member.clone());
         match event {
             PowerEvent::Started => {
-                self.guest(vm.vmid).running = true;
+                let guest = self.guest(vm.vmid);
+                guest.running = true;
+                // An installed K3s service is enabled: it starts with the VM.
+                guest.k3s_stopped = false;
                 member
                     .map(|m| Later::NodeReady {
                         cluster: m.cluster,
@@ -281,6 +306,7 @@ impl GuestSystems {
         let guest = self.guests.get(vmid);
         let still_member = guest.is_some_and(|g| {
             g.running
+                && !g.k3s_stopped
                 && g.member
                     .as_ref()
                     .is_some_and(|m| &m.cluster == cluster && &m.node == node)

@@ -1,0 +1,207 @@
+//! What capstan runs inside a node's VM to build and take apart a K3s cluster, the air-gap way
+//! (the template carries the `k3s` binary, its images and the install script): servers start
+//! with the cluster token, the datastore endpoint, `--tls-san` for the endpoint host and
+//! address and `--node-ip`; agents join the endpoint with the token; kube-vip holds the endpoint
+//! address as a static pod on every server. The steps are [`NodeStep`]s, run by the same
+//! runner as kubeadm's ([`crate::providers::kubeadm::Kubeadm::run_steps`]).
+//!
+//! # Guarantees
+//! - Installs are skipped on a node that already runs K3s (`unless` the kubeconfig or the
+//!   agent's uninstall script exists), so a repeated step changes nothing.
+//! - The token and the datastore DSN travel only inside [`Command::sensitive`] commands: never
+//!   in logs, errors or status.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use super::kubeadm::NodeStep;
+use super::node_exec::Command;
+use crate::model::NodeName;
+use crate::spec::ClusterSpec;
+
+/// The install script a K3s template carries (K3s's air-gap install).
+pub const INSTALL_SCRIPT: &str = "/usr/local/bin/k3s-install.sh";
+/// What the install script leaves to remove a server.
+pub const UNINSTALL_SCRIPT: &str = "/usr/local/bin/k3s-uninstall.sh";
+/// What the install script leaves to remove an agent.
+pub const AGENT_UNINSTALL_SCRIPT: &str = "/usr/local/bin/k3s-agent-uninstall.sh";
+/// The admin kubeconfig a server writes (its server is the node's loopback).
+pub const KUBECONFIG: &str = "/etc/rancher/k3s/k3s.yaml";
+/// Static pods a K3s server's kubelet runs.
+pub const KUBE_VIP_MANIFEST: &str = "/var/lib/rancher/k3s/agent/pod-manifests/kube-vip.yaml";
+
+const KUBE_VIP_TEMPLATE: &str = include_str!("templates/kube-vip.yaml");
+/// K3s's own start (datastore, certificates, API server) on a slow host.
+const INSTALL_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+
+/// The secrets and datastore a server starts with. `Debug` hides them.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ServerJoin {
+    /// The cluster token (every server and agent presents the same one).
+    pub token: String,
+    /// kine's DSN; `None` for a single server on the embedded SQLite.
+    pub datastore_endpoint: Option<String>,
+}
+
+impl std::fmt::Debug for ServerJoin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerJoin")
+            .field("token", &"<redacted>")
+            .field("external_datastore", &self.datastore_endpoint.is_some())
+            .finish()
+    }
+}
+
+fn install_env(version: &str, token: &str) -> Vec<String> {
+    vec![
+        "env".to_owned(),
+        "INSTALL_K3S_SKIP_DOWNLOAD=true".to_owned(),
+        format!("INSTALL_K3S_VERSION=v{version}"),
+        format!("K3S_TOKEN={token}"),
+    ]
+}
+
+/// A K3s server (the first, or any later one: with a shared datastore they are alike):
+/// kube-vip's static pod, then the install.
+pub fn install_server(
+    spec: &ClusterSpec,
+    join: &ServerJoin,
+    node: &NodeName,
+    address: IpAddr,
+) -> Vec<NodeStep> {
+    let endpoint = &spec.endpoint;
+    let mut argv = install_env(&spec.kubernetes.version.to_string(), &join.token);
+    if let Some(dsn) = &join.datastore_endpoint {
+        argv.push(format!("K3S_DATASTORE_ENDPOINT={dsn}"));
+    }
+    argv.extend(
+        [
+            "sh",
+            INSTALL_SCRIPT,
+            "server",
+            "--tls-san",
+            &endpoint.host,
+            "--tls-san",
+            &endpoint.address.to_string(),
+            "--node-ip",
+            &address.to_string(),
+            "--node-name",
+            node.as_str(),
+            "--https-listen-port",
+            &endpoint.port.to_string(),
+        ]
+        .map(str::to_owned),
+    );
+    vec![
+        NodeStep::WriteFile {
+            path: KUBE_VIP_MANIFEST.to_owned(),
+            content: kube_vip(spec),
+        },
+        NodeStep::Run {
+            command: Command::new(&argv).sensitive().timeout(INSTALL_TIMEOUT),
+            unless: Some(Command::new(&["test", "-f", KUBECONFIG])),
+        },
+    ]
+}
+
+/// A K3s agent joining the endpoint with the cluster token.
+pub fn install_agent(
+    spec: &ClusterSpec,
+    token: &str,
+    node: &NodeName,
+    address: IpAddr,
+) -> Vec<NodeStep> {
+    let endpoint = &spec.endpoint;
+    let mut argv = install_env(&spec.kubernetes.version.to_string(), token);
+    argv.push(format!(
+        "K3S_URL=https://{}:{}",
+        endpoint.host, endpoint.port
+    ));
+    argv.extend(
+        [
+            "sh",
+            INSTALL_SCRIPT,
+            "agent",
+            "--node-ip",
+            &address.to_string(),
+            "--node-name",
+            node.as_str(),
+        ]
+        .map(str::to_owned),
+    );
+    vec![NodeStep::Run {
+        command: Command::new(&argv).sensitive().timeout(INSTALL_TIMEOUT),
+        unless: Some(Command::new(&["test", "-f", AGENT_UNINSTALL_SCRIPT])),
+    }]
+}
+
+/// Takes K3s off a node (server or agent): the uninstall script the install left.
+pub fn uninstall(server: bool) -> Vec<NodeStep> {
+    let script = if server {
+        UNINSTALL_SCRIPT
+    } else {
+        AGENT_UNINSTALL_SCRIPT
+    };
+    vec![NodeStep::Run {
+        command: Command::new(&["sh", script]).timeout(INSTALL_TIMEOUT),
+        unless: None,
+    }]
+}
+
+/// Certificate rotation on one server, as K3s documents it: stop the service, rotate, start
+/// (the new certificates are issued at the start); the kubeconfig is read and delivered again
+/// afterwards.
+pub fn rotate_certificates() -> Vec<NodeStep> {
+    [
+        Command::new(&["systemctl", "stop", "k3s"]),
+        Command::new(&["k3s", "certificate", "rotate"]),
+        Command::new(&["systemctl", "start", "k3s"]).timeout(INSTALL_TIMEOUT),
+    ]
+    .into_iter()
+    .map(|command| NodeStep::Run {
+        command,
+        unless: None,
+    })
+    .collect()
+}
+
+/// Prints the admin kubeconfig a server wrote.
+pub fn read_kubeconfig() -> Command {
+    Command::new(&["cat", KUBECONFIG]).sensitive()
+}
+
+/// The admin kubeconfig with its `server:` moved to the endpoint, what Flux receives (K3s
+/// writes the node's loopback there).
+pub fn kubeconfig_for_endpoint(kubeconfig: &str, spec: &ClusterSpec) -> String {
+    let server = format!("https://{}:{}", spec.endpoint.host, spec.endpoint.port);
+    let mut text: String = kubeconfig
+        .lines()
+        .map(|line| {
+            let trimmed = line.trim_start();
+            if trimmed.starts_with("server: ") {
+                let indent = &line[..line.len() - trimmed.len()];
+                format!("{indent}server: {server}\n")
+            } else {
+                format!("{line}\n")
+            }
+        })
+        .collect();
+    if !kubeconfig.ends_with('\n') {
+        text.pop();
+    }
+    text
+}
+
+fn kube_vip(spec: &ClusterSpec) -> String {
+    [
+        ("ENDPOINT_ADDRESS", spec.endpoint.address.to_string()),
+        ("ENDPOINT_PORT", spec.endpoint.port.to_string()),
+    ]
+    .iter()
+    .fold(KUBE_VIP_TEMPLATE.to_owned(), |text, (name, value)| {
+        text.replace(&format!("${{{name}}}"), value)
+    })
+}
+
+#[cfg(test)]
+mod tests;

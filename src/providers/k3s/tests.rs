@@ -1,0 +1,140 @@
+use super::*;
+use crate::spec::{Cluster, Distribution, RepoFiles, SourceText};
+
+fn edge_spec() -> ClusterSpec {
+    let read = |path: &str| {
+        std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("examples-repo")
+                .join(path),
+        )
+        .expect("example file")
+    };
+    let files = RepoFiles {
+        fleet: SourceText {
+            path: "capstan.yaml".into(),
+            text: read("capstan.yaml"),
+        },
+        clusters: vec![SourceText {
+            path: "clusters/prod.yaml".into(),
+            text: read("clusters/prod.yaml"),
+        }],
+    };
+    let desired = crate::spec::load(&files).desired.expect("valid example");
+    let cluster: Cluster = desired.clusters["prod"].clone();
+    let mut spec = cluster.spec;
+    spec.kubernetes.distribution = Distribution::K3s;
+    spec.kubernetes.version = "v1.36.2+k3s1".parse().expect("version");
+    spec
+}
+
+fn address() -> IpAddr {
+    "192.168.1.101".parse().expect("ip")
+}
+
+fn join() -> ServerJoin {
+    ServerJoin {
+        token: "t0k3n-secret".to_owned(),
+        datastore_endpoint: Some("mysql://k3s_edge:pw-secret@tcp(db:3306)/k3s_edge".to_owned()),
+    }
+}
+
+fn commands(steps: &[NodeStep]) -> Vec<&Command> {
+    steps
+        .iter()
+        .filter_map(|step| match step {
+            NodeStep::Run { command, .. } => Some(command),
+            NodeStep::WriteFile { .. } => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_server_installs_air_gapped_with_its_token_datastore_sans_and_node_ip() {
+    let spec = edge_spec();
+    let steps = install_server(
+        &spec,
+        &join(),
+        &NodeName::from("capstan-prod-cp-a1b2c"),
+        address(),
+    );
+    let install = commands(&steps)[0];
+    assert_eq!(
+        install.argv,
+        [
+            "env",
+            "INSTALL_K3S_SKIP_DOWNLOAD=true",
+            "INSTALL_K3S_VERSION=v1.36.2+k3s1",
+            "K3S_TOKEN=t0k3n-secret",
+            "K3S_DATASTORE_ENDPOINT=mysql://k3s_edge:pw-secret@tcp(db:3306)/k3s_edge",
+            "sh",
+            INSTALL_SCRIPT,
+            "server",
+            "--tls-san",
+            "k8s-prod.lab.example",
+            "--tls-san",
+            "192.168.1.23",
+            "--node-ip",
+            "192.168.1.101",
+            "--node-name",
+            "capstan-prod-cp-a1b2c",
+            "--https-listen-port",
+            "6443",
+        ]
+    );
+    let shown = format!("{install:?} {} {:?}", install.display(), join());
+    assert!(
+        !shown.contains("t0k3n") && !shown.contains("pw-secret"),
+        "{shown}"
+    );
+    assert!(
+        matches!(&steps[1], NodeStep::Run { unless: Some(check), .. } if check.argv == ["test", "-f", KUBECONFIG])
+    );
+}
+
+#[test]
+fn kube_vip_holds_the_endpoint_on_every_server_with_k3s_kubeconfig() {
+    let spec = edge_spec();
+    let steps = install_server(&spec, &join(), &NodeName::from("n"), address());
+    let NodeStep::WriteFile { path, content } = &steps[0] else {
+        panic!("kube-vip first: {steps:?}");
+    };
+    assert_eq!(path, KUBE_VIP_MANIFEST);
+    assert!(
+        !content.contains("${"),
+        "every placeholder filled:\n{content}"
+    );
+    assert!(content.contains("value: \"192.168.1.23\""));
+    assert!(content.contains("path: /etc/rancher/k3s/k3s.yaml"));
+}
+
+#[test]
+fn an_agent_joins_the_endpoint_with_the_token() {
+    let spec = edge_spec();
+    let steps = install_agent(&spec, "t0k3n-secret", &NodeName::from("w1"), address());
+    let install = commands(&steps)[0];
+    assert!(
+        install
+            .argv
+            .contains(&"K3S_URL=https://k8s-prod.lab.example:6443".to_owned())
+    );
+    assert!(install.argv.contains(&"agent".to_owned()));
+    assert!(
+        !install.argv.iter().any(|a| a.contains("DATASTORE")),
+        "agents never see the datastore"
+    );
+}
+
+#[test]
+fn the_kubeconfig_flux_gets_points_at_the_endpoint() {
+    let spec = edge_spec();
+    let k3s = "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: Q0E=\n    server: https://127.0.0.1:6443\n  name: default\n";
+    let moved = kubeconfig_for_endpoint(k3s, &spec);
+    assert_eq!(
+        moved,
+        k3s.replace(
+            "https://127.0.0.1:6443",
+            "https://k8s-prod.lab.example:6443"
+        )
+    );
+}

@@ -1,0 +1,524 @@
+//! capstan's K3s steps and the lab's K3s node software on a real MariaDB: capstan provisions
+//! the datastore and keeps the token in capstan-system, servers installed the air-gap way keep
+//! the cluster in kine's table through a real MySQL connection, agents join with the token, the
+//! stock kubectl sees the nodes, and the failures read as K3s's (a refused datastore, another
+//! token, a download attempted without network, the API's 503 while the datastore is away).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::judges::{self, Judge};
+use crate::kube_support::Kubectl;
+use crate::lab_support::eventually;
+use crate::mariadb::MariaDb;
+use capstan::model::NodeName;
+use capstan::providers::cluster_secrets::k3s_secrets;
+use capstan::providers::datastore::{AdminAccess, generate_secret};
+use capstan::providers::k3s::{self, ServerJoin};
+use capstan::providers::kube::KubeClusterClient;
+use capstan::providers::kubeadm::Kubeadm;
+use capstan::providers::node_exec::{Command, ExecError, NodeExec, NodeTarget, Output};
+use capstan::spec::{DatastoreChoice, DatastoreServer, SecretSource};
+use capstan_core::model::VmId;
+use capstan_lab::clock::LabClock;
+use capstan_lab::kube::KubeLab;
+use capstan_lab::lab::LabBackend;
+use capstan_lab::nodes::{NodeSoftware, NodeTimings};
+use capstan_lab::proxmox::{ExecOutcome, GuestIdentity};
+
+const RELEASE: &str = "v1.36.2+k3s1";
+const ENDPOINT_HOST: &str = "k8s-edge.lab.example";
+
+struct K3sLab {
+    nodes: NodeSoftware<LabBackend>,
+    kube: Arc<KubeLab>,
+    clock: LabClock,
+}
+
+async fn k3s_lab() -> K3sLab {
+    let clock = LabClock::new();
+    let kube = Arc::new(
+        KubeLab::start(clock.clone(), &BTreeMap::new())
+            .await
+            .expect("lab starts"),
+    );
+    let fast = Duration::from_millis(20);
+    let timings = NodeTimings {
+        prepare: fast,
+        init: fast,
+        join: fast,
+        node_ready_after: fast,
+        upgrade: fast,
+    };
+    K3sLab {
+        nodes: NodeSoftware::new(LabBackend::new(Arc::clone(&kube)), clock.clone(), timings),
+        kube,
+        clock,
+    }
+}
+
+fn vm(vmid: u32, name: &str, template_k3s: Option<&str>) -> GuestIdentity {
+    GuestIdentity {
+        vmid: VmId(vmid),
+        name: name.to_owned(),
+        node: "pve1".to_owned(),
+        address: Some(format!("192.168.1.{}", vmid - 100).parse().expect("ip")),
+        k3s_airgap: template_k3s.map(str::to_owned),
+    }
+}
+
+fn words(text: &str) -> Vec<String> {
+    text.split_whitespace().map(str::to_owned).collect()
+}
+
+/// The seed's install line, air-gapped: `env ... sh k3s-install.sh server ...`.
+fn server_install(token: &str, dsn: &str, node: &GuestIdentity) -> Vec<String> {
+    let ip = node.address.expect("ip");
+    let mut argv = words(&format!(
+        "env INSTALL_K3S_SKIP_DOWNLOAD=true K3S_TOKEN={token} sh /usr/local/bin/k3s-install.sh server --tls-san {ENDPOINT_HOST} --tls-san 192.168.1.25 --node-ip {ip}"
+    ));
+    argv.push(format!("--datastore-endpoint={dsn}"));
+    argv
+}
+
+fn agent_install(token: &str, node: &GuestIdentity) -> Vec<String> {
+    words(&format!(
+        "env INSTALL_K3S_SKIP_DOWNLOAD=true sh /usr/local/bin/k3s-install.sh agent --server https://{ENDPOINT_HOST}:6443 --token {token} --node-ip {}",
+        node.address.expect("ip")
+    ))
+}
+
+/// The database and user capstan provisions for the cluster, and its kine DSN.
+async fn provisioned(server: &MariaDb) -> String {
+    let declared = DatastoreServer {
+        url: server.url(),
+        admin_user: "root".to_owned(),
+        admin_password_from: SecretSource::Env("UNUSED".to_owned()),
+    };
+    let admin = AdminAccess::new(&declared, server.root_password.clone()).expect("url");
+    let password = generate_secret().expect("random");
+    admin
+        .provision("k3s_edge", &password)
+        .await
+        .expect("provisioned")
+        .dsn()
+}
+
+fn assert_ok(what: &str, outcome: &ExecOutcome) {
+    assert_eq!(outcome.exit_code, 0, "{what}: {outcome:?}");
+}
+
+/// capstan's node transport over the lab's node software: each VM a template carrying K3s.
+struct LabNodes(NodeSoftware<LabBackend>);
+
+fn identity(target: &NodeTarget) -> GuestIdentity {
+    vm(target.vmid.0, target.name.as_str(), Some(RELEASE))
+}
+
+impl NodeExec for LabNodes {
+    async fn write_file(
+        &self,
+        target: &NodeTarget,
+        path: &str,
+        content: &str,
+    ) -> Result<(), ExecError> {
+        self.0
+            .write_file(&identity(target), path, content.as_bytes());
+        Ok(())
+    }
+    async fn run(&self, target: &NodeTarget, command: &Command) -> Result<Output, ExecError> {
+        let exit = self.0.exec(&identity(target), &command.argv).await;
+        Ok(Output {
+            exit_code: exit.exit_code,
+            stdout: exit.stdout,
+            stderr: exit.stderr,
+        })
+    }
+}
+
+fn target(vmid: u32, name: &str) -> NodeTarget {
+    NodeTarget {
+        vmid: VmId(vmid),
+        proxmox_node: "pve1".to_owned(),
+        name: NodeName::from(name),
+    }
+}
+
+/// The seed's cluster in the cluster language (3 servers on a MariaDB datastore, 2 agents).
+fn edge_spec(mariadb: &MariaDb) -> (capstan::spec::Fleet, capstan::spec::ClusterSpec) {
+    let fleet = format!(
+        "apiVersion: capstan.dev/v1alpha1\nkind: Fleet\napprovedMinors: [\"1.36\"]\ndatastores:\n  mariadb: {{url: \"{}\", adminUser: root, adminPasswordFrom: {{env: MARIADB_ROOT_PASSWORD}}}}\n",
+        mariadb.url()
+    );
+    let cluster = format!(
+        "apiVersion: capstan.dev/v1alpha1\nkind: Cluster\nmetadata: {{name: edge}}\nspec:\n  proxmox: homelab\n  kubernetes: {{distribution: k3s, version: {RELEASE}, datastore: {{server: mariadb, database: k3s_edge}}}}\n  endpoint: {{host: {ENDPOINT_HOST}, address: 192.168.1.25}}\n  network: {{nodes: 192.168.1.0/24}}\n  controlPlane:\n    replicas: 3\n    machine: {{template: debian13-k3s, cores: 2, memoryMiB: 4096, cpu: host, placement: [pve1]}}\n  workers:\n    - {{pool: agents, replicas: 2, machine: {{template: debian13-k3s, cores: 4, memoryMiB: 8192, cpu: host, placement: [pve1]}}}}\n"
+    );
+    let fleet: capstan::spec::Fleet = serde_saphyr::from_str(&fleet).expect("fleet");
+    let cluster: capstan::spec::Cluster = serde_saphyr::from_str(&cluster).expect("cluster");
+    (fleet, cluster.spec)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capstans_k3s_steps_build_the_seed_cluster_on_a_provisioned_mariadb() {
+    if !judges::present(
+        "capstans_k3s_steps_build_the_seed_cluster_on_a_provisioned_mariadb",
+        &[Judge::Mariadb, Judge::Kubectl],
+    ) {
+        return;
+    }
+    let mariadb = MariaDb::start();
+    let (fleet, spec) = edge_spec(&mariadb);
+    let lab = k3s_lab().await;
+    let management = KubeClusterClient::connect(
+        &lab.kube
+            .cluster("management")
+            .expect("management")
+            .admin_kubeconfig(),
+    )
+    .await
+    .expect("management client");
+
+    // What the daemon does before the first server: the secrets, then the datastore.
+    let secrets = k3s_secrets(&management, "edge").await.expect("secrets");
+    let Some(DatastoreChoice::Provisioned { server, database }) =
+        spec.kubernetes.datastore.as_ref().and_then(|d| d.choice())
+    else {
+        panic!("the seed's datastore is provisioned");
+    };
+    let admin =
+        AdminAccess::new(&fleet.datastores[server], mariadb.root_password.clone()).expect("url");
+    admin.preflight().await.expect("the datastore answers");
+    let endpoint = admin
+        .provision(database, &secrets.datastore_password)
+        .await
+        .expect("provisioned");
+    endpoint
+        .check()
+        .await
+        .expect("the cluster's user reaches its database");
+    let join = ServerJoin {
+        token: secrets.token.clone(),
+        datastore_endpoint: Some(endpoint.dsn()),
+    };
+
+    let nodes = Kubeadm::new(LabNodes(lab.nodes.clone()));
+    let servers: Vec<NodeTarget> = (0..3)
+        .map(|i| target(111 + i, &format!("capstan-edge-cp-{i}")))
+        .collect();
+    for server in &servers {
+        let address = format!("192.168.1.{}", server.vmid.0 - 100)
+            .parse()
+            .expect("ip");
+        let steps = k3s::install_server(&spec, &join, &server.name, address);
+        nodes
+            .run_steps("init-control-plane", server, &steps)
+            .await
+            .expect("server");
+        nodes
+            .run_steps("init-control-plane", server, &steps)
+            .await
+            .expect("a repeated install is skipped");
+    }
+    for i in 0..2 {
+        let agent = target(121 + i, &format!("capstan-edge-agents-{i}"));
+        let address = format!("192.168.1.{}", 21 + i).parse().expect("ip");
+        let steps = k3s::install_agent(&spec, &secrets.token, &agent.name, address);
+        nodes
+            .run_steps("join-node", &agent, &steps)
+            .await
+            .expect("agent");
+    }
+
+    let kubeconfig = nodes
+        .checked("read the kubeconfig", &servers[1], &k3s::read_kubeconfig())
+        .await
+        .expect("k3s.yaml")
+        .stdout;
+    let delivered = k3s::kubeconfig_for_endpoint(&kubeconfig, &spec);
+    assert!(delivered.contains(&format!("server: https://{ENDPOINT_HOST}:6443")));
+    let kubectl = Kubectl::with_kubeconfig(&kubeconfig);
+    let listed = eventually("five Ready nodes", || async {
+        let out = kubectl.run(&["get", "nodes", "--no-headers"]).await;
+        let ready = out
+            .stdout
+            .lines()
+            .filter(|l| l.split_whitespace().nth(1) == Some("Ready"))
+            .count();
+        (ready == 5).then_some(out.stdout)
+    })
+    .await;
+    assert!(
+        listed.contains(RELEASE),
+        "kubelets report the K3s release:\n{listed}"
+    );
+    let servers_listed = listed
+        .lines()
+        .filter(|l| l.contains("control-plane"))
+        .count();
+    assert_eq!(servers_listed, 3, "three servers:\n{listed}");
+    assert_eq!(
+        lab.kube.cluster("k3s_edge").map(|c| c.version()).as_deref(),
+        Some(RELEASE)
+    );
+
+    let columns = mariadb.sql(
+        "SELECT GROUP_CONCAT(COLUMN_NAME ORDER BY ORDINAL_POSITION) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'k3s_edge' AND TABLE_NAME = 'kine'",
+    );
+    assert_eq!(
+        columns.trim(),
+        "id,name,created,deleted,create_revision,prev_revision,lease,value,old_value"
+    );
+    assert_eq!(
+        mariadb.sql(
+            "SELECT name FROM k3s_edge.kine WHERE name LIKE '/registry/minions/%' ORDER BY name"
+        ),
+        "/registry/minions/capstan-edge-cp-0\n/registry/minions/capstan-edge-cp-1\n/registry/minions/capstan-edge-cp-2\n"
+    );
+    assert_eq!(
+        mariadb.sql("SELECT COUNT(*) FROM k3s_edge.kine WHERE name LIKE '/bootstrap/%'"),
+        "1\n",
+        "one bootstrap, shared by the three servers"
+    );
+    let restarted = k3s_secrets(&management, "edge").await.expect("found again");
+    assert_eq!(
+        restarted, secrets,
+        "a restarted daemon finds the same token"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_datastore_that_refuses_fails_the_server_as_k3s_does() {
+    if !judges::present(
+        "a_datastore_that_refuses_fails_the_server_as_k3s_does",
+        &[Judge::Mariadb],
+    ) {
+        return;
+    }
+    let mariadb = MariaDb::start();
+    let dsn = provisioned(&mariadb).await;
+    let (user, rest) = dsn.split_once('@').expect("dsn");
+    let (name, _) = user.rsplit_once(':').expect("user:password");
+    let wrong = format!("{name}:wrong-password@{rest}");
+    let lab = k3s_lab().await;
+    let server = vm(111, "capstan-edge-cp-0", Some(RELEASE));
+    let outcome = lab
+        .nodes
+        .exec(&server, &server_install("t0k3n", &wrong, &server))
+        .await;
+    assert_eq!(outcome.exit_code, 1, "{outcome:?}");
+    assert!(
+        outcome.stderr.contains("level=fatal msg=\"starting kubernetes: preparing server: creating storage endpoint: building kine: Error 1045 (28000): Access denied for user 'k3s_edge'@'127.0.0.1' (using password: YES)\""),
+        "{}",
+        outcome.stderr
+    );
+    assert!(
+        outcome.stderr.contains("Job for k3s.service failed"),
+        "{}",
+        outcome.stderr
+    );
+    assert!(
+        !outcome.stderr.contains("wrong-password"),
+        "{}",
+        outcome.stderr
+    );
+    assert!(
+        lab.kube.cluster("k3s_edge").is_none(),
+        "no API server started"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_with_another_token_finds_the_bootstrap_data_and_is_refused() {
+    if !judges::present(
+        "a_server_with_another_token_finds_the_bootstrap_data_and_is_refused",
+        &[Judge::Mariadb],
+    ) {
+        return;
+    }
+    let mariadb = MariaDb::start();
+    let dsn = provisioned(&mariadb).await;
+    let lab = k3s_lab().await;
+    let first = vm(111, "capstan-edge-cp-0", Some(RELEASE));
+    assert_ok(
+        "first server",
+        &lab.nodes
+            .exec(&first, &server_install("token-a", &dsn, &first))
+            .await,
+    );
+    let second = vm(112, "capstan-edge-cp-1", Some(RELEASE));
+    let outcome = lab
+        .nodes
+        .exec(&second, &server_install("token-b", &dsn, &second))
+        .await;
+    assert_eq!(outcome.exit_code, 1);
+    assert!(
+        outcome
+            .stderr
+            .contains("bootstrap data already found and encrypted with different token"),
+        "{}",
+        outcome.stderr
+    );
+    let agent = vm(121, "capstan-edge-agents-0", Some(RELEASE));
+    let outcome = lab
+        .nodes
+        .exec(&agent, &agent_install("token-b", &agent))
+        .await;
+    assert!(
+        outcome.stderr.contains("/cacerts: 401 Unauthorized"),
+        "{outcome:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_air_gapped_install_needs_skip_download_and_the_template_binary() {
+    let lab = k3s_lab().await;
+    let bare = vm(111, "capstan-edge-cp-0", None);
+    let dsn = "mysql://u:p@tcp(127.0.0.1:1)/k3s";
+    let outcome = lab
+        .nodes
+        .exec(&bare, &server_install("t", dsn, &bare))
+        .await;
+    assert!(
+        outcome
+            .stderr
+            .contains("k3s binary not found at /usr/local/bin/k3s"),
+        "{outcome:?}"
+    );
+    let online = words("sh /usr/local/bin/k3s-install.sh server --token t");
+    let carrying = vm(112, "capstan-edge-cp-1", Some(RELEASE));
+    let outcome = lab.nodes.exec(&carrying, &online).await;
+    assert!(
+        outcome.stderr.contains("[ERROR]  Download failed"),
+        "{outcome:?}"
+    );
+    let unknown = words(
+        "env INSTALL_K3S_SKIP_DOWNLOAD=true sh /usr/local/bin/k3s-install.sh server --tls-sans x",
+    );
+    let outcome = lab.nodes.exec(&carrying, &unknown).await;
+    assert!(outcome.stderr.contains("--tls-sans"), "{outcome:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_answers_503_while_the_datastore_is_away_and_serves_again_once_back() {
+    if !judges::present(
+        "the_api_answers_503_while_the_datastore_is_away_and_serves_again_once_back",
+        &[Judge::Mariadb, Judge::Kubectl],
+    ) {
+        return;
+    }
+    let mut mariadb = MariaDb::start();
+    let dsn = provisioned(&mariadb).await;
+    let lab = k3s_lab().await;
+    let server = vm(111, "capstan-edge-cp-0", Some(RELEASE));
+    assert_ok(
+        "server",
+        &lab.nodes
+            .exec(&server, &server_install("t0k3n", &dsn, &server))
+            .await,
+    );
+    let kubeconfig = lab
+        .nodes
+        .exec(&server, &words("cat /etc/rancher/k3s/k3s.yaml"))
+        .await;
+    let kubectl = Kubectl::with_kubeconfig(&kubeconfig.stdout);
+    kubectl.run(&["get", "nodes"]).await.ok();
+
+    tokio::task::block_in_place(|| mariadb.stop());
+    let refused = eventually("a 503 naming the datastore", || async {
+        let out = kubectl.run(&["get", "nodes"]).await;
+        (out.code != 0 && out.stderr.contains("datastore")).then_some(out.stderr)
+    })
+    .await;
+    assert!(
+        refused.contains("storage is unavailable: datastore mysql://k3s_edge:***@tcp(127.0.0.1"),
+        "{refused}"
+    );
+    assert!(
+        refused.contains("ServiceUnavailable") || refused.contains("503"),
+        "{refused}"
+    );
+
+    tokio::task::block_in_place(|| mariadb.resume());
+    eventually("served again", || async {
+        let out = kubectl.run(&["get", "nodes", "--no-headers"]).await;
+        (out.code == 0).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capstans_certificate_rotation_on_a_server_issues_a_new_admin_kubeconfig() {
+    if !judges::present(
+        "capstans_certificate_rotation_on_a_server_issues_a_new_admin_kubeconfig",
+        &[Judge::Mariadb, Judge::Kubectl],
+    ) {
+        return;
+    }
+    let mariadb = MariaDb::start();
+    let (_, spec) = edge_spec(&mariadb);
+    let dsn = provisioned(&mariadb).await;
+    let lab = k3s_lab().await;
+    let nodes = Kubeadm::new(LabNodes(lab.nodes.clone()));
+    let server = target(111, "capstan-edge-cp-0");
+    let join = ServerJoin {
+        token: "t0k3n".to_owned(),
+        datastore_endpoint: Some(dsn),
+    };
+    let address = "192.168.1.11".parse().expect("ip");
+    nodes
+        .run_steps(
+            "init-control-plane",
+            &server,
+            &k3s::install_server(&spec, &join, &server.name, address),
+        )
+        .await
+        .expect("server");
+    let read = || async {
+        nodes
+            .checked("read", &server, &k3s::read_kubeconfig())
+            .await
+            .expect("k3s.yaml")
+            .stdout
+    };
+    let before = read().await;
+    let sim = lab.kube.cluster("k3s_edge").expect("cluster");
+    let expiry = sim.admin_certificate_expiry();
+
+    lab.clock.advance(Duration::from_secs(200 * 86_400));
+    nodes
+        .run_steps("renew-certificates", &server, &k3s::rotate_certificates())
+        .await
+        .expect("rotated");
+    let after = read().await;
+    assert_ne!(after, before, "a new admin certificate");
+    assert!(
+        sim.admin_certificate_expiry() > expiry,
+        "a year from the rotation"
+    );
+    let kubectl = Kubectl::with_kubeconfig(&after);
+    eventually("the server Ready again", || async {
+        let out = kubectl.run(&["get", "nodes", "--no-headers"]).await;
+        out.stdout.contains(" Ready ").then_some(())
+    })
+    .await;
+
+    let agent = target(121, "capstan-edge-agents-0");
+    let agent_address = "192.168.1.21".parse().expect("ip");
+    nodes
+        .run_steps(
+            "join-node",
+            &agent,
+            &k3s::install_agent(&spec, "t0k3n", &agent.name, agent_address),
+        )
+        .await
+        .expect("agent");
+    let err = nodes
+        .run_steps("renew-certificates", &agent, &k3s::rotate_certificates())
+        .await
+        .expect_err("an agent has no k3s server unit");
+    assert!(
+        err.to_string().contains("Unit k3s.service not loaded"),
+        "{err}"
+    );
+}

@@ -1,0 +1,172 @@
+//! A real MariaDB for the K3s datastore tests: Debian's `mariadb-install-db` into a temporary
+//! folder and `mariadbd` on a loopback port with its own socket, started and stopped by the
+//! test. Its `root` user reached over TCP has a password, as a homelab's MariaDB does; the
+//! socket (as the OS user root) is how the harness itself sets that up and looks inside.
+
+// Each test binary that includes this file uses only some of it.
+#![allow(dead_code)]
+
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `mariadbd` as Debian installs it (not on a non-root PATH).
+const MARIADBD: &str = "/usr/sbin/mariadbd";
+/// How long a fresh server may take to accept connections on a loaded 2-core machine.
+const START_LIMIT: Duration = Duration::from_secs(60);
+
+/// A running (or stopped) MariaDB server owned by one test.
+pub struct MariaDb {
+    dir: tempfile::TempDir,
+    port: u16,
+    child: Option<Child>,
+    /// The password of `root` over TCP.
+    pub root_password: String,
+}
+
+impl MariaDb {
+    /// Initialises a data folder, starts the server and gives `root` over TCP a password.
+    pub fn start() -> MariaDb {
+        let dir = tempfile::tempdir().expect("temp dir for MariaDB");
+        let install = Command::new("mariadb-install-db")
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", dir.path().join("data").display()))
+            .args(["--user=root", "--skip-test-db"])
+            .args(["--auth-root-authentication-method=socket"])
+            .output()
+            .expect("run mariadb-install-db");
+        assert!(
+            install.status.success(),
+            "mariadb-install-db failed:\n{}{}",
+            String::from_utf8_lossy(&install.stdout),
+            String::from_utf8_lossy(&install.stderr)
+        );
+        let mut server = MariaDb {
+            port: free_port(),
+            dir,
+            child: None,
+            root_password: format!("root-{:x}", std::process::id()),
+        };
+        server.resume();
+        server.sql(&format!(
+            "CREATE OR REPLACE USER 'root'@'127.0.0.1' IDENTIFIED BY '{password}'; \
+             GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;",
+            password = server.root_password
+        ));
+        server
+    }
+
+    /// Where the server listens.
+    pub fn address(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    /// The server as `capstan.yaml` names it: `mysql://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("mysql://127.0.0.1:{}", self.port)
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.path().join("mariadb.sock")
+    }
+
+    /// Starts the server again on the same data and port (after [`MariaDb::stop`]).
+    pub fn resume(&mut self) {
+        assert!(self.child.is_none(), "MariaDB is already running");
+        let path = self.dir.path();
+        let child = Command::new(MARIADBD)
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", path.join("data").display()))
+            .arg(format!("--socket={}", self.socket().display()))
+            .arg(format!("--pid-file={}", path.join("mariadb.pid").display()))
+            .arg(format!("--log-error={}", path.join("error.log").display()))
+            .arg(format!("--port={}", self.port))
+            .args([
+                "--bind-address=127.0.0.1",
+                "--user=root",
+                "--skip-name-resolve",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start mariadbd");
+        self.child = Some(child);
+        self.wait_until_it_answers();
+    }
+
+    fn wait_until_it_answers(&mut self) {
+        let started = Instant::now();
+        loop {
+            if TcpStream::connect(self.address()).is_ok() && self.socket().exists() {
+                return;
+            }
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                panic!("mariadbd exited ({status}):\n{}", self.error_log());
+            }
+            assert!(
+                started.elapsed() < START_LIMIT,
+                "mariadbd did not listen within {START_LIMIT:?}:\n{}",
+                self.error_log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Stops the server (a clean shutdown), keeping its data for [`MariaDb::resume`].
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let shutdown = Command::new("mariadb-admin")
+            .arg("--no-defaults")
+            .arg(format!("--socket={}", self.socket().display()))
+            .args(["--user=root", "shutdown"])
+            .output();
+        if !shutdown.is_ok_and(|out| out.status.success()) {
+            let _ = child.kill();
+        }
+        let _ = child.wait();
+    }
+
+    /// Runs `statements` as root over the socket and returns the tab-separated rows.
+    pub fn sql(&self, statements: &str) -> String {
+        let out = Command::new("mariadb")
+            .arg("--no-defaults")
+            .arg(format!("--socket={}", self.socket().display()))
+            .args(["--user=root", "--batch", "--skip-column-names", "-e"])
+            .arg(statements)
+            .output()
+            .expect("run the mariadb client");
+        assert!(
+            out.status.success(),
+            "`{statements}` failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The server's error log, for failure messages.
+    pub fn error_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("error.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for MariaDb {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A loopback port nobody listens on right now.
+fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .expect("a free loopback port")
+}

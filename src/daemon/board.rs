@@ -23,7 +23,14 @@ pub struct StatusBoard {
     /// The state the last pass observed (what `GET /observed` serves and previews plan
     /// against).
     observed: RwLock<Option<Arc<Observed>>>,
+    /// When `GET /observed` was last asked for: until [`WORKLOADS_WANTED_FOR`] after it,
+    /// passes observe pods and PodDisruptionBudgets too.
+    observed_asked: Mutex<Option<std::time::Instant>>,
 }
+
+/// How long one `GET /observed` keeps passes observing pods and PodDisruptionBudgets: a
+/// preview reads the state again soon after, an idle daemon stops paying for them.
+pub const WORKLOADS_WANTED_FOR: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
 /// What `/metrics` counts.
 #[derive(Debug, Default, Clone)]
@@ -103,6 +110,22 @@ impl StatusBoard {
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
+    }
+
+    /// Notes that the observed state was asked for (`GET /observed`).
+    pub fn ask_for_observed(&self) {
+        *self
+            .observed_asked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(std::time::Instant::now());
+    }
+
+    /// Whether passes should observe pods and PodDisruptionBudgets for `GET /observed`.
+    pub fn workloads_wanted(&self) -> bool {
+        self.observed_asked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_some_and(|asked| asked.elapsed() < WORKLOADS_WANTED_FOR)
     }
 
     pub(super) fn set_observed(&self, observed: Observed) {

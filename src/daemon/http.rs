@@ -1,5 +1,7 @@
 //! The daemon's HTTP endpoint: `GET /status` (every cluster's status as JSON), `GET /observed`
-//! (the last observed state, as the snapshot `capstan plan --observed FILE` reads: no secrets),
+//! (the last observed state, as the snapshot `capstan plan --observed FILE` reads: no secrets;
+//! asking for it makes the passes of the next 15 minutes observe pods and PodDisruptionBudgets,
+//! for previews' drain simulation),
 //! `GET /healthz` (200 while passes run) and `GET /metrics` (Prometheus text format).
 
 use std::fmt::Write as _;
@@ -71,6 +73,7 @@ async fn status(State(board): State<Arc<StatusBoard>>) -> impl IntoResponse {
 }
 
 async fn observed(State(board): State<Arc<StatusBoard>>) -> axum::response::Response {
+    board.ask_for_observed();
     match board.observed() {
         Some(observed) => axum::Json(observed.as_ref()).into_response(),
         None => (

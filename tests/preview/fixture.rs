@@ -107,6 +107,8 @@ impl Fleet {
             match_labels: [("app".to_owned(), "web".to_owned())].into(),
             min_available: Some(IntOrPercent::Count(3)),
             max_unavailable: None,
+            current_healthy: None,
+            disruptions_allowed: None,
         });
         std::fs::write(
             &path,

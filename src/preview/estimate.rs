@@ -109,11 +109,15 @@ fn rounds(predicted: &[PreviewStep]) -> Vec<Vec<&PreviewStep>> {
 }
 
 fn explain(estimate: &Estimate, steps: usize) -> String {
-    let mut text = format!(
-        "about {} for {steps} step(s) in {} round(s), from the medians the daemon measured (steps in plan order; non-disruptive steps on different machines together, disruptive ones alone)",
-        roughly(estimate.seconds),
-        estimate.rounds
-    );
+    let mut text = if estimate.measured_steps == 0 {
+        format!("unknown: the daemon has measured none of these {steps} step(s)' actions yet")
+    } else {
+        format!(
+            "{} for {steps} step(s) in {} round(s), from the medians the daemon measured (steps in plan order; non-disruptive steps on different machines together, disruptive ones alone)",
+            roughly(estimate.seconds),
+            estimate.rounds
+        )
+    };
     if !estimate.unmeasured.is_empty() {
         text.push_str(&format!(
             "; never measured, counted as nothing: {}",
@@ -131,13 +135,13 @@ fn explain(estimate: &Estimate, steps: usize) -> String {
     text
 }
 
-/// `under a minute`, `7 min`, `2 h 05 min`.
+/// `under a minute`, `about 7 min`, `about 2 h 05 min`.
 fn roughly(seconds: u64) -> String {
     let minutes = seconds.div_ceil(60);
     match seconds {
         0..60 => "under a minute".to_owned(),
-        _ if minutes < 60 => format!("{minutes} min"),
-        _ => format!("{} h {:02} min", minutes / 60, minutes % 60),
+        _ if minutes < 60 => format!("about {minutes} min"),
+        _ => format!("about {} h {:02} min", minutes / 60, minutes % 60),
     }
 }
 

@@ -71,7 +71,7 @@ fn calm_steps_on_different_machines_overlap_and_disruptive_ones_add_up() {
     assert!(
         estimate
             .explanation
-            .starts_with("about 3 min for 4 step(s) in 3 round(s)"),
+            .starts_with("about 3 min for 4 step(s) in 3 round(s), from the medians"),
         "{}",
         estimate.explanation
     );
@@ -108,6 +108,16 @@ fn unmeasured_actions_are_named_and_a_window_says_when_the_steps_start() {
 }
 
 #[test]
+fn steps_of_actions_never_measured_give_no_figure() {
+    let estimate = estimate(&[drain("w1")], &medians(&[("cordon", 1)])).expect("an estimate");
+    assert_eq!(estimate.measured_steps, 0);
+    assert_eq!(
+        estimate.explanation,
+        "unknown: the daemon has measured none of these 1 step(s)' actions yet; never measured, counted as nothing: drain"
+    );
+}
+
+#[test]
 fn nothing_is_estimated_without_steps_or_without_measurements() {
     assert_eq!(estimate(&[], &medians(&[("cordon", 1)])), None);
     assert_eq!(estimate(&[cordon("w1")], &BTreeMap::new()), None);
@@ -116,6 +126,6 @@ fn nothing_is_estimated_without_steps_or_without_measurements() {
 #[test]
 fn durations_read_in_minutes_and_hours() {
     assert_eq!(roughly(59), "under a minute");
-    assert_eq!(roughly(61), "2 min");
-    assert_eq!(roughly(3 * 3600 + 5 * 60), "3 h 05 min");
+    assert_eq!(roughly(61), "about 2 min");
+    assert_eq!(roughly(3 * 3600 + 5 * 60), "about 3 h 05 min");
 }

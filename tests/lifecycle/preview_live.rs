@@ -1,7 +1,8 @@
 //! Previews against a running daemon: after a rollout, `GET /observed` carries the step
 //! durations the daemon measured; asking for it makes the next passes observe the cluster's
 //! pods and PodDisruptionBudgets, and `capstan preview --server` then names the budget and the
-//! pod that will block a drain of the change, with an estimated duration.
+//! pod that will block a drain of the change, with an estimated duration. `capstan observe
+//! --workloads` puts the same pods and budgets in a snapshot file.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -197,5 +198,27 @@ async fn a_preview_against_the_daemon_names_the_blocking_budget_and_estimates_th
             .as_str()
             .is_some_and(|e| e.contains(" round(s), from the medians the daemon measured")),
         "{estimate:#}"
+    );
+
+    // `capstan observe --workloads` writes the same facts into a snapshot file.
+    let repo = world.repo.path().display().to_string();
+    let state = world.state.path().display().to_string();
+    let snapshot = tokio::task::spawn_blocking(move || {
+        crate::support::capstan(&[
+            "observe",
+            "--repo",
+            &repo,
+            "--lab-state",
+            &state,
+            "--workloads",
+        ])
+    })
+    .await
+    .expect("joined");
+    snapshot.assert_code(0);
+    let snapshot: serde_json::Value = serde_json::from_str(&snapshot.stdout).expect("json");
+    assert_eq!(
+        snapshot["clusters"][CLUSTER]["disruptionBudgets"][0]["name"], "web",
+        "{snapshot:#}"
     );
 }

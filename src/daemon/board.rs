@@ -26,6 +26,12 @@ pub struct StatusBoard {
     /// When `GET /observed` was last asked for: until [`WORKLOADS_WANTED_FOR`] after it,
     /// passes observe pods and PodDisruptionBudgets too.
     observed_asked: Mutex<Option<std::time::Instant>>,
+    /// Wakes the reconcile loop for a pass that observes pods and budgets.
+    wake: tokio::sync::Notify,
+    /// Counts observations that listed pods and budgets, for a request waiting on one.
+    with_workloads: tokio::sync::watch::Sender<u64>,
+    /// Whether the last observation listed them.
+    last_with_workloads: std::sync::atomic::AtomicBool,
 }
 
 /// How long one `GET /observed` keeps passes observing pods and PodDisruptionBudgets: a
@@ -112,12 +118,29 @@ impl StatusBoard {
             .clone()
     }
 
-    /// Notes that the observed state was asked for (`GET /observed`).
-    pub fn ask_for_observed(&self) {
+    /// Notes that the observed state was asked for (`GET /observed`). When pods and budgets
+    /// were not being observed, wakes the reconcile loop for a pass that observes them, and
+    /// returns a receiver that changes once one has (to wait on).
+    pub fn ask_for_observed(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        let was_wanted = self.workloads_wanted()
+            || self
+                .last_with_workloads
+                .load(std::sync::atomic::Ordering::SeqCst);
         *self
             .observed_asked
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(std::time::Instant::now());
+        if was_wanted {
+            return None;
+        }
+        let observed = self.with_workloads.subscribe();
+        self.wake.notify_one();
+        Some(observed)
+    }
+
+    /// Completes when `GET /observed` asks for a pass that observes pods and budgets.
+    pub(super) async fn woken_for_workloads(&self) {
+        self.wake.notified().await;
     }
 
     /// Whether passes should observe pods and PodDisruptionBudgets for `GET /observed`.
@@ -128,11 +151,17 @@ impl StatusBoard {
             .is_some_and(|asked| asked.elapsed() < WORKLOADS_WANTED_FOR)
     }
 
-    pub(super) fn set_observed(&self, observed: Observed) {
+    /// Publishes a pass's observation; `with_workloads` when it listed pods and budgets.
+    pub(super) fn set_observed(&self, observed: Observed, with_workloads: bool) {
         *self
             .observed
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(observed));
+        self.last_with_workloads
+            .store(with_workloads, std::sync::atomic::Ordering::SeqCst);
+        if with_workloads {
+            self.with_workloads.send_modify(|count| *count += 1);
+        }
     }
 
     pub(super) fn set(&self, status: FleetStatus) {

@@ -287,6 +287,7 @@ impl<Pr: Providers> Daemon<Pr> {
                 () = &mut shutdown => break,
                 () = self.tracker.changed() => tracing::debug!("source may have changed"),
                 () = self.leadership.changed() => tracing::debug!("leadership changed"),
+                () = self.board.woken_for_workloads() => tracing::debug!("GET /observed asks for pods and PodDisruptionBudgets"),
                 Some(done) = self.in_flight.join_next_with_id(), if !self.in_flight.is_empty() => {
                     self.settle(done);
                 }
@@ -351,13 +352,15 @@ impl<Pr: Providers> Daemon<Pr> {
             return self.repository_error(errors, Some(revision));
         };
         self.poll_interval = Some(desired.fleet.poll_interval.0);
-        self.observer.set_settings(ObserveSettings {
+        let settings = ObserveSettings {
             workloads: self.options.observe_workloads || self.board.workloads_wanted(),
-        });
+        };
+        self.observer.set_settings(settings);
         let mut observation = self.observer.observe(desired, now).await;
         observation.observed.step_durations = self.timings.medians();
         let plan = plan::plan(desired, &observation.observed, &Policy::of(desired), now);
-        self.board.set_observed(observation.observed.clone());
+        self.board
+            .set_observed(observation.observed.clone(), settings.workloads);
         let mut work = false;
         for cluster in &plan.clusters {
             let runnable = !cluster.steps.is_empty()

@@ -1,6 +1,7 @@
 //! Providers → [`Observed`]: what really exists, read fresh on every pass.
 //!
-//! Per Proxmox connection one inventory (O(1) calls, whatever the VM count); per cluster the
+//! Per Proxmox connection one inventory (one listing, whatever the VM count, plus one config
+//! read per template the first time it is seen: where its volumes are); per cluster the
 //! admin kubeconfig read from a control plane through the guest agent, then its Nodes, its
 //! `kubeadm-config` and its version through the API; per Flux target the fingerprint Flux holds,
 //! and per management cluster one listing of the Secrets capstan manages (how the Secret of a
@@ -28,8 +29,8 @@ use crate::fingerprint;
 use crate::model::{NodeName, Role};
 use crate::observed::{
     BOOTSTRAP_MARKER, DRAIN_STARTED_ANNOTATION, DrainObserved, FluxSecret, FluxTarget, MachineSpec,
-    Observed, ObservedCluster, ObservedControlPlane, ObservedMachine, ObservedNode, PodRef,
-    PowerState, ProxmoxNode, Taint, VmConfig,
+    Observed, ObservedCluster, ObservedControlPlane, ObservedMachine, ObservedNode,
+    ObservedStorage, ObservedTemplate, PodRef, PowerState, ProxmoxNode, Taint, VmConfig,
 };
 use crate::providers::flux::{self, KubeconfigDelivery};
 use crate::providers::kube::{ClusterClient, NodeState, client_certificate_expiry};
@@ -104,6 +105,8 @@ impl<Pr: Providers> Observer<Pr> {
     pub async fn observe(&self, desired: &Desired, now: Timestamp) -> Observation {
         let mut observation = Observation::default();
         let mut proxmox_nodes = BTreeMap::new();
+        let mut templates: BTreeMap<String, Vec<ObservedTemplate>> = BTreeMap::new();
+        let mut storages = BTreeMap::new();
         let mut machines: BTreeMap<String, (String, Vec<VmInfo>)> = BTreeMap::new();
         let mut unreachable_connections = BTreeMap::new();
         for connection in self.providers.proxmox_connections() {
@@ -115,6 +118,15 @@ impl<Pr: Providers> Observer<Pr> {
                     for host in &inventory.nodes {
                         proxmox_nodes
                             .insert(host.name.0.clone(), proxmox_node(host, &inventory.vms));
+                    }
+                    for template in &inventory.templates {
+                        templates
+                            .entry(template.name.clone())
+                            .or_default()
+                            .push(observed_template(template, &inventory.storages));
+                    }
+                    for (storage, shared) in &inventory.storages {
+                        storages.insert(storage.clone(), ObservedStorage { shared: *shared });
                     }
                     for vm in inventory.vms.into_iter().filter(|vm| !vm.is_template) {
                         if let Some(owner) = &vm.owner {
@@ -133,6 +145,8 @@ impl<Pr: Providers> Observer<Pr> {
             }
         }
         observation.observed.proxmox_nodes = Some(proxmox_nodes);
+        observation.observed.proxmox_templates = Some(templates);
+        observation.observed.proxmox_storages = Some(storages);
         let (held, unlisted) = self.held_secrets(desired).await;
 
         let mut names: Vec<String> = desired.clusters.keys().cloned().collect();
@@ -451,6 +465,21 @@ fn proxmox_node(host: &proxmox::HostInfo, vms: &[VmInfo]) -> ProxmoxNode {
                 .count(),
         )
         .unwrap_or(u32::MAX),
+    }
+}
+
+/// A template copy; it is on shared storage when every volume is on a storage flagged shared.
+fn observed_template(
+    template: &proxmox::TemplateInfo,
+    storages: &BTreeMap<String, bool>,
+) -> ObservedTemplate {
+    ObservedTemplate {
+        proxmox_node: template.vm.node.0.clone(),
+        vm_id: template.vm.vmid,
+        shared_storage: template
+            .storages
+            .iter()
+            .all(|storage| storages.get(storage).copied().unwrap_or(false)),
     }
 }
 

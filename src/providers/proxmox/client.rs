@@ -19,6 +19,7 @@ use super::api::{Api, Method, Params, Retry, segment};
 use super::connection::ConnectionConfig;
 use super::error::{ProxmoxError, RetryPolicy};
 use super::ownership::{self, VmOwner};
+use super::templates::{TemplateCache, clone_source};
 use super::wire::{as_u64, boot_disk, flag, float, owner_of, text, uint, uint_signed, vm_path};
 use super::{
     CloneRequest, CommandOutput, ExecPid, ExecStatus, ExpectedVm, HostInfo, Inventory, PowerState,
@@ -88,6 +89,8 @@ impl ClientOptions {
 pub struct ProxmoxClient {
     pub(super) api: Api,
     pub(super) options: ClientOptions,
+    /// Where each known template's volumes are (read once per template).
+    templates: TemplateCache,
 }
 
 impl ProxmoxClient {
@@ -97,7 +100,11 @@ impl ProxmoxClient {
     /// When the TLS settings cannot be used (unreadable CA file, ...).
     pub fn new(config: &ConnectionConfig, options: ClientOptions) -> Result<Self, ProxmoxError> {
         let api = Api::new(config, options.retry, options.request_timeout)?;
-        Ok(ProxmoxClient { api, options })
+        Ok(ProxmoxClient {
+            api,
+            options,
+            templates: TemplateCache::default(),
+        })
     }
 
     async fn resources(&self, kind: &str) -> Result<Vec<Value>, ProxmoxError> {
@@ -326,11 +333,29 @@ impl ProxmoxClient {
 
 impl ProxmoxProvider for ProxmoxClient {
     async fn inventory(&self) -> Result<Inventory, ProxmoxError> {
-        let node_entries = self.resources("node").await?;
-        let vm_entries = self.resources("vm").await?;
-        let mut nodes: Vec<HostInfo> = node_entries
-            .iter()
-            .filter(|entry| text(entry, "type").as_deref() == Some("node"))
+        // One listing of every resource: nodes, VMs, templates and storages.
+        let entries: Vec<Value> = self
+            .api
+            .call(
+                Method::Get,
+                "/cluster/resources",
+                &Vec::new(),
+                Retry::Transient,
+            )
+            .await?;
+        let of_type = |kind: &str| -> Vec<&Value> {
+            entries
+                .iter()
+                .filter(|entry| text(entry, "type").as_deref() == Some(kind))
+                .collect()
+        };
+        let vm_entries = of_type("qemu");
+        let storages = of_type("storage")
+            .into_iter()
+            .filter_map(|entry| Some((text(entry, "storage")?, flag(entry, "shared"))))
+            .collect();
+        let mut nodes: Vec<HostInfo> = of_type("node")
+            .into_iter()
             .filter_map(|entry| {
                 Some(HostInfo {
                     name: PveNode(text(entry, "node")?),
@@ -345,10 +370,7 @@ impl ProxmoxProvider for ProxmoxClient {
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
         let online = |node: &str| nodes.iter().any(|n| n.name.0 == node && n.online);
         let mut vms = Vec::new();
-        for entry in vm_entries
-            .iter()
-            .filter(|entry| text(entry, "type").as_deref() == Some("qemu"))
-        {
+        for entry in &vm_entries {
             let (Some(vmid), Some(node)) = (uint(entry, "vmid"), text(entry, "node")) else {
                 continue;
             };
@@ -393,7 +415,18 @@ impl ProxmoxProvider for ProxmoxClient {
             });
         }
         vms.sort_by_key(|vm| vm.vmid);
-        Ok(Inventory { nodes, vms })
+        let templates = self
+            .templates
+            .templates(&vm_entries, online, |vm| async move {
+                self.vm_config(&vm).await
+            })
+            .await?;
+        Ok(Inventory {
+            nodes,
+            vms,
+            storages,
+            templates,
+        })
     }
 
     async fn clone_vm(&self, request: &CloneRequest) -> Result<VmRef, ProxmoxError> {
@@ -420,28 +453,12 @@ impl ProxmoxProvider for ProxmoxClient {
                 return Ok(vm);
             }
         }
-        let mut templates: Vec<&Value> = listing
-            .iter()
-            .filter(|entry| {
-                flag(entry, "template")
-                    && text(entry, "name").as_deref() == Some(request.template.as_str())
-            })
-            .collect();
-        templates.sort_by_key(|entry| {
-            (
-                text(entry, "node").as_deref() != Some(request.target.as_str()),
-                uint(entry, "vmid"),
-            )
-        });
-        let template = templates
-            .first()
-            .ok_or_else(|| ProxmoxError::TemplateNotFound {
-                template: request.template.clone(),
+        let source =
+            clone_source(&listing, &request.template, &request.target).ok_or_else(|| {
+                ProxmoxError::TemplateNotFound {
+                    template: request.template.clone(),
+                }
             })?;
-        let source = VmRef {
-            node: PveNode(text(template, "node").unwrap_or_default()),
-            vmid: VmId(uint(template, "vmid").unwrap_or(0) as u32),
-        };
         let description = ownership::encode_description(
             &request.ownership,
             request.created,

@@ -18,6 +18,7 @@ pub mod connection;
 pub mod error;
 pub mod ownership;
 mod tasks;
+mod templates;
 pub mod upid;
 mod wire;
 
@@ -65,6 +66,24 @@ pub struct Inventory {
     pub nodes: Vec<HostInfo>,
     /// Every VM and template, sorted by VMID.
     pub vms: Vec<VmInfo>,
+    /// Every storage id with its `shared` flag.
+    pub storages: std::collections::BTreeMap<String, bool>,
+    /// Every template on an online node, with the storages its volumes are on, sorted by
+    /// VMID.
+    pub templates: Vec<TemplateInfo>,
+}
+
+/// A template and where its volumes are: Proxmox clones it to another node only when every
+/// volume is on shared storage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateInfo {
+    /// Where it is.
+    pub vm: VmRef,
+    /// Its name (what `machine.template` names).
+    pub name: String,
+    /// The storage of each volume (disks, cloud-init drive), deduplicated and sorted; a
+    /// volume given as a path has the storage `""`.
+    pub storages: Vec<String>,
 }
 
 impl Inventory {

@@ -15,6 +15,7 @@ mod deploy;
 mod drain;
 mod failures;
 mod leader;
+mod observe_cost;
 mod prune;
 mod real_connections;
 mod replace;

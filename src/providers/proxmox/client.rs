@@ -20,9 +20,9 @@ use super::connection::ConnectionConfig;
 use super::error::{ProxmoxError, RetryPolicy};
 use super::ownership::{self, VmOwner};
 use super::templates::{TemplateCache, clone_source};
-use super::wire::{as_u64, boot_disk, flag, float, owner_of, text, uint, uint_signed, vm_path};
+use super::wire::{as_u64, boot_disk, flag, float, owner_of, text, uint, vm_path};
 use super::{
-    CloneRequest, CommandOutput, ExecPid, ExecStatus, ExpectedVm, HostInfo, Inventory, PowerState,
+    CloneRequest, CommandOutput, ExecStatus, ExpectedVm, HostInfo, Inventory, PowerState,
     ProxmoxProvider, PveNode, ResizeOutcome, VmInfo, VmRef, VmSettings,
 };
 use crate::model::VmId;
@@ -91,6 +91,8 @@ pub struct ProxmoxClient {
     pub(super) options: ClientOptions,
     /// Where each known template's volumes are (read once per template).
     templates: TemplateCache,
+    /// Guest-agent requests made, shared by the clones of this client.
+    pub(super) agent_calls: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl ProxmoxClient {
@@ -104,6 +106,7 @@ impl ProxmoxClient {
             api,
             options,
             templates: TemplateCache::default(),
+            agent_calls: std::sync::Arc::default(),
         })
     }
 
@@ -247,23 +250,6 @@ impl ProxmoxClient {
         self.post_task(vm, "/config", params).await
     }
 
-    async fn agent_call(
-        &self,
-        method: Method,
-        vm: &VmRef,
-        command: &str,
-        params: &Params,
-    ) -> Result<Value, ProxmoxError> {
-        self.api
-            .call_value(
-                method,
-                &vm_path(vm, &format!("/agent/{command}")),
-                params,
-                Retry::TransientExceptAgent,
-            )
-            .await
-    }
-
     /// Asks Proxmox for the next free VMID (not reserved: a concurrent clone may take it).
     async fn next_vmid(&self) -> Result<VmId, ProxmoxError> {
         let data = self
@@ -284,54 +270,13 @@ impl ProxmoxClient {
                 reason: format!("`{data}` is not a VMID"),
             })
     }
-
-    /// Starts a command in the guest (`command[0]` is the program).
-    async fn agent_exec(
-        &self,
-        vm: &VmRef,
-        command: &[String],
-        input: Option<&str>,
-    ) -> Result<ExecPid, ProxmoxError> {
-        let mut params: Params = command
-            .iter()
-            .map(|part| ("command".to_owned(), part.clone()))
-            .collect();
-        if let Some(input) = input {
-            params.push(("input-data".into(), input.to_owned()));
-        }
-        let data = self.agent_call(Method::Post, vm, "exec", &params).await?;
-        uint(&data, "pid")
-            .map(ExecPid)
-            .ok_or_else(|| ProxmoxError::Decode {
-                method: "POST",
-                path: vm_path(vm, "/agent/exec"),
-                reason: "no pid in the answer".into(),
-            })
-    }
-
-    /// Reads the state of a command started by `agent_exec`.
-    async fn agent_exec_status(
-        &self,
-        vm: &VmRef,
-        pid: ExecPid,
-    ) -> Result<ExecStatus, ProxmoxError> {
-        let params: Params = vec![("pid".into(), pid.0.to_string())];
-        let data = self
-            .agent_call(Method::Get, vm, "exec-status", &params)
-            .await?;
-        if !flag(&data, "exited") {
-            return Ok(ExecStatus::Running);
-        }
-        Ok(ExecStatus::Exited(CommandOutput {
-            exit_code: uint_signed(&data, "exitcode"),
-            signal: uint_signed(&data, "signal"),
-            stdout: text(&data, "out-data").unwrap_or_default(),
-            stderr: text(&data, "err-data").unwrap_or_default(),
-        }))
-    }
 }
 
 impl ProxmoxProvider for ProxmoxClient {
+    fn guest_agent_calls(&self) -> u64 {
+        ProxmoxClient::guest_agent_calls(self)
+    }
+
     async fn inventory(&self) -> Result<Inventory, ProxmoxError> {
         // One listing of every resource: nodes, VMs, templates and storages.
         let entries: Vec<Value> = self

@@ -12,6 +12,7 @@
 //!   error carrying its exit status and log tail.
 //! - Transient failures are retried a bounded number of times before they are returned.
 
+mod agent;
 mod api;
 mod client;
 pub mod connection;
@@ -399,9 +400,18 @@ pub trait ProxmoxProvider: Send + Sync {
         path: &str,
         content: &[u8],
     ) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
+
+    /// Guest-agent requests made through this provider so far (for `/metrics`); 0 when it
+    /// does not count them.
+    fn guest_agent_calls(&self) -> u64 {
+        0
+    }
 }
 
 impl<T: ProxmoxProvider> ProxmoxProvider for Arc<T> {
+    fn guest_agent_calls(&self) -> u64 {
+        (**self).guest_agent_calls()
+    }
     fn inventory(&self) -> impl Future<Output = Result<Inventory, ProxmoxError>> + Send {
         (**self).inventory()
     }

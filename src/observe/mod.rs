@@ -2,7 +2,8 @@
 //!
 //! Per Proxmox connection one inventory (one listing, whatever the VM count, plus one config
 //! read per template the first time it is seen: where its volumes are); per cluster the
-//! admin kubeconfig read from a control plane through the guest agent, then its Nodes, its
+//! admin kubeconfig (kept between passes by [`admin`], read from a control plane through the
+//! guest agent only when it is missing, refused or replaced), then its Nodes, its
 //! `kubeadm-config` and its version through the API; per Flux target the fingerprint Flux holds,
 //! and per management cluster one listing of the Secrets capstan manages (how the Secret of a
 //! cluster whose file is gone is found).
@@ -15,6 +16,8 @@
 //!   failed while some management cluster cannot list its Secrets.
 //! - Secrets stay out of [`Observed`] (fingerprints only); the admin kubeconfigs the executor
 //!   needs travel in [`ClusterAccess`], whose `Debug` hides them.
+
+mod admin;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -56,6 +59,11 @@ pub struct Observation {
     pub access: BTreeMap<String, ClusterAccess>,
     /// Clusters that could not be observed, with why: nothing is planned for them this pass.
     pub failed: BTreeMap<String, String>,
+    /// Guest-agent requests made through the Proxmox connections while this pass observed
+    /// (a step running meanwhile counts too).
+    pub guest_agent_calls: u64,
+    /// Guest-agent requests made through the Proxmox connections since they were opened.
+    pub guest_agent_calls_total: u64,
 }
 
 /// How the executor reaches one cluster.
@@ -90,6 +98,7 @@ impl std::fmt::Debug for ClusterAccess {
 pub struct Observer<Pr> {
     providers: std::sync::Arc<Pr>,
     memory: Mutex<BTreeMap<String, ObservedControlPlane>>,
+    admins: admin::AdminCache,
 }
 
 impl<Pr: Providers> Observer<Pr> {
@@ -98,11 +107,30 @@ impl<Pr: Providers> Observer<Pr> {
         Observer {
             providers,
             memory: Mutex::new(BTreeMap::new()),
+            admins: admin::AdminCache::default(),
         }
+    }
+
+    /// Forgets the admin kubeconfig kept for `cluster`: the next pass reads it again from a
+    /// control plane. Called after the steps that change it (init, certificate renewal,
+    /// control-plane upgrade).
+    pub fn forget_admin(&self, cluster: &str) {
+        self.admins.forget(cluster);
+    }
+
+    /// Guest-agent requests made so far through every Proxmox connection.
+    fn guest_agent_calls(&self) -> u64 {
+        self.providers
+            .proxmox_connections()
+            .into_iter()
+            .filter_map(|connection| self.providers.proxmox(connection))
+            .map(ProxmoxProvider::guest_agent_calls)
+            .sum()
     }
 
     /// Observes every cluster `desired` declares and every cluster that still owns VMs.
     pub async fn observe(&self, desired: &Desired, now: Timestamp) -> Observation {
+        let agent_calls_before = self.guest_agent_calls();
         let mut observation = Observation::default();
         let mut proxmox_nodes = BTreeMap::new();
         let mut templates: BTreeMap<String, Vec<ObservedTemplate>> = BTreeMap::new();
@@ -208,6 +236,10 @@ impl<Pr: Providers> Observer<Pr> {
                 }
             }
         }
+        observation.guest_agent_calls_total = self.guest_agent_calls();
+        observation.guest_agent_calls = observation
+            .guest_agent_calls_total
+            .saturating_sub(agent_calls_before);
         observation
     }
 
@@ -269,15 +301,33 @@ impl<Pr: Providers> Observer<Pr> {
             ..ClusterAccess::default()
         };
         let client = self.providers.proxmox(connection);
-        if let Some(client) = client
-            && let Some((target, kubeconfig)) = read_admin_kubeconfig(client, vms).await
+        let mut admin = self.admins.get(name, vms);
+        let cached = admin.is_some();
+        if admin.is_none()
+            && let Some(client) = client
         {
-            access.read_from = Some(target);
-            access.kubeconfig = Some(kubeconfig);
+            admin = self.read_admin(name, client, vms).await;
         }
-        if let Some(kubeconfig) = access.kubeconfig.clone() {
-            self.observe_api(name, cluster, &kubeconfig, &mut observed, now)
+        if let Some(found) = &admin {
+            let refused = self
+                .observe_api(name, cluster, &found.kubeconfig, &mut observed, now)
                 .await;
+            // A kept kubeconfig the server refuses was replaced on the nodes: read it again.
+            if refused && cached {
+                self.admins.forget(name);
+                admin = match client {
+                    Some(client) => self.read_admin(name, client, vms).await,
+                    None => None,
+                };
+                if let Some(fresh) = &admin {
+                    self.observe_api(name, cluster, &fresh.kubeconfig, &mut observed, now)
+                        .await;
+                }
+            }
+        }
+        if let Some(admin) = admin {
+            access.read_from = Some(admin.read_from);
+            access.kubeconfig = Some(admin.kubeconfig);
         }
         if let Some(client) = client {
             mark_guest_agents(client, vms, &mut observed).await;
@@ -292,7 +342,24 @@ impl<Pr: Providers> Observer<Pr> {
         Ok((observed, access))
     }
 
-    /// Nodes, version, endpoint and certificate facts through the cluster's API.
+    /// Reads the admin kubeconfig from a control plane through its guest agent and keeps it.
+    async fn read_admin(
+        &self,
+        name: &str,
+        client: &Pr::Proxmox,
+        vms: &[VmInfo],
+    ) -> Option<admin::CachedAdmin> {
+        let (read_from, kubeconfig) = read_admin_kubeconfig(client, vms).await?;
+        let admin = admin::CachedAdmin {
+            kubeconfig,
+            read_from,
+        };
+        self.admins.put(name, admin.clone());
+        Some(admin)
+    }
+
+    /// Nodes, version, endpoint and certificate facts through the cluster's API. Returns
+    /// whether the server refused the kubeconfig's credentials.
     async fn observe_api(
         &self,
         name: &str,
@@ -300,7 +367,7 @@ impl<Pr: Providers> Observer<Pr> {
         kubeconfig: &str,
         observed: &mut ObservedCluster,
         now: Timestamp,
-    ) {
+    ) -> bool {
         let remembered = self.remembered(name);
         let mut control_plane = ObservedControlPlane {
             endpoint: remembered
@@ -328,15 +395,23 @@ impl<Pr: Providers> Observer<Pr> {
                 .as_ref()
                 .is_some_and(|cp| cp.bootstrap_incomplete),
         };
+        let mut refused = false;
         let api = match self.providers.connect_cluster(kubeconfig).await {
             Ok(api) => Some(api),
             Err(err) => {
                 tracing::debug!(cluster = name, error = %err, "cannot build a client from the admin kubeconfig");
+                refused = err.is_credentials_refused();
                 None
             }
         };
         let nodes = match &api {
-            Some(api) => api.nodes().await.ok(),
+            Some(api) => match api.nodes().await {
+                Ok(nodes) => Some(nodes),
+                Err(err) => {
+                    refused = err.is_credentials_refused();
+                    None
+                }
+            },
             None => None,
         };
         match (api, nodes) {
@@ -376,6 +451,7 @@ impl<Pr: Providers> Observer<Pr> {
         }
         self.remember(name, &control_plane);
         observed.control_plane = Some(control_plane);
+        refused
     }
 
     async fn observe_drain(&self, api: &Pr::Cluster, node: &NodeState) -> Option<DrainObserved> {

@@ -18,6 +18,7 @@
 //!   needs travel in [`ClusterAccess`], whose `Debug` hides them.
 
 mod admin;
+mod sessions;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -95,10 +96,11 @@ impl std::fmt::Debug for ClusterAccess {
 
 /// Observes the world through `Pr`, remembering across passes only since when an API has
 /// been unreachable and what its control plane looked like last (to plan while it is down).
-pub struct Observer<Pr> {
+pub struct Observer<Pr: Providers> {
     providers: std::sync::Arc<Pr>,
     memory: Mutex<BTreeMap<String, ObservedControlPlane>>,
     admins: admin::AdminCache,
+    sessions: sessions::Sessions<Pr::Cluster>,
 }
 
 impl<Pr: Providers> Observer<Pr> {
@@ -108,6 +110,7 @@ impl<Pr: Providers> Observer<Pr> {
             providers,
             memory: Mutex::new(BTreeMap::new()),
             admins: admin::AdminCache::default(),
+            sessions: sessions::Sessions::default(),
         }
     }
 
@@ -116,6 +119,7 @@ impl<Pr: Providers> Observer<Pr> {
     /// control-plane upgrade).
     pub fn forget_admin(&self, cluster: &str) {
         self.admins.forget(cluster);
+        self.sessions.drop_session(cluster);
     }
 
     /// Guest-agent requests made so far through every Proxmox connection.
@@ -236,6 +240,8 @@ impl<Pr: Providers> Observer<Pr> {
                 }
             }
         }
+        self.sessions
+            .retain(|cluster| observation.observed.clusters.contains_key(cluster));
         observation.guest_agent_calls_total = self.guest_agent_calls();
         observation.guest_agent_calls = observation
             .guest_agent_calls_total
@@ -389,37 +395,54 @@ impl<Pr: Providers> Observer<Pr> {
                     patch: 0,
                 }),
             unreachable_since: None,
-            certificates_expire: client_certificate_expiry(kubeconfig).ok().flatten(),
-            admin_kubeconfig: Some(fingerprint::secret_sha256(kubeconfig.as_bytes())),
+            certificates_expire: None,
+            admin_kubeconfig: None,
             bootstrap_incomplete: remembered
                 .as_ref()
                 .is_some_and(|cp| cp.bootstrap_incomplete),
         };
         let mut refused = false;
-        let api = match self.providers.connect_cluster(kubeconfig).await {
-            Ok(api) => Some(api),
-            Err(err) => {
-                tracing::debug!(cluster = name, error = %err, "cannot build a client from the admin kubeconfig");
-                refused = err.is_credentials_refused();
-                None
-            }
+        let session = match self.sessions.get(name, kubeconfig) {
+            Some(session) => Some(session),
+            None => match self.providers.connect_cluster(kubeconfig).await {
+                Ok(client) => Some(
+                    self.sessions
+                        .keep(name, sessions::Session::new(kubeconfig, client)),
+                ),
+                Err(err) => {
+                    tracing::debug!(cluster = name, error = %err, "cannot build a client from the admin kubeconfig");
+                    refused = err.is_credentials_refused();
+                    None
+                }
+            },
         };
-        let nodes = match &api {
-            Some(api) => match api.nodes().await {
+        control_plane.certificates_expire = match &session {
+            Some(session) => session.expiry,
+            None => client_certificate_expiry(kubeconfig).ok().flatten(),
+        };
+        control_plane.admin_kubeconfig = Some(match &session {
+            Some(session) => session.fingerprint.clone(),
+            None => fingerprint::secret_sha256(kubeconfig.as_bytes()),
+        });
+        let nodes = match &session {
+            Some(session) => match session.client.nodes().await {
                 Ok(nodes) => Some(nodes),
                 Err(err) => {
+                    // A fresh client next time: the connection may be what failed.
+                    self.sessions.drop_session(name);
                     refused = err.is_credentials_refused();
                     None
                 }
             },
             None => None,
         };
-        match (api, nodes) {
-            (Some(api), Some(nodes)) => {
+        match (session, nodes) {
+            (Some(session), Some(nodes)) => {
+                let api = &session.client;
                 if let Ok(Some(config)) = api.config_map("kube-system", "kubeadm-config").await
                     && let Some((endpoint, version)) = config
                         .get("ClusterConfiguration")
-                        .and_then(|text| parse_cluster_configuration(text))
+                        .and_then(|text| session.cluster_configuration(text))
                 {
                     control_plane.endpoint = Endpoint {
                         address: endpoint
@@ -435,7 +458,7 @@ impl<Pr: Providers> Observer<Pr> {
                 control_plane.bootstrap_incomplete =
                     matches!(api.config_map(namespace, marker).await, Ok(None));
                 for node in nodes {
-                    let drain = self.observe_drain(&api, &node).await;
+                    let drain = self.observe_drain(api, &node).await;
                     observed
                         .nodes
                         .insert(node.name.clone(), observed_node(&node, drain, now));
@@ -693,51 +716,5 @@ async fn read_built_from<P: ProxmoxProvider>(
             machine.built_from =
                 ownership::parse_built_from(&description).and_then(MachineSpec::parse_summary);
         }
-    }
-}
-
-/// Endpoint parts read from kubeadm's `ClusterConfiguration`.
-struct ConfiguredEndpoint {
-    host: String,
-    port: u16,
-    address: Option<IpAddr>,
-}
-
-/// The endpoint and version in kubeadm's `ClusterConfiguration` (YAML): `controlPlaneEndpoint`,
-/// the address among `apiServer.certSANs`, and `kubernetesVersion`.
-fn parse_cluster_configuration(text: &str) -> Option<(ConfiguredEndpoint, KubeVersion)> {
-    let value: serde_json::Value = serde_saphyr::from_str(text).ok()?;
-    let endpoint = value["controlPlaneEndpoint"].as_str()?;
-    let (host, port) = endpoint
-        .rsplit_once(':')
-        .map_or((endpoint, 6443), |(h, p)| (h, p.parse().unwrap_or(6443)));
-    let address = value["apiServer"]["certSANs"].as_array().and_then(|sans| {
-        sans.iter()
-            .find_map(|san| san.as_str()?.parse::<IpAddr>().ok())
-    });
-    let version = value["kubernetesVersion"].as_str()?.parse().ok()?;
-    Some((
-        ConfiguredEndpoint {
-            host: host.to_owned(),
-            port,
-            address,
-        },
-        version,
-    ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_endpoint_and_version_are_read_from_kubeadm_config() {
-        let text = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\ncontrolPlaneEndpoint: k8s-prod.lab.example:6443\nkubernetesVersion: v1.36.2\napiServer:\n  certSANs: [k8s-prod.lab.example, 192.168.1.23]\n";
-        let (endpoint, version) = parse_cluster_configuration(text).expect("parses");
-        assert_eq!(endpoint.host, "k8s-prod.lab.example");
-        assert_eq!(endpoint.port, 6443);
-        assert_eq!(endpoint.address, Some("192.168.1.23".parse().expect("ip")));
-        assert_eq!(version.to_string(), "1.36.2");
-        assert!(parse_cluster_configuration("kind: ClusterConfiguration\n").is_none());
     }
 }

@@ -563,3 +563,26 @@ async fn a_template_on_shared_storage_clones_anywhere_but_not_to_local_storage_e
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn a_clone_to_a_node_without_the_template_starts_from_a_copy_on_shared_storage() {
+    let mut world = one_template_world("local-lvm");
+    let mut shared_copy = world.templates.as_ref().expect("templates")[0].clone();
+    shared_copy.vmid = 9001;
+    shared_copy.node = "pve2".into();
+    shared_copy.storage = Some("ceph".into());
+    world
+        .templates
+        .as_mut()
+        .expect("templates")
+        .push(shared_copy);
+    let setup = start(world).await;
+    // The inventory tells which copy is on shared storage.
+    let _ = setup.client.inventory().await.expect("inventory");
+    let vm = setup
+        .client
+        .clone_vm(&clone_request("prod", "general", "far03", "pve3"))
+        .await
+        .expect("cloned from the shared copy, not the lower VMID on local storage");
+    assert_eq!(vm.node.as_str(), "pve3");
+}

@@ -19,7 +19,7 @@ use super::api::{Api, Method, Params, Retry, segment};
 use super::connection::ConnectionConfig;
 use super::error::{ProxmoxError, RetryPolicy};
 use super::ownership::{self, VmOwner};
-use super::templates::{TemplateCache, clone_source};
+use super::templates::TemplateCache;
 use super::wire::{as_u64, boot_disk, flag, float, owner_of, text, uint, vm_path};
 use super::{
     CloneRequest, CommandOutput, ExecStatus, ExpectedVm, HostInfo, Inventory, PowerState,
@@ -295,7 +295,7 @@ impl ProxmoxProvider for ProxmoxClient {
                 .collect()
         };
         let vm_entries = of_type("qemu");
-        let storages = of_type("storage")
+        let storages: std::collections::BTreeMap<String, bool> = of_type("storage")
             .into_iter()
             .filter_map(|entry| Some((text(entry, "storage")?, flag(entry, "shared"))))
             .collect();
@@ -362,7 +362,7 @@ impl ProxmoxProvider for ProxmoxClient {
         vms.sort_by_key(|vm| vm.vmid);
         let templates = self
             .templates
-            .templates(&vm_entries, online, |vm| async move {
+            .templates(&vm_entries, &storages, online, |vm| async move {
                 self.vm_config(&vm).await
             })
             .await?;
@@ -398,11 +398,11 @@ impl ProxmoxProvider for ProxmoxClient {
                 return Ok(vm);
             }
         }
-        let source =
-            clone_source(&listing, &request.template, &request.target).ok_or_else(|| {
-                ProxmoxError::TemplateNotFound {
-                    template: request.template.clone(),
-                }
+        let source = self
+            .templates
+            .clone_source(&listing, &request.template, &request.target)
+            .ok_or_else(|| ProxmoxError::TemplateNotFound {
+                template: request.template.clone(),
             })?;
         let description = ownership::encode_description(
             &request.ownership,

@@ -20,14 +20,18 @@ type KnownVolumes = BTreeMap<(String, u32), Vec<String>>;
 #[derive(Debug, Clone, Default)]
 pub(super) struct TemplateCache {
     volumes: Arc<Mutex<KnownVolumes>>,
+    /// The `shared` flag of each storage, as last listed.
+    shared: Arc<Mutex<BTreeMap<String, bool>>>,
 }
 
 impl TemplateCache {
     /// The templates among `/cluster/resources` `vm_entries` on an online node, with their
-    /// volumes' storages (read through `read_config` the first time each is seen).
+    /// volumes' storages (read through `read_config` the first time each is seen);
+    /// `storages` are the listed storages' `shared` flags.
     pub(super) async fn templates<F, Fut>(
         &self,
         vm_entries: &[&Value],
+        storages: &BTreeMap<String, bool>,
         online: impl Fn(&str) -> bool,
         read_config: F,
     ) -> Result<Vec<TemplateInfo>, ProxmoxError>
@@ -35,6 +39,7 @@ impl TemplateCache {
         F: Fn(VmRef) -> Fut,
         Fut: Future<Output = Result<Value, ProxmoxError>>,
     {
+        storages.clone_into(&mut self.shared.lock().unwrap_or_else(PoisonError::into_inner));
         let mut templates = Vec::new();
         let mut seen = BTreeSet::new();
         for entry in vm_entries.iter().filter(|entry| flag(entry, "template")) {
@@ -81,24 +86,44 @@ impl TemplateCache {
     fn known(&self) -> MutexGuard<'_, KnownVolumes> {
         self.volumes.lock().unwrap_or_else(PoisonError::into_inner)
     }
-}
 
-/// The copy of `template` a clone to `target` starts from: the one on `target` (a local clone
-/// always works), else the one with the lowest VMID.
-pub(super) fn clone_source(listing: &[Value], template: &str, target: &PveNode) -> Option<VmRef> {
-    listing
-        .iter()
-        .filter(|entry| flag(entry, "template") && text(entry, "name").as_deref() == Some(template))
-        .filter_map(|entry| {
-            let node = text(entry, "node")?;
-            let vmid = u32::try_from(uint(entry, "vmid")?).ok()?;
-            Some((node != target.0, vmid, node))
-        })
-        .min()
-        .map(|(_, vmid, node)| VmRef {
-            node: PveNode(node),
-            vmid: VmId(vmid),
-        })
+    /// The copy of `template` a clone to `target` starts from: the one on `target` (a local
+    /// clone always works), else one whose volumes are all on shared storage (as last
+    /// observed), else the one with the lowest VMID.
+    pub(super) fn clone_source(
+        &self,
+        listing: &[Value],
+        template: &str,
+        target: &PveNode,
+    ) -> Option<VmRef> {
+        let known = self.known();
+        let shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        let on_shared_storage = |node: &str, vmid: u32| {
+            known
+                .get(&(node.to_owned(), vmid))
+                .is_some_and(|volumes| volumes.iter().all(|s| shared.get(s) == Some(&true)))
+        };
+        listing
+            .iter()
+            .filter(|entry| {
+                flag(entry, "template") && text(entry, "name").as_deref() == Some(template)
+            })
+            .filter_map(|entry| {
+                let node = text(entry, "node")?;
+                let vmid = u32::try_from(uint(entry, "vmid")?).ok()?;
+                Some((
+                    node != target.0,
+                    !on_shared_storage(&node, vmid),
+                    vmid,
+                    node,
+                ))
+            })
+            .min()
+            .map(|(_, _, vmid, node)| VmRef {
+                node: PveNode(node),
+                vmid: VmId(vmid),
+            })
+    }
 }
 
 /// The storage of every volume of a VM config, as Proxmox's clone checks them: each disk and

@@ -18,17 +18,20 @@ use std::time::{Duration, Instant};
 use capstan_lab::lab::{Lab, LabOptions};
 use capstan_lab::world::LabConfig;
 
-/// Idle passes measured per fleet size.
-const IDLE_PASSES: u64 = 3;
+/// How long idle passes are measured: three `pollInterval`s and a bit.
+const IDLE_WINDOW: Duration = Duration::from_secs(31);
 /// How long the fleet may take to converge.
 const BUILD_PATIENCE: Duration = Duration::from_secs(900);
 
-/// A lab big enough for `clusters` VMs: memory, and a /16 whose DHCP range has room.
+/// A lab big enough for `clusters` VMs: memory, disk, and a /16 whose DHCP range has room.
 fn lab_yaml(clusters: usize) -> String {
     let memory_gib = 64 + clusters as u64 * 2;
+    // Every VM may land on one node: 20 GiB of disk each.
+    let storage_gib = 2048 + clusters as u64 * 20;
     format!(
         "proxmox:
   nodes: [{{name: pve1, memoryGiB: {memory_gib}}}, {{name: pve2, memoryGiB: {memory_gib}}}, {{name: pve3, memoryGiB: {memory_gib}}}]
+  storages: [{{name: local-lvm, type: lvmthin, sizeGiB: {storage_gib}}}]
   network: {{subnet: 10.0.0.0/16, dhcpRange: 10.0.1.1-10.0.9.254}}
 "
     )
@@ -217,39 +220,30 @@ async fn measure(clusters: usize) {
     };
     let built_in = started.elapsed();
 
-    // One idle pass to settle, then the measured ones.
+    // One idle pass to settle; then a window of idle passes, with /metrics read only at its
+    // ends (each read renders the whole status, which is daemon CPU too).
     let passes_of = |text: &str| metric(text, "capstan_reconcile_passes_total");
-    let wait_pass = |after: u64| async move {
-        loop {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            let text = tokio::task::spawn_blocking(move || metrics(addr))
-                .await
-                .expect("joined")
-                .unwrap_or_default();
-            if metric(&text, "capstan_reconcile_passes_total") > after {
-                return text;
-            }
+    let settled = passes_of(&metrics(addr).unwrap_or_default());
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if passes_of(&metrics(addr).unwrap_or_default()) > settled {
+            break;
         }
-    };
-    let text = metrics(addr).unwrap_or_default();
-    let text = wait_pass(passes_of(&text)).await;
-    let first_pass = passes_of(&text);
-    let agent_before = metric(&text, "capstan_guest_agent_calls_total");
-    let cpu_before = cpu_time(pid);
-    let mut text = text;
-    let mut max_pass_agent = 0;
-    while passes_of(&text) < first_pass + IDLE_PASSES {
-        text = wait_pass(passes_of(&text)).await;
-        max_pass_agent = max_pass_agent.max(metric(&text, "capstan_pass_guest_agent_calls"));
     }
+    let before = metrics(addr).unwrap_or_default();
+    let cpu_before = cpu_time(pid);
+    tokio::time::sleep(IDLE_WINDOW).await;
     let cpu = cpu_time(pid).saturating_sub(cpu_before);
-    let passes = passes_of(&text) - first_pass;
-    let agent_calls = metric(&text, "capstan_guest_agent_calls_total") - agent_before;
+    let text = metrics(addr).unwrap_or_default();
+    let passes = passes_of(&text).saturating_sub(passes_of(&before)).max(1);
+    let agent_calls = metric(&text, "capstan_guest_agent_calls_total")
+        - metric(&before, "capstan_guest_agent_calls_total");
+    let last_pass_agent = metric(&text, "capstan_pass_guest_agent_calls");
     let steps_after = metric(&text, "capstan_steps_total");
     let per_pass = cpu / u32::try_from(passes).unwrap_or(1);
     let per_cluster = per_pass / u32::try_from(clusters).unwrap_or(1);
     println!(
-        "{clusters:>4} clusters: built in {:>5.1} s ({deliveries} deliveries, {steps_after} steps); {passes} idle passes: daemon CPU {:>7.1} ms/pass, {:>6.3} ms/cluster/pass; guest-agent requests {} in all, at most {max_pass_agent} in a pass; RSS {:.1} MB",
+        "{clusters:>4} clusters: built in {:>5.1} s ({deliveries} deliveries, {steps_after} steps); {passes} idle passes: daemon CPU {:>7.1} ms/pass, {:>6.3} ms/cluster/pass; guest-agent requests {} in all, {last_pass_agent} in the last pass; RSS {:.1} MB",
         built_in.as_secs_f64(),
         per_pass.as_secs_f64() * 1000.0,
         per_cluster.as_secs_f64() * 1000.0,

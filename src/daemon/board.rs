@@ -47,6 +47,10 @@ pub struct Counters {
     pub steps: BTreeMap<(ActionKind, &'static str), u64>,
     /// When the last pass ended.
     pub last_pass: Option<jiff::Timestamp>,
+    /// Guest-agent requests the daemon made through Proxmox (observation and steps).
+    pub guest_agent_calls: u64,
+    /// Guest-agent requests made while the last pass observed.
+    pub pass_guest_agent_calls: u64,
     /// Status branch attempts by outcome: `pushed`, `unchanged`, or the `StatusPushed` reason.
     pub status_pushes: BTreeMap<&'static str, u64>,
 }

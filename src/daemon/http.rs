@@ -122,6 +122,16 @@ pub fn render_metrics(board: &StatusBoard) -> String {
     );
     let _ = writeln!(
         out,
+        "# HELP capstan_guest_agent_calls_total Guest-agent requests made through Proxmox (observation and steps).\n# TYPE capstan_guest_agent_calls_total counter\ncapstan_guest_agent_calls_total {}",
+        counters.guest_agent_calls
+    );
+    let _ = writeln!(
+        out,
+        "# HELP capstan_pass_guest_agent_calls Guest-agent requests made while the last pass observed (0 when converged and idle).\n# TYPE capstan_pass_guest_agent_calls gauge\ncapstan_pass_guest_agent_calls {}",
+        counters.pass_guest_agent_calls
+    );
+    let _ = writeln!(
+        out,
         "# HELP capstan_steps_total Steps run, by action and result.\n# TYPE capstan_steps_total counter"
     );
     for ((action, result), count) in &counters.steps {

@@ -386,6 +386,8 @@ impl<Pr: Providers> Daemon<Pr> {
         self.board.count(|c| {
             c.passes += 1;
             c.last_pass = Some(now);
+            c.pass_guest_agent_calls = observation.guest_agent_calls;
+            c.guest_agent_calls = c.guest_agent_calls.max(observation.guest_agent_calls_total);
         });
         !work && self.in_flight.is_empty()
     }
@@ -513,6 +515,17 @@ impl<Pr: Providers> Daemon<Pr> {
     fn record(&mut self, finished: Finished) {
         self.busy.remove(&finished.cluster);
         let now = self.clock.now();
+        // These steps rewrite admin.conf (even when they fail part-way): read it again.
+        if finished.results.iter().any(|(action, _, _, _)| {
+            matches!(
+                action,
+                ActionKind::InitControlPlane
+                    | ActionKind::RenewCertificates
+                    | ActionKind::UpgradeControlPlane
+            )
+        }) {
+            self.observer.forget_admin(&finished.cluster);
+        }
         for (action, machine, result, took) in finished.results {
             let ok = result.is_ok();
             if ok {

@@ -22,9 +22,11 @@ use capstan::status::Phase;
 async fn a_cluster_whose_steps_keep_failing_is_blocked_and_the_others_carry_on() {
     let broken = cluster_yaml("edge", 31, "1.36.2", 2, "debian13-k8s").replace(
         "machine: {template: debian13-k8s, cores: 2, memoryMiB: 4096, placement: [pve1]}",
-        "machine: {template: no-such-template, cores: 2, memoryMiB: 4096, placement: [pve1]}",
+        "machine: {template: debian13-k8s, cores: 2, memoryMiB: 4096, placement: [pve1], storage: no-such-storage}",
     );
-    assert!(broken.contains("no-such-template"));
+    // (A missing template is refused by the plan itself; a storage Proxmox does not have is
+    // only found out by the clone.)
+    assert!(broken.contains("no-such-storage"));
     let mut world = World::new(
         &fleet_yaml(&["1.36"], false),
         &[
@@ -53,7 +55,7 @@ async fn a_cluster_whose_steps_keep_failing_is_blocked_and_the_others_carry_on()
     assert_eq!(last.action, ActionKind::CreateMachine);
     assert!(!last.succeeded && last.failures >= 5, "{last:?}");
     assert!(
-        last.message.contains("no-such-template"),
+        last.message.contains("no-such-storage"),
         "the error names what to fix: {}",
         last.message
     );

@@ -38,9 +38,33 @@ async fn inventory_sees_every_node_and_template_with_capacity() {
     assert!(templates.contains(&("debian13-k8s", "pve2")));
     assert!(templates.contains(&("debian13-k8s-v2", "pve3")));
     assert_eq!(
+        setup.sim.handle().calls_of("GET /cluster/resources"),
+        1,
+        "one listing of every resource"
+    );
+    assert_eq!(
+        setup
+            .sim
+            .handle()
+            .calls_of("GET /nodes/{node}/qemu/{vmid}/config"),
+        6,
+        "each template's volumes are read the first time it is seen"
+    );
+    assert_eq!(inventory.templates.len(), 6);
+    assert!(
+        inventory
+            .templates
+            .iter()
+            .all(|t| t.storages == ["local-lvm"])
+    );
+    assert_eq!(inventory.storages.get("local-lvm"), Some(&false));
+    setup.sim.handle().reset_calls();
+    let again = setup.client.inventory().await.expect("inventory");
+    assert_eq!(again.templates, inventory.templates);
+    assert_eq!(
         setup.sim.handle().total_calls(),
-        2,
-        "one call per resource type"
+        1,
+        "templates already known are not read again"
     );
 }
 

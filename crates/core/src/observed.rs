@@ -58,6 +58,15 @@ pub struct Observed {
     /// Absent in older snapshots and before the daemon ran any step.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub step_durations: BTreeMap<String, StepDuration>,
+    /// The Proxmox templates by name, each copy with its node and whether its disks are on
+    /// shared storage. `None` when they were not observed: placement then does not check
+    /// where a template can be cloned to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxmox_templates: Option<BTreeMap<String, Vec<ObservedTemplate>>>,
+    /// The Proxmox storages by id, with their `shared` flag (a full clone to another node
+    /// must write to shared storage). `None` when not observed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxmox_storages: Option<BTreeMap<String, ObservedStorage>>,
 }
 
 /// The measured wall time of one action's steps.
@@ -98,6 +107,28 @@ impl ProxmoxNode {
     pub fn memory_free_mib(&self) -> u64 {
         self.memory_total_mib.saturating_sub(self.memory_used_mib)
     }
+}
+
+/// One copy of a template (a VM with `template: 1`) on one Proxmox node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObservedTemplate {
+    /// The Proxmox node it is on.
+    pub proxmox_node: String,
+    /// Its VMID.
+    pub vm_id: VmId,
+    /// Whether every volume of it (disks and cloud-init drive) is on shared storage: only
+    /// then can Proxmox clone it to another node ("can't clone VM to node ... (VM uses local
+    /// storage)" otherwise).
+    pub shared_storage: bool,
+}
+
+/// A Proxmox storage, as the storage configuration declares it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObservedStorage {
+    /// The `shared` flag: the same content is reachable from every node.
+    pub shared: bool,
 }
 
 /// What exists of one cluster.

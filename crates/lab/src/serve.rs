@@ -57,6 +57,9 @@ pub struct CertificateSubject {
     pub common_name: String,
     /// Organizations (Kubernetes: the groups).
     pub organizations: Vec<String>,
+    /// End of validity, Unix seconds: the TLS layer checks it against the machine's clock,
+    /// the simulated API server against the lab's (an expired certificate gets 401).
+    pub not_after: i64,
 }
 
 /// A running HTTPS server. Dropping it stops accepting connections and aborts open ones.
@@ -280,6 +283,7 @@ fn subject_of(cert: &CertificateDer<'_>) -> Option<CertificateSubject> {
     Some(CertificateSubject {
         common_name: subject.iter_common_name().next().and_then(text)?,
         organizations: subject.iter_organization().filter_map(text).collect(),
+        not_after: parsed.validity().not_after.timestamp(),
     })
 }
 

@@ -379,6 +379,19 @@ impl ClusterError {
         }
     }
 
+    /// Whether the server refused the credentials: 401 Unauthorized, or a TLS handshake that
+    /// failed on a certificate (an expired or re-issued client certificate, a new CA).
+    pub fn is_credentials_refused(&self) -> bool {
+        match self.kube_source() {
+            Some(kube::Error::Api(status)) => status.code == 401,
+            Some(source) => {
+                let chain = crate::status::error_chain(source).to_ascii_lowercase();
+                chain.contains("certificate") || chain.contains("unknownca")
+            }
+            None => false,
+        }
+    }
+
     /// Whether the API answered 409 Conflict (a write raced another one; re-read and retry).
     pub fn is_conflict(&self) -> bool {
         matches!(self.kube_source(), Some(kube::Error::Api(status)) if status.code == 409)

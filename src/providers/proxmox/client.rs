@@ -19,9 +19,10 @@ use super::api::{Api, Method, Params, Retry, segment};
 use super::connection::ConnectionConfig;
 use super::error::{ProxmoxError, RetryPolicy};
 use super::ownership::{self, VmOwner};
-use super::wire::{as_u64, boot_disk, flag, float, owner_of, text, uint, uint_signed, vm_path};
+use super::templates::TemplateCache;
+use super::wire::{as_u64, boot_disk, flag, float, owner_of, text, uint, vm_path};
 use super::{
-    CloneRequest, CommandOutput, ExecPid, ExecStatus, ExpectedVm, HostInfo, Inventory, PowerState,
+    CloneRequest, CommandOutput, ExecStatus, ExpectedVm, HostInfo, Inventory, PowerState,
     ProxmoxProvider, PveNode, ResizeOutcome, VmInfo, VmRef, VmSettings,
 };
 use crate::model::VmId;
@@ -88,6 +89,10 @@ impl ClientOptions {
 pub struct ProxmoxClient {
     pub(super) api: Api,
     pub(super) options: ClientOptions,
+    /// Where each known template's volumes are (read once per template).
+    templates: TemplateCache,
+    /// Guest-agent requests made, shared by the clones of this client.
+    pub(super) agent_calls: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl ProxmoxClient {
@@ -97,7 +102,12 @@ impl ProxmoxClient {
     /// When the TLS settings cannot be used (unreadable CA file, ...).
     pub fn new(config: &ConnectionConfig, options: ClientOptions) -> Result<Self, ProxmoxError> {
         let api = Api::new(config, options.retry, options.request_timeout)?;
-        Ok(ProxmoxClient { api, options })
+        Ok(ProxmoxClient {
+            api,
+            options,
+            templates: TemplateCache::default(),
+            agent_calls: std::sync::Arc::default(),
+        })
     }
 
     async fn resources(&self, kind: &str) -> Result<Vec<Value>, ProxmoxError> {
@@ -240,23 +250,6 @@ impl ProxmoxClient {
         self.post_task(vm, "/config", params).await
     }
 
-    async fn agent_call(
-        &self,
-        method: Method,
-        vm: &VmRef,
-        command: &str,
-        params: &Params,
-    ) -> Result<Value, ProxmoxError> {
-        self.api
-            .call_value(
-                method,
-                &vm_path(vm, &format!("/agent/{command}")),
-                params,
-                Retry::TransientExceptAgent,
-            )
-            .await
-    }
-
     /// Asks Proxmox for the next free VMID (not reserved: a concurrent clone may take it).
     async fn next_vmid(&self) -> Result<VmId, ProxmoxError> {
         let data = self
@@ -277,60 +270,37 @@ impl ProxmoxClient {
                 reason: format!("`{data}` is not a VMID"),
             })
     }
-
-    /// Starts a command in the guest (`command[0]` is the program).
-    async fn agent_exec(
-        &self,
-        vm: &VmRef,
-        command: &[String],
-        input: Option<&str>,
-    ) -> Result<ExecPid, ProxmoxError> {
-        let mut params: Params = command
-            .iter()
-            .map(|part| ("command".to_owned(), part.clone()))
-            .collect();
-        if let Some(input) = input {
-            params.push(("input-data".into(), input.to_owned()));
-        }
-        let data = self.agent_call(Method::Post, vm, "exec", &params).await?;
-        uint(&data, "pid")
-            .map(ExecPid)
-            .ok_or_else(|| ProxmoxError::Decode {
-                method: "POST",
-                path: vm_path(vm, "/agent/exec"),
-                reason: "no pid in the answer".into(),
-            })
-    }
-
-    /// Reads the state of a command started by `agent_exec`.
-    async fn agent_exec_status(
-        &self,
-        vm: &VmRef,
-        pid: ExecPid,
-    ) -> Result<ExecStatus, ProxmoxError> {
-        let params: Params = vec![("pid".into(), pid.0.to_string())];
-        let data = self
-            .agent_call(Method::Get, vm, "exec-status", &params)
-            .await?;
-        if !flag(&data, "exited") {
-            return Ok(ExecStatus::Running);
-        }
-        Ok(ExecStatus::Exited(CommandOutput {
-            exit_code: uint_signed(&data, "exitcode"),
-            signal: uint_signed(&data, "signal"),
-            stdout: text(&data, "out-data").unwrap_or_default(),
-            stderr: text(&data, "err-data").unwrap_or_default(),
-        }))
-    }
 }
 
 impl ProxmoxProvider for ProxmoxClient {
+    fn guest_agent_calls(&self) -> u64 {
+        ProxmoxClient::guest_agent_calls(self)
+    }
+
     async fn inventory(&self) -> Result<Inventory, ProxmoxError> {
-        let node_entries = self.resources("node").await?;
-        let vm_entries = self.resources("vm").await?;
-        let mut nodes: Vec<HostInfo> = node_entries
-            .iter()
-            .filter(|entry| text(entry, "type").as_deref() == Some("node"))
+        // One listing of every resource: nodes, VMs, templates and storages.
+        let entries: Vec<Value> = self
+            .api
+            .call(
+                Method::Get,
+                "/cluster/resources",
+                &Vec::new(),
+                Retry::Transient,
+            )
+            .await?;
+        let of_type = |kind: &str| -> Vec<&Value> {
+            entries
+                .iter()
+                .filter(|entry| text(entry, "type").as_deref() == Some(kind))
+                .collect()
+        };
+        let vm_entries = of_type("qemu");
+        let storages: std::collections::BTreeMap<String, bool> = of_type("storage")
+            .into_iter()
+            .filter_map(|entry| Some((text(entry, "storage")?, flag(entry, "shared"))))
+            .collect();
+        let mut nodes: Vec<HostInfo> = of_type("node")
+            .into_iter()
             .filter_map(|entry| {
                 Some(HostInfo {
                     name: PveNode(text(entry, "node")?),
@@ -345,10 +315,7 @@ impl ProxmoxProvider for ProxmoxClient {
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
         let online = |node: &str| nodes.iter().any(|n| n.name.0 == node && n.online);
         let mut vms = Vec::new();
-        for entry in vm_entries
-            .iter()
-            .filter(|entry| text(entry, "type").as_deref() == Some("qemu"))
-        {
+        for entry in &vm_entries {
             let (Some(vmid), Some(node)) = (uint(entry, "vmid"), text(entry, "node")) else {
                 continue;
             };
@@ -393,7 +360,18 @@ impl ProxmoxProvider for ProxmoxClient {
             });
         }
         vms.sort_by_key(|vm| vm.vmid);
-        Ok(Inventory { nodes, vms })
+        let templates = self
+            .templates
+            .templates(&vm_entries, &storages, online, |vm| async move {
+                self.vm_config(&vm).await
+            })
+            .await?;
+        Ok(Inventory {
+            nodes,
+            vms,
+            storages,
+            templates,
+        })
     }
 
     async fn clone_vm(&self, request: &CloneRequest) -> Result<VmRef, ProxmoxError> {
@@ -420,28 +398,12 @@ impl ProxmoxProvider for ProxmoxClient {
                 return Ok(vm);
             }
         }
-        let mut templates: Vec<&Value> = listing
-            .iter()
-            .filter(|entry| {
-                flag(entry, "template")
-                    && text(entry, "name").as_deref() == Some(request.template.as_str())
-            })
-            .collect();
-        templates.sort_by_key(|entry| {
-            (
-                text(entry, "node").as_deref() != Some(request.target.as_str()),
-                uint(entry, "vmid"),
-            )
-        });
-        let template = templates
-            .first()
+        let source = self
+            .templates
+            .clone_source(&listing, &request.template, &request.target)
             .ok_or_else(|| ProxmoxError::TemplateNotFound {
                 template: request.template.clone(),
             })?;
-        let source = VmRef {
-            node: PveNode(text(template, "node").unwrap_or_default()),
-            vmid: VmId(uint(template, "vmid").unwrap_or(0) as u32),
-        };
         let description = ownership::encode_description(
             &request.ownership,
             request.created,

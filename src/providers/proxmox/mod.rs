@@ -12,12 +12,14 @@
 //!   error carrying its exit status and log tail.
 //! - Transient failures are retried a bounded number of times before they are returned.
 
+mod agent;
 mod api;
 mod client;
 pub mod connection;
 pub mod error;
 pub mod ownership;
 mod tasks;
+mod templates;
 pub mod upid;
 mod wire;
 
@@ -65,6 +67,24 @@ pub struct Inventory {
     pub nodes: Vec<HostInfo>,
     /// Every VM and template, sorted by VMID.
     pub vms: Vec<VmInfo>,
+    /// Every storage id with its `shared` flag.
+    pub storages: std::collections::BTreeMap<String, bool>,
+    /// Every template on an online node, with the storages its volumes are on, sorted by
+    /// VMID.
+    pub templates: Vec<TemplateInfo>,
+}
+
+/// A template and where its volumes are: Proxmox clones it to another node only when every
+/// volume is on shared storage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateInfo {
+    /// Where it is.
+    pub vm: VmRef,
+    /// Its name (what `machine.template` names).
+    pub name: String,
+    /// The storage of each volume (disks, cloud-init drive), deduplicated and sorted; a
+    /// volume given as a path has the storage `""`.
+    pub storages: Vec<String>,
 }
 
 impl Inventory {
@@ -380,9 +400,18 @@ pub trait ProxmoxProvider: Send + Sync {
         path: &str,
         content: &[u8],
     ) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
+
+    /// Guest-agent requests made through this provider so far (for `/metrics`); 0 when it
+    /// does not count them.
+    fn guest_agent_calls(&self) -> u64 {
+        0
+    }
 }
 
 impl<T: ProxmoxProvider> ProxmoxProvider for Arc<T> {
+    fn guest_agent_calls(&self) -> u64 {
+        (**self).guest_agent_calls()
+    }
     fn inventory(&self) -> impl Future<Output = Result<Inventory, ProxmoxError>> + Send {
         (**self).inventory()
     }

@@ -6,11 +6,12 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use sha1::{Digest, Sha1};
 
 use crate::model::NodeName;
-use crate::observed::Observed;
+use crate::observed::{Observed, ObservedStorage, ObservedTemplate};
 use crate::spec::validate::VM_NAME_PREFIX;
 
 const SUFFIX_LEN: u32 = 5;
@@ -57,6 +58,16 @@ pub(crate) fn next_name(
 pub(crate) struct Capacity {
     /// `None` when the Proxmox nodes were not observed: memory is not checked.
     nodes: Option<BTreeMap<String, Load>>,
+    /// Where templates are, shared (the plan copies `Capacity` per cluster; this never
+    /// changes during a plan). `None` when not observed: any node of placement is taken.
+    templates: Option<Arc<TemplateSites>>,
+}
+
+/// The templates and storages Proxmox has, as observed.
+#[derive(Debug, PartialEq, Eq)]
+struct TemplateSites {
+    templates: BTreeMap<String, Vec<ObservedTemplate>>,
+    storages: BTreeMap<String, ObservedStorage>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,7 +94,73 @@ impl Capacity {
                 })
                 .collect()
         });
-        Capacity { nodes }
+        let templates = observed.proxmox_templates.as_ref().map(|templates| {
+            Arc::new(TemplateSites {
+                templates: templates.clone(),
+                storages: observed.proxmox_storages.clone().unwrap_or_default(),
+            })
+        });
+        Capacity { nodes, templates }
+    }
+
+    /// The nodes of `placement` (in its order) where Proxmox can make a full clone of
+    /// `template` written to `storage` (the template's own storage when `None`): a node holding
+    /// a copy of the template, or any node when a copy is on shared storage and the clone is
+    /// written to shared storage too. The error names the template, where it is, the nodes
+    /// refused and the fix.
+    pub(crate) fn clone_targets(
+        &self,
+        template: &str,
+        storage: Option<&str>,
+        placement: &[String],
+    ) -> Result<Vec<String>, String> {
+        let Some(sites) = &self.templates else {
+            return Ok(placement.to_vec());
+        };
+        let copies = sites.templates.get(template).map_or(&[][..], Vec::as_slice);
+        if copies.is_empty() {
+            return Err(format!(
+                "template {template} exists on no Proxmox node; create it (on shared storage, or on each node of placement {}) or name an existing template in machine.template",
+                placement.join(", ")
+            ));
+        }
+        // An unknown storage is not judged here: the clone reports it.
+        let local_target = storage
+            .and_then(|s| sites.storages.get(s))
+            .is_some_and(|s| !s.shared);
+        let anywhere = !local_target && copies.iter().any(|copy| copy.shared_storage);
+        let targets: Vec<String> = placement
+            .iter()
+            .filter(|node| anywhere || copies.iter().any(|copy| &copy.proxmox_node == *node))
+            .cloned()
+            .collect();
+        if !targets.is_empty() {
+            return Ok(targets);
+        }
+        let found: Vec<String> = copies
+            .iter()
+            .map(|copy| {
+                let kind = if copy.shared_storage {
+                    "shared"
+                } else {
+                    "local"
+                };
+                format!("{} (VM {}, {kind} storage)", copy.proxmox_node, copy.vm_id)
+            })
+            .collect();
+        let homes: Vec<&str> = copies.iter().map(|c| c.proxmox_node.as_str()).collect();
+        let why = match storage {
+            Some(storage) if local_target && copies.iter().any(|c| c.shared_storage) => format!(
+                "machine.storage {storage} is not shared, so a clone stays on a node that holds the template"
+            ),
+            _ => "a template on local storage can only be cloned on its own node".to_owned(),
+        };
+        Err(format!(
+            "template {template} is on {} and cannot be cloned to placement {} ({why}); add {} to placement, copy the template to a node of placement, or put it on shared storage",
+            found.join(", "),
+            placement.join(", "),
+            homes.join(" or ")
+        ))
     }
 
     /// Whether memory is checked at all.
@@ -227,6 +304,73 @@ mod tests {
         assert_eq!(
             capacity.choose(&placement, 60000, &BTreeMap::new()),
             Err("pve1 has 5536 MiB free, pve2 has 55536 MiB free, pve3 is offline".into())
+        );
+    }
+
+    fn with_templates(copies: &[(&str, &str, bool)]) -> Capacity {
+        let mut templates: BTreeMap<String, Vec<ObservedTemplate>> = BTreeMap::new();
+        for (index, (name, node, shared)) in copies.iter().enumerate() {
+            templates
+                .entry((*name).to_owned())
+                .or_default()
+                .push(ObservedTemplate {
+                    proxmox_node: (*node).to_owned(),
+                    vm_id: crate::model::VmId(9000 + u32::try_from(index).expect("small")),
+                    shared_storage: *shared,
+                });
+        }
+        Capacity::of(&Observed {
+            proxmox_templates: Some(templates),
+            proxmox_storages: Some(BTreeMap::from([
+                ("local-lvm".to_owned(), ObservedStorage { shared: false }),
+                ("ceph".to_owned(), ObservedStorage { shared: true }),
+            ])),
+            ..Observed::default()
+        })
+    }
+
+    #[test]
+    fn clones_go_where_the_template_is_or_anywhere_from_shared_storage() {
+        let placement: Vec<String> = ["pve1", "pve2", "pve3"].map(String::from).to_vec();
+        let local = with_templates(&[("debian", "pve2", false), ("debian", "pve3", false)]);
+        assert_eq!(
+            local.clone_targets("debian", None, &placement),
+            Ok(vec!["pve2".to_owned(), "pve3".to_owned()])
+        );
+        let shared = with_templates(&[("debian", "pve2", true)]);
+        assert_eq!(
+            shared.clone_targets("debian", Some("ceph"), &placement),
+            Ok(placement.clone())
+        );
+        // A full clone to another node must also write to shared storage.
+        assert_eq!(
+            shared.clone_targets("debian", Some("local-lvm"), &placement),
+            Ok(vec!["pve2".to_owned()])
+        );
+        let unobserved = Capacity::of(&Observed::default());
+        assert_eq!(
+            unobserved.clone_targets("debian", None, &placement),
+            Ok(placement.clone())
+        );
+    }
+
+    #[test]
+    fn a_template_no_node_of_placement_can_clone_is_refused_with_its_nodes_and_a_fix() {
+        let capacity = with_templates(&[("debian", "pve1", false)]);
+        let placement: Vec<String> = ["pve2", "pve3"].map(String::from).to_vec();
+        let refusal = capacity
+            .clone_targets("debian", None, &placement)
+            .expect_err("refused");
+        assert_eq!(
+            refusal,
+            "template debian is on pve1 (VM 9000, local storage) and cannot be cloned to placement pve2, pve3 (a template on local storage can only be cloned on its own node); add pve1 to placement, copy the template to a node of placement, or put it on shared storage"
+        );
+        let missing = capacity
+            .clone_targets("ubuntu", None, &placement)
+            .expect_err("refused");
+        assert!(
+            missing.starts_with("template ubuntu exists on no Proxmox node"),
+            "{missing}"
         );
     }
 }

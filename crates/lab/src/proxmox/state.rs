@@ -641,6 +641,23 @@ impl SimState {
             .sum()
     }
 
+    /// Whether every volume of a VM config (disks, and CD-ROMs holding a volume such as the
+    /// cloud-init drive) is on shared storage, as qemu-server's clone check walks them: a
+    /// volume on a storage that does not exist, or a path, counts as local.
+    pub fn volumes_shared(&self, config: &BTreeMap<String, String>) -> bool {
+        config
+            .iter()
+            .filter(|(key, _)| is_volume_key(key))
+            .filter_map(|(_, value)| value.split(',').next())
+            .filter(|volume| !volume.is_empty() && *volume != "none" && *volume != "cdrom")
+            .all(|volume| {
+                volume
+                    .split_once(':')
+                    .and_then(|(storage, _)| self.storages.get(storage))
+                    .is_some_and(|storage| storage.shared)
+            })
+    }
+
     /// Whether the VM's agent answers now; the error text a real host gives otherwise.
     pub fn agent_check(&self, node: &str, vmid: u32) -> Result<AgentState, ApiFail> {
         let vm = self.vm_on(node, vmid)?;
@@ -686,6 +703,17 @@ fn fake_uuid(seed: u32, now: i64) -> String {
         (a >> 4) & 0xfff,
         (b.wrapping_mul(0x9E37_79B9)) & 0xffff_ffff_ffff
     )
+}
+
+/// `ide0`, `sata1`, `scsi0`, `virtio3`, `efidisk0`, `tpmstate0`: a VM's volume keys.
+fn is_volume_key(key: &str) -> bool {
+    if key == "efidisk0" || key == "tpmstate0" {
+        return true;
+    }
+    ["ide", "sata", "scsi", "virtio"].iter().any(|bus| {
+        key.strip_prefix(bus)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    })
 }
 
 #[cfg(test)]

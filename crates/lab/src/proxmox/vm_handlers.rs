@@ -27,6 +27,28 @@ pub(super) fn clone_vm(shared: &Arc<Shared>, p: &Params, user: &str) -> Result<R
     let node = p.node().to_owned();
     let source_id = p.vmid();
     let newid = u32::try_from(p.int("newid").unwrap_or(0)).unwrap_or(0);
+    // The checks run in qemu-server's order (`API2/Qemu.pm` clone_vm): target node, target
+    // storage, lock, linked-clone parameters, the source's storage, the new VMID.
+    let target = p.text("target").unwrap_or(&node).to_owned();
+    match state.nodes.get(&target) {
+        None => return Err(ApiFail::die(format!("no such cluster node '{target}'"))),
+        Some(n) if !n.online => {
+            return Err(ApiFail::die(format!(
+                "target node '{target}' is not online"
+            )));
+        }
+        Some(_) => {}
+    }
+    if let Some(storage) = p.text("storage") {
+        let Some(storage_state) = state.storages.get(storage) else {
+            return Err(ApiFail::die(format!("storage '{storage}' does not exist")));
+        };
+        if target != node && !storage_state.shared {
+            return Err(ApiFail::die(format!(
+                "can't clone to non-shared storage '{storage}'"
+            )));
+        }
+    }
     check_unlocked(&state, &node, source_id, p)?;
     let source = state.vm_on(&node, source_id)?;
     let (source_disk, size) = source.disk().unwrap_or_else(|| ("scsi0".into(), GIB));
@@ -40,35 +62,27 @@ pub(super) fn clone_vm(shared: &Arc<Shared>, p: &Params, user: &str) -> Result<R
     let k3s_airgap = source.k3s_airgap.clone();
     let mut config = source.config.clone();
     let source_name = source.name();
-    if state.vms.contains_key(&newid) {
-        return Err(ApiFail::die(format!(
-            "unable to create VM {newid}: config file already exists"
-        )));
-    }
     let full = p.flag("full").unwrap_or(!is_template);
     if !full && p.text("storage").is_some() {
         return Err(ApiFail::die(
             "parameter 'storage' not allowed for linked clones",
         ));
     }
-    let target = p.text("target").unwrap_or(&node).to_owned();
-    match state.nodes.get(&target) {
-        None => return Err(ApiFail::die(format!("no such cluster node '{target}'"))),
-        Some(n) if !n.online => {
-            return Err(ApiFail::die(format!(
-                "target node '{target}' is not online"
-            )));
-        }
-        Some(_) => {}
-    }
-    let storage = p.text("storage").unwrap_or(&source_storage).to_owned();
-    let Some(storage_state) = state.storages.get(&storage) else {
-        return Err(ApiFail::die(format!("storage '{storage}' does not exist")));
-    };
-    if target != node && !storage_state.shared {
+    // Whatever storage the copy goes to, the source's volumes must be reachable from the
+    // target node: all on shared storage.
+    if target != node && !state.volumes_shared(&config) {
         return Err(ApiFail::die(format!(
             "can't clone VM to node '{target}' (VM uses local storage)"
         )));
+    }
+    if state.vms.contains_key(&newid) {
+        return Err(ApiFail::die(format!(
+            "unable to create VM {newid}: config file already exists"
+        )));
+    }
+    let storage = p.text("storage").unwrap_or(&source_storage).to_owned();
+    if !state.storages.contains_key(&storage) {
+        return Err(ApiFail::die(format!("storage '{storage}' does not exist")));
     }
     let pool = p.text("pool").map(str::to_owned);
     if let Some(pool) = &pool

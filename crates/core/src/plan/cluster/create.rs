@@ -133,21 +133,32 @@ impl<'a> Ctx<'a> {
             .collect();
         let mut scratch = capacity.clone();
         let mut refused = Vec::new();
+        let mut unclonable = Vec::new();
         let mut planned = Vec::new();
         for (pool, now, later) in demand {
             let Some(desired) = &self.pools[pool].desired else {
                 continue;
+            };
+            if now + later == 0 {
+                continue;
+            }
+            let placement = match capacity.clone_targets(
+                &desired.machine.template,
+                desired.machine.storage.as_deref(),
+                &desired.machine.placement,
+            ) {
+                Ok(placement) => placement,
+                Err(why) => {
+                    unclonable.push(format!("pool {}: {why}", self.pools[pool].name));
+                    continue;
+                }
             };
             let mut spread: BTreeMap<String, u32> = BTreeMap::new();
             for view in self.views.iter().filter(|v| v.pool == pool) {
                 *spread.entry(view.machine.proxmox_node.clone()).or_default() += 1;
             }
             for index in 0..now + later {
-                match scratch.choose(
-                    &desired.machine.placement,
-                    desired.machine.memory_mib,
-                    &spread,
-                ) {
+                match scratch.choose(&placement, desired.machine.memory_mib, &spread) {
                     Ok(node) => {
                         scratch.reserve(&node, desired.machine.memory_mib);
                         *spread.entry(node.clone()).or_default() += 1;
@@ -165,6 +176,17 @@ impl<'a> Ctx<'a> {
                     }
                 }
             }
+        }
+        if !unclonable.is_empty() {
+            unclonable.dedup();
+            out.blocked.push(Blocked {
+                rule: Rule::Capacity,
+                message: format!(
+                    "no Proxmox node in placement can receive a clone: {}; nothing is cloned until every pool can be placed",
+                    unclonable.join("; ")
+                ),
+            });
+            return;
         }
         if !refused.is_empty() {
             refused.dedup();

@@ -1,7 +1,9 @@
 //! Providers → [`Observed`]: what really exists, read fresh on every pass.
 //!
-//! Per Proxmox connection one inventory (O(1) calls, whatever the VM count); per cluster the
-//! admin kubeconfig read from a control plane through the guest agent, then its Nodes, its
+//! Per Proxmox connection one inventory (one listing, whatever the VM count, plus one config
+//! read per template the first time it is seen: where its volumes are); per cluster the
+//! admin kubeconfig (kept between passes by [`admin`], read from a control plane through the
+//! guest agent only when it is missing, refused or replaced), then its Nodes, its
 //! `kubeadm-config` and its version through the API; per Flux target the fingerprint Flux holds,
 //! and per management cluster one listing of the Secrets capstan manages (how the Secret of a
 //! cluster whose file is gone is found).
@@ -17,6 +19,9 @@
 //! - Secrets stay out of [`Observed`] (fingerprints only); the admin kubeconfigs the executor
 //!   needs travel in [`ClusterAccess`], whose `Debug` hides them.
 
+mod admin;
+mod sessions;
+
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
@@ -30,8 +35,8 @@ use crate::fingerprint;
 use crate::model::{NodeName, Role};
 use crate::observed::{
     BOOTSTRAP_MARKER, DRAIN_STARTED_ANNOTATION, DrainObserved, FluxSecret, FluxTarget, MachineSpec,
-    Observed, ObservedCluster, ObservedControlPlane, ObservedMachine, ObservedNode, PodRef,
-    PowerState, ProxmoxNode, Taint, VmConfig,
+    Observed, ObservedCluster, ObservedControlPlane, ObservedMachine, ObservedNode,
+    ObservedStorage, ObservedTemplate, PodRef, PowerState, ProxmoxNode, Taint, VmConfig,
 };
 use crate::providers::flux::{self, KubeconfigDelivery};
 use crate::providers::kube::{ClusterClient, NodeState, client_certificate_expiry};
@@ -57,6 +62,11 @@ pub struct Observation {
     pub access: BTreeMap<String, ClusterAccess>,
     /// Clusters that could not be observed, with why: nothing is planned for them this pass.
     pub failed: BTreeMap<String, String>,
+    /// Guest-agent requests made through the Proxmox connections while this pass observed
+    /// (a step running meanwhile counts too).
+    pub guest_agent_calls: u64,
+    /// Guest-agent requests made through the Proxmox connections since they were opened.
+    pub guest_agent_calls_total: u64,
 }
 
 /// How the executor reaches one cluster.
@@ -97,10 +107,12 @@ pub struct ObserveSettings {
 
 /// Observes the world through `Pr`, remembering across passes only since when an API has
 /// been unreachable and what its control plane looked like last (to plan while it is down).
-pub struct Observer<Pr> {
+pub struct Observer<Pr: Providers> {
     providers: std::sync::Arc<Pr>,
     memory: Mutex<BTreeMap<String, ObservedControlPlane>>,
     settings: ObserveSettings,
+    admins: admin::AdminCache,
+    sessions: sessions::Sessions<Pr::Cluster>,
 }
 
 impl<Pr: Providers> Observer<Pr> {
@@ -110,6 +122,8 @@ impl<Pr: Providers> Observer<Pr> {
             providers,
             memory: Mutex::new(BTreeMap::new()),
             settings: ObserveSettings::default(),
+            admins: admin::AdminCache::default(),
+            sessions: sessions::Sessions::default(),
         }
     }
 
@@ -123,10 +137,31 @@ impl<Pr: Providers> Observer<Pr> {
         self.settings
     }
 
+    /// Forgets the admin kubeconfig kept for `cluster`: the next pass reads it again from a
+    /// control plane. Called after the steps that change it (init, certificate renewal,
+    /// control-plane upgrade).
+    pub fn forget_admin(&self, cluster: &str) {
+        self.admins.forget(cluster);
+        self.sessions.drop_session(cluster);
+    }
+
+    /// Guest-agent requests made so far through every Proxmox connection.
+    fn guest_agent_calls(&self) -> u64 {
+        self.providers
+            .proxmox_connections()
+            .into_iter()
+            .filter_map(|connection| self.providers.proxmox(connection))
+            .map(ProxmoxProvider::guest_agent_calls)
+            .sum()
+    }
+
     /// Observes every cluster `desired` declares and every cluster that still owns VMs.
     pub async fn observe(&self, desired: &Desired, now: Timestamp) -> Observation {
+        let agent_calls_before = self.guest_agent_calls();
         let mut observation = Observation::default();
         let mut proxmox_nodes = BTreeMap::new();
+        let mut templates: BTreeMap<String, Vec<ObservedTemplate>> = BTreeMap::new();
+        let mut storages = BTreeMap::new();
         let mut machines: BTreeMap<String, (String, Vec<VmInfo>)> = BTreeMap::new();
         let mut unreachable_connections = BTreeMap::new();
         for connection in self.providers.proxmox_connections() {
@@ -138,6 +173,15 @@ impl<Pr: Providers> Observer<Pr> {
                     for host in &inventory.nodes {
                         proxmox_nodes
                             .insert(host.name.0.clone(), proxmox_node(host, &inventory.vms));
+                    }
+                    for template in &inventory.templates {
+                        templates
+                            .entry(template.name.clone())
+                            .or_default()
+                            .push(observed_template(template, &inventory.storages));
+                    }
+                    for (storage, shared) in &inventory.storages {
+                        storages.insert(storage.clone(), ObservedStorage { shared: *shared });
                     }
                     for vm in inventory.vms.into_iter().filter(|vm| !vm.is_template) {
                         if let Some(owner) = &vm.owner {
@@ -156,6 +200,8 @@ impl<Pr: Providers> Observer<Pr> {
             }
         }
         observation.observed.proxmox_nodes = Some(proxmox_nodes);
+        observation.observed.proxmox_templates = Some(templates);
+        observation.observed.proxmox_storages = Some(storages);
         let (held, unlisted) = self.held_secrets(desired).await;
 
         let mut names: Vec<String> = desired.clusters.keys().cloned().collect();
@@ -217,6 +263,12 @@ impl<Pr: Providers> Observer<Pr> {
                 }
             }
         }
+        self.sessions
+            .retain(|cluster| observation.observed.clusters.contains_key(cluster));
+        observation.guest_agent_calls_total = self.guest_agent_calls();
+        observation.guest_agent_calls = observation
+            .guest_agent_calls_total
+            .saturating_sub(agent_calls_before);
         observation
     }
 
@@ -278,15 +330,33 @@ impl<Pr: Providers> Observer<Pr> {
             ..ClusterAccess::default()
         };
         let client = self.providers.proxmox(connection);
-        if let Some(client) = client
-            && let Some((target, kubeconfig)) = read_admin_kubeconfig(client, vms).await
+        let mut admin = self.admins.get(name, vms);
+        let cached = admin.is_some();
+        if admin.is_none()
+            && let Some(client) = client
         {
-            access.read_from = Some(target);
-            access.kubeconfig = Some(kubeconfig);
+            admin = self.read_admin(name, client, vms).await;
         }
-        if let Some(kubeconfig) = access.kubeconfig.clone() {
-            self.observe_api(name, cluster, &kubeconfig, &mut observed, now)
+        if let Some(found) = &admin {
+            let refused = self
+                .observe_api(name, cluster, &found.kubeconfig, &mut observed, now)
                 .await;
+            // A kept kubeconfig the server refuses was replaced on the nodes: read it again.
+            if refused && cached {
+                self.admins.forget(name);
+                admin = match client {
+                    Some(client) => self.read_admin(name, client, vms).await,
+                    None => None,
+                };
+                if let Some(fresh) = &admin {
+                    self.observe_api(name, cluster, &fresh.kubeconfig, &mut observed, now)
+                        .await;
+                }
+            }
+        }
+        if let Some(admin) = admin {
+            access.read_from = Some(admin.read_from);
+            access.kubeconfig = Some(admin.kubeconfig);
         }
         if let Some(client) = client {
             mark_guest_agents(client, vms, &mut observed).await;
@@ -301,7 +371,24 @@ impl<Pr: Providers> Observer<Pr> {
         Ok((observed, access))
     }
 
-    /// Nodes, version, endpoint and certificate facts through the cluster's API.
+    /// Reads the admin kubeconfig from a control plane through its guest agent and keeps it.
+    async fn read_admin(
+        &self,
+        name: &str,
+        client: &Pr::Proxmox,
+        vms: &[VmInfo],
+    ) -> Option<admin::CachedAdmin> {
+        let (read_from, kubeconfig) = read_admin_kubeconfig(client, vms).await?;
+        let admin = admin::CachedAdmin {
+            kubeconfig,
+            read_from,
+        };
+        self.admins.put(name, admin.clone());
+        Some(admin)
+    }
+
+    /// Nodes, version, endpoint and certificate facts through the cluster's API. Returns
+    /// whether the server refused the kubeconfig's credentials.
     async fn observe_api(
         &self,
         name: &str,
@@ -309,7 +396,7 @@ impl<Pr: Providers> Observer<Pr> {
         kubeconfig: &str,
         observed: &mut ObservedCluster,
         now: Timestamp,
-    ) {
+    ) -> bool {
         let remembered = self.remembered(name);
         let mut control_plane = ObservedControlPlane {
             endpoint: remembered
@@ -332,29 +419,54 @@ impl<Pr: Providers> Observer<Pr> {
                     k3s_release: None,
                 }),
             unreachable_since: None,
-            certificates_expire: client_certificate_expiry(kubeconfig).ok().flatten(),
-            admin_kubeconfig: Some(fingerprint::secret_sha256(kubeconfig.as_bytes())),
+            certificates_expire: None,
+            admin_kubeconfig: None,
             bootstrap_incomplete: remembered
                 .as_ref()
                 .is_some_and(|cp| cp.bootstrap_incomplete),
         };
-        let api = match self.providers.connect_cluster(kubeconfig).await {
-            Ok(api) => Some(api),
-            Err(err) => {
-                tracing::debug!(cluster = name, error = %err, "cannot build a client from the admin kubeconfig");
-                None
-            }
+        let mut refused = false;
+        let session = match self.sessions.get(name, kubeconfig) {
+            Some(session) => Some(session),
+            None => match self.providers.connect_cluster(kubeconfig).await {
+                Ok(client) => Some(
+                    self.sessions
+                        .keep(name, sessions::Session::new(kubeconfig, client)),
+                ),
+                Err(err) => {
+                    tracing::debug!(cluster = name, error = %err, "cannot build a client from the admin kubeconfig");
+                    refused = err.is_credentials_refused();
+                    None
+                }
+            },
         };
-        let nodes = match &api {
-            Some(api) => api.nodes().await.ok(),
+        control_plane.certificates_expire = match &session {
+            Some(session) => session.expiry,
+            None => client_certificate_expiry(kubeconfig).ok().flatten(),
+        };
+        control_plane.admin_kubeconfig = Some(match &session {
+            Some(session) => session.fingerprint.clone(),
+            None => fingerprint::secret_sha256(kubeconfig.as_bytes()),
+        });
+        let nodes = match &session {
+            Some(session) => match session.client.nodes().await {
+                Ok(nodes) => Some(nodes),
+                Err(err) => {
+                    // A fresh client next time: the connection may be what failed.
+                    self.sessions.drop_session(name);
+                    refused = err.is_credentials_refused();
+                    None
+                }
+            },
             None => None,
         };
-        match (api, nodes) {
-            (Some(api), Some(nodes)) => {
+        match (session, nodes) {
+            (Some(session), Some(nodes)) => {
+                let api = &session.client;
                 if let Ok(Some(config)) = api.config_map("kube-system", "kubeadm-config").await
                     && let Some((endpoint, version)) = config
                         .get("ClusterConfiguration")
-                        .and_then(|text| parse_cluster_configuration(text))
+                        .and_then(|text| session.cluster_configuration(text))
                 {
                     control_plane.endpoint = Endpoint {
                         address: endpoint
@@ -370,13 +482,13 @@ impl<Pr: Providers> Observer<Pr> {
                 control_plane.bootstrap_incomplete =
                     matches!(api.config_map(namespace, marker).await, Ok(None));
                 for node in nodes {
-                    let drain = self.observe_drain(&api, &node).await;
+                    let drain = self.observe_drain(api, &node).await;
                     observed
                         .nodes
                         .insert(node.name.clone(), observed_node(&node, drain, now));
                 }
                 if self.settings.workloads {
-                    observe_workloads(name, &api, observed).await;
+                    observe_workloads(name, api, observed).await;
                 }
             }
             _ => {
@@ -389,6 +501,7 @@ impl<Pr: Providers> Observer<Pr> {
         }
         self.remember(name, &control_plane);
         observed.control_plane = Some(control_plane);
+        refused
     }
 
     async fn observe_drain(&self, api: &Pr::Cluster, node: &NodeState) -> Option<DrainObserved> {
@@ -492,6 +605,21 @@ fn proxmox_node(host: &proxmox::HostInfo, vms: &[VmInfo]) -> ProxmoxNode {
                 .count(),
         )
         .unwrap_or(u32::MAX),
+    }
+}
+
+/// A template copy; it is on shared storage when every volume is on a storage flagged shared.
+fn observed_template(
+    template: &proxmox::TemplateInfo,
+    storages: &BTreeMap<String, bool>,
+) -> ObservedTemplate {
+    ObservedTemplate {
+        proxmox_node: template.vm.node.0.clone(),
+        vm_id: template.vm.vmid,
+        shared_storage: template
+            .storages
+            .iter()
+            .all(|storage| storages.get(storage).copied().unwrap_or(false)),
     }
 }
 
@@ -629,51 +757,5 @@ async fn read_built_from<P: ProxmoxProvider>(
             machine.built_from =
                 ownership::parse_built_from(&description).and_then(MachineSpec::parse_summary);
         }
-    }
-}
-
-/// Endpoint parts read from kubeadm's `ClusterConfiguration`.
-struct ConfiguredEndpoint {
-    host: String,
-    port: u16,
-    address: Option<IpAddr>,
-}
-
-/// The endpoint and version in kubeadm's `ClusterConfiguration` (YAML): `controlPlaneEndpoint`,
-/// the address among `apiServer.certSANs`, and `kubernetesVersion`.
-fn parse_cluster_configuration(text: &str) -> Option<(ConfiguredEndpoint, KubeVersion)> {
-    let value: serde_json::Value = serde_saphyr::from_str(text).ok()?;
-    let endpoint = value["controlPlaneEndpoint"].as_str()?;
-    let (host, port) = endpoint
-        .rsplit_once(':')
-        .map_or((endpoint, 6443), |(h, p)| (h, p.parse().unwrap_or(6443)));
-    let address = value["apiServer"]["certSANs"].as_array().and_then(|sans| {
-        sans.iter()
-            .find_map(|san| san.as_str()?.parse::<IpAddr>().ok())
-    });
-    let version = value["kubernetesVersion"].as_str()?.parse().ok()?;
-    Some((
-        ConfiguredEndpoint {
-            host: host.to_owned(),
-            port,
-            address,
-        },
-        version,
-    ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_endpoint_and_version_are_read_from_kubeadm_config() {
-        let text = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\ncontrolPlaneEndpoint: k8s-prod.lab.example:6443\nkubernetesVersion: v1.36.2\napiServer:\n  certSANs: [k8s-prod.lab.example, 192.168.1.23]\n";
-        let (endpoint, version) = parse_cluster_configuration(text).expect("parses");
-        assert_eq!(endpoint.host, "k8s-prod.lab.example");
-        assert_eq!(endpoint.port, 6443);
-        assert_eq!(endpoint.address, Some("192.168.1.23".parse().expect("ip")));
-        assert_eq!(version.to_string(), "1.36.2");
-        assert!(parse_cluster_configuration("kind: ClusterConfiguration\n").is_none());
     }
 }

@@ -1,0 +1,271 @@
+//! What an idle daemon costs for a converged fleet: a lab in this process, `capstan run` in a
+//! child process (so its CPU and memory are its own) on a repository of N one-machine
+//! clusters (a control plane, no workers, delivered to Flux). Once every cluster is Ready
+//! and delivered, it waits for idle passes (one per `pollInterval`, 10 s) and prints the
+//! daemon's CPU per idle pass (total and per cluster, from `/proc/PID/stat`), the guest-agent
+//! requests per pass (from its `/metrics`) and its RSS (`/proc/PID/status` VmRSS).
+//!
+//! Run: `cargo bench --bench fleet` (50 clusters); `cargo bench --bench fleet -- 50 200` for
+//! several sizes. Goals (release build): no guest-agent call, at most 1 ms of CPU per cluster
+//! per idle pass, RSS under 64 MB at 200 clusters.
+
+use std::io::{Read as _, Write as _};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use capstan_lab::lab::{Lab, LabOptions};
+use capstan_lab::world::LabConfig;
+
+/// How long idle passes are measured: three `pollInterval`s and a bit.
+const IDLE_WINDOW: Duration = Duration::from_secs(31);
+/// How long the fleet may take to converge.
+const BUILD_PATIENCE: Duration = Duration::from_secs(900);
+
+/// A lab big enough for `clusters` VMs: memory, disk, and a /16 whose DHCP range has room.
+fn lab_yaml(clusters: usize) -> String {
+    let memory_gib = 64 + clusters as u64 * 2;
+    // Every VM may land on one node: 20 GiB of disk each.
+    let storage_gib = 2048 + clusters as u64 * 20;
+    format!(
+        "proxmox:
+  nodes: [{{name: pve1, memoryGiB: {memory_gib}}}, {{name: pve2, memoryGiB: {memory_gib}}}, {{name: pve3, memoryGiB: {memory_gib}}}]
+  storages: [{{name: local-lvm, type: lvmthin, sizeGiB: {storage_gib}}}]
+  network: {{subnet: 10.0.0.0/16, dhcpRange: 10.0.1.1-10.0.9.254}}
+"
+    )
+}
+
+fn fleet_yaml(lab: &capstan_lab::lab::LabFile, management_kubeconfig: &Path) -> String {
+    format!(
+        "apiVersion: capstan.dev/v1alpha1
+kind: Fleet
+clustersDir: clusters
+proxmox:
+  lab:
+    url: {}
+    tokenId: \"{}\"
+    tokenFrom: {{env: BENCH_PROXMOX_TOKEN}}
+    tlsFingerprint: \"{}\"
+managementClusters:
+  management:
+    kubeconfigFrom: {{file: {}}}
+approvedMinors: [\"1.36\"]
+pollInterval: 10s
+",
+        lab.proxmox.url,
+        lab.proxmox.token_id,
+        lab.proxmox.fingerprint,
+        management_kubeconfig.display()
+    )
+}
+
+/// One control plane, no workers: the least a converged cluster can be.
+fn cluster_yaml(index: usize) -> String {
+    let name = format!("c{index:03}");
+    let (third, fourth) = (10 + index / 250, index % 250 + 1);
+    format!(
+        "apiVersion: capstan.dev/v1alpha1
+kind: Cluster
+metadata: {{name: {name}}}
+spec:
+  proxmox: lab
+  kubernetes: {{version: 1.36.2}}
+  endpoint: {{host: k8s-{name}.lab.example, address: 10.0.{third}.{fourth}}}
+  network: {{nodes: 10.0.0.0/16, reserved: [\"10.0.200.1-10.0.200.250\"]}}
+  controlPlane:
+    replicas: 1
+    machine: {{template: debian13-k8s, cores: 2, memoryMiB: 2048, placement: [pve1, pve2, pve3]}}
+  workers: []
+  rollout: {{minWorkers: 0}}
+  delivery:
+    flux: {{cluster: management}}
+"
+    )
+}
+
+/// `GET /metrics` of the daemon, as text.
+fn metrics(addr: SocketAddr) -> Option<String> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).ok()?;
+    Some(answer.split_once("\r\n\r\n")?.1.to_owned())
+}
+
+/// The sum of a metric's samples (every label set).
+fn metric(text: &str, name: &str) -> u64 {
+    text.lines()
+        .filter(|line| {
+            line.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+        })
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// CPU time (user + system) of a process, from `/proc/PID/stat`.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command (which may hold spaces) start after the last ')'.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
+        .sum();
+    // Clock ticks: USER_HZ is 100 on every architecture Linux supports (sysconf is not in std).
+    Duration::from_millis(ticks * 10)
+}
+
+/// VmRSS of a process, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Kills the daemon when the bench ends, however it ends.
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|probe| probe.local_addr())
+        .map(|addr| addr.port())
+        .expect("a free port")
+}
+
+async fn measure(clusters: usize) {
+    let state = tempfile::tempdir().expect("state dir");
+    let config_path = state.path().join("lab.yaml");
+    std::fs::write(&config_path, lab_yaml(clusters)).expect("lab config");
+    let config = LabConfig::load(&config_path).expect("lab config loads");
+    let options = LabOptions {
+        state_dir: Some(state.path().join("lab")),
+        ..LabOptions::ephemeral()
+    };
+    let lab = Lab::start(config, options).await.expect("lab starts");
+    let repo = tempfile::tempdir().expect("repo");
+    std::fs::create_dir_all(repo.path().join("clusters")).expect("clusters dir");
+    let management = lab
+        .kubeconfig_path("management")
+        .expect("management kubeconfig");
+    std::fs::write(
+        repo.path().join("capstan.yaml"),
+        fleet_yaml(&lab.lab_file(), &management),
+    )
+    .expect("capstan.yaml");
+    for index in 0..clusters {
+        std::fs::write(
+            repo.path().join(format!("clusters/c{index:03}.yaml")),
+            cluster_yaml(index),
+        )
+        .expect("cluster file");
+    }
+
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(["run", "--repo"])
+        .arg(repo.path())
+        .args(["--http", &addr.to_string(), "--busy-interval", "200ms"])
+        .args(["--concurrency", "16"])
+        .env("BENCH_PROXMOX_TOKEN", lab.token())
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("capstan run starts");
+    let daemon = Daemon(child);
+    let pid = daemon.0.id();
+
+    // Converged: every cluster Ready with its kubeconfig delivered, nothing left to do.
+    let started = Instant::now();
+    let deliveries = loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let text = tokio::task::spawn_blocking(move || metrics(addr))
+            .await
+            .expect("joined")
+            .unwrap_or_default();
+        let ready = text
+            .lines()
+            .filter(|l| l.starts_with("capstan_cluster_phase{") && l.contains("phase=\"Ready\""))
+            .count();
+        let delivered = metric(
+            &text,
+            "capstan_steps_total{action=\"deliver-kubeconfig\",result=\"ok\"}",
+        );
+        if ready == clusters && delivered >= clusters as u64 {
+            break delivered;
+        }
+        assert!(
+            started.elapsed() < BUILD_PATIENCE,
+            "{clusters} clusters not converged after {BUILD_PATIENCE:?}: {ready} Ready"
+        );
+    };
+    let built_in = started.elapsed();
+
+    // One idle pass to settle; then a window of idle passes, with /metrics read only at its
+    // ends (each read renders the whole status, which is daemon CPU too).
+    let passes_of = |text: &str| metric(text, "capstan_reconcile_passes_total");
+    let settled = passes_of(&metrics(addr).unwrap_or_default());
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if passes_of(&metrics(addr).unwrap_or_default()) > settled {
+            break;
+        }
+    }
+    let before = metrics(addr).unwrap_or_default();
+    let cpu_before = cpu_time(pid);
+    tokio::time::sleep(IDLE_WINDOW).await;
+    let cpu = cpu_time(pid).saturating_sub(cpu_before);
+    let text = metrics(addr).unwrap_or_default();
+    let passes = passes_of(&text).saturating_sub(passes_of(&before)).max(1);
+    let agent_calls = metric(&text, "capstan_guest_agent_calls_total")
+        - metric(&before, "capstan_guest_agent_calls_total");
+    let last_pass_agent = metric(&text, "capstan_pass_guest_agent_calls");
+    let steps_after = metric(&text, "capstan_steps_total");
+    let per_pass = cpu / u32::try_from(passes).unwrap_or(1);
+    let per_cluster = per_pass / u32::try_from(clusters).unwrap_or(1);
+    println!(
+        "{clusters:>4} clusters: built in {:>5.1} s ({deliveries} deliveries, {steps_after} steps); {passes} idle passes: daemon CPU {:>7.1} ms/pass, {:>6.3} ms/cluster/pass; guest-agent requests {} in all, {last_pass_agent} in the last pass; RSS {:.1} MB",
+        built_in.as_secs_f64(),
+        per_pass.as_secs_f64() * 1000.0,
+        per_cluster.as_secs_f64() * 1000.0,
+        agent_calls,
+        rss_kib(pid) as f64 / 1024.0,
+    );
+    drop(daemon);
+    lab.stop();
+}
+
+fn main() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let sizes: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|arg| arg.parse().ok())
+        .collect();
+    let sizes = if sizes.is_empty() { vec![50] } else { sizes };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    for clusters in sizes {
+        runtime.block_on(measure(clusters));
+    }
+}

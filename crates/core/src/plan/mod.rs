@@ -37,7 +37,7 @@ use crate::spec::{ClusterSpec, Desired, MinorVersion};
 
 pub use types::*;
 
-use cluster::{Gate, Input};
+use cluster::{Gate, Input, SpecMemo};
 use placement::Capacity;
 
 /// The fleet policy the planner applies.
@@ -129,16 +129,18 @@ fn plan_cluster(
     now: Timestamp,
     capacity: &mut Capacity,
 ) -> (ClusterPlan, Vec<Finding>) {
+    let memo = SpecMemo::default();
     let input = Input {
         name,
         spec,
         observed,
         policy,
         now,
+        memo: &memo,
     };
     let outcome = cluster::candidates(&input, capacity);
     let steps = simulate::select(&outcome.candidates, false);
-    let predicted = simulate::predict(name, spec, observed, policy, now, capacity);
+    let predicted = simulate::predict(&input, capacity);
     // This cluster's new VMs take their memory before the next cluster is planned.
     for step in &steps {
         if let Action::CreateMachine {

@@ -9,7 +9,6 @@ use std::collections::BTreeSet;
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::Policy;
 use super::cluster::{self, Gate, Input};
 use super::placement::Capacity;
 use super::types::{Action, PREDICTED, Step, Wait};
@@ -65,26 +64,17 @@ pub(crate) fn select(candidates: &[cluster::Candidate], predict: bool) -> Vec<St
 }
 
 /// The predicted sequence of a desired cluster, from `observed` to convergence.
-pub(crate) fn predict(
-    name: &str,
-    spec: &ClusterSpec,
-    observed: &ObservedCluster,
-    policy: &Policy,
-    now: Timestamp,
-    capacity: &Capacity,
-) -> Vec<Step> {
-    let mut state = observed.clone();
+pub(crate) fn predict(start: &Input<'_>, capacity: &Capacity) -> Vec<Step> {
+    let (spec, now) = (start.spec, start.now);
+    let mut state = start.observed.clone();
     settle(&mut state, spec, now);
     let mut capacity = capacity.clone();
     let mut created: BTreeSet<NodeName> = BTreeSet::new();
     let mut sequence = Vec::new();
     for batch_index in 0..MAX_BATCHES {
         let input = Input {
-            name,
-            spec,
             observed: &state,
-            policy,
-            now,
+            ..*start
         };
         let outcome = cluster::candidates(&input, &capacity);
         let batch = select(&outcome.candidates, true);

@@ -8,21 +8,27 @@ use crate::plan::types::PREDICTED;
 impl<'a> Ctx<'a> {
     /// Fresh machines of each pool, in the order surplus ones go first: unjoined, being
     /// removed, not counted, then by name.
-    pub(super) fn fresh_of(&self, pool: usize) -> Vec<&View<'a>> {
+    pub(super) fn fresh_of(&self, pool: usize) -> impl ExactSizeIterator<Item = &View<'a>> {
         self.fresh
             .get(pool)
-            .map(|indices| indices.iter().map(|&i| &self.views[i]).collect())
-            .unwrap_or_default()
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
+            .map(|&i| &self.views[i])
     }
 
     /// Computes [`Self::fresh_of`] for every pool, once per plan (it is asked for per member).
     pub(super) fn index_fresh(&mut self) {
         let mut fresh = vec![Vec::new(); self.pools.len()];
+        let mut stale = vec![Vec::new(); self.pools.len()];
         for (index, view) in self.views.iter().enumerate() {
             if view.fresh && !view.machine.is_retiring() && !self.is_stuck(view) {
                 fresh[view.pool].push(index);
             }
+            if view.stale.is_some() && !view.machine.is_retiring() {
+                stale[view.pool].push(index);
+            }
         }
+        self.stale = stale;
         for indices in &mut fresh {
             indices.sort_by_key(|&i| {
                 let v = &self.views[i];
@@ -53,11 +59,13 @@ impl<'a> Ctx<'a> {
         view.node.is_none() && self.is_surplus(view)
     }
 
-    pub(super) fn stale_of(&self, pool: usize) -> Vec<&View<'a>> {
-        self.views
+    /// Members of a pool to be replaced, by name.
+    pub(super) fn stale_of(&self, pool: usize) -> impl ExactSizeIterator<Item = &View<'a>> {
+        self.stale
+            .get(pool)
+            .map_or(&[][..], Vec::as_slice)
             .iter()
-            .filter(|v| v.pool == pool && v.stale.is_some() && !v.machine.is_retiring())
-            .collect()
+            .map(|&i| &self.views[i])
     }
 
     /// How many fresh machines a pool should have now: all replicas, or while stale members
@@ -65,21 +73,19 @@ impl<'a> Ctx<'a> {
     /// before the old machine is removed, rule 1).
     pub(super) fn fresh_wanted(&self, pool: usize) -> usize {
         let replicas = self.pools[pool].replicas as usize;
-        let stale = self.stale_of(pool);
-        if stale.is_empty() {
+        if self.stale_of(pool).len() == 0 {
             return replicas;
         }
-        let counted = stale.iter().filter(|v| v.is_counted()).count();
+        let counted = self.stale_of(pool).filter(|v| v.is_counted()).count();
         (replicas + 1).saturating_sub(counted).min(replicas)
     }
 
     /// Whether the control plane pool is complete: every replica joined and Ready, nothing to
     /// replace.
     pub(super) fn control_plane_complete(&self) -> bool {
-        let fresh = self.fresh_of(0);
-        fresh.iter().filter(|v| v.is_ready()).count() >= self.pools[0].replicas as usize
-            && fresh.iter().all(|v| v.is_ready())
-            && self.stale_of(0).is_empty()
+        self.fresh_of(0).filter(|v| v.is_ready()).count() >= self.pools[0].replicas as usize
+            && self.fresh_of(0).all(|v| v.is_ready())
+            && self.stale_of(0).len() == 0
     }
 
     /// Creates machines: the deficit of each pool (control plane first; workers once the
@@ -102,7 +108,7 @@ impl<'a> Ctx<'a> {
             let deficit = replicas.saturating_sub(fresh + stale);
             let total = wanted.saturating_sub(fresh).max(deficit);
             // A fenced machine is a repair, not a rollout: its replacement waits for nothing.
-            let repairing = self.stale_of(pool).iter().any(|v| v.fenced);
+            let repairing = self.stale_of(pool).any(|v| v.fenced);
             let allowed = if pool == 0 || repairing {
                 true
             } else if !control_plane_complete {
@@ -118,19 +124,16 @@ impl<'a> Ctx<'a> {
                 0
             };
             demand.push((pool, now, total.saturating_sub(now)));
-            earlier_pools_stale |= stale > 0 || pool == 0 && !self.stale_of(0).is_empty();
+            earlier_pools_stale |= stale > 0 || pool == 0 && self.stale_of(0).len() > 0;
         }
         if demand.iter().all(|(_, now, later)| now + later == 0) {
             return;
         }
-        let mut taken: BTreeSet<NodeName> = self
-            .input
-            .observed
-            .machines
-            .keys()
-            .chain(self.input.observed.nodes.keys())
-            .cloned()
-            .collect();
+        let observed = self.input.observed;
+        let exists = |name: &NodeName| {
+            observed.machines.contains_key(name) || observed.nodes.contains_key(name)
+        };
+        let mut taken: BTreeSet<NodeName> = BTreeSet::new();
         let mut scratch = capacity.clone();
         let mut refused = Vec::new();
         let mut planned = Vec::new();
@@ -138,6 +141,9 @@ impl<'a> Ctx<'a> {
             let Some(desired) = &self.pools[pool].desired else {
                 continue;
             };
+            if now + later == 0 {
+                continue;
+            }
             let mut spread: BTreeMap<String, u32> = BTreeMap::new();
             for view in self.views.iter().filter(|v| v.pool == pool) {
                 *spread.entry(view.machine.proxmox_node.clone()).or_default() += 1;
@@ -185,15 +191,21 @@ impl<'a> Ctx<'a> {
             };
             let pool_name = self.pools[pool].name;
             let role = self.pools[pool].role;
-            let name = placement::next_name(self.name(), pool_name, &desired.hash, &mut taken);
+            let name = self
+                .input
+                .memo
+                .next_name(self.name(), pool_name, &desired.hash, |name| {
+                    exists(name) || taken.contains(name)
+                });
+            taken.insert(name.clone());
             let earlier = made.entry(pool).or_default();
             let fresh = self.fresh_of(pool).len() + *earlier;
             *earlier += 1;
-            let stale = self.stale_of(pool);
-            let reason = if let Some(old) = stale.first().and_then(|v| v.stale.as_ref()) {
+            let stale = self.stale_of(pool).len();
+            let first_stale = self.stale_of(pool).next();
+            let reason = if let Some(old) = first_stale.and_then(|v| self.stale_reason(v)) {
                 format!(
-                    "replacement for pool {pool_name} ({} to replace; {old}): created before the old one leaves",
-                    stale.len()
+                    "replacement for pool {pool_name} ({stale} to replace; {old}): created before the old one leaves"
                 )
             } else if !initialised {
                 format!(
@@ -268,10 +280,9 @@ impl<'a> Ctx<'a> {
         let reason = match &self.input.observed.flux {
             None => {
                 let built = (0..self.pools.len()).all(|pool| {
-                    let fresh = self.fresh_of(pool);
-                    fresh.iter().filter(|v| v.is_ready()).count()
+                    self.fresh_of(pool).filter(|v| v.is_ready()).count()
                         >= self.pools[pool].replicas as usize
-                        && self.stale_of(pool).is_empty()
+                        && self.stale_of(pool).len() == 0
                 });
                 if !built {
                     return false;

@@ -13,7 +13,9 @@ mod health;
 mod removal;
 mod version;
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -66,6 +68,74 @@ pub(crate) struct Input<'a> {
     pub observed: &'a ObservedCluster,
     pub policy: &'a Policy,
     pub now: Timestamp,
+    /// Desired machine specs already computed for this cluster's spec.
+    pub memo: &'a SpecMemo,
+}
+
+/// The desired machine spec of each pool (the control plane, then the worker pools in spec
+/// order) and its spec hash, per target version. They are the same at every batch of a
+/// prediction, so they are computed once per cluster plan. One memo serves one spec only.
+#[derive(Debug, Default)]
+pub(crate) struct SpecMemo {
+    by_version: RefCell<Vec<(KubeVersion, Rc<[(MachineSpec, String)]>)>>,
+    /// Machine names by pool and spec hash, by ordinal (a name is a sha1).
+    names: RefCell<Vec<(String, String, Vec<NodeName>)>>,
+}
+
+impl SpecMemo {
+    fn specs(&self, spec: &ClusterSpec, version: KubeVersion) -> Rc<[(MachineSpec, String)]> {
+        if let Some((_, specs)) = self.by_version.borrow().iter().find(|(v, _)| *v == version) {
+            return Rc::clone(specs);
+        }
+        let distribution = spec.kubernetes.distribution;
+        let machines = std::iter::once((&spec.control_plane.machine, Role::ControlPlane)).chain(
+            spec.workers
+                .iter()
+                .map(|pool| (&pool.machine, Role::Worker)),
+        );
+        let specs: Rc<[(MachineSpec, String)]> = machines
+            .map(|(machine, role)| {
+                let machine_spec = MachineSpec::new(machine, version, distribution, role);
+                let hash = machine_spec.spec_hash();
+                (machine_spec, hash)
+            })
+            .collect();
+        self.by_version
+            .borrow_mut()
+            .push((version, Rc::clone(&specs)));
+        specs
+    }
+
+    /// The first of a pool's names ([`placement::machine_name`] by ordinal) that is not
+    /// `taken`; the names are remembered.
+    fn next_name(
+        &self,
+        cluster: &str,
+        pool: &str,
+        hash: &str,
+        taken: impl Fn(&NodeName) -> bool,
+    ) -> NodeName {
+        let mut names = self.names.borrow_mut();
+        let index = match names.iter().position(|(p, h, _)| p == pool && h == hash) {
+            Some(index) => index,
+            None => {
+                names.push((pool.to_owned(), hash.to_owned(), Vec::new()));
+                names.len() - 1
+            }
+        };
+        let known = &mut names[index].2;
+        let mut ordinal = 0;
+        loop {
+            if known.len() <= ordinal {
+                let next = u32::try_from(ordinal).unwrap_or(u32::MAX);
+                known.push(placement::machine_name(cluster, pool, hash, next));
+            }
+            if !taken(&known[ordinal]) {
+                return known[ordinal].clone();
+            }
+            ordinal += 1;
+        }
+    }
 }
 
 /// A pool: desired (the control plane first, then the worker pools in spec order) or removed
@@ -94,7 +164,7 @@ struct View<'a> {
     /// Hard-stopped and tainted out-of-service.
     fenced: bool,
     /// Why it must be replaced, when it must.
-    stale: Option<String>,
+    stale: Option<classify::Stale>,
 }
 
 impl View<'_> {
@@ -140,6 +210,8 @@ struct Ctx<'a> {
     /// Per pool, the indices in `views` of its fresh machines, surplus-first (see
     /// `fresh_of`).
     fresh: Vec<Vec<usize>>,
+    /// Per pool, the indices in `views` of its stale members (see `stale_of`).
+    stale: Vec<Vec<usize>>,
 }
 
 impl Outcome {
@@ -192,6 +264,7 @@ pub(crate) fn candidates(input: &Input<'_>, capacity: &Capacity) -> Outcome {
         window: window::state(input.spec.rollout.maintenance_window.as_ref(), input.now),
         initialised: out.initialised,
         fresh: Vec::new(),
+        stale: Vec::new(),
     };
     ctx.classify(&mut out);
     ctx.index_fresh();
@@ -655,5 +728,23 @@ impl<'a> Ctx<'a> {
                 (None, _) => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod memo_tests {
+    use super::*;
+
+    #[test]
+    fn the_next_name_skips_taken_ones() {
+        let memo = SpecMemo::default();
+        let name = |ordinal| placement::machine_name("prod", "cp", "h", ordinal);
+        let taken = BTreeSet::from([name(0)]);
+        let next = memo.next_name("prod", "cp", "h", |n| taken.contains(n));
+        assert_eq!(next, name(1));
+        let taken = BTreeSet::from([name(0), name(1)]);
+        let next = memo.next_name("prod", "cp", "h", |n| taken.contains(n));
+        assert_eq!(next, name(2));
+        assert_eq!(memo.next_name("prod", "cp", "h", |_| false), name(0));
     }
 }

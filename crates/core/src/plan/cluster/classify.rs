@@ -9,13 +9,10 @@ impl<'a> Ctx<'a> {
     pub(super) fn classify(&mut self, out: &mut Outcome) {
         let spec = self.input.spec;
         let specs = self.input.memo.specs(spec, self.target_version);
-        let desired = |index: usize, machine: &'a Machine| {
-            let (machine_spec, hash) = specs[index].clone();
-            DesiredPool {
-                machine,
-                spec: machine_spec,
-                hash,
-            }
+        let desired = |index: usize, machine: &'a Machine| DesiredPool {
+            machine,
+            specs: Rc::clone(&specs),
+            index,
         };
         self.pools.push(Pool {
             name: CONTROL_PLANE_POOL,
@@ -32,6 +29,8 @@ impl<'a> Ctx<'a> {
             });
         }
         let observed = self.input.observed;
+        // Both maps are sorted by name: walk them side by side.
+        let mut nodes = observed.nodes.iter().peekable();
         for (name, machine) in &observed.machines {
             let ownership = &machine.ownership;
             let pool = match self
@@ -50,7 +49,10 @@ impl<'a> Ctx<'a> {
                     self.pools.len() - 1
                 }
             };
-            let node = observed.nodes.get(name);
+            while nodes.next_if(|(node, _)| *node < name).is_some() {}
+            let node = nodes
+                .next_if(|(node, _)| *node == name)
+                .map(|(_, node)| node);
             let fenced = node.is_some_and(ObservedNode::is_out_of_service) && !machine.is_running();
             let mut view = View {
                 name,
@@ -65,7 +67,7 @@ impl<'a> Ctx<'a> {
             view.fresh = self.pools[pool]
                 .desired
                 .as_ref()
-                .is_some_and(|d| d.hash == ownership.spec_hash)
+                .is_some_and(|d| d.hash() == ownership.spec_hash)
                 && view.stale.is_none();
             self.views.push(view);
         }
@@ -84,7 +86,7 @@ impl<'a> Ctx<'a> {
             return Some(Stale::Fenced);
         }
         let machine = view.machine;
-        if machine.ownership.spec_hash != desired.hash {
+        if machine.ownership.spec_hash != desired.hash() {
             return Some(Stale::Outdated);
         }
         let config = machine.config.as_ref()?;
@@ -139,22 +141,23 @@ impl<'a> Ctx<'a> {
                 let desired = self.pools[view.pool].desired.as_ref()?;
                 let machine = view.machine;
                 let mut differences = match &machine.built_from {
-                    Some(built) => built.differences(&desired.spec),
+                    Some(built) => built.differences(desired.spec()),
                     None => Vec::new(),
                 };
                 if differences.is_empty()
                     && let Some(kubelet) = view.node.and_then(|n| n.kubelet_version)
-                    && kubelet != desired.spec.kubernetes
+                    && kubelet != desired.spec().kubernetes
                 {
                     differences.push(format!(
                         "kubernetes {kubelet} → {}",
-                        desired.spec.kubernetes
+                        desired.spec().kubernetes
                     ));
                 }
                 if differences.is_empty() {
                     differences.push(format!(
                         "spec hash {} → {}",
-                        machine.ownership.spec_hash, desired.hash
+                        machine.ownership.spec_hash,
+                        desired.hash()
                     ));
                 }
                 format!("outdated: {}", differences.join(", "))

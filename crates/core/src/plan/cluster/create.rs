@@ -194,7 +194,7 @@ impl<'a> Ctx<'a> {
             let name = self
                 .input
                 .memo
-                .next_name(self.name(), pool_name, &desired.hash, |name| {
+                .next_name(self.name(), pool_name, desired.hash(), |name| {
                     exists(name) || taken.contains(name)
                 });
             taken.insert(name.clone());
@@ -232,9 +232,9 @@ impl<'a> Ctx<'a> {
                         cluster: self.name().to_owned(),
                         role,
                         pool: pool_name.to_owned(),
-                        spec_hash: desired.hash.clone(),
+                        spec_hash: desired.hash().to_owned(),
                     },
-                    machine: desired.spec.clone(),
+                    machine: desired.spec().clone(),
                     proxmox_node: node.clone(),
                     storage: desired.machine.storage.clone(),
                 },

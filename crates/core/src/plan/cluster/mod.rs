@@ -149,8 +149,19 @@ struct Pool<'a> {
 
 struct DesiredPool<'a> {
     machine: &'a Machine,
-    spec: MachineSpec,
-    hash: String,
+    /// Every pool's desired spec and hash (from [`SpecMemo`]), and which is this pool's.
+    specs: Rc<[(MachineSpec, String)]>,
+    index: usize,
+}
+
+impl DesiredPool<'_> {
+    fn spec(&self) -> &MachineSpec {
+        &self.specs[self.index].0
+    }
+
+    fn hash(&self) -> &str {
+        &self.specs[self.index].1
+    }
 }
 
 /// One owned VM seen against the spec.
@@ -259,7 +270,7 @@ pub(crate) fn candidates(input: &Input<'_>, capacity: &Capacity) -> Outcome {
     let mut ctx = Ctx {
         input,
         pools: Vec::new(),
-        views: Vec::new(),
+        views: Vec::with_capacity(input.observed.machines.len()),
         target_version,
         window: window::state(input.spec.rollout.maintenance_window.as_ref(), input.now),
         initialised: out.initialised,
@@ -615,7 +626,7 @@ impl<'a> Ctx<'a> {
             Action::CreateMachine {
                 name: view.name.clone(),
                 ownership: machine.ownership.clone(),
-                machine: desired.spec.clone(),
+                machine: desired.spec().clone(),
                 proxmox_node: machine.proxmox_node.clone(),
                 storage: desired.machine.storage.clone(),
             },

@@ -5,6 +5,16 @@
 use super::*;
 use crate::plan::types::PREDICTED;
 
+/// Counts one more VM of a pool on `node` (the name is copied once per node, not per VM).
+fn count_on(spread: &mut BTreeMap<String, u32>, node: &str) {
+    match spread.get_mut(node) {
+        Some(count) => *count += 1,
+        None => {
+            spread.insert(node.to_owned(), 1);
+        }
+    }
+}
+
 impl<'a> Ctx<'a> {
     /// Fresh machines of each pool, in the order surplus ones go first: unjoined, being
     /// removed, not counted, then by name.
@@ -146,7 +156,7 @@ impl<'a> Ctx<'a> {
             }
             let mut spread: BTreeMap<String, u32> = BTreeMap::new();
             for view in self.views.iter().filter(|v| v.pool == pool) {
-                *spread.entry(view.machine.proxmox_node.clone()).or_default() += 1;
+                count_on(&mut spread, &view.machine.proxmox_node);
             }
             for index in 0..now + later {
                 match scratch.choose(
@@ -156,7 +166,7 @@ impl<'a> Ctx<'a> {
                 ) {
                     Ok(node) => {
                         scratch.reserve(&node, desired.machine.memory_mib);
-                        *spread.entry(node.clone()).or_default() += 1;
+                        count_on(&mut spread, &node);
                         if index < now {
                             planned.push((pool, node));
                         }

@@ -79,7 +79,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// How many fresh machines a pool should have now: all replicas, or while stale members
-    /// remain, enough that one spare replaces them one at a time (a replacement is created
+    /// remain, enough that `rollout.maxSurge` spares replace them (a replacement is created
     /// before the old machine is removed, rule 1).
     pub(super) fn fresh_wanted(&self, pool: usize) -> usize {
         let replicas = self.pools[pool].replicas as usize;
@@ -87,7 +87,24 @@ impl<'a> Ctx<'a> {
             return replicas;
         }
         let counted = self.stale_of(pool).filter(|v| v.is_counted()).count();
-        (replicas + 1).saturating_sub(counted).min(replicas)
+        (replicas + self.max_surge())
+            .saturating_sub(counted)
+            .min(replicas)
+    }
+
+    pub(super) fn max_surge(&self) -> usize {
+        self.spec().rollout.max_surge as usize
+    }
+
+    /// How many VMs may still be created: the declared count plus `rollout.maxSurge`, less
+    /// the VMs that exist (retiring ones included: they hold memory until destroyed). Fenced
+    /// VMs are hard-stopped, and orphans kept because prune is off are not this cluster's
+    /// machines: neither counts.
+    pub(super) fn surge_budget(&self) -> usize {
+        let declared: usize = self.pools.iter().map(|p| p.replicas as usize).sum();
+        let counts = |v: &&View<'_>| !v.fenced && !(self.is_orphan(v) && !self.input.policy.prune);
+        let existing = self.views.iter().filter(counts).count();
+        (declared + self.max_surge()).saturating_sub(existing)
     }
 
     /// Whether the control plane pool is complete: every replica joined and Ready, nothing to
@@ -107,6 +124,7 @@ impl<'a> Ctx<'a> {
         let mut earlier_pools_stale = false;
         // (pool, count now, count later)
         let mut demand: Vec<(usize, usize, usize)> = Vec::new();
+        let mut repairs = BTreeSet::new();
         for pool in 0..self.pools.len() {
             if self.pools[pool].desired.is_none() {
                 continue;
@@ -119,6 +137,9 @@ impl<'a> Ctx<'a> {
             let total = wanted.saturating_sub(fresh).max(deficit);
             // A fenced machine is a repair, not a rollout: its replacement waits for nothing.
             let repairing = self.stale_of(pool).any(|v| v.fenced);
+            if repairing {
+                repairs.insert(pool);
+            }
             let allowed = if pool == 0 || repairing {
                 true
             } else if !control_plane_complete {
@@ -138,6 +159,18 @@ impl<'a> Ctx<'a> {
         }
         if demand.iter().all(|(_, now, later)| now + later == 0) {
             return;
+        }
+        // rollout.maxSurge: what does not fit the budget now is created later (it still has
+        // to fit in memory). A repair does not wait: the dead machine holds up every removal.
+        let mut budget = self.surge_budget();
+        for (_, now, later) in demand
+            .iter_mut()
+            .filter(|(pool, ..)| !repairs.contains(pool))
+        {
+            let held = now.saturating_sub(budget);
+            *now -= held;
+            *later += held;
+            budget -= *now;
         }
         let observed = self.input.observed;
         let exists = |name: &NodeName| {
@@ -215,7 +248,8 @@ impl<'a> Ctx<'a> {
             let first_stale = self.stale_of(pool).next();
             let reason = if let Some(old) = first_stale.and_then(|v| self.stale_reason(v)) {
                 format!(
-                    "replacement for pool {pool_name} ({stale} to replace; {old}): created before the old one leaves"
+                    "replacement for pool {pool_name} ({stale} to replace; {old}): created before the old one leaves, at most {} VM(s) above the declared count (rollout.maxSurge)",
+                    self.max_surge()
                 )
             } else if !initialised {
                 format!(

@@ -122,20 +122,20 @@ fn rule_1_a_replacement_is_created_and_ready_before_the_old_machine_is_cordoned(
     assert_eq!(shape(&cluster.steps), vec![s("create-machine", &new[0])]);
     assert_eq!(
         cluster.steps[0].reason,
-        "replacement for pool general (2 to replace; outdated: template debian13-k8s → debian13-k8s-v2): created before the old one leaves; on pve1; Proxmox memory not observed"
+        "replacement for pool general (2 to replace; outdated: template debian13-k8s → debian13-k8s-v2): created before the old one leaves, at most 1 VM(s) above the declared count (rollout.maxSurge); on pve1; Proxmox memory not observed"
     );
-    // Once the first old worker is cordoned, the next replacement is built while it drains;
-    // the second old worker is cordoned only once that replacement is Ready.
+    // rollout.maxSurge 1: the next replacement is cloned once the old VM is destroyed; the
+    // second old worker is cordoned only once that replacement is Ready.
     let expected = vec![
         s("create-machine", &new[0]),
         s("join-node", &new[0]),
         s("cordon", &old[0]),
-        s("create-machine", &new[1]),
-        s("join-node", &new[1]),
         s("drain", &old[0]),
         s("delete-node", &old[0]),
         s("reset-node", &old[0]),
         s("destroy-machine", &old[0]),
+        s("create-machine", &new[1]),
+        s("join-node", &new[1]),
         s("cordon", &old[1]),
         s("drain", &old[1]),
         s("delete-node", &old[1]),
@@ -239,10 +239,8 @@ fn rule_3_moving_workers_to_a_new_pool_waits_for_the_new_workers() {
     let plan = plan_at(&desired(vec![after.clone()]), &observed, now());
     let cluster = plan.cluster("prod").expect("planned");
     let big: Vec<NodeName> = (0..2).map(|i| after.name_of("big", i)).collect();
-    assert_eq!(
-        shape(&cluster.steps),
-        vec![s("create-machine", &big[0]), s("create-machine", &big[1])]
-    );
+    // rollout.maxSurge 1: one VM above the declared count at a time.
+    assert_eq!(shape(&cluster.steps), vec![s("create-machine", &big[0])]);
     assert_eq!(
         cluster.waiting_on[0].resource,
         Resource::NewWorker {
@@ -251,11 +249,42 @@ fn rule_3_moving_workers_to_a_new_pool_waits_for_the_new_workers() {
         }
     );
     let old = machines_of(&observed, "prod", "general");
-    let mut expected: Vec<_> = big.iter().map(|n| s("create-machine", n)).collect();
-    expected.extend(big.iter().map(|n| s("join-node", n)));
+    let mut expected = vec![s("create-machine", &big[0]), s("join-node", &big[0])];
     expected.extend(removal(&old[0]));
+    expected.extend([s("create-machine", &big[1]), s("join-node", &big[1])]);
     expected.extend(removal(&old[1]));
     assert_eq!(shape(&cluster.predicted), expected);
+}
+
+// rollout.maxSurge: a larger surge overlaps the replacements; removals stay one at a time.
+#[test]
+fn a_surge_of_two_clones_two_replacements_at_once() {
+    let before = Cluster::test("prod").with_workers("general", 3);
+    let observed = built(&desired(vec![before.clone()]));
+    let after = before
+        .clone()
+        .with_template("general", "debian13-k8s-v2")
+        .with_max_surge(2);
+    let plan = plan_at(&desired(vec![after.clone()]), &observed, now());
+    let cluster = plan.cluster("prod").expect("planned");
+    let new: Vec<NodeName> = (0..3).map(|i| after.name_of("general", i)).collect();
+    assert_eq!(
+        shape(&cluster.steps),
+        vec![s("create-machine", &new[0]), s("create-machine", &new[1])]
+    );
+    assert!(
+        cluster.steps[0]
+            .reason
+            .contains("at most 2 VM(s) above the declared count (rollout.maxSurge)"),
+        "{}",
+        cluster.steps[0].reason
+    );
+    let cordons = cluster
+        .predicted
+        .iter()
+        .filter(|s| s.name() == "cordon")
+        .count();
+    assert_eq!(cordons, 3, "every old worker leaves, one at a time");
 }
 
 #[test]

@@ -20,4 +20,5 @@ mod real_connections;
 mod replace;
 mod scale;
 mod status_observe;
+mod surge;
 mod upgrade;

@@ -14,6 +14,7 @@
 //! - Clusters are independent, except that new VMs of earlier clusters (by name) take Proxmox
 //!   memory first.
 
+pub mod bound;
 mod cluster;
 pub mod placement;
 mod removed;

@@ -125,7 +125,7 @@ impl<'a> Ctx<'a> {
                 }
             ),
         });
-        replace.then(|| Stale::Drifted(drift))
+        replace.then_some(Stale::Drifted(drift))
     }
 
     /// Why a stale member must be replaced, in words.

@@ -102,7 +102,7 @@ impl<'a> Ctx<'a> {
     /// machines: neither counts.
     pub(super) fn surge_budget(&self) -> usize {
         let declared: usize = self.pools.iter().map(|p| p.replicas as usize).sum();
-        let counts = |v: &&View<'_>| !v.fenced && !(self.is_orphan(v) && !self.input.policy.prune);
+        let counts = |v: &&View<'_>| !v.fenced && (self.input.policy.prune || !self.is_orphan(v));
         let existing = self.views.iter().filter(counts).count();
         (declared + self.max_surge()).saturating_sub(existing)
     }

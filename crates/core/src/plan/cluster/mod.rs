@@ -72,18 +72,21 @@ pub(crate) struct Input<'a> {
     pub memo: &'a SpecMemo,
 }
 
+/// Each pool's desired machine spec and its spec hash, the control plane first.
+type PoolSpecs = Rc<[(MachineSpec, String)]>;
+
 /// The desired machine spec of each pool (the control plane, then the worker pools in spec
 /// order) and its spec hash, per target version. They are the same at every batch of a
 /// prediction, so they are computed once per cluster plan. One memo serves one spec only.
 #[derive(Debug, Default)]
 pub(crate) struct SpecMemo {
-    by_version: RefCell<Vec<(KubeVersion, Rc<[(MachineSpec, String)]>)>>,
+    by_version: RefCell<Vec<(KubeVersion, PoolSpecs)>>,
     /// Machine names by pool and spec hash, by ordinal (a name is a sha1).
     names: RefCell<Vec<(String, String, Vec<NodeName>)>>,
 }
 
 impl SpecMemo {
-    fn specs(&self, spec: &ClusterSpec, version: KubeVersion) -> Rc<[(MachineSpec, String)]> {
+    fn specs(&self, spec: &ClusterSpec, version: KubeVersion) -> PoolSpecs {
         if let Some((_, specs)) = self.by_version.borrow().iter().find(|(v, _)| *v == version) {
             return Rc::clone(specs);
         }
@@ -93,7 +96,7 @@ impl SpecMemo {
                 .iter()
                 .map(|pool| (&pool.machine, Role::Worker)),
         );
-        let specs: Rc<[(MachineSpec, String)]> = machines
+        let specs: PoolSpecs = machines
             .map(|(machine, role)| {
                 let machine_spec = MachineSpec::new(machine, version, distribution, role);
                 let hash = machine_spec.spec_hash();
@@ -150,7 +153,7 @@ struct Pool<'a> {
 struct DesiredPool<'a> {
     machine: &'a Machine,
     /// Every pool's desired spec and hash (from [`SpecMemo`]), and which is this pool's.
-    specs: Rc<[(MachineSpec, String)]>,
+    specs: PoolSpecs,
     index: usize,
 }
 

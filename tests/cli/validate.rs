@@ -164,7 +164,7 @@ fn a_max_surge_of_zero_is_refused_with_its_position() {
     );
     repo.validate()
         .assert_code(1)
-        .assert_reports("clusters/prod.yaml:38:15: error: spec.rollout.maxSurge: 0 extra VMs would leave no room for a replacement")
+        .assert_reports("clusters/prod.yaml:38:5: error: spec.rollout.maxSurge: 0 extra VMs would leave no room for a replacement")
         .assert_reports("the default is 1");
 }
 

@@ -15,7 +15,7 @@ use super::types::{Action, PREDICTED, Step, Wait};
 use crate::model::{NodeName, Role, VmId};
 use crate::observed::{
     DrainObserved, FluxSecret, OUT_OF_SERVICE_TAINT, ObservedCluster, ObservedControlPlane,
-    ObservedMachine, ObservedNode, PowerState, RETIRING_TAG, Taint, VmConfig,
+    ObservedMachine, ObservedNode, PREPARED_TAG, PowerState, RETIRING_TAG, Taint, VmConfig,
 };
 use crate::spec::{ClusterSpec, KubeVersion};
 
@@ -102,6 +102,7 @@ fn forget_predicted_ids(step: &mut Step, created: &BTreeSet<NodeName>) {
     let machine = match &mut step.action {
         Action::InitControlPlane { machine, .. }
         | Action::JoinNode { machine, .. }
+        | Action::PrepareNode { machine, .. }
         | Action::ResetNode { machine }
         | Action::DestroyMachine { machine, .. }
         | Action::UpgradeControlPlane { machine, .. }
@@ -249,6 +250,13 @@ pub(crate) fn apply(
             state
                 .nodes
                 .insert(machine.name.clone(), ready_node(now, Some(*version)));
+        }
+        Action::PrepareNode { machine, .. } => {
+            if let Some(vm) = state.machines.get_mut(&machine.name)
+                && !vm.is_prepared()
+            {
+                vm.tags.push(PREPARED_TAG.to_owned());
+            }
         }
         Action::JoinNode { machine, .. } => {
             let version = state

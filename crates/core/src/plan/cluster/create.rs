@@ -115,8 +115,8 @@ impl<'a> Ctx<'a> {
             && self.stale_of(0).len() == 0
     }
 
-    /// Creates machines: the deficit of each pool (control plane first; workers once the
-    /// control plane is complete) and one spare per pool being replaced, pool after pool. All
+    /// Creates machines: the deficit of each pool (all at once, workers alongside the control
+    /// planes) and spares for the pools being replaced, pool after pool. All
     /// the VMs the cluster still needs must fit before any is cloned (rule 15).
     pub(super) fn creates(&self, out: &mut Outcome, capacity: &Capacity) {
         let initialised = self.initialised();
@@ -147,13 +147,9 @@ impl<'a> Ctx<'a> {
             } else {
                 stale == 0 || !earlier_pools_stale
             };
-            let now = if allowed {
-                total
-            } else if pool == 0 || control_plane_complete {
-                deficit
-            } else {
-                0
-            };
+            // Missing machines are cloned at once, workers with the control planes: they
+            // prepare while the control plane is built. Replacements wait their turn.
+            let now = if allowed { total } else { deficit };
             demand.push((pool, now, total.saturating_sub(now)));
             earlier_pools_stale |= stale > 0 || pool == 0 && self.stale_of(0).len() > 0;
         }
@@ -251,9 +247,15 @@ impl<'a> Ctx<'a> {
                     "replacement for pool {pool_name} ({stale} to replace; {old}): created before the old one leaves, at most {} VM(s) above the declared count (rollout.maxSurge)",
                     self.max_surge()
                 )
-            } else if !initialised {
+            } else if !initialised && role == Role::ControlPlane {
                 format!(
                     "bootstrap: control plane {} of {}",
+                    fresh + 1,
+                    self.pools[pool].replicas
+                )
+            } else if !initialised {
+                format!(
+                    "bootstrap: {role} {} of {} of pool {pool_name}, cloned with the control plane",
                     fresh + 1,
                     self.pools[pool].replicas
                 )

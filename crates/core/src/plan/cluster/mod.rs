@@ -452,6 +452,7 @@ impl<'a> Ctx<'a> {
         // After an upgrade or a renewal the kubeconfig goes out before any machine moves.
         let redelivering = self.delivery(out);
         if !upgrading && !redelivering {
+            self.prepares(out);
             self.joins(out);
             self.creates(out, capacity);
         }
@@ -644,6 +645,7 @@ impl<'a> Ctx<'a> {
     /// Before `init-control-plane`: create the control planes, then initialise the first.
     fn bootstrap(&self, out: &mut Outcome, capacity: &Capacity) {
         self.creates(out, capacity);
+        self.prepares(out);
         let Some(first) = self.first_control_plane() else {
             return;
         };
@@ -655,6 +657,10 @@ impl<'a> Ctx<'a> {
         }
         if let Some(step) = self.finish_creation(view) {
             out.push(step, Gate::Open);
+            return;
+        }
+        if !view.machine.is_prepared() {
+            // `prepares` runs its prepare script first.
             return;
         }
         let gate = self.vm_gate(ActionKind::InitControlPlane, view);
@@ -679,6 +685,46 @@ impl<'a> Ctx<'a> {
         out.push(step, gate);
     }
 
+    /// Rule: a new VM is prepared (CRI-O and the packages, the longest phase) as soon as its
+    /// guest agent answers, whatever it waits for to join: `kubeadm init`, or its turn among
+    /// the control planes. The VM's tag records it.
+    fn prepares(&self, out: &mut Outcome) {
+        let mut steps = Vec::new();
+        for view in &self.views {
+            let machine = view.machine;
+            if view.node.is_some()
+                || !view.fresh
+                || machine.is_retiring()
+                || machine.is_prepared()
+                || (!machine.is_running() && machine.task.is_none())
+                || self.is_stuck(view)
+                || self.is_surplus_unjoined(view)
+            {
+                continue;
+            }
+            let version = machine
+                .built_from
+                .as_ref()
+                .map_or(self.target_version, |built| built.kubernetes);
+            let gate = self.vm_gate(ActionKind::PrepareNode, view);
+            let step = Self::step(
+                Action::PrepareNode {
+                    machine: view.machine_ref(),
+                    version,
+                },
+                self.target(view),
+                format!(
+                    "new {}: install CRI-O and Kubernetes {version} while it waits to join",
+                    view.role()
+                ),
+            );
+            steps.push((step, gate));
+        }
+        for (step, gate) in steps {
+            out.push(step, gate);
+        }
+    }
+
     /// Fresh machines without a Node join: control planes one at a time while every other
     /// control plane is present (rule 9), workers together.
     fn joins(&self, out: &mut Outcome) {
@@ -693,7 +739,14 @@ impl<'a> Ctx<'a> {
             })
             .filter(|v| !self.is_surplus_unjoined(v))
             .collect();
-        names.sort_by_key(|v| (v.role() != Role::ControlPlane, v.name));
+        // A control plane whose prepare script ran joins before one still preparing.
+        names.sort_by_key(|v| {
+            (
+                v.role() != Role::ControlPlane,
+                !v.machine.is_prepared(),
+                v.name,
+            )
+        });
         for view in names {
             let role = view.role();
             if role == Role::ControlPlane {
@@ -717,6 +770,10 @@ impl<'a> Ctx<'a> {
             }
             if let Some(step) = self.finish_creation(view) {
                 steps.push((Some(step), Gate::Open));
+                continue;
+            }
+            if !view.machine.is_prepared() {
+                // `prepares` runs its prepare script first (or waits for the VM to answer).
                 continue;
             }
             let gate = self.vm_gate(ActionKind::JoinNode, view);

@@ -107,15 +107,23 @@ impl World {
     }
 
     async fn start(fleet: &str, clusters: &[(&str, String)], record: bool) -> World {
+        World::with_lab(LabConfig::default(), fleet, clusters, record).await
+    }
+
+    /// [`World::new`] on a lab of its own config (timings, Proxmox nodes).
+    pub async fn with_lab(
+        config: LabConfig,
+        fleet: &str,
+        clusters: &[(&str, String)],
+        record: bool,
+    ) -> World {
         let state = tempfile::tempdir().expect("state dir");
         let options = LabOptions {
             state_dir: Some(state.path().to_owned()),
             record,
             ..LabOptions::ephemeral()
         };
-        let lab = Lab::start(LabConfig::default(), options)
-            .await
-            .expect("lab starts");
+        let lab = Lab::start(config, options).await.expect("lab starts");
         let repo = tempfile::tempdir().expect("repo dir");
         std::fs::create_dir_all(repo.path().join("clusters")).expect("clusters dir");
         std::fs::write(repo.path().join("capstan.yaml"), fleet).expect("capstan.yaml");

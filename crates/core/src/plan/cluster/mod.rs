@@ -10,10 +10,10 @@
 mod classify;
 mod create;
 mod health;
+mod memo;
 mod removal;
 mod version;
 
-use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
@@ -30,6 +30,8 @@ use crate::model::{NodeName, Ownership, Role};
 use crate::observed::{FluxTarget, MachineSpec, ObservedCluster, ObservedMachine, ObservedNode};
 use crate::spec::validate::{CONTROL_PLANE_POOL, VM_NAME_PREFIX};
 use crate::spec::{ClusterSpec, DriftPolicy, KubeVersion, Machine};
+use memo::PoolSpecs;
+pub(crate) use memo::SpecMemo;
 
 /// What gates a candidate step.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,75 +72,6 @@ pub(crate) struct Input<'a> {
     pub now: Timestamp,
     /// Desired machine specs already computed for this cluster's spec.
     pub memo: &'a SpecMemo,
-}
-
-/// Each pool's desired machine spec and its spec hash, the control plane first.
-type PoolSpecs = Rc<[(MachineSpec, String)]>;
-
-/// The desired machine spec of each pool (the control plane, then the worker pools in spec
-/// order) and its spec hash, per target version. They are the same at every batch of a
-/// prediction, so they are computed once per cluster plan. One memo serves one spec only.
-#[derive(Debug, Default)]
-pub(crate) struct SpecMemo {
-    by_version: RefCell<Vec<(KubeVersion, PoolSpecs)>>,
-    /// Machine names by pool and spec hash, by ordinal (a name is a sha1).
-    names: RefCell<Vec<(String, String, Vec<NodeName>)>>,
-}
-
-impl SpecMemo {
-    fn specs(&self, spec: &ClusterSpec, version: KubeVersion) -> PoolSpecs {
-        if let Some((_, specs)) = self.by_version.borrow().iter().find(|(v, _)| *v == version) {
-            return Rc::clone(specs);
-        }
-        let distribution = spec.kubernetes.distribution;
-        let machines = std::iter::once((&spec.control_plane.machine, Role::ControlPlane)).chain(
-            spec.workers
-                .iter()
-                .map(|pool| (&pool.machine, Role::Worker)),
-        );
-        let specs: PoolSpecs = machines
-            .map(|(machine, role)| {
-                let machine_spec = MachineSpec::new(machine, version, distribution, role);
-                let hash = machine_spec.spec_hash();
-                (machine_spec, hash)
-            })
-            .collect();
-        self.by_version
-            .borrow_mut()
-            .push((version, Rc::clone(&specs)));
-        specs
-    }
-
-    /// The first of a pool's names ([`placement::machine_name`] by ordinal) that is not
-    /// `taken`; the names are remembered.
-    fn next_name(
-        &self,
-        cluster: &str,
-        pool: &str,
-        hash: &str,
-        taken: impl Fn(&NodeName) -> bool,
-    ) -> NodeName {
-        let mut names = self.names.borrow_mut();
-        let index = match names.iter().position(|(p, h, _)| p == pool && h == hash) {
-            Some(index) => index,
-            None => {
-                names.push((pool.to_owned(), hash.to_owned(), Vec::new()));
-                names.len() - 1
-            }
-        };
-        let known = &mut names[index].2;
-        let mut ordinal = 0;
-        loop {
-            if known.len() <= ordinal {
-                let next = u32::try_from(ordinal).unwrap_or(u32::MAX);
-                known.push(placement::machine_name(cluster, pool, hash, next));
-            }
-            if !taken(&known[ordinal]) {
-                return known[ordinal].clone();
-            }
-            ordinal += 1;
-        }
-    }
 }
 
 /// A pool: desired (the control plane first, then the worker pools in spec order) or removed
@@ -799,23 +732,5 @@ impl<'a> Ctx<'a> {
                 (None, _) => {}
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod memo_tests {
-    use super::*;
-
-    #[test]
-    fn the_next_name_skips_taken_ones() {
-        let memo = SpecMemo::default();
-        let name = |ordinal| placement::machine_name("prod", "cp", "h", ordinal);
-        let taken = BTreeSet::from([name(0)]);
-        let next = memo.next_name("prod", "cp", "h", |n| taken.contains(n));
-        assert_eq!(next, name(1));
-        let taken = BTreeSet::from([name(0), name(1)]);
-        let next = memo.next_name("prod", "cp", "h", |n| taken.contains(n));
-        assert_eq!(next, name(2));
-        assert_eq!(memo.next_name("prod", "cp", "h", |_| false), name(0));
     }
 }

@@ -637,3 +637,29 @@ fn an_init_interrupted_after_kubeadm_is_run_again_before_anything_joins() {
     assert_eq!(shape(&cluster.steps), vec![s("init-control-plane", &cp)]);
     assert_eq!(cluster.phase, Phase::Provisioning);
 }
+
+#[test]
+fn a_vm_prepared_before_a_restart_is_not_prepared_again() {
+    let prod = Cluster::test("prod");
+    let desired = desired(vec![prod.clone()]);
+    let mut observed = Observed::nothing();
+    // Clone every machine, then prepare them: the tag records it on each VM.
+    for _ in 0..2 {
+        let plan = plan_at(&desired, &observed, now());
+        for step in &plan.clusters[0].steps {
+            expected_effect(&mut observed, step, now());
+        }
+    }
+    let cp = prod.name_of("cp", 0);
+    let vms = &observed.clusters["prod"].machines;
+    assert!(vms.values().all(|vm| vm.is_prepared()), "{vms:#?}");
+    // A restarted daemon plans from the world alone: init, no second prepare.
+    let plan = plan_at(&desired, &observed, now());
+    let cluster = plan.cluster("prod").expect("planned");
+    assert_eq!(shape(&cluster.steps), vec![s("init-control-plane", &cp)]);
+    assert!(
+        cluster.predicted.iter().all(|s| s.name() != "prepare-node"),
+        "{:?}",
+        shape(&cluster.predicted)
+    );
+}

@@ -140,19 +140,6 @@ fn plan_cluster(
         memo: &memo,
     };
     let outcome = cluster::candidates(&input, capacity);
-    let steps = simulate::select(&outcome.candidates, false);
-    let predicted = simulate::predict(&input, capacity);
-    // This cluster's new VMs take their memory before the next cluster is planned.
-    for step in &steps {
-        if let Action::CreateMachine {
-            machine,
-            proxmox_node,
-            ..
-        } = &step.action
-        {
-            capacity.reserve(proxmox_node, machine.memory_mib);
-        }
-    }
     let mut waiting_on = Vec::new();
     for candidate in &outcome.candidates {
         let step_name = candidate.step.kind();
@@ -167,7 +154,20 @@ fn plan_cluster(
             Gate::Wait(waiting) => waiting_on.push(waiting.clone()),
         }
     }
-    waiting_on.extend(outcome.waiting.iter().cloned());
+    let steps = simulate::select(outcome.candidates, false);
+    let predicted = simulate::predict(&input, capacity);
+    // This cluster's new VMs take their memory before the next cluster is planned.
+    for step in &steps {
+        if let Action::CreateMachine {
+            machine,
+            proxmox_node,
+            ..
+        } = &step.action
+        {
+            capacity.reserve(proxmox_node, machine.memory_mib);
+        }
+    }
+    waiting_on.extend(outcome.waiting);
     let phase = if !outcome.blocked.is_empty() {
         Phase::Blocked
     } else if !outcome.initialised {

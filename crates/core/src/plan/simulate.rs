@@ -29,14 +29,14 @@ const CERTIFICATE_LIFETIME: SignedDuration = SignedDuration::from_hours(365 * 24
 /// Picks the batch that may run: every open non-disruptive step, or else the first open
 /// disruptive one alone (rule 2). In a prediction, steps held only by the maintenance window
 /// count as open, with that wait recorded on them.
-pub(crate) fn select(candidates: &[cluster::Candidate], predict: bool) -> Vec<Step> {
-    let runnable = |candidate: &&cluster::Candidate| match &candidate.gate {
+pub(crate) fn select(candidates: Vec<cluster::Candidate>, predict: bool) -> Vec<Step> {
+    let runnable = |candidate: &cluster::Candidate| match &candidate.gate {
         Gate::Open => true,
         Gate::Window(_) => predict,
         Gate::Wait(_) => false,
     };
-    let with_wait = |candidate: &cluster::Candidate| {
-        let mut step = candidate.step.clone();
+    let with_wait = |candidate: cluster::Candidate| {
+        let mut step = candidate.step;
         if let Gate::Window(opens) = candidate.gate {
             step.waits_on = Some(Wait {
                 resource: super::types::Resource::MaintenanceWindow { opens },
@@ -45,22 +45,15 @@ pub(crate) fn select(candidates: &[cluster::Candidate], predict: bool) -> Vec<St
         }
         step
     };
-    let calm: Vec<Step> = candidates
-        .iter()
-        .filter(runnable)
-        .filter(|c| !c.step.disruptive)
-        .map(with_wait)
-        .collect();
-    if !calm.is_empty() {
-        return calm;
-    }
-    candidates
-        .iter()
-        .filter(runnable)
-        .find(|c| c.step.disruptive)
-        .map(with_wait)
+    let calm = candidates.iter().any(|c| runnable(c) && !c.step.disruptive);
+    let mut chosen = candidates
         .into_iter()
-        .collect()
+        .filter(|c| runnable(c) && c.step.disruptive != calm);
+    if calm {
+        return chosen.map(with_wait).collect();
+    }
+    // Rule 2: a disruptive step runs alone.
+    chosen.next().map(with_wait).into_iter().collect()
 }
 
 /// The predicted sequence of a desired cluster, from `observed` to convergence.
@@ -77,7 +70,7 @@ pub(crate) fn predict(start: &Input<'_>, capacity: &Capacity) -> Vec<Step> {
             ..*start
         };
         let outcome = cluster::candidates(&input, &capacity);
-        let batch = select(&outcome.candidates, true);
+        let batch = select(outcome.candidates, true);
         if batch.is_empty() {
             break;
         }

@@ -19,7 +19,7 @@ use crate::clock::Clock;
 use crate::connect::Providers;
 use crate::model::{NodeName, Role};
 use crate::observe::ClusterAccess;
-use crate::observed::{DRAIN_STARTED_ANNOTATION, ObservedCluster, RETIRING_TAG};
+use crate::observed::{DRAIN_STARTED_ANNOTATION, ObservedCluster, PREPARED_TAG, RETIRING_TAG};
 use crate::plan::{Action, ActionKind, MachineRef, Step};
 use crate::providers::flux::{self, DeliveryOutcome, FluxError, KubeconfigDelivery};
 use crate::providers::kube::{ClusterClient, ClusterError, DrainOptions, Taint};
@@ -234,7 +234,7 @@ impl<Pr: Providers> Executor<Pr> {
                 let address = self.address(ctx, &target).await?;
                 let kubeadm = self.kubeadm(ctx)?;
                 let steps = [
-                    kubeadm::prepare_node(*version),
+                    prepare_unless_done(ctx, machine, *version),
                     kubeadm::init_control_plane(ctx.cluster, &spec, &target.name, address),
                 ]
                 .concat();
@@ -244,6 +244,24 @@ impl<Pr: Providers> Executor<Pr> {
                     "kubeadm init on {} (endpoint {}:{})",
                     target.name, endpoint.host, endpoint.port
                 )
+            }
+            Action::PrepareNode { machine, version } => {
+                let target = node_target(machine)?;
+                let steps = kubeadm::prepare_node(*version);
+                run_steps(
+                    &self.kubeadm(ctx)?,
+                    ActionKind::PrepareNode,
+                    &target,
+                    &steps,
+                )
+                .await?;
+                // The tag after the script: a crash in between runs the script again.
+                let expected = self.expected(ctx, machine)?;
+                self.proxmox(ctx)?
+                    .add_tag(&expected, PREPARED_TAG)
+                    .await
+                    .map_err(proxmox_failed("tag prepared"))?;
+                format!("{} prepared: CRI-O and Kubernetes {version}", target.name)
             }
             Action::JoinNode { machine, role, .. } => self.join(ctx, machine, *role).await?,
             Action::Cordon { node } => {
@@ -424,7 +442,7 @@ impl<Pr: Providers> Executor<Pr> {
         let address = self.address(ctx, &target).await?;
         let version = kubelet_version_for(ctx, machine, spec);
         let steps = [
-            kubeadm::prepare_node(version),
+            prepare_unless_done(ctx, machine, version),
             kubeadm::join_node(role, &ticket, key.as_deref(), spec, &target.name, address),
         ]
         .concat();
@@ -678,6 +696,19 @@ impl<Pr: Providers> Executor<Pr> {
 
 /// The Kubernetes version a machine is built with: the one its spec hash was made for, which
 /// is the desired version once the control plane runs it (the planner joins nothing before).
+/// The prepare script, unless `prepare-node` already ran it on the VM (its tag says so).
+fn prepare_unless_done(
+    ctx: StepContext<'_>,
+    machine: &MachineRef,
+    version: KubeVersion,
+) -> Vec<kubeadm::NodeStep> {
+    let observed = ctx.observed.machines.get(&machine.name);
+    if observed.is_some_and(|vm| vm.is_prepared()) {
+        return Vec::new();
+    }
+    kubeadm::prepare_node(version)
+}
+
 fn kubelet_version_for(
     ctx: StepContext<'_>,
     machine: &MachineRef,

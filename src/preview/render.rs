@@ -332,6 +332,7 @@ fn proxmox_node(step: &Step) -> Option<&str> {
     match &step.action {
         Action::CreateMachine { proxmox_node, .. } => Some(proxmox_node),
         Action::InitControlPlane { machine, .. }
+        | Action::PrepareNode { machine, .. }
         | Action::JoinNode { machine, .. }
         | Action::ResetNode { machine }
         | Action::DestroyMachine { machine, .. }

@@ -31,14 +31,14 @@ fn planning_from_nothing_prints_the_full_bootstrap_of_both_clusters_in_markdown(
         NOW,
     ]);
     run.assert_code(0)
-        .assert_reports("#### `platform` — Pending: 17 step(s) to converge, 3 may run now")
-        .assert_reports("#### `prod` — Pending: 9 step(s) to converge, 1 may run now")
+        .assert_reports("#### `platform` — Pending: 25 step(s) to converge, 8 may run now")
+        .assert_reports("#### `prod` — Pending: 13 step(s) to converge, 4 may run now")
         .assert_reports("1. `create-machine` **capstan-prod-cp-dffxv** — bootstrap: control plane 1 of 1; on pve1; Proxmox memory not observed — *runs now*")
-        .assert_reports("2. `init-control-plane` **capstan-prod-cp-dffxv** — bootstrap: kubeadm init on the first of 1 control plane(s), endpoint k8s-prod.lab.example (192.168.1.23:6443)")
-        .assert_reports("9. `deliver-kubeconfig` **cluster prod** — first delivery: the cluster is built; Flux gets its kubeconfig in flux-system/prod-kubeconfig")
-        .assert_reports("17. `deliver-kubeconfig` **cluster platform**");
-    // The order the design asks for: control planes, init, the other control planes, workers,
-    // their joins, delivery.
+        .assert_reports("9. `init-control-plane` **capstan-prod-cp-dffxv** — bootstrap: kubeadm init on the first of 1 control plane(s), endpoint k8s-prod.lab.example (192.168.1.23:6443)")
+        .assert_reports("13. `deliver-kubeconfig` **cluster prod** — first delivery: the cluster is built; Flux gets its kubeconfig in flux-system/prod-kubeconfig")
+        .assert_reports("25. `deliver-kubeconfig` **cluster platform**");
+    // Every machine cloned at once, each prepared as it answers, init, then the joins (the
+    // workers alongside the control planes, which join one at a time), delivery.
     let platform: Vec<&str> = run
         .stdout
         .lines()
@@ -48,13 +48,12 @@ fn planning_from_nothing_prints_the_full_bootstrap_of_both_clusters_in_markdown(
                 .nth(1)
                 .filter(|_| l.starts_with(char::is_numeric))
         })
-        .take(17)
+        .take(25)
         .collect();
-    let mut expected = vec!["create-machine"; 3];
+    let mut expected = vec!["create-machine"; 8];
+    expected.extend(["prepare-node"; 8]);
     expected.push("init-control-plane");
-    expected.extend(["join-node"; 2]);
-    expected.extend(["create-machine"; 5]);
-    expected.extend(["join-node"; 5]);
+    expected.extend(["join-node"; 7]);
     expected.push("deliver-kubeconfig");
     assert_eq!(platform, expected);
 }
@@ -63,7 +62,7 @@ fn planning_from_nothing_prints_the_full_bootstrap_of_both_clusters_in_markdown(
 fn the_example_snapshot_plans_an_upgrade_held_for_the_window_and_reports_the_removed_cluster() {
     let run = capstan(&["plan", &repo(), "--observed", &snapshot(), "--now", NOW]);
     run.assert_code(0)
-        .assert_reports("prod: Updating — 31 step(s) to converge, none may run now")
+        .assert_reports("prod: Updating — 35 step(s) to converge, none may run now")
         .assert_reports("1. upgrade-control-plane cluster prod: patch upgrade 1.36.1 → 1.36.2")
         .assert_reports("waiting on: upgrade-control-plane waits on maintenance window (opens 2026-05-02T01:00:00Z)")
         .assert_reports("cluster legacy has no file any more; its 1 VM(s) and its kubeconfig are kept because prune is off");
@@ -77,7 +76,7 @@ fn the_example_snapshot_plans_an_upgrade_held_for_the_window_and_reports_the_rem
         "2026-05-02T01:30:00Z",
     ])
     .assert_code(0)
-    .assert_reports("prod: Updating — 31 step(s) to converge, 1 may run now")
+    .assert_reports("prod: Updating — 35 step(s) to converge, 1 may run now")
     .assert_reports("  may run now:\n    - upgrade-control-plane cluster prod");
 }
 
@@ -112,7 +111,7 @@ fn json_lists_clusters_with_phase_steps_and_blocked() {
     assert_eq!(step["ownership"]["pool"], "cp");
     assert_eq!(step["proxmoxNode"], "pve1");
     assert_eq!(step["machine"]["kubernetes"], "1.36.2");
-    assert_eq!(prod["predicted"].as_array().map(Vec::len), Some(9));
+    assert_eq!(prod["predicted"].as_array().map(Vec::len), Some(13));
 }
 
 #[test]

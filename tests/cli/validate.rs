@@ -155,6 +155,20 @@ fn an_even_number_of_control_planes_is_refused() {
 }
 
 #[test]
+fn a_max_surge_of_zero_is_refused_with_its_position() {
+    let repo = ScratchRepo::from_examples();
+    repo.edit(
+        PROD,
+        "    minWorkers: 2 ",
+        "    maxSurge: 0\n    minWorkers: 2 ",
+    );
+    repo.validate()
+        .assert_code(1)
+        .assert_reports("clusters/prod.yaml:38:5: error: spec.rollout.maxSurge: 0 extra VMs would leave no room for a replacement")
+        .assert_reports("the default is 1");
+}
+
+#[test]
 fn durations_and_cron_schedules_must_parse() {
     let repo = ScratchRepo::from_examples();
     repo.edit(PROD, "drainTimeout: 10m", "drainTimeout: ten minutes");

@@ -20,7 +20,8 @@ use capstan::status::Phase;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_whose_steps_keep_failing_is_blocked_and_the_others_carry_on() {
-    let broken = cluster_yaml("edge", 31, "1.36.2", 2, "debian13-k8s").replace(
+    // Every machine of it names a missing template (they are all cloned at once).
+    let broken = cluster_yaml("edge", 31, "1.36.2", 2, "no-such-template").replace(
         "machine: {template: debian13-k8s, cores: 2, memoryMiB: 4096, placement: [pve1]}",
         "machine: {template: debian13-k8s, cores: 2, memoryMiB: 4096, placement: [pve1], storage: no-such-storage}",
     );

@@ -107,11 +107,11 @@ impl World {
     }
 
     async fn start(fleet: &str, clusters: &[(&str, String)], record: bool) -> World {
-        World::on_lab(LabConfig::default(), fleet, clusters, record).await
+        World::with_lab(LabConfig::default(), fleet, clusters, record).await
     }
 
-    /// [`World::new`] on a lab of its own world (`record`: Proxmox records every request).
-    pub async fn on_lab(
+    /// [`World::new`] on a lab of its own config (timings, Proxmox nodes).
+    pub async fn with_lab(
         config: LabConfig,
         fleet: &str,
         clusters: &[(&str, String)],

@@ -22,5 +22,6 @@ mod real_connections;
 mod replace;
 mod scale;
 mod status_observe;
+mod surge;
 mod templates;
 mod upgrade;

@@ -53,7 +53,7 @@ fn failed_clones(exchanges: &[Exchange]) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clones_go_to_the_only_node_holding_a_local_template() {
     let spec = cluster_yaml(CLUSTER, 40, "1.36.2", 2, "debian13-k8s");
-    let mut world = World::on_lab(
+    let mut world = World::with_lab(
         lab_with_one_local_template(),
         &fleet_yaml(&["1.36"], false),
         &[(CLUSTER, spec)],
@@ -94,7 +94,7 @@ async fn clones_go_to_the_only_node_holding_a_local_template() {
 async fn a_pool_no_node_of_which_holds_the_local_template_is_refused_before_any_clone() {
     let spec = cluster_yaml(CLUSTER, 41, "1.36.2", 2, "debian13-k8s")
         .replace("placement: [pve1, pve2, pve3]", "placement: [pve2, pve3]");
-    let mut world = World::on_lab(
+    let mut world = World::with_lab(
         lab_with_one_local_template(),
         &fleet_yaml(&["1.36"], false),
         &[(CLUSTER, spec)],

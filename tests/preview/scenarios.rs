@@ -48,7 +48,7 @@ fn scaling_a_pool_adds_one_worker_and_touches_nothing_else() {
         .iter()
         .map(|s| s["action"].as_str().expect("action"))
         .collect();
-    assert_eq!(actions, ["create-machine", "join-node"]);
+    assert_eq!(actions, ["create-machine", "prepare-node", "join-node"]);
     let create = &prod["predicted"][0];
     assert_eq!(create["pendingOnBase"], false);
     assert!(
@@ -239,7 +239,11 @@ fn steps_the_base_would_take_anyway_are_marked_pending_and_only_the_new_ones_add
         .filter(|s| s["pendingOnBase"] == false)
         .map(|s| s["action"].as_str().expect("action"))
         .collect();
-    assert_eq!(added, ["create-machine", "join-node"], "{prod:#}");
+    assert_eq!(
+        added,
+        ["create-machine", "prepare-node", "join-node"],
+        "{prod:#}"
+    );
     let upgrade = steps
         .iter()
         .find(|s| s["action"] == "upgrade-control-plane")

@@ -27,6 +27,10 @@ use crate::workloads::{DisruptionBudget, ObservedPod};
 /// VM is on its way out (reset, then destroy), never mistaken for a machine waiting to join.
 pub const RETIRING_TAG: &str = "capstan-retiring";
 
+/// Proxmox tag the executor puts on a VM once its prepare script (CRI-O and the packages)
+/// succeeded: the `prepare-node` step is not run again, across restarts.
+pub const PREPARED_TAG: &str = "capstan-prepared";
+
 /// Node annotation (an RFC 3339 time) the executor sets when it starts draining a node; the
 /// drain's deadline runs from it, across restarts.
 pub const DRAIN_STARTED_ANNOTATION: &str = "capstan.dev/drain-started";
@@ -207,6 +211,11 @@ impl ObservedMachine {
     /// Whether the executor marked the VM as on its way out ([`RETIRING_TAG`]).
     pub fn is_retiring(&self) -> bool {
         self.tags.iter().any(|tag| tag == RETIRING_TAG)
+    }
+
+    /// Whether its prepare script ran ([`PREPARED_TAG`]).
+    pub fn is_prepared(&self) -> bool {
+        self.tags.iter().any(|tag| tag == PREPARED_TAG)
     }
 
     /// Whether the VM runs.

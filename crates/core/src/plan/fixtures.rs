@@ -141,6 +141,11 @@ impl Cluster {
         self
     }
 
+    pub(crate) fn with_max_surge(mut self, surge: u32) -> Self {
+        self.spec.rollout.max_surge = surge;
+        self
+    }
+
     /// Saturdays 01:00 UTC for four hours.
     pub(crate) fn with_window(mut self) -> Self {
         self.spec.rollout.maintenance_window = Some(MaintenanceWindow {

@@ -14,6 +14,7 @@
 //! - Clusters are independent, except that new VMs of earlier clusters (by name) take Proxmox
 //!   memory first.
 
+pub mod bound;
 mod cluster;
 pub mod placement;
 mod removed;
@@ -37,7 +38,7 @@ use crate::spec::{ClusterSpec, Desired, MinorVersion};
 
 pub use types::*;
 
-use cluster::{Gate, Input};
+use cluster::{Gate, Input, SpecMemo};
 use placement::Capacity;
 
 /// The fleet policy the planner applies.
@@ -129,27 +130,16 @@ fn plan_cluster(
     now: Timestamp,
     capacity: &mut Capacity,
 ) -> (ClusterPlan, Vec<Finding>) {
+    let memo = SpecMemo::default();
     let input = Input {
         name,
         spec,
         observed,
         policy,
         now,
+        memo: &memo,
     };
     let outcome = cluster::candidates(&input, capacity);
-    let steps = simulate::select(&outcome.candidates, false);
-    let predicted = simulate::predict(name, spec, observed, policy, now, capacity);
-    // This cluster's new VMs take their memory before the next cluster is planned.
-    for step in &steps {
-        if let Action::CreateMachine {
-            machine,
-            proxmox_node,
-            ..
-        } = &step.action
-        {
-            capacity.reserve(proxmox_node, machine.memory_mib);
-        }
-    }
     let mut waiting_on = Vec::new();
     for candidate in &outcome.candidates {
         let step_name = candidate.step.kind();
@@ -164,7 +154,20 @@ fn plan_cluster(
             Gate::Wait(waiting) => waiting_on.push(waiting.clone()),
         }
     }
-    waiting_on.extend(outcome.waiting.iter().cloned());
+    let steps = simulate::select(outcome.candidates, false);
+    let predicted = simulate::predict(&input, capacity);
+    // This cluster's new VMs take their memory before the next cluster is planned.
+    for step in &steps {
+        if let Action::CreateMachine {
+            machine,
+            proxmox_node,
+            ..
+        } = &step.action
+        {
+            capacity.reserve(proxmox_node, machine.memory_mib);
+        }
+    }
+    waiting_on.extend(outcome.waiting);
     let phase = if !outcome.blocked.is_empty() {
         Phase::Blocked
     } else if !outcome.initialised {

@@ -5,7 +5,7 @@
 //! after a clone therefore finds the same name taken and never makes a duplicate.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use sha1::{Digest, Sha1};
@@ -34,23 +34,6 @@ pub fn machine_name(cluster: &str, pool: &str, spec_hash: &str, ordinal: u32) ->
     }
     let suffix = String::from_utf8_lossy(&suffix);
     NodeName(format!("{VM_NAME_PREFIX}{cluster}-{pool}-{suffix}"))
-}
-
-/// The next free name of a pool; marks it taken.
-pub(crate) fn next_name(
-    cluster: &str,
-    pool: &str,
-    spec_hash: &str,
-    taken: &mut BTreeSet<NodeName>,
-) -> NodeName {
-    let mut ordinal = 0;
-    loop {
-        let name = machine_name(cluster, pool, spec_hash, ordinal);
-        if taken.insert(name.clone()) {
-            return name;
-        }
-        ordinal += 1;
-    }
 }
 
 /// Free memory of each Proxmox node, as the plan reserves and releases it.
@@ -257,19 +240,6 @@ mod tests {
             suffix
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-        );
-    }
-
-    #[test]
-    fn the_next_name_skips_taken_ones() {
-        let mut taken = BTreeSet::from([machine_name("prod", "cp", "h", 0)]);
-        assert_eq!(
-            next_name("prod", "cp", "h", &mut taken),
-            machine_name("prod", "cp", "h", 1)
-        );
-        assert_eq!(
-            next_name("prod", "cp", "h", &mut taken),
-            machine_name("prod", "cp", "h", 2)
         );
     }
 

@@ -20,6 +20,7 @@ struct Shape {
     big: u32,
     min_workers: u32,
     fence: bool,
+    max_surge: u32,
 }
 
 fn shape() -> impl Strategy<Value = Shape> {
@@ -29,14 +30,18 @@ fn shape() -> impl Strategy<Value = Shape> {
         0u32..=2,
         1u32..=2,
         any::<bool>(),
+        1u32..=2,
     )
-        .prop_map(|(control_planes, general, big, min_workers, fence)| Shape {
-            control_planes,
-            general,
-            big,
-            min_workers: min_workers.min(general + big),
-            fence,
-        })
+        .prop_map(
+            |(control_planes, general, big, min_workers, fence, max_surge)| Shape {
+                control_planes,
+                general,
+                big,
+                min_workers: min_workers.min(general + big),
+                fence,
+                max_surge,
+            },
+        )
 }
 
 fn cluster(shape: &Shape, version: &str, templates: [bool; 3]) -> Cluster {
@@ -44,6 +49,7 @@ fn cluster(shape: &Shape, version: &str, templates: [bool; 3]) -> Cluster {
         .with_control_planes(shape.control_planes)
         .with_workers("general", shape.general)
         .with_min_workers(shape.min_workers)
+        .with_max_surge(shape.max_surge)
         .with_version(version);
     if shape.big > 0 {
         cluster = cluster.with_workers("big", shape.big);
@@ -303,6 +309,41 @@ fn check_rules(spec: &Cluster, desired: &Desired, state: &ObservedCluster, steps
     );
 }
 
+/// `rollout.maxSurge`: the creates of a batch never take the cluster above its declared count
+/// plus the surge. Fenced VMs (hard-stopped, their replacement a repair) and orphans kept
+/// because prune is off do not count.
+fn check_surge(spec: &Cluster, state: &ObservedCluster, steps: &[Step], findings: &[Finding]) {
+    let creates = steps
+        .iter()
+        .filter(|s| matches!(s.action, Action::CreateMachine { .. }))
+        .count();
+    if creates == 0 {
+        return;
+    }
+    let fenced = |name: &NodeName| {
+        state.nodes.get(name).is_some_and(|n| n.is_out_of_service())
+            && !state.machines[name].is_running()
+    };
+    if state.machines.keys().any(fenced) {
+        return;
+    }
+    let orphan = |name: &NodeName| {
+        findings
+            .iter()
+            .any(|f| f.kind == FindingKind::Orphan && f.machine.as_ref() == Some(name))
+    };
+    let existing = state.machines.keys().filter(|n| !orphan(n)).count();
+    let declared = spec.spec.control_plane.replicas
+        + spec.spec.workers.iter().map(|p| p.replicas).sum::<u32>();
+    let limit = (declared + spec.spec.rollout.max_surge) as usize;
+    assert!(
+        existing + creates <= limit,
+        "maxSurge {}: {existing} VMs and {creates} created, above {declared} declared: {:?}",
+        spec.spec.rollout.max_surge,
+        shape_of(steps)
+    );
+}
+
 fn shape_of(steps: &[Step]) -> Vec<(&'static str, String)> {
     super::fixtures::shape(steps)
 }
@@ -392,6 +433,7 @@ proptest! {
             let plan = plan_at(&desired, &observed, now());
             let cluster = &plan.clusters[0];
             check_rules(&after, &desired, &observed.clusters["prop"], &cluster.steps);
+            check_surge(&after, &observed.clusters["prop"], &cluster.steps, &plan.findings);
             if cluster.steps.is_empty() {
                 break;
             }

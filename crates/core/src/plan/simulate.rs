@@ -9,14 +9,13 @@ use std::collections::BTreeSet;
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::Policy;
 use super::cluster::{self, Gate, Input};
 use super::placement::Capacity;
 use super::types::{Action, PREDICTED, Step, Wait};
 use crate::model::{NodeName, Role, VmId};
 use crate::observed::{
     DrainObserved, FluxSecret, OUT_OF_SERVICE_TAINT, ObservedCluster, ObservedControlPlane,
-    ObservedMachine, ObservedNode, PowerState, RETIRING_TAG, Taint, VmConfig,
+    ObservedMachine, ObservedNode, PREPARED_TAG, PowerState, RETIRING_TAG, Taint, VmConfig,
 };
 use crate::spec::{ClusterSpec, KubeVersion};
 
@@ -30,14 +29,14 @@ const CERTIFICATE_LIFETIME: SignedDuration = SignedDuration::from_hours(365 * 24
 /// Picks the batch that may run: every open non-disruptive step, or else the first open
 /// disruptive one alone (rule 2). In a prediction, steps held only by the maintenance window
 /// count as open, with that wait recorded on them.
-pub(crate) fn select(candidates: &[cluster::Candidate], predict: bool) -> Vec<Step> {
-    let runnable = |candidate: &&cluster::Candidate| match &candidate.gate {
+pub(crate) fn select(candidates: Vec<cluster::Candidate>, predict: bool) -> Vec<Step> {
+    let runnable = |candidate: &cluster::Candidate| match &candidate.gate {
         Gate::Open => true,
         Gate::Window(_) => predict,
         Gate::Wait(_) => false,
     };
-    let with_wait = |candidate: &cluster::Candidate| {
-        let mut step = candidate.step.clone();
+    let with_wait = |candidate: cluster::Candidate| {
+        let mut step = candidate.step;
         if let Gate::Window(opens) = candidate.gate {
             step.waits_on = Some(Wait {
                 resource: super::types::Resource::MaintenanceWindow { opens },
@@ -46,48 +45,32 @@ pub(crate) fn select(candidates: &[cluster::Candidate], predict: bool) -> Vec<St
         }
         step
     };
-    let calm: Vec<Step> = candidates
-        .iter()
-        .filter(runnable)
-        .filter(|c| !c.step.disruptive)
-        .map(with_wait)
-        .collect();
-    if !calm.is_empty() {
-        return calm;
-    }
-    candidates
-        .iter()
-        .filter(runnable)
-        .find(|c| c.step.disruptive)
-        .map(with_wait)
+    let calm = candidates.iter().any(|c| runnable(c) && !c.step.disruptive);
+    let mut chosen = candidates
         .into_iter()
-        .collect()
+        .filter(|c| runnable(c) && c.step.disruptive != calm);
+    if calm {
+        return chosen.map(with_wait).collect();
+    }
+    // Rule 2: a disruptive step runs alone.
+    chosen.next().map(with_wait).into_iter().collect()
 }
 
 /// The predicted sequence of a desired cluster, from `observed` to convergence.
-pub(crate) fn predict(
-    name: &str,
-    spec: &ClusterSpec,
-    observed: &ObservedCluster,
-    policy: &Policy,
-    now: Timestamp,
-    capacity: &Capacity,
-) -> Vec<Step> {
-    let mut state = observed.clone();
+pub(crate) fn predict(start: &Input<'_>, capacity: &Capacity) -> Vec<Step> {
+    let (spec, now) = (start.spec, start.now);
+    let mut state = start.observed.clone();
     settle(&mut state, spec, now);
     let mut capacity = capacity.clone();
     let mut created: BTreeSet<NodeName> = BTreeSet::new();
     let mut sequence = Vec::new();
     for batch_index in 0..MAX_BATCHES {
         let input = Input {
-            name,
-            spec,
             observed: &state,
-            policy,
-            now,
+            ..*start
         };
         let outcome = cluster::candidates(&input, &capacity);
-        let batch = select(&outcome.candidates, true);
+        let batch = select(outcome.candidates, true);
         if batch.is_empty() {
             break;
         }
@@ -112,6 +95,7 @@ fn forget_predicted_ids(step: &mut Step, created: &BTreeSet<NodeName>) {
     let machine = match &mut step.action {
         Action::InitControlPlane { machine, .. }
         | Action::JoinNode { machine, .. }
+        | Action::PrepareNode { machine, .. }
         | Action::ResetNode { machine }
         | Action::DestroyMachine { machine, .. }
         | Action::UpgradeControlPlane { machine, .. }
@@ -259,6 +243,13 @@ pub(crate) fn apply(
             state
                 .nodes
                 .insert(machine.name.clone(), ready_node(now, Some(*version)));
+        }
+        Action::PrepareNode { machine, .. } => {
+            if let Some(vm) = state.machines.get_mut(&machine.name)
+                && !vm.is_prepared()
+            {
+                vm.tags.push(PREPARED_TAG.to_owned());
+            }
         }
         Action::JoinNode { machine, .. } => {
             let version = state

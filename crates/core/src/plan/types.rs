@@ -180,6 +180,16 @@ pub enum Action {
         /// Service network.
         service_network: String,
     },
+    /// Run the prepare script (CRI-O and the Kubernetes packages of `version`) through the
+    /// guest agent, then tag the VM [`crate::observed::PREPARED_TAG`] so it is never run twice.
+    /// Non-disruptive; it runs as soon as the VM's guest agent answers, before any join.
+    #[serde(rename_all = "camelCase")]
+    PrepareNode {
+        /// The VM.
+        machine: MachineRef,
+        /// Kubernetes release of the packages.
+        version: KubeVersion,
+    },
     /// Make a fresh join token and `kubeadm join` the machine through the endpoint.
     #[serde(rename_all = "camelCase")]
     JoinNode {
@@ -280,6 +290,7 @@ impl Action {
         match self {
             Action::CreateMachine { .. } => ActionKind::CreateMachine,
             Action::InitControlPlane { .. } => ActionKind::InitControlPlane,
+            Action::PrepareNode { .. } => ActionKind::PrepareNode,
             Action::JoinNode { .. } => ActionKind::JoinNode,
             Action::Cordon { .. } => ActionKind::Cordon,
             Action::Drain { .. } => ActionKind::Drain,
@@ -309,6 +320,8 @@ pub enum ActionKind {
     CreateMachine,
     /// [`Action::InitControlPlane`].
     InitControlPlane,
+    /// [`Action::PrepareNode`].
+    PrepareNode,
     /// [`Action::JoinNode`].
     JoinNode,
     /// [`Action::Cordon`].
@@ -335,9 +348,10 @@ pub enum ActionKind {
 
 impl ActionKind {
     /// Every action, in declaration order.
-    pub const ALL: [ActionKind; 13] = [
+    pub const ALL: [ActionKind; 14] = [
         ActionKind::CreateMachine,
         ActionKind::InitControlPlane,
+        ActionKind::PrepareNode,
         ActionKind::JoinNode,
         ActionKind::Cordon,
         ActionKind::Drain,
@@ -356,6 +370,7 @@ impl ActionKind {
         match self {
             ActionKind::CreateMachine => "create-machine",
             ActionKind::InitControlPlane => "init-control-plane",
+            ActionKind::PrepareNode => "prepare-node",
             ActionKind::JoinNode => "join-node",
             ActionKind::Cordon => "cordon",
             ActionKind::Drain => "drain",
@@ -658,6 +673,7 @@ mod tests {
             [
                 "create-machine",
                 "init-control-plane",
+                "prepare-node",
                 "join-node",
                 "cordon",
                 "drain",

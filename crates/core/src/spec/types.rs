@@ -481,11 +481,17 @@ pub struct Rollout {
     /// What to do with a VM whose Proxmox config was changed outside capstan.
     #[serde(default)]
     pub on_drift: DriftPolicy,
+    /// At most this many VMs above the declared count while machines are replaced: with 1,
+    /// the next replacement is cloned once the VM it replaces is gone; with more, replacements
+    /// overlap (removals stay one at a time).
+    #[serde(default = "default_max_surge")]
+    pub max_surge: u32,
 }
 
 impl Default for Rollout {
     fn default() -> Self {
         Rollout {
+            max_surge: default_max_surge(),
             min_workers: default_min_workers(),
             drain_timeout: default_drain_timeout(),
             join_timeout: default_join_timeout(),
@@ -497,6 +503,10 @@ impl Default for Rollout {
 
 fn default_min_workers() -> u32 {
     2
+}
+
+fn default_max_surge() -> u32 {
+    1
 }
 
 fn default_drain_timeout() -> HumanDuration {

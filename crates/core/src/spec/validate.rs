@@ -625,6 +625,15 @@ fn check_machine(
 
 fn rollout(out: &mut Vec<Diagnostic>, spec: &ClusterSpec, file: &SourceFile) {
     let rollout = &spec.rollout;
+    if rollout.max_surge == 0 {
+        out.push(
+            file.error(
+                "spec.rollout.maxSurge",
+                "0 extra VMs would leave no room for a replacement: every replacement is created before the machine it replaces leaves",
+            )
+            .with_hint("the default is 1; a larger surge overlaps replacements"),
+        );
+    }
     if rollout.drain_timeout.0.is_zero() {
         out.push(
             file.error(

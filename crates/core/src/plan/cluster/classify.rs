@@ -8,32 +8,29 @@ impl<'a> Ctx<'a> {
     /// Builds the pools and sees every owned VM against them.
     pub(super) fn classify(&mut self, out: &mut Outcome) {
         let spec = self.input.spec;
-        let version = self.target_version;
-        let distribution = spec.kubernetes.distribution;
-        let desired = |machine: &'a Machine, role: Role| {
-            let machine_spec = MachineSpec::new(machine, version, distribution, role);
-            let hash = machine_spec.spec_hash();
-            DesiredPool {
-                machine,
-                spec: machine_spec,
-                hash,
-            }
+        let specs = self.input.memo.specs(spec, self.target_version);
+        let desired = |index: usize, machine: &'a Machine| DesiredPool {
+            machine,
+            specs: Rc::clone(&specs),
+            index,
         };
         self.pools.push(Pool {
             name: CONTROL_PLANE_POOL,
             role: Role::ControlPlane,
             replicas: spec.control_plane.replicas,
-            desired: Some(desired(&spec.control_plane.machine, Role::ControlPlane)),
+            desired: Some(desired(0, &spec.control_plane.machine)),
         });
-        for pool in &spec.workers {
+        for (index, pool) in spec.workers.iter().enumerate() {
             self.pools.push(Pool {
                 name: &pool.pool,
                 role: Role::Worker,
                 replicas: pool.replicas,
-                desired: Some(desired(&pool.machine, Role::Worker)),
+                desired: Some(desired(index + 1, &pool.machine)),
             });
         }
         let observed = self.input.observed;
+        // Both maps are sorted by name: walk them side by side.
+        let mut nodes = observed.nodes.iter().peekable();
         for (name, machine) in &observed.machines {
             let ownership = &machine.ownership;
             let pool = match self
@@ -52,7 +49,10 @@ impl<'a> Ctx<'a> {
                     self.pools.len() - 1
                 }
             };
-            let node = observed.nodes.get(name);
+            while nodes.next_if(|(node, _)| *node < name).is_some() {}
+            let node = nodes
+                .next_if(|(node, _)| *node == name)
+                .map(|(_, node)| node);
             let fenced = node.is_some_and(ObservedNode::is_out_of_service) && !machine.is_running();
             let mut view = View {
                 name,
@@ -67,49 +67,27 @@ impl<'a> Ctx<'a> {
             view.fresh = self.pools[pool]
                 .desired
                 .as_ref()
-                .is_some_and(|d| d.hash == ownership.spec_hash)
+                .is_some_and(|d| d.hash() == ownership.spec_hash)
                 && view.stale.is_none();
             self.views.push(view);
         }
     }
 
     /// Why a member must be replaced (outdated, drifted with `onDrift: replace`, fenced), and
-    /// the drift report.
-    pub(super) fn staleness(&self, view: &View<'a>, out: &mut Outcome) -> Option<String> {
-        let node = view.node?;
+    /// the drift report. The words of an outdated member are written only when a step needs
+    /// them ([`Self::stale_reason`]): a prediction classifies every member at every batch.
+    pub(super) fn staleness(&self, view: &View<'a>, out: &mut Outcome) -> Option<Stale> {
+        view.node?;
         let pool = &self.pools[view.pool];
         let Some(desired) = &pool.desired else {
-            return Some(format!(
-                "pool `{}` is no longer in the spec",
-                view.machine.ownership.pool
-            ));
+            return Some(Stale::PoolRemoved);
         };
         if view.fenced {
-            return Some("fenced: hard-stopped and out of service".to_owned());
+            return Some(Stale::Fenced);
         }
         let machine = view.machine;
-        if machine.ownership.spec_hash != desired.hash {
-            let differences = match &machine.built_from {
-                Some(built) => built.differences(&desired.spec),
-                None => Vec::new(),
-            };
-            let mut differences = differences;
-            if differences.is_empty()
-                && let Some(kubelet) = node.kubelet_version
-                && kubelet != desired.spec.kubernetes
-            {
-                differences.push(format!(
-                    "kubernetes {kubelet} → {}",
-                    desired.spec.kubernetes
-                ));
-            }
-            if differences.is_empty() {
-                differences.push(format!(
-                    "spec hash {} → {}",
-                    machine.ownership.spec_hash, desired.hash
-                ));
-            }
-            return Some(format!("outdated: {}", differences.join(", ")));
+        if machine.ownership.spec_hash != desired.hash() {
+            return Some(Stale::Outdated);
         }
         let config = machine.config.as_ref()?;
         let wanted = desired.machine;
@@ -147,6 +125,57 @@ impl<'a> Ctx<'a> {
                 }
             ),
         });
-        replace.then(|| format!("drifted: {drift}"))
+        replace.then_some(Stale::Drifted(drift))
     }
+
+    /// Why a stale member must be replaced, in words.
+    pub(super) fn stale_reason(&self, view: &View<'_>) -> Option<String> {
+        let reason = match view.stale.as_ref()? {
+            Stale::PoolRemoved => format!(
+                "pool `{}` is no longer in the spec",
+                view.machine.ownership.pool
+            ),
+            Stale::Fenced => "fenced: hard-stopped and out of service".to_owned(),
+            Stale::Drifted(drift) => format!("drifted: {drift}"),
+            Stale::Outdated => {
+                let desired = self.pools[view.pool].desired.as_ref()?;
+                let machine = view.machine;
+                let mut differences = match &machine.built_from {
+                    Some(built) => built.differences(desired.spec()),
+                    None => Vec::new(),
+                };
+                if differences.is_empty()
+                    && let Some(kubelet) = view.node.and_then(|n| n.kubelet_version)
+                    && kubelet != desired.spec().kubernetes
+                {
+                    differences.push(format!(
+                        "kubernetes {kubelet} → {}",
+                        desired.spec().kubernetes
+                    ));
+                }
+                if differences.is_empty() {
+                    differences.push(format!(
+                        "spec hash {} → {}",
+                        machine.ownership.spec_hash,
+                        desired.hash()
+                    ));
+                }
+                format!("outdated: {}", differences.join(", "))
+            }
+        };
+        Some(reason)
+    }
+}
+
+/// Why a member must be replaced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Stale {
+    /// Its pool is gone from the spec.
+    PoolRemoved,
+    /// Hard-stopped and tainted out of service.
+    Fenced,
+    /// Built from another spec (template, size, version).
+    Outdated,
+    /// Changed outside capstan, with `onDrift: replace`: the differences.
+    Drifted(String),
 }

@@ -5,24 +5,40 @@
 use super::*;
 use crate::plan::types::PREDICTED;
 
+/// Counts one more VM of a pool on `node` (the name is copied once per node, not per VM).
+fn count_on(spread: &mut BTreeMap<String, u32>, node: &str) {
+    match spread.get_mut(node) {
+        Some(count) => *count += 1,
+        None => {
+            spread.insert(node.to_owned(), 1);
+        }
+    }
+}
+
 impl<'a> Ctx<'a> {
     /// Fresh machines of each pool, in the order surplus ones go first: unjoined, being
     /// removed, not counted, then by name.
-    pub(super) fn fresh_of(&self, pool: usize) -> Vec<&View<'a>> {
+    pub(super) fn fresh_of(&self, pool: usize) -> impl ExactSizeIterator<Item = &View<'a>> {
         self.fresh
             .get(pool)
-            .map(|indices| indices.iter().map(|&i| &self.views[i]).collect())
-            .unwrap_or_default()
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
+            .map(|&i| &self.views[i])
     }
 
     /// Computes [`Self::fresh_of`] for every pool, once per plan (it is asked for per member).
     pub(super) fn index_fresh(&mut self) {
         let mut fresh = vec![Vec::new(); self.pools.len()];
+        let mut stale = vec![Vec::new(); self.pools.len()];
         for (index, view) in self.views.iter().enumerate() {
             if view.fresh && !view.machine.is_retiring() && !self.is_stuck(view) {
                 fresh[view.pool].push(index);
             }
+            if view.stale.is_some() && !view.machine.is_retiring() {
+                stale[view.pool].push(index);
+            }
         }
+        self.stale = stale;
         for indices in &mut fresh {
             indices.sort_by_key(|&i| {
                 let v = &self.views[i];
@@ -53,37 +69,54 @@ impl<'a> Ctx<'a> {
         view.node.is_none() && self.is_surplus(view)
     }
 
-    pub(super) fn stale_of(&self, pool: usize) -> Vec<&View<'a>> {
-        self.views
+    /// Members of a pool to be replaced, by name.
+    pub(super) fn stale_of(&self, pool: usize) -> impl ExactSizeIterator<Item = &View<'a>> {
+        self.stale
+            .get(pool)
+            .map_or(&[][..], Vec::as_slice)
             .iter()
-            .filter(|v| v.pool == pool && v.stale.is_some() && !v.machine.is_retiring())
-            .collect()
+            .map(|&i| &self.views[i])
     }
 
     /// How many fresh machines a pool should have now: all replicas, or while stale members
-    /// remain, enough that one spare replaces them one at a time (a replacement is created
+    /// remain, enough that `rollout.maxSurge` spares replace them (a replacement is created
     /// before the old machine is removed, rule 1).
     pub(super) fn fresh_wanted(&self, pool: usize) -> usize {
         let replicas = self.pools[pool].replicas as usize;
-        let stale = self.stale_of(pool);
-        if stale.is_empty() {
+        if self.stale_of(pool).len() == 0 {
             return replicas;
         }
-        let counted = stale.iter().filter(|v| v.is_counted()).count();
-        (replicas + 1).saturating_sub(counted).min(replicas)
+        let counted = self.stale_of(pool).filter(|v| v.is_counted()).count();
+        (replicas + self.max_surge())
+            .saturating_sub(counted)
+            .min(replicas)
+    }
+
+    pub(super) fn max_surge(&self) -> usize {
+        self.spec().rollout.max_surge as usize
+    }
+
+    /// How many VMs may still be created: the declared count plus `rollout.maxSurge`, less
+    /// the VMs that exist (retiring ones included: they hold memory until destroyed). Fenced
+    /// VMs are hard-stopped, and orphans kept because prune is off are not this cluster's
+    /// machines: neither counts.
+    pub(super) fn surge_budget(&self) -> usize {
+        let declared: usize = self.pools.iter().map(|p| p.replicas as usize).sum();
+        let counts = |v: &&View<'_>| !v.fenced && (self.input.policy.prune || !self.is_orphan(v));
+        let existing = self.views.iter().filter(counts).count();
+        (declared + self.max_surge()).saturating_sub(existing)
     }
 
     /// Whether the control plane pool is complete: every replica joined and Ready, nothing to
     /// replace.
     pub(super) fn control_plane_complete(&self) -> bool {
-        let fresh = self.fresh_of(0);
-        fresh.iter().filter(|v| v.is_ready()).count() >= self.pools[0].replicas as usize
-            && fresh.iter().all(|v| v.is_ready())
-            && self.stale_of(0).is_empty()
+        self.fresh_of(0).filter(|v| v.is_ready()).count() >= self.pools[0].replicas as usize
+            && self.fresh_of(0).all(|v| v.is_ready())
+            && self.stale_of(0).len() == 0
     }
 
-    /// Creates machines: the deficit of each pool (control plane first; workers once the
-    /// control plane is complete) and one spare per pool being replaced, pool after pool. All
+    /// Creates machines: the deficit of each pool (all at once, workers alongside the control
+    /// planes) and spares for the pools being replaced, pool after pool. All
     /// the VMs the cluster still needs must fit before any is cloned (rule 15).
     pub(super) fn creates(&self, out: &mut Outcome, capacity: &Capacity) {
         let initialised = self.initialised();
@@ -91,6 +124,7 @@ impl<'a> Ctx<'a> {
         let mut earlier_pools_stale = false;
         // (pool, count now, count later)
         let mut demand: Vec<(usize, usize, usize)> = Vec::new();
+        let mut repairs = BTreeSet::new();
         for pool in 0..self.pools.len() {
             if self.pools[pool].desired.is_none() {
                 continue;
@@ -102,7 +136,10 @@ impl<'a> Ctx<'a> {
             let deficit = replicas.saturating_sub(fresh + stale);
             let total = wanted.saturating_sub(fresh).max(deficit);
             // A fenced machine is a repair, not a rollout: its replacement waits for nothing.
-            let repairing = self.stale_of(pool).iter().any(|v| v.fenced);
+            let repairing = self.stale_of(pool).any(|v| v.fenced);
+            if repairing {
+                repairs.insert(pool);
+            }
             let allowed = if pool == 0 || repairing {
                 true
             } else if !control_plane_complete {
@@ -110,27 +147,32 @@ impl<'a> Ctx<'a> {
             } else {
                 stale == 0 || !earlier_pools_stale
             };
-            let now = if allowed {
-                total
-            } else if pool == 0 || control_plane_complete {
-                deficit
-            } else {
-                0
-            };
+            // Missing machines are cloned at once, workers with the control planes: they
+            // prepare while the control plane is built. Replacements wait their turn.
+            let now = if allowed { total } else { deficit };
             demand.push((pool, now, total.saturating_sub(now)));
-            earlier_pools_stale |= stale > 0 || pool == 0 && !self.stale_of(0).is_empty();
+            earlier_pools_stale |= stale > 0 || pool == 0 && self.stale_of(0).len() > 0;
         }
         if demand.iter().all(|(_, now, later)| now + later == 0) {
             return;
         }
-        let mut taken: BTreeSet<NodeName> = self
-            .input
-            .observed
-            .machines
-            .keys()
-            .chain(self.input.observed.nodes.keys())
-            .cloned()
-            .collect();
+        // rollout.maxSurge: what does not fit the budget now is created later (it still has
+        // to fit in memory). A repair does not wait: the dead machine holds up every removal.
+        let mut budget = self.surge_budget();
+        for (_, now, later) in demand
+            .iter_mut()
+            .filter(|(pool, ..)| !repairs.contains(pool))
+        {
+            let held = now.saturating_sub(budget);
+            *now -= held;
+            *later += held;
+            budget -= *now;
+        }
+        let observed = self.input.observed;
+        let exists = |name: &NodeName| {
+            observed.machines.contains_key(name) || observed.nodes.contains_key(name)
+        };
+        let mut taken: BTreeSet<NodeName> = BTreeSet::new();
         let mut scratch = capacity.clone();
         let mut refused = Vec::new();
         let mut unclonable = Vec::new();
@@ -155,13 +197,13 @@ impl<'a> Ctx<'a> {
             };
             let mut spread: BTreeMap<String, u32> = BTreeMap::new();
             for view in self.views.iter().filter(|v| v.pool == pool) {
-                *spread.entry(view.machine.proxmox_node.clone()).or_default() += 1;
+                count_on(&mut spread, &view.machine.proxmox_node);
             }
             for index in 0..now + later {
                 match scratch.choose(&placement, desired.machine.memory_mib, &spread) {
                     Ok(node) => {
                         scratch.reserve(&node, desired.machine.memory_mib);
-                        *spread.entry(node.clone()).or_default() += 1;
+                        count_on(&mut spread, &node);
                         if index < now {
                             planned.push((pool, node));
                         }
@@ -207,19 +249,32 @@ impl<'a> Ctx<'a> {
             };
             let pool_name = self.pools[pool].name;
             let role = self.pools[pool].role;
-            let name = placement::next_name(self.name(), pool_name, &desired.hash, &mut taken);
+            let name = self
+                .input
+                .memo
+                .next_name(self.name(), pool_name, desired.hash(), |name| {
+                    exists(name) || taken.contains(name)
+                });
+            taken.insert(name.clone());
             let earlier = made.entry(pool).or_default();
             let fresh = self.fresh_of(pool).len() + *earlier;
             *earlier += 1;
-            let stale = self.stale_of(pool);
-            let reason = if let Some(old) = stale.first().and_then(|v| v.stale.as_ref()) {
+            let stale = self.stale_of(pool).len();
+            let first_stale = self.stale_of(pool).next();
+            let reason = if let Some(old) = first_stale.and_then(|v| self.stale_reason(v)) {
                 format!(
-                    "replacement for pool {pool_name} ({} to replace; {old}): created before the old one leaves",
-                    stale.len()
+                    "replacement for pool {pool_name} ({stale} to replace; {old}): created before the old one leaves, at most {} VM(s) above the declared count (rollout.maxSurge)",
+                    self.max_surge()
+                )
+            } else if !initialised && role == Role::ControlPlane {
+                format!(
+                    "bootstrap: control plane {} of {}",
+                    fresh + 1,
+                    self.pools[pool].replicas
                 )
             } else if !initialised {
                 format!(
-                    "bootstrap: control plane {} of {}",
+                    "bootstrap: {role} {} of {} of pool {pool_name}, cloned with the control plane",
                     fresh + 1,
                     self.pools[pool].replicas
                 )
@@ -242,9 +297,9 @@ impl<'a> Ctx<'a> {
                         cluster: self.name().to_owned(),
                         role,
                         pool: pool_name.to_owned(),
-                        spec_hash: desired.hash.clone(),
+                        spec_hash: desired.hash().to_owned(),
                     },
-                    machine: desired.spec.clone(),
+                    machine: desired.spec().clone(),
                     proxmox_node: node.clone(),
                     storage: desired.machine.storage.clone(),
                 },
@@ -290,10 +345,9 @@ impl<'a> Ctx<'a> {
         let reason = match &self.input.observed.flux {
             None => {
                 let built = (0..self.pools.len()).all(|pool| {
-                    let fresh = self.fresh_of(pool);
-                    fresh.iter().filter(|v| v.is_ready()).count()
+                    self.fresh_of(pool).filter(|v| v.is_ready()).count()
                         >= self.pools[pool].replicas as usize
-                        && self.stale_of(pool).is_empty()
+                        && self.stale_of(pool).len() == 0
                 });
                 if !built {
                     return false;

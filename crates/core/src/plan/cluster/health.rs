@@ -170,26 +170,34 @@ impl<'a> Ctx<'a> {
 
     /// Nodes named like this cluster's VMs whose VM is gone.
     pub(super) fn ghost_nodes(&self, out: &mut Outcome) {
-        let prefix = format!("{VM_NAME_PREFIX}{}-", self.name());
+        let observed = self.input.observed;
+        let ours = |name: &NodeName| {
+            name.as_str()
+                .strip_prefix(VM_NAME_PREFIX)
+                .and_then(|rest| rest.strip_prefix(self.name()))
+                .is_some_and(|rest| rest.starts_with('-'))
+        };
+        // Both maps are sorted by name: walk them side by side.
+        let mut machines = observed.machines.keys().peekable();
         let mut steps = Vec::new();
-        for name in self.input.observed.nodes.keys() {
-            if name.as_str().starts_with(&prefix)
-                && !self.input.observed.machines.contains_key(name)
-            {
-                steps.push(Self::step(
-                    Action::DeleteNode {
-                        node: name.clone(),
-                        role: Role::Worker,
-                        machine: None,
-                    },
-                    Target {
-                        cluster: self.name().to_owned(),
-                        machine: Some(name.clone()),
-                        ..Target::default()
-                    },
-                    "its VM is gone: delete the Node so its pods move".to_owned(),
-                ));
+        for name in observed.nodes.keys() {
+            while machines.next_if(|machine| *machine < name).is_some() {}
+            if machines.peek() == Some(&name) || !ours(name) {
+                continue;
             }
+            steps.push(Self::step(
+                Action::DeleteNode {
+                    node: name.clone(),
+                    role: Role::Worker,
+                    machine: None,
+                },
+                Target {
+                    cluster: self.name().to_owned(),
+                    machine: Some(name.clone()),
+                    ..Target::default()
+                },
+                "its VM is gone: delete the Node so its pods move".to_owned(),
+            ));
         }
         for step in steps {
             out.push(step, Gate::Open);

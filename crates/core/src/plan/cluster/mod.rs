@@ -10,10 +10,12 @@
 mod classify;
 mod create;
 mod health;
+mod memo;
 mod removal;
 mod version;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -28,6 +30,8 @@ use crate::model::{NodeName, Ownership, Role};
 use crate::observed::{FluxTarget, MachineSpec, ObservedCluster, ObservedMachine, ObservedNode};
 use crate::spec::validate::{CONTROL_PLANE_POOL, VM_NAME_PREFIX};
 use crate::spec::{ClusterSpec, DriftPolicy, KubeVersion, Machine};
+use memo::PoolSpecs;
+pub(crate) use memo::SpecMemo;
 
 /// What gates a candidate step.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,6 +70,8 @@ pub(crate) struct Input<'a> {
     pub observed: &'a ObservedCluster,
     pub policy: &'a Policy,
     pub now: Timestamp,
+    /// Desired machine specs already computed for this cluster's spec.
+    pub memo: &'a SpecMemo,
 }
 
 /// A pool: desired (the control plane first, then the worker pools in spec order) or removed
@@ -79,8 +85,19 @@ struct Pool<'a> {
 
 struct DesiredPool<'a> {
     machine: &'a Machine,
-    spec: MachineSpec,
-    hash: String,
+    /// Every pool's desired spec and hash (from [`SpecMemo`]), and which is this pool's.
+    specs: PoolSpecs,
+    index: usize,
+}
+
+impl DesiredPool<'_> {
+    fn spec(&self) -> &MachineSpec {
+        &self.specs[self.index].0
+    }
+
+    fn hash(&self) -> &str {
+        &self.specs[self.index].1
+    }
 }
 
 /// One owned VM seen against the spec.
@@ -94,7 +111,7 @@ struct View<'a> {
     /// Hard-stopped and tainted out-of-service.
     fenced: bool,
     /// Why it must be replaced, when it must.
-    stale: Option<String>,
+    stale: Option<classify::Stale>,
 }
 
 impl View<'_> {
@@ -140,6 +157,8 @@ struct Ctx<'a> {
     /// Per pool, the indices in `views` of its fresh machines, surplus-first (see
     /// `fresh_of`).
     fresh: Vec<Vec<usize>>,
+    /// Per pool, the indices in `views` of its stale members (see `stale_of`).
+    stale: Vec<Vec<usize>>,
 }
 
 impl Outcome {
@@ -187,11 +206,12 @@ pub(crate) fn candidates(input: &Input<'_>, capacity: &Capacity) -> Outcome {
     let mut ctx = Ctx {
         input,
         pools: Vec::new(),
-        views: Vec::new(),
+        views: Vec::with_capacity(input.observed.machines.len()),
         target_version,
         window: window::state(input.spec.rollout.maintenance_window.as_ref(), input.now),
         initialised: out.initialised,
         fresh: Vec::new(),
+        stale: Vec::new(),
     };
     ctx.classify(&mut out);
     ctx.index_fresh();
@@ -365,6 +385,7 @@ impl<'a> Ctx<'a> {
         // After an upgrade or a renewal the kubeconfig goes out before any machine moves.
         let redelivering = self.delivery(out);
         if !upgrading && !redelivering {
+            self.prepares(out);
             self.joins(out);
             self.creates(out, capacity);
         }
@@ -542,7 +563,7 @@ impl<'a> Ctx<'a> {
             Action::CreateMachine {
                 name: view.name.clone(),
                 ownership: machine.ownership.clone(),
-                machine: desired.spec.clone(),
+                machine: desired.spec().clone(),
                 proxmox_node: machine.proxmox_node.clone(),
                 storage: desired.machine.storage.clone(),
             },
@@ -557,6 +578,7 @@ impl<'a> Ctx<'a> {
     /// Before `init-control-plane`: create the control planes, then initialise the first.
     fn bootstrap(&self, out: &mut Outcome, capacity: &Capacity) {
         self.creates(out, capacity);
+        self.prepares(out);
         let Some(first) = self.first_control_plane() else {
             return;
         };
@@ -568,6 +590,10 @@ impl<'a> Ctx<'a> {
         }
         if let Some(step) = self.finish_creation(view) {
             out.push(step, Gate::Open);
+            return;
+        }
+        if !view.machine.is_prepared() {
+            // `prepares` runs its prepare script first.
             return;
         }
         let gate = self.vm_gate(ActionKind::InitControlPlane, view);
@@ -592,6 +618,46 @@ impl<'a> Ctx<'a> {
         out.push(step, gate);
     }
 
+    /// Rule: a new VM is prepared (CRI-O and the packages, the longest phase) as soon as its
+    /// guest agent answers, whatever it waits for to join: `kubeadm init`, or its turn among
+    /// the control planes. The VM's tag records it.
+    fn prepares(&self, out: &mut Outcome) {
+        let mut steps = Vec::new();
+        for view in &self.views {
+            let machine = view.machine;
+            if view.node.is_some()
+                || !view.fresh
+                || machine.is_retiring()
+                || machine.is_prepared()
+                || (!machine.is_running() && machine.task.is_none())
+                || self.is_stuck(view)
+                || self.is_surplus_unjoined(view)
+            {
+                continue;
+            }
+            let version = machine
+                .built_from
+                .as_ref()
+                .map_or(self.target_version, |built| built.kubernetes);
+            let gate = self.vm_gate(ActionKind::PrepareNode, view);
+            let step = Self::step(
+                Action::PrepareNode {
+                    machine: view.machine_ref(),
+                    version,
+                },
+                self.target(view),
+                format!(
+                    "new {}: install CRI-O and Kubernetes {version} while it waits to join",
+                    view.role()
+                ),
+            );
+            steps.push((step, gate));
+        }
+        for (step, gate) in steps {
+            out.push(step, gate);
+        }
+    }
+
     /// Fresh machines without a Node join: control planes one at a time while every other
     /// control plane is present (rule 9), workers together.
     fn joins(&self, out: &mut Outcome) {
@@ -606,7 +672,14 @@ impl<'a> Ctx<'a> {
             })
             .filter(|v| !self.is_surplus_unjoined(v))
             .collect();
-        names.sort_by_key(|v| (v.role() != Role::ControlPlane, v.name));
+        // A control plane whose prepare script ran joins before one still preparing.
+        names.sort_by_key(|v| {
+            (
+                v.role() != Role::ControlPlane,
+                !v.machine.is_prepared(),
+                v.name,
+            )
+        });
         for view in names {
             let role = view.role();
             if role == Role::ControlPlane {
@@ -630,6 +703,10 @@ impl<'a> Ctx<'a> {
             }
             if let Some(step) = self.finish_creation(view) {
                 steps.push((Some(step), Gate::Open));
+                continue;
+            }
+            if !view.machine.is_prepared() {
+                // `prepares` runs its prepare script first (or waits for the VM to answer).
                 continue;
             }
             let gate = self.vm_gate(ActionKind::JoinNode, view);

@@ -221,8 +221,8 @@ impl<'a> Ctx<'a> {
     /// The next step of one leaving member.
     pub(super) fn remove(&self, out: &mut Outcome, view: &View<'a>) {
         let Some(node) = view.node else { return };
-        let why = match &view.stale {
-            Some(stale) => stale.clone(),
+        let why = match self.stale_reason(view) {
+            Some(stale) => stale,
             None => format!(
                 "surplus: pool {} wants {}",
                 view.machine.ownership.pool, self.pools[view.pool].replicas

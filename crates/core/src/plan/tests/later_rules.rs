@@ -35,6 +35,7 @@ fn rule_7_a_patch_upgrade_moves_the_control_plane_then_delivers_then_replaces_cp
         c("upgrade-control-plane"),
         c("deliver-kubeconfig"),
         s("create-machine", &new_cp),
+        s("prepare-node", &new_cp),
         s("join-node", &new_cp),
         s("cordon", &old_cp[0]),
         s("drain", &old_cp[0]),
@@ -46,14 +47,16 @@ fn rule_7_a_patch_upgrade_moves_the_control_plane_then_delivers_then_replaces_cp
         s("destroy-machine", &old_cp[0]),
         // Flux has the new kubeconfig before any machine moves again.
         s("create-machine", &new_workers[0]),
+        s("prepare-node", &new_workers[0]),
         s("join-node", &new_workers[0]),
         s("cordon", &old_workers[0]),
-        s("create-machine", &new_workers[1]),
-        s("join-node", &new_workers[1]),
         s("drain", &old_workers[0]),
         s("delete-node", &old_workers[0]),
         s("reset-node", &old_workers[0]),
         s("destroy-machine", &old_workers[0]),
+        s("create-machine", &new_workers[1]),
+        s("prepare-node", &new_workers[1]),
+        s("join-node", &new_workers[1]),
         s("cordon", &old_workers[1]),
         s("drain", &old_workers[1]),
         s("delete-node", &old_workers[1]),
@@ -153,36 +156,27 @@ fn rule_9_control_planes_are_replaced_one_at_a_time_new_before_old() {
     let new: Vec<NodeName> = (0..3).map(|i| after.name_of("cp", i)).collect();
     assert_eq!(shape(&cluster.steps), vec![s("create-machine", &new[0])]);
     // A new control plane joins only while none is absent; an old one leaves only once its
-    // replacement is Ready. The next replacement is cloned while the old one drains.
-    let expected = vec![
-        s("create-machine", &new[0]),
-        s("join-node", &new[0]),
-        s("cordon", &old[0]),
-        s("create-machine", &new[1]),
-        s("drain", &old[0]),
-        s("delete-node", &old[0]),
-        s("reset-node", &old[0]),
-        c("deliver-kubeconfig"),
-        s("destroy-machine", &old[0]),
-        s("join-node", &new[1]),
-        s("cordon", &old[1]),
-        s("create-machine", &new[2]),
-        s("drain", &old[1]),
-        s("delete-node", &old[1]),
-        s("reset-node", &old[1]),
-        c("deliver-kubeconfig"),
-        s("destroy-machine", &old[1]),
-        s("join-node", &new[2]),
-        s("cordon", &old[2]),
-        s("drain", &old[2]),
-        s("delete-node", &old[2]),
-        s("reset-node", &old[2]),
-        c("deliver-kubeconfig"),
-        s("destroy-machine", &old[2]),
-    ];
+    // replacement is Ready. rollout.maxSurge 1: the next replacement is cloned once the old
+    // VM is destroyed.
+    let mut expected = Vec::new();
+    for (old, new) in old.iter().zip(&new) {
+        expected.extend([
+            s("create-machine", new),
+            s("prepare-node", new),
+            s("join-node", new),
+            s("cordon", old),
+            s("drain", old),
+            s("delete-node", old),
+            s("reset-node", old),
+            c("deliver-kubeconfig"),
+            s("destroy-machine", old),
+        ]);
+    }
     assert_eq!(shape(&cluster.predicted), expected);
 
-    // A control plane NotReady: no other control plane joins or leaves.
+    // A control plane NotReady: no other control plane joins or leaves (the absent one
+    // itself may: with rollout.maxSurge 1 no second replacement is cloned first, so its
+    // cordon, which the earlier clone used to precede, comes now).
     let mut world = observed.clone();
     for step in &cluster.predicted[..1] {
         expected_effect(&mut world, step, now());
@@ -196,10 +190,10 @@ fn rule_9_control_planes_are_replaced_one_at_a_time_new_before_old() {
     let plan = plan_at(&desired(vec![after]), &world, now());
     let cluster = plan.cluster("platform").expect("planned");
     assert!(
-        cluster
-            .steps
-            .iter()
-            .all(|s| !matches!(s.name(), "join-node" | "cordon" | "drain" | "delete-node")),
+        cluster.steps.iter().all(|s| {
+            !matches!(s.name(), "join-node" | "cordon" | "drain" | "delete-node")
+                || s.target.machine.as_ref() == Some(&old[1]) && s.name() != "join-node"
+        }),
         "{:?}",
         shape(&cluster.steps)
     );
@@ -288,7 +282,7 @@ fn rule_11_disruptive_steps_wait_for_the_window_and_the_rest_proceeds() {
     let desired = desired(vec![after.clone()]);
     // The replacement exists and is Ready: the next step is a cordon, outside the window.
     let first = plan_at(&desired, &observed, now());
-    for step in &first.clusters[0].predicted[..2] {
+    for step in &first.clusters[0].predicted[..3] {
         expected_effect(&mut observed, step, now());
     }
     let plan = plan_at(&desired, &observed, now());
@@ -411,6 +405,7 @@ fn rule_13_a_dead_node_is_fenced_then_replaced() {
         vec![
             s("fence-machine", &dead),
             s("create-machine", &new),
+            s("prepare-node", &new),
             s("join-node", &new),
             s("delete-node", &dead),
             s("destroy-machine", &dead),
@@ -537,11 +532,19 @@ fn a_vm_whose_clone_is_running_makes_the_cluster_wait_on_the_task() {
     let plan = plan_at(&desired, &observed, now());
     let cluster = plan.cluster("prod").expect("planned");
     assert_eq!(cluster.phase, Phase::Provisioning);
-    assert_eq!(cluster.steps, vec![]);
+    // The workers are cloned meanwhile; the control plane's prepare waits for its clone.
+    assert!(
+        cluster
+            .steps
+            .iter()
+            .all(|s| s.name() == "create-machine" && s.target.role == Some(Role::Worker)),
+        "{:?}",
+        shape(&cluster.steps)
+    );
     assert_eq!(
         cluster.waiting_on,
         vec![Waiting {
-            step: Some(ActionKind::InitControlPlane),
+            step: Some(ActionKind::PrepareNode),
             machine: Some(cp.clone()),
             resource: Resource::ProxmoxTask {
                 upid: "UPID:pve1:0000A1B2:0001C3D4:6630A1B2:qmclone:101:capstan@pve!reconciler:"
@@ -551,7 +554,10 @@ fn a_vm_whose_clone_is_running_makes_the_cluster_wait_on_the_task() {
             since: Some(minutes(-1)),
         }]
     );
-    assert_eq!(shape(&cluster.predicted)[0], s("init-control-plane", &cp));
+    let predicted = shape(&cluster.predicted);
+    let init = predicted.iter().position(|s| s.0 == "init-control-plane");
+    let prepare = predicted.iter().position(|p| *p == s("prepare-node", &cp));
+    assert!(prepare < init && prepare.is_some(), "{predicted:?}");
 }
 
 #[test]

@@ -42,11 +42,17 @@ fn bootstrap_creates_the_control_plane_initialises_joins_then_workers_then_deliv
     let cp = prod.name_of("cp", 0);
     let workers: Vec<NodeName> = (0..3).map(|i| prod.name_of("general", i)).collect();
     assert_eq!(cluster.phase, Phase::Pending);
-    assert_eq!(shape(&cluster.steps), vec![s("create-machine", &cp)]);
-    let mut expected = vec![s("create-machine", &cp), s("init-control-plane", &cp)];
-    expected.extend(workers.iter().map(|w| s("create-machine", w)));
+    // Every machine is cloned at once, and prepared as soon as it answers; workers join once
+    // kubeadm init succeeded.
+    let mut creates = vec![s("create-machine", &cp)];
+    creates.extend(workers.iter().map(|w| s("create-machine", w)));
+    assert_eq!(shape(&cluster.steps), creates);
+    let mut expected = creates.clone();
     let mut sorted = workers.clone();
     sorted.sort();
+    expected.push(s("prepare-node", &cp));
+    expected.extend(sorted.iter().map(|w| s("prepare-node", w)));
+    expected.push(s("init-control-plane", &cp));
     expected.extend(sorted.iter().map(|w| s("join-node", w)));
     expected.push(c("deliver-kubeconfig"));
     assert_eq!(shape(&cluster.predicted), expected);
@@ -92,8 +98,10 @@ fn three_control_planes_join_one_at_a_time_after_init() {
         &Observed::nothing(),
         now(),
     );
-    let predicted = shape(&plan.clusters[0].predicted);
+    let all = shape(&plan.clusters[0].predicted);
     let mut cps: Vec<NodeName> = (0..3).map(|i| platform.name_of("cp", i)).collect();
+    let is_cp = |step: &&(&str, String)| cps.iter().any(|n| n.as_str() == step.1);
+    let predicted: Vec<_> = all.iter().filter(is_cp).cloned().collect();
     assert_eq!(
         predicted[..3],
         cps.iter()
@@ -101,10 +109,23 @@ fn three_control_planes_join_one_at_a_time_after_init() {
             .collect::<Vec<_>>()[..]
     );
     cps.sort();
-    assert_eq!(predicted[3], s("init-control-plane", &cps[0]));
-    assert_eq!(predicted[4], s("join-node", &cps[1]));
-    assert_eq!(predicted[5], s("join-node", &cps[2]));
-    assert_eq!(predicted[6].0, "create-machine");
+    assert_eq!(
+        predicted[3..],
+        [
+            s("prepare-node", &cps[0]),
+            s("prepare-node", &cps[1]),
+            s("prepare-node", &cps[2]),
+            s("init-control-plane", &cps[0]),
+            s("join-node", &cps[1]),
+            s("join-node", &cps[2]),
+        ]
+    );
+    // The workers are cloned with the control planes.
+    let creates = all.iter().take_while(|s| s.0 == "create-machine").count();
+    assert_eq!(
+        creates,
+        all.iter().filter(|s| s.0 == "create-machine").count()
+    );
 }
 
 // Rule 1: create before remove.
@@ -122,20 +143,22 @@ fn rule_1_a_replacement_is_created_and_ready_before_the_old_machine_is_cordoned(
     assert_eq!(shape(&cluster.steps), vec![s("create-machine", &new[0])]);
     assert_eq!(
         cluster.steps[0].reason,
-        "replacement for pool general (2 to replace; outdated: template debian13-k8s → debian13-k8s-v2): created before the old one leaves; on pve1; Proxmox memory not observed"
+        "replacement for pool general (2 to replace; outdated: template debian13-k8s → debian13-k8s-v2): created before the old one leaves, at most 1 VM(s) above the declared count (rollout.maxSurge); on pve1; Proxmox memory not observed"
     );
-    // Once the first old worker is cordoned, the next replacement is built while it drains;
-    // the second old worker is cordoned only once that replacement is Ready.
+    // rollout.maxSurge 1: the next replacement is cloned once the old VM is destroyed; the
+    // second old worker is cordoned only once that replacement is Ready.
     let expected = vec![
         s("create-machine", &new[0]),
+        s("prepare-node", &new[0]),
         s("join-node", &new[0]),
         s("cordon", &old[0]),
-        s("create-machine", &new[1]),
-        s("join-node", &new[1]),
         s("drain", &old[0]),
         s("delete-node", &old[0]),
         s("reset-node", &old[0]),
         s("destroy-machine", &old[0]),
+        s("create-machine", &new[1]),
+        s("prepare-node", &new[1]),
+        s("join-node", &new[1]),
         s("cordon", &old[1]),
         s("drain", &old[1]),
         s("delete-node", &old[1]),
@@ -147,7 +170,7 @@ fn rule_1_a_replacement_is_created_and_ready_before_the_old_machine_is_cordoned(
     // The replacement joined but is not Ready yet: nothing is cordoned, the plan says why.
     let mut joining = observed.clone();
     let mut step_world = joining.clone();
-    for step in &cluster.predicted[..2] {
+    for step in &cluster.predicted[..3] {
         expected_effect(&mut step_world, step, now());
     }
     joining = step_world;
@@ -239,10 +262,8 @@ fn rule_3_moving_workers_to_a_new_pool_waits_for_the_new_workers() {
     let plan = plan_at(&desired(vec![after.clone()]), &observed, now());
     let cluster = plan.cluster("prod").expect("planned");
     let big: Vec<NodeName> = (0..2).map(|i| after.name_of("big", i)).collect();
-    assert_eq!(
-        shape(&cluster.steps),
-        vec![s("create-machine", &big[0]), s("create-machine", &big[1])]
-    );
+    // rollout.maxSurge 1: one VM above the declared count at a time.
+    assert_eq!(shape(&cluster.steps), vec![s("create-machine", &big[0])]);
     assert_eq!(
         cluster.waiting_on[0].resource,
         Resource::NewWorker {
@@ -251,11 +272,49 @@ fn rule_3_moving_workers_to_a_new_pool_waits_for_the_new_workers() {
         }
     );
     let old = machines_of(&observed, "prod", "general");
-    let mut expected: Vec<_> = big.iter().map(|n| s("create-machine", n)).collect();
-    expected.extend(big.iter().map(|n| s("join-node", n)));
+    let built = |name| {
+        [
+            s("create-machine", name),
+            s("prepare-node", name),
+            s("join-node", name),
+        ]
+    };
+    let mut expected = built(&big[0]).to_vec();
     expected.extend(removal(&old[0]));
+    expected.extend(built(&big[1]));
     expected.extend(removal(&old[1]));
     assert_eq!(shape(&cluster.predicted), expected);
+}
+
+// rollout.maxSurge: a larger surge overlaps the replacements; removals stay one at a time.
+#[test]
+fn a_surge_of_two_clones_two_replacements_at_once() {
+    let before = Cluster::test("prod").with_workers("general", 3);
+    let observed = built(&desired(vec![before.clone()]));
+    let after = before
+        .clone()
+        .with_template("general", "debian13-k8s-v2")
+        .with_max_surge(2);
+    let plan = plan_at(&desired(vec![after.clone()]), &observed, now());
+    let cluster = plan.cluster("prod").expect("planned");
+    let new: Vec<NodeName> = (0..3).map(|i| after.name_of("general", i)).collect();
+    assert_eq!(
+        shape(&cluster.steps),
+        vec![s("create-machine", &new[0]), s("create-machine", &new[1])]
+    );
+    assert!(
+        cluster.steps[0]
+            .reason
+            .contains("at most 2 VM(s) above the declared count (rollout.maxSurge)"),
+        "{}",
+        cluster.steps[0].reason
+    );
+    let cordons = cluster
+        .predicted
+        .iter()
+        .filter(|s| s.name() == "cordon")
+        .count();
+    assert_eq!(cordons, 3, "every old worker leaves, one at a time");
 }
 
 #[test]
@@ -527,14 +586,19 @@ fn a_creation_interrupted_before_the_start_is_finished_not_waited_out() {
 
     let plan = plan_at(&desired, &observed, now());
     let cluster = plan.cluster("prod").expect("planned");
-    assert_eq!(shape(&cluster.steps), vec![s("create-machine", &cp)]);
+    let steps: Vec<&Step> = cluster
+        .steps
+        .iter()
+        .filter(|s| s.target.machine.as_ref() == Some(&cp))
+        .collect();
+    assert_eq!(steps.len(), 1, "{:?}", shape(&cluster.steps));
     assert_eq!(
-        cluster.steps[0].reason,
+        steps[0].reason,
         "finish creating VM 104: it exists but was never started (an interrupted creation)"
     );
     let Action::CreateMachine {
         name, proxmox_node, ..
-    } = &cluster.steps[0].action
+    } = &steps[0].action
     else {
         panic!("create-machine");
     };
@@ -550,7 +614,8 @@ fn an_init_interrupted_after_kubeadm_is_run_again_before_anything_joins() {
     let prod = Cluster::test("prod");
     let desired = desired(vec![prod.clone()]);
     let mut observed = Observed::nothing();
-    for _ in 0..2 {
+    // Clone, prepare, init.
+    for _ in 0..3 {
         let plan = plan_at(&desired, &observed, now());
         for step in &plan.clusters[0].steps {
             expected_effect(&mut observed, step, now());
@@ -571,4 +636,30 @@ fn an_init_interrupted_after_kubeadm_is_run_again_before_anything_joins() {
     let cluster = plan.cluster("prod").expect("planned");
     assert_eq!(shape(&cluster.steps), vec![s("init-control-plane", &cp)]);
     assert_eq!(cluster.phase, Phase::Provisioning);
+}
+
+#[test]
+fn a_vm_prepared_before_a_restart_is_not_prepared_again() {
+    let prod = Cluster::test("prod");
+    let desired = desired(vec![prod.clone()]);
+    let mut observed = Observed::nothing();
+    // Clone every machine, then prepare them: the tag records it on each VM.
+    for _ in 0..2 {
+        let plan = plan_at(&desired, &observed, now());
+        for step in &plan.clusters[0].steps {
+            expected_effect(&mut observed, step, now());
+        }
+    }
+    let cp = prod.name_of("cp", 0);
+    let vms = &observed.clusters["prod"].machines;
+    assert!(vms.values().all(|vm| vm.is_prepared()), "{vms:#?}");
+    // A restarted daemon plans from the world alone: init, no second prepare.
+    let plan = plan_at(&desired, &observed, now());
+    let cluster = plan.cluster("prod").expect("planned");
+    assert_eq!(shape(&cluster.steps), vec![s("init-control-plane", &cp)]);
+    assert!(
+        cluster.predicted.iter().all(|s| s.name() != "prepare-node"),
+        "{:?}",
+        shape(&cluster.predicted)
+    );
 }

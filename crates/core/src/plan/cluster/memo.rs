@@ -1,0 +1,99 @@
+//! What stays the same across the batches of one cluster's prediction: the desired machine
+//! specs with their hashes, and the machine names derived from them.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use super::placement;
+use crate::model::{NodeName, Role};
+use crate::observed::MachineSpec;
+use crate::spec::{ClusterSpec, KubeVersion};
+
+/// Each pool's desired machine spec and its spec hash, the control plane first.
+pub(super) type PoolSpecs = Rc<[(MachineSpec, String)]>;
+
+/// The desired machine spec of each pool (the control plane, then the worker pools in spec
+/// order) and its spec hash, per target version. They are the same at every batch of a
+/// prediction, so they are computed once per cluster plan. One memo serves one spec only.
+#[derive(Debug, Default)]
+pub(crate) struct SpecMemo {
+    by_version: RefCell<Vec<(KubeVersion, PoolSpecs)>>,
+    /// Machine names by pool and spec hash, by ordinal (a name is a sha1).
+    names: RefCell<Vec<(String, String, Vec<NodeName>)>>,
+}
+
+impl SpecMemo {
+    pub(super) fn specs(&self, spec: &ClusterSpec, version: KubeVersion) -> PoolSpecs {
+        if let Some((_, specs)) = self.by_version.borrow().iter().find(|(v, _)| *v == version) {
+            return Rc::clone(specs);
+        }
+        let distribution = spec.kubernetes.distribution;
+        let machines = std::iter::once((&spec.control_plane.machine, Role::ControlPlane)).chain(
+            spec.workers
+                .iter()
+                .map(|pool| (&pool.machine, Role::Worker)),
+        );
+        let specs: PoolSpecs = machines
+            .map(|(machine, role)| {
+                let machine_spec = MachineSpec::new(machine, version, distribution, role);
+                let hash = machine_spec.spec_hash();
+                (machine_spec, hash)
+            })
+            .collect();
+        self.by_version
+            .borrow_mut()
+            .push((version, Rc::clone(&specs)));
+        specs
+    }
+
+    /// The first of a pool's names ([`placement::machine_name`] by ordinal) that is not
+    /// `taken`; the names are remembered.
+    pub(super) fn next_name(
+        &self,
+        cluster: &str,
+        pool: &str,
+        hash: &str,
+        taken: impl Fn(&NodeName) -> bool,
+    ) -> NodeName {
+        let mut names = self.names.borrow_mut();
+        let index = match names.iter().position(|(p, h, _)| p == pool && h == hash) {
+            Some(index) => index,
+            None => {
+                names.push((pool.to_owned(), hash.to_owned(), Vec::new()));
+                names.len() - 1
+            }
+        };
+        let known = &mut names[index].2;
+        let mut ordinal = 0;
+        loop {
+            if known.len() <= ordinal {
+                let next = u32::try_from(ordinal).unwrap_or(u32::MAX);
+                known.push(placement::machine_name(cluster, pool, hash, next));
+            }
+            if !taken(&known[ordinal]) {
+                return known[ordinal].clone();
+            }
+            ordinal += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    #[test]
+    fn the_next_name_skips_taken_ones() {
+        let memo = SpecMemo::default();
+        let name = |ordinal| placement::machine_name("prod", "cp", "h", ordinal);
+        let taken = BTreeSet::from([name(0)]);
+        let next = memo.next_name("prod", "cp", "h", |n| taken.contains(n));
+        assert_eq!(next, name(1));
+        let taken = BTreeSet::from([name(0), name(1)]);
+        let next = memo.next_name("prod", "cp", "h", |n| taken.contains(n));
+        assert_eq!(next, name(2));
+        assert_eq!(memo.next_name("prod", "cp", "h", |_| false), name(0));
+    }
+}

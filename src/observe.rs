@@ -33,10 +33,11 @@ use crate::observed::{
 };
 use crate::providers::flux::{self, KubeconfigDelivery};
 use crate::providers::kube::{ClusterClient, NodeState, client_certificate_expiry};
-use crate::providers::kubeadm;
+use crate::providers::node_exec::Command;
 use crate::providers::node_exec::{GuestAgent, NodeExec, NodeTarget};
 use crate::providers::proxmox::{self, ProxmoxProvider, VmInfo, ownership};
-use crate::spec::{Cluster, Desired, Endpoint, KubeVersion};
+use crate::providers::{k3s, kubeadm};
+use crate::spec::{Cluster, Desired, Distribution, Endpoint, KubeVersion};
 
 /// How long reading admin.conf through a guest agent may take before trying another control
 /// plane.
@@ -256,10 +257,16 @@ impl<Pr: Providers> Observer<Pr> {
         };
         let client = self.providers.proxmox(connection);
         if let Some(client) = client
-            && let Some((target, kubeconfig)) = read_admin_kubeconfig(client, vms).await
+            && let Some((target, kubeconfig)) =
+                read_admin_kubeconfig(client, vms, &admin_kubeconfig_reads(cluster)).await
         {
             access.read_from = Some(target);
-            access.kubeconfig = Some(kubeconfig);
+            access.kubeconfig = Some(match cluster {
+                Some(cluster) if is_k3s(cluster) => {
+                    k3s::admin_kubeconfig(&kubeconfig, &cluster.spec)
+                }
+                _ => kubeconfig,
+            });
         }
         if let Some(kubeconfig) = access.kubeconfig.clone() {
             self.observe_api(name, cluster, &kubeconfig, &mut observed, now)
@@ -341,6 +348,11 @@ impl<Pr: Providers> Observer<Pr> {
                         host: endpoint.host,
                         port: endpoint.port,
                     };
+                    control_plane.version = version;
+                } else if cluster.is_some_and(is_k3s)
+                    && let Some(version) = servers_version(&nodes, observed)
+                {
+                    // K3s keeps no kubeadm-config: its servers' kubelets report the release.
                     control_plane.version = version;
                 }
                 let (namespace, marker) = BOOTSTRAP_MARKER;
@@ -512,6 +524,7 @@ fn target_of(vm: &VmInfo) -> NodeTarget {
 async fn read_admin_kubeconfig<P: ProxmoxProvider + Clone>(
     proxmox: &P,
     vms: &[VmInfo],
+    reads: &[Command],
 ) -> Option<(NodeTarget, String)> {
     let mut control_planes: Vec<&VmInfo> = vms
         .iter()
@@ -527,15 +540,46 @@ async fn read_admin_kubeconfig<P: ProxmoxProvider + Clone>(
     let agent = GuestAgent::new(proxmox.clone());
     for vm in control_planes {
         let target = target_of(vm);
-        let command = kubeadm::read_admin_kubeconfig().timeout(ADMIN_READ_TIMEOUT);
-        if let Ok(output) = agent.run(&target, &command).await
-            && output.success()
-            && !output.stdout.trim().is_empty()
-        {
-            return Some((target, output.stdout));
+        for read in reads {
+            let command = read.clone().timeout(ADMIN_READ_TIMEOUT);
+            if let Ok(output) = agent.run(&target, &command).await
+                && output.success()
+                && !output.stdout.trim().is_empty()
+            {
+                return Some((target, output.stdout));
+            }
         }
     }
     None
+}
+
+fn is_k3s(cluster: &Cluster) -> bool {
+    cluster.spec.kubernetes.distribution == Distribution::K3s
+}
+
+/// Where a cluster's admin kubeconfig is read: kubeadm's admin.conf or K3s's k3s.yaml; both,
+/// in turn, for a cluster whose file is gone.
+fn admin_kubeconfig_reads(cluster: Option<&Cluster>) -> Vec<Command> {
+    match cluster {
+        Some(cluster) if is_k3s(cluster) => vec![k3s::read_kubeconfig()],
+        Some(_) => vec![kubeadm::read_admin_kubeconfig()],
+        None => vec![kubeadm::read_admin_kubeconfig(), k3s::read_kubeconfig()],
+    }
+}
+
+/// The oldest release the K3s servers' kubelets report (the cluster's version while an
+/// upgrade by replacement is under way).
+fn servers_version(nodes: &[NodeState], observed: &ObservedCluster) -> Option<KubeVersion> {
+    nodes
+        .iter()
+        .filter(|node| {
+            observed
+                .machines
+                .get(&node.name)
+                .is_some_and(|m| m.ownership.role == Role::ControlPlane)
+        })
+        .filter_map(|node| node.kubelet_version.parse::<KubeVersion>().ok())
+        .min()
 }
 
 /// Pings the guest agent of each running VM whose Node is not Ready; a Ready Node's VM answers

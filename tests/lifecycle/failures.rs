@@ -227,6 +227,14 @@ impl Providers for PanickingProviders {
         self.inner.flux(management_cluster)
     }
 
+    fn management(&self, preferred: Option<&str>) -> Option<&Self::Cluster> {
+        self.inner.management(preferred)
+    }
+
+    fn datastore(&self, server: &str) -> Option<&capstan::providers::datastore::AdminAccess> {
+        self.inner.datastore(server)
+    }
+
     fn connect_cluster(
         &self,
         kubeconfig: &str,

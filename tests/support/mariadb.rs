@@ -32,6 +32,9 @@ impl MariaDb {
         let install = Command::new("mariadb-install-db")
             .arg("--no-defaults")
             .arg(format!("--datadir={}", dir.path().join("data").display()))
+            // Its own temporary folder: two servers bootstrapping at once in the shared /tmp
+            // collide on their temporary tables.
+            .arg(format!("--tmpdir={}", dir.path().display()))
             .args(["--user=root", "--skip-test-db"])
             .args(["--auth-root-authentication-method=socket"])
             .output()
@@ -79,6 +82,7 @@ impl MariaDb {
             .arg("--no-defaults")
             .arg(format!("--datadir={}", path.join("data").display()))
             .arg(format!("--socket={}", self.socket().display()))
+            .arg(format!("--tmpdir={}", path.display()))
             .arg(format!("--pid-file={}", path.join("mariadb.pid").display()))
             .arg(format!("--log-error={}", path.join("error.log").display()))
             .arg(format!("--port={}", self.port))

@@ -90,7 +90,9 @@ impl<Pr: Providers> Executor<Pr> {
         machine: &MachineRef,
         role: Role,
     ) -> Result<String, ExecuteError> {
-        let spec = spec_of(ctx, ActionKind::JoinNode)?;
+        let mut spec = spec_of(ctx, ActionKind::JoinNode)?.clone();
+        spec.kubernetes.version = join_version(ctx, &spec);
+        let spec = &spec;
         let target = node_target(machine)?;
         let address = self.address(ctx, &target).await?;
         let nodes = self.kubeadm(ctx)?;
@@ -243,6 +245,23 @@ impl<Pr: Providers> Executor<Pr> {
 
 fn spec_of(ctx: StepContext<'_>, action: ActionKind) -> Result<&ClusterSpec, ExecuteError> {
     ctx.spec.ok_or(ExecuteError::NoSpec { action })
+}
+
+/// The release a joining node installs: the desired one, unless the planner refuses the move
+/// to it from what the servers run (a downgrade, another major, more than one minor), when the
+/// machines are built at the servers' release (the planner's rule 7, as kubeadm joins follow).
+fn join_version(ctx: StepContext<'_>, spec: &ClusterSpec) -> KubeVersion {
+    let desired = spec.kubernetes.version;
+    match ctx.observed.control_plane.as_ref().map(|cp| cp.version) {
+        Some(current)
+            if desired < current
+                || desired.major != current.major
+                || desired.minor > current.minor + 1 =>
+        {
+            current
+        }
+        _ => desired,
+    }
 }
 
 fn provisioned_database(spec: &ClusterSpec) -> Option<&str> {

@@ -202,3 +202,80 @@ async fn wrong_datastore_credentials_are_refused_before_any_vm_is_cloned() {
     assert_eq!(clones, 0, "no clone was ever asked of Proxmox");
     assert!(world.vms_of("edge").is_empty(), "no VM of the cluster");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_k3s_upgrade_replaces_the_machines_with_a_server_ready_at_every_moment() {
+    if !judges::present(
+        "a_k3s_upgrade_replaces_the_machines_with_a_server_ready_at_every_moment",
+        &[Judge::Mariadb],
+    ) {
+        return;
+    }
+    const NEXT: &str = "v1.36.3+k3s1";
+    let mariadb = MariaDb::start();
+    let mut config = k3s_lab();
+    let mut templates = config.proxmox.templates.clone().unwrap_or_default();
+    let next: Vec<WorldTemplate> = templates
+        .iter()
+        .filter(|t| t.name == "debian13-k3s")
+        .map(|t| WorldTemplate {
+            name: "debian13-k3s-v2".into(),
+            vmid: t.vmid + 100,
+            k3s: Some(NEXT.into()),
+            ..t.clone()
+        })
+        .collect();
+    templates.extend(next);
+    config.proxmox.templates = Some(templates);
+    let mut world =
+        World::with_lab(config, &fleet(&mariadb), &[("edge", edge_cluster())], false).await;
+    world
+        .datastore_passwords
+        .insert("mariadb".to_owned(), mariadb.root_password.clone());
+    world.start_daemon().await;
+    world
+        .wait_for("the K3s cluster Ready", |s| ready(s, &["edge"]))
+        .await;
+    let before: Vec<String> = world.vms_of("edge").into_iter().map(|vm| vm.name).collect();
+
+    // The air-gap template carries the release: a new release is a new template.
+    world.write_cluster(
+        "edge",
+        &edge_cluster()
+            .replace(RELEASE, NEXT)
+            .replace("template: debian13-k3s,", "template: debian13-k3s-v2,"),
+    );
+    let mut fewest_ready_servers = usize::MAX;
+    let deadline = std::time::Instant::now() + crate::lifecycle_support::PATIENCE;
+    loop {
+        let nodes = world.nodes_of("k3s_edge");
+        let servers = nodes.iter().filter(|n| n.control_plane && n.ready).count();
+        fewest_ready_servers = fewest_ready_servers.min(servers);
+        let upgraded = nodes.len() == 5
+            && nodes.iter().all(|n| n.ready && n.kubelet == NEXT)
+            && ready(&world.status(), &["edge"]);
+        if upgraded {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not upgraded in time: {nodes:?}\n{:#?}",
+            world.status().clusters.get("edge")
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(
+        fewest_ready_servers >= 1,
+        "at least one Ready server at every sample"
+    );
+    let after: Vec<String> = world.vms_of("edge").into_iter().map(|vm| vm.name).collect();
+    assert!(
+        after.iter().all(|name| !before.contains(name)),
+        "every machine was replaced: before {before:?}, after {after:?}"
+    );
+    assert_eq!(
+        world.steps_ok("upgrade-control-plane"),
+        0,
+        "no in-place step"
+    );
+}

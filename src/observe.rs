@@ -67,6 +67,9 @@ pub struct ClusterAccess {
     pub kubeconfig: Option<String>,
     /// The control plane it was read from.
     pub read_from: Option<NodeTarget>,
+    /// Why its API does not answer, when capstan knows more than "it does not answer" (a K3s
+    /// cluster's datastore that is down).
+    pub api_down_because: Option<String>,
 }
 
 impl std::fmt::Debug for ClusterAccess {
@@ -81,6 +84,7 @@ impl std::fmt::Debug for ClusterAccess {
                     .map(|k| fingerprint::secret_sha256(k.as_bytes())),
             )
             .field("read_from", &self.read_from)
+            .field("api_down_because", &self.api_down_because)
             .finish()
     }
 }
@@ -272,6 +276,13 @@ impl<Pr: Providers> Observer<Pr> {
             self.observe_api(name, cluster, &kubeconfig, &mut observed, now)
                 .await;
         }
+        let api_down = observed
+            .control_plane
+            .as_ref()
+            .is_some_and(|cp| cp.unreachable_since.is_some());
+        if api_down && let Some(cluster) = cluster {
+            access.api_down_because = self.datastore_down(cluster).await;
+        }
         if let Some(client) = client {
             mark_guest_agents(client, vms, &mut observed).await;
             if let Some(cluster) = cluster {
@@ -375,6 +386,28 @@ impl<Pr: Providers> Observer<Pr> {
         }
         self.remember(name, &control_plane);
         observed.control_plane = Some(control_plane);
+    }
+
+    /// Whether a K3s cluster whose API does not answer has lost its provisioned datastore
+    /// (its servers answer 503 without it): the admin preflight, with the server's words.
+    async fn datastore_down(&self, cluster: &Cluster) -> Option<String> {
+        if !is_k3s(cluster) {
+            return None;
+        }
+        let Some(crate::spec::DatastoreChoice::Provisioned { server, database }) = cluster
+            .spec
+            .kubernetes
+            .datastore
+            .as_ref()
+            .and_then(|d| d.choice())
+        else {
+            return None;
+        };
+        let admin = self.providers.datastore(server)?;
+        let err = admin.preflight().await.err()?;
+        Some(format!(
+            "its K3s datastore `{server}` (database `{database}`) is unavailable: {err}"
+        ))
     }
 
     async fn observe_drain(&self, api: &Pr::Cluster, node: &NodeState) -> Option<DrainObserved> {

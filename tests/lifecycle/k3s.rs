@@ -279,3 +279,56 @@ async fn a_k3s_upgrade_replaces_the_machines_with_a_server_ready_at_every_moment
         "no in-place step"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_mariadb_makes_capstan_wait_naming_the_datastore_and_it_resumes_when_back() {
+    if !judges::present(
+        "a_stopped_mariadb_makes_capstan_wait_naming_the_datastore_and_it_resumes_when_back",
+        &[Judge::Mariadb],
+    ) {
+        return;
+    }
+    let mut mariadb = MariaDb::start();
+    let mut world = world(&mariadb, &mariadb.root_password.clone(), false).await;
+    world.start_daemon().await;
+    world
+        .wait_for("the K3s cluster Ready", |s| ready(s, &["edge"]))
+        .await;
+    let vms_before: Vec<String> = world.vms_of("edge").into_iter().map(|vm| vm.name).collect();
+
+    mariadb.stop();
+    let api_down = |s: &capstan::status::FleetStatus| {
+        s.clusters.get("edge").and_then(|c| {
+            c.conditions
+                .iter()
+                .find(|c| c.kind == "APIAvailable" && c.status == "False")
+                .cloned()
+        })
+    };
+    let status = world
+        .wait_for("APIAvailable=False naming the datastore", |s| {
+            api_down(s).is_some_and(|c| c.reason == "DatastoreUnavailable")
+        })
+        .await;
+    let condition = api_down(&status).expect("the condition");
+    assert!(
+        condition
+            .message
+            .contains("its K3s datastore `mariadb` (database `k3s_edge`) is unavailable"),
+        "{}",
+        condition.message
+    );
+    world.wait_passes(5).await;
+    let vms_during: Vec<String> = world.vms_of("edge").into_iter().map(|vm| vm.name).collect();
+    assert_eq!(
+        vms_during, vms_before,
+        "nothing replaced while the datastore is away"
+    );
+
+    mariadb.resume();
+    world
+        .wait_for("Ready again once MariaDB is back", |s| ready(s, &["edge"]))
+        .await;
+    let vms_after: Vec<String> = world.vms_of("edge").into_iter().map(|vm| vm.name).collect();
+    assert_eq!(vms_after, vms_before, "the same machines serve again");
+}

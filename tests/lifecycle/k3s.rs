@@ -332,3 +332,38 @@ async fn a_stopped_mariadb_makes_capstan_wait_naming_the_datastore_and_it_resume
     let vms_after: Vec<String> = world.vms_of("edge").into_iter().map(|vm| vm.name).collect();
     assert_eq!(vms_after, vms_before, "the same machines serve again");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_k3s_server_on_the_embedded_sqlite_needs_no_datastore() {
+    if !judges::present(
+        "a_single_k3s_server_on_the_embedded_sqlite_needs_no_datastore",
+        &[Judge::Kubectl],
+    ) {
+        return;
+    }
+    let single = edge_cluster()
+        .replace(", datastore: {server: mariadb, database: k3s_edge}", "")
+        .replace("replicas: 3", "replicas: 1");
+    let mut world = World::with_lab(
+        k3s_lab(),
+        &fleet_yaml(&["1.36"], false),
+        &[("edge", single)],
+        false,
+    )
+    .await;
+    world.start_daemon().await;
+    world
+        .wait_for("the single-server K3s cluster Ready", |s| {
+            ready(s, &["edge"])
+        })
+        .await;
+    let delivered = world.flux_kubeconfig("edge").expect("the Flux Secret");
+    let file = world.state.path().join("edge-from-flux.kubeconfig");
+    std::fs::write(&file, &delivered).expect("write kubeconfig");
+    let listed = kubectl_with(&file, &["get", "nodes", "--no-headers"]);
+    let ready_nodes = listed
+        .lines()
+        .filter(|l| l.split_whitespace().nth(1) == Some("Ready"))
+        .count();
+    assert_eq!(ready_nodes, 3, "one server and two agents:\n{listed}");
+}

@@ -391,6 +391,10 @@ pub struct ObserveArgs {
     /// Observe a running lab (`capstan lab --state-dir DIR`) instead of the real connections.
     #[arg(long)]
     pub lab_state: Option<PathBuf>,
+    /// Also list each cluster's pods and PodDisruptionBudgets (two calls per cluster), so
+    /// `capstan preview --observed FILE` simulates drains.
+    #[arg(long)]
+    pub workloads: bool,
 }
 
 /// `capstan validate`.

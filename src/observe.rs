@@ -7,6 +7,8 @@
 //! cluster whose file is gone is found).
 //! Per-VM calls happen only where they matter: a guest-agent ping for a VM whose Node is not
 //! Ready (a machine waiting to join, or one that may need fencing).
+//! Pods and PodDisruptionBudgets (previews' drain simulation) are read only when
+//! [`ObserveSettings::workloads`] asks for them: two list calls per cluster.
 //!
 //! # Guarantees
 //! - A cluster whose observation failed is reported in [`Observation::failed`] and left out of
@@ -89,11 +91,21 @@ impl std::fmt::Debug for ClusterAccess {
     }
 }
 
+/// What an observation reads beyond what the planner needs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ObserveSettings {
+    /// Every pod (by node) and every PodDisruptionBudget of each cluster whose API answers,
+    /// for previews' drain simulation: one list of each per cluster. Off by default, so an
+    /// ordinary pass pays nothing for it.
+    pub workloads: bool,
+}
+
 /// Observes the world through `Pr`, remembering across passes only since when an API has
 /// been unreachable and what its control plane looked like last (to plan while it is down).
 pub struct Observer<Pr> {
     providers: std::sync::Arc<Pr>,
     memory: Mutex<BTreeMap<String, ObservedControlPlane>>,
+    settings: ObserveSettings,
 }
 
 impl<Pr: Providers> Observer<Pr> {
@@ -102,7 +114,18 @@ impl<Pr: Providers> Observer<Pr> {
         Observer {
             providers,
             memory: Mutex::new(BTreeMap::new()),
+            settings: ObserveSettings::default(),
         }
+    }
+
+    /// What the next observations read beyond what the planner needs.
+    pub fn set_settings(&mut self, settings: ObserveSettings) {
+        self.settings = settings;
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> ObserveSettings {
+        self.settings
     }
 
     /// Observes every cluster `desired` declares and every cluster that still owns VMs.
@@ -375,6 +398,9 @@ impl<Pr: Providers> Observer<Pr> {
                         .nodes
                         .insert(node.name.clone(), observed_node(&node, drain, now));
                 }
+                if self.settings.workloads {
+                    observe_workloads(name, &api, observed).await;
+                }
             }
             _ => {
                 control_plane.unreachable_since = Some(
@@ -483,6 +509,20 @@ impl<Pr: Providers> Observer<Pr> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         memory.insert(name.to_owned(), control_plane.clone());
+    }
+}
+
+/// Pods and budgets for drain simulation. A failure leaves them out (no drain is simulated
+/// for the cluster) without failing its observation: the planner does not read them.
+async fn observe_workloads(name: &str, api: &impl ClusterClient, observed: &mut ObservedCluster) {
+    match api.workloads().await {
+        Ok(workloads) => {
+            observed.pods = workloads.pods;
+            observed.disruption_budgets = workloads.budgets;
+        }
+        Err(err) => {
+            tracing::debug!(cluster = name, error = %crate::status::error_chain(&err), "pods and PodDisruptionBudgets not observed: no drain simulation for this cluster");
+        }
     }
 }
 

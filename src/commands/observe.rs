@@ -8,7 +8,7 @@ use crate::cli::ObserveArgs;
 use crate::clock::{Clock, SystemClock};
 use crate::commands::Outcome;
 use crate::connect::{ConnectError, Connections};
-use crate::observe::Observer;
+use crate::observe::{ObserveSettings, Observer};
 use crate::source::{self, SettingsError};
 use crate::spec;
 use capstan_lab::kube::MANAGEMENT;
@@ -81,7 +81,10 @@ pub fn run(
                 Connections::from_fleet(&desired.fleet, &secrets).await?
             }
         };
-        let observer = Observer::new(Arc::new(connections));
+        let mut observer = Observer::new(Arc::new(connections));
+        observer.set_settings(ObserveSettings {
+            workloads: args.workloads,
+        });
         Ok::<_, ObserveError>(observer.observe(&desired, SystemClock.now()).await)
     })?;
     let text = format!(

@@ -179,6 +179,7 @@ pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outco
     };
     runtime()?.block_on(async {
         let mut options = daemon_options(&folder, &args.daemon);
+        options.observe_workloads = source.previews.is_some();
         let mut out = std::io::stdout();
         if args.target.lab {
             let config = match &args.target.lab_config {

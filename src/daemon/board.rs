@@ -23,7 +23,20 @@ pub struct StatusBoard {
     /// The state the last pass observed (what `GET /observed` serves and previews plan
     /// against).
     observed: RwLock<Option<Arc<Observed>>>,
+    /// When `GET /observed` was last asked for: until [`WORKLOADS_WANTED_FOR`] after it,
+    /// passes observe pods and PodDisruptionBudgets too.
+    observed_asked: Mutex<Option<std::time::Instant>>,
+    /// Wakes the reconcile loop for a pass that observes pods and budgets.
+    wake: tokio::sync::Notify,
+    /// Counts observations that listed pods and budgets, for a request waiting on one.
+    with_workloads: tokio::sync::watch::Sender<u64>,
+    /// Whether the last observation listed them.
+    last_with_workloads: std::sync::atomic::AtomicBool,
 }
+
+/// How long one `GET /observed` keeps passes observing pods and PodDisruptionBudgets: a
+/// preview reads the state again soon after, an idle daemon stops paying for them.
+pub const WORKLOADS_WANTED_FOR: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
 /// What `/metrics` counts.
 #[derive(Debug, Default, Clone)]
@@ -105,11 +118,50 @@ impl StatusBoard {
             .clone()
     }
 
-    pub(super) fn set_observed(&self, observed: Observed) {
+    /// Notes that the observed state was asked for (`GET /observed`). When pods and budgets
+    /// were not being observed, wakes the reconcile loop for a pass that observes them, and
+    /// returns a receiver that changes once one has (to wait on).
+    pub fn ask_for_observed(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        let was_wanted = self.workloads_wanted()
+            || self
+                .last_with_workloads
+                .load(std::sync::atomic::Ordering::SeqCst);
+        *self
+            .observed_asked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(std::time::Instant::now());
+        if was_wanted {
+            return None;
+        }
+        let observed = self.with_workloads.subscribe();
+        self.wake.notify_one();
+        Some(observed)
+    }
+
+    /// Completes when `GET /observed` asks for a pass that observes pods and budgets.
+    pub(super) async fn woken_for_workloads(&self) {
+        self.wake.notified().await;
+    }
+
+    /// Whether passes should observe pods and PodDisruptionBudgets for `GET /observed`.
+    pub fn workloads_wanted(&self) -> bool {
+        self.observed_asked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_some_and(|asked| asked.elapsed() < WORKLOADS_WANTED_FOR)
+    }
+
+    /// Publishes a pass's observation; `with_workloads` when it listed pods and budgets.
+    pub(super) fn set_observed(&self, observed: Observed, with_workloads: bool) {
         *self
             .observed
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(observed));
+        self.last_with_workloads
+            .store(with_workloads, std::sync::atomic::Ordering::SeqCst);
+        if with_workloads {
+            self.with_workloads.send_modify(|count| *count += 1);
+        }
     }
 
     pub(super) fn set(&self, status: FleetStatus) {

@@ -1,5 +1,8 @@
 //! The daemon's HTTP endpoint: `GET /status` (every cluster's status as JSON), `GET /observed`
-//! (the last observed state, as the snapshot `capstan plan --observed FILE` reads: no secrets),
+//! (the last observed state, as the snapshot `capstan plan --observed FILE` reads: no secrets;
+//! asking for it makes the passes of the next 15 minutes observe pods and PodDisruptionBudgets,
+//! for previews' drain simulation: the first request in a while wakes a pass and waits up to
+//! 30 s for it),
 //! `GET /healthz` (200 while passes run) and `GET /metrics` (Prometheus text format).
 
 use std::fmt::Write as _;
@@ -13,6 +16,10 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 
 use super::StatusBoard;
+
+/// How long the first `GET /observed` in a while waits for a pass that lists pods and
+/// PodDisruptionBudgets before it answers with the last state observed.
+const WAIT_FOR_WORKLOADS: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Serving the endpoint failed.
 #[derive(Debug, thiserror::Error)]
@@ -71,6 +78,11 @@ async fn status(State(board): State<Arc<StatusBoard>>) -> impl IntoResponse {
 }
 
 async fn observed(State(board): State<Arc<StatusBoard>>) -> axum::response::Response {
+    if let Some(mut observed) = board.ask_for_observed() {
+        // The first request in a while: wait for the pass it woke, which lists pods and
+        // budgets (a preview needs them), but not for ever: after that, the last state.
+        let _ = tokio::time::timeout(WAIT_FOR_WORKLOADS, observed.changed()).await;
+    }
     match board.observed() {
         Some(observed) => axum::Json(observed.as_ref()).into_response(),
         None => (

@@ -18,6 +18,7 @@ mod board;
 pub mod http;
 pub mod previews;
 mod progress;
+mod timings;
 
 pub use board::{Counters, StatusBoard};
 
@@ -36,7 +37,7 @@ use crate::clock::Clock;
 use crate::connect::Providers;
 use crate::execute::{ExecuteError, Executor, StepContext};
 use crate::leader::Leadership;
-use crate::observe::{Observation, Observer};
+use crate::observe::{Observation, ObserveSettings, Observer};
 use crate::plan::{self, ActionKind, Plan, Policy, Step};
 use crate::source::{self, Content, Tracker};
 use crate::spec::{self, Desired};
@@ -63,6 +64,10 @@ pub struct DaemonOptions {
     pub backoff: Backoff,
     /// Failures in a row before a cluster reports Blocked.
     pub failures_to_block: u32,
+    /// Observe every cluster's pods and PodDisruptionBudgets on every pass (`run
+    /// --previews`: previews simulate drains). Otherwise only while `GET /observed` is
+    /// being asked for.
+    pub observe_workloads: bool,
 }
 
 impl DaemonOptions {
@@ -76,6 +81,7 @@ impl DaemonOptions {
             concurrency: 4,
             backoff: Backoff::default(),
             failures_to_block: 5,
+            observe_workloads: false,
         }
     }
 }
@@ -87,12 +93,17 @@ struct Finished {
     revision: String,
     /// The spec the steps were planned from (to tell a fixed file from a repeat failure).
     spec: Option<crate::spec::ClusterSpec>,
-    results: Vec<(
-        ActionKind,
-        Option<crate::model::NodeName>,
-        Result<String, ExecuteError>,
-    )>,
+    /// Each step's outcome.
+    results: Vec<StepOutcome>,
 }
+
+/// One step's action, machine, result and wall time.
+type StepOutcome = (
+    ActionKind,
+    Option<crate::model::NodeName>,
+    Result<String, ExecuteError>,
+    Duration,
+);
 
 /// What a step task in flight works on, to account for it when it ends without reporting
 /// (it panicked, or was cancelled).
@@ -166,6 +177,8 @@ pub struct Daemon<Pr: Providers> {
     status_writer: Option<StatusWriter>,
     /// Feeds the status branch writer every status published.
     status_out: Option<watch::Sender<Option<FleetStatus>>>,
+    /// Recent successful steps' durations, exported in the observed state.
+    timings: timings::StepTimings,
 }
 
 /// Source events kept in the status.
@@ -183,6 +196,7 @@ impl<Pr: Providers> Daemon<Pr> {
             source_unavailable: None,
             status_writer: None,
             status_out: None,
+            timings: timings::StepTimings::default(),
             observer: Observer::new(Arc::clone(&providers)),
             executor: Arc::new(Executor::new(providers, Arc::clone(&clock))),
             clock,
@@ -273,6 +287,7 @@ impl<Pr: Providers> Daemon<Pr> {
                 () = &mut shutdown => break,
                 () = self.tracker.changed() => tracing::debug!("source may have changed"),
                 () = self.leadership.changed() => tracing::debug!("leadership changed"),
+                () = self.board.woken_for_workloads() => tracing::debug!("GET /observed asks for pods and PodDisruptionBudgets"),
                 Some(done) = self.in_flight.join_next_with_id(), if !self.in_flight.is_empty() => {
                     self.settle(done);
                 }
@@ -337,9 +352,15 @@ impl<Pr: Providers> Daemon<Pr> {
             return self.repository_error(errors, Some(revision));
         };
         self.poll_interval = Some(desired.fleet.poll_interval.0);
-        let observation = self.observer.observe(desired, now).await;
+        let settings = ObserveSettings {
+            workloads: self.options.observe_workloads || self.board.workloads_wanted(),
+        };
+        self.observer.set_settings(settings);
+        let mut observation = self.observer.observe(desired, now).await;
+        observation.observed.step_durations = self.timings.medians();
         let plan = plan::plan(desired, &observation.observed, &Policy::of(desired), now);
-        self.board.set_observed(observation.observed.clone());
+        self.board
+            .set_observed(observation.observed.clone(), settings.workloads);
         let mut work = false;
         for cluster in &plan.clusters {
             let runnable = !cluster.steps.is_empty()
@@ -417,10 +438,13 @@ impl<Pr: Providers> Daemon<Pr> {
                     tracing::info!(cluster = %ctx.cluster, action = step.kind().name(), "not leading any more; step not started");
                     return None;
                 }
+                let started = Instant::now();
+                let result = executor.run(ctx, step).await;
                 Some((
                     step.kind(),
                     step.target.machine.clone(),
-                    executor.run(ctx, step).await,
+                    result,
+                    started.elapsed(),
                 ))
             });
             let results = futures_util::future::join_all(runs)
@@ -489,8 +513,11 @@ impl<Pr: Providers> Daemon<Pr> {
     fn record(&mut self, finished: Finished) {
         self.busy.remove(&finished.cluster);
         let now = self.clock.now();
-        for (action, machine, result) in finished.results {
+        for (action, machine, result, took) in finished.results {
             let ok = result.is_ok();
+            if ok {
+                self.timings.record(action, took);
+            }
             self.board.count(|c| {
                 *c.steps
                     .entry((action, if ok { "ok" } else { "error" }))

@@ -16,6 +16,7 @@
 mod changes;
 pub mod comment;
 mod drains;
+mod estimate;
 pub mod render;
 mod summary;
 
@@ -30,6 +31,7 @@ use crate::spec::{self, Cluster, Diagnostic, Loaded, RepoFiles};
 
 pub use changes::FieldChange;
 pub use drains::{DrainBlock, DrainForecast};
+pub use estimate::Estimate;
 
 /// One revision's files, as read from Git.
 #[derive(Debug, Clone)]
@@ -119,6 +121,9 @@ pub struct ClusterPreview {
     pub refused: Vec<Refusal>,
     /// Every drain of `predicted`, simulated against the observed pods and budgets.
     pub drains: Vec<DrainForecast>,
+    /// How long `predicted` will take from the daemon's measured step durations, and when it
+    /// can start; `null` when nothing was measured.
+    pub estimate: Option<Estimate>,
 }
 
 /// A predicted step, and whether the base's plan holds it already.
@@ -227,6 +232,7 @@ pub fn build(
                     .iter()
                     .map(|c| summary::explain(c, &predicted))
                     .collect(),
+                estimate: estimate::estimate(&predicted, &observed.step_durations),
                 predicted,
                 refused,
                 drains,

@@ -133,6 +133,13 @@ fn cluster_markdown(out: &mut String, cluster: &ClusterPreview) {
         }
         let _ = writeln!(out);
     }
+    if let Some(estimate) = &cluster.estimate {
+        let _ = writeln!(
+            out,
+            "**Estimated duration**: {}\n",
+            escape(&estimate.explanation)
+        );
+    }
     drains_markdown(out, cluster);
     let _ = writeln!(out, "</details>\n");
 }
@@ -232,6 +239,9 @@ pub fn text(preview: &Preview) -> String {
         }
         for (index, step) in cluster.predicted.iter().enumerate() {
             let _ = writeln!(out, "    {:>2}. {}", index + 1, step_text(step));
+        }
+        if let Some(estimate) = &cluster.estimate {
+            let _ = writeln!(out, "  estimated duration: {}", estimate.explanation);
         }
         for drain in &cluster.drains {
             let _ = writeln!(

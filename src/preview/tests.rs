@@ -68,6 +68,7 @@ fn huge_cluster(name: &str, lines: usize) -> ClusterPreview {
         predicted: Vec::new(),
         refused: Vec::new(),
         drains: Vec::new(),
+        estimate: None,
     }
 }
 

@@ -18,6 +18,7 @@ mod drain;
 mod failures;
 mod k3s;
 mod leader;
+mod preview_live;
 mod prune;
 mod real_connections;
 mod replace;

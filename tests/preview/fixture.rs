@@ -107,7 +107,32 @@ impl Fleet {
             match_labels: [("app".to_owned(), "web".to_owned())].into(),
             min_available: Some(IntOrPercent::Count(3)),
             max_unavailable: None,
+            current_healthy: None,
+            disruptions_allowed: None,
         });
+        std::fs::write(
+            &path,
+            serde_json::to_string_pretty(&observed).expect("snapshot as JSON"),
+        )
+        .expect("write the snapshot");
+        self
+    }
+
+    /// Gives every action of `actions` the median `median_ms` in the snapshot, as a daemon
+    /// that measured five steps of each would.
+    pub fn with_step_durations(&self, actions: &[&str], median_ms: u64) -> &Self {
+        let path = self.snapshot();
+        let text = std::fs::read_to_string(&path).expect("read the snapshot");
+        let mut observed: Observed = serde_json::from_str(&text).expect("a snapshot");
+        for action in actions {
+            observed.step_durations.insert(
+                (*action).to_owned(),
+                capstan::observed::StepDuration {
+                    median_ms,
+                    samples: 5,
+                },
+            );
+        }
         std::fs::write(
             &path,
             serde_json::to_string_pretty(&observed).expect("snapshot as JSON"),

@@ -11,6 +11,7 @@ mod judge;
 
 mod daemon;
 mod drains;
+mod estimate;
 mod fidelity;
 mod fixture;
 mod forge;

@@ -29,12 +29,13 @@ impl MariaDb {
     /// Initialises a data folder, starts the server and gives `root` over TCP a password.
     pub fn start() -> MariaDb {
         let dir = tempfile::tempdir().expect("temp dir for MariaDB");
+        // Each server its own tmpdir: bootstraps running at once in the shared /tmp collide
+        // on their temporary tables' names ("Error on delete of '/tmp/#sql-temptable-...'").
+        std::fs::create_dir(dir.path().join("tmp")).expect("MariaDB's tmpdir");
         let install = Command::new("mariadb-install-db")
             .arg("--no-defaults")
             .arg(format!("--datadir={}", dir.path().join("data").display()))
-            // Its own temporary folder: two servers bootstrapping at once in the shared /tmp
-            // collide on their temporary tables.
-            .arg(format!("--tmpdir={}", dir.path().display()))
+            .arg(format!("--tmpdir={}", dir.path().join("tmp").display()))
             .args(["--user=root", "--skip-test-db"])
             .args(["--auth-root-authentication-method=socket"])
             .output()
@@ -82,10 +83,10 @@ impl MariaDb {
             .arg("--no-defaults")
             .arg(format!("--datadir={}", path.join("data").display()))
             .arg(format!("--socket={}", self.socket().display()))
-            .arg(format!("--tmpdir={}", path.display()))
             .arg(format!("--pid-file={}", path.join("mariadb.pid").display()))
             .arg(format!("--log-error={}", path.join("error.log").display()))
             .arg(format!("--port={}", self.port))
+            .arg(format!("--tmpdir={}", path.join("tmp").display()))
             .args([
                 "--bind-address=127.0.0.1",
                 "--user=root",

@@ -53,6 +53,21 @@ pub struct Observed {
     /// `--observed none`): placement then ignores memory and cannot refuse for capacity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxmox_nodes: Option<BTreeMap<String, ProxmoxNode>>,
+    /// How long each action's steps took, as the daemon measured them (its recent successful
+    /// steps, by action name such as `create-machine`), for previews' duration estimates.
+    /// Absent in older snapshots and before the daemon ran any step.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub step_durations: BTreeMap<String, StepDuration>,
+}
+
+/// The measured wall time of one action's steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StepDuration {
+    /// The median of the measured steps, in milliseconds.
+    pub median_ms: u64,
+    /// How many steps the median is taken over (the daemon keeps the most recent ones only).
+    pub samples: u32,
 }
 
 impl Observed {

@@ -92,6 +92,13 @@ pub struct DisruptionBudget {
     /// `spec.maxUnavailable`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_unavailable: Option<IntOrPercent>,
+    /// `status.currentHealthy`, as the cluster's disruption controller counted it (a live
+    /// observation; absent in hand-written snapshots).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_healthy: Option<u32>,
+    /// `status.disruptionsAllowed`, as the cluster's disruption controller computed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disruptions_allowed: Option<u32>,
 }
 
 /// What a budget allows now.
@@ -118,12 +125,23 @@ impl DisruptionBudget {
     }
 
     /// What the budget allows, counting the pods it selects among `pods`. A budget with a
-    /// malformed percentage, or with neither field, allows nothing.
+    /// malformed percentage, or with neither field, allows nothing. When the cluster's own
+    /// status was observed (`currentHealthy`, `disruptionsAllowed`), it is what the Eviction
+    /// API will apply, so it wins over the count.
     pub fn allowance<'a>(&self, pods: impl IntoIterator<Item = &'a ObservedPod>) -> Allowance {
         let (mut expected, mut healthy) = (0u32, 0u32);
         for pod in pods.into_iter().filter(|pod| self.selects(pod)) {
             expected += 1;
             healthy += u32::from(pod.ready);
+        }
+        if let (Some(current_healthy), Some(allowed)) =
+            (self.current_healthy, self.disruptions_allowed)
+        {
+            return Allowance {
+                expected,
+                healthy: current_healthy,
+                allowed,
+            };
         }
         let allowed = match (&self.min_available, &self.max_unavailable) {
             (Some(min), _) => min.of(expected).map(|min| healthy.saturating_sub(min)),
@@ -170,6 +188,8 @@ mod tests {
             match_labels: BTreeMap::from([("app".into(), "web".into())]),
             min_available: min,
             max_unavailable: max,
+            current_healthy: None,
+            disruptions_allowed: None,
         }
     }
 
@@ -198,6 +218,22 @@ mod tests {
         // One may be unavailable and one already is.
         let max = budget(None, Some(IntOrPercent::Count(1)));
         assert_eq!(max.allowance(&pods).allowed, 0);
+    }
+
+    #[test]
+    fn the_status_the_cluster_reports_wins_over_counting_the_pods() {
+        let pods = [pod("a", true), pod("b", true), pod("c", true)];
+        let mut live = budget(Some(IntOrPercent::Count(2)), None);
+        live.current_healthy = Some(2);
+        live.disruptions_allowed = Some(0);
+        assert_eq!(
+            live.allowance(&pods),
+            Allowance {
+                expected: 3,
+                healthy: 2,
+                allowed: 0
+            }
+        );
     }
 
     #[test]

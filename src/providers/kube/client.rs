@@ -10,6 +10,7 @@ use jiff::Timestamp;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -20,7 +21,7 @@ use tracing::{debug, info};
 use super::drain::{self, Disposition, pod_ref};
 use super::{
     ClusterClient, ClusterError, DrainBlocker, DrainOptions, DrainReport, ListedSecret,
-    NodeAddress, NodeState, PodRef, SecretRecord, SkippedPod, Taint, TaintEffect,
+    NodeAddress, NodeState, PodRef, SecretRecord, SkippedPod, Taint, TaintEffect, Workloads,
 };
 use crate::model::NodeName;
 
@@ -419,6 +420,19 @@ impl ClusterClient for KubeClusterClient {
             .collect();
         pods.sort();
         Ok(pods)
+    }
+
+    async fn workloads(&self) -> Result<Workloads, ClusterError> {
+        let list_error = |what| move |source| ClusterError::ListWorkloads { what, source };
+        let pods = Api::<Pod>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await
+            .map_err(list_error("pods"))?;
+        let budgets = Api::<PodDisruptionBudget>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await
+            .map_err(list_error("PodDisruptionBudgets"))?;
+        Ok(Workloads::from_wire(&pods.items, &budgets.items))
     }
 
     async fn authenticated_user(&self) -> Result<String, ClusterError> {

@@ -15,7 +15,7 @@ pub const EVICTION_RETRY_INTERVAL: Duration = Duration::from_secs(5);
 
 /// The annotation the kubelet puts on the API mirror of a static pod; evicting a mirror pod
 /// does nothing (the kubelet recreates it), so drains skip them, as kubectl does.
-const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+pub(crate) const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
 /// A pod, by namespace and name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

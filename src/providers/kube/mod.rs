@@ -16,6 +16,7 @@
 mod client;
 mod drain;
 mod lease;
+mod workloads;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -28,6 +29,7 @@ use jiff::Timestamp;
 pub use client::{KubeClusterClient, client_certificate_expiry};
 pub use drain::{DrainBlocker, DrainOptions, DrainReport, PodRef, SkipReason, SkippedPod};
 pub use lease::{LeaseClient, LeaseError, LeaseRecord, Written};
+pub use workloads::Workloads;
 
 use crate::fingerprint;
 use crate::model::NodeName;
@@ -230,6 +232,15 @@ pub enum ClusterError {
         #[source]
         source: kube::Error,
     },
+    /// Listing every pod or every PodDisruptionBudget failed.
+    #[error("cannot list the cluster's {what}")]
+    ListWorkloads {
+        /// `pods` or `PodDisruptionBudgets`.
+        what: &'static str,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
     /// An eviction failed for a reason other than a disruption budget.
     #[error("cannot evict pod {pod}")]
     Evict {
@@ -347,6 +358,7 @@ impl ClusterError {
             | ClusterError::Taint { source, .. }
             | ClusterError::Annotate { source, .. }
             | ClusterError::ListPods { source, .. }
+            | ClusterError::ListWorkloads { source, .. }
             | ClusterError::Evict { source, .. }
             | ClusterError::GetConfigMap { source, .. }
             | ClusterError::WriteConfigMap { source, .. }
@@ -431,6 +443,10 @@ pub trait ClusterClient: Send + Sync {
         &self,
         node: &NodeName,
     ) -> impl Future<Output = Result<Vec<PodRef>, ClusterError>> + Send;
+
+    /// Every pod by its node and every PodDisruptionBudget, for drain simulation: two list
+    /// calls, whatever the cluster's size.
+    fn workloads(&self) -> impl Future<Output = Result<Workloads, ClusterError>> + Send;
 
     /// Proves the credentials authenticate: the user name the server sees
     /// (a SelfSubjectReview).
@@ -529,6 +545,9 @@ impl<T: ClusterClient> ClusterClient for Arc<T> {
         node: &NodeName,
     ) -> impl Future<Output = Result<Vec<PodRef>, ClusterError>> + Send {
         (**self).pods_to_move(node)
+    }
+    fn workloads(&self) -> impl Future<Output = Result<Workloads, ClusterError>> + Send {
+        (**self).workloads()
     }
     fn authenticated_user(&self) -> impl Future<Output = Result<String, ClusterError>> + Send {
         (**self).authenticated_user()

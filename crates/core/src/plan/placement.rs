@@ -211,6 +211,7 @@ mod tests {
                 ("pve2".to_owned(), node(true, 10000)),
                 ("pve3".to_owned(), node(false, 0)),
             ])),
+            ..Observed::default()
         };
         let capacity = Capacity::of(&observed);
         let placement: Vec<String> = ["pve1", "pve2", "pve3"].map(String::from).to_vec();

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 
+use crate::providers::datastore::{AdminAccess, DatastoreError};
 use crate::providers::flux::{FluxDeliverer, KubeconfigDelivery};
 use crate::providers::kube::{ClusterClient, ClusterError, KubeClusterClient};
 use crate::providers::proxmox::{
@@ -34,6 +35,13 @@ pub trait Providers: Send + Sync + 'static {
 
     /// The deliverer of a management cluster named in `capstan.yaml`.
     fn flux(&self, management_cluster: &str) -> Option<&Self::Flux>;
+
+    /// A client of the management cluster `preferred` (when named and configured), else of
+    /// the fleet's first one: where capstan keeps the Secrets it generates (K3s tokens).
+    fn management(&self, preferred: Option<&str>) -> Option<&Self::Cluster>;
+
+    /// The admin access of a datastore server named in `capstan.yaml` (`datastores:`).
+    fn datastore(&self, server: &str) -> Option<&AdminAccess>;
 
     /// A client of the cluster an admin kubeconfig points at.
     fn connect_cluster(
@@ -62,6 +70,15 @@ pub enum ConnectError {
         /// Why.
         #[source]
         source: Box<ClusterError>,
+    },
+    /// A datastore server's URL is not of the form `mysql://HOST[:PORT]`.
+    #[error("datastore server `{server}`")]
+    Datastore {
+        /// Its name in `capstan.yaml`.
+        server: String,
+        /// Why.
+        #[source]
+        source: Box<DatastoreError>,
     },
     /// A secret named in `capstan.yaml` was not resolved.
     #[error("no secret for {what}: set {hint}")]
@@ -109,6 +126,8 @@ impl std::fmt::Debug for FleetSecrets {
 pub struct Connections {
     proxmox: BTreeMap<String, Arc<ProxmoxClient>>,
     flux: BTreeMap<String, Arc<FluxDeliverer<KubeClusterClient>>>,
+    management: BTreeMap<String, KubeClusterClient>,
+    datastores: BTreeMap<String, AdminAccess>,
 }
 
 impl Connections {
@@ -143,7 +162,8 @@ impl Connections {
             })?;
             flux.insert(name.clone(), flux_deliverer(name, kubeconfig).await?);
         }
-        Ok(Connections { proxmox, flux })
+        Connections::assemble(proxmox, flux)
+            .with_datastores(fleet, &secrets.datastore_admin_passwords)
     }
 
     /// Connections to a lab: every Proxmox connection of `fleet` goes to the lab's Proxmox and
@@ -176,7 +196,51 @@ impl Connections {
                 flux_deliverer(name, management_kubeconfig).await?,
             );
         }
-        Ok(Connections { proxmox, flux })
+        Ok(Connections::assemble(proxmox, flux))
+    }
+
+    fn assemble(
+        proxmox: BTreeMap<String, Arc<ProxmoxClient>>,
+        flux: BTreeMap<String, Arc<FluxDeliverer<KubeClusterClient>>>,
+    ) -> Self {
+        let management = flux
+            .iter()
+            .map(|(name, deliverer)| (name.clone(), deliverer.client().clone()))
+            .collect();
+        Connections {
+            proxmox,
+            flux,
+            management,
+            datastores: BTreeMap::new(),
+        }
+    }
+
+    /// These connections with the admin access of every datastore server of `fleet`, whose
+    /// passwords [`datastore_passwords`] read (a lab's datastores are real servers too).
+    ///
+    /// # Errors
+    /// When a password is missing or a server's URL is malformed.
+    pub fn with_datastores(
+        mut self,
+        fleet: &Fleet,
+        passwords: &BTreeMap<String, String>,
+    ) -> Result<Self, ConnectError> {
+        for (name, server) in &fleet.datastores {
+            let password = passwords
+                .get(name)
+                .ok_or_else(|| ConnectError::MissingSecret {
+                    what: format!("datastore server `{name}`"),
+                    hint: "its adminPasswordFrom".to_owned(),
+                })?;
+            let access = AdminAccess::new(server, password.clone()).map_err(|source| {
+                ConnectError::Datastore {
+                    server: name.clone(),
+                    source: Box::new(source),
+                }
+            })?;
+            self.datastores.insert(name.clone(), access);
+        }
+        Ok(self)
     }
 }
 
@@ -225,6 +289,16 @@ impl Providers for Connections {
         self.flux.get(management_cluster)
     }
 
+    fn management(&self, preferred: Option<&str>) -> Option<&Self::Cluster> {
+        preferred
+            .and_then(|name| self.management.get(name))
+            .or_else(|| self.management.values().next())
+    }
+
+    fn datastore(&self, server: &str) -> Option<&AdminAccess> {
+        self.datastores.get(server)
+    }
+
     fn connect_cluster(
         &self,
         kubeconfig: &str,
@@ -243,22 +317,7 @@ pub fn resolve_secrets(
     fleet: &Fleet,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<FleetSecrets, ConnectError> {
-    let read = |what: String, source: &SecretSource| -> Result<String, ConnectError> {
-        let value = match source {
-            SecretSource::Env(variable) => env(variable),
-            SecretSource::File(path) => std::fs::read_to_string(path).ok(),
-        };
-        value
-            .map(|v| v.trim().to_owned())
-            .filter(|v| !v.is_empty())
-            .ok_or_else(|| ConnectError::MissingSecret {
-                what,
-                hint: match source {
-                    SecretSource::Env(variable) => format!("the environment variable {variable}"),
-                    SecretSource::File(path) => format!("a readable file at {}", path.display()),
-                },
-            })
-    };
+    let read = |what: String, source: &SecretSource| read_secret(env, what, source);
     let mut secrets = FleetSecrets::default();
     for (name, connection) in &fleet.proxmox {
         let token = read(
@@ -276,16 +335,48 @@ pub fn resolve_secrets(
             .management_kubeconfigs
             .insert(name.clone(), kubeconfig);
     }
-    for (name, server) in &fleet.datastores {
-        let password = read(
-            format!("datastore server `{name}` (adminPasswordFrom)"),
-            &server.admin_password_from,
-        )?;
-        secrets
-            .datastore_admin_passwords
-            .insert(name.clone(), password);
-    }
+    secrets.datastore_admin_passwords = datastore_passwords(fleet, env)?;
     Ok(secrets)
+}
+
+/// The admin passwords of the fleet's datastore servers (`adminPasswordFrom`), by name: what
+/// `run --lab` needs too, since a lab's datastore is a real MariaDB.
+///
+/// # Errors
+/// As [`resolve_secrets`].
+pub fn datastore_passwords(
+    fleet: &Fleet,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<BTreeMap<String, String>, ConnectError> {
+    fleet
+        .datastores
+        .iter()
+        .map(|(name, server)| {
+            let what = format!("datastore server `{name}` (adminPasswordFrom)");
+            read_secret(env, what, &server.admin_password_from).map(|p| (name.clone(), p))
+        })
+        .collect()
+}
+
+fn read_secret(
+    env: &dyn Fn(&str) -> Option<String>,
+    what: String,
+    source: &SecretSource,
+) -> Result<String, ConnectError> {
+    let value = match source {
+        SecretSource::Env(variable) => env(variable),
+        SecretSource::File(path) => std::fs::read_to_string(path).ok(),
+    };
+    value
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| ConnectError::MissingSecret {
+            what,
+            hint: match source {
+                SecretSource::Env(variable) => format!("the environment variable {variable}"),
+                SecretSource::File(path) => format!("a readable file at {}", path.display()),
+            },
+        })
 }
 
 #[cfg(test)]

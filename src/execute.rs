@@ -21,7 +21,7 @@ use crate::model::{NodeName, Role};
 use crate::observe::ClusterAccess;
 use crate::observed::{DRAIN_STARTED_ANNOTATION, ObservedCluster, PREPARED_TAG, RETIRING_TAG};
 use crate::plan::{Action, ActionKind, MachineRef, Step};
-use crate::providers::flux::{self, DeliveryOutcome, FluxError, KubeconfigDelivery};
+use crate::providers::flux::{self, DeliveryOutcome, KubeconfigDelivery};
 use crate::providers::kube::{ClusterClient, ClusterError, DrainOptions, Taint};
 use crate::providers::kubeadm::{self, Kubeadm, KubeadmError};
 use crate::providers::node_exec::{GuestAgent, NodeTarget};
@@ -29,6 +29,11 @@ use crate::providers::proxmox::{
     CloneRequest, ExpectedVm, ProxmoxError, ProxmoxProvider, PveNode, VmRef, VmSettings,
 };
 use crate::spec::{ClusterSpec, KubeVersion};
+
+mod error;
+mod k3s;
+
+pub use error::ExecuteError;
 
 /// A clean shutdown after `kubeadm reset` gets this long before the VM is stopped hard.
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(120);
@@ -46,106 +51,6 @@ pub struct StepContext<'a> {
     pub access: &'a ClusterAccess,
     /// The repository revision acted on (annotated on the Flux Secret).
     pub revision: &'a str,
-}
-
-/// A step failed.
-#[derive(Debug, thiserror::Error)]
-pub enum ExecuteError {
-    /// The cluster's Proxmox connection is not configured.
-    #[error("no Proxmox connection `{connection}`")]
-    NoConnection {
-        /// Its name.
-        connection: String,
-    },
-    /// A Proxmox call failed.
-    #[error("{action}: Proxmox")]
-    Proxmox {
-        /// What was being done.
-        action: &'static str,
-        /// Why.
-        #[source]
-        source: Box<ProxmoxError>,
-    },
-    /// A kubeadm operation on a node failed.
-    #[error("{action}")]
-    Kubeadm {
-        /// What was being done.
-        action: &'static str,
-        /// Why.
-        #[source]
-        source: Box<KubeadmError>,
-    },
-    /// The cluster's API refused or failed.
-    #[error("{action}: the cluster's API")]
-    Cluster {
-        /// What was being done.
-        action: &'static str,
-        /// Why.
-        #[source]
-        source: Box<ClusterError>,
-    },
-    /// Flux delivery failed.
-    #[error("{}", ActionKind::DeliverKubeconfig)]
-    Flux(#[source] Box<FluxError>),
-    /// No admin kubeconfig could be read from a control plane.
-    #[error(
-        "{action}: no admin kubeconfig (no running control plane answered through its guest agent)"
-    )]
-    NoKubeconfig {
-        /// The step.
-        action: ActionKind,
-    },
-    /// No healthy control plane to act through.
-    #[error("{action}: no Ready control plane other than {excluding} to act through")]
-    NoControlPlane {
-        /// The step.
-        action: ActionKind,
-        /// The machine that does not count.
-        excluding: NodeName,
-    },
-    /// The management cluster the step names is not configured.
-    #[error("no management cluster `{name}` to deliver to")]
-    NoManagement {
-        /// Its name.
-        name: String,
-    },
-    /// The VM has no IPv4 address yet.
-    #[error("{machine}: its guest agent reports no IPv4 address yet")]
-    NoAddress {
-        /// The VM.
-        machine: NodeName,
-    },
-    /// The step names a VM that was not observed.
-    #[error("{machine} has no known VM id (was it observed?)")]
-    UnknownVm {
-        /// The VM.
-        machine: NodeName,
-    },
-    /// A step that needs the cluster's spec on a removed cluster.
-    #[error("{action} needs the cluster file, which is gone")]
-    NoSpec {
-        /// The step.
-        action: ActionKind,
-    },
-}
-
-impl ExecuteError {
-    /// Whether retrying later may succeed without anyone changing anything.
-    pub fn is_transient(&self) -> bool {
-        match self {
-            ExecuteError::Proxmox { source, .. } => source.is_transient(),
-            ExecuteError::Kubeadm { .. }
-            | ExecuteError::NoKubeconfig { .. }
-            | ExecuteError::NoControlPlane { .. }
-            | ExecuteError::NoAddress { .. } => true,
-            ExecuteError::Cluster { source, .. } => source.is_transient(),
-            ExecuteError::Flux(source) => source.is_transient(),
-            ExecuteError::NoConnection { .. }
-            | ExecuteError::NoManagement { .. }
-            | ExecuteError::UnknownVm { .. }
-            | ExecuteError::NoSpec { .. } => false,
-        }
-    }
 }
 
 /// Runs steps through `Pr`.
@@ -175,6 +80,7 @@ impl<Pr: Providers> Executor<Pr> {
                 storage,
             } => {
                 let proxmox = self.proxmox(ctx)?;
+                self.k3s_preflight(ctx).await?;
                 let created = self.clock.now();
                 let request = CloneRequest {
                     template: machine.template.clone(),
@@ -221,6 +127,12 @@ impl<Pr: Providers> Executor<Pr> {
                 endpoint,
                 version,
                 ..
+            } if k3s::is_k3s(ctx) => self.k3s_init(ctx, machine, endpoint, *version).await?,
+            Action::InitControlPlane {
+                machine,
+                endpoint,
+                version,
+                ..
             } => {
                 let mut spec = ctx
                     .spec
@@ -239,7 +151,11 @@ impl<Pr: Providers> Executor<Pr> {
                 ]
                 .concat();
                 run_steps(&kubeadm, ActionKind::InitControlPlane, &target, &steps).await?;
-                self.mark_bootstrapped(ctx, &kubeadm, &target).await?;
+                let kubeconfig = kubeadm
+                    .admin_kubeconfig(&target)
+                    .await
+                    .map_err(kubeadm_failed(ActionKind::InitControlPlane.name()))?;
+                self.mark_bootstrapped(ctx, &kubeconfig).await?;
                 format!(
                     "kubeadm init on {} (endpoint {}:{})",
                     target.name, endpoint.host, endpoint.port
@@ -247,21 +163,31 @@ impl<Pr: Providers> Executor<Pr> {
             }
             Action::PrepareNode { machine, version } => {
                 let target = node_target(machine)?;
-                let steps = kubeadm::prepare_node(*version);
-                run_steps(
-                    &self.kubeadm(ctx)?,
-                    ActionKind::PrepareNode,
-                    &target,
-                    &steps,
-                )
-                .await?;
+                // A K3s template carries everything (the air-gapped binary): nothing to run.
+                if !k3s::is_k3s(ctx) {
+                    let steps = kubeadm::prepare_node(*version);
+                    run_steps(
+                        &self.kubeadm(ctx)?,
+                        ActionKind::PrepareNode,
+                        &target,
+                        &steps,
+                    )
+                    .await?;
+                }
                 // The tag after the script: a crash in between runs the script again.
                 let expected = self.expected(ctx, machine)?;
                 self.proxmox(ctx)?
                     .add_tag(&expected, PREPARED_TAG)
                     .await
                     .map_err(proxmox_failed("tag prepared"))?;
-                format!("{} prepared: CRI-O and Kubernetes {version}", target.name)
+                if k3s::is_k3s(ctx) {
+                    format!("{} prepared: K3s {version} is in its template", target.name)
+                } else {
+                    format!("{} prepared: CRI-O and Kubernetes {version}", target.name)
+                }
+            }
+            Action::JoinNode { machine, role, .. } if k3s::is_k3s(ctx) => {
+                self.k3s_join(ctx, machine, *role).await?
             }
             Action::JoinNode { machine, role, .. } => self.join(ctx, machine, *role).await?,
             Action::Cordon { node } => {
@@ -279,20 +205,23 @@ impl<Pr: Providers> Executor<Pr> {
             } => self.delete_node(ctx, node, *role, machine.as_ref()).await?,
             Action::ResetNode { machine } => {
                 let target = node_target(machine)?;
-                let kubeadm = self.kubeadm(ctx)?;
-                run_steps(
-                    &kubeadm,
-                    ActionKind::ResetNode,
-                    &target,
-                    &kubeadm::reset_node(),
-                )
-                .await?;
+                if k3s::is_k3s(ctx) {
+                    self.k3s_uninstall(ctx, machine).await?;
+                } else {
+                    run_steps(
+                        &self.kubeadm(ctx)?,
+                        ActionKind::ResetNode,
+                        &target,
+                        &kubeadm::reset_node(),
+                    )
+                    .await?;
+                }
                 let expected = self.expected(ctx, machine)?;
                 self.proxmox(ctx)?
                     .shutdown_vm(&expected, SHUTDOWN_TIMEOUT)
                     .await
                     .map_err(proxmox_failed("shut down"))?;
-                format!("kubeadm reset on {} and VM shut down", target.name)
+                format!("{} reset and its VM shut down", target.name)
             }
             Action::DestroyMachine { machine, ownership } => {
                 let expected = ExpectedVm {
@@ -317,6 +246,9 @@ impl<Pr: Providers> Executor<Pr> {
                 )
                 .await?;
                 format!("kubeadm upgrade apply v{to} on {}", target.name)
+            }
+            Action::RenewCertificates { machines } if k3s::is_k3s(ctx) => {
+                self.k3s_rotate(ctx, machines).await?
             }
             Action::RenewCertificates { machines } => {
                 let kubeadm = self.kubeadm(ctx)?;
@@ -389,19 +321,14 @@ impl<Pr: Providers> Executor<Pr> {
 
     /// Records in the cluster that its bootstrap finished (kube-vip and the CNI in place), the
     /// fact the planner reads to stop re-running `init-control-plane`.
-    async fn mark_bootstrapped<E: crate::providers::node_exec::NodeExec>(
+    async fn mark_bootstrapped(
         &self,
         ctx: StepContext<'_>,
-        kubeadm: &Kubeadm<E>,
-        target: &NodeTarget,
+        kubeconfig: &str,
     ) -> Result<(), ExecuteError> {
-        let kubeconfig = kubeadm
-            .admin_kubeconfig(target)
-            .await
-            .map_err(kubeadm_failed(ActionKind::InitControlPlane.name()))?;
         let api = self
             .providers
-            .connect_cluster(&kubeconfig)
+            .connect_cluster(kubeconfig)
             .await
             .map_err(api_failed(ActionKind::InitControlPlane.name()))?;
         let data = std::collections::BTreeMap::from([
@@ -500,7 +427,8 @@ impl<Pr: Providers> Executor<Pr> {
                 .await
                 .map_err(proxmox_failed("tag retiring"))?;
         }
-        if role == Role::ControlPlane {
+        // K3s servers share a datastore: there is no etcd member to remove.
+        if role == Role::ControlPlane && !k3s::is_k3s(ctx) {
             let healthy = self.healthy_control_plane(ctx, ActionKind::DeleteNode, node)?;
             self.kubeadm(ctx)?
                 .remove_etcd_member(&healthy, node)

@@ -44,6 +44,8 @@ pub mod reasons {
     pub const NOT_INITIALISED: &str = "NotInitialised";
     /// The API does not answer.
     pub const UNREACHABLE: &str = "Unreachable";
+    /// The API does not answer because its K3s datastore does not.
+    pub const DATASTORE_UNAVAILABLE: &str = "DatastoreUnavailable";
     /// The API answers.
     pub const ANSWERING: &str = "Answering";
     /// Flux holds the current kubeconfig.
@@ -272,6 +274,8 @@ pub struct StatusInput<'a> {
     pub failures_to_block: u32,
     /// The previous status, to keep transition times.
     pub previous: Option<&'a ClusterStatus>,
+    /// Why the API does not answer, when the observer found out (a K3s datastore down).
+    pub api_down_because: Option<&'a str>,
     /// Now.
     pub now: Timestamp,
 }
@@ -325,12 +329,23 @@ pub fn cluster_status(input: &StatusInput<'_>) -> ClusterStatus {
             reasons::NOT_INITIALISED,
             "kubeadm init has not run",
         ),
-        Some(cp) if cp.unreachable_since.is_some() => condition(
-            conditions::API_AVAILABLE,
-            false,
-            reasons::UNREACHABLE,
-            &format!("{}:{} does not answer", cp.endpoint.host, cp.endpoint.port),
-        ),
+        Some(cp) if cp.unreachable_since.is_some() => match input.api_down_because {
+            Some(why) => condition(
+                conditions::API_AVAILABLE,
+                false,
+                reasons::DATASTORE_UNAVAILABLE,
+                &format!(
+                    "{}:{} does not answer: {why}",
+                    cp.endpoint.host, cp.endpoint.port
+                ),
+            ),
+            None => condition(
+                conditions::API_AVAILABLE,
+                false,
+                reasons::UNREACHABLE,
+                &format!("{}:{} does not answer", cp.endpoint.host, cp.endpoint.port),
+            ),
+        },
         Some(cp) => condition(
             conditions::API_AVAILABLE,
             true,

@@ -71,7 +71,10 @@ pub fn run(
         let connections = match &args.lab_state {
             Some(dir) => {
                 let (lab, management) = read_lab(dir)?;
-                Connections::for_lab(&desired.fleet, &lab, &management).await?
+                let passwords = crate::connect::datastore_passwords(&desired.fleet, env)?;
+                Connections::for_lab(&desired.fleet, &lab, &management)
+                    .await?
+                    .with_datastores(&desired.fleet, &passwords)?
             }
             None => {
                 let secrets = crate::connect::resolve_secrets(&desired.fleet, env)?;

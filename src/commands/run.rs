@@ -195,8 +195,16 @@ pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outco
                 args.target.state_dir.display()
             );
             let election = election(&args.leader, Some(lab.management_kubeconfig())).await?;
+            // A lab's datastores are real MariaDB servers: their admin passwords are read as
+            // for a real fleet, and kept out of the status branch.
+            let passwords = crate::connect::datastore_passwords(&fleet, env)?;
+            for password in passwords.values() {
+                redactor.remember(password);
+            }
             let connections =
-                Connections::for_lab(&fleet, &lab.lab_file(), &lab.management_kubeconfig()).await?;
+                Connections::for_lab(&fleet, &lab.lab_file(), &lab.management_kubeconfig())
+                    .await?
+                    .with_datastores(&fleet, &passwords)?;
             let clock: Arc<dyn Clock> = Arc::new(lab.clock().clone());
             serve_daemon(
                 options,
@@ -212,7 +220,11 @@ pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outco
         } else {
             let secrets = crate::connect::resolve_secrets(&fleet, env)?;
             // The status branch's guard refuses any value the redactor knows.
-            for token in secrets.proxmox_tokens.values() {
+            for token in secrets
+                .proxmox_tokens
+                .values()
+                .chain(secrets.datastore_admin_passwords.values())
+            {
                 redactor.remember(token);
             }
             let first_management = secrets.management_kubeconfigs.values().next().cloned();

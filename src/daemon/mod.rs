@@ -661,6 +661,10 @@ impl<Pr: Providers> Daemon<Pr> {
                         .and_then(|r| r.last.as_ref()),
                     failures_to_block: self.options.failures_to_block,
                     previous,
+                    api_down_because: observation
+                        .access
+                        .get(&cluster.name)
+                        .and_then(|a| a.api_down_because.as_deref()),
                     now,
                 }),
             };

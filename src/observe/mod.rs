@@ -20,12 +20,12 @@
 //!   needs travel in [`ClusterAccess`], whose `Debug` hides them.
 
 mod admin;
+mod guest;
 mod sessions;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
-use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use jiff::Timestamp;
@@ -34,20 +34,20 @@ use crate::connect::Providers;
 use crate::fingerprint;
 use crate::model::{NodeName, Role};
 use crate::observed::{
-    BOOTSTRAP_MARKER, DRAIN_STARTED_ANNOTATION, DrainObserved, FluxSecret, FluxTarget, MachineSpec,
-    Observed, ObservedCluster, ObservedControlPlane, ObservedMachine, ObservedNode,
-    ObservedStorage, ObservedTemplate, PodRef, PowerState, ProxmoxNode, Taint, VmConfig,
+    BOOTSTRAP_MARKER, DRAIN_STARTED_ANNOTATION, DrainObserved, FluxSecret, FluxTarget, Observed,
+    ObservedCluster, ObservedControlPlane, ObservedMachine, ObservedNode, ObservedStorage,
+    ObservedTemplate, PodRef, PowerState, ProxmoxNode, Taint, VmConfig,
 };
 use crate::providers::flux::{self, KubeconfigDelivery};
+use crate::providers::k3s;
 use crate::providers::kube::{ClusterClient, NodeState, client_certificate_expiry};
-use crate::providers::kubeadm;
-use crate::providers::node_exec::{GuestAgent, NodeExec, NodeTarget};
-use crate::providers::proxmox::{self, ProxmoxProvider, VmInfo, ownership};
+use crate::providers::node_exec::NodeTarget;
+use crate::providers::proxmox::{self, ProxmoxProvider, VmInfo};
 use crate::spec::{Cluster, Desired, Endpoint, KubeVersion};
+use guest::{
+    admin_kubeconfig_reads, is_k3s, mark_guest_agents, read_admin_kubeconfig, read_built_from,
+};
 
-/// How long reading admin.conf through a guest agent may take before trying another control
-/// plane.
-const ADMIN_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// How many clusters one pass observes at the same time.
 const CLUSTERS_OBSERVED_AT_ONCE: usize = 8;
 const GIB: u64 = 1024 * 1024 * 1024;
@@ -78,6 +78,9 @@ pub struct ClusterAccess {
     pub kubeconfig: Option<String>,
     /// The control plane it was read from.
     pub read_from: Option<NodeTarget>,
+    /// Why its API does not answer, when capstan knows more than "it does not answer" (a K3s
+    /// cluster's datastore that is down).
+    pub api_down_because: Option<String>,
 }
 
 impl std::fmt::Debug for ClusterAccess {
@@ -92,6 +95,7 @@ impl std::fmt::Debug for ClusterAccess {
                     .map(|k| fingerprint::secret_sha256(k.as_bytes())),
             )
             .field("read_from", &self.read_from)
+            .field("api_down_because", &self.api_down_because)
             .finish()
     }
 }
@@ -335,7 +339,7 @@ impl<Pr: Providers> Observer<Pr> {
         if admin.is_none()
             && let Some(client) = client
         {
-            admin = self.read_admin(name, client, vms).await;
+            admin = self.read_admin(name, cluster, client, vms).await;
         }
         if let Some(found) = &admin {
             let refused = self
@@ -345,7 +349,7 @@ impl<Pr: Providers> Observer<Pr> {
             if refused && cached {
                 self.admins.forget(name);
                 admin = match client {
-                    Some(client) => self.read_admin(name, client, vms).await,
+                    Some(client) => self.read_admin(name, cluster, client, vms).await,
                     None => None,
                 };
                 if let Some(fresh) = &admin {
@@ -357,6 +361,13 @@ impl<Pr: Providers> Observer<Pr> {
         if let Some(admin) = admin {
             access.read_from = Some(admin.read_from);
             access.kubeconfig = Some(admin.kubeconfig);
+        }
+        let api_down = observed
+            .control_plane
+            .as_ref()
+            .is_some_and(|cp| cp.unreachable_since.is_some());
+        if api_down && let Some(cluster) = cluster {
+            access.api_down_because = self.datastore_down(cluster).await;
         }
         if let Some(client) = client {
             mark_guest_agents(client, vms, &mut observed).await;
@@ -375,10 +386,16 @@ impl<Pr: Providers> Observer<Pr> {
     async fn read_admin(
         &self,
         name: &str,
+        cluster: Option<&Cluster>,
         client: &Pr::Proxmox,
         vms: &[VmInfo],
     ) -> Option<admin::CachedAdmin> {
-        let (read_from, kubeconfig) = read_admin_kubeconfig(client, vms).await?;
+        let (read_from, kubeconfig) =
+            read_admin_kubeconfig(client, vms, &admin_kubeconfig_reads(cluster)).await?;
+        let kubeconfig = match cluster {
+            Some(cluster) if is_k3s(cluster) => k3s::admin_kubeconfig(&kubeconfig, &cluster.spec),
+            _ => kubeconfig,
+        };
         let admin = admin::CachedAdmin {
             kubeconfig,
             read_from,
@@ -477,6 +494,11 @@ impl<Pr: Providers> Observer<Pr> {
                         port: endpoint.port,
                     };
                     control_plane.version = version;
+                } else if cluster.is_some_and(is_k3s)
+                    && let Some(version) = servers_version(&nodes, observed)
+                {
+                    // K3s keeps no kubeadm-config: its servers' kubelets report the release.
+                    control_plane.version = version;
                 }
                 let (namespace, marker) = BOOTSTRAP_MARKER;
                 control_plane.bootstrap_incomplete =
@@ -502,6 +524,28 @@ impl<Pr: Providers> Observer<Pr> {
         self.remember(name, &control_plane);
         observed.control_plane = Some(control_plane);
         refused
+    }
+
+    /// Whether a K3s cluster whose API does not answer has lost its provisioned datastore
+    /// (its servers answer 503 without it): the admin preflight, with the server's words.
+    async fn datastore_down(&self, cluster: &Cluster) -> Option<String> {
+        if !is_k3s(cluster) {
+            return None;
+        }
+        let Some(crate::spec::DatastoreChoice::Provisioned { server, database }) = cluster
+            .spec
+            .kubernetes
+            .datastore
+            .as_ref()
+            .and_then(|d| d.choice())
+        else {
+            return None;
+        };
+        let admin = self.providers.datastore(server)?;
+        let err = admin.preflight().await.err()?;
+        Some(format!(
+            "its K3s datastore `{server}` (database `{database}`) is unavailable: {err}"
+        ))
     }
 
     async fn observe_drain(&self, api: &Pr::Cluster, node: &NodeState) -> Option<DrainObserved> {
@@ -667,95 +711,17 @@ fn observed_node(node: &NodeState, drain: Option<DrainObserved>, now: Timestamp)
     }
 }
 
-fn target_of(vm: &VmInfo) -> NodeTarget {
-    NodeTarget {
-        vmid: vm.vmid,
-        proxmox_node: vm.node.0.clone(),
-        name: NodeName(vm.name.clone()),
-    }
-}
-
-/// The admin kubeconfig from the first running control plane (by name) that gives it: a
-/// stable choice, so its fingerprint changes only when the kubeconfig does.
-async fn read_admin_kubeconfig<P: ProxmoxProvider + Clone>(
-    proxmox: &P,
-    vms: &[VmInfo],
-) -> Option<(NodeTarget, String)> {
-    let mut control_planes: Vec<&VmInfo> = vms
+/// The oldest release the K3s servers' kubelets report (the cluster's version while an
+/// upgrade by replacement is under way).
+fn servers_version(nodes: &[NodeState], observed: &ObservedCluster) -> Option<KubeVersion> {
+    nodes
         .iter()
-        .filter(|vm| vm.power == proxmox::PowerState::Running)
-        .filter(|vm| {
-            vm.owner
-                .as_ref()
-                .is_some_and(|o| o.ownership.role == Role::ControlPlane)
+        .filter(|node| {
+            observed
+                .machines
+                .get(&node.name)
+                .is_some_and(|m| m.ownership.role == Role::ControlPlane)
         })
-        .filter(|vm| !vm.tags.iter().any(|t| t == crate::observed::RETIRING_TAG))
-        .collect();
-    control_planes.sort_by(|a, b| a.name.cmp(&b.name));
-    let agent = GuestAgent::new(proxmox.clone());
-    for vm in control_planes {
-        let target = target_of(vm);
-        let command = kubeadm::read_admin_kubeconfig().timeout(ADMIN_READ_TIMEOUT);
-        if let Ok(output) = agent.run(&target, &command).await
-            && output.success()
-            && !output.stdout.trim().is_empty()
-        {
-            return Some((target, output.stdout));
-        }
-    }
-    None
-}
-
-/// Pings the guest agent of each running VM whose Node is not Ready; a Ready Node's VM answers
-/// by definition.
-async fn mark_guest_agents<P: ProxmoxProvider>(
-    proxmox: &P,
-    vms: &[VmInfo],
-    observed: &mut ObservedCluster,
-) {
-    for vm in vms
-        .iter()
-        .filter(|vm| vm.power == proxmox::PowerState::Running)
-    {
-        let name = NodeName(vm.name.clone());
-        let ready = observed.nodes.get(&name).is_some_and(|node| node.ready);
-        let answers = ready || proxmox.agent_ping(&vm.vm_ref()).await.is_ok();
-        if let Some(machine) = observed.machines.get_mut(&name) {
-            machine.guest_agent = answers;
-        }
-    }
-}
-
-/// What each outdated VM was built from, read from its description: one call per VM whose
-/// spec hash matches no desired pool (the ones about to be replaced), so the plan can say
-/// which field changed ("template debian13-k8s → debian13-k8s-v2").
-async fn read_built_from<P: ProxmoxProvider>(
-    proxmox: &P,
-    spec: &crate::spec::ClusterSpec,
-    vms: &[VmInfo],
-    observed: &mut ObservedCluster,
-) {
-    let version = spec.kubernetes.version;
-    let distribution = spec.kubernetes.distribution;
-    let desired: Vec<String> = std::iter::once((&spec.control_plane.machine, Role::ControlPlane))
-        .chain(
-            spec.workers
-                .iter()
-                .map(|pool| (&pool.machine, Role::Worker)),
-        )
-        .map(|(machine, role)| MachineSpec::new(machine, version, distribution, role).spec_hash())
-        .collect();
-    for vm in vms {
-        let name = NodeName(vm.name.clone());
-        let Some(machine) = observed.machines.get_mut(&name) else {
-            continue;
-        };
-        if desired.contains(&machine.ownership.spec_hash) {
-            continue;
-        }
-        if let Ok(description) = proxmox.vm_description(&vm.vm_ref()).await {
-            machine.built_from =
-                ownership::parse_built_from(&description).and_then(MachineSpec::parse_summary);
-        }
-    }
+        .filter_map(|node| node.kubelet_version.parse::<KubeVersion>().ok())
+        .min()
 }

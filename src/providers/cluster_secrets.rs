@@ -14,7 +14,7 @@ use std::fmt;
 
 use crate::fingerprint;
 use crate::providers::datastore::generate_secret;
-use crate::providers::flux::{CLUSTER_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL};
+use crate::providers::flux::{MANAGED_BY, MANAGED_BY_LABEL};
 use crate::providers::kube::{ClusterClient, ClusterError, SecretRecord};
 
 /// The namespace of the management cluster that holds capstan's own Secrets.
@@ -23,6 +23,11 @@ pub const NAMESPACE: &str = "capstan-system";
 pub const TOKEN_KEY: &str = "k3s-token";
 /// Secret key of the datastore user's password.
 pub const DATASTORE_PASSWORD_KEY: &str = "datastore-password";
+
+/// The annotation naming the workload cluster. Not Flux delivery's `capstan.dev/cluster`: the
+/// listing of delivered kubeconfigs (which finds a deleted cluster's Secret) reads that one, and
+/// must not take this Secret for a kubeconfig.
+pub const CLUSTER_ANNOTATION: &str = "capstan.dev/k3s-cluster";
 
 /// The Secret's name for `cluster`.
 pub fn secret_name(cluster: &str) -> String {

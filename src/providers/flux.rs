@@ -252,6 +252,12 @@ impl<C: ClusterClient> FluxDeliverer<C> {
         FluxDeliverer { management }
     }
 
+    /// The management cluster's client it delivers through (capstan's other Secrets live
+    /// there too).
+    pub fn client(&self) -> &C {
+        &self.management
+    }
+
     async fn read(&self, target: &FluxTarget) -> Result<Option<SecretRecord>, FluxError> {
         self.management
             .secret(&target.namespace, &target.secret_name)

@@ -49,17 +49,10 @@ fn k3s_repo() -> ScratchRepo {
 }
 
 #[test]
-fn the_seed_cluster_is_valid_k3s_language_and_only_the_missing_builder_refuses_it() {
+fn the_seed_cluster_is_valid() {
     let run = k3s_repo().validate();
-    run.assert_code(1).assert_reports(
-        "clusters/edge.yaml:8:5: error: spec.kubernetes.distribution: K3s clusters are checked but this capstan does not build them yet",
-    );
-    assert_eq!(
-        run.stdout.matches("error:").count(),
-        1,
-        "only the builder refusal:\n{}",
-        run.stdout
-    );
+    assert_eq!(run.stdout.matches("error:").count(), 0, "{}", run.stdout);
+    run.assert_code(0);
 }
 
 #[test]
@@ -86,13 +79,11 @@ fn any_number_of_servers_is_valid_without_a_quorum_rule() {
         .lines()
         .filter(|line| line.starts_with(EDGE))
         .collect();
-    assert_eq!(
-        about_edge,
-        [
-            "clusters/edge.yaml:8:5: error: spec.kubernetes.distribution: K3s clusters are checked but this capstan does not build them yet"
-        ],
-        "two servers are as valid as three"
+    assert!(
+        about_edge.is_empty(),
+        "two servers are as valid as three: {about_edge:?}"
     );
+    run.assert_code(0);
 }
 
 #[test]
@@ -142,6 +133,7 @@ fn a_given_kine_endpoint_is_read_from_the_environment_or_a_file() {
     );
     let run = repo.validate();
     assert_eq!(run.stdout.matches("error:").count(), 1, "{}", run.stdout);
+    run.assert_reports("spec.kubernetes.datastore.endpointFrom: a datastore given whole is checked but this capstan does not build K3s clusters on it yet");
     repo.edit(EDGE, "{env: K3S_DATASTORE_ENDPOINT}", "{env: \"\"}");
     repo.validate().assert_code(1).assert_reports(
         "spec.kubernetes.datastore.endpointFrom.env: `` is not an environment variable name",

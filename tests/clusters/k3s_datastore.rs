@@ -223,6 +223,15 @@ async fn the_k3s_token_and_datastore_password_are_generated_once_and_found_after
         stored["metadata"]["labels"]["app.kubernetes.io/managed-by"],
         "capstan"
     );
+    use capstan::providers::flux::{FluxDeliverer, KubeconfigDelivery};
+    let held = FluxDeliverer::new(restarted.clone())
+        .held()
+        .await
+        .expect("listed");
+    assert!(
+        held.iter().all(|(target, _)| target.namespace != NAMESPACE),
+        "the token's Secret is not taken for a delivered kubeconfig: {held:?}"
+    );
     let other = k3s_secrets(&restarted, "edge2").await.expect("generated");
     assert_ne!(other.token, first.token, "each cluster its own token");
 }

@@ -20,11 +20,16 @@ use capstan::status::Phase;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_whose_steps_keep_failing_is_blocked_and_the_others_carry_on() {
-    // Every machine of it names a missing template (they are all cloned at once).
-    let broken = cluster_yaml("edge", 31, "1.36.2", 2, "no-such-template").replace(
-        "machine: {template: debian13-k8s, cores: 2, memoryMiB: 4096, placement: [pve1]}",
-        "machine: {template: debian13-k8s, cores: 2, memoryMiB: 4096, placement: [pve1], storage: no-such-storage}",
-    );
+    // Every machine of it names a storage Proxmox does not have (they are all cloned at once).
+    let broken = cluster_yaml("edge", 31, "1.36.2", 2, "debian13-k8s")
+        .replace(
+            "placement: [pve1]}",
+            "placement: [pve1], storage: no-such-storage}",
+        )
+        .replace(
+            "placement: [pve1, pve2, pve3]}",
+            "placement: [pve1, pve2, pve3], storage: no-such-storage}",
+        );
     // (A missing template is refused by the plan itself; a storage Proxmox does not have is
     // only found out by the clone.)
     assert!(broken.contains("no-such-storage"));
@@ -228,6 +233,14 @@ impl Providers for PanickingProviders {
 
     fn flux(&self, management_cluster: &str) -> Option<&Self::Flux> {
         self.inner.flux(management_cluster)
+    }
+
+    fn management(&self, preferred: Option<&str>) -> Option<&Self::Cluster> {
+        self.inner.management(preferred)
+    }
+
+    fn datastore(&self, server: &str) -> Option<&capstan::providers::datastore::AdminAccess> {
+        self.inner.datastore(server)
     }
 
     fn connect_cluster(

@@ -90,6 +90,9 @@ pub struct World {
     pub repo: tempfile::TempDir,
     /// Where the lab writes lab.json and kubeconfigs.
     pub state: tempfile::TempDir,
+    /// Admin passwords of the fleet's datastore servers (real MariaDB servers) the daemon is
+    /// given, as `main` would read them from `adminPasswordFrom`.
+    pub datastore_passwords: std::collections::BTreeMap<String, String>,
     board: Option<Arc<StatusBoard>>,
     daemon: Option<tokio::task::JoinHandle<()>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -110,7 +113,7 @@ impl World {
         World::with_lab(LabConfig::default(), fleet, clusters, record).await
     }
 
-    /// [`World::new`] on a lab of its own config (timings, Proxmox nodes).
+    /// [`World::new`] on a lab built from `config` (other templates, nodes, clusters).
     pub async fn with_lab(
         config: LabConfig,
         fleet: &str,
@@ -131,6 +134,7 @@ impl World {
             lab,
             repo,
             state,
+            datastore_passwords: std::collections::BTreeMap::new(),
             board: None,
             daemon: None,
             stop: None,
@@ -163,7 +167,9 @@ impl World {
             &self.lab.management_kubeconfig(),
         )
         .await
-        .expect("lab connections");
+        .expect("lab connections")
+        .with_datastores(&fleet, &self.datastore_passwords)
+        .expect("datastore access");
         let mut options = DaemonOptions::new(self.repo.path().to_owned());
         options.busy_interval = Duration::from_millis(100);
         // Converged passes come often too, so a test can watch the daemon decide "nothing to

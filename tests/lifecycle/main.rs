@@ -5,6 +5,8 @@
 #[path = "../support/judges.rs"]
 mod judges;
 mod lifecycle_support;
+#[path = "../support/mariadb.rs"]
+mod mariadb;
 #[path = "../support/mod.rs"]
 mod support;
 
@@ -14,6 +16,7 @@ mod crash;
 mod deploy;
 mod drain;
 mod failures;
+mod k3s;
 mod leader;
 mod observe_cost;
 mod preview_live;

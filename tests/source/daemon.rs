@@ -403,7 +403,7 @@ fn a_planted_token_never_shows_in_logs_status_or_metrics() {
 }
 
 /// Polls the daemon's `/status` until `done` holds of its body; fails if the daemon exits.
-fn wait_status(
+pub(crate) fn wait_status(
     child: &mut std::process::Child,
     addr: SocketAddr,
     what: &str,

@@ -7,6 +7,8 @@
 //!   asks for refs, an unreachable remote keeps the last revision.
 //! - `webhooks`: GitHub's real payloads trigger a poll; bad signatures do not.
 //! - `cli`: `validate` and `plan` read a remote branch's tip.
+//! - `k3s`: `capstan run --lab` builds the seed's K3s cluster from a pushed commit, its
+//!   datastore a real MariaDB whose admin password comes from the environment.
 //! - `demo`: the `capstan demo` walkthrough, followed with `git commit` and `git push`.
 //! - `status_branch`: the daemon commits the status back to `capstan-status`: bootstrap, idle,
 //!   scale-up, a concurrent writer, a remote refusing pushes, a token planted in Proxmox's words,
@@ -19,6 +21,11 @@ mod cli;
 mod daemon;
 mod demo;
 mod fixture;
+#[path = "../support/judges.rs"]
+mod judges;
+mod k3s;
+#[path = "../support/mariadb.rs"]
+mod mariadb;
 mod servers;
 mod status_branch;
 mod status_writer;

@@ -138,3 +138,15 @@ fn the_kubeconfig_flux_gets_points_at_the_endpoint() {
         )
     );
 }
+
+#[test]
+fn only_k3s_own_loopback_is_moved_to_the_endpoint() {
+    let spec = edge_spec();
+    let k3s = "clusters:\n- cluster:\n    server: https://127.0.0.1:6443\n";
+    assert_eq!(
+        admin_kubeconfig(k3s, &spec),
+        "clusters:\n- cluster:\n    server: https://k8s-prod.lab.example:6443\n"
+    );
+    let elsewhere = "clusters:\n- cluster:\n    server: https://127.0.0.1:40123\n";
+    assert_eq!(admin_kubeconfig(elsewhere, &spec), elsewhere);
+}

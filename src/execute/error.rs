@@ -1,0 +1,142 @@
+//! Why a step failed, and whether retrying may help.
+
+use crate::model::NodeName;
+use crate::plan::ActionKind;
+use crate::providers::flux::FluxError;
+use crate::providers::kube::ClusterError;
+use crate::providers::kubeadm::KubeadmError;
+use crate::providers::proxmox::ProxmoxError;
+
+/// A step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecuteError {
+    /// The cluster's Proxmox connection is not configured.
+    #[error("no Proxmox connection `{connection}`")]
+    NoConnection {
+        /// Its name.
+        connection: String,
+    },
+    /// A Proxmox call failed.
+    #[error("{action}: Proxmox")]
+    Proxmox {
+        /// What was being done.
+        action: &'static str,
+        /// Why.
+        #[source]
+        source: Box<ProxmoxError>,
+    },
+    /// A kubeadm operation on a node failed.
+    #[error("{action}")]
+    Kubeadm {
+        /// What was being done.
+        action: &'static str,
+        /// Why.
+        #[source]
+        source: Box<KubeadmError>,
+    },
+    /// The cluster's API refused or failed.
+    #[error("{action}: the cluster's API")]
+    Cluster {
+        /// What was being done.
+        action: &'static str,
+        /// Why.
+        #[source]
+        source: Box<ClusterError>,
+    },
+    /// Flux delivery failed.
+    #[error("{}", ActionKind::DeliverKubeconfig)]
+    Flux(#[source] Box<FluxError>),
+    /// No admin kubeconfig could be read from a control plane.
+    #[error(
+        "{action}: no admin kubeconfig (no running control plane answered through its guest agent)"
+    )]
+    NoKubeconfig {
+        /// The step.
+        action: ActionKind,
+    },
+    /// No healthy control plane to act through.
+    #[error("{action}: no Ready control plane other than {excluding} to act through")]
+    NoControlPlane {
+        /// The step.
+        action: ActionKind,
+        /// The machine that does not count.
+        excluding: NodeName,
+    },
+    /// The management cluster the step names is not configured.
+    #[error("no management cluster `{name}` to deliver to")]
+    NoManagement {
+        /// Its name.
+        name: String,
+    },
+    /// The VM has no IPv4 address yet.
+    #[error("{machine}: its guest agent reports no IPv4 address yet")]
+    NoAddress {
+        /// The VM.
+        machine: NodeName,
+    },
+    /// A K3s cluster's datastore refused or did not answer.
+    #[error("{action}: datastore `{server}`")]
+    Datastore {
+        /// The step.
+        action: ActionKind,
+        /// The datastore server's name in `capstan.yaml`.
+        server: String,
+        /// Why, with the server's own error text.
+        #[source]
+        source: Box<crate::providers::datastore::DatastoreError>,
+    },
+    /// A K3s cluster's datastore cannot be used by this daemon.
+    #[error("{action}: {reason}")]
+    NoDatastore {
+        /// The step.
+        action: ActionKind,
+        /// Why, and how to fix it.
+        reason: String,
+    },
+    /// A K3s cluster's token and datastore password could not be read or kept.
+    #[error("{action}")]
+    Secrets {
+        /// The step.
+        action: ActionKind,
+        /// Why.
+        #[source]
+        source: Box<crate::providers::cluster_secrets::SecretsError>,
+    },
+    /// The step names a VM that was not observed.
+    #[error("{machine} has no known VM id (was it observed?)")]
+    UnknownVm {
+        /// The VM.
+        machine: NodeName,
+    },
+    /// A step that needs the cluster's spec on a removed cluster.
+    #[error("{action} needs the cluster file, which is gone")]
+    NoSpec {
+        /// The step.
+        action: ActionKind,
+    },
+}
+
+impl ExecuteError {
+    /// Whether retrying later may succeed without anyone changing anything.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ExecuteError::Proxmox { source, .. } => source.is_transient(),
+            ExecuteError::Kubeadm { .. }
+            | ExecuteError::NoKubeconfig { .. }
+            | ExecuteError::NoControlPlane { .. }
+            | ExecuteError::NoAddress { .. } => true,
+            ExecuteError::Cluster { source, .. } => source.is_transient(),
+            ExecuteError::Flux(source) => source.is_transient(),
+            ExecuteError::Datastore { source, .. } => source.is_transient(),
+            ExecuteError::Secrets { source, .. } => !matches!(
+                **source,
+                crate::providers::cluster_secrets::SecretsError::Malformed { .. }
+            ),
+            ExecuteError::NoConnection { .. }
+            | ExecuteError::NoManagement { .. }
+            | ExecuteError::UnknownVm { .. }
+            | ExecuteError::NoSpec { .. }
+            | ExecuteError::NoDatastore { .. } => false,
+        }
+    }
+}

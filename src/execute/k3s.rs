@@ -1,0 +1,279 @@
+//! The executor's K3s branches: a K3s cluster's steps differ from kubeadm's in how nodes are
+//! built and taken apart (the air-gap install with the cluster token and the datastore DSN,
+//! the uninstall scripts, `k3s certificate rotate`), in the absence of etcd members to remove,
+//! and in a datastore that must answer before any VM is cloned.
+//!
+//! # Guarantees
+//! - The token and the datastore user's password are generated once and kept in the
+//!   management cluster ([`cluster_secrets`]); the datastore is provisioned (idempotently)
+//!   before every server install, so a server always starts with a DSN that works.
+//! - A datastore that refuses the admin stops the cluster's first clone with the server's
+//!   own error text (no password in it).
+
+use crate::connect::Providers;
+use crate::model::{NodeName, Role};
+use crate::plan::{ActionKind, MachineRef};
+use crate::providers::cluster_secrets::{self, K3sSecrets};
+use crate::providers::datastore::AdminAccess;
+use crate::providers::k3s::{self, ServerJoin};
+use crate::spec::{ClusterSpec, DatastoreChoice, Distribution, Endpoint, KubeVersion};
+
+use super::{ExecuteError, Executor, StepContext, kubeadm_failed, node_target, run_steps};
+
+/// Whether the step's cluster is a K3s cluster (a removed cluster, whose file is gone, is
+/// taken apart the kubeadm way, whose failures are tolerated there).
+pub(super) fn is_k3s(ctx: StepContext<'_>) -> bool {
+    ctx.spec
+        .is_some_and(|spec| spec.kubernetes.distribution == Distribution::K3s)
+}
+
+impl<Pr: Providers> Executor<Pr> {
+    /// Before a VM of a K3s cluster is cloned: its provisioned datastore must accept the admin.
+    /// Nothing to check for kubeadm or the embedded SQLite.
+    pub(super) async fn k3s_preflight(&self, ctx: StepContext<'_>) -> Result<(), ExecuteError> {
+        let Some(spec) = ctx.spec.filter(|_| is_k3s(ctx)) else {
+            return Ok(());
+        };
+        if let Some((server, admin)) = self.datastore_admin(spec, ActionKind::CreateMachine)? {
+            let version = admin
+                .preflight()
+                .await
+                .map_err(|source| ExecuteError::Datastore {
+                    action: ActionKind::CreateMachine,
+                    server: server.to_owned(),
+                    source: Box::new(source),
+                })?;
+            tracing::debug!(cluster = ctx.cluster, server, version, "datastore answers");
+        }
+        Ok(())
+    }
+
+    /// The first K3s server: kube-vip and the install, then the bootstrap record.
+    pub(super) async fn k3s_init(
+        &self,
+        ctx: StepContext<'_>,
+        machine: &MachineRef,
+        endpoint: &Endpoint,
+        version: KubeVersion,
+    ) -> Result<String, ExecuteError> {
+        let mut spec = spec_of(ctx, ActionKind::InitControlPlane)?.clone();
+        spec.endpoint = endpoint.clone();
+        spec.kubernetes.version = version;
+        let target = node_target(machine)?;
+        let address = self.address(ctx, &target).await?;
+        let join = self
+            .server_join(ctx, &spec, ActionKind::InitControlPlane)
+            .await?;
+        let nodes = self.kubeadm(ctx)?;
+        let steps = k3s::install_server(&spec, &join, &target.name, address);
+        run_steps(&nodes, ActionKind::InitControlPlane, &target, &steps).await?;
+        let read = nodes
+            .checked("read k3s.yaml", &target, &k3s::read_kubeconfig())
+            .await
+            .map_err(kubeadm_failed(ActionKind::InitControlPlane.name()))?
+            .stdout;
+        self.mark_bootstrapped(ctx, &k3s::admin_kubeconfig(&read, &spec))
+            .await?;
+        Ok(format!(
+            "K3s server {} started (endpoint {}:{}, {})",
+            target.name,
+            endpoint.host,
+            endpoint.port,
+            datastore_words(&spec)
+        ))
+    }
+
+    /// A later server (same install as the first: they share the datastore) or an agent.
+    pub(super) async fn k3s_join(
+        &self,
+        ctx: StepContext<'_>,
+        machine: &MachineRef,
+        role: Role,
+    ) -> Result<String, ExecuteError> {
+        let mut spec = spec_of(ctx, ActionKind::JoinNode)?.clone();
+        spec.kubernetes.version = join_version(ctx, &spec);
+        let spec = &spec;
+        let target = node_target(machine)?;
+        let address = self.address(ctx, &target).await?;
+        let nodes = self.kubeadm(ctx)?;
+        let steps = match role {
+            Role::ControlPlane => {
+                let join = self.server_join(ctx, spec, ActionKind::JoinNode).await?;
+                k3s::install_server(spec, &join, &target.name, address)
+            }
+            Role::Worker => {
+                let secrets = self.k3s_secrets(ctx, spec, ActionKind::JoinNode).await?;
+                k3s::install_agent(spec, &secrets.token, &target.name, address)
+            }
+        };
+        run_steps(&nodes, ActionKind::JoinNode, &target, &steps).await?;
+        let what = match role {
+            Role::ControlPlane => "server",
+            Role::Worker => "agent",
+        };
+        Ok(format!(
+            "{} joined as a K3s {what} (v{}) through {}:{}",
+            target.name, spec.kubernetes.version, spec.endpoint.host, spec.endpoint.port
+        ))
+    }
+
+    /// The uninstall script of a K3s server or agent.
+    pub(super) async fn k3s_uninstall(
+        &self,
+        ctx: StepContext<'_>,
+        machine: &MachineRef,
+    ) -> Result<(), ExecuteError> {
+        let target = node_target(machine)?;
+        let server = self.role_of(ctx, &machine.name) == Some(Role::ControlPlane);
+        run_steps(
+            &self.kubeadm(ctx)?,
+            ActionKind::ResetNode,
+            &target,
+            &k3s::uninstall(server),
+        )
+        .await
+    }
+
+    /// `k3s certificate rotate` on each server, one after the other.
+    pub(super) async fn k3s_rotate(
+        &self,
+        ctx: StepContext<'_>,
+        machines: &[MachineRef],
+    ) -> Result<String, ExecuteError> {
+        let nodes = self.kubeadm(ctx)?;
+        for machine in machines {
+            let target = node_target(machine)?;
+            run_steps(
+                &nodes,
+                ActionKind::RenewCertificates,
+                &target,
+                &k3s::rotate_certificates(),
+            )
+            .await?;
+        }
+        Ok(format!(
+            "K3s certificates rotated on {} server(s)",
+            machines.len()
+        ))
+    }
+
+    fn role_of(&self, ctx: StepContext<'_>, name: &NodeName) -> Option<Role> {
+        ctx.observed
+            .machines
+            .get(name)
+            .map(|machine| machine.ownership.role)
+    }
+
+    /// The token, and the datastore provisioned for this cluster (its DSN).
+    async fn server_join(
+        &self,
+        ctx: StepContext<'_>,
+        spec: &ClusterSpec,
+        action: ActionKind,
+    ) -> Result<ServerJoin, ExecuteError> {
+        let secrets = self.k3s_secrets(ctx, spec, action).await?;
+        let datastore_endpoint = match self.datastore_admin(spec, action)? {
+            Some((server, admin)) => {
+                let database = provisioned_database(spec).unwrap_or_default();
+                let endpoint = admin
+                    .provision(database, &secrets.datastore_password)
+                    .await
+                    .map_err(|source| ExecuteError::Datastore {
+                        action,
+                        server: server.to_owned(),
+                        source: Box::new(source),
+                    })?;
+                Some(endpoint.dsn())
+            }
+            None => None,
+        };
+        Ok(ServerJoin {
+            token: secrets.token,
+            datastore_endpoint,
+        })
+    }
+
+    async fn k3s_secrets(
+        &self,
+        ctx: StepContext<'_>,
+        spec: &ClusterSpec,
+        action: ActionKind,
+    ) -> Result<K3sSecrets, ExecuteError> {
+        let preferred = spec.delivery.flux.as_ref().map(|f| f.cluster.as_str());
+        let management =
+            self.providers
+                .management(preferred)
+                .ok_or_else(|| ExecuteError::NoManagement {
+                    name: preferred.unwrap_or("(none in capstan.yaml)").to_owned(),
+                })?;
+        cluster_secrets::k3s_secrets(management, ctx.cluster)
+            .await
+            .map_err(|source| ExecuteError::Secrets {
+                action,
+                source: Box::new(source),
+            })
+    }
+
+    /// The admin access of the server the cluster's datastore is provisioned on; `None` for
+    /// the embedded SQLite.
+    fn datastore_admin<'s>(
+        &self,
+        spec: &'s ClusterSpec,
+        action: ActionKind,
+    ) -> Result<Option<(&'s str, &AdminAccess)>, ExecuteError> {
+        let Some(datastore) = &spec.kubernetes.datastore else {
+            return Ok(None);
+        };
+        match datastore.choice() {
+            Some(DatastoreChoice::Provisioned { server, .. }) => self
+                .providers
+                .datastore(server)
+                .map(|admin| Some((server, admin)))
+                .ok_or_else(|| ExecuteError::NoDatastore {
+                    action,
+                    reason: format!(
+                        "no datastore server `{server}` is configured (datastores in capstan.yaml)"
+                    ),
+                }),
+            _ => Err(ExecuteError::NoDatastore {
+                action,
+                reason: "a datastore given whole (endpointFrom) is not built by this capstan: provision one with `server` and `database`".to_owned(),
+            }),
+        }
+    }
+}
+
+fn spec_of(ctx: StepContext<'_>, action: ActionKind) -> Result<&ClusterSpec, ExecuteError> {
+    ctx.spec.ok_or(ExecuteError::NoSpec { action })
+}
+
+/// The release a joining node installs: the desired one, unless the planner refuses the move
+/// to it from what the servers run (a downgrade, another major, more than one minor), when the
+/// machines are built at the servers' release (the planner's rule 7, as kubeadm joins follow).
+fn join_version(ctx: StepContext<'_>, spec: &ClusterSpec) -> KubeVersion {
+    let desired = spec.kubernetes.version;
+    match ctx.observed.control_plane.as_ref().map(|cp| cp.version) {
+        Some(current)
+            if desired < current
+                || desired.major != current.major
+                || desired.minor > current.minor + 1 =>
+        {
+            current
+        }
+        _ => desired,
+    }
+}
+
+fn provisioned_database(spec: &ClusterSpec) -> Option<&str> {
+    match spec.kubernetes.datastore.as_ref()?.choice()? {
+        DatastoreChoice::Provisioned { database, .. } => Some(database),
+        DatastoreChoice::Given(_) => None,
+    }
+}
+
+fn datastore_words(spec: &ClusterSpec) -> String {
+    match provisioned_database(spec) {
+        Some(database) => format!("datastore database `{database}`"),
+        None => "embedded SQLite".to_owned(),
+    }
+}

@@ -1,0 +1,182 @@
+//! `capstan run --lab` following a Git remote builds the seed's K3s cluster (3 servers, 2
+//! agents) on a real MariaDB: the admin password comes from the environment as
+//! `adminPasswordFrom` says, and Flux's Secret on the lab's management cluster holds a
+//! kubeconfig the stock kubectl uses to see the five nodes Ready.
+
+use std::net::SocketAddr;
+
+use capstan_lab::world::{LabConfig, WorldTemplate};
+
+use super::daemon::wait_status;
+use super::fixture::{Remote, Spawned};
+use super::judges::{self, Judge};
+use super::mariadb::MariaDb;
+use super::servers;
+
+const RELEASE: &str = "v1.36.2+k3s1";
+
+/// The lab's default world plus a K3s air-gap template on every node, as `--lab-config` reads.
+fn lab_config() -> String {
+    let mut config = LabConfig::default();
+    let mut templates = config.proxmox.effective_templates();
+    let nodes: Vec<String> = config
+        .proxmox
+        .nodes
+        .iter()
+        .map(|n| n.name.clone())
+        .collect();
+    for (index, node) in nodes.into_iter().enumerate() {
+        templates.push(WorldTemplate {
+            name: "debian13-k3s".into(),
+            vmid: 9200 + u32::try_from(index).expect("few nodes"),
+            node,
+            cores: 2,
+            memory_mib: 2048,
+            disk_gib: 20,
+            cpu: "x86-64-v2-AES".into(),
+            storage: None,
+            k3s: Some(RELEASE.into()),
+        });
+    }
+    config.proxmox.templates = Some(templates);
+    // JSON is YAML.
+    serde_json::to_string(&config).expect("lab config")
+}
+
+fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["--request-timeout", "10s"])
+        .args(args)
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn run_lab_builds_the_seed_k3s_cluster_from_a_pushed_commit() {
+    if !judges::present(
+        "run_lab_builds_the_seed_k3s_cluster_from_a_pushed_commit",
+        &[Judge::Mariadb, Judge::Kubectl],
+    ) {
+        return;
+    }
+    let mariadb = MariaDb::start();
+    let remote = Remote::new();
+    let fleet = std::fs::read_to_string(remote.work().join("capstan.yaml")).expect("fleet");
+    remote.write(
+        "capstan.yaml",
+        &format!(
+            "{fleet}datastores:\n  mariadb:\n    url: {}\n    adminUser: root\n    adminPasswordFrom: {{env: TEST_MARIADB_ROOT}}\n",
+            mariadb.url()
+        ),
+    );
+    remote.write(
+        "clusters/edge.yaml",
+        &format!(
+            "apiVersion: capstan.dev/v1alpha1
+kind: Cluster
+metadata: {{name: edge}}
+spec:
+  proxmox: homelab
+  kubernetes: {{distribution: k3s, version: {RELEASE}, datastore: {{server: mariadb, database: k3s_edge}}}}
+  endpoint: {{host: k8s-edge.lab.example, address: 192.168.1.25}}
+  network: {{nodes: 192.168.1.0/24, reserved: [\"192.168.1.170-192.168.1.189\"]}}
+  controlPlane:
+    replicas: 3
+    machine: {{template: debian13-k3s, cores: 2, memoryMiB: 4096, cpu: host, placement: [pve1, pve2, pve3]}}
+  workers:
+    - pool: agents
+      replicas: 2
+      machine: {{template: debian13-k3s, cores: 2, memoryMiB: 4096, cpu: host, placement: [pve1, pve2, pve3]}}
+  rollout: {{minWorkers: 1, drainTimeout: 4s, joinTimeout: 2m}}
+  delivery:
+    flux: {{cluster: management}}
+"
+        ),
+    );
+    let head = remote.commit_and_push("the seed's K3s cluster");
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("lab.yaml");
+    std::fs::write(&config, lab_config()).expect("lab config");
+    let port = servers::free_port();
+    let url = format!("file://{}", remote.bare().display());
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(["run", "--repo", &url, "--lab", "--log", "warn"])
+        .arg("--lab-config")
+        .arg(&config)
+        .arg("--state-dir")
+        .arg(dir.path().join("lab"))
+        .arg("--git-mirror-dir")
+        .arg(dir.path().join("mirrors"))
+        .args(["--http", &format!("127.0.0.1:{port}")])
+        .env("TEST_MARIADB_ROOT", &mariadb.root_password)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("capstan run starts");
+    let mut child = Spawned(child);
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+    let status = wait_status(
+        &mut child.0,
+        addr,
+        "edge Ready at the pushed commit",
+        &|body| {
+            let Ok(status) = serde_json::from_str::<capstan::status::FleetStatus>(body) else {
+                return false;
+            };
+            status.revision.as_deref() == Some(&format!("main@sha1:{head}"))
+                && status
+                    .clusters
+                    .get("edge")
+                    .is_some_and(|c| c.phase == capstan::plan::Phase::Ready)
+        },
+    );
+    assert!(
+        !status.contains(&mariadb.root_password),
+        "no admin password in the status"
+    );
+
+    let management = dir.path().join("lab").join("management.kubeconfig");
+    let encoded = kubectl(
+        &management,
+        &[
+            "get",
+            "secret",
+            "-n",
+            "flux-system",
+            "edge-kubeconfig",
+            "-o",
+            "jsonpath={.data.value}",
+        ],
+    );
+    use base64::Engine as _;
+    let delivered = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .expect("base64");
+    let file = dir.path().join("edge.kubeconfig");
+    std::fs::write(&file, delivered).expect("write");
+    let listed = kubectl(&file, &["get", "nodes", "--no-headers"]);
+    let ready: Vec<&str> = listed
+        .lines()
+        .filter(|l| l.split_whitespace().nth(1) == Some("Ready"))
+        .collect();
+    assert_eq!(ready.len(), 5, "{listed}");
+    assert_eq!(
+        ready.iter().filter(|l| l.contains("control-plane")).count(),
+        3,
+        "{listed}"
+    );
+    assert_ne!(
+        mariadb.sql("SELECT COUNT(*) FROM k3s_edge.kine"),
+        "0\n",
+        "kine's table has rows"
+    );
+}

@@ -58,6 +58,7 @@ pub(super) fn router(shared: Arc<Shared>, scheme: &'static str) -> Router {
     Router::new()
         .nest("/api/v3", api("/api/v3"))
         .nest("/api/v1", api("/api/v1"))
+        .nest("/api/v4", super::gitlab::router(shared.clone(), scheme))
         .merge(api(""))
 }
 
@@ -101,7 +102,7 @@ async fn guard(State(ctx): State<Ctx>, request: Request, next: Next) -> Response
     response
 }
 
-fn take_fault(state: &mut ForgeState) -> Option<Fault> {
+pub(super) fn take_fault(state: &mut ForgeState) -> Option<Fault> {
     let (fault, remaining) = state.fault?;
     match remaining {
         Some(0) => {

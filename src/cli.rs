@@ -489,8 +489,9 @@ pub struct PreviewArgs {
     /// `--observed`.
     #[arg(long, conflicts_with = "observed", env = env_vars::CAPSTAN_PREVIEW_SERVER)]
     pub server: Option<String>,
-    /// Also post the preview to this pull request: one sticky comment (edited in place when
-    /// its text changes) and a `capstan/preview` commit status on `--head`'s commit.
+    /// Also post the preview to this pull request (GitLab: the merge request's iid): one
+    /// sticky comment (edited in place when its text changes) and a `capstan/preview` commit
+    /// status on `--head`'s commit.
     #[arg(long, requires = "forge", env = env_vars::CAPSTAN_PREVIEW_PR)]
     pub pr: Option<u64>,
     /// Where the preview is posted.

@@ -4,7 +4,7 @@
 //!
 //! [`ForgeApi`] is the provider trait (domain verbs, no HTTP types); [`rest::RestForge`]
 //! implements it over GitHub's REST API, which Gitea mirrors under `/api/v1`, and over GitLab's
-//! `/api/v4` (merge-request notes and commit statuses, in [`gitlab`]); [`sticky`] holds the
+//! `/api/v4` (merge-request notes and commit statuses, in `rest/gitlab.rs`); [`sticky`] holds the
 //! posting logic, tested against an in-memory forge.
 //!
 //! # Guarantees
@@ -15,7 +15,6 @@
 //!   is within the client's cap;
 //!   otherwise the call fails with [`ForgeError::RateLimited`], which is transient.
 
-pub mod gitlab;
 pub mod rest;
 pub mod sticky;
 

@@ -1,6 +1,6 @@
 //! [`ForgeApi`] over GitHub's REST API (`/repos/{owner}/{repo}/...`), which Gitea serves under
 //! `/api/v1` with the same paths and payloads, and over GitLab's (`/projects/{id}/...`, in
-//! [`super::gitlab`]): one client, retries and rate limits shared.
+//! [`gitlab`]): one client, retries and rate limits shared.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,10 +12,12 @@ use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use super::{CommitStatus, ForgeApi, ForgeError, ForgeKind, IssueComment, PullHead, gitlab};
+use super::{CommitStatus, ForgeApi, ForgeError, ForgeKind, IssueComment, PullHead};
+
+mod gitlab;
 
 /// Comments asked for per page (GitHub's and GitLab's maximum).
-pub(super) const PER_PAGE: usize = 100;
+const PER_PAGE: usize = 100;
 
 /// How a [`RestForge`] retries rate-limited and failed calls.
 #[derive(Debug, Clone, Copy)]
@@ -158,7 +160,7 @@ impl RestForge {
     }
 
     /// Sends the request `build` makes, retrying rate limits, 5xx and connection failures.
-    pub(super) async fn send(
+    async fn send(
         &self,
         operation: &str,
         build: impl Fn() -> RequestBuilder,
@@ -205,7 +207,7 @@ impl RestForge {
         }
     }
 
-    pub(super) async fn json<T: DeserializeOwned>(
+    async fn json<T: DeserializeOwned>(
         &self,
         operation: &str,
         build: impl Fn() -> RequestBuilder,
@@ -221,13 +223,13 @@ impl RestForge {
     }
 
     /// A request to `path` under the repository (`/repos/o/r`, GitLab's `/projects/g%2Fr`).
-    pub(super) fn request(&self, method: Method, path: &str) -> RequestBuilder {
+    fn request(&self, method: Method, path: &str) -> RequestBuilder {
         self.http
             .request(method, format!("{}{path}", self.repo_url))
     }
 
     /// The page size parameters: GitHub's `per_page`, Gitea's `limit`.
-    pub(super) fn page(&self, page: usize) -> Vec<(&'static str, String)> {
+    fn page(&self, page: usize) -> Vec<(&'static str, String)> {
         let size = match self.kind {
             ForgeKind::Github | ForgeKind::Gitlab => "per_page",
             ForgeKind::Gitea => "limit",

@@ -12,7 +12,6 @@
 //! Payloads follow GitHub's published OpenAPI description (`tests/data/github-api-subset.json`
 //! judges them); requests without the forge's token get 401, as GitHub answers.
 
-mod gitlab;
 mod payloads;
 mod routes;
 

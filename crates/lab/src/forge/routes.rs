@@ -13,6 +13,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
+mod gitlab;
+
 use super::payloads::{self, Links};
 use super::{Comment, CommitStatus, Fault, Request as Recorded, Shared, State as ForgeState};
 
@@ -58,7 +60,7 @@ pub(super) fn router(shared: Arc<Shared>, scheme: &'static str) -> Router {
     Router::new()
         .nest("/api/v3", api("/api/v3"))
         .nest("/api/v1", api("/api/v1"))
-        .nest("/api/v4", super::gitlab::router(shared.clone(), scheme))
+        .nest("/api/v4", gitlab::router(shared.clone(), scheme))
         .merge(api(""))
 }
 
@@ -102,7 +104,7 @@ async fn guard(State(ctx): State<Ctx>, request: Request, next: Next) -> Response
     response
 }
 
-pub(super) fn take_fault(state: &mut ForgeState) -> Option<Fault> {
+fn take_fault(state: &mut ForgeState) -> Option<Fault> {
     let (fault, remaining) = state.fault?;
     match remaining {
         Some(0) => {

@@ -20,7 +20,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use serde_json::{Value, json};
 
-use super::{Comment, CommitStatus, Fault, Pull, Request as Recorded, Shared, payloads};
+use crate::forge::{Comment, CommitStatus, Fault, Pull, Request as Recorded, Shared, payloads};
 
 /// The project's numeric id.
 const PROJECT_ID: u64 = 1;
@@ -100,7 +100,7 @@ async fn guard(State(ctx): State<Ctx>, request: Request, next: Next) -> Response
                 .and_then(|v| v.strip_prefix("Bearer "))
         });
     let authorized = token.is_some_and(|t| t == ctx.shared.options.token);
-    let fault = super::routes::take_fault(&mut ctx.shared.state());
+    let fault = super::take_fault(&mut ctx.shared.state());
     let mut response = match fault {
         Some(fault) => fault_response(fault),
         None if !authorized => error(StatusCode::UNAUTHORIZED, "401 Unauthorized").into_response(),
@@ -176,7 +176,7 @@ impl Ctx {
     /// The pulls, their heads re-read from the repository.
     fn pulls(&self) -> Result<Vec<Pull>, ApiError> {
         let mut state = self.shared.state();
-        super::refresh_pulls(&self.shared.options.git_dir, &mut state.pulls)
+        crate::forge::refresh_pulls(&self.shared.options.git_dir, &mut state.pulls)
             .map_err(|err| error(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()))?;
         Ok(state.pulls.clone())
     }
@@ -476,7 +476,7 @@ async fn create_status(
             "400 Bad request - state does not have a valid value",
         ));
     }
-    if !super::has_commit(&ctx.shared.options.git_dir, &sha) {
+    if !crate::forge::has_commit(&ctx.shared.options.git_dir, &sha) {
         return Err(error(StatusCode::NOT_FOUND, "404 Commit Not Found"));
     }
     // GitLab takes the label as `name`, or its alias `context`.

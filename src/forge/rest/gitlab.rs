@@ -9,8 +9,8 @@ use reqwest::Method;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use super::rest::{PER_PAGE, RestForge};
-use super::{CommitStatus, ForgeError, ForgeKind, IssueComment, PullHead};
+use super::{PER_PAGE, RestForge};
+use crate::forge::{CommitStatus, ForgeError, ForgeKind, IssueComment, PullHead};
 
 /// A merge request, as `GET /projects/:id/merge_requests` lists it.
 #[derive(serde::Deserialize)]

@@ -194,3 +194,57 @@ async fn a_gitea_over_https_gets_the_same_comment_and_status() {
         untrusted.stderr
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gitlab_note_past_the_first_page_is_found_again() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let fleet = Fleet::new();
+    fleet.branch("scale", PROD, "replicas: 3", "replicas: 4");
+    let on = OnForge::start(fleet).await;
+    let pr = on
+        .forge
+        .open_pull("Scale prod", "scale", "main")
+        .expect("pull");
+    // A busy merge request: more notes than one page of 100 before capstan's.
+    let notes = format!(
+        "{}/projects/{}%2F{}/merge_requests/{pr}/notes",
+        Flavour::Gitlab.api(&on.forge),
+        crate::forge::OWNER,
+        crate::forge::NAME
+    );
+    let client = reqwest::Client::new();
+    for n in 0..120 {
+        let answer = client
+            .post(&notes)
+            .header("PRIVATE-TOKEN", crate::forge::TOKEN)
+            .json(&serde_json::json!({ "body": format!("review note {n}") }))
+            .send()
+            .await
+            .expect("the forge answers");
+        assert_eq!(answer.status(), reqwest::StatusCode::CREATED);
+    }
+    on.post_as(Flavour::Gitlab, "scale", pr)
+        .await
+        .assert_code(0);
+    on.post_as(Flavour::Gitlab, "scale", pr)
+        .await
+        .assert_code(0);
+    let comments = on.forge.comments(pr);
+    let marked = comments
+        .iter()
+        .filter(|c| c.body.starts_with(MARKER))
+        .count();
+    assert_eq!(
+        marked, 1,
+        "capstan's note, on the second page, is found again"
+    );
+    assert_eq!(Flavour::Gitlab.edits(&on.forge), 0);
+    let pages: Vec<String> = on
+        .forge
+        .requests()
+        .iter()
+        .filter(|r| r.method == "GET" && r.path.ends_with("/notes"))
+        .map(|r| r.path.clone())
+        .collect();
+    assert_eq!(pages.len(), 4, "two pages per post: {pages:?}");
+}

@@ -271,7 +271,8 @@ pub struct RunArgs {
     #[command(flatten)]
     pub leader: LeaderArgs,
     /// Post a preview on every open pull request of `--forge-repo` (whose heads are fetched
-    /// from the Git remote as `refs/pull/<N>/head`) on every poll, when its head or the
+    /// from the Git remote as `refs/pull/<N>/head`, GitLab's merge requests' as
+    /// `refs/merge-requests/<N>/head`) on every poll, when its head or the
     /// observed state its plan depends on changed. Needs a Git remote and the `--forge` flags.
     #[arg(long, requires = "forge", env = env_vars::CAPSTAN_PREVIEWS)]
     pub previews: bool,
@@ -284,15 +285,16 @@ pub struct RunArgs {
 /// variable `CAPSTAN_FORGE_TOKEN` only.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ForgeArgs {
-    /// The forge's API: `github` (GitHub, GitHub Enterprise Server) or `gitea` (Gitea,
-    /// Forgejo).
+    /// The forge's API: `github` (GitHub, GitHub Enterprise Server), `gitea` (Gitea,
+    /// Forgejo) or `gitlab` (GitLab; `--pr` is then a merge request's iid).
     #[arg(long, value_enum, env = env_vars::CAPSTAN_FORGE)]
     pub forge: Option<crate::forge::ForgeKind>,
     /// The API base URL: `https://api.github.com` (the default for `github`),
-    /// `https://HOST/api/v3` (GitHub Enterprise Server), `https://HOST/api/v1` (Gitea).
+    /// `https://HOST/api/v3` (GitHub Enterprise Server), `https://HOST/api/v1` (Gitea),
+    /// `https://HOST/api/v4` (GitLab).
     #[arg(long, requires = "forge", env = env_vars::CAPSTAN_FORGE_URL)]
     pub forge_url: Option<String>,
-    /// The repository on the forge, `OWNER/NAME`.
+    /// The repository on the forge, `OWNER/NAME` (GitLab: the project's `GROUP/NAME`).
     #[arg(long, requires = "forge", env = env_vars::CAPSTAN_FORGE_REPO)]
     pub forge_repo: Option<String>,
 }
@@ -487,8 +489,9 @@ pub struct PreviewArgs {
     /// `--observed`.
     #[arg(long, conflicts_with = "observed", env = env_vars::CAPSTAN_PREVIEW_SERVER)]
     pub server: Option<String>,
-    /// Also post the preview to this pull request: one sticky comment (edited in place when
-    /// its text changes) and a `capstan/preview` commit status on `--head`'s commit.
+    /// Also post the preview to this pull request (GitLab: the merge request's iid): one
+    /// sticky comment (edited in place when its text changes) and a `capstan/preview` commit
+    /// status on `--head`'s commit.
     #[arg(long, requires = "forge", env = env_vars::CAPSTAN_PREVIEW_PR)]
     pub pr: Option<u64>,
     /// Where the preview is posted.

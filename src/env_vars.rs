@@ -75,7 +75,7 @@ pub const CAPSTAN_LEASE_RETRY: &str = "CAPSTAN_LEASE_RETRY";
 pub const CAPSTAN_PREVIEW_BASE: &str = "CAPSTAN_PREVIEW_BASE";
 /// `capstan preview`: the head revision.
 pub const CAPSTAN_PREVIEW_HEAD: &str = "CAPSTAN_PREVIEW_HEAD";
-/// The forge previews are posted to: `github` or `gitea`.
+/// The forge previews are posted to: `github`, `gitea` or `gitlab`.
 pub const CAPSTAN_FORGE: &str = "CAPSTAN_FORGE";
 /// The forge's API base URL.
 pub const CAPSTAN_FORGE_URL: &str = "CAPSTAN_FORGE_URL";

@@ -9,7 +9,7 @@ use crate::env_vars;
 use crate::forge::rest::{ForgeTarget, RestForge, RetryPolicy};
 use crate::forge::{ForgeError, ForgeKind, sticky};
 use crate::observed::Observed;
-use crate::preview::comment::{GITHUB_COMMENT_LIMIT, comment};
+use crate::preview::comment::comment;
 use crate::preview::{self, Preview, RevisionFiles, render};
 use crate::source::revisions::{self, RevisionError};
 
@@ -147,25 +147,39 @@ async fn observed_from_server(url: &str) -> Result<Observed, PreviewError> {
 /// The forge the flags and `CAPSTAN_FORGE_TOKEN` name.
 ///
 /// # Errors
-/// When `--forge`, `--forge-repo`, `--forge-url` (for Gitea) or the token is missing.
+/// When `--forge`, `--forge-repo`, `--forge-url` (for Gitea and GitLab) or the token is
+/// missing.
 pub fn forge_target(
     args: &ForgeArgs,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ForgeTarget, PreviewError> {
     let missing = |what: &str| PreviewError::ForgeFlags(format!("posting a preview needs {what}"));
-    let kind = args.forge.ok_or_else(|| missing("--forge github|gitea"))?;
+    let kind = args
+        .forge
+        .ok_or_else(|| missing("--forge github|gitea|gitlab"))?;
     let api_url = match (&args.forge_url, kind) {
         (Some(url), _) => url.clone(),
         (None, ForgeKind::Github) => "https://api.github.com".to_owned(),
         (None, ForgeKind::Gitea) => {
             return Err(missing("--forge-url https://HOST/api/v1 for Gitea"));
         }
+        (None, ForgeKind::Gitlab) => {
+            return Err(missing("--forge-url https://HOST/api/v4 for GitLab"));
+        }
+    };
+    // GitLab's projects may sit in subgroups (`group/sub/name`).
+    let parts_allowed = match kind {
+        ForgeKind::Github | ForgeKind::Gitea => 2..=2,
+        ForgeKind::Gitlab => 2..=usize::MAX,
     };
     let repository = args
         .forge_repo
         .clone()
-        .filter(|r| r.split('/').filter(|part| !part.is_empty()).count() == 2)
-        .ok_or_else(|| missing("--forge-repo OWNER/NAME"))?;
+        .filter(|r| {
+            r.split('/').all(|part| !part.is_empty())
+                && parts_allowed.contains(&r.split('/').count())
+        })
+        .ok_or_else(|| missing("--forge-repo OWNER/NAME (GitLab: GROUP/NAME)"))?;
     let token = env(env_vars::CAPSTAN_FORGE_TOKEN)
         .filter(|t| !t.trim().is_empty())
         .ok_or_else(|| {
@@ -188,7 +202,7 @@ async fn post(target: &ForgeTarget, pr: u64, preview: &Preview) -> Result<(), Fo
         &api,
         pr,
         preview.head_commit(),
-        &comment(preview, GITHUB_COMMENT_LIMIT),
+        &comment(preview, target.kind.comment_limit()),
         &sticky::status_for(preview),
     )
     .await?;

@@ -1,6 +1,6 @@
 //! `capstan run --previews`: a task beside the reconcile loop that, on every poll, lists the
 //! forge's open pull requests, reads each one's head from the Git remote
-//! (`refs/pull/<N>/head`) and its base branch, previews the change against the state the last
+//! (`refs/pull/<N>/head`; GitLab: `refs/merge-requests/<N>/head`) and its base branch, previews the change against the state the last
 //! pass observed, and posts it (sticky comment and commit status) when it differs from what
 //! was posted for that pull request.
 //!
@@ -20,7 +20,7 @@ use crate::backoff::{Backoff, random_unit};
 use crate::clock::Clock;
 use crate::forge::{ForgeApi, PullHead, sticky};
 use crate::observed::Observed;
-use crate::preview::comment::{GITHUB_COMMENT_LIMIT, comment};
+use crate::preview::comment::comment;
 use crate::preview::{self, Preview, RevisionFiles};
 use crate::source::GitOptions;
 use crate::source::revisions::{RevisionError, read_remote_ref};
@@ -137,7 +137,7 @@ impl<F: ForgeApi> Previewer<F> {
                 &self.forge,
                 pull.number,
                 preview.head_commit(),
-                &comment(&preview, GITHUB_COMMENT_LIMIT),
+                &comment(&preview, self.forge.kind().comment_limit()),
                 &sticky::status_for(&preview),
             )
             .await?;
@@ -160,15 +160,13 @@ impl<F: ForgeApi> Previewer<F> {
         let git = self.git.clone();
         let number = pull.number;
         let base_ref = pull.base_ref.clone();
+        let head_ref = self.forge.kind().head_ref(number);
         let (base, head) = tokio::task::spawn_blocking(move || {
             let read = |reference: &str| {
                 read_remote_ref(&git, reference)
                     .map_err(|source| PreviewRoundError::Revision { pr: number, source })
             };
-            Ok::<_, PreviewRoundError>((
-                read(&base_ref)?,
-                read(&format!("refs/pull/{number}/head"))?,
-            ))
+            Ok::<_, PreviewRoundError>((read(&base_ref)?, read(&head_ref)?))
         })
         .await
         .map_err(PreviewRoundError::Interrupted)??;

@@ -1,15 +1,18 @@
-//! Talking to a forge (GitHub, GitHub Enterprise, Gitea) about pull requests: their heads, one
-//! sticky preview comment each, and a commit status on the head.
+//! Talking to a forge (GitHub, GitHub Enterprise, Gitea, GitLab) about pull requests (GitLab's
+//! merge requests): their heads, one sticky preview comment each, and a commit status on the
+//! head.
 //!
 //! [`ForgeApi`] is the provider trait (domain verbs, no HTTP types); [`rest::RestForge`]
-//! implements it over GitHub's REST API, which Gitea mirrors under `/api/v1`; [`sticky`] holds
-//! the posting logic, tested against an in-memory forge.
+//! implements it over GitHub's REST API, which Gitea mirrors under `/api/v1`, and over GitLab's
+//! `/api/v4` (merge-request notes and commit statuses, in `rest/gitlab.rs`); [`sticky`] holds the
+//! posting logic, tested against an in-memory forge.
 //!
 //! # Guarantees
 //! - The token is sent only in the `Authorization` header (marked sensitive) and never appears
 //!   in an error, a log line or `Debug` output.
 //! - 403 (rate limit) and 429 answers are retried after the wait the forge asks for
-//!   (`Retry-After`, else `X-RateLimit-Reset`), when that wait is within the client's cap;
+//!   (`Retry-After`, else `X-RateLimit-Reset` or GitLab's `RateLimit-Reset`), when that wait
+//!   is within the client's cap;
 //!   otherwise the call fails with [`ForgeError::RateLimited`], which is transient.
 
 pub mod rest;
@@ -24,6 +27,35 @@ pub enum ForgeKind {
     Github,
     /// Gitea or Forgejo (`https://HOST/api/v1`).
     Gitea,
+    /// GitLab (`https://HOST/api/v4`): merge requests, their notes, commit statuses.
+    Gitlab,
+}
+
+impl ForgeKind {
+    /// The longest comment the forge accepts, in characters (GitHub's 65,536; GitLab's notes
+    /// take 1,000,000; Gitea documents none, so GitHub's is kept).
+    pub fn comment_limit(self) -> usize {
+        match self {
+            ForgeKind::Github | ForgeKind::Gitea => crate::preview::comment::GITHUB_COMMENT_LIMIT,
+            ForgeKind::Gitlab => 1_000_000,
+        }
+    }
+
+    /// The ref the forge keeps at pull request `number`'s head, which a Git client can fetch.
+    pub fn head_ref(self, number: u64) -> String {
+        match self {
+            ForgeKind::Github | ForgeKind::Gitea => format!("refs/pull/{number}/head"),
+            ForgeKind::Gitlab => format!("refs/merge-requests/{number}/head"),
+        }
+    }
+
+    /// The API's word for `state` (GitLab says `failed` where GitHub says `failure`).
+    pub fn status_word(self, state: StatusState) -> &'static str {
+        match (self, state) {
+            (ForgeKind::Gitlab, StatusState::Failure) => "failed",
+            (_, state) => state.as_str(),
+        }
+    }
 }
 
 /// A call to the forge failed.
@@ -139,6 +171,8 @@ pub struct CommitStatus {
 
 /// What capstan asks of a forge, for one repository.
 pub trait ForgeApi: Send + Sync {
+    /// Which forge this is (its comment limit, the ref of a pull request's head).
+    fn kind(&self) -> ForgeKind;
     /// The comments on pull request `pr`, oldest first (every page).
     fn comments(
         &self,
@@ -150,9 +184,10 @@ pub trait ForgeApi: Send + Sync {
         pr: u64,
         body: &str,
     ) -> impl Future<Output = Result<IssueComment, ForgeError>> + Send;
-    /// Replaces the body of comment `id`.
+    /// Replaces the body of comment `id` on pull request `pr`.
     fn edit_comment(
         &self,
+        pr: u64,
         id: u64,
         body: &str,
     ) -> impl Future<Output = Result<(), ForgeError>> + Send;

@@ -1,17 +1,22 @@
 //! [`ForgeApi`] over GitHub's REST API (`/repos/{owner}/{repo}/...`), which Gitea serves under
-//! `/api/v1` with the same paths and payloads.
+//! `/api/v1` with the same paths and payloads, and over GitLab's (`/projects/{id}/...`, in
+//! [`gitlab`]): one client, retries and rate limits shared.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, HeaderValue, RETRY_AFTER, USER_AGENT};
+use reqwest::header::{
+    ACCEPT, AUTHORIZATION, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, USER_AGENT,
+};
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::{CommitStatus, ForgeApi, ForgeError, ForgeKind, IssueComment, PullHead};
 
-/// Comments asked for per page (GitHub's maximum).
+mod gitlab;
+
+/// Comments asked for per page (GitHub's and GitLab's maximum).
 const PER_PAGE: usize = 100;
 
 /// How a [`RestForge`] retries rate-limited and failed calls.
@@ -38,11 +43,12 @@ impl Default for RetryPolicy {
 /// Where and as whom to talk to the forge.
 #[derive(Clone)]
 pub struct ForgeTarget {
-    /// GitHub or Gitea.
+    /// GitHub, Gitea or GitLab.
     pub kind: ForgeKind,
-    /// The API base: `https://api.github.com`, `https://HOST/api/v3`, `https://HOST/api/v1`.
+    /// The API base: `https://api.github.com`, `https://HOST/api/v3`, `https://HOST/api/v1`,
+    /// `https://HOST/api/v4`.
     pub api_url: String,
-    /// `OWNER/NAME`.
+    /// `OWNER/NAME` (GitLab: `GROUP/NAME`, subgroups allowed).
     pub repository: String,
     /// The token (never printed).
     pub token: String,
@@ -102,19 +108,26 @@ impl RestForge {
     /// # Errors
     /// When the token cannot be sent in a header, or TLS cannot be set up.
     pub fn new(target: &ForgeTarget, retry: RetryPolicy) -> Result<Self, ForgeError> {
+        let (auth_header, auth_value, accept) = match target.kind {
+            ForgeKind::Github | ForgeKind::Gitea => (
+                AUTHORIZATION,
+                format!("token {}", target.token),
+                "application/vnd.github+json",
+            ),
+            ForgeKind::Gitlab => (
+                HeaderName::from_static("private-token"),
+                target.token.clone(),
+                "application/json",
+            ),
+        };
         let mut authorization =
-            HeaderValue::from_str(&format!("token {}", target.token)).map_err(|_| {
-                ForgeError::Configure {
-                    reason: "the forge token holds characters an HTTP header cannot carry".into(),
-                }
+            HeaderValue::from_str(&auth_value).map_err(|_| ForgeError::Configure {
+                reason: "the forge token holds characters an HTTP header cannot carry".into(),
             })?;
         authorization.set_sensitive(true);
         let mut headers = HeaderMap::new();
-        headers.insert(AUTHORIZATION, authorization);
-        headers.insert(
-            ACCEPT,
-            HeaderValue::from_static("application/vnd.github+json"),
-        );
+        headers.insert(auth_header, authorization);
+        headers.insert(ACCEPT, HeaderValue::from_static(accept));
         headers.insert(
             USER_AGENT,
             HeaderValue::from_static(concat!("capstan/", env!("CARGO_PKG_VERSION"))),
@@ -128,13 +141,19 @@ impl RestForge {
             .map_err(|err| ForgeError::Configure {
                 reason: format!("HTTP client: {err}"),
             })?;
+        let api_url = target.api_url.trim_end_matches('/');
+        let repo_url = match target.kind {
+            ForgeKind::Github | ForgeKind::Gitea => {
+                format!("{api_url}/repos/{}", target.repository)
+            }
+            ForgeKind::Gitlab => format!(
+                "{api_url}/projects/{}",
+                gitlab::project_id(&target.repository)
+            ),
+        };
         Ok(RestForge {
             http,
-            repo_url: format!(
-                "{}/repos/{}",
-                target.api_url.trim_end_matches('/'),
-                target.repository
-            ),
+            repo_url,
             kind: target.kind,
             retry,
         })
@@ -203,6 +222,7 @@ impl RestForge {
             })
     }
 
+    /// A request to `path` under the repository (`/repos/o/r`, GitLab's `/projects/g%2Fr`).
     fn request(&self, method: Method, path: &str) -> RequestBuilder {
         self.http
             .request(method, format!("{}{path}", self.repo_url))
@@ -211,16 +231,16 @@ impl RestForge {
     /// The page size parameters: GitHub's `per_page`, Gitea's `limit`.
     fn page(&self, page: usize) -> Vec<(&'static str, String)> {
         let size = match self.kind {
-            ForgeKind::Github => "per_page",
+            ForgeKind::Github | ForgeKind::Gitlab => "per_page",
             ForgeKind::Gitea => "limit",
         };
         vec![(size, PER_PAGE.to_string()), ("page", page.to_string())]
     }
 }
 
-/// How long a 403/429 answer asks to wait: `Retry-After`, else until `X-RateLimit-Reset` when
-/// no requests remain. `None` for any other answer (a 403 that is not a rate limit is a
-/// permission error).
+/// How long a 403/429 answer asks to wait: `Retry-After`, else until `X-RateLimit-Reset`
+/// (GitLab: `RateLimit-Reset`) when no requests remain. `None` for any other answer (a 403
+/// that is not a rate limit is a permission error).
 fn rate_limit_wait(response: &Response) -> Option<Duration> {
     let status = response.status();
     if status != StatusCode::TOO_MANY_REQUESTS && status != StatusCode::FORBIDDEN {
@@ -236,8 +256,9 @@ fn rate_limit_wait(response: &Response) -> Option<Duration> {
     if let Some(seconds) = header(RETRY_AFTER.as_str()) {
         return Some(Duration::from_secs(seconds.max(0).unsigned_abs()));
     }
-    if header("x-ratelimit-remaining") == Some(0) {
-        let reset = header("x-ratelimit-reset")?;
+    let remaining = header("x-ratelimit-remaining").or_else(|| header("ratelimit-remaining"));
+    if remaining == Some(0) {
+        let reset = header("x-ratelimit-reset").or_else(|| header("ratelimit-reset"))?;
         let wait = reset - jiff::Timestamp::now().as_second();
         return Some(Duration::from_secs(wait.max(1).unsigned_abs()));
     }
@@ -267,16 +288,28 @@ fn refused_certificate(err: &reqwest::Error) -> bool {
 }
 
 async fn status_error(operation: &str, response: Response) -> ForgeError {
+    /// GitHub's and Gitea's `message` is a string; GitLab's may be an object of field errors
+    /// (`{"body": ["is too long"]}`), or the body says `error` instead.
     #[derive(serde::Deserialize)]
     struct Message {
-        message: String,
+        message: Option<serde_json::Value>,
+        error: Option<String>,
     }
     let status = response.status().as_u16();
-    let message = response
-        .json::<Message>()
-        .await
-        .map(|m| m.message)
-        .unwrap_or_else(|_| "no message".to_owned());
+    let message = match response.json::<Message>().await {
+        Ok(Message {
+            message: Some(serde_json::Value::String(text)),
+            ..
+        }) => text,
+        Ok(Message {
+            message: Some(other),
+            ..
+        }) => other.to_string(),
+        Ok(Message {
+            error: Some(text), ..
+        }) => text,
+        _ => "no message".to_owned(),
+    };
     ForgeError::Status {
         operation: operation.to_owned(),
         status,
@@ -303,7 +336,14 @@ pub fn tls_config() -> Result<rustls::ClientConfig, ForgeError> {
 }
 
 impl ForgeApi for RestForge {
+    fn kind(&self) -> ForgeKind {
+        self.kind
+    }
+
     async fn comments(&self, pr: u64) -> Result<Vec<IssueComment>, ForgeError> {
+        if self.kind == ForgeKind::Gitlab {
+            return gitlab::notes(self, pr).await;
+        }
         let operation = format!("list the comments on #{pr}");
         let mut all = Vec::new();
         for page in 1.. {
@@ -323,6 +363,9 @@ impl ForgeApi for RestForge {
     }
 
     async fn create_comment(&self, pr: u64, body: &str) -> Result<IssueComment, ForgeError> {
+        if self.kind == ForgeKind::Gitlab {
+            return gitlab::create_note(self, pr, body).await;
+        }
         self.json(&format!("comment on #{pr}"), || {
             self.request(Method::POST, &format!("/issues/{pr}/comments"))
                 .json(&json!({ "body": body }))
@@ -330,7 +373,10 @@ impl ForgeApi for RestForge {
         .await
     }
 
-    async fn edit_comment(&self, id: u64, body: &str) -> Result<(), ForgeError> {
+    async fn edit_comment(&self, pr: u64, id: u64, body: &str) -> Result<(), ForgeError> {
+        if self.kind == ForgeKind::Gitlab {
+            return gitlab::edit_note(self, pr, id, body).await;
+        }
         self.send(&format!("edit comment {id}"), || {
             self.request(Method::PATCH, &format!("/issues/comments/{id}"))
                 .json(&json!({ "body": body }))
@@ -340,6 +386,9 @@ impl ForgeApi for RestForge {
     }
 
     async fn set_status(&self, sha: &str, status: &CommitStatus) -> Result<(), ForgeError> {
+        if self.kind == ForgeKind::Gitlab {
+            return gitlab::set_status(self, sha, status).await;
+        }
         self.send(&format!("set the status of {sha}"), || {
             self.request(Method::POST, &format!("/statuses/{sha}"))
                 .json(&json!({
@@ -353,6 +402,9 @@ impl ForgeApi for RestForge {
     }
 
     async fn open_pulls(&self) -> Result<Vec<PullHead>, ForgeError> {
+        if self.kind == ForgeKind::Gitlab {
+            return gitlab::open_merge_requests(self).await;
+        }
         let operation = "list the open pull requests";
         let mut all = Vec::new();
         for page in 1.. {
@@ -373,6 +425,9 @@ impl ForgeApi for RestForge {
     }
 
     async fn pull(&self, pr: u64) -> Result<PullHead, ForgeError> {
+        if self.kind == ForgeKind::Gitlab {
+            return gitlab::merge_request(self, pr).await;
+        }
         self.json::<PullPayload>(&format!("read pull request #{pr}"), || {
             self.request(Method::GET, &format!("/pulls/{pr}"))
         })

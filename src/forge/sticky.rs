@@ -88,7 +88,7 @@ pub async fn post(
             action: CommentAction::Unchanged,
         },
         Some(comment) => {
-            api.edit_comment(comment.id, body).await?;
+            api.edit_comment(pr, comment.id, body).await?;
             Posted {
                 comment_id: comment.id,
                 action: CommentAction::Edited,

@@ -1,5 +1,5 @@
-//! `capstan run --lab --previews`: the daemon posts a preview on a pull request opened on the
-//! lab forge, and edits it after a push to the pull request's branch; a forge that is down
+//! `capstan run --lab --previews`: the daemon posts a preview on a pull request (a GitLab merge
+//! request) opened on the lab forge, and edits it after a push to the pull request's branch; a forge that is down
 //! meanwhile does not hold up reconciliation; its `GET /observed`
 //! serves the state it plans against, which `capstan preview --server` reads.
 
@@ -11,7 +11,7 @@ use capstan::observed::Observed;
 use capstan_lab::forge::Fault;
 
 use crate::fixture::{Fleet, git};
-use crate::forge::{NAME, OWNER, OnForge, TOKEN};
+use crate::forge::{Flavour, NAME, OWNER, OnForge, TOKEN};
 
 const PROD: &str = "clusters/prod.yaml";
 
@@ -39,7 +39,7 @@ impl Drop for Daemon {
     }
 }
 
-fn spawn_daemon(on: &OnForge, dir: &Path, port: u16) -> Daemon {
+fn spawn_daemon(on: &OnForge, flavour: Flavour, dir: &Path, port: u16) -> Daemon {
     let log = dir.join("stderr");
     let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
         .args([
@@ -58,11 +58,11 @@ fn spawn_daemon(on: &OnForge, dir: &Path, port: u16) -> Daemon {
         .args(["--http", &format!("127.0.0.1:{port}")])
         .args([
             "--forge",
-            "github",
+            flavour.name(),
             "--forge-repo",
             &format!("{OWNER}/{NAME}"),
         ])
-        .args(["--forge-url", &format!("{}/api/v3", on.forge.http_url())])
+        .args(["--forge-url", &flavour.api(&on.forge)])
         .env("CAPSTAN_FORGE_TOKEN", TOKEN)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).expect("log file"))
@@ -84,6 +84,15 @@ async fn wait_for(daemon: &mut Daemon, what: &str, done: impl Fn() -> bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_posts_a_preview_for_an_opened_pull_request_and_updates_it_after_a_push() {
+    posts_and_updates_after_a_push(Flavour::Github).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_posts_a_preview_for_an_opened_gitlab_merge_request_and_updates_it() {
+    posts_and_updates_after_a_push(Flavour::Gitlab).await;
+}
+
+async fn posts_and_updates_after_a_push(flavour: Flavour) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let fleet = Fleet::new();
     // A fast poll for the test (the fleet file warns about it, and runs).
@@ -104,7 +113,7 @@ async fn the_daemon_posts_a_preview_for_an_opened_pull_request_and_updates_it_af
         .port();
     // The forge is down from the start: reconciliation must not wait for it.
     on.forge.inject(Fault::Outage, None);
-    let mut daemon = spawn_daemon(&on, dir.path(), port);
+    let mut daemon = spawn_daemon(&on, flavour, dir.path(), port);
     let pr = on
         .forge
         .open_pull("Scale prod", "scale", "main")
@@ -134,7 +143,7 @@ async fn the_daemon_posts_a_preview_for_an_opened_pull_request_and_updates_it_af
     on.forge.heal();
     let head = on.forge.pull(pr).expect("pull").head_sha;
     let posted_for = |sha: &str| {
-        let wanted = format!("refs/pull/{pr}/head@sha1:{sha}");
+        let wanted = format!("{}@sha1:{sha}", flavour.head_ref(pr));
         on.forge
             .comments(pr)
             .first()

@@ -16,6 +16,61 @@ pub const OWNER: &str = "acme";
 /// The forge repository's name.
 pub const NAME: &str = "fleet";
 
+/// A forge API previews are posted to, each served by the lab forge over the same pulls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavour {
+    /// GitHub Enterprise Server's REST API (`/api/v3`).
+    Github,
+    /// GitLab's (`/api/v4`): merge requests, notes, commit statuses.
+    Gitlab,
+}
+
+/// The forges the posting tests run against.
+pub const FORGES: [Flavour; 2] = [Flavour::Github, Flavour::Gitlab];
+
+impl Flavour {
+    /// `--forge`'s value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavour::Github => "github",
+            Flavour::Gitlab => "gitlab",
+        }
+    }
+
+    /// `--forge-url` for `forge`.
+    pub fn api(self, forge: &SimForge) -> String {
+        match self {
+            Flavour::Github => format!("{}/api/v3", forge.http_url()),
+            Flavour::Gitlab => format!("{}/api/v4", forge.http_url()),
+        }
+    }
+
+    /// The status state of a refused change.
+    pub fn failure(self) -> &'static str {
+        match self {
+            Flavour::Github => "failure",
+            Flavour::Gitlab => "failed",
+        }
+    }
+
+    /// The ref the forge keeps at pull request `pr`'s head.
+    pub fn head_ref(self, pr: u64) -> String {
+        match self {
+            Flavour::Github => format!("refs/pull/{pr}/head"),
+            Flavour::Gitlab => format!("refs/merge-requests/{pr}/head"),
+        }
+    }
+
+    /// How many comments (notes) were edited: GitHub's `PATCH`, GitLab's `PUT`.
+    pub fn edits(self, forge: &SimForge) -> usize {
+        let verb = match self {
+            Flavour::Github => "PATCH",
+            Flavour::Gitlab => "PUT",
+        };
+        forge.requests().iter().filter(|r| r.method == verb).count()
+    }
+}
+
 /// A fleet, its bare remote and a forge serving pull requests on it.
 pub struct OnForge {
     /// The fleet (its working repository).
@@ -69,8 +124,14 @@ impl OnForge {
     /// `capstan preview` of `head` onto `main`, read from the bare remote, posted to pull
     /// request `pr` of the forge's GitHub Enterprise API.
     pub async fn post(&self, head: &str, pr: u64) -> Run {
-        let api = format!("{}/api/v3", self.forge.http_url());
-        self.post_to(head, pr, ("github", &api), &[]).await
+        self.post_as(Flavour::Github, head, pr).await
+    }
+
+    /// `capstan preview` of `head` onto `main` posted to pull request `pr` through the
+    /// `flavour` API of the forge.
+    pub async fn post_as(&self, flavour: Flavour, head: &str, pr: u64) -> Run {
+        let api = flavour.api(&self.forge);
+        self.post_to(head, pr, (flavour.name(), &api), &[]).await
     }
 
     /// `capstan preview` of `head` onto `main` posted to pull request `pr` through `api`

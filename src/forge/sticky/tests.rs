@@ -1,7 +1,7 @@
 use std::sync::Mutex;
 
 use super::*;
-use crate::forge::{IssueComment, PullHead};
+use crate::forge::{ForgeKind, IssueComment, PullHead};
 use crate::preview::Refusal;
 
 /// A forge in memory, counting calls by verb.
@@ -28,6 +28,10 @@ impl Fake {
 }
 
 impl ForgeApi for Fake {
+    fn kind(&self) -> ForgeKind {
+        ForgeKind::Github
+    }
+
     async fn comments(&self, _pr: u64) -> Result<Vec<IssueComment>, ForgeError> {
         self.called("list");
         Ok(self.comments.lock().expect("lock").clone())
@@ -44,7 +48,7 @@ impl ForgeApi for Fake {
         Ok(comment)
     }
 
-    async fn edit_comment(&self, id: u64, body: &str) -> Result<(), ForgeError> {
+    async fn edit_comment(&self, _pr: u64, id: u64, body: &str) -> Result<(), ForgeError> {
         self.called("edit");
         for comment in self.comments.lock().expect("lock").iter_mut() {
             if comment.id == id {

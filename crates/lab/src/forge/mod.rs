@@ -1,11 +1,13 @@
 //! A simulated forge: the part of GitHub's REST API that pull-request previews use (issue
 //! comments, commit statuses, pulls, plus `GET /user` and `GET /repos/{owner}/{repo}` that
 //! clients authenticate with), served on loopback over HTTP and HTTPS, at `/` (api.github.com's
-//! layout), `/api/v3` (GitHub Enterprise Server's) and `/api/v1` (Gitea's).
+//! layout), `/api/v3` (GitHub Enterprise Server's) and `/api/v1` (Gitea's); and GitLab's
+//! merge requests, notes and commit statuses under `/api/v4`, over the same pulls.
 //!
 //! Pull requests point at branches of a real bare Git repository: a pull's head is the commit
-//! its branch points to when the pull is read, and the forge keeps `refs/pull/<N>/head` in that
-//! repository up to date, as GitHub and Gitea do, so a Git client can fetch it.
+//! its branch points to when the pull is read, and the forge keeps `refs/pull/<N>/head` (GitHub,
+//! Gitea) and `refs/merge-requests/<N>/head` (GitLab) in that repository up to date, so a Git
+//! client can fetch it.
 //!
 //! Payloads follow GitHub's published OpenAPI description (`tests/data/github-api-subset.json`
 //! judges them); requests without the forge's token get 401, as GitHub answers.
@@ -107,9 +109,10 @@ pub struct CommitStatus {
     pub id: u64,
     /// The commit.
     pub sha: String,
-    /// `success`, `failure`, `pending` or `error`.
+    /// `success`, `failure`, `pending` or `error` (GitLab: `success`, `failed`, `pending`,
+    /// `running`, `canceled`, `skipped`).
     pub state: String,
-    /// Its context (`capstan/preview`).
+    /// Its context (`capstan/preview`; GitLab's `name`).
     pub context: String,
     /// Its description.
     pub description: Option<String>,
@@ -249,7 +252,8 @@ impl SimForge {
         })
     }
 
-    /// `http://127.0.0.1:PORT`: GitHub's layout at the root, `/api/v3`, and Gitea's `/api/v1`.
+    /// `http://127.0.0.1:PORT`: GitHub's layout at the root, `/api/v3`, Gitea's `/api/v1` and
+    /// GitLab's `/api/v4`.
     pub fn http_url(&self) -> String {
         self.http.url()
     }
@@ -265,7 +269,8 @@ impl SimForge {
     }
 
     /// Opens a pull request from `head` into `base` (branches of the repository) and returns
-    /// its number; `refs/pull/<N>/head` points at `head`'s tip.
+    /// its number; `refs/pull/<N>/head` and `refs/merge-requests/<N>/head` point at `head`'s
+    /// tip.
     ///
     /// # Errors
     /// When a branch does not exist.
@@ -358,7 +363,8 @@ impl SimForge {
     }
 }
 
-/// Re-reads open pulls' branch tips, moving `refs/pull/<N>/head` with their heads (a push to a
+/// Re-reads open pulls' branch tips, moving `refs/pull/<N>/head` and
+/// `refs/merge-requests/<N>/head` with their heads (a push to a
 /// pull's branch is seen at the next read, as GitHub's asynchronous ref update is).
 fn refresh_pulls(git_dir: &Path, pulls: &mut [Pull]) -> Result<(), ForgeError> {
     for pull in pulls.iter_mut().filter(|p| p.state == "open") {
@@ -383,12 +389,15 @@ fn branch_tip(git_dir: &Path, branch: &str) -> Result<String, ForgeError> {
     )
 }
 
+/// Moves the refs GitHub (and Gitea) and GitLab keep at a pull's head.
 fn update_pull_ref(git_dir: &Path, number: u64, sha: &str) -> Result<(), ForgeError> {
-    git(
-        git_dir,
-        &["update-ref", &format!("refs/pull/{number}/head"), sha],
-    )
-    .map(drop)
+    for reference in [
+        format!("refs/pull/{number}/head"),
+        format!("refs/merge-requests/{number}/head"),
+    ] {
+        git(git_dir, &["update-ref", &reference, sha])?;
+    }
+    Ok(())
 }
 
 /// Commits, files, added and removed lines of `head` over `base` (`git diff --numstat`).

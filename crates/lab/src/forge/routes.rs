@@ -13,6 +13,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
+mod gitlab;
+
 use super::payloads::{self, Links};
 use super::{Comment, CommitStatus, Fault, Request as Recorded, Shared, State as ForgeState};
 
@@ -58,6 +60,7 @@ pub(super) fn router(shared: Arc<Shared>, scheme: &'static str) -> Router {
     Router::new()
         .nest("/api/v3", api("/api/v3"))
         .nest("/api/v1", api("/api/v1"))
+        .nest("/api/v4", gitlab::router(shared.clone(), scheme))
         .merge(api(""))
 }
 

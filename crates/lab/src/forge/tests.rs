@@ -166,3 +166,107 @@ async fn a_fault_answers_as_many_requests_as_asked_then_heals() {
     let (status, _, _) = call(&shared, "GET", "/user", Some(TOKEN), "").await;
     assert_eq!(status, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn gitlab_notes_come_newest_first_unless_asked_and_page_with_x_next_page() {
+    let (_dir, shared) = forge();
+    let pr = open(&shared, "change");
+    let notes = format!("/api/v4/projects/acme%2Ffleet/merge_requests/{pr}/notes");
+    for n in 0..3 {
+        let body = format!(r#"{{"body": "note {n}"}}"#);
+        let (status, _, note) = call(&shared, "POST", &notes, Some(TOKEN), &body).await;
+        assert_eq!(status, StatusCode::CREATED);
+        assert_eq!(note["noteable_iid"], pr);
+    }
+    let (_, headers, page) = call(
+        &shared,
+        "GET",
+        &format!("{notes}?per_page=2"),
+        Some(TOKEN),
+        "",
+    )
+    .await;
+    assert_eq!(page[0]["body"], "note 2", "newest first by default");
+    assert_eq!(headers["x-next-page"], "2");
+    assert_eq!(headers["x-total"], "3");
+    let asc = format!("{notes}?sort=asc&order_by=created_at&per_page=2&page=2");
+    let (_, headers, last) = call(&shared, "GET", &asc, Some(TOKEN), "").await;
+    assert_eq!(last[0]["body"], "note 2");
+    assert_eq!(headers["x-next-page"], "");
+    let id = last[0]["id"].as_u64().expect("an id");
+    let (status, _, edited) = call(
+        &shared,
+        "PUT",
+        &format!("{notes}/{id}"),
+        Some(TOKEN),
+        r#"{"body": "edited"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(edited["body"], "edited");
+}
+
+#[tokio::test]
+async fn gitlab_merge_requests_and_statuses_share_the_pulls_and_the_repository() {
+    let (_dir, shared) = forge();
+    let pr = open(&shared, "change");
+    let project = "/api/v4/projects/acme%2Ffleet";
+    let (status, _, _) = call(
+        &shared,
+        "GET",
+        &format!("{project}/merge_requests"),
+        None,
+        "",
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (_, _, listed) = call(
+        &shared,
+        "GET",
+        &format!("{project}/merge_requests?state=opened"),
+        Some(TOKEN),
+        "",
+    )
+    .await;
+    let head = branch_tip(&shared.options.git_dir, "change").expect("head");
+    assert_eq!(listed[0]["iid"], pr);
+    assert_eq!(listed[0]["sha"], head.as_str());
+    assert_eq!(listed[0]["source_branch"], "change");
+    assert_eq!(listed[0]["target_branch"], "main");
+    let merge_ref = git(
+        &shared.options.git_dir,
+        &["rev-parse", &format!("refs/merge-requests/{pr}/head")],
+    )
+    .expect("the merge request's ref");
+    assert_eq!(merge_ref, head);
+    let statuses = format!("{project}/statuses/{head}");
+    let (status, _, _) = call(
+        &shared,
+        "POST",
+        &statuses,
+        Some(TOKEN),
+        r#"{"state": "failure", "name": "capstan/preview"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "GitHub's word is refused");
+    let (status, _, set) = call(
+        &shared,
+        "POST",
+        &statuses,
+        Some(TOKEN),
+        r#"{"state": "failed", "name": "capstan/preview", "description": "refused"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(set["status"], "failed");
+    assert_eq!(set["name"], "capstan/preview");
+    let (status, _, _) = call(
+        &shared,
+        "GET",
+        "/api/v4/projects/other%2Ffleet",
+        Some(TOKEN),
+        "",
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}

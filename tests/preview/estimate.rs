@@ -7,6 +7,7 @@ const WORKERS_MACHINE: &str = "machine: {template: debian13-k8s, cores: 4, memor
 
 const REPLACEMENT_ACTIONS: &[&str] = &[
     "create-machine",
+    "prepare-node",
     "join-node",
     "cordon",
     "drain",
@@ -47,13 +48,13 @@ fn each_round_of_a_replacement_counts_its_median_and_the_window_says_when_it_sta
 #[test]
 fn new_workers_are_created_and_joined_together() {
     let fleet = Fleet::new();
-    fleet.with_step_durations(&["create-machine", "join-node"], 90_000);
+    fleet.with_step_durations(&["create-machine", "prepare-node", "join-node"], 90_000);
     fleet.branch("scale", "clusters/prod.yaml", "replicas: 3", "replicas: 5");
     let value = json(&fleet.preview("scale", "json"));
     let estimate = &value["clusters"][0]["estimate"];
-    // Two creations in one round, two joins in the next.
-    assert_eq!(estimate["rounds"], 2, "{value:#}");
-    assert_eq!(estimate["seconds"], 180);
+    // Two creations in one round, their two prepares in the next, two joins in the third.
+    assert_eq!(estimate["rounds"], 3, "{value:#}");
+    assert_eq!(estimate["seconds"], 270);
     assert!(estimate.get("starts").is_none(), "not held: {estimate:#}");
 }
 

@@ -181,12 +181,12 @@ impl Capacity {
     /// Chooses a node of `placement` for a VM of `memory_mib`: the one with the fewest VMs of
     /// the pool (`spread`), then the most free memory, then the first listed. The error says,
     /// node by node, why none fits.
-    pub(crate) fn choose(
+    pub(crate) fn choose<'p>(
         &self,
-        placement: &[String],
+        placement: &'p [String],
         memory_mib: u32,
-        spread: &BTreeMap<String, u32>,
-    ) -> Result<String, String> {
+        spread: &BTreeMap<&str, u32>,
+    ) -> Result<&'p str, String> {
         let mut best: Option<(PlacementKey, &String)> = None;
         let mut why = Vec::new();
         for (index, node) in placement.iter().enumerate() {
@@ -208,13 +208,17 @@ impl Capacity {
                     Some(load) => load.free_mib,
                 },
             };
-            let key = (spread.get(node).copied().unwrap_or(0), Reverse(free), index);
+            let key = (
+                spread.get(node.as_str()).copied().unwrap_or(0),
+                Reverse(free),
+                index,
+            );
             if best.as_ref().is_none_or(|(best_key, _)| key < *best_key) {
                 best = Some((key, node));
             }
         }
         match best {
-            Some((_, node)) => Ok(node.clone()),
+            Some((_, node)) => Ok(node),
             None if why.is_empty() => Err("placement lists no Proxmox node".to_owned()),
             None => Err(why.join(", ")),
         }
@@ -264,13 +268,10 @@ mod tests {
         let placement: Vec<String> = ["pve1", "pve2", "pve3"].map(String::from).to_vec();
         assert_eq!(
             capacity.choose(&placement, 4096, &BTreeMap::new()),
-            Ok("pve2".into())
+            Ok("pve2")
         );
-        let spread = BTreeMap::from([("pve2".to_owned(), 1)]);
-        assert_eq!(
-            capacity.choose(&placement, 4096, &spread),
-            Ok("pve1".into())
-        );
+        let spread = BTreeMap::from([("pve2", 1)]);
+        assert_eq!(capacity.choose(&placement, 4096, &spread), Ok("pve1"));
         assert_eq!(
             capacity.choose(&placement, 60000, &BTreeMap::new()),
             Err("pve1 has 5536 MiB free, pve2 has 55536 MiB free, pve3 is offline".into())

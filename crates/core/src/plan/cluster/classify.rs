@@ -49,7 +49,9 @@ impl<'a> Ctx<'a> {
                     self.pools.len() - 1
                 }
             };
-            while nodes.next_if(|(node, _)| *node < name).is_some() {}
+            while let Some((node, _)) = nodes.next_if(|(node, _)| *node < name) {
+                self.machineless_nodes.push(node);
+            }
             let node = nodes
                 .next_if(|(node, _)| *node == name)
                 .map(|(_, node)| node);
@@ -71,6 +73,7 @@ impl<'a> Ctx<'a> {
                 && view.stale.is_none();
             self.views.push(view);
         }
+        self.machineless_nodes.extend(nodes.map(|(node, _)| node));
     }
 
     /// Why a member must be replaced (outdated, drifted with `onDrift: replace`, fenced), and

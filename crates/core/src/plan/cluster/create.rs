@@ -5,14 +5,9 @@
 use super::*;
 use crate::plan::types::PREDICTED;
 
-/// Counts one more VM of a pool on `node` (the name is copied once per node, not per VM).
-fn count_on(spread: &mut BTreeMap<String, u32>, node: &str) {
-    match spread.get_mut(node) {
-        Some(count) => *count += 1,
-        None => {
-            spread.insert(node.to_owned(), 1);
-        }
-    }
+/// Counts one more VM of a pool on `node` (borrowed: a prediction asks at every batch).
+fn count_on<'n>(spread: &mut BTreeMap<&'n str, u32>, node: &'n str) {
+    *spread.entry(node).or_default() += 1;
 }
 
 impl<'a> Ctx<'a> {
@@ -39,10 +34,11 @@ impl<'a> Ctx<'a> {
             }
         }
         self.stale = stale;
+        // `views` are in name order and the sort is stable: ties stay by name.
         for indices in &mut fresh {
             indices.sort_by_key(|&i| {
                 let v = &self.views[i];
-                (v.node.is_some(), !v.is_in_removal(), v.is_counted(), v.name)
+                (v.node.is_some(), !v.is_in_removal(), v.is_counted())
             });
         }
         self.fresh = fresh;
@@ -195,17 +191,17 @@ impl<'a> Ctx<'a> {
                     continue;
                 }
             };
-            let mut spread: BTreeMap<String, u32> = BTreeMap::new();
+            let mut spread: BTreeMap<&str, u32> = BTreeMap::new();
             for view in self.views.iter().filter(|v| v.pool == pool) {
                 count_on(&mut spread, &view.machine.proxmox_node);
             }
             for index in 0..now + later {
                 match scratch.choose(&placement, desired.machine.memory_mib, &spread) {
                     Ok(node) => {
-                        scratch.reserve(&node, desired.machine.memory_mib);
-                        count_on(&mut spread, &node);
+                        scratch.reserve(node, desired.machine.memory_mib);
+                        count_on(&mut spread, node);
                         if index < now {
-                            planned.push((pool, node));
+                            planned.push((pool, node.to_owned()));
                         }
                     }
                     Err(why) => {

@@ -175,19 +175,15 @@ impl<'a> Ctx<'a> {
 
     /// Nodes named like this cluster's VMs whose VM is gone.
     pub(super) fn ghost_nodes(&self, out: &mut Outcome) {
-        let observed = self.input.observed;
         let ours = |name: &NodeName| {
             name.as_str()
                 .strip_prefix(VM_NAME_PREFIX)
                 .and_then(|rest| rest.strip_prefix(self.name()))
                 .is_some_and(|rest| rest.starts_with('-'))
         };
-        // Both maps are sorted by name: walk them side by side.
-        let mut machines = observed.machines.keys().peekable();
         let mut steps = Vec::new();
-        for name in observed.nodes.keys() {
-            while machines.next_if(|machine| *machine < name).is_some() {}
-            if machines.peek() == Some(&name) || !ours(name) {
+        for &name in &self.machineless_nodes {
+            if !ours(name) {
                 continue;
             }
             steps.push(Self::step(

@@ -150,6 +150,7 @@ impl View<'_> {
 struct Ctx<'a> {
     input: &'a Input<'a>,
     pools: Vec<Pool<'a>>,
+    /// Every owned VM, in name order (the order of `observed.machines`): sorts rely on it.
     views: Vec<View<'a>>,
     target_version: KubeVersion,
     window: WindowState,
@@ -159,6 +160,8 @@ struct Ctx<'a> {
     fresh: Vec<Vec<usize>>,
     /// Per pool, the indices in `views` of its stale members (see `stale_of`).
     stale: Vec<Vec<usize>>,
+    /// Nodes with no VM of their name, in name order (found by `classify`'s walk).
+    machineless_nodes: Vec<&'a NodeName>,
 }
 
 impl Outcome {
@@ -212,6 +215,7 @@ pub(crate) fn candidates(input: &Input<'_>, capacity: &Capacity) -> Outcome {
         initialised: out.initialised,
         fresh: Vec::new(),
         stale: Vec::new(),
+        machineless_nodes: Vec::new(),
     };
     ctx.classify(&mut out);
     ctx.index_fresh();
@@ -672,14 +676,9 @@ impl<'a> Ctx<'a> {
             })
             .filter(|v| !self.is_surplus_unjoined(v))
             .collect();
-        // A control plane whose prepare script ran joins before one still preparing.
-        names.sort_by_key(|v| {
-            (
-                v.role() != Role::ControlPlane,
-                !v.machine.is_prepared(),
-                v.name,
-            )
-        });
+        // A control plane whose prepare script ran joins before one still preparing; `views`
+        // are in name order and the sort is stable, so ties stay by name.
+        names.sort_by_key(|v| (v.role() != Role::ControlPlane, !v.machine.is_prepared()));
         for view in names {
             let role = view.role();
             if role == Role::ControlPlane {

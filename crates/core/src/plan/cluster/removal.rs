@@ -30,7 +30,8 @@ impl<'a> Ctx<'a> {
     pub(super) fn leaving(&self) -> Vec<&View<'a>> {
         let mut leaving: Vec<&View<'a>> =
             self.views.iter().filter(|v| self.is_leaving(v)).collect();
-        leaving.sort_by_key(|v| (v.pool, !v.is_in_removal(), v.is_counted(), v.name));
+        // `views` are in name order and the sort is stable: ties stay by name.
+        leaving.sort_by_key(|v| (v.pool, !v.is_in_removal(), v.is_counted()));
         leaving
     }
 
@@ -65,7 +66,7 @@ impl<'a> Ctx<'a> {
     pub(super) fn counted_in_pool(&self, pool: usize, except: &NodeName) -> usize {
         self.views
             .iter()
-            .filter(|v| v.pool == pool && v.name != except && v.is_counted())
+            .filter(|v| v.pool == pool && v.is_counted() && v.name != except)
             .count()
     }
 
@@ -96,12 +97,12 @@ impl<'a> Ctx<'a> {
                 }));
             }
             if view.is_counted() && others < replicas {
-                return Some(self.replacement_hold(view));
+                return Some(Hold::Replacement);
             }
             return None;
         }
         if others < replicas {
-            return Some(self.replacement_hold(view));
+            return Some(Hold::Replacement);
         }
         let minimum = self.spec().rollout.min_workers;
         let ready = self.counted_workers();
@@ -215,6 +216,7 @@ impl<'a> Ctx<'a> {
                 out.waiting.push(waiting);
             }
             Hold::Refuse(rule, message) => out.blocked.push(Blocked { rule, message }),
+            Hold::Replacement => self.hold(out, view, self.replacement_hold(view)),
         }
     }
 
@@ -365,4 +367,7 @@ impl<'a> Ctx<'a> {
 pub(super) enum Hold {
     Wait(Resource),
     Refuse(Rule, String),
+    /// Waiting for its replacement ([`Ctx::replacement_hold`] names it): worded only when
+    /// reported, as most holds found while choosing who leaves are dropped.
+    Replacement,
 }

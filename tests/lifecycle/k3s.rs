@@ -367,3 +367,112 @@ async fn a_single_k3s_server_on_the_embedded_sqlite_needs_no_datastore() {
         .count();
     assert_eq!(ready_nodes, 3, "one server and two agents:\n{listed}");
 }
+
+/// The seed's cluster on a kine DSN the user gives whole (`endpointFrom: {file}`), on a
+/// database and user made by hand, as a DBA would; the DSN carries `password`.
+/// The folder returned holds the DSN file: it must live as long as the world (the daemon
+/// reads the DSN at each install).
+async fn given_world(mariadb: &MariaDb, password: &str) -> (World, tempfile::TempDir) {
+    mariadb.sql(
+        "CREATE DATABASE kine_given; \
+         CREATE USER 'given'@'%' IDENTIFIED BY 'given-pw-4b1d'; \
+         GRANT ALL PRIVILEGES ON kine_given.* TO 'given'@'%';",
+    );
+    let dsn_dir = tempfile::tempdir().expect("temporary folder");
+    let dsn_file = dsn_dir.path().join("k3s-dsn");
+    let address = mariadb.address();
+    std::fs::write(
+        &dsn_file,
+        format!("mysql://given:{password}@tcp({address})/kine_given\n"),
+    )
+    .expect("write the DSN");
+    let cluster = edge_cluster().replace(
+        "datastore: {server: mariadb, database: k3s_edge}",
+        &format!(
+            "datastore: {{endpointFrom: {{file: {}}}}}",
+            dsn_file.display()
+        ),
+    );
+    let mut world = World::with_lab(k3s_lab(), &fleet(mariadb), &[("edge", cluster)], true).await;
+    world
+        .datastore_passwords
+        .insert("mariadb".to_owned(), mariadb.root_password.clone());
+    (world, dsn_dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kine_dsn_given_whole_brings_the_cluster_up_on_its_database() {
+    if !judges::present(
+        "a_kine_dsn_given_whole_brings_the_cluster_up_on_its_database",
+        &[Judge::Mariadb],
+    ) {
+        return;
+    }
+    let mariadb = MariaDb::start();
+    let (mut world, _dsn) = given_world(&mariadb, "given-pw-4b1d").await;
+    world.start_daemon().await;
+    let status = world
+        .wait_for("the K3s cluster Ready on the given DSN", |s| {
+            ready(s, &["edge"])
+        })
+        .await;
+    let registered =
+        mariadb.sql("SELECT COUNT(*) FROM kine_given.kine WHERE name LIKE '/registry/minions/%'");
+    assert_eq!(
+        registered, "3\n",
+        "the three servers registered in the given database"
+    );
+    assert_eq!(
+        mariadb.sql("SELECT COUNT(*) FROM mysql.user WHERE User = 'k3s_edge'"),
+        "0\n",
+        "capstan provisioned nothing on a datastore given whole"
+    );
+    let text = serde_json::to_string(&status).expect("json");
+    assert!(
+        !text.contains("given-pw-4b1d"),
+        "the DSN's password is in no status"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_kine_dsn_is_refused_before_any_clone_with_mariadbs_error() {
+    if !judges::present(
+        "a_wrong_kine_dsn_is_refused_before_any_clone_with_mariadbs_error",
+        &[Judge::Mariadb],
+    ) {
+        return;
+    }
+    let mariadb = MariaDb::start();
+    let (mut world, _dsn) = given_world(&mariadb, "not-the-given-pw").await;
+    world.start_daemon().await;
+    let status = world
+        .wait_for("the DSN's refusal in the status", |s| {
+            s.clusters.get("edge").is_some_and(|c| {
+                serde_json::to_string(c)
+                    .expect("json")
+                    .contains("Access denied for user")
+            })
+        })
+        .await;
+    let text = serde_json::to_string(&status.clusters["edge"]).expect("json");
+    assert!(
+        text.contains("datastore `endpointFrom`")
+            && text.contains("the cluster's user `given`")
+            && text.contains("ERROR 1045 (28000)"),
+        "the refusal names the given datastore, its user and MariaDB's error: {text}"
+    );
+    assert!(
+        !text.contains("not-the-given-pw"),
+        "no password in the status"
+    );
+    world.wait_passes(3).await;
+    let clones = world
+        .lab
+        .proxmox()
+        .exchanges()
+        .into_iter()
+        .filter(|e| e.template.ends_with("/clone"))
+        .count();
+    assert_eq!(clones, 0, "no clone was ever asked of Proxmox");
+    assert!(world.vms_of("edge").is_empty(), "no VM of the cluster");
+}

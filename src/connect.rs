@@ -358,6 +358,21 @@ pub fn datastore_passwords(
         .collect()
 }
 
+/// The kine DSN a K3s cluster gives whole (`datastore.endpointFrom`), read from the daemon's
+/// environment or the file when it is needed (a cluster may arrive with any commit), as the
+/// fleet's secrets are read.
+///
+/// # Errors
+/// [`ConnectError::MissingSecret`] naming the variable or file.
+pub fn given_kine_dsn(source: &SecretSource) -> Result<String, ConnectError> {
+    read_secret(
+        &|variable| std::env::var(variable).ok(),
+        "the kine DSN of spec.kubernetes.datastore.endpointFrom".to_owned(),
+        source,
+    )
+}
+
+/// A secret from its variable (through `env`) or file, trimmed; `what` names it in the error.
 fn read_secret(
     env: &dyn Fn(&str) -> Option<String>,
     what: String,

@@ -10,11 +10,11 @@
 //! - A datastore that refuses the admin stops the cluster's first clone with the server's
 //!   own error text (no password in it).
 
-use crate::connect::Providers;
+use crate::connect::{self, Providers};
 use crate::model::{NodeName, Role};
 use crate::plan::{ActionKind, MachineRef};
 use crate::providers::cluster_secrets::{self, K3sSecrets};
-use crate::providers::datastore::AdminAccess;
+use crate::providers::datastore::{AdminAccess, DatastoreError, KineEndpoint};
 use crate::providers::k3s::{self, ServerJoin};
 use crate::spec::{ClusterSpec, DatastoreChoice, Distribution, Endpoint, KubeVersion};
 
@@ -28,22 +28,29 @@ pub(super) fn is_k3s(ctx: StepContext<'_>) -> bool {
 }
 
 impl<Pr: Providers> Executor<Pr> {
-    /// Before a VM of a K3s cluster is cloned: its provisioned datastore must accept the admin.
-    /// Nothing to check for kubeadm or the embedded SQLite.
+    /// Before a VM of a K3s cluster is cloned: its provisioned datastore must accept the admin,
+    /// a DSN given whole its own user. Nothing to check for kubeadm or the embedded SQLite.
     pub(super) async fn k3s_preflight(&self, ctx: StepContext<'_>) -> Result<(), ExecuteError> {
         let Some(spec) = ctx.spec.filter(|_| is_k3s(ctx)) else {
             return Ok(());
         };
-        if let Some((server, admin)) = self.datastore_admin(spec, ActionKind::CreateMachine)? {
-            let version = admin
-                .preflight()
-                .await
-                .map_err(|source| ExecuteError::Datastore {
-                    action: ActionKind::CreateMachine,
-                    server: server.to_owned(),
-                    source: Box::new(source),
-                })?;
-            tracing::debug!(cluster = ctx.cluster, server, version, "datastore answers");
+        let action = ActionKind::CreateMachine;
+        match self.datastore(spec, action)? {
+            Datastore::Provisioned { server, admin, .. } => {
+                let version = admin
+                    .preflight()
+                    .await
+                    .map_err(datastore_failed(action, server))?;
+                tracing::debug!(cluster = ctx.cluster, server, version, "datastore answers");
+            }
+            Datastore::Given(endpoint) => {
+                endpoint
+                    .check()
+                    .await
+                    .map_err(datastore_failed(action, GIVEN))?;
+                tracing::debug!(cluster = ctx.cluster, %endpoint, "datastore answers");
+            }
+            Datastore::Embedded => {}
         }
         Ok(())
     }
@@ -164,7 +171,7 @@ impl<Pr: Providers> Executor<Pr> {
             .map(|machine| machine.ownership.role)
     }
 
-    /// The token, and the datastore provisioned for this cluster (its DSN).
+    /// The token, and the DSN of the cluster's datastore (provisioned here, or given whole).
     async fn server_join(
         &self,
         ctx: StepContext<'_>,
@@ -172,20 +179,20 @@ impl<Pr: Providers> Executor<Pr> {
         action: ActionKind,
     ) -> Result<ServerJoin, ExecuteError> {
         let secrets = self.k3s_secrets(ctx, spec, action).await?;
-        let datastore_endpoint = match self.datastore_admin(spec, action)? {
-            Some((server, admin)) => {
-                let database = provisioned_database(spec).unwrap_or_default();
+        let datastore_endpoint = match self.datastore(spec, action)? {
+            Datastore::Provisioned {
+                server,
+                admin,
+                database,
+            } => {
                 let endpoint = admin
                     .provision(database, &secrets.datastore_password)
                     .await
-                    .map_err(|source| ExecuteError::Datastore {
-                        action,
-                        server: server.to_owned(),
-                        source: Box::new(source),
-                    })?;
+                    .map_err(datastore_failed(action, server))?;
                 Some(endpoint.dsn())
             }
-            None => None,
+            Datastore::Given(endpoint) => Some(endpoint.dsn()),
+            Datastore::Embedded => None,
         };
         Ok(ServerJoin {
             token: secrets.token,
@@ -214,32 +221,65 @@ impl<Pr: Providers> Executor<Pr> {
             })
     }
 
-    /// The admin access of the server the cluster's datastore is provisioned on; `None` for
-    /// the embedded SQLite.
-    fn datastore_admin<'s>(
-        &self,
+    /// The cluster's datastore: the admin access of the server it is provisioned on, or the
+    /// DSN given whole (read from its variable or file now, as the fleet's secrets are).
+    fn datastore<'s>(
+        &'s self,
         spec: &'s ClusterSpec,
         action: ActionKind,
-    ) -> Result<Option<(&'s str, &AdminAccess)>, ExecuteError> {
-        let Some(datastore) = &spec.kubernetes.datastore else {
-            return Ok(None);
-        };
-        match datastore.choice() {
-            Some(DatastoreChoice::Provisioned { server, .. }) => self
+    ) -> Result<Datastore<'s>, ExecuteError> {
+        let no_datastore = |reason: String| ExecuteError::NoDatastore { action, reason };
+        match spec.kubernetes.datastore.as_ref().and_then(|d| d.choice()) {
+            None => Ok(Datastore::Embedded),
+            Some(DatastoreChoice::Provisioned { server, database }) => self
                 .providers
                 .datastore(server)
-                .map(|admin| Some((server, admin)))
-                .ok_or_else(|| ExecuteError::NoDatastore {
-                    action,
-                    reason: format!(
+                .map(|admin| Datastore::Provisioned {
+                    server,
+                    admin,
+                    database,
+                })
+                .ok_or_else(|| {
+                    no_datastore(format!(
                         "no datastore server `{server}` is configured (datastores in capstan.yaml)"
-                    ),
+                    ))
                 }),
-            _ => Err(ExecuteError::NoDatastore {
-                action,
-                reason: "a datastore given whole (endpointFrom) is not built by this capstan: provision one with `server` and `database`".to_owned(),
-            }),
+            Some(DatastoreChoice::Given(source)) => {
+                let dsn =
+                    connect::given_kine_dsn(source).map_err(|err| no_datastore(err.to_string()))?;
+                KineEndpoint::parse(&dsn)
+                    .map(Datastore::Given)
+                    .map_err(datastore_failed(action, GIVEN))
+            }
         }
+    }
+}
+
+/// How a K3s cluster's datastore is reached.
+enum Datastore<'s> {
+    /// The embedded SQLite of a single server.
+    Embedded,
+    /// `database` on the fleet's datastore `server`, which capstan administers.
+    Provisioned {
+        server: &'s str,
+        admin: &'s AdminAccess,
+        database: &'s str,
+    },
+    /// The kine DSN the user gave whole (`endpointFrom`).
+    Given(KineEndpoint),
+}
+
+/// How a datastore given whole is named in errors (it has no name in `capstan.yaml`).
+const GIVEN: &str = "endpointFrom";
+
+fn datastore_failed(
+    action: ActionKind,
+    server: &str,
+) -> impl FnOnce(DatastoreError) -> ExecuteError + '_ {
+    move |source| ExecuteError::Datastore {
+        action,
+        server: server.to_owned(),
+        source: Box::new(source),
     }
 }
 
@@ -264,16 +304,12 @@ fn join_version(ctx: StepContext<'_>, spec: &ClusterSpec) -> KubeVersion {
     }
 }
 
-fn provisioned_database(spec: &ClusterSpec) -> Option<&str> {
-    match spec.kubernetes.datastore.as_ref()?.choice()? {
-        DatastoreChoice::Provisioned { database, .. } => Some(database),
-        DatastoreChoice::Given(_) => None,
-    }
-}
-
 fn datastore_words(spec: &ClusterSpec) -> String {
-    match provisioned_database(spec) {
-        Some(database) => format!("datastore database `{database}`"),
+    match spec.kubernetes.datastore.as_ref().and_then(|d| d.choice()) {
+        Some(DatastoreChoice::Provisioned { database, .. }) => {
+            format!("datastore database `{database}`")
+        }
+        Some(DatastoreChoice::Given(_)) => "the datastore given by endpointFrom".to_owned(),
         None => "embedded SQLite".to_owned(),
     }
 }

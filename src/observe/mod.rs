@@ -526,26 +526,32 @@ impl<Pr: Providers> Observer<Pr> {
         refused
     }
 
-    /// Whether a K3s cluster whose API does not answer has lost its provisioned datastore
-    /// (its servers answer 503 without it): the admin preflight, with the server's words.
+    /// Whether a K3s cluster whose API does not answer has lost its datastore (its servers
+    /// answer 503 without it): the admin preflight of a provisioned one, the user's own
+    /// connection for a DSN given whole, with the server's words.
     async fn datastore_down(&self, cluster: &Cluster) -> Option<String> {
+        use crate::spec::DatastoreChoice;
         if !is_k3s(cluster) {
             return None;
         }
-        let Some(crate::spec::DatastoreChoice::Provisioned { server, database }) = cluster
-            .spec
-            .kubernetes
-            .datastore
-            .as_ref()
-            .and_then(|d| d.choice())
-        else {
-            return None;
-        };
-        let admin = self.providers.datastore(server)?;
-        let err = admin.preflight().await.err()?;
-        Some(format!(
-            "its K3s datastore `{server}` (database `{database}`) is unavailable: {err}"
-        ))
+        match cluster.spec.kubernetes.datastore.as_ref()?.choice()? {
+            DatastoreChoice::Provisioned { server, database } => {
+                let admin = self.providers.datastore(server)?;
+                let err = admin.preflight().await.err()?;
+                Some(format!(
+                    "its K3s datastore `{server}` (database `{database}`) is unavailable: {err}"
+                ))
+            }
+            DatastoreChoice::Given(source) => {
+                let dsn = crate::connect::given_kine_dsn(source).ok()?;
+                let endpoint = crate::providers::datastore::KineEndpoint::parse(&dsn).ok()?;
+                let err = endpoint.check().await.err()?;
+                Some(format!(
+                    "its K3s datastore given by endpointFrom (database `{}`) is unavailable: {err}",
+                    endpoint.database
+                ))
+            }
+        }
     }
 
     async fn observe_drain(&self, api: &Pr::Cluster, node: &NodeState) -> Option<DrainObserved> {

@@ -1,10 +1,12 @@
 //! The seed's K3s cluster (3 servers, 2 agents, kine on a MariaDB capstan provisions) built
 //! by the daemon from the repository on the lab, against a real MariaDB: the stock kubectl sees
 //! the servers and agents Ready, kine's table holds the cluster, Flux's kubeconfig works; and
-//! a datastore that refuses the admin stops the cluster before any VM is cloned.
+//! a datastore that refuses the admin stops the cluster before any VM is cloned; the same on a
+//! kine DSN given whole; scale, a template replacement and an upgrade with a server Ready at
+//! every sampled moment.
 
 use crate::judges::{self, Judge};
-use crate::lifecycle_support::{World, fleet_yaml, kubectl_with, ready};
+use crate::lifecycle_support::{NodeView, World, fleet_yaml, kubectl_with, ready};
 use crate::mariadb::MariaDb;
 use capstan_lab::world::{LabConfig, WorldTemplate};
 
@@ -245,25 +247,10 @@ async fn a_k3s_upgrade_replaces_the_machines_with_a_server_ready_at_every_moment
             .replace(RELEASE, NEXT)
             .replace("template: debian13-k3s,", "template: debian13-k3s-v2,"),
     );
-    let mut fewest_ready_servers = usize::MAX;
-    let deadline = std::time::Instant::now() + crate::lifecycle_support::PATIENCE;
-    loop {
-        let nodes = world.nodes_of("k3s_edge");
-        let servers = nodes.iter().filter(|n| n.control_plane && n.ready).count();
-        fewest_ready_servers = fewest_ready_servers.min(servers);
-        let upgraded = nodes.len() == 5
-            && nodes.iter().all(|n| n.ready && n.kubelet == NEXT)
-            && ready(&world.status(), &["edge"]);
-        if upgraded {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "not upgraded in time: {nodes:?}\n{:#?}",
-            world.status().clusters.get("edge")
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    let fewest_ready_servers = fewest_ready_servers_until(&world, "upgraded", |nodes| {
+        nodes.len() == 5 && nodes.iter().all(|n| n.ready && n.kubelet == NEXT)
+    })
+    .await;
     assert!(
         fewest_ready_servers >= 1,
         "at least one Ready server at every sample"
@@ -277,6 +264,121 @@ async fn a_k3s_upgrade_replaces_the_machines_with_a_server_ready_at_every_moment
         world.steps_ok("upgrade-control-plane"),
         0,
         "no in-place step"
+    );
+}
+
+/// Samples the cluster's Nodes (every 10 ms) until `done` holds of them and `edge` is Ready in
+/// the status; returns the fewest Ready servers any sample saw (the K3s rule: never 0).
+async fn fewest_ready_servers_until(
+    world: &World,
+    what: &str,
+    done: impl Fn(&[NodeView]) -> bool,
+) -> usize {
+    let mut fewest_ready_servers = usize::MAX;
+    let deadline = std::time::Instant::now() + crate::lifecycle_support::PATIENCE;
+    loop {
+        let nodes = world.nodes_of("k3s_edge");
+        let servers = nodes.iter().filter(|n| n.control_plane && n.ready).count();
+        fewest_ready_servers = fewest_ready_servers.min(servers);
+        if done(&nodes) && ready(&world.status(), &["edge"]) {
+            return fewest_ready_servers;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not {what} in time: {nodes:?}\n{:#?}",
+            world.status().clusters.get("edge")
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn k3s_agents_scale_and_a_template_replaces_the_servers_with_one_ready_at_every_moment() {
+    if !judges::present(
+        "k3s_agents_scale_and_a_template_replaces_the_servers_with_one_ready_at_every_moment",
+        &[Judge::Mariadb],
+    ) {
+        return;
+    }
+    let mariadb = MariaDb::start();
+    let mut config = k3s_lab();
+    let mut templates = config.proxmox.templates.clone().unwrap_or_default();
+    let rebuilt: Vec<WorldTemplate> = templates
+        .iter()
+        .filter(|t| t.name == "debian13-k3s")
+        .map(|t| WorldTemplate {
+            name: "debian13-k3s-b".into(),
+            vmid: t.vmid + 100,
+            ..t.clone()
+        })
+        .collect();
+    templates.extend(rebuilt);
+    config.proxmox.templates = Some(templates);
+    let mut world =
+        World::with_lab(config, &fleet(&mariadb), &[("edge", edge_cluster())], false).await;
+    world
+        .datastore_passwords
+        .insert("mariadb".to_owned(), mariadb.root_password.clone());
+    world.start_daemon().await;
+    world
+        .wait_for("the K3s cluster Ready", |s| ready(s, &["edge"]))
+        .await;
+    let agents = |nodes: &[NodeView]| nodes.iter().filter(|n| !n.control_plane && n.ready).count();
+    let mut fewest = usize::MAX;
+
+    let three_agents = edge_cluster().replace("replicas: 2", "replicas: 3");
+    world.write_cluster("edge", &three_agents);
+    fewest = fewest.min(
+        fewest_ready_servers_until(&world, "scaled to 3 agents", |nodes| {
+            nodes.len() == 6 && agents(nodes) == 3
+        })
+        .await,
+    );
+    world.write_cluster("edge", &edge_cluster());
+    fewest = fewest.min(
+        fewest_ready_servers_until(&world, "scaled back to 2 agents", |nodes| {
+            nodes.len() == 5 && agents(nodes) == 2
+        })
+        .await,
+    );
+    assert_eq!(
+        world.vms_of("edge").len(),
+        5,
+        "the third agent's VM is gone"
+    );
+    let names = |control_plane: bool| -> Vec<String> {
+        let mut names: Vec<String> = world
+            .nodes_of("k3s_edge")
+            .into_iter()
+            .filter(|n| n.control_plane == control_plane)
+            .map(|n| n.name)
+            .collect();
+        names.sort();
+        names
+    };
+    let servers_before = names(true);
+    let agents_before = names(false);
+
+    // A new template for the servers only: each is replaced, new before old.
+    let servers_rebuilt =
+        edge_cluster().replacen("template: debian13-k3s,", "template: debian13-k3s-b,", 1);
+    world.write_cluster("edge", &servers_rebuilt);
+    fewest = fewest.min(
+        fewest_ready_servers_until(&world, "servers replaced", |nodes| {
+            let servers: Vec<&NodeView> = nodes.iter().filter(|n| n.control_plane).collect();
+            nodes.len() == 5
+                && nodes.iter().all(|n| n.ready)
+                && servers.len() == 3
+                && servers.iter().all(|n| !servers_before.contains(&n.name))
+        })
+        .await,
+    );
+    assert!(fewest >= 1, "at least one Ready server at every sample");
+    assert_eq!(names(false), agents_before, "the agents were left alone");
+    assert_eq!(
+        mariadb.sql("SELECT COUNT(*) FROM k3s_edge.kine WHERE name LIKE '/bootstrap/%'"),
+        "1\n",
+        "the new servers joined the same datastore"
     );
 }
 
@@ -366,4 +468,113 @@ async fn a_single_k3s_server_on_the_embedded_sqlite_needs_no_datastore() {
         .filter(|l| l.split_whitespace().nth(1) == Some("Ready"))
         .count();
     assert_eq!(ready_nodes, 3, "one server and two agents:\n{listed}");
+}
+
+/// The seed's cluster on a kine DSN the user gives whole (`endpointFrom: {file}`), on a
+/// database and user made by hand, as a DBA would; the DSN carries `password`.
+/// The folder returned holds the DSN file: it must live as long as the world (the daemon
+/// reads the DSN at each install).
+async fn given_world(mariadb: &MariaDb, password: &str) -> (World, tempfile::TempDir) {
+    mariadb.sql(
+        "CREATE DATABASE kine_given; \
+         CREATE USER 'given'@'%' IDENTIFIED BY 'given-pw-4b1d'; \
+         GRANT ALL PRIVILEGES ON kine_given.* TO 'given'@'%';",
+    );
+    let dsn_dir = tempfile::tempdir().expect("temporary folder");
+    let dsn_file = dsn_dir.path().join("k3s-dsn");
+    let address = mariadb.address();
+    std::fs::write(
+        &dsn_file,
+        format!("mysql://given:{password}@tcp({address})/kine_given\n"),
+    )
+    .expect("write the DSN");
+    let cluster = edge_cluster().replace(
+        "datastore: {server: mariadb, database: k3s_edge}",
+        &format!(
+            "datastore: {{endpointFrom: {{file: {}}}}}",
+            dsn_file.display()
+        ),
+    );
+    let mut world = World::with_lab(k3s_lab(), &fleet(mariadb), &[("edge", cluster)], true).await;
+    world
+        .datastore_passwords
+        .insert("mariadb".to_owned(), mariadb.root_password.clone());
+    (world, dsn_dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kine_dsn_given_whole_brings_the_cluster_up_on_its_database() {
+    if !judges::present(
+        "a_kine_dsn_given_whole_brings_the_cluster_up_on_its_database",
+        &[Judge::Mariadb],
+    ) {
+        return;
+    }
+    let mariadb = MariaDb::start();
+    let (mut world, _dsn) = given_world(&mariadb, "given-pw-4b1d").await;
+    world.start_daemon().await;
+    let status = world
+        .wait_for("the K3s cluster Ready on the given DSN", |s| {
+            ready(s, &["edge"])
+        })
+        .await;
+    let registered =
+        mariadb.sql("SELECT COUNT(*) FROM kine_given.kine WHERE name LIKE '/registry/minions/%'");
+    assert_eq!(
+        registered, "3\n",
+        "the three servers registered in the given database"
+    );
+    assert_eq!(
+        mariadb.sql("SELECT COUNT(*) FROM mysql.user WHERE User = 'k3s_edge'"),
+        "0\n",
+        "capstan provisioned nothing on a datastore given whole"
+    );
+    let text = serde_json::to_string(&status).expect("json");
+    assert!(
+        !text.contains("given-pw-4b1d"),
+        "the DSN's password is in no status"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_kine_dsn_is_refused_before_any_clone_with_mariadbs_error() {
+    if !judges::present(
+        "a_wrong_kine_dsn_is_refused_before_any_clone_with_mariadbs_error",
+        &[Judge::Mariadb],
+    ) {
+        return;
+    }
+    let mariadb = MariaDb::start();
+    let (mut world, _dsn) = given_world(&mariadb, "not-the-given-pw").await;
+    world.start_daemon().await;
+    let status = world
+        .wait_for("the DSN's refusal in the status", |s| {
+            s.clusters.get("edge").is_some_and(|c| {
+                serde_json::to_string(c)
+                    .expect("json")
+                    .contains("Access denied for user")
+            })
+        })
+        .await;
+    let text = serde_json::to_string(&status.clusters["edge"]).expect("json");
+    assert!(
+        text.contains("datastore `endpointFrom`")
+            && text.contains("the cluster's user `given`")
+            && text.contains("ERROR 1045 (28000)"),
+        "the refusal names the given datastore, its user and MariaDB's error: {text}"
+    );
+    assert!(
+        !text.contains("not-the-given-pw"),
+        "no password in the status"
+    );
+    world.wait_passes(3).await;
+    let clones = world
+        .lab
+        .proxmox()
+        .exchanges()
+        .into_iter()
+        .filter(|e| e.template.ends_with("/clone"))
+        .count();
+    assert_eq!(clones, 0, "no clone was ever asked of Proxmox");
+    assert!(world.vms_of("edge").is_empty(), "no VM of the cluster");
 }

@@ -31,15 +31,6 @@ pub fn cluster(out: &mut Vec<Diagnostic>, fleet: &Fleet, spec: &ClusterSpec, fil
             servers(out, spec, file);
             if let Some(datastore) = &kubernetes.datastore {
                 datastore_reference(out, fleet, datastore, file);
-                if datastore.endpoint_from.is_some() {
-                    out.push(
-                        file.error(
-                            "spec.kubernetes.datastore.endpointFrom",
-                            "a datastore given whole is checked but this capstan does not build K3s clusters on it yet",
-                        )
-                        .with_hint("declare the server in capstan.yaml `datastores` and write `datastore: {server: <name>, database: <name>}`: capstan provisions the database and its user"),
-                    );
-                }
             }
         }
     }

@@ -43,7 +43,7 @@ fn k3s_lab() -> LabConfig {
 fn fleet(mariadb: &MariaDb) -> String {
     format!(
         "{}datastores:\n  mariadb:\n    url: {}\n    adminUser: root\n    adminPasswordFrom: {{env: {PASSWORD_VARIABLE}}}\n",
-        fleet_yaml(&["1.36"], false),
+        fleet_yaml(&["1.36", "1.37"], false),
         mariadb.url()
     )
 }
@@ -206,14 +206,15 @@ async fn wrong_datastore_credentials_are_refused_before_any_vm_is_cloned() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_k3s_upgrade_replaces_the_machines_with_a_server_ready_at_every_moment() {
+async fn an_approved_k3s_minor_upgrade_replaces_the_machines_with_a_server_ready_at_every_moment() {
     if !judges::present(
-        "a_k3s_upgrade_replaces_the_machines_with_a_server_ready_at_every_moment",
+        "an_approved_k3s_minor_upgrade_replaces_the_machines_with_a_server_ready_at_every_moment",
         &[Judge::Mariadb],
     ) {
         return;
     }
-    const NEXT: &str = "v1.36.3+k3s1";
+    // The next minor, approved by the fleet (`approvedMinors: ["1.36", "1.37"]`).
+    const NEXT: &str = "v1.37.0+k3s1";
     let mariadb = MariaDb::start();
     let mut config = k3s_lab();
     let mut templates = config.proxmox.templates.clone().unwrap_or_default();

@@ -6,7 +6,6 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::fixture::Fleet;
 use crate::forge::{NAME, OWNER, OnForge, TOKEN, reference};
 
 /// The response schema GitHub documents for `method path` answering `status`, as a JSON
@@ -84,14 +83,7 @@ async fn every_answer_matches_githubs_published_schema() {
     let api: Value =
         serde_json::from_str(&std::fs::read_to_string(reference()).expect("the reference"))
             .expect("JSON");
-    let fleet = Fleet::new();
-    fleet.branch("scale", "clusters/prod.yaml", "replicas: 3", "replicas: 4");
-    let on = OnForge::start(fleet).await;
-    let pr = on
-        .forge
-        .open_pull("Scale prod", "scale", "main")
-        .expect("pull");
-    let head = on.forge.pull(pr).expect("pull").head_sha;
+    let (on, pr, head) = OnForge::scale_pull().await;
     let _ = rustls::crypto::ring::default_provider().install_default();
     let http = reqwest::Client::new();
     for prefix in ["", "/api/v3", "/api/v1"] {

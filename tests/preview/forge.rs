@@ -81,6 +81,33 @@ pub struct OnForge {
 }
 
 impl OnForge {
+    /// The lab forge with one pull request, "Scale prod": branch `scale` takes prod's
+    /// workers from 3 to 4. Returns the forge, the pull request and its head commit.
+    pub async fn scale_pull() -> (OnForge, u64, String) {
+        OnForge::with_pull("Scale prod", "scale", "replicas: 3", "replicas: 4").await
+    }
+
+    /// The lab forge with one pull request, "Skip a minor": branch `minor` takes prod from
+    /// 1.36.2 to 1.38.0, which capstan refuses.
+    pub async fn minor_pull() -> (OnForge, u64, String) {
+        OnForge::with_pull(
+            "Skip a minor",
+            "minor",
+            "version: 1.36.2",
+            "version: 1.38.0",
+        )
+        .await
+    }
+
+    async fn with_pull(title: &str, branch: &str, from: &str, to: &str) -> (OnForge, u64, String) {
+        let fleet = Fleet::new();
+        fleet.branch(branch, "clusters/prod.yaml", from, to);
+        let on = OnForge::start(fleet).await;
+        let pr = on.forge.open_pull(title, branch, "main").expect("pull");
+        let head = on.forge.pull(pr).expect("pull").head_sha;
+        (on, pr, head)
+    }
+
     /// Pushes every branch of `fleet` to a fresh bare repository and serves a forge on it.
     pub async fn start(fleet: Fleet) -> OnForge {
         let bare = tempfile::tempdir().expect("temp dir");

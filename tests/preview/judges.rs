@@ -4,23 +4,13 @@
 
 use std::process::Command;
 
-use crate::fixture::Fleet;
 use crate::forge::{NAME, OWNER, OnForge, TOKEN};
 use crate::judge::{Judge, present};
-
-const PROD: &str = "clusters/prod.yaml";
 
 /// Posts the preview of a refused change (a skipped minor) and returns the forge, the pull
 /// request and its head.
 async fn posted_refusal() -> (OnForge, u64, String) {
-    let fleet = Fleet::new();
-    fleet.branch("minor", PROD, "version: 1.36.2", "version: 1.38.0");
-    let on = OnForge::start(fleet).await;
-    let pr = on
-        .forge
-        .open_pull("Skip a minor", "minor", "main")
-        .expect("pull");
-    let head = on.forge.pull(pr).expect("pull").head_sha;
+    let (on, pr, head) = OnForge::minor_pull().await;
     on.post("minor", pr).await.assert_code(1);
     (on, pr, head)
 }

@@ -3,7 +3,7 @@
 
 use capstan_lab::forge::Fault;
 
-use crate::fixture::{Fleet, git};
+use crate::fixture::git;
 use crate::forge::{FORGES, Flavour, OnForge};
 
 const PROD: &str = "clusters/prod.yaml";
@@ -21,14 +21,7 @@ async fn posting_twice_makes_one_comment_and_a_new_head_edits_it() {
 }
 
 async fn posting_twice_then_a_new_head(flavour: Flavour) {
-    let fleet = Fleet::new();
-    fleet.branch("scale", PROD, "replicas: 3", "replicas: 4");
-    let on = OnForge::start(fleet).await;
-    let pr = on
-        .forge
-        .open_pull("Scale prod", "scale", "main")
-        .expect("pull");
-    let head = on.forge.pull(pr).expect("pull").head_sha;
+    let (on, pr, head) = OnForge::scale_pull().await;
 
     on.post_as(flavour, "scale", pr).await.assert_code(0);
     on.post_as(flavour, "scale", pr).await.assert_code(0);
@@ -71,14 +64,7 @@ async fn a_refused_change_fails_the_status_and_the_command() {
 }
 
 async fn a_refused_change_fails(flavour: Flavour) {
-    let fleet = Fleet::new();
-    fleet.branch("minor", PROD, "version: 1.36.2", "version: 1.38.0");
-    let on = OnForge::start(fleet).await;
-    let pr = on
-        .forge
-        .open_pull("Skip a minor", "minor", "main")
-        .expect("pull");
-    let head = on.forge.pull(pr).expect("pull").head_sha;
+    let (on, pr, head) = OnForge::minor_pull().await;
 
     on.post_as(flavour, "minor", pr).await.assert_code(1);
     let statuses = on.forge.statuses(&head);
@@ -102,13 +88,7 @@ async fn rate_limits_are_waited_out_and_the_token_never_shows() {
 }
 
 async fn rate_limits_are_waited_out(flavour: Flavour) {
-    let fleet = Fleet::new();
-    fleet.branch("scale", PROD, "replicas: 3", "replicas: 4");
-    let on = OnForge::start(fleet).await;
-    let pr = on
-        .forge
-        .open_pull("Scale prod", "scale", "main")
-        .expect("pull");
+    let (on, pr, _) = OnForge::scale_pull().await;
     on.forge
         .inject(Fault::TooManyRequests { retry_after: 1 }, Some(1));
     let run = on.post_as(flavour, "scale", pr).await;
@@ -133,13 +113,7 @@ async fn rate_limits_are_waited_out(flavour: Flavour) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forge_that_stays_down_fails_the_command_naming_the_call() {
-    let fleet = Fleet::new();
-    fleet.branch("scale", PROD, "replicas: 3", "replicas: 4");
-    let on = OnForge::start(fleet).await;
-    let pr = on
-        .forge
-        .open_pull("Scale prod", "scale", "main")
-        .expect("pull");
+    let (on, pr, _) = OnForge::scale_pull().await;
     on.forge.inject(Fault::RateLimited { reset_in: 3600 }, None);
     let run = on.post("scale", pr).await;
     run.assert_code(1);
@@ -157,14 +131,7 @@ async fn a_forge_that_stays_down_fails_the_command_naming_the_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gitea_over_https_gets_the_same_comment_and_status() {
-    let fleet = Fleet::new();
-    fleet.branch("scale", PROD, "replicas: 3", "replicas: 4");
-    let on = OnForge::start(fleet).await;
-    let pr = on
-        .forge
-        .open_pull("Scale prod", "scale", "main")
-        .expect("pull");
-    let head = on.forge.pull(pr).expect("pull").head_sha;
+    let (on, pr, head) = OnForge::scale_pull().await;
     let dir = tempfile::tempdir().expect("temp dir");
     let ca = dir.path().join("forge-ca.pem");
     std::fs::write(&ca, on.forge.ca_pem()).expect("write the CA");
@@ -198,13 +165,7 @@ async fn a_gitea_over_https_gets_the_same_comment_and_status() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gitlab_note_past_the_first_page_is_found_again() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let fleet = Fleet::new();
-    fleet.branch("scale", PROD, "replicas: 3", "replicas: 4");
-    let on = OnForge::start(fleet).await;
-    let pr = on
-        .forge
-        .open_pull("Scale prod", "scale", "main")
-        .expect("pull");
+    let (on, pr, _) = OnForge::scale_pull().await;
     // A busy merge request: more notes than one page of 100 before capstan's.
     let notes = format!(
         "{}/projects/{}%2F{}/merge_requests/{pr}/notes",

@@ -1,6 +1,7 @@
 //! `capstan run` and `capstan demo`: the daemon, against the real connections of capstan.yaml
 //! or an embedded lab.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,7 +21,7 @@ use crate::source::{
     self, CredentialError, GitError, GitSource, Redactor, RepoLocation, Secret, SourceError,
     SourceMetrics, Tracker,
 };
-use crate::spec::{self, Fleet, RepoFiles};
+use crate::spec::{self, Distribution, Fleet, RepoFiles};
 use crate::status_branch::{
     BranchOptions, CommitSettings, StatusBranchError, StatusRepository, StatusWriter, WriterOptions,
 };
@@ -195,16 +196,7 @@ pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outco
                 args.target.state_dir.display()
             );
             let election = election(&args.leader, Some(lab.management_kubeconfig())).await?;
-            // A lab's datastores are real MariaDB servers: their admin passwords are read as
-            // for a real fleet, and kept out of the status branch.
-            let passwords = crate::connect::datastore_passwords(&fleet, env)?;
-            for password in passwords.values() {
-                redactor.remember(password);
-            }
-            let connections =
-                Connections::for_lab(&fleet, &lab.lab_file(), &lab.management_kubeconfig())
-                    .await?
-                    .with_datastores(&fleet, &passwords)?;
+            let connections = lab_connections(&fleet, &lab, env, &redactor).await?;
             let clock: Arc<dyn Clock> = Arc::new(lab.clock().clone());
             serve_daemon(
                 options,
@@ -245,12 +237,31 @@ pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outco
     })
 }
 
+/// The connections to `lab` for `fleet`. A lab's datastores are real MariaDB servers: their
+/// admin passwords are read as for a real fleet, and kept out of the status branch.
+async fn lab_connections(
+    fleet: &Fleet,
+    lab: &Lab,
+    env: &dyn Fn(&str) -> Option<String>,
+    redactor: &Redactor,
+) -> Result<Connections, RunError> {
+    let passwords = crate::connect::datastore_passwords(fleet, env)?;
+    for password in passwords.values() {
+        redactor.remember(password);
+    }
+    Ok(
+        Connections::for_lab(fleet, &lab.lab_file(), &lab.management_kubeconfig())
+            .await?
+            .with_datastores(fleet, &passwords)?,
+    )
+}
+
 /// Runs `capstan demo`: examples-repo as the first commit of a bare Git repository (the
 /// remote the daemon follows), a working clone for the user, and an embedded lab.
 ///
 /// # Errors
 /// When the demo folder cannot be prepared or the lab cannot start.
-pub fn demo(args: &DemoArgs) -> Result<Outcome, RunError> {
+pub fn demo(args: &DemoArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outcome, RunError> {
     let examples = args.examples.clone().unwrap_or_else(default_examples);
     let state_dir = std::path::absolute(&args.state_dir).map_err(|source| RunError::Prepare {
         path: args.state_dir.clone(),
@@ -280,6 +291,7 @@ pub fn demo(args: &DemoArgs) -> Result<Outcome, RunError> {
     };
     let (fleet, git, snapshot) = open_remote(git_options.clone(), &redactor)?;
     let status = status_branch(&fleet, &git_options, &DaemonArgs::default(), &redactor)?;
+    let lab_names = lab_cluster_names(&snapshot.files);
     let tracker = Tracker::git(
         git,
         Some(DEMO_POLL_INTERVAL),
@@ -310,8 +322,7 @@ pub fn demo(args: &DemoArgs) -> Result<Outcome, RunError> {
             lab.proxmox_url(),
             lab_dir.display()
         );
-        let connections =
-            Connections::for_lab(&fleet, &lab.lab_file(), &lab.management_kubeconfig()).await?;
+        let connections = lab_connections(&fleet, &lab, env, &redactor).await?;
         let clock: Arc<dyn Clock> = Arc::new(lab.clock().clone());
         let mut options = DaemonOptions::new(clone.clone());
         options.busy_interval = LAB_BUSY_INTERVAL;
@@ -332,7 +343,7 @@ pub fn demo(args: &DemoArgs) -> Result<Outcome, RunError> {
         let announce = announce_when_ready(
             board,
             started,
-            lab_dir.clone(),
+            (lab_dir.clone(), lab_names),
             (clone.clone(), url.clone(), fleet.status.branch.clone()),
             bound,
             args.exit_when_ready,
@@ -350,11 +361,32 @@ pub fn demo(args: &DemoArgs) -> Result<Outcome, RunError> {
     })
 }
 
+/// The name under which the lab keeps each cluster's admin kubeconfig (`<name>.kubeconfig`),
+/// by cluster. A kubeadm cluster carries its own (`clusterName`); a K3s cluster has none, so
+/// the lab names it after its database, or after its endpoint host on the embedded datastore.
+fn lab_cluster_names(files: &RepoFiles) -> BTreeMap<String, String> {
+    let Some(desired) = spec::load(files).desired else {
+        return BTreeMap::new();
+    };
+    desired
+        .clusters
+        .iter()
+        .filter(|(_, cluster)| cluster.spec.kubernetes.distribution == Distribution::K3s)
+        .map(|(name, cluster)| {
+            let datastore = cluster.spec.kubernetes.datastore.as_ref();
+            let lab_name = datastore
+                .and_then(|d| d.database.clone())
+                .unwrap_or_else(|| cluster.spec.endpoint.host.clone());
+            (name.clone(), lab_name)
+        })
+        .collect()
+}
+
 /// Waits for every cluster to be Ready, then prints how to look at them.
 async fn announce_when_ready(
     board: Arc<StatusBoard>,
     started: std::time::Instant,
-    lab_dir: PathBuf,
+    (lab_dir, lab_names): (PathBuf, BTreeMap<String, String>),
     (repo, remote, status_branch): (PathBuf, String, String),
     http: std::net::SocketAddr,
     quiet_after: bool,
@@ -373,7 +405,8 @@ async fn announce_when_ready(
             started.elapsed().as_secs_f64()
         );
         for (name, cluster) in &status.clusters {
-            let kubeconfig = lab_dir.join(format!("{name}.kubeconfig"));
+            let lab_name = lab_names.get(name).unwrap_or(name);
+            let kubeconfig = lab_dir.join(format!("{lab_name}.kubeconfig"));
             let version = cluster.version.map(|v| format!("v{v}")).unwrap_or_default();
             let _ = writeln!(
                 out,

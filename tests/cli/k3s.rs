@@ -207,3 +207,40 @@ fn two_clusters_may_not_share_a_database() {
         "spec.kubernetes.datastore.database: database `k3s_edge` on `mariadb` is already used by clusters/edge.yaml",
     );
 }
+
+/// examples-repo's `edge` runs on the embedded datastore (the demo needs no MariaDB); its
+/// comments say how to move it to the seed's form. Doing exactly what they say gives a valid
+/// three-server cluster on a MariaDB.
+#[test]
+fn the_example_edge_cluster_becomes_the_seed_cluster_as_its_comments_say() {
+    let repo = ScratchRepo::from_examples();
+    let example = std::fs::read_to_string(repo.path().join(EDGE)).expect("the example");
+    let datastore = "datastore: {server: mariadb, database: k3s_edge}";
+    for said in [
+        "url: mysql://192.168.1.108:3306",
+        "adminPasswordFrom: {env: CAPSTAN_MARIADB_ROOT_PASSWORD}",
+        datastore,
+        "`controlPlane.replicas: 3`",
+    ] {
+        assert!(example.contains(said), "the comments say {said}");
+    }
+    repo.edit(
+        "capstan.yaml",
+        "approvedMinors:",
+        "datastores:\n  mariadb:\n    url: mysql://192.168.1.108:3306\n    adminUser: root\n    adminPasswordFrom: {env: CAPSTAN_MARIADB_ROOT_PASSWORD}\napprovedMinors:",
+    );
+    repo.edit(
+        EDGE,
+        "  kubernetes:\n",
+        &format!("  kubernetes:\n    {datastore}\n"),
+    );
+    repo.edit(EDGE, "    replicas: 1 ", "    replicas: 3 ");
+    let run = repo.validate();
+    let about_edge: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|line| line.starts_with(EDGE))
+        .collect();
+    assert!(about_edge.is_empty(), "{about_edge:?}");
+    run.assert_code(0);
+}

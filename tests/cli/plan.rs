@@ -1,5 +1,5 @@
-//! `capstan plan` on the example repository: from nothing (the full bootstrap of both
-//! clusters), against the documented example snapshot, in each format; and the snapshot's
+//! `capstan plan` on the example repository: from nothing (the full bootstrap of every
+//! cluster), against the documented example snapshot, in each format; and the snapshot's
 //! committed schema stays current.
 
 use crate::support::{capstan, examples_repo};
@@ -19,7 +19,7 @@ fn snapshot() -> String {
 }
 
 #[test]
-fn planning_from_nothing_prints_the_full_bootstrap_of_both_clusters_in_markdown() {
+fn planning_from_nothing_prints_the_full_bootstrap_of_every_example_cluster_in_markdown() {
     let run = capstan(&[
         "plan",
         &repo(),
@@ -31,6 +31,7 @@ fn planning_from_nothing_prints_the_full_bootstrap_of_both_clusters_in_markdown(
         NOW,
     ]);
     run.assert_code(0)
+        .assert_reports("#### `edge` — Pending: 10 step(s) to converge, 3 may run now")
         .assert_reports("#### `platform` — Pending: 25 step(s) to converge, 8 may run now")
         .assert_reports("#### `prod` — Pending: 13 step(s) to converge, 4 may run now")
         .assert_reports("1. `create-machine` **capstan-prod-cp-dffxv** — bootstrap: control plane 1 of 1; on pve1; Proxmox memory not observed — *runs now*")
@@ -98,8 +99,8 @@ fn json_lists_clusters_with_phase_steps_and_blocked() {
     assert_eq!(value["now"], NOW);
     let clusters = value["clusters"].as_array().expect("clusters");
     let names: Vec<&str> = clusters.iter().filter_map(|c| c["name"].as_str()).collect();
-    assert_eq!(names, ["platform", "prod"]);
-    let prod = &clusters[1];
+    assert_eq!(names, ["edge", "platform", "prod"]);
+    let prod = &clusters[2];
     assert_eq!(prod["phase"], "Pending");
     assert_eq!(prod["blocked"], serde_json::json!([]));
     let step = &prod["steps"][0];

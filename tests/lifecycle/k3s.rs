@@ -10,33 +10,14 @@ use crate::lifecycle_support::{NodeView, World, fleet_yaml, kubectl_with, ready}
 use crate::mariadb::MariaDb;
 use capstan_lab::world::{LabConfig, WorldTemplate};
 
-const RELEASE: &str = "v1.36.2+k3s1";
+const RELEASE: &str = capstan_lab::world::DEFAULT_K3S_RELEASE;
 const PASSWORD_VARIABLE: &str = "CAPSTAN_TEST_MARIADB_ROOT";
 
-/// The lab's default world plus a K3s air-gap template (`debian13-k3s`) on every node.
+/// The lab's default world, whose templates (`debian13-k3s`, the air-gap install of
+/// [`RELEASE`], on every node, among them) are spelled out so a test can add more.
 fn k3s_lab() -> LabConfig {
     let mut config = LabConfig::default();
-    let mut templates = config.proxmox.effective_templates();
-    let nodes: Vec<String> = config
-        .proxmox
-        .nodes
-        .iter()
-        .map(|n| n.name.clone())
-        .collect();
-    for (index, node) in nodes.into_iter().enumerate() {
-        templates.push(WorldTemplate {
-            name: "debian13-k3s".into(),
-            vmid: 9200 + u32::try_from(index).expect("few nodes"),
-            node,
-            cores: 2,
-            memory_mib: 2048,
-            disk_gib: 20,
-            cpu: "x86-64-v2-AES".into(),
-            storage: None,
-            k3s: Some(RELEASE.into()),
-        });
-    }
-    config.proxmox.templates = Some(templates);
+    config.proxmox.templates = Some(config.proxmox.effective_templates());
     config
 }
 

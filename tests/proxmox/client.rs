@@ -34,7 +34,7 @@ async fn inventory_sees_every_node_and_template_with_capacity() {
         .filter(|vm| vm.is_template)
         .map(|vm| (vm.name.as_str(), vm.node.as_str()))
         .collect();
-    assert_eq!(templates.len(), 6);
+    assert_eq!(templates.len(), 9);
     assert!(templates.contains(&("debian13-k8s", "pve2")));
     assert!(templates.contains(&("debian13-k8s-v2", "pve3")));
     assert_eq!(
@@ -47,10 +47,10 @@ async fn inventory_sees_every_node_and_template_with_capacity() {
             .sim
             .handle()
             .calls_of("GET /nodes/{node}/qemu/{vmid}/config"),
-        6,
+        9,
         "each template's volumes are read the first time it is seen"
     );
-    assert_eq!(inventory.templates.len(), 6);
+    assert_eq!(inventory.templates.len(), 9);
     assert!(
         inventory
             .templates

@@ -5,43 +5,14 @@
 
 use std::net::SocketAddr;
 
-use capstan_lab::world::{LabConfig, WorldTemplate};
-
 use super::daemon::wait_status;
 use super::fixture::{Remote, Spawned};
 use super::judges::{self, Judge};
 use super::mariadb::MariaDb;
 use super::servers;
 
-const RELEASE: &str = "v1.36.2+k3s1";
-
-/// The lab's default world plus a K3s air-gap template on every node, as `--lab-config` reads.
-fn lab_config() -> String {
-    let mut config = LabConfig::default();
-    let mut templates = config.proxmox.effective_templates();
-    let nodes: Vec<String> = config
-        .proxmox
-        .nodes
-        .iter()
-        .map(|n| n.name.clone())
-        .collect();
-    for (index, node) in nodes.into_iter().enumerate() {
-        templates.push(WorldTemplate {
-            name: "debian13-k3s".into(),
-            vmid: 9200 + u32::try_from(index).expect("few nodes"),
-            node,
-            cores: 2,
-            memory_mib: 2048,
-            disk_gib: 20,
-            cpu: "x86-64-v2-AES".into(),
-            storage: None,
-            k3s: Some(RELEASE.into()),
-        });
-    }
-    config.proxmox.templates = Some(templates);
-    // JSON is YAML.
-    serde_json::to_string(&config).expect("lab config")
-}
+/// The release the default lab's `debian13-k3s` template carries.
+const RELEASE: &str = capstan_lab::world::DEFAULT_K3S_RELEASE;
 
 fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> String {
     let out = std::process::Command::new("kubectl")
@@ -104,14 +75,10 @@ spec:
     let head = remote.commit_and_push("the seed's K3s cluster");
 
     let dir = tempfile::tempdir().expect("temp dir");
-    let config = dir.path().join("lab.yaml");
-    std::fs::write(&config, lab_config()).expect("lab config");
     let port = servers::free_port();
     let url = format!("file://{}", remote.bare().display());
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_capstan"))
         .args(["run", "--repo", &url, "--lab", "--log", "warn"])
-        .arg("--lab-config")
-        .arg(&config)
         .arg("--state-dir")
         .arg(dir.path().join("lab"))
         .arg("--git-mirror-dir")

@@ -134,7 +134,7 @@ pub struct ProxmoxWorld {
     /// Storages, present on every node (not shared unless said so).
     #[serde(default = "default_storages")]
     pub storages: Vec<WorldStorage>,
-    /// Templates. Absent: `debian13-k8s` and `debian13-k8s-v2` on every node.
+    /// Templates. Absent: `debian13-k8s`, `debian13-k8s-v2` and `debian13-k3s` on every node.
     #[serde(default)]
     pub templates: Option<Vec<WorldTemplate>>,
     /// Resource pools.
@@ -154,6 +154,9 @@ pub struct ProxmoxWorld {
     pub faults: WorldFaults,
 }
 
+/// The K3s release the default world's `debian13-k3s` template carries.
+pub const DEFAULT_K3S_RELEASE: &str = "v1.36.2+k3s1";
+
 impl Default for ProxmoxWorld {
     fn default() -> Self {
         ProxmoxWorld {
@@ -171,14 +174,19 @@ impl Default for ProxmoxWorld {
 }
 
 impl ProxmoxWorld {
-    /// The templates: the configured ones, or the default two on every node
-    /// (`debian13-k8s` at 9000+i, `debian13-k8s-v2` at 9100+i).
+    /// The templates: the configured ones, or the default three on every node
+    /// (`debian13-k8s` at 9000+i, `debian13-k8s-v2` at 9100+i, and `debian13-k3s` at 9200+i,
+    /// which carries the air-gap install of [`DEFAULT_K3S_RELEASE`] for examples-repo's `edge`).
     pub fn effective_templates(&self) -> Vec<WorldTemplate> {
         if let Some(templates) = &self.templates {
             return templates.clone();
         }
         let mut templates = Vec::new();
-        for (base, name) in [(9000, "debian13-k8s"), (9100, "debian13-k8s-v2")] {
+        for (base, name, k3s) in [
+            (9000, "debian13-k8s", None),
+            (9100, "debian13-k8s-v2", None),
+            (9200, "debian13-k3s", Some(DEFAULT_K3S_RELEASE)),
+        ] {
             for (index, node) in self.nodes.iter().enumerate() {
                 templates.push(WorldTemplate {
                     name: name.into(),
@@ -189,7 +197,7 @@ impl ProxmoxWorld {
                     disk_gib: 20,
                     cpu: "x86-64-v2-AES".into(),
                     storage: None,
-                    k3s: None,
+                    k3s: k3s.map(str::to_owned),
                 });
             }
         }
@@ -612,7 +620,7 @@ mod tests {
         assert_eq!(names, ["pve1", "pve2", "pve3"]);
         let templates = world.effective_templates();
         for node in ["pve1", "pve2", "pve3"] {
-            for name in ["debian13-k8s", "debian13-k8s-v2"] {
+            for name in ["debian13-k8s", "debian13-k8s-v2", "debian13-k3s"] {
                 assert!(
                     templates.iter().any(|t| t.node == node && t.name == name),
                     "{name} on {node}"

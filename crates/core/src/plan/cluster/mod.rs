@@ -679,6 +679,12 @@ impl<'a> Ctx<'a> {
         // A control plane whose prepare script ran joins before one still preparing; `views`
         // are in name order and the sort is stable, so ties stay by name.
         names.sort_by_key(|v| (v.role() != Role::ControlPlane, !v.machine.is_prepared()));
+        // A node joins through a Ready control plane (its join token is made there): right
+        // after `kubeadm init` the first one is not Ready yet, and a join would only fail.
+        let ready_control_plane = self
+            .control_plane_members()
+            .find(|v| v.is_ready() && !v.machine.is_retiring())
+            .map(|v| v.name);
         for view in names {
             let role = view.role();
             if role == Role::ControlPlane {
@@ -702,6 +708,22 @@ impl<'a> Ctx<'a> {
             }
             if let Some(step) = self.finish_creation(view) {
                 steps.push((Some(step), Gate::Open));
+                continue;
+            }
+            if ready_control_plane.is_none() {
+                if let Some(first) = self.control_plane_members().next() {
+                    let waiting = self.waiting(
+                        ActionKind::JoinNode,
+                        Some(view.name),
+                        Resource::Node {
+                            name: first.name.clone(),
+                            condition: "Ready (nodes join through a Ready control plane)"
+                                .to_owned(),
+                        },
+                        None,
+                    );
+                    steps.push((None, Gate::Wait(waiting)));
+                }
                 continue;
             }
             if !view.machine.is_prepared() {

@@ -663,3 +663,51 @@ fn a_vm_prepared_before_a_restart_is_not_prepared_again() {
         shape(&cluster.predicted)
     );
 }
+
+#[test]
+fn workers_join_only_through_a_ready_control_plane() {
+    let prod = Cluster::test("prod").with_workers("general", 2);
+    let desired = desired(vec![prod.clone()]);
+    let mut observed = built(&desired);
+    let workers = machines_of(&observed, "prod", "general");
+    let control_plane = prod.name_of("cp", 0);
+    for worker in &workers {
+        // Fresh (created just now, prepared) VMs that have not joined yet.
+        let cluster = cluster_mut(&mut observed, "prod");
+        cluster.nodes.remove(worker);
+        if let Some(machine) = cluster.machines.get_mut(worker) {
+            machine.created = now();
+        }
+    }
+    // The control case: with its control plane Ready, the fresh workers join.
+    let joins = |plan: &Plan| {
+        plan.clusters[0]
+            .steps
+            .iter()
+            .filter(|s| s.action.kind() == ActionKind::JoinNode)
+            .count()
+    };
+    let control = plan_at(&desired, &observed, now());
+    assert_eq!(
+        joins(&control),
+        2,
+        "{:#?}",
+        shape(&control.clusters[0].steps)
+    );
+
+    // Right after `kubeadm init` its Node is not Ready yet: the workers wait for it.
+    if let Some(node) = cluster_mut(&mut observed, "prod")
+        .nodes
+        .get_mut(&control_plane)
+    {
+        node.ready = false;
+    }
+    let plan = plan_at(&desired, &observed, now());
+    assert_eq!(joins(&plan), 0, "{:#?}", plan.clusters[0].steps);
+    let waits = format!("{:?}", plan.clusters[0].waiting_on);
+    assert!(
+        waits.contains(control_plane.as_str())
+            && waits.contains("join through a Ready control plane"),
+        "{waits}"
+    );
+}

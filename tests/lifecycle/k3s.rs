@@ -188,29 +188,7 @@ async fn an_approved_k3s_minor_upgrade_replaces_the_machines_with_a_server_ready
     // The next minor, approved by the fleet (`approvedMinors: ["1.36", "1.37"]`).
     const NEXT: &str = "v1.37.0+k3s1";
     let mariadb = MariaDb::start();
-    let mut config = k3s_lab();
-    let mut templates = config.proxmox.templates.clone().unwrap_or_default();
-    let next: Vec<WorldTemplate> = templates
-        .iter()
-        .filter(|t| t.name == "debian13-k3s")
-        .map(|t| WorldTemplate {
-            name: "debian13-k3s-v2".into(),
-            vmid: t.vmid + 100,
-            k3s: Some(NEXT.into()),
-            ..t.clone()
-        })
-        .collect();
-    templates.extend(next);
-    config.proxmox.templates = Some(templates);
-    let mut world =
-        World::with_lab(config, &fleet(&mariadb), &[("edge", edge_cluster())], false).await;
-    world
-        .datastore_passwords
-        .insert("mariadb".to_owned(), mariadb.root_password.clone());
-    world.start_daemon().await;
-    world
-        .wait_for("the K3s cluster Ready", |s| ready(s, &["edge"]))
-        .await;
+    let world = edge_ready_with_template(&mariadb, "debian13-k3s-v2", Some(NEXT)).await;
     let before: Vec<String> = world.vms_of("edge").into_iter().map(|vm| vm.name).collect();
 
     // The air-gap template carries the release: a new release is a new template.
@@ -274,28 +252,7 @@ async fn k3s_agents_scale_and_a_template_replaces_the_servers_with_one_ready_at_
         return;
     }
     let mariadb = MariaDb::start();
-    let mut config = k3s_lab();
-    let mut templates = config.proxmox.templates.clone().unwrap_or_default();
-    let rebuilt: Vec<WorldTemplate> = templates
-        .iter()
-        .filter(|t| t.name == "debian13-k3s")
-        .map(|t| WorldTemplate {
-            name: "debian13-k3s-b".into(),
-            vmid: t.vmid + 100,
-            ..t.clone()
-        })
-        .collect();
-    templates.extend(rebuilt);
-    config.proxmox.templates = Some(templates);
-    let mut world =
-        World::with_lab(config, &fleet(&mariadb), &[("edge", edge_cluster())], false).await;
-    world
-        .datastore_passwords
-        .insert("mariadb".to_owned(), mariadb.root_password.clone());
-    world.start_daemon().await;
-    world
-        .wait_for("the K3s cluster Ready", |s| ready(s, &["edge"]))
-        .await;
+    let world = edge_ready_with_template(&mariadb, "debian13-k3s-b", None).await;
     let agents = |nodes: &[NodeView]| nodes.iter().filter(|n| !n.control_plane && n.ready).count();
     let mut fewest = usize::MAX;
 
@@ -555,4 +512,34 @@ async fn assert_nothing_cloned(world: &World) {
         .count();
     assert_eq!(clones, 0, "no clone was ever asked of Proxmox");
     assert!(world.vms_of("edge").is_empty(), "no VM of the cluster");
+}
+
+/// The `edge` cluster Ready on `mariadb`, on a lab whose K3s template has a second copy named
+/// `template` on every node (carrying the K3s release `k3s`, or the same one), for a test to
+/// move the cluster to.
+async fn edge_ready_with_template(mariadb: &MariaDb, template: &str, k3s: Option<&str>) -> World {
+    let mut config = k3s_lab();
+    let mut templates = config.proxmox.templates.clone().unwrap_or_default();
+    let copies: Vec<WorldTemplate> = templates
+        .iter()
+        .filter(|t| t.name == "debian13-k3s")
+        .map(|t| WorldTemplate {
+            name: template.into(),
+            vmid: t.vmid + 100,
+            k3s: k3s.map(str::to_owned).or_else(|| t.k3s.clone()),
+            ..t.clone()
+        })
+        .collect();
+    templates.extend(copies);
+    config.proxmox.templates = Some(templates);
+    let mut world =
+        World::with_lab(config, &fleet(mariadb), &[("edge", edge_cluster())], false).await;
+    world
+        .datastore_passwords
+        .insert("mariadb".to_owned(), mariadb.root_password.clone());
+    world.start_daemon().await;
+    world
+        .wait_for("the K3s cluster Ready", |s| ready(s, &["edge"]))
+        .await;
+    world
 }

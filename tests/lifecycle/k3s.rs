@@ -7,7 +7,7 @@
 
 use crate::judges::{self, Judge};
 use crate::lifecycle_support::{NodeView, World, fleet_yaml, kubectl_with, ready};
-use crate::mariadb::MariaDb;
+use crate::mariadb::{MariaDb, seed_k3s_cluster};
 use capstan_lab::world::{LabConfig, WorldTemplate};
 
 const RELEASE: &str = capstan_lab::world::DEFAULT_K3S_RELEASE;
@@ -23,33 +23,9 @@ fn k3s_lab() -> LabConfig {
 
 fn fleet(mariadb: &MariaDb) -> String {
     format!(
-        "{}datastores:\n  mariadb:\n    url: {}\n    adminUser: root\n    adminPasswordFrom: {{env: {PASSWORD_VARIABLE}}}\n",
+        "{}{}",
         fleet_yaml(&["1.36", "1.37"], false),
-        mariadb.url()
-    )
-}
-
-fn edge_cluster() -> String {
-    format!(
-        "apiVersion: capstan.dev/v1alpha1
-kind: Cluster
-metadata: {{name: edge}}
-spec:
-  proxmox: homelab
-  kubernetes: {{distribution: k3s, version: {RELEASE}, datastore: {{server: mariadb, database: k3s_edge}}}}
-  endpoint: {{host: k8s-edge.lab.example, address: 192.168.1.25}}
-  network: {{nodes: 192.168.1.0/24, reserved: [\"192.168.1.170-192.168.1.189\"]}}
-  controlPlane:
-    replicas: 3
-    machine: {{template: debian13-k3s, cores: 2, memoryMiB: 4096, cpu: host, placement: [pve1, pve2, pve3]}}
-  workers:
-    - pool: agents
-      replicas: 2
-      machine: {{template: debian13-k3s, cores: 2, memoryMiB: 4096, cpu: host, placement: [pve1, pve2, pve3]}}
-  rollout: {{minWorkers: 1, drainTimeout: 4s, joinTimeout: 2m}}
-  delivery:
-    flux: {{cluster: management}}
-"
+        mariadb.datastores_yaml(PASSWORD_VARIABLE)
     )
 }
 
@@ -57,7 +33,7 @@ async fn world(mariadb: &MariaDb, password: &str, record: bool) -> World {
     let mut world = World::with_lab(
         k3s_lab(),
         &fleet(mariadb),
-        &[("edge", edge_cluster())],
+        &[("edge", seed_k3s_cluster())],
         record,
     )
     .await;
@@ -194,7 +170,7 @@ async fn an_approved_k3s_minor_upgrade_replaces_the_machines_with_a_server_ready
     // The air-gap template carries the release: a new release is a new template.
     world.write_cluster(
         "edge",
-        &edge_cluster()
+        &seed_k3s_cluster()
             .replace(RELEASE, NEXT)
             .replace("template: debian13-k3s,", "template: debian13-k3s-v2,"),
     );
@@ -256,7 +232,7 @@ async fn k3s_agents_scale_and_a_template_replaces_the_servers_with_one_ready_at_
     let agents = |nodes: &[NodeView]| nodes.iter().filter(|n| !n.control_plane && n.ready).count();
     let mut fewest = usize::MAX;
 
-    let three_agents = edge_cluster().replace("replicas: 2", "replicas: 3");
+    let three_agents = seed_k3s_cluster().replace("replicas: 2", "replicas: 3");
     world.write_cluster("edge", &three_agents);
     fewest = fewest.min(
         fewest_ready_servers_until(&world, "scaled to 3 agents", |nodes| {
@@ -264,7 +240,7 @@ async fn k3s_agents_scale_and_a_template_replaces_the_servers_with_one_ready_at_
         })
         .await,
     );
-    world.write_cluster("edge", &edge_cluster());
+    world.write_cluster("edge", &seed_k3s_cluster());
     fewest = fewest.min(
         fewest_ready_servers_until(&world, "scaled back to 2 agents", |nodes| {
             nodes.len() == 5 && agents(nodes) == 2
@@ -291,7 +267,7 @@ async fn k3s_agents_scale_and_a_template_replaces_the_servers_with_one_ready_at_
 
     // A new template for the servers only: each is replaced, new before old.
     let servers_rebuilt =
-        edge_cluster().replacen("template: debian13-k3s,", "template: debian13-k3s-b,", 1);
+        seed_k3s_cluster().replacen("template: debian13-k3s,", "template: debian13-k3s-b,", 1);
     world.write_cluster("edge", &servers_rebuilt);
     fewest = fewest.min(
         fewest_ready_servers_until(&world, "servers replaced", |nodes| {
@@ -373,7 +349,7 @@ async fn a_single_k3s_server_on_the_embedded_sqlite_needs_no_datastore() {
     ) {
         return;
     }
-    let single = edge_cluster()
+    let single = seed_k3s_cluster()
         .replace(", datastore: {server: mariadb, database: k3s_edge}", "")
         .replace("replicas: 3", "replicas: 1");
     let mut world = World::with_lab(
@@ -418,7 +394,7 @@ async fn given_world(mariadb: &MariaDb, password: &str) -> (World, tempfile::Tem
         format!("mysql://given:{password}@tcp({address})/kine_given\n"),
     )
     .expect("write the DSN");
-    let cluster = edge_cluster().replace(
+    let cluster = seed_k3s_cluster().replace(
         "datastore: {server: mariadb, database: k3s_edge}",
         &format!(
             "datastore: {{endpointFrom: {{file: {}}}}}",
@@ -532,8 +508,13 @@ async fn edge_ready_with_template(mariadb: &MariaDb, template: &str, k3s: Option
         .collect();
     templates.extend(copies);
     config.proxmox.templates = Some(templates);
-    let mut world =
-        World::with_lab(config, &fleet(mariadb), &[("edge", edge_cluster())], false).await;
+    let mut world = World::with_lab(
+        config,
+        &fleet(mariadb),
+        &[("edge", seed_k3s_cluster())],
+        false,
+    )
+    .await;
     world
         .datastore_passwords
         .insert("mariadb".to_owned(), mariadb.root_password.clone());

@@ -8,11 +8,8 @@ use std::net::SocketAddr;
 use super::daemon::wait_status;
 use super::fixture::{Remote, Spawned};
 use super::judges::{self, Judge};
-use super::mariadb::MariaDb;
+use super::mariadb::{MariaDb, seed_k3s_cluster};
 use super::servers;
-
-/// The release the default lab's `debian13-k3s` template carries.
-const RELEASE: &str = capstan_lab::world::DEFAULT_K3S_RELEASE;
 
 fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> String {
     let out = std::process::Command::new("kubectl")
@@ -43,35 +40,9 @@ fn run_lab_builds_the_seed_k3s_cluster_from_a_pushed_commit() {
     let fleet = std::fs::read_to_string(remote.work().join("capstan.yaml")).expect("fleet");
     remote.write(
         "capstan.yaml",
-        &format!(
-            "{fleet}datastores:\n  mariadb:\n    url: {}\n    adminUser: root\n    adminPasswordFrom: {{env: TEST_MARIADB_ROOT}}\n",
-            mariadb.url()
-        ),
+        &format!("{fleet}{}", mariadb.datastores_yaml("TEST_MARIADB_ROOT")),
     );
-    remote.write(
-        "clusters/edge.yaml",
-        &format!(
-            "apiVersion: capstan.dev/v1alpha1
-kind: Cluster
-metadata: {{name: edge}}
-spec:
-  proxmox: homelab
-  kubernetes: {{distribution: k3s, version: {RELEASE}, datastore: {{server: mariadb, database: k3s_edge}}}}
-  endpoint: {{host: k8s-edge.lab.example, address: 192.168.1.25}}
-  network: {{nodes: 192.168.1.0/24, reserved: [\"192.168.1.170-192.168.1.189\"]}}
-  controlPlane:
-    replicas: 3
-    machine: {{template: debian13-k3s, cores: 2, memoryMiB: 4096, cpu: host, placement: [pve1, pve2, pve3]}}
-  workers:
-    - pool: agents
-      replicas: 2
-      machine: {{template: debian13-k3s, cores: 2, memoryMiB: 4096, cpu: host, placement: [pve1, pve2, pve3]}}
-  rollout: {{minWorkers: 1, drainTimeout: 4s, joinTimeout: 2m}}
-  delivery:
-    flux: {{cluster: management}}
-"
-        ),
-    );
+    remote.write("clusters/edge.yaml", &seed_k3s_cluster());
     let head = remote.commit_and_push("the seed's K3s cluster");
 
     let dir = tempfile::tempdir().expect("temp dir");

@@ -66,6 +66,15 @@ impl MariaDb {
         SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
     }
 
+    /// The `datastores:` section of `capstan.yaml` naming this server `mariadb`, its admin
+    /// password read from the environment variable `password_variable`.
+    pub fn datastores_yaml(&self, password_variable: &str) -> String {
+        format!(
+            "datastores:\n  mariadb:\n    url: {}\n    adminUser: root\n    adminPasswordFrom: {{env: {password_variable}}}\n",
+            self.url()
+        )
+    }
+
     /// The server as `capstan.yaml` names it: `mysql://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("mysql://127.0.0.1:{}", self.port)
@@ -174,4 +183,31 @@ fn free_port() -> u16 {
         .and_then(|listener| listener.local_addr())
         .map(|address| address.port())
         .expect("a free loopback port")
+}
+
+/// Seed 004's K3s cluster `edge`: 3 servers and 2 agents on template `debian13-k3s` (the lab's
+/// release), its database `k3s_edge` on the fleet's datastore server `mariadb`.
+pub fn seed_k3s_cluster() -> String {
+    format!(
+        "apiVersion: capstan.dev/v1alpha1
+kind: Cluster
+metadata: {{name: edge}}
+spec:
+  proxmox: homelab
+  kubernetes: {{distribution: k3s, version: {release}, datastore: {{server: mariadb, database: k3s_edge}}}}
+  endpoint: {{host: k8s-edge.lab.example, address: 192.168.1.25}}
+  network: {{nodes: 192.168.1.0/24, reserved: [\"192.168.1.170-192.168.1.189\"]}}
+  controlPlane:
+    replicas: 3
+    machine: {{template: debian13-k3s, cores: 2, memoryMiB: 4096, cpu: host, placement: [pve1, pve2, pve3]}}
+  workers:
+    - pool: agents
+      replicas: 2
+      machine: {{template: debian13-k3s, cores: 2, memoryMiB: 4096, cpu: host, placement: [pve1, pve2, pve3]}}
+  rollout: {{minWorkers: 1, drainTimeout: 4s, joinTimeout: 2m}}
+  delivery:
+    flux: {{cluster: management}}
+",
+        release = capstan_lab::world::DEFAULT_K3S_RELEASE
+    )
 }

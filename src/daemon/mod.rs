@@ -7,8 +7,11 @@
 //!   source's revision changed.
 //! - A Git remote that cannot be reached leaves the last revision read in force: nothing is
 //!   removed because the source is unreachable, and the fleet reports `SourceAvailable=False`.
-//! - Steps of one cluster never overlap: a cluster with a step in flight is not planned for
-//!   until it ends. Clusters run concurrently, at most `concurrency` at a time.
+//! - Each step runs in its own task; when one ends, the next pass starts at once and plans
+//!   its cluster again. Newly ready steps start beside those still running, on other
+//!   machines only: a machine never has two steps in flight, and a disruptive or
+//!   cluster-wide step runs alone ([`inflight`]). Clusters run concurrently, at most
+//!   `concurrency` of them having steps in flight at a time.
 //! - A failing step is retried with capped exponential backoff (per cluster, reset on success);
 //!   after `failures_to_block` failures in a row the cluster reports Blocked with the error,
 //!   and other clusters carry on. A step that panics counts as a failed step, the panic
@@ -16,6 +19,7 @@
 
 mod board;
 pub mod http;
+mod inflight;
 pub mod previews;
 mod progress;
 mod timings;
@@ -89,11 +93,11 @@ impl DaemonOptions {
 /// A step's outcome as a cluster task reports it.
 struct Finished {
     cluster: String,
-    /// The revision the steps were decided at.
+    /// The revision the step was decided at.
     revision: String,
-    /// The spec the steps were planned from (to tell a fixed file from a repeat failure).
+    /// The spec the step was planned from (to tell a fixed file from a repeat failure).
     spec: Option<crate::spec::ClusterSpec>,
-    /// Each step's outcome.
+    /// The step's outcome (none when leadership was lost before it started).
     results: Vec<StepOutcome>,
 }
 
@@ -109,12 +113,14 @@ type StepOutcome = (
 /// (it panicked, or was cancelled).
 struct Running {
     cluster: String,
-    /// The revision its steps were decided at.
+    /// The revision its step was decided at.
     revision: String,
-    /// The spec its steps were planned from.
+    /// The spec its step was planned from.
     spec: Option<crate::spec::ClusterSpec>,
-    /// Its steps' actions and targets, in plan order.
-    steps: Vec<(ActionKind, Option<crate::model::NodeName>)>,
+    /// Its step's action.
+    action: ActionKind,
+    /// Its step's machine.
+    machine: Option<crate::model::NodeName>,
 }
 
 /// A step that failed, as the status reports it.
@@ -159,7 +165,8 @@ pub struct Daemon<Pr: Providers> {
     in_flight: JoinSet<Finished>,
     /// What each task of `in_flight` works on, by task id.
     running: BTreeMap<tokio::task::Id, Running>,
-    busy: BTreeMap<String, ()>,
+    /// The steps in flight of each cluster that has any.
+    busy: BTreeMap<String, inflight::ClusterWork>,
     limit: Arc<Semaphore>,
     /// The `pollInterval` of the last fleet file read (re-read every pass).
     poll_interval: Option<Duration>,
@@ -365,21 +372,21 @@ impl<Pr: Providers> Daemon<Pr> {
         for cluster in &plan.clusters {
             let runnable = !cluster.steps.is_empty()
                 && self.leadership.is_leading()
-                && !self.busy.contains_key(&cluster.name)
                 && !observation.failed.contains_key(&cluster.name)
                 && self
                     .retries
                     .get(&cluster.name)
                     .is_none_or(|r| r.allows(desired.clusters.get(&cluster.name).map(|c| &c.spec)));
             work |= !cluster.steps.is_empty() || !cluster.waiting_on.is_empty();
-            if runnable {
-                self.start(
-                    desired,
-                    &observation,
-                    &revision,
-                    cluster.name.clone(),
-                    cluster.steps.clone(),
-                );
+            if !runnable {
+                continue;
+            }
+            let steps = match self.busy.get(&cluster.name) {
+                Some(work) => work.startable(&cluster.steps),
+                None => cluster.steps.clone(),
+            };
+            for step in steps {
+                self.start(desired, &observation, &revision, &cluster.name, step);
             }
         }
         self.publish(desired, &observation, &plan, revision, errors);
@@ -392,38 +399,40 @@ impl<Pr: Providers> Daemon<Pr> {
         !work && self.in_flight.is_empty()
     }
 
+    /// Starts `step` of cluster `name` in a task of its own.
     fn start(
         &mut self,
         desired: &Desired,
         observation: &Observation,
         revision: &str,
-        name: String,
-        steps: Vec<Step>,
+        name: &str,
+        step: Step,
     ) {
-        let spec = desired.clusters.get(&name).map(|c| c.spec.clone());
+        let spec = desired.clusters.get(name).map(|c| c.spec.clone());
         let observed = observation
             .observed
             .clusters
-            .get(&name)
+            .get(name)
             .cloned()
             .unwrap_or_default();
-        let access = observation.access.get(&name).cloned().unwrap_or_default();
+        let access = observation.access.get(name).cloned().unwrap_or_default();
         let executor = Arc::clone(&self.executor);
         let leadership = Arc::clone(&self.leadership);
         let limit = Arc::clone(&self.limit);
         let revision = revision.to_owned();
-        self.busy.insert(name.clone(), ());
+        let work = self.busy.entry(name.to_owned()).or_default();
+        let slot = work.slot();
         let running = Running {
-            cluster: name.clone(),
+            cluster: name.to_owned(),
             revision: revision.clone(),
             spec: spec.clone(),
-            steps: steps
-                .iter()
-                .map(|step| (step.kind(), step.target.machine.clone()))
-                .collect(),
+            action: step.kind(),
+            machine: step.target.machine.clone(),
         };
+        let name = name.to_owned();
+        let planned = step.clone();
         let task = self.in_flight.spawn(async move {
-            let _permit = limit.acquire_owned().await;
+            inflight::hold(&slot, limit).await;
             let ctx = StepContext {
                 cluster: &name,
                 spec: spec.as_ref(),
@@ -431,29 +440,21 @@ impl<Pr: Providers> Daemon<Pr> {
                 access: &access,
                 revision: &revision,
             };
-            let executor = &executor;
-            let leadership = &leadership;
-            let runs = steps.iter().map(|step| async move {
-                // The permit may have been waited for: a replica that lost the Lease
-                // meanwhile starts nothing (the new leader plans this step again).
-                if !leadership.is_leading() {
-                    tracing::info!(cluster = %ctx.cluster, action = step.kind().name(), "not leading any more; step not started");
-                    return None;
-                }
+            // The slot may have been waited for: a replica that lost the Lease meanwhile
+            // starts nothing (the new leader plans this step again).
+            let results = if leadership.is_leading() {
                 let started = Instant::now();
-                let result = executor.run(ctx, step).await;
-                Some((
+                let result = executor.run(ctx, &step).await;
+                vec![(
                     step.kind(),
                     step.target.machine.clone(),
                     result,
                     started.elapsed(),
-                ))
-            });
-            let results = futures_util::future::join_all(runs)
-                .await
-                .into_iter()
-                .flatten()
-                .collect();
+                )]
+            } else {
+                tracing::info!(cluster = %name, action = step.kind().name(), "not leading any more; step not started");
+                Vec::new()
+            };
             Finished {
                 cluster: name.clone(),
                 revision: revision.clone(),
@@ -461,7 +462,18 @@ impl<Pr: Providers> Daemon<Pr> {
                 results,
             }
         });
+        work.add(task.id(), &planned);
         self.running.insert(task.id(), running);
+    }
+
+    /// Forgets task `id` of `cluster` as in flight (and the cluster's concurrency slot with
+    /// its last step).
+    fn done(&mut self, cluster: &str, id: tokio::task::Id) {
+        if let Some(work) = self.busy.get_mut(cluster)
+            && work.remove(id)
+        {
+            self.busy.remove(cluster);
+        }
     }
 
     /// Accounts for a step task that ended: its results, or, when it panicked, a failure of
@@ -473,6 +485,9 @@ impl<Pr: Providers> Daemon<Pr> {
             Err(err) => (err.id(), Err(err)),
         };
         let running = self.running.remove(&id);
+        if let Some(running) = &running {
+            self.done(&running.cluster, id);
+        }
         match outcome {
             Ok(finished) => self.record(finished),
             Err(err) => {
@@ -480,23 +495,13 @@ impl<Pr: Providers> Daemon<Pr> {
                     tracing::error!(task = %id, "a step task ended unaccounted for: {err}");
                     return;
                 };
-                self.busy.remove(&running.cluster);
                 if err.is_cancelled() {
                     // Only `run` cancels tasks, on its way out.
                     tracing::debug!(cluster = %running.cluster, "step task cancelled");
                     return;
                 }
-                // The task's steps ran together and left no result: the failure is
-                // charged to the first of them, naming the others.
-                let mut steps = running.steps.into_iter();
-                let Some((action, machine)) = steps.next() else {
-                    return;
-                };
-                let others: Vec<&str> = steps.map(|(action, _)| action.name()).collect();
-                let mut message = format!("step panicked: {}", panic_message(err));
-                if !others.is_empty() {
-                    message.push_str(&format!(" (it ran with {})", others.join(", ")));
-                }
+                let (action, machine) = (running.action, running.machine);
+                let message = format!("step panicked: {}", panic_message(err));
                 self.board.count(|c| {
                     *c.steps.entry((action, "error")).or_default() += 1;
                 });
@@ -513,7 +518,6 @@ impl<Pr: Providers> Daemon<Pr> {
     }
 
     fn record(&mut self, finished: Finished) {
-        self.busy.remove(&finished.cluster);
         let now = self.clock.now();
         // These steps rewrite admin.conf (even when they fail part-way): read it again.
         if finished.results.iter().any(|(action, _, _, _)| {

@@ -40,7 +40,8 @@ pub struct ClientOptions {
     pub request_timeout: Duration,
     /// How long a task may run before we give up waiting.
     pub task_timeout: Duration,
-    /// First delay between task status polls (doubles up to `task_poll_max`).
+    /// Shortest delay between task status polls (the delay is a tenth of the time the task
+    /// has run, within these bounds).
     pub task_poll_min: Duration,
     /// Longest delay between task status polls.
     pub task_poll_max: Duration,

@@ -7,10 +7,11 @@
 //!   source's revision changed.
 //! - A Git remote that cannot be reached leaves the last revision read in force: nothing is
 //!   removed because the source is unreachable, and the fleet reports `SourceAvailable=False`.
-//! - Each step runs in its own task; when one ends, the next pass starts at once and plans
-//!   its cluster again. Newly ready steps start beside those still running, on other
-//!   machines only: a machine never has two steps in flight, and a disruptive or
-//!   cluster-wide step runs alone ([`inflight`]). Clusters run concurrently, at most
+//! - Each step runs in its own task; when one ends, or has changed the world and goes on
+//!   waiting (kubeadm done, its Node not Ready yet), the next pass starts at once and plans
+//!   its cluster again. Newly ready steps that build machines start beside those still
+//!   running, on other machines; a machine never has two steps in flight, and every other
+//!   step runs alone ([`inflight`] has the rules). Clusters run concurrently, at most
 //!   `concurrency` of them having steps in flight at a time.
 //! - A failing step is retried with capped exponential backoff (per cluster, reset on success);
 //!   after `failures_to_block` failures in a row the cluster reports Blocked with the error,
@@ -295,6 +296,7 @@ impl<Pr: Providers> Daemon<Pr> {
                 () = self.tracker.changed() => tracing::debug!("source may have changed"),
                 () = self.leadership.changed() => tracing::debug!("leadership changed"),
                 () = self.board.woken_for_workloads() => tracing::debug!("GET /observed asks for pods and PodDisruptionBudgets"),
+                () = self.executor.changed() => tracing::debug!("a step in flight changed the world"),
                 Some(done) = self.in_flight.join_next_with_id(), if !self.in_flight.is_empty() => {
                     self.settle(done);
                 }
@@ -319,6 +321,7 @@ impl<Pr: Providers> Daemon<Pr> {
     }
 
     /// One pass; returns whether the fleet is idle (converged, nothing in flight).
+    #[tracing::instrument(level = "debug", skip_all)]
     pub async fn pass(&mut self) -> bool {
         while let Some(done) = self.in_flight.try_join_next_with_id() {
             self.settle(done);

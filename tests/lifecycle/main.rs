@@ -12,6 +12,7 @@ mod support;
 
 mod bootstrap;
 mod certificates;
+mod concurrency;
 mod crash;
 mod deploy;
 mod drain;

@@ -151,6 +151,8 @@ struct Shared<B> {
     clock: LabClock,
     timings: NodeTimings,
     world: Mutex<systems::GuestSystems>,
+    /// VM selectors (a name, or `prefix*`) whose slow commands take this many times longer.
+    slowed: Mutex<Vec<(String, u32)>>,
 }
 
 impl<B: ClusterBackend> NodeSoftware<B> {
@@ -162,8 +164,40 @@ impl<B: ClusterBackend> NodeSoftware<B> {
                 clock,
                 timings,
                 world: Mutex::new(systems::GuestSystems::default()),
+                slowed: Mutex::default(),
             }),
         }
+    }
+
+    /// From now on, the slow commands (prepare script, kubeadm init/join/upgrade) of the VMs
+    /// `selector` names (a VM name, or `prefix*`) take `factor` times as long: one slow
+    /// machine among fast ones.
+    pub fn slow_down(&self, selector: &str, factor: u32) {
+        self.shared
+            .slowed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((selector.to_owned(), factor));
+    }
+
+    /// How many times longer `vm`'s slow commands take (1: as the timings say).
+    fn slowdown_of(&self, vm: &GuestIdentity) -> u32 {
+        let slowed = self
+            .shared
+            .slowed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        slowed
+            .iter()
+            .filter(|(selector, _)| {
+                *selector == vm.name
+                    || selector
+                        .strip_suffix('*')
+                        .is_some_and(|prefix| vm.name.starts_with(prefix))
+            })
+            .map(|(_, factor)| *factor)
+            .max()
+            .unwrap_or(1)
     }
 
     /// Runs `argv` inside `vm`, taking as long as the real operation would in the lab.
@@ -176,7 +210,7 @@ impl<B: ClusterBackend> NodeSoftware<B> {
         }
         let shared = &self.shared;
         if let Some(delay) = systems::duration_of(argv, &shared.timings) {
-            tokio::time::sleep(delay).await;
+            tokio::time::sleep(delay * self.slowdown_of(vm)).await;
         }
         let now = shared.clock.now();
         let (exit, effects) = {

@@ -38,6 +38,13 @@ pub use error::ExecuteError;
 /// A clean shutdown after `kubeadm reset` gets this long before the VM is stopped hard.
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// How long `init-control-plane` and `join-node` wait for their Node to be Ready once kubeadm
+/// is done. A new Node is usually Ready within seconds (the CNI starts); waiting for it here
+/// lets what waits on it (the next control plane's join, the removal a replacement allows)
+/// start the moment it is, not a pass later. A slower Node is left to the planner, which
+/// waits for it as before.
+const READY_WAIT: Duration = Duration::from_secs(30);
+
 /// What a step needs besides itself.
 #[derive(Debug, Clone, Copy)]
 pub struct StepContext<'a> {
@@ -57,12 +64,25 @@ pub struct StepContext<'a> {
 pub struct Executor<Pr> {
     providers: Arc<Pr>,
     clock: Arc<dyn Clock>,
+    /// Pinged when a step changed the world and goes on waiting (kubeadm is done, the Node
+    /// is not Ready yet): what was waiting on that change may be planned now.
+    changed: Arc<tokio::sync::Notify>,
 }
 
 impl<Pr: Providers> Executor<Pr> {
     /// An executor over `providers`, reading time from `clock`.
     pub fn new(providers: Arc<Pr>, clock: Arc<dyn Clock>) -> Self {
-        Executor { providers, clock }
+        Executor {
+            providers,
+            clock,
+            changed: Arc::default(),
+        }
+    }
+
+    /// Completes when a step in flight has changed the world and keeps running (see
+    /// [`Executor::run`]'s steps that wait for their Node to be Ready).
+    pub async fn changed(&self) {
+        self.changed.notified().await;
     }
 
     /// Performs `step`; returns what it did, in a few words, for the progress line.
@@ -156,8 +176,9 @@ impl<Pr: Providers> Executor<Pr> {
                     .await
                     .map_err(kubeadm_failed(ActionKind::InitControlPlane.name()))?;
                 self.mark_bootstrapped(ctx, &kubeconfig).await?;
+                let ready = self.await_ready(&kubeconfig, &target.name).await;
                 format!(
-                    "kubeadm init on {} (endpoint {}:{})",
+                    "kubeadm init on {} (endpoint {}:{}){ready}",
                     target.name, endpoint.host, endpoint.port
                 )
             }
@@ -351,7 +372,7 @@ impl<Pr: Providers> Executor<Pr> {
             action: ActionKind::JoinNode,
         })?;
         let target = node_target(machine)?;
-        let control_plane = self.healthy_control_plane(ctx, ActionKind::JoinNode, &target.name)?;
+        let control_plane = self.join_through(ctx, &target.name)?;
         let kubeadm = self.kubeadm(ctx)?;
         let ticket = kubeadm
             .join_ticket(&control_plane)
@@ -374,10 +395,33 @@ impl<Pr: Providers> Executor<Pr> {
         ]
         .concat();
         run_steps(&kubeadm, ActionKind::JoinNode, &target, &steps).await?;
+        let ready = match ctx.access.kubeconfig.as_deref() {
+            Some(kubeconfig) => self.await_ready(kubeconfig, &target.name).await,
+            None => "",
+        };
         Ok(format!(
-            "{} joined as {role} (v{version}) through {}",
+            "{} joined as {role} (v{version}) through {}{ready}",
             target.name, control_plane.name
         ))
+    }
+
+    /// Waits up to [`READY_WAIT`] for `node` to be Ready; says how that went, for the
+    /// step's message. The step succeeded either way: the planner sees a Node that is not
+    /// Ready yet and waits for it.
+    async fn await_ready(&self, kubeconfig: &str, node: &NodeName) -> &'static str {
+        self.changed.notify_one();
+        let waited = match self.providers.connect_cluster(kubeconfig).await {
+            Ok(api) => api.await_ready(node, READY_WAIT).await,
+            Err(err) => Err(err),
+        };
+        match waited {
+            Ok(true) => ", Ready",
+            Ok(false) => ", not Ready yet",
+            Err(err) => {
+                tracing::debug!(node = %node, error = %crate::status::error_chain(&err), "cannot watch the new Node; the next pass sees whether it is Ready");
+                ""
+            }
+        }
     }
 
     async fn drain(
@@ -575,31 +619,39 @@ impl<Pr: Providers> Executor<Pr> {
         action: ActionKind,
         excluding: &NodeName,
     ) -> Result<NodeTarget, ExecuteError> {
-        let healthy = |name: &NodeName| {
-            name != excluding
-                && ctx.observed.nodes.get(name).is_some_and(|n| n.ready)
-                && ctx.observed.machines.get(name).is_some_and(|m| {
-                    m.ownership.role == Role::ControlPlane && m.is_running() && !m.is_retiring()
-                })
-        };
+        let ready = |name: &NodeName| ctx.observed.nodes.get(name).is_some_and(|n| n.ready);
         if let Some(read_from) = &ctx.access.read_from
-            && healthy(&read_from.name)
+            && read_from.name != *excluding
+            && ready(&read_from.name)
+            && is_member_control_plane(ctx, &read_from.name)
         {
             return Ok(read_from.clone());
         }
-        ctx.observed
-            .machines
-            .iter()
-            .find(|(name, _)| healthy(name))
-            .map(|(name, m)| NodeTarget {
-                vmid: m.vm_id,
-                proxmox_node: m.proxmox_node.clone(),
-                name: name.clone(),
-            })
-            .ok_or_else(|| ExecuteError::NoControlPlane {
-                action,
-                excluding: excluding.clone(),
-            })
+        control_plane_where(ctx, excluding, ready).ok_or_else(|| ExecuteError::NoControlPlane {
+            action,
+            excluding: excluding.clone(),
+        })
+    }
+
+    /// The control plane a node joins through (its join token and certificate key are made
+    /// there): a Ready one, else one whose Node is registered while the API answers, as
+    /// `kubeadm init` leaves the first before the CNI makes it Ready.
+    fn join_through(
+        &self,
+        ctx: StepContext<'_>,
+        joining: &NodeName,
+    ) -> Result<NodeTarget, ExecuteError> {
+        let ready = self.healthy_control_plane(ctx, ActionKind::JoinNode, joining);
+        let api_answers = ctx
+            .observed
+            .control_plane
+            .as_ref()
+            .is_some_and(|cp| cp.unreachable_since.is_none());
+        if ready.is_ok() || !api_answers {
+            return ready;
+        }
+        let registered = |name: &NodeName| ctx.observed.nodes.contains_key(name);
+        control_plane_where(ctx, joining, registered).map_or(ready, Ok)
     }
 
     fn expected(
@@ -711,4 +763,29 @@ fn node_target(machine: &MachineRef) -> Result<NodeTarget, ExecuteError> {
         proxmox_node: vm.node.0,
         name: machine.name.clone(),
     })
+}
+
+/// Whether `name` is a running control-plane VM of the cluster, not retiring.
+fn is_member_control_plane(ctx: StepContext<'_>, name: &NodeName) -> bool {
+    ctx.observed.machines.get(name).is_some_and(|m| {
+        m.ownership.role == Role::ControlPlane && m.is_running() && !m.is_retiring()
+    })
+}
+
+/// The first control plane other than `excluding` that is a member and whose Node passes
+/// `node_ok`.
+fn control_plane_where(
+    ctx: StepContext<'_>,
+    excluding: &NodeName,
+    node_ok: impl Fn(&NodeName) -> bool,
+) -> Option<NodeTarget> {
+    ctx.observed
+        .machines
+        .iter()
+        .find(|(name, _)| *name != excluding && node_ok(name) && is_member_control_plane(ctx, name))
+        .map(|(name, m)| NodeTarget {
+            vmid: m.vm_id,
+            proxmox_node: m.proxmox_node.clone(),
+            name: name.clone(),
+        })
 }

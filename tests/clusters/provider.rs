@@ -41,6 +41,40 @@ async fn admin(cluster: &capstan_lab::kube::SimCluster) -> KubeClusterClient {
 }
 
 #[tokio::test]
+async fn await_ready_sees_a_node_become_ready_as_it_happens_and_gives_up_at_the_limit() {
+    let lab = lab(&drain_world(false)).await;
+    let prod = lab.cluster("prod").expect("prod");
+    prod.set_node_ready("w3", false).expect("w3");
+    let client = admin(&prod).await;
+    // Not Ready, and nothing changes it: false at the limit.
+    let waited = client
+        .await_ready(&node("w3"), Duration::from_millis(300))
+        .await
+        .expect("watch");
+    assert!(!waited, "w3 is not Ready");
+    // Ready already: true at once; Ready while watched: true, seen through the watch.
+    assert!(
+        client
+            .await_ready(&node("w2"), Duration::from_secs(5))
+            .await
+            .expect("watch")
+    );
+    let becomes_ready = {
+        let prod = prod.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            prod.set_node_ready("w3", true).expect("w3");
+        })
+    };
+    let waited = client
+        .await_ready(&node("w3"), Duration::from_secs(20))
+        .await
+        .expect("watch");
+    assert!(waited, "w3 became Ready while watched");
+    becomes_ready.await.expect("set Ready");
+}
+
+#[tokio::test]
 async fn nodes_report_readiness_versions_roles_and_addresses() {
     let lab = lab(&drain_world(false)).await;
     let prod = lab.cluster("prod").expect("prod");

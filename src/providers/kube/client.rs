@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::time::Duration;
 
 use base64::Engine as _;
 use jiff::Timestamp;
@@ -12,7 +13,10 @@ use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams, WatchEvent,
+    WatchParams,
+};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use serde_json::json;
@@ -239,6 +243,33 @@ impl ClusterClient for KubeClusterClient {
         let mut states: Vec<NodeState> = nodes.items.iter().map(node_state).collect();
         states.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(states)
+    }
+
+    async fn await_ready(&self, node: &NodeName, limit: Duration) -> Result<bool, ClusterError> {
+        use futures_util::TryStreamExt as _;
+        let params = WatchParams::default()
+            .fields(&format!("metadata.name={node}"))
+            .timeout(u32::try_from(limit.as_secs().clamp(1, 290)).unwrap_or(290));
+        let watch = async {
+            // From resourceVersion 0: the Node as it is now comes first (ADDED), then changes.
+            let events = self
+                .nodes_api()
+                .watch(&params, "0")
+                .await
+                .map_err(ClusterError::ListNodes)?;
+            futures_util::pin_mut!(events);
+            while let Some(event) = events.try_next().await.map_err(ClusterError::ListNodes)? {
+                if let WatchEvent::Added(node) | WatchEvent::Modified(node) = event
+                    && node_state(&node).ready
+                {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        };
+        tokio::time::timeout(limit, watch)
+            .await
+            .unwrap_or(Ok(false))
     }
 
     async fn cordon(&self, node: &NodeName) -> Result<(), ClusterError> {

@@ -411,6 +411,15 @@ pub trait ClusterClient: Send + Sync {
     /// Every node with its readiness, versions, scheduling state, taints, roles, addresses.
     fn nodes(&self) -> impl Future<Output = Result<Vec<NodeState>, ClusterError>> + Send;
 
+    /// Waits until the node is Ready, at most `limit` (a watch on that one Node, so the
+    /// change is seen as it happens); returns whether it is. A node that does not exist yet
+    /// is waited for too.
+    fn await_ready(
+        &self,
+        node: &NodeName,
+        limit: Duration,
+    ) -> impl Future<Output = Result<bool, ClusterError>> + Send;
+
     /// Marks the node unschedulable. A missing node is an error.
     fn cordon(&self, node: &NodeName) -> impl Future<Output = Result<(), ClusterError>> + Send;
 
@@ -515,6 +524,13 @@ pub trait ClusterClient: Send + Sync {
 impl<T: ClusterClient> ClusterClient for Arc<T> {
     fn nodes(&self) -> impl Future<Output = Result<Vec<NodeState>, ClusterError>> + Send {
         (**self).nodes()
+    }
+    fn await_ready(
+        &self,
+        node: &NodeName,
+        limit: Duration,
+    ) -> impl Future<Output = Result<bool, ClusterError>> + Send {
+        (**self).await_ready(node, limit)
     }
     fn cordon(&self, node: &NodeName) -> impl Future<Output = Result<(), ClusterError>> + Send {
         (**self).cordon(node)

@@ -679,11 +679,12 @@ impl<'a> Ctx<'a> {
         // A control plane whose prepare script ran joins before one still preparing; `views`
         // are in name order and the sort is stable, so ties stay by name.
         names.sort_by_key(|v| (v.role() != Role::ControlPlane, !v.machine.is_prepared()));
-        // A node joins through a Ready control plane (its join token is made there): right
-        // after `kubeadm init` the first one is not Ready yet, and a join would only fail.
-        let ready_control_plane = self
+        // A node joins through a control plane (its join token is made there): one whose Node
+        // is registered, which `kubeadm init` leaves behind with the API answering, before
+        // the CNI makes it Ready (the executor prefers a Ready one).
+        let join_through = self
             .control_plane_members()
-            .find(|v| v.is_ready() && !v.machine.is_retiring())
+            .find(|v| v.machine.is_running() && !v.machine.is_retiring())
             .map(|v| v.name);
         for view in names {
             let role = view.role();
@@ -710,14 +711,14 @@ impl<'a> Ctx<'a> {
                 steps.push((Some(step), Gate::Open));
                 continue;
             }
-            if ready_control_plane.is_none() {
+            if join_through.is_none() {
                 if let Some(first) = self.control_plane_members().next() {
                     let waiting = self.waiting(
                         ActionKind::JoinNode,
                         Some(view.name),
                         Resource::Node {
                             name: first.name.clone(),
-                            condition: "Ready (nodes join through a Ready control plane)"
+                            condition: "back (nodes join through a running control plane)"
                                 .to_owned(),
                         },
                         None,

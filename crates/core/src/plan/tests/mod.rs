@@ -665,7 +665,7 @@ fn a_vm_prepared_before_a_restart_is_not_prepared_again() {
 }
 
 #[test]
-fn workers_join_only_through_a_ready_control_plane() {
+fn workers_join_through_a_running_control_plane_ready_or_not() {
     let prod = Cluster::test("prod").with_workers("general", 2);
     let desired = desired(vec![prod.clone()]);
     let mut observed = built(&desired);
@@ -695,19 +695,26 @@ fn workers_join_only_through_a_ready_control_plane() {
         shape(&control.clusters[0].steps)
     );
 
-    // Right after `kubeadm init` its Node is not Ready yet: the workers wait for it.
-    if let Some(node) = cluster_mut(&mut observed, "prod")
-        .nodes
-        .get_mut(&control_plane)
-    {
+    // Right after `kubeadm init` its Node is registered, not Ready yet: the API answers and
+    // the workers join through it at once.
+    let cluster = cluster_mut(&mut observed, "prod");
+    if let Some(node) = cluster.nodes.get_mut(&control_plane) {
         node.ready = false;
     }
     let plan = plan_at(&desired, &observed, now());
-    assert_eq!(joins(&plan), 0, "{:#?}", plan.clusters[0].steps);
+    assert_eq!(joins(&plan), 2, "{:#?}", shape(&plan.clusters[0].steps));
+
+    // With its only control plane stopped there is nothing to join through: they wait.
+    let cluster = cluster_mut(&mut observed, "prod");
+    if let Some(machine) = cluster.machines.get_mut(&control_plane) {
+        machine.power = crate::observed::PowerState::Stopped;
+    }
+    let plan = plan_at(&desired, &observed, now());
+    assert_eq!(joins(&plan), 0, "{:#?}", shape(&plan.clusters[0].steps));
     let waits = format!("{:?}", plan.clusters[0].waiting_on);
     assert!(
         waits.contains(control_plane.as_str())
-            && waits.contains("join through a Ready control plane"),
+            && waits.contains("join through a running control plane"),
         "{waits}"
     );
 }

@@ -4,7 +4,9 @@
 //! pool, patch upgrade of a 3 + 3 cluster) it prints the measured wall time, the lower bound
 //! and their ratio, for two timing sets. No timing is asserted; the figures are printed.
 //!
-//! Run: `cargo bench --bench rollout` (a couple of minutes).
+//! Run: `cargo bench --bench rollout` (a couple of minutes); `cargo bench --bench rollout --
+//! prod` runs only the scenarios whose name holds `prod`. With `RUST_LOG=capstan=info` each
+//! step's end and duration is logged to stderr, to see where a rollout waits.
 
 #[path = "../tests/lifecycle/lifecycle_support.rs"]
 mod lifecycle_support;
@@ -87,7 +89,8 @@ fn lab_config(set: &TimingSet) -> LabConfig {
 fn durations(config: &LabConfig, set: &TimingSet) -> StepDurations {
     let timings = &config.proxmox.timings;
     StepDurations {
-        clone: scaled(set.clone),
+        // The lab charges the new VM's configuration and disk resize on top of the clone.
+        clone: scaled(set.clone) + timings.config.0 + timings.resize.0,
         start: scaled(set.start),
         boot: scaled(set.boot),
         prepare: scaled(set.prepare),
@@ -209,27 +212,48 @@ async fn change(
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+            .with_writer(std::io::stderr)
+            .init();
+    }
+    // `cargo bench` passes `--bench`; any other argument filters the scenarios by name.
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|arg| !arg.starts_with("--"))
+        .collect();
+    let wanted = |scenario: &str| filter.is_empty() || filter.iter().any(|f| scenario.contains(f));
     println!("step timings divided by {SCALE}; ratio = measured / lower bound (goal <= 1.10)");
     for set in &SETS {
-        bootstrap(set, "platform", 3, 5).await;
-        bootstrap(set, "prod", 1, 3).await;
-        change(
-            set,
-            "template change of a 3-worker pool",
-            1,
-            3,
-            ("1.36.2", "debian13-k8s-v2"),
-            |d| bound::replacement(d, 3, 1, false),
-        )
-        .await;
-        change(
-            set,
-            "patch upgrade of a 3 + 3 cluster",
-            3,
-            3,
-            ("1.36.4", "debian13-k8s"),
-            |d| bound::replacement(d, 6, 1, true),
-        )
-        .await;
+        if wanted("bootstrap platform") {
+            bootstrap(set, "platform", 3, 5).await;
+        }
+        if wanted("bootstrap prod") {
+            bootstrap(set, "prod", 1, 3).await;
+        }
+        if wanted("template change") {
+            change(
+                set,
+                "template change of a 3-worker pool",
+                1,
+                3,
+                ("1.36.2", "debian13-k8s-v2"),
+                |d| bound::replacement(d, 3, 1, false),
+            )
+            .await;
+        }
+        if wanted("patch upgrade") {
+            change(
+                set,
+                "patch upgrade of a 3 + 3 cluster",
+                3,
+                3,
+                ("1.36.4", "debian13-k8s"),
+                |d| bound::replacement(d, 6, 1, true),
+            )
+            .await;
+        }
     }
 }

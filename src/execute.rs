@@ -516,29 +516,15 @@ impl<Pr: Providers> Executor<Pr> {
         ))
     }
 
-    /// Resets (when its guest agent answers) and destroys every VM of a removed cluster.
+    /// Destroys every VM of a removed cluster. No reset first: the whole cluster goes, so
+    /// there is no membership to leave, and the VM's distribution is no longer known.
     async fn destroy_all(
         &self,
         ctx: StepContext<'_>,
         machines: &[MachineRef],
     ) -> Result<(), ExecuteError> {
         let proxmox = self.proxmox(ctx)?;
-        let kubeadm = self.kubeadm(ctx)?;
         for machine in machines {
-            let target = node_target(machine)?;
-            let answers = ctx
-                .observed
-                .machines
-                .get(&machine.name)
-                .is_some_and(|m| m.is_running() && m.guest_agent);
-            if answers
-                && let Err(err) = kubeadm
-                    .run_steps("reset", &target, &kubeadm::reset_node())
-                    .await
-            {
-                // The VM is destroyed anyway: a failed reset loses nothing.
-                tracing::info!(cluster = ctx.cluster, machine = %machine.name, error = %err, "reset before deletion failed");
-            }
             let expected = self.expected(ctx, machine)?;
             proxmox
                 .destroy_vm(&expected)

@@ -56,7 +56,7 @@ pub(crate) fn plan(
             ..Target::default()
         },
         reason: format!(
-            "cluster {name} has no file any more and prune is on: reset and destroy its {vms} VM(s) without draining, withdraw its Flux Secret"
+            "cluster {name} has no file any more and prune is on: destroy its {vms} VM(s) without draining, withdraw its Flux Secret"
         ),
         disruptive: true,
         waits_on: None,

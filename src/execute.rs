@@ -137,8 +137,18 @@ impl<Pr: Providers> Executor<Pr> {
                     .start_vm(&vm)
                     .await
                     .map_err(proxmox_failed("start"))?;
+                // Waiting for the agent here lets the prepare script start as the VM answers
+                // (this step's end starts a pass), not a pass later.
+                let agent = match proxmox.await_agent(&vm).await {
+                    Ok(true) => ", its guest agent answering",
+                    Ok(false) => ", its guest agent not answering yet",
+                    Err(err) => {
+                        tracing::debug!(vmid = %vm.vmid, error = %err, "cannot ping the new VM's guest agent; the next pass sees whether it answers");
+                        ""
+                    }
+                };
                 format!(
-                    "VM {} cloned from {} on {proxmox_node} and started",
+                    "VM {} cloned from {} on {proxmox_node} and started{agent}",
                     vm.vmid, machine.template
                 )
             }

@@ -169,6 +169,9 @@ impl ProxmoxProvider for PanickingProxmox {
     fn agent_ping(&self, vm: &VmRef) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
         self.inner.agent_ping(vm)
     }
+    fn await_agent(&self, vm: &VmRef) -> impl Future<Output = Result<bool, ProxmoxError>> + Send {
+        self.inner.await_agent(vm)
+    }
     fn run_command(
         &self,
         vm: &VmRef,

@@ -404,6 +404,9 @@ async fn a_vm_whose_agent_never_starts_says_so_when_pinged() {
         ping.to_string().contains("QEMU guest agent is not running"),
         "{ping}"
     );
+    // Waiting for it gives up at `agent_wait`, without an error: it may answer later.
+    let answered = setup.client.await_agent(&vm).await.expect("no error");
+    assert!(!answered, "a mute agent never answers");
 }
 
 #[tokio::test]

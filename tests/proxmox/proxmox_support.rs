@@ -3,7 +3,6 @@
 #![allow(dead_code)]
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use capstan::model::{NodeName, Ownership, Role};
 use capstan::providers::proxmox::{
@@ -105,18 +104,8 @@ pub fn expected(vm: &VmRef, request: &CloneRequest) -> ExpectedVm {
 }
 
 /// Waits until the guest agent of a started VM answers a ping (it boots in milliseconds in
-/// the fast world); fails the test after 10 s.
+/// the fast world); fails the test when it does not within the lab client's `agent_wait`.
 pub async fn wait_for_agent(client: &ProxmoxClient, vm: &VmRef) {
-    let started = tokio::time::Instant::now();
-    loop {
-        match client.agent_ping(vm).await {
-            Ok(()) => return,
-            Err(err)
-                if err.is_agent_unavailable() && started.elapsed() < Duration::from_secs(10) =>
-            {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            Err(err) => panic!("the guest agent of VM {} does not answer: {err}", vm.vmid),
-        }
-    }
+    let answered = client.await_agent(vm).await.expect("ping");
+    assert!(answered, "the guest agent of VM {} does not answer", vm.vmid);
 }

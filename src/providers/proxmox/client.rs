@@ -47,8 +47,10 @@ pub struct ClientOptions {
     pub task_poll_max: Duration,
     /// VMIDs a clone tries before giving up on races.
     pub clone_attempts: u32,
-    /// Delay between guest agent polls (`run_command`).
+    /// Delay between guest agent polls (`run_command`, `await_agent`).
     pub agent_poll: Duration,
+    /// How long `await_agent` waits for a booting VM's guest agent.
+    pub agent_wait: Duration,
 }
 
 impl Default for ClientOptions {
@@ -62,6 +64,8 @@ impl Default for ClientOptions {
             task_poll_max: Duration::from_secs(2),
             clone_attempts: 5,
             agent_poll: Duration::from_secs(1),
+            // Most VMs boot in seconds; a slower one is left to the next passes.
+            agent_wait: Duration::from_secs(60),
         }
     }
 }
@@ -81,6 +85,7 @@ impl ClientOptions {
             task_poll_max: Duration::from_millis(100),
             clone_attempts: 5,
             agent_poll: Duration::from_millis(20),
+            agent_wait: Duration::from_secs(5),
         }
     }
 }
@@ -665,6 +670,21 @@ impl ProxmoxProvider for ProxmoxClient {
         self.agent_call(Method::Post, vm, "ping", &Vec::new())
             .await
             .map(|_| ())
+    }
+
+    async fn await_agent(&self, vm: &VmRef) -> Result<bool, ProxmoxError> {
+        let started = Instant::now();
+        loop {
+            match self.agent_ping(vm).await {
+                Ok(()) => return Ok(true),
+                Err(err) if err.is_agent_unavailable() => {}
+                Err(err) => return Err(err),
+            }
+            if started.elapsed() >= self.options.agent_wait {
+                return Ok(false);
+            }
+            tokio::time::sleep(self.options.agent_poll).await;
+        }
     }
 
     async fn run_command(

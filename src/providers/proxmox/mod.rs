@@ -371,6 +371,13 @@ pub trait ProxmoxProvider: Send + Sync {
     /// An error whose `is_agent_unavailable()` is true while the VM boots, or hangs.
     fn agent_ping(&self, vm: &VmRef) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
 
+    /// Waits for a booting VM's guest agent: pings it until it answers, at most the client's
+    /// `agent_wait`; returns whether it answered.
+    ///
+    /// # Errors
+    /// A failure other than the agent not answering yet.
+    fn await_agent(&self, vm: &VmRef) -> impl Future<Output = Result<bool, ProxmoxError>> + Send;
+
     /// Runs a command in the guest to completion, up to `timeout`. A non-zero exit is not an
     /// error: it is in the output.
     ///
@@ -466,6 +473,9 @@ impl<T: ProxmoxProvider> ProxmoxProvider for Arc<T> {
     }
     fn agent_ping(&self, vm: &VmRef) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
         (**self).agent_ping(vm)
+    }
+    fn await_agent(&self, vm: &VmRef) -> impl Future<Output = Result<bool, ProxmoxError>> + Send {
+        (**self).await_agent(vm)
     }
     fn run_command(
         &self,

@@ -86,6 +86,17 @@ impl StatusBoard {
         status
     }
 
+    /// Reads the status as the last pass published it (without the conditions set apart
+    /// and the leadership), without copying it: `/metrics` reads it on every scrape.
+    pub fn read_published<R>(&self, read: impl FnOnce(&FleetStatus) -> R) -> R {
+        read(
+            &self
+                .status
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
     /// Sets a fleet condition that the passes do not compute (e.g. `StatusPushed`): kept
     /// until set again, whatever the passes publish meanwhile.
     pub fn set_condition(&self, condition: Condition) {

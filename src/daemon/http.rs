@@ -16,6 +16,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 
 use super::StatusBoard;
+use crate::status::FleetStatus;
 
 /// How long the first `GET /observed` in a while waits for a pass that lists pods and
 /// PodDisruptionBudgets before it answers with the last state observed.
@@ -113,7 +114,6 @@ async fn metrics(State(board): State<Arc<StatusBoard>>) -> impl IntoResponse {
 /// The Prometheus text exposition of the board.
 pub fn render_metrics(board: &StatusBoard) -> String {
     let counters = board.counters();
-    let status = board.status();
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -140,6 +140,24 @@ pub fn render_metrics(board: &StatusBoard) -> String {
             "capstan_steps_total{{action=\"{action}\",result=\"{result}\"}} {count}"
         );
     }
+    board.read_published(|status| render_clusters(status, &mut out));
+    let _ = writeln!(
+        out,
+        "# HELP capstan_status_pushes_total Attempts to write the status branch, by outcome (pushed, unchanged, or why not).\n# TYPE capstan_status_pushes_total counter"
+    );
+    for (outcome, count) in &counters.status_pushes {
+        let _ = writeln!(
+            out,
+            "capstan_status_pushes_total{{outcome=\"{outcome}\"}} {count}"
+        );
+    }
+    board.source_metrics().render(&mut out);
+    out
+}
+
+/// The metrics read from the published status: phases, Ready nodes, certificate expiry,
+/// repository errors.
+fn render_clusters(status: &FleetStatus, out: &mut String) {
     let _ = writeln!(
         out,
         "# HELP capstan_cluster_phase The cluster's phase (1 for the current one).\n# TYPE capstan_cluster_phase gauge"
@@ -184,16 +202,4 @@ pub fn render_metrics(board: &StatusBoard) -> String {
         "# HELP capstan_repository_errors Errors in the repository's files.\n# TYPE capstan_repository_errors gauge\ncapstan_repository_errors {}",
         status.repository_errors.len()
     );
-    let _ = writeln!(
-        out,
-        "# HELP capstan_status_pushes_total Attempts to write the status branch, by outcome (pushed, unchanged, or why not).\n# TYPE capstan_status_pushes_total counter"
-    );
-    for (outcome, count) in &counters.status_pushes {
-        let _ = writeln!(
-            out,
-            "capstan_status_pushes_total{{outcome=\"{outcome}\"}} {count}"
-        );
-    }
-    board.source_metrics().render(&mut out);
-    out
 }

@@ -186,7 +186,7 @@ impl Redactor {
 
     /// `text` with every remembered secret and every URL password replaced by `***`.
     pub fn redact(&self, text: &str) -> String {
-        let mut out = redact_url_passwords(text);
+        let mut out = capstan_core::errors::redact_url_passwords(text);
         let secrets = self
             .secrets
             .lock()
@@ -198,37 +198,6 @@ impl Redactor {
         }
         out
     }
-}
-
-/// `scheme://user:password@host` → `scheme://user:***@host`, anywhere in `text`.
-fn redact_url_passwords(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find("://") {
-        let (head, tail) = rest.split_at(at + 3);
-        out.push_str(head);
-        let authority_end = tail
-            .find(|c: char| c == '/' || c.is_whitespace() || c == '\'' || c == '"')
-            .unwrap_or(tail.len());
-        let authority = &tail[..authority_end];
-        match authority.rfind('@') {
-            Some(at) => {
-                let userinfo = &authority[..at];
-                match userinfo.split_once(':') {
-                    Some((user, _password)) => {
-                        out.push_str(user);
-                        out.push_str(":***");
-                    }
-                    None => out.push_str(userinfo),
-                }
-                out.push_str(&authority[at..]);
-            }
-            None => out.push_str(authority),
-        }
-        rest = &tail[authority_end..];
-    }
-    out.push_str(rest);
-    out
 }
 
 /// The SSH host keys a remote may present, from an OpenSSH `known_hosts` file (read again at

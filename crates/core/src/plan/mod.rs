@@ -138,6 +138,7 @@ fn plan_cluster(
         policy,
         now,
         memo: &memo,
+        predicting: false,
     };
     let outcome = cluster::candidates(&input, capacity);
     let mut waiting_on = Vec::new();

@@ -67,6 +67,7 @@ pub(crate) fn predict(start: &Input<'_>, capacity: &Capacity) -> Vec<Step> {
     for batch_index in 0..MAX_BATCHES {
         let input = Input {
             observed: &state,
+            predicting: true,
             ..*start
         };
         let outcome = cluster::candidates(&input, &capacity);

@@ -63,6 +63,9 @@ impl<'a> Ctx<'a> {
                 pool,
                 fresh: false,
                 fenced,
+                retiring: machine.is_retiring(),
+                prepared: machine.is_prepared(),
+                surplus: false,
                 stale: None,
             };
             view.stale = self.staleness(&view, out);

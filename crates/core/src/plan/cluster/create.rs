@@ -21,44 +21,40 @@ impl<'a> Ctx<'a> {
             .map(|&i| &self.views[i])
     }
 
-    /// Computes [`Self::fresh_of`] for every pool, once per plan (it is asked for per member).
+    /// Computes [`Self::fresh_of`] for every pool, once per plan (it is asked for per member),
+    /// and marks the surplus fresh machines (the first ones of each pool's list).
     pub(super) fn index_fresh(&mut self) {
         let mut fresh = vec![Vec::new(); self.pools.len()];
         let mut stale = vec![Vec::new(); self.pools.len()];
         for (index, view) in self.views.iter().enumerate() {
-            if view.fresh && !view.machine.is_retiring() && !self.is_stuck(view) {
+            if view.fresh && !view.retiring && !self.is_stuck(view) {
                 fresh[view.pool].push(index);
             }
-            if view.stale.is_some() && !view.machine.is_retiring() {
+            if view.stale.is_some() && !view.retiring {
                 stale[view.pool].push(index);
             }
         }
         self.stale = stale;
         // `views` are in name order and the sort is stable: ties stay by name.
-        for indices in &mut fresh {
+        for (pool, indices) in fresh.iter_mut().enumerate() {
             indices.sort_by_key(|&i| {
                 let v = &self.views[i];
                 (v.node.is_some(), !v.is_in_removal(), v.is_counted())
             });
+            let surplus = indices
+                .len()
+                .saturating_sub(self.pools[pool].replicas as usize);
+            for &index in &indices[..surplus] {
+                self.views[index].surplus = true;
+            }
         }
         self.fresh = fresh;
-    }
-
-    pub(super) fn surplus_count(&self, pool: usize) -> usize {
-        let fresh = self.fresh.get(pool).map_or(0, Vec::len);
-        fresh.saturating_sub(self.pools[pool].replicas as usize)
     }
 
     /// Whether `view` is one of its pool's surplus fresh machines (the first ones of
     /// [`Self::fresh_of`]).
     pub(super) fn is_surplus(&self, view: &View<'_>) -> bool {
-        let surplus = self.surplus_count(view.pool);
-        self.fresh.get(view.pool).is_some_and(|indices| {
-            indices
-                .iter()
-                .take(surplus)
-                .any(|&i| self.views[i].name == view.name)
-        })
+        view.surplus
     }
 
     pub(super) fn is_surplus_unjoined(&self, view: &View<'_>) -> bool {
@@ -163,6 +159,11 @@ impl<'a> Ctx<'a> {
             *now -= held;
             *later += held;
             budget -= *now;
+        }
+        // The VMs created later must fit too (rule 15), but with none created now, checking
+        // them could only add a refusal, which a prediction does not read.
+        if self.input.predicting && demand.iter().all(|(_, now, _)| *now == 0) {
+            return;
         }
         let observed = self.input.observed;
         let exists = |name: &NodeName| {
@@ -321,7 +322,7 @@ impl<'a> Ctx<'a> {
     /// wait for it, so after an upgrade or a renewal Flux has the new kubeconfig before any
     /// machine moves.
     pub(super) fn delivery(&self, out: &mut Outcome) -> bool {
-        let Some(flux) = &self.spec().delivery.flux else {
+        let Some(target) = self.input.memo.flux_target(self.name(), self.spec()) else {
             return false;
         };
         let Some(admin) = self
@@ -332,11 +333,6 @@ impl<'a> Ctx<'a> {
             .and_then(|cp| cp.admin_kubeconfig.as_ref())
         else {
             return false;
-        };
-        let target = FluxTarget {
-            cluster: flux.cluster.clone(),
-            namespace: flux.namespace.clone(),
-            secret_name: flux.secret_name_for(self.name()),
         };
         let reason = match &self.input.observed.flux {
             None => {
@@ -353,7 +349,7 @@ impl<'a> Ctx<'a> {
                     target.namespace, target.secret_name
                 )
             }
-            Some(held) if held.target != target => format!(
+            Some(held) if &held.target != target => format!(
                 "the Flux Secret moved from {}/{} to {}/{}",
                 held.target.namespace,
                 held.target.secret_name,
@@ -373,7 +369,9 @@ impl<'a> Ctx<'a> {
             Some(_) => return false,
         };
         let step = Self::step(
-            Action::DeliverKubeconfig { flux: target },
+            Action::DeliverKubeconfig {
+                flux: target.clone(),
+            },
             self.cluster_target(),
             reason,
         );

@@ -12,7 +12,7 @@ impl<'a> Ctx<'a> {
         let mut steps = Vec::new();
         for view in &self.views {
             let Some(node) = view.node else { continue };
-            if node.ready || view.fenced || view.machine.is_retiring() {
+            if node.ready || view.fenced || view.retiring {
                 continue;
             }
             let dead = !view.machine.is_running() || !view.machine.guest_agent;
@@ -65,7 +65,7 @@ impl<'a> Ctx<'a> {
     /// Node still present (rule 9 allows one at a time).
     pub(super) fn absent_control_planes(&self) -> Vec<&'a NodeName> {
         self.control_plane_members()
-            .filter(|v| !v.is_ready() || v.is_in_removal() || v.machine.is_retiring())
+            .filter(|v| !v.is_ready() || v.is_in_removal() || v.retiring)
             .map(|v| v.name)
             .collect()
     }
@@ -144,7 +144,7 @@ impl<'a> Ctx<'a> {
         }
         let machines: Vec<MachineRef> = self
             .control_plane_members()
-            .filter(|v| v.machine.is_running() && !v.machine.is_retiring())
+            .filter(|v| v.machine.is_running() && !v.retiring)
             .map(View::machine_ref)
             .collect();
         if machines.is_empty() {
@@ -212,7 +212,7 @@ impl<'a> Ctx<'a> {
         let mut findings = Vec::new();
         for view in &self.views {
             let Some(node) = view.node else { continue };
-            if view.machine.is_retiring() || view.fenced {
+            if view.retiring || view.fenced {
                 continue;
             }
             if !node.ready && self.input.now < add(view.machine.created, join_timeout) {

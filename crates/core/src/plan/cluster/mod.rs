@@ -27,7 +27,7 @@ use super::types::{
 };
 use super::window::{self, WindowState};
 use crate::model::{NodeName, Ownership, Role};
-use crate::observed::{FluxTarget, MachineSpec, ObservedCluster, ObservedMachine, ObservedNode};
+use crate::observed::{MachineSpec, ObservedCluster, ObservedMachine, ObservedNode};
 use crate::spec::validate::{CONTROL_PLANE_POOL, VM_NAME_PREFIX};
 use crate::spec::{ClusterSpec, DriftPolicy, KubeVersion, Machine};
 use memo::PoolSpecs;
@@ -72,6 +72,9 @@ pub(crate) struct Input<'a> {
     pub now: Timestamp,
     /// Desired machine specs already computed for this cluster's spec.
     pub memo: &'a SpecMemo,
+    /// A predicted batch: only the candidate steps are read, so work that could only add to
+    /// the reports (blocked, waiting, findings) may be skipped.
+    pub predicting: bool,
 }
 
 /// A pool: desired (the control plane first, then the worker pools in spec order) or removed
@@ -110,6 +113,12 @@ struct View<'a> {
     fresh: bool,
     /// Hard-stopped and tainted out-of-service.
     fenced: bool,
+    /// Tagged retiring, and prepared ([`ObservedMachine::is_retiring`], `is_prepared`): read
+    /// once, as every concern asks.
+    retiring: bool,
+    prepared: bool,
+    /// One of its pool's fresh machines beyond the replicas (set by `index_fresh`).
+    surplus: bool,
     /// Why it must be replaced, when it must.
     stale: Option<classify::Stale>,
 }
@@ -123,7 +132,7 @@ impl View<'_> {
     fn is_counted(&self) -> bool {
         self.node.is_some_and(|node| {
             node.ready && !node.unschedulable && node.drain.is_none() && !self.fenced
-        }) && !self.machine.is_retiring()
+        }) && !self.retiring
     }
 
     fn is_ready(&self) -> bool {
@@ -400,7 +409,7 @@ impl<'a> Ctx<'a> {
     /// Retiring VMs: their Node was (being) deleted; reset, then destroy.
     fn retiring(&self, out: &mut Outcome, api: bool) {
         let mut steps = Vec::new();
-        for view in self.views.iter().filter(|v| v.machine.is_retiring()) {
+        for view in self.views.iter().filter(|v| v.retiring) {
             let target = self.target(view);
             let machine = view.machine_ref();
             if view.node.is_some() {
@@ -478,14 +487,14 @@ impl<'a> Ctx<'a> {
     fn first_control_plane(&self) -> Option<&'a NodeName> {
         self.views
             .iter()
-            .filter(|v| v.fresh && v.role() == Role::ControlPlane && !v.machine.is_retiring())
+            .filter(|v| v.fresh && v.role() == Role::ControlPlane && !v.retiring)
             .map(|v| v.name)
             .min()
     }
 
     fn is_stuck(&self, view: &View<'_>) -> bool {
         view.node.is_none()
-            && !view.machine.is_retiring()
+            && !view.retiring
             && view.fresh
             && self
                 .join_deadline(view)
@@ -493,7 +502,7 @@ impl<'a> Ctx<'a> {
     }
 
     fn is_orphan(&self, view: &View<'_>) -> bool {
-        view.node.is_none() && !view.machine.is_retiring() && !view.fresh
+        view.node.is_none() && !view.retiring && !view.fresh
     }
 
     /// Rule 6: machines that never joined in time are destroyed (and created again by the
@@ -555,11 +564,7 @@ impl<'a> Ctx<'a> {
     /// than waiting out the join timeout.
     fn finish_creation(&self, view: &View<'_>) -> Option<Step> {
         let machine = view.machine;
-        if machine.is_running()
-            || machine.task.is_some()
-            || view.node.is_some()
-            || machine.is_retiring()
-        {
+        if machine.is_running() || machine.task.is_some() || view.node.is_some() || view.retiring {
             return None;
         }
         let desired = self.pools[view.pool].desired.as_ref()?;
@@ -596,7 +601,7 @@ impl<'a> Ctx<'a> {
             out.push(step, Gate::Open);
             return;
         }
-        if !view.machine.is_prepared() {
+        if !view.prepared {
             // `prepares` runs its prepare script first.
             return;
         }
@@ -631,8 +636,8 @@ impl<'a> Ctx<'a> {
             let machine = view.machine;
             if view.node.is_some()
                 || !view.fresh
-                || machine.is_retiring()
-                || machine.is_prepared()
+                || view.retiring
+                || view.prepared
                 || (!machine.is_running() && machine.task.is_none())
                 || self.is_stuck(view)
                 || self.is_surplus_unjoined(view)
@@ -671,19 +676,17 @@ impl<'a> Ctx<'a> {
         let mut names: Vec<&View<'a>> = self
             .views
             .iter()
-            .filter(|v| {
-                v.node.is_none() && v.fresh && !v.machine.is_retiring() && !self.is_stuck(v)
-            })
+            .filter(|v| v.node.is_none() && v.fresh && !v.retiring && !self.is_stuck(v))
             .filter(|v| !self.is_surplus_unjoined(v))
             .collect();
         // A control plane whose prepare script ran joins before one still preparing; `views`
         // are in name order and the sort is stable, so ties stay by name.
-        names.sort_by_key(|v| (v.role() != Role::ControlPlane, !v.machine.is_prepared()));
+        names.sort_by_key(|v| (v.role() != Role::ControlPlane, !v.prepared));
         // A node joins through a Ready control plane (its join token is made there): right
         // after `kubeadm init` the first one is not Ready yet, and a join would only fail.
         let ready_control_plane = self
             .control_plane_members()
-            .find(|v| v.is_ready() && !v.machine.is_retiring())
+            .find(|v| v.is_ready() && !v.retiring)
             .map(|v| v.name);
         for view in names {
             let role = view.role();
@@ -726,7 +729,7 @@ impl<'a> Ctx<'a> {
                 }
                 continue;
             }
-            if !view.machine.is_prepared() {
+            if !view.prepared {
                 // `prepares` runs its prepare script first (or waits for the VM to answer).
                 continue;
             }

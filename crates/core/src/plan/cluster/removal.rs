@@ -10,12 +10,12 @@ impl<'a> Ctx<'a> {
     pub(super) fn removal_in_flight(&self) -> bool {
         self.views
             .iter()
-            .any(|v| v.machine.is_retiring() || (self.is_leaving(v) && v.is_in_removal()))
+            .any(|v| v.retiring || (self.is_leaving(v) && v.is_in_removal()))
     }
 
     /// Whether a member is to leave: stale, or surplus of its pool.
     pub(super) fn is_leaving(&self, view: &View<'_>) -> bool {
-        if view.node.is_none() || view.machine.is_retiring() {
+        if view.node.is_none() || view.retiring {
             return false;
         }
         if view.stale.is_some() {
@@ -41,7 +41,7 @@ impl<'a> Ctx<'a> {
         for view in &self.views {
             if view.node.is_none()
                 && view.fresh
-                && !view.machine.is_retiring()
+                && !view.retiring
                 && !self.is_stuck(view)
                 && self.is_surplus_unjoined(view)
             {
@@ -63,34 +63,40 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    pub(super) fn counted_in_pool(&self, pool: usize, except: &NodeName) -> usize {
-        self.views
-            .iter()
-            .filter(|v| v.pool == pool && v.is_counted() && v.name != except)
-            .count()
-    }
-
-    pub(super) fn counted_workers(&self) -> u32 {
-        let count = self
-            .views
-            .iter()
-            .filter(|v| v.role() == Role::Worker && v.is_counted())
-            .count();
-        u32::try_from(count).unwrap_or(u32::MAX)
+    /// What [`Self::removal_hold`] counts, taken once for every member it is asked about.
+    pub(super) fn headcount(&self) -> Headcount<'a> {
+        let mut counted = vec![0; self.pools.len()];
+        let mut counted_workers = 0;
+        for view in self.views.iter().filter(|v| v.is_counted()) {
+            counted[view.pool] += 1;
+            if view.role() == Role::Worker {
+                counted_workers += 1;
+            }
+        }
+        Headcount {
+            counted,
+            counted_workers: u32::try_from(counted_workers).unwrap_or(u32::MAX),
+            absent_control_planes: self.absent_control_planes(),
+        }
     }
 
     /// Why `view` may not start leaving now (rules 1, 3, 9), as a wait or a refusal.
-    pub(super) fn removal_hold(&self, out: &Outcome, view: &View<'a>) -> Option<Hold> {
+    pub(super) fn removal_hold(
+        &self,
+        out: &Outcome,
+        view: &View<'a>,
+        headcount: &Headcount<'a>,
+    ) -> Option<Hold> {
         let pool = &self.pools[view.pool];
         let replicas = pool.replicas as usize;
-        let others = self.counted_in_pool(view.pool, view.name);
+        // The pool's other members carrying workloads.
+        let others = headcount.counted[view.pool] - usize::from(view.is_counted());
         if view.role() == Role::ControlPlane {
-            let absent: Vec<&NodeName> = self
-                .absent_control_planes()
-                .into_iter()
-                .filter(|n| *n != view.name)
-                .collect();
-            if let Some(other) = absent.first() {
+            let absent = headcount
+                .absent_control_planes
+                .iter()
+                .find(|n| **n != view.name);
+            if let Some(other) = absent {
                 return Some(Hold::Wait(Resource::Node {
                     name: (*other).clone(),
                     condition: "Ready (one control plane absent at a time)".to_owned(),
@@ -105,10 +111,10 @@ impl<'a> Ctx<'a> {
             return Some(Hold::Replacement);
         }
         let minimum = self.spec().rollout.min_workers;
-        let ready = self.counted_workers();
+        let ready = headcount.counted_workers;
         if view.is_counted() && ready.saturating_sub(1) < minimum {
             let incoming = self.views.iter().any(|v| {
-                v.role() == Role::Worker && v.fresh && !v.is_counted() && !v.machine.is_retiring()
+                v.role() == Role::Worker && v.fresh && !v.is_counted() && !v.retiring
             }) || out.candidates.iter().any(|c| {
                 matches!(&c.step.action, Action::CreateMachine { ownership, .. } if ownership.role == Role::Worker)
             });
@@ -160,7 +166,7 @@ impl<'a> Ctx<'a> {
                 ),
             });
         }
-        if self.views.iter().any(|v| v.machine.is_retiring()) {
+        if self.views.iter().any(|v| v.retiring) {
             return;
         }
         let leaving: Vec<&View<'a>> = self
@@ -178,8 +184,9 @@ impl<'a> Ctx<'a> {
             None => {
                 let mut chosen = None;
                 let mut first_hold = None;
+                let headcount = self.headcount();
                 for view in &leaving {
-                    match self.removal_hold(out, view) {
+                    match self.removal_hold(out, view, &headcount) {
                         None => {
                             chosen = Some(*view);
                             break;
@@ -201,7 +208,7 @@ impl<'a> Ctx<'a> {
         };
         let Some(view) = chosen else { return };
         if in_flight.is_some()
-            && let Some(hold) = self.removal_hold(out, view)
+            && let Some(hold) = self.removal_hold(out, view, &self.headcount())
         {
             self.hold(out, view, hold);
             return;
@@ -361,6 +368,13 @@ impl<'a> Ctx<'a> {
         });
         out.push_disruptive(step, self.window);
     }
+}
+
+/// The members carrying workloads (per pool, and workers), and the control planes absent.
+pub(super) struct Headcount<'a> {
+    counted: Vec<usize>,
+    counted_workers: u32,
+    absent_control_planes: Vec<&'a NodeName>,
 }
 
 /// Why a member may not start leaving now.

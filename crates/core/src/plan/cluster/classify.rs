@@ -2,6 +2,8 @@
 //! pool's replicas, and whether it is stale (built from another template, size or version, or
 //! drifted) and so must be replaced.
 
+use std::cmp::Ordering;
+
 use super::*;
 
 impl<'a> Ctx<'a> {
@@ -49,12 +51,20 @@ impl<'a> Ctx<'a> {
                     self.pools.len() - 1
                 }
             };
-            while let Some((node, _)) = nodes.next_if(|(node, _)| *node < name) {
-                self.machineless_nodes.push(node);
+            // One comparison per node: those before this VM's name have no VM.
+            let mut node = None;
+            while let Some(&(node_name, observed_node)) = nodes.peek() {
+                let order = node_name.cmp(name);
+                if order == Ordering::Greater {
+                    break;
+                }
+                nodes.next();
+                if order == Ordering::Equal {
+                    node = Some(observed_node);
+                    break;
+                }
+                self.machineless_nodes.push(node_name);
             }
-            let node = nodes
-                .next_if(|(node, _)| *node == name)
-                .map(|(_, node)| node);
             let fenced = node.is_some_and(ObservedNode::is_out_of_service) && !machine.is_running();
             let mut view = View {
                 name,
@@ -68,12 +78,12 @@ impl<'a> Ctx<'a> {
                 surplus: false,
                 stale: None,
             };
-            view.stale = self.staleness(&view, out);
-            view.fresh = self.pools[pool]
+            let current = self.pools[pool]
                 .desired
                 .as_ref()
-                .is_some_and(|d| d.hash() == ownership.spec_hash)
-                && view.stale.is_none();
+                .is_some_and(|d| d.hash() == ownership.spec_hash);
+            view.stale = self.staleness(&view, current, out);
+            view.fresh = current && view.stale.is_none();
             self.views.push(view);
         }
         self.machineless_nodes.extend(nodes.map(|(node, _)| node));
@@ -82,7 +92,13 @@ impl<'a> Ctx<'a> {
     /// Why a member must be replaced (outdated, drifted with `onDrift: replace`, fenced), and
     /// the drift report. The words of an outdated member are written only when a step needs
     /// them ([`Self::stale_reason`]): a prediction classifies every member at every batch.
-    pub(super) fn staleness(&self, view: &View<'a>, out: &mut Outcome) -> Option<Stale> {
+    /// `current`: the VM's spec hash is its pool's desired one.
+    pub(super) fn staleness(
+        &self,
+        view: &View<'a>,
+        current: bool,
+        out: &mut Outcome,
+    ) -> Option<Stale> {
         view.node?;
         let pool = &self.pools[view.pool];
         let Some(desired) = &pool.desired else {
@@ -92,7 +108,7 @@ impl<'a> Ctx<'a> {
             return Some(Stale::Fenced);
         }
         let machine = view.machine;
-        if machine.ownership.spec_hash != desired.hash() {
+        if !current {
             return Some(Stale::Outdated);
         }
         let config = machine.config.as_ref()?;

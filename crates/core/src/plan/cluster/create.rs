@@ -24,8 +24,13 @@ impl<'a> Ctx<'a> {
     /// Computes [`Self::fresh_of`] for every pool, once per plan (it is asked for per member),
     /// and marks the surplus fresh machines (the first ones of each pool's list).
     pub(super) fn index_fresh(&mut self) {
-        let mut fresh = vec![Vec::new(); self.pools.len()];
-        let mut stale = vec![Vec::new(); self.pools.len()];
+        // Sized once: they are rebuilt at every batch of a prediction.
+        let mut members = vec![0; self.pools.len()];
+        for view in &self.views {
+            members[view.pool] += 1;
+        }
+        let mut fresh: Vec<Vec<usize>> = members.iter().map(|&n| Vec::with_capacity(n)).collect();
+        let mut stale: Vec<Vec<usize>> = members.iter().map(|&n| Vec::with_capacity(n)).collect();
         for (index, view) in self.views.iter().enumerate() {
             if view.fresh && !view.retiring && !self.is_stuck(view) {
                 fresh[view.pool].push(index);

@@ -28,10 +28,19 @@ impl<'a> Ctx<'a> {
     /// order, then removed pools; within a pool, the one already in removal, then those not
     /// carrying workloads, then by name.
     pub(super) fn leaving(&self) -> Vec<&View<'a>> {
-        let mut leaving: Vec<&View<'a>> =
-            self.views.iter().filter(|v| self.is_leaving(v)).collect();
-        // `views` are in name order and the sort is stable: ties stay by name.
-        leaving.sort_by_key(|v| (v.pool, !v.is_in_removal(), v.is_counted()));
+        let mut leaving: Vec<&View<'a>> = Vec::new();
+        // Pool by pool (one sort of every pool's members would move whole pools past each
+        // other, as names order them otherwise). `views` are in name order and the sort is
+        // stable: ties stay by name.
+        for pool in 0..self.pools.len() {
+            let start = leaving.len();
+            leaving.extend(
+                self.views
+                    .iter()
+                    .filter(|v| v.pool == pool && self.is_leaving(v)),
+            );
+            leaving[start..].sort_by_key(|v| (!v.is_in_removal(), v.is_counted()));
+        }
         leaving
     }
 

@@ -155,8 +155,8 @@ fn plan_cluster(
             Gate::Wait(waiting) => waiting_on.push(waiting.clone()),
         }
     }
+    let predicted = simulate::predict(&input, capacity, &outcome.candidates);
     let steps = simulate::select(outcome.candidates, false);
-    let predicted = simulate::predict(&input, capacity);
     // This cluster's new VMs take their memory before the next cluster is planned.
     for step in &steps {
         if let Action::CreateMachine {

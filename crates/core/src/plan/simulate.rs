@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::cluster::{self, Gate, Input};
+use super::cluster::{self, Candidate, Gate, Input};
 use super::placement::Capacity;
 use super::types::{Action, PREDICTED, Step, Wait};
 use crate::model::{NodeName, Role, VmId};
@@ -56,22 +56,33 @@ pub(crate) fn select(candidates: Vec<cluster::Candidate>, predict: bool) -> Vec<
     chosen.next().map(with_wait).into_iter().collect()
 }
 
-/// The predicted sequence of a desired cluster, from `observed` to convergence.
-pub(crate) fn predict(start: &Input<'_>, capacity: &Capacity) -> Vec<Step> {
+/// The predicted sequence of a desired cluster, from `observed` to convergence. `listed` are
+/// the candidates the plan found in `observed`: when the world needs no settling, they are the
+/// prediction's first batch too (most plans of a converged fleet end there).
+pub(crate) fn predict(start: &Input<'_>, capacity: &Capacity, listed: &[Candidate]) -> Vec<Step> {
     let (spec, now) = (start.spec, start.now);
+    let changes = settling(start.observed, spec, now);
+    let mut first = changes.is_empty().then(|| select(listed.to_vec(), true));
+    if first.as_ref().is_some_and(Vec::is_empty) {
+        return Vec::new();
+    }
     let mut state = start.observed.clone();
-    settle(&mut state, spec, now);
+    settle(&mut state, changes, now);
     let mut capacity = capacity.clone();
     let mut created: BTreeSet<NodeName> = BTreeSet::new();
     let mut sequence = Vec::new();
     for batch_index in 0..MAX_BATCHES {
-        let input = Input {
-            observed: &state,
-            predicting: true,
-            ..*start
+        let batch = match first.take() {
+            Some(batch) => batch,
+            None => {
+                let input = Input {
+                    observed: &state,
+                    predicting: true,
+                    ..*start
+                };
+                select(cluster::candidates(&input, &capacity).candidates, true)
+            }
         };
-        let outcome = cluster::candidates(&input, &capacity);
-        let batch = select(outcome.candidates, true);
         if batch.is_empty() {
             break;
         }
@@ -119,49 +130,105 @@ fn forget_predicted_ids(step: &mut Step, created: &BTreeSet<NodeName>) {
     }
 }
 
+/// One thing the world does on its own if all goes well (see [`settling`]).
+enum Settling {
+    /// A VM's task ends: a VM on its way in (not retiring) is then up.
+    TaskEnds { machine: NodeName, up: bool },
+    /// A young VM that runs and has not joined answers through its guest agent.
+    AgentAnswers(NodeName),
+    /// A young node becomes Ready.
+    NodeReady(NodeName),
+    /// A drain within its deadline evicts its last pods.
+    DrainFinishes(NodeName),
+    /// The API server answers again.
+    ApiAnswers,
+}
+
 /// What the world does on its own if all goes well: tasks finish, booting VMs answer, new
 /// nodes become Ready, drains in progress finish before their deadline, the API answers again.
 /// Dead nodes do not come back and timed-out drains stay stuck.
-pub(crate) fn settle(state: &mut ObservedCluster, spec: &ClusterSpec, now: Timestamp) {
+fn settling(state: &ObservedCluster, spec: &ClusterSpec, now: Timestamp) -> Vec<Settling> {
     let join_timeout =
         SignedDuration::try_from(spec.rollout.join_timeout.0).unwrap_or(SignedDuration::MAX);
     let drain_timeout =
         SignedDuration::try_from(spec.rollout.drain_timeout.0).unwrap_or(SignedDuration::MAX);
-    let young = |created: Timestamp| {
-        created
-            .saturating_add(join_timeout)
+    let before = |start: Timestamp, timeout: SignedDuration| {
+        start
+            .saturating_add(timeout)
             .is_ok_and(|deadline| now < deadline)
     };
-    for (name, machine) in &mut state.machines {
+    let mut changes = Vec::new();
+    for (name, machine) in &state.machines {
         // A task on a VM on its way in is its creation: it ends with the VM up.
-        if machine.task.take().is_some() && !machine.is_retiring() {
-            machine.power = PowerState::Running;
+        let up = machine.task.is_some() && !machine.is_retiring();
+        if machine.task.is_some() {
+            changes.push(Settling::TaskEnds {
+                machine: name.clone(),
+                up,
+            });
         }
-        let joined = state.nodes.contains_key(name);
-        if machine.is_running() && !machine.guest_agent && !joined && young(machine.created) {
-            machine.guest_agent = true;
+        let young = before(machine.created, join_timeout);
+        let node = state.nodes.get(name);
+        let running = up || machine.is_running();
+        if running && !machine.guest_agent && node.is_none() && young {
+            changes.push(Settling::AgentAnswers(name.clone()));
         }
-        if let Some(node) = state.nodes.get_mut(name)
-            && !node.ready
-            && young(machine.created)
-            && !node.is_out_of_service()
-        {
-            node.ready = true;
-            node.ready_since = now;
-        }
-    }
-    for node in state.nodes.values_mut() {
-        if let Some(drain) = &mut node.drain
-            && drain
-                .started
-                .saturating_add(drain_timeout)
-                .is_ok_and(|deadline| now < deadline)
-        {
-            drain.remaining_pods.clear();
+        if node.is_some_and(|node| !node.ready && young && !node.is_out_of_service()) {
+            changes.push(Settling::NodeReady(name.clone()));
         }
     }
-    if let Some(control_plane) = &mut state.control_plane {
-        control_plane.unreachable_since = None;
+    for (name, node) in &state.nodes {
+        if let Some(drain) = &node.drain
+            && !drain.remaining_pods.is_empty()
+            && before(drain.started, drain_timeout)
+        {
+            changes.push(Settling::DrainFinishes(name.clone()));
+        }
+    }
+    if state
+        .control_plane
+        .as_ref()
+        .is_some_and(|cp| cp.unreachable_since.is_some())
+    {
+        changes.push(Settling::ApiAnswers);
+    }
+    changes
+}
+
+/// Applies what [`settling`] found to `state`.
+fn settle(state: &mut ObservedCluster, changes: Vec<Settling>, now: Timestamp) {
+    for change in changes {
+        match change {
+            Settling::TaskEnds { machine, up } => {
+                if let Some(vm) = state.machines.get_mut(&machine) {
+                    vm.task = None;
+                    if up {
+                        vm.power = PowerState::Running;
+                    }
+                }
+            }
+            Settling::AgentAnswers(machine) => {
+                if let Some(vm) = state.machines.get_mut(&machine) {
+                    vm.guest_agent = true;
+                }
+            }
+            Settling::NodeReady(name) => {
+                if let Some(node) = state.nodes.get_mut(&name) {
+                    node.ready = true;
+                    node.ready_since = now;
+                }
+            }
+            Settling::DrainFinishes(name) => {
+                if let Some(drain) = state.nodes.get_mut(&name).and_then(|n| n.drain.as_mut()) {
+                    drain.remaining_pods.clear();
+                }
+            }
+            Settling::ApiAnswers => {
+                if let Some(control_plane) = &mut state.control_plane {
+                    control_plane.unreachable_since = None;
+                }
+            }
+        }
     }
 }
 

@@ -63,11 +63,10 @@ impl<'a> Ctx<'a> {
 
     /// A control plane that is not fully there: NotReady, being removed, or retiring with its
     /// Node still present (rule 9 allows one at a time).
-    pub(super) fn absent_control_planes(&self) -> Vec<&'a NodeName> {
+    pub(super) fn absent_control_planes(&self) -> impl Iterator<Item = &'a NodeName> + '_ {
         self.control_plane_members()
             .filter(|v| !v.is_ready() || v.is_in_removal() || v.retiring)
             .map(|v| v.name)
-            .collect()
     }
 
     /// Rule 7: the version moves in place on the control plane first. Returns whether an

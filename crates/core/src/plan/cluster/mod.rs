@@ -670,7 +670,6 @@ impl<'a> Ctx<'a> {
     /// Fresh machines without a Node join: control planes one at a time while every other
     /// control plane is present (rule 9), workers together.
     fn joins(&self, out: &mut Outcome) {
-        let absent = self.absent_control_planes();
         let mut control_plane_joining = false;
         let mut steps = Vec::new();
         let mut names: Vec<&View<'a>> = self
@@ -695,7 +694,7 @@ impl<'a> Ctx<'a> {
                     continue;
                 }
                 control_plane_joining = true;
-                if let Some(other) = absent.first() {
+                if let Some(other) = self.absent_control_planes().next() {
                     let waiting = self.waiting(
                         ActionKind::JoinNode,
                         Some(view.name),

@@ -73,7 +73,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// What [`Self::removal_hold`] counts, taken once for every member it is asked about.
-    pub(super) fn headcount(&self) -> Headcount<'a> {
+    pub(super) fn headcount(&self) -> Headcount {
         let mut counted = vec![0; self.pools.len()];
         let mut counted_workers = 0;
         for view in self.views.iter().filter(|v| v.is_counted()) {
@@ -85,7 +85,6 @@ impl<'a> Ctx<'a> {
         Headcount {
             counted,
             counted_workers: u32::try_from(counted_workers).unwrap_or(u32::MAX),
-            absent_control_planes: self.absent_control_planes(),
         }
     }
 
@@ -94,17 +93,14 @@ impl<'a> Ctx<'a> {
         &self,
         out: &Outcome,
         view: &View<'a>,
-        headcount: &Headcount<'a>,
+        headcount: &Headcount,
     ) -> Option<Hold> {
         let pool = &self.pools[view.pool];
         let replicas = pool.replicas as usize;
         // The pool's other members carrying workloads.
         let others = headcount.counted[view.pool] - usize::from(view.is_counted());
         if view.role() == Role::ControlPlane {
-            let absent = headcount
-                .absent_control_planes
-                .iter()
-                .find(|n| **n != view.name);
+            let absent = self.absent_control_planes().find(|n| *n != view.name);
             if let Some(other) = absent {
                 return Some(Hold::Wait(Resource::Node {
                     name: (*other).clone(),
@@ -379,11 +375,10 @@ impl<'a> Ctx<'a> {
     }
 }
 
-/// The members carrying workloads (per pool, and workers), and the control planes absent.
-pub(super) struct Headcount<'a> {
+/// The members carrying workloads, per pool and workers.
+pub(super) struct Headcount {
     counted: Vec<usize>,
     counted_workers: u32,
-    absent_control_planes: Vec<&'a NodeName>,
 }
 
 /// Why a member may not start leaving now.

@@ -162,27 +162,24 @@ impl<'a> Ctx<'a> {
             Stale::Outdated => {
                 let desired = self.pools[view.pool].desired.as_ref()?;
                 let machine = view.machine;
-                let mut differences = match &machine.built_from {
-                    Some(built) => built.differences(desired.spec()),
-                    None => Vec::new(),
+                let built = machine
+                    .built_from
+                    .as_ref()
+                    .map(|built| self.input.memo.differences(built, desired.spec()));
+                let differences = match built {
+                    Some(words) if !words.is_empty() => words,
+                    _ => match view.node.and_then(|n| n.kubelet_version) {
+                        Some(kubelet) if kubelet != desired.spec().kubernetes => {
+                            format!("kubernetes {kubelet} → {}", desired.spec().kubernetes)
+                        }
+                        _ => format!(
+                            "spec hash {} → {}",
+                            machine.ownership.spec_hash,
+                            desired.hash()
+                        ),
+                    },
                 };
-                if differences.is_empty()
-                    && let Some(kubelet) = view.node.and_then(|n| n.kubelet_version)
-                    && kubelet != desired.spec().kubernetes
-                {
-                    differences.push(format!(
-                        "kubernetes {kubelet} → {}",
-                        desired.spec().kubernetes
-                    ));
-                }
-                if differences.is_empty() {
-                    differences.push(format!(
-                        "spec hash {} → {}",
-                        machine.ownership.spec_hash,
-                        desired.hash()
-                    ));
-                }
-                format!("outdated: {}", differences.join(", "))
+                format!("outdated: {differences}")
             }
         };
         Some(reason)

@@ -20,6 +20,8 @@ pub(crate) struct SpecMemo {
     by_version: RefCell<Vec<(KubeVersion, PoolSpecs)>>,
     /// Machine names by pool and spec hash, by ordinal (a name is a sha1).
     names: RefCell<Vec<(String, String, Vec<NodeName>)>>,
+    /// Differences between the spec a VM was built from and a desired one, in words.
+    differences: RefCell<Vec<(MachineSpec, MachineSpec, String)>>,
     /// Where Flux gets the admin kubeconfig (`None`: no delivery).
     flux_target: OnceCell<Option<FluxTarget>>,
 }
@@ -60,6 +62,19 @@ impl SpecMemo {
                 })
             })
             .as_ref()
+    }
+
+    /// [`MachineSpec::differences`] of `built` from `desired`, joined (empty when they are
+    /// equal), remembered: the outdated members of a pool were mostly built from one spec, and
+    /// a prediction words why at every step that replaces one.
+    pub(super) fn differences(&self, built: &MachineSpec, desired: &MachineSpec) -> String {
+        let mut known = self.differences.borrow_mut();
+        if let Some((.., words)) = known.iter().find(|(b, d, _)| b == built && d == desired) {
+            return words.clone();
+        }
+        let words = built.differences(desired).join(", ");
+        known.push((built.clone(), desired.clone(), words.clone()));
+        words
     }
 
     /// The first of a pool's names ([`placement::machine_name`] by ordinal) that is not

@@ -75,6 +75,7 @@ impl<'a> Ctx<'a> {
                 fenced,
                 retiring: machine.is_retiring(),
                 prepared: machine.is_prepared(),
+                in_pool: false,
                 surplus: false,
                 stale: None,
             };

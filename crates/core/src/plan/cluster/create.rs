@@ -11,49 +11,43 @@ fn count_on<'n>(spread: &mut BTreeMap<&'n str, u32>, node: &'n str) {
 }
 
 impl<'a> Ctx<'a> {
-    /// Fresh machines of each pool, in the order surplus ones go first: unjoined, being
-    /// removed, not counted, then by name.
-    pub(super) fn fresh_of(&self, pool: usize) -> impl ExactSizeIterator<Item = &View<'a>> {
-        self.fresh
-            .get(pool)
-            .map_or(&[][..], Vec::as_slice)
+    /// Fresh machines of a pool that count toward its replicas (not retiring, not stuck), by
+    /// name.
+    pub(super) fn fresh_of(&self, pool: usize) -> impl Iterator<Item = &View<'a>> {
+        self.views
             .iter()
-            .map(|&i| &self.views[i])
+            .filter(move |v| v.pool == pool && v.in_pool)
     }
 
-    /// Computes [`Self::fresh_of`] for every pool, once per plan (it is asked for per member),
-    /// and marks the surplus fresh machines (the first ones of each pool's list).
-    pub(super) fn index_fresh(&mut self) {
-        // Sized once: they are rebuilt at every batch of a prediction.
-        let mut members = vec![0; self.pools.len()];
-        for view in &self.views {
-            members[view.pool] += 1;
+    /// Marks each pool's fresh machines ([`Self::fresh_of`]) and, among them, the surplus
+    /// ones: those beyond the replicas, taken unjoined first, then being removed, then not
+    /// counted, then by name.
+    pub(super) fn mark_fresh(&mut self) {
+        for index in 0..self.views.len() {
+            let view = &self.views[index];
+            let in_pool = view.fresh && !view.retiring && !self.is_stuck(view);
+            self.views[index].in_pool = in_pool;
         }
-        let mut fresh: Vec<Vec<usize>> = members.iter().map(|&n| Vec::with_capacity(n)).collect();
-        let mut stale: Vec<Vec<usize>> = members.iter().map(|&n| Vec::with_capacity(n)).collect();
-        for (index, view) in self.views.iter().enumerate() {
-            if view.fresh && !view.retiring && !self.is_stuck(view) {
-                fresh[view.pool].push(index);
+        let mut fresh = Vec::new();
+        for pool in 0..self.pools.len() {
+            let replicas = self.pools[pool].replicas as usize;
+            if self.fresh_of(pool).count() <= replicas {
+                continue;
             }
-            if view.stale.is_some() && !view.retiring {
-                stale[view.pool].push(index);
-            }
-        }
-        self.stale = stale;
-        // `views` are in name order and the sort is stable: ties stay by name.
-        for (pool, indices) in fresh.iter_mut().enumerate() {
-            indices.sort_by_key(|&i| {
+            fresh.clear();
+            fresh.extend((0..self.views.len()).filter(|&i| {
+                let v = &self.views[i];
+                v.pool == pool && v.in_pool
+            }));
+            // `views` are in name order and the sort is stable: ties stay by name.
+            fresh.sort_by_key(|&i| {
                 let v = &self.views[i];
                 (v.node.is_some(), !v.is_in_removal(), v.is_counted())
             });
-            let surplus = indices
-                .len()
-                .saturating_sub(self.pools[pool].replicas as usize);
-            for &index in &indices[..surplus] {
+            for &index in &fresh[..fresh.len() - replicas] {
                 self.views[index].surplus = true;
             }
         }
-        self.fresh = fresh;
     }
 
     /// Whether `view` is one of its pool's surplus fresh machines (the first ones of
@@ -66,13 +60,11 @@ impl<'a> Ctx<'a> {
         view.node.is_none() && self.is_surplus(view)
     }
 
-    /// Members of a pool to be replaced, by name.
-    pub(super) fn stale_of(&self, pool: usize) -> impl ExactSizeIterator<Item = &View<'a>> {
-        self.stale
-            .get(pool)
-            .map_or(&[][..], Vec::as_slice)
+    /// Members of a pool to be replaced (not already retiring), by name.
+    pub(super) fn stale_of(&self, pool: usize) -> impl Iterator<Item = &View<'a>> {
+        self.views
             .iter()
-            .map(|&i| &self.views[i])
+            .filter(move |v| v.pool == pool && v.stale.is_some() && !v.retiring)
     }
 
     /// How many fresh machines a pool should have now: all replicas, or while stale members
@@ -80,7 +72,7 @@ impl<'a> Ctx<'a> {
     /// before the old machine is removed, rule 1).
     pub(super) fn fresh_wanted(&self, pool: usize) -> usize {
         let replicas = self.pools[pool].replicas as usize;
-        if self.stale_of(pool).len() == 0 {
+        if self.stale_of(pool).next().is_none() {
             return replicas;
         }
         let counted = self.stale_of(pool).filter(|v| v.is_counted()).count();
@@ -109,7 +101,7 @@ impl<'a> Ctx<'a> {
     pub(super) fn control_plane_complete(&self) -> bool {
         self.fresh_of(0).filter(|v| v.is_ready()).count() >= self.pools[0].replicas as usize
             && self.fresh_of(0).all(|v| v.is_ready())
-            && self.stale_of(0).len() == 0
+            && self.stale_of(0).next().is_none()
     }
 
     /// Creates machines: the deficit of each pool (all at once, workers alongside the control
@@ -126,10 +118,10 @@ impl<'a> Ctx<'a> {
             if self.pools[pool].desired.is_none() {
                 continue;
             }
-            let fresh = self.fresh_of(pool).len();
+            let fresh = self.fresh_of(pool).count();
             let wanted = self.fresh_wanted(pool);
             let replicas = self.pools[pool].replicas as usize;
-            let stale = self.stale_of(pool).len();
+            let stale = self.stale_of(pool).count();
             let deficit = replicas.saturating_sub(fresh + stale);
             let total = wanted.saturating_sub(fresh).max(deficit);
             // A fenced machine is a repair, not a rollout: its replacement waits for nothing.
@@ -148,7 +140,7 @@ impl<'a> Ctx<'a> {
             // prepare while the control plane is built. Replacements wait their turn.
             let now = if allowed { total } else { deficit };
             demand.push((pool, now, total.saturating_sub(now)));
-            earlier_pools_stale |= stale > 0 || pool == 0 && self.stale_of(0).len() > 0;
+            earlier_pools_stale |= stale > 0 || pool == 0 && self.stale_of(0).next().is_some();
         }
         if demand.iter().all(|(_, now, later)| now + later == 0) {
             return;
@@ -259,9 +251,9 @@ impl<'a> Ctx<'a> {
                 });
             taken.insert(name.clone());
             let earlier = made.entry(pool).or_default();
-            let fresh = self.fresh_of(pool).len() + *earlier;
+            let fresh = self.fresh_of(pool).count() + *earlier;
             *earlier += 1;
-            let stale = self.stale_of(pool).len();
+            let stale = self.stale_of(pool).count();
             let first_stale = self.stale_of(pool).next();
             let reason = if let Some(old) = first_stale.and_then(|v| self.stale_reason(v)) {
                 format!(
@@ -344,7 +336,7 @@ impl<'a> Ctx<'a> {
                 let built = (0..self.pools.len()).all(|pool| {
                     self.fresh_of(pool).filter(|v| v.is_ready()).count()
                         >= self.pools[pool].replicas as usize
-                        && self.stale_of(pool).len() == 0
+                        && self.stale_of(pool).next().is_none()
                 });
                 if !built {
                     return false;

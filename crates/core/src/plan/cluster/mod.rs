@@ -117,7 +117,9 @@ struct View<'a> {
     /// once, as every concern asks.
     retiring: bool,
     prepared: bool,
-    /// One of its pool's fresh machines beyond the replicas (set by `index_fresh`).
+    /// Fresh, not retiring, not stuck: it counts toward its pool (set by `mark_fresh`).
+    in_pool: bool,
+    /// One of its pool's fresh machines beyond the replicas (set by `mark_fresh`).
     surplus: bool,
     /// Why it must be replaced, when it must.
     stale: Option<classify::Stale>,
@@ -164,11 +166,6 @@ struct Ctx<'a> {
     target_version: KubeVersion,
     window: WindowState,
     initialised: bool,
-    /// Per pool, the indices in `views` of its fresh machines, surplus-first (see
-    /// `fresh_of`).
-    fresh: Vec<Vec<usize>>,
-    /// Per pool, the indices in `views` of its stale members (see `stale_of`).
-    stale: Vec<Vec<usize>>,
     /// Nodes with no VM of their name, in name order (found by `classify`'s walk).
     machineless_nodes: Vec<&'a NodeName>,
 }
@@ -222,12 +219,10 @@ pub(crate) fn candidates(input: &Input<'_>, capacity: &Capacity) -> Outcome {
         target_version,
         window: window::state(input.spec.rollout.maintenance_window.as_ref(), input.now),
         initialised: out.initialised,
-        fresh: Vec::new(),
-        stale: Vec::new(),
         machineless_nodes: Vec::new(),
     };
     ctx.classify(&mut out);
-    ctx.index_fresh();
+    ctx.mark_fresh();
     ctx.plan(capacity, &mut out);
     out
 }

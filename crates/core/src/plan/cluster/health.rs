@@ -204,8 +204,12 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// Waits on members that are not Ready, and cordons capstan did not make.
+    /// Waits on members that are not Ready, and cordons capstan did not make (a prediction,
+    /// reading only steps, skips them).
     pub(super) fn report_nodes(&self, out: &mut Outcome) {
+        if self.input.predicting {
+            return;
+        }
         let join_timeout = self.spec().rollout.join_timeout.0;
         let mut waiting = Vec::new();
         let mut findings = Vec::new();

@@ -221,7 +221,11 @@ impl<'a> Ctx<'a> {
         self.remove(out, view);
     }
 
+    /// Reports why `view` does not leave yet (a prediction, reading only steps, skips it).
     pub(super) fn hold(&self, out: &mut Outcome, view: &View<'a>, hold: Hold) {
+        if self.input.predicting {
+            return;
+        }
         match hold {
             Hold::Wait(resource) => {
                 let waiting = self.waiting(ActionKind::Cordon, Some(view.name), resource, None);

@@ -430,3 +430,61 @@ fn memory_of(vm: &ObservedMachine) -> u32 {
         .or_else(|| vm.built_from.as_ref().map(|b| b.memory_mib))
         .unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observed::{PodRef, ProxmoxTask};
+    use crate::plan::fixtures::{built, desired, minutes, now};
+    use crate::spec::Cluster;
+
+    /// `settling` finds what is in flight and nothing else, so a settled world (the usual
+    /// one) lets `predict` start from the plan's own candidates without a copy.
+    #[test]
+    fn settling_finishes_what_is_in_flight_and_then_finds_nothing() {
+        let desired = desired(vec![Cluster::test("prod")]);
+        let spec = &desired.clusters["prod"].spec;
+        let mut state = built(&desired).clusters["prod"].clone();
+        assert!(settling(&state, spec, now()).is_empty(), "a built cluster");
+        let names: Vec<NodeName> = state.machines.keys().cloned().collect();
+        let (booting, silent, joining, draining) = (&names[0], &names[1], &names[2], &names[3]);
+        let vm = state.machines.get_mut(booting).expect("vm");
+        vm.power = PowerState::Stopped;
+        vm.task = Some(ProxmoxTask {
+            upid: "UPID:pve1:1".to_owned(),
+            kind: "qmstart".to_owned(),
+            started: minutes(-1),
+        });
+        // Young: created within rollout.joinTimeout (older ones are dead, and stay so).
+        state.nodes.remove(silent);
+        let vm = state.machines.get_mut(silent).expect("vm");
+        vm.guest_agent = false;
+        vm.created = minutes(-1);
+        state.machines.get_mut(joining).expect("vm").created = minutes(-1);
+        state.nodes.get_mut(joining).expect("node").ready = false;
+        state.nodes.get_mut(draining).expect("node").drain = Some(DrainObserved {
+            started: minutes(-1),
+            remaining_pods: vec![PodRef {
+                namespace: "shop".to_owned(),
+                name: "web-0".to_owned(),
+                reason: None,
+            }],
+        });
+        if let Some(control_plane) = &mut state.control_plane {
+            control_plane.unreachable_since = Some(minutes(-2));
+        }
+
+        let changes = settling(&state, spec, now());
+        assert_eq!(changes.len(), 5);
+        settle(&mut state, changes, now());
+        let vm = &state.machines[booting];
+        assert!(vm.is_running() && vm.task.is_none());
+        assert!(state.machines[silent].guest_agent);
+        assert!(state.nodes[joining].ready);
+        let drain = state.nodes[draining].drain.as_ref().expect("drain");
+        assert!(drain.remaining_pods.is_empty());
+        let control_plane = state.control_plane.as_ref().expect("control plane");
+        assert_eq!(control_plane.unreachable_since, None);
+        assert!(settling(&state, spec, now()).is_empty(), "settled");
+    }
+}

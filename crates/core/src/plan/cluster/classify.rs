@@ -4,6 +4,7 @@
 
 use std::cmp::Ordering;
 
+use super::create::Tally;
 use super::*;
 
 impl<'a> Ctx<'a> {
@@ -21,6 +22,7 @@ impl<'a> Ctx<'a> {
             role: Role::ControlPlane,
             replicas: spec.control_plane.replicas,
             desired: Some(desired(0, &spec.control_plane.machine)),
+            tally: Tally::default(),
         });
         for (index, pool) in spec.workers.iter().enumerate() {
             self.pools.push(Pool {
@@ -28,6 +30,7 @@ impl<'a> Ctx<'a> {
                 role: Role::Worker,
                 replicas: pool.replicas,
                 desired: Some(desired(index + 1, &pool.machine)),
+                tally: Tally::default(),
             });
         }
         let observed = self.input.observed;
@@ -47,6 +50,7 @@ impl<'a> Ctx<'a> {
                         role: ownership.role,
                         replicas: 0,
                         desired: None,
+                        tally: Tally::default(),
                     });
                     self.pools.len() - 1
                 }

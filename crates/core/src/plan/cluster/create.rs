@@ -10,28 +10,39 @@ fn count_on<'n>(spread: &mut BTreeMap<&'n str, u32>, node: &'n str) {
     *spread.entry(node).or_default() += 1;
 }
 
-impl<'a> Ctx<'a> {
-    /// Fresh machines of a pool that count toward its replicas (not retiring, not stuck), by
-    /// name.
-    pub(super) fn fresh_of(&self, pool: usize) -> impl Iterator<Item = &View<'a>> {
-        self.views
-            .iter()
-            .filter(move |v| v.pool == pool && v.in_pool)
-    }
+/// A pool's members, counted once per plan (the creates and the delivery ask per pool).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Tally {
+    /// Its fresh machines that count toward its replicas (`View::in_pool`), and of those the
+    /// Ready ones.
+    pub fresh: usize,
+    pub fresh_ready: usize,
+    /// [`Ctx::stale_of`], and of those the ones carrying workloads.
+    pub stale: usize,
+    pub stale_counted: usize,
+}
 
-    /// Marks each pool's fresh machines ([`Self::fresh_of`]) and, among them, the surplus
+impl<'a> Ctx<'a> {
+    /// Marks each pool's fresh machines (`View::in_pool`) and, among them, the surplus
     /// ones: those beyond the replicas, taken unjoined first, then being removed, then not
-    /// counted, then by name.
+    /// counted, then by name. Counts each pool's members ([`Tally`]).
     pub(super) fn mark_fresh(&mut self) {
         for index in 0..self.views.len() {
             let view = &self.views[index];
             let in_pool = view.fresh && !view.retiring && !self.is_stuck(view);
+            let stale = view.stale.is_some() && !view.retiring;
+            let (ready, counted, pool) = (view.is_ready(), view.is_counted(), view.pool);
             self.views[index].in_pool = in_pool;
+            let tally = &mut self.pools[pool].tally;
+            tally.fresh += usize::from(in_pool);
+            tally.fresh_ready += usize::from(in_pool && ready);
+            tally.stale += usize::from(stale);
+            tally.stale_counted += usize::from(stale && counted);
         }
         let mut fresh = Vec::new();
         for pool in 0..self.pools.len() {
             let replicas = self.pools[pool].replicas as usize;
-            if self.fresh_of(pool).count() <= replicas {
+            if self.pools[pool].tally.fresh <= replicas {
                 continue;
             }
             fresh.clear();
@@ -50,8 +61,7 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// Whether `view` is one of its pool's surplus fresh machines (the first ones of
-    /// [`Self::fresh_of`]).
+    /// Whether `view` is one of its pool's surplus fresh machines (see [`Self::mark_fresh`]).
     pub(super) fn is_surplus(&self, view: &View<'_>) -> bool {
         view.surplus
     }
@@ -72,10 +82,11 @@ impl<'a> Ctx<'a> {
     /// before the old machine is removed, rule 1).
     pub(super) fn fresh_wanted(&self, pool: usize) -> usize {
         let replicas = self.pools[pool].replicas as usize;
-        if self.stale_of(pool).next().is_none() {
+        let tally = self.pools[pool].tally;
+        if tally.stale == 0 {
             return replicas;
         }
-        let counted = self.stale_of(pool).filter(|v| v.is_counted()).count();
+        let counted = tally.stale_counted;
         (replicas + self.max_surge())
             .saturating_sub(counted)
             .min(replicas)
@@ -99,9 +110,10 @@ impl<'a> Ctx<'a> {
     /// Whether the control plane pool is complete: every replica joined and Ready, nothing to
     /// replace.
     pub(super) fn control_plane_complete(&self) -> bool {
-        self.fresh_of(0).filter(|v| v.is_ready()).count() >= self.pools[0].replicas as usize
-            && self.fresh_of(0).all(|v| v.is_ready())
-            && self.stale_of(0).next().is_none()
+        let tally = self.pools[0].tally;
+        tally.fresh_ready >= self.pools[0].replicas as usize
+            && tally.fresh_ready == tally.fresh
+            && tally.stale == 0
     }
 
     /// Creates machines: the deficit of each pool (all at once, workers alongside the control
@@ -118,14 +130,14 @@ impl<'a> Ctx<'a> {
             if self.pools[pool].desired.is_none() {
                 continue;
             }
-            let fresh = self.fresh_of(pool).count();
+            let fresh = self.pools[pool].tally.fresh;
             let wanted = self.fresh_wanted(pool);
             let replicas = self.pools[pool].replicas as usize;
-            let stale = self.stale_of(pool).count();
+            let stale = self.pools[pool].tally.stale;
             let deficit = replicas.saturating_sub(fresh + stale);
             let total = wanted.saturating_sub(fresh).max(deficit);
             // A fenced machine is a repair, not a rollout: its replacement waits for nothing.
-            let repairing = self.stale_of(pool).any(|v| v.fenced);
+            let repairing = stale > 0 && self.stale_of(pool).any(|v| v.fenced);
             if repairing {
                 repairs.insert(pool);
             }
@@ -140,7 +152,7 @@ impl<'a> Ctx<'a> {
             // prepare while the control plane is built. Replacements wait their turn.
             let now = if allowed { total } else { deficit };
             demand.push((pool, now, total.saturating_sub(now)));
-            earlier_pools_stale |= stale > 0 || pool == 0 && self.stale_of(0).next().is_some();
+            earlier_pools_stale |= stale > 0 || pool == 0 && self.pools[0].tally.stale > 0;
         }
         if demand.iter().all(|(_, now, later)| now + later == 0) {
             return;
@@ -251,9 +263,9 @@ impl<'a> Ctx<'a> {
                 });
             taken.insert(name.clone());
             let earlier = made.entry(pool).or_default();
-            let fresh = self.fresh_of(pool).count() + *earlier;
+            let fresh = self.pools[pool].tally.fresh + *earlier;
             *earlier += 1;
-            let stale = self.stale_of(pool).count();
+            let stale = self.pools[pool].tally.stale;
             let first_stale = self.stale_of(pool).next();
             let reason = if let Some(old) = first_stale.and_then(|v| self.stale_reason(v)) {
                 format!(
@@ -334,9 +346,8 @@ impl<'a> Ctx<'a> {
         let reason = match &self.input.observed.flux {
             None => {
                 let built = (0..self.pools.len()).all(|pool| {
-                    self.fresh_of(pool).filter(|v| v.is_ready()).count()
-                        >= self.pools[pool].replicas as usize
-                        && self.stale_of(pool).next().is_none()
+                    let tally = self.pools[pool].tally;
+                    tally.fresh_ready >= self.pools[pool].replicas as usize && tally.stale == 0
                 });
                 if !built {
                     return false;

@@ -84,6 +84,8 @@ struct Pool<'a> {
     role: Role,
     replicas: u32,
     desired: Option<DesiredPool<'a>>,
+    /// Its members, counted by `mark_fresh`.
+    tally: create::Tally,
 }
 
 struct DesiredPool<'a> {

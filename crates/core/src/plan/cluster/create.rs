@@ -20,6 +20,8 @@ pub(super) struct Tally {
     /// [`Ctx::stale_of`], and of those the ones carrying workloads.
     pub stale: usize,
     pub stale_counted: usize,
+    /// Members carrying workloads ([`View::is_counted`]), fresh or not.
+    pub counted: usize,
 }
 
 impl<'a> Ctx<'a> {
@@ -38,6 +40,7 @@ impl<'a> Ctx<'a> {
             tally.fresh_ready += usize::from(in_pool && ready);
             tally.stale += usize::from(stale);
             tally.stale_counted += usize::from(stale && counted);
+            tally.counted += usize::from(counted);
         }
         let mut fresh = Vec::new();
         for pool in 0..self.pools.len() {

@@ -72,33 +72,23 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// What [`Self::removal_hold`] counts, taken once for every member it is asked about.
-    pub(super) fn headcount(&self) -> Headcount {
-        let mut counted = vec![0; self.pools.len()];
-        let mut counted_workers = 0;
-        for view in self.views.iter().filter(|v| v.is_counted()) {
-            counted[view.pool] += 1;
-            if view.role() == Role::Worker {
-                counted_workers += 1;
-            }
-        }
-        Headcount {
-            counted,
-            counted_workers: u32::try_from(counted_workers).unwrap_or(u32::MAX),
-        }
+    /// Workers carrying workloads.
+    pub(super) fn counted_workers(&self) -> u32 {
+        let count: usize = self
+            .pools
+            .iter()
+            .filter(|p| p.role == Role::Worker)
+            .map(|p| p.tally.counted)
+            .sum();
+        u32::try_from(count).unwrap_or(u32::MAX)
     }
 
     /// Why `view` may not start leaving now (rules 1, 3, 9), as a wait or a refusal.
-    pub(super) fn removal_hold(
-        &self,
-        out: &Outcome,
-        view: &View<'a>,
-        headcount: &Headcount,
-    ) -> Option<Hold> {
+    pub(super) fn removal_hold(&self, out: &Outcome, view: &View<'a>) -> Option<Hold> {
         let pool = &self.pools[view.pool];
         let replicas = pool.replicas as usize;
         // The pool's other members carrying workloads.
-        let others = headcount.counted[view.pool] - usize::from(view.is_counted());
+        let others = pool.tally.counted - usize::from(view.is_counted());
         if view.role() == Role::ControlPlane {
             let absent = self.absent_control_planes().find(|n| *n != view.name);
             if let Some(other) = absent {
@@ -116,7 +106,7 @@ impl<'a> Ctx<'a> {
             return Some(Hold::Replacement);
         }
         let minimum = self.spec().rollout.min_workers;
-        let ready = headcount.counted_workers;
+        let ready = self.counted_workers();
         if view.is_counted() && ready.saturating_sub(1) < minimum {
             let incoming = self.views.iter().any(|v| {
                 v.role() == Role::Worker && v.fresh && !v.is_counted() && !v.retiring
@@ -189,9 +179,8 @@ impl<'a> Ctx<'a> {
             None => {
                 let mut chosen = None;
                 let mut first_hold = None;
-                let headcount = self.headcount();
                 for view in &leaving {
-                    match self.removal_hold(out, view, &headcount) {
+                    match self.removal_hold(out, view) {
                         None => {
                             chosen = Some(*view);
                             break;
@@ -213,7 +202,7 @@ impl<'a> Ctx<'a> {
         };
         let Some(view) = chosen else { return };
         if in_flight.is_some()
-            && let Some(hold) = self.removal_hold(out, view, &self.headcount())
+            && let Some(hold) = self.removal_hold(out, view)
         {
             self.hold(out, view, hold);
             return;
@@ -377,12 +366,6 @@ impl<'a> Ctx<'a> {
         });
         out.push_disruptive(step, self.window);
     }
-}
-
-/// The members carrying workloads, per pool and workers.
-pub(super) struct Headcount {
-    counted: Vec<usize>,
-    counted_workers: u32,
 }
 
 /// Why a member may not start leaving now.

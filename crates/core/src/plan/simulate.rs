@@ -257,14 +257,14 @@ pub(crate) fn apply(
     batch: usize,
 ) {
     // Each change gives a fingerprint unlike the one before (and so unlike Flux's).
-    let previous = state
-        .control_plane
-        .as_ref()
-        .and_then(|cp| cp.admin_kubeconfig.as_deref())
-        .and_then(|fingerprint| fingerprint.rsplit_once("(#"))
-        .and_then(|(_, number)| number.trim_end_matches(')').parse::<usize>().ok());
-    let serial = previous.map_or(batch, |previous| batch.max(previous + 1));
-    let new_admin = || Some(format!("{PREDICTED}{} (#{serial})", step.name()));
+    let new_admin = |control_plane: Option<&ObservedControlPlane>| {
+        let previous = control_plane
+            .and_then(|cp| cp.admin_kubeconfig.as_deref())
+            .and_then(|fingerprint| fingerprint.rsplit_once("(#"))
+            .and_then(|(_, number)| number.trim_end_matches(')').parse::<usize>().ok());
+        let serial = previous.map_or(batch, |previous| batch.max(previous + 1));
+        Some(format!("{PREDICTED}{} (#{serial})", step.name()))
+    };
     match &step.action {
         Action::CreateMachine {
             name,
@@ -305,7 +305,7 @@ pub(crate) fn apply(
                 version: *version,
                 unreachable_since: None,
                 certificates_expire: renewed(now),
-                admin_kubeconfig: new_admin(),
+                admin_kubeconfig: new_admin(state.control_plane.as_ref()),
                 bootstrap_incomplete: false,
             });
             state
@@ -354,7 +354,7 @@ pub(crate) fn apply(
             if *role == Role::ControlPlane
                 && let Some(control_plane) = &mut state.control_plane
             {
-                control_plane.admin_kubeconfig = new_admin();
+                control_plane.admin_kubeconfig = new_admin(Some(control_plane));
             }
         }
         Action::ResetNode { machine } => {
@@ -376,13 +376,13 @@ pub(crate) fn apply(
             if let Some(control_plane) = &mut state.control_plane {
                 control_plane.version = *to;
                 control_plane.certificates_expire = renewed(now);
-                control_plane.admin_kubeconfig = new_admin();
+                control_plane.admin_kubeconfig = new_admin(Some(control_plane));
             }
         }
         Action::RenewCertificates { .. } => {
             if let Some(control_plane) = &mut state.control_plane {
                 control_plane.certificates_expire = renewed(now);
-                control_plane.admin_kubeconfig = new_admin();
+                control_plane.admin_kubeconfig = new_admin(Some(control_plane));
             }
         }
         Action::DeliverKubeconfig { flux } => {

@@ -4,7 +4,10 @@
 //! Two fleets: nothing exists yet (the whole bootstrap is predicted), and a built fleet whose
 //! worker template changed (every worker's replacement is predicted, one at a time).
 //!
-//! Run: `cargo bench --bench plan`. No timing is asserted; the figures are printed.
+//! Run: `cargo bench --bench plan`. No timing is asserted; the figures are printed. Arguments
+//! that do not start with `-` pick the cases whose label contains one of them (`cargo bench
+//! --bench plan -- template`); under `valgrind --tool=callgrind --toggle-collect='plan::measure'`
+//! that counts one case's instructions.
 
 // A benchmark reads the clock; the planner it measures still may not.
 #![allow(clippy::disallowed_methods)]
@@ -73,8 +76,12 @@ fn fleet(template: &str) -> Desired {
     loaded.desired.expect("valid fleet")
 }
 
-/// Times `RUNS` full plans and prints the mean; returns the last plan's step counts.
+/// Times `RUNS` full plans and prints the mean and the last plan's predicted step count.
+#[inline(never)]
 fn measure(label: &str, desired: &Desired, observed: &Observed, now: jiff::Timestamp) {
+    if !selected(label) {
+        return;
+    }
     let policy = Policy::of(desired);
     let start = Instant::now();
     let mut predicted = 0;
@@ -90,6 +97,15 @@ fn measure(label: &str, desired: &Desired, observed: &Observed, now: jiff::Times
     println!(
         "{label}: {per_plan:?} per full plan of {CLUSTERS} clusters x 20 machines ({predicted} predicted steps)"
     );
+}
+
+/// Whether the command line selects the case `label` (no filter selects every case).
+fn selected(label: &str) -> bool {
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|arg| !arg.starts_with('-'))
+        .collect();
+    filters.is_empty() || filters.iter().any(|filter| label.contains(filter.as_str()))
 }
 
 fn main() {

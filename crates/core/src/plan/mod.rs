@@ -138,6 +138,7 @@ fn plan_cluster(
         policy,
         now,
         memo: &memo,
+        predicting: false,
     };
     let outcome = cluster::candidates(&input, capacity);
     let mut waiting_on = Vec::new();
@@ -154,8 +155,8 @@ fn plan_cluster(
             Gate::Wait(waiting) => waiting_on.push(waiting.clone()),
         }
     }
+    let predicted = simulate::predict(&input, capacity, &outcome.candidates);
     let steps = simulate::select(outcome.candidates, false);
-    let predicted = simulate::predict(&input, capacity);
     // This cluster's new VMs take their memory before the next cluster is planned.
     for step in &steps {
         if let Action::CreateMachine {

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::cluster::{self, Gate, Input};
+use super::cluster::{self, Candidate, Gate, Input};
 use super::placement::Capacity;
 use super::types::{Action, PREDICTED, Step, Wait};
 use crate::model::{NodeName, Role, VmId};
@@ -56,21 +56,33 @@ pub(crate) fn select(candidates: Vec<cluster::Candidate>, predict: bool) -> Vec<
     chosen.next().map(with_wait).into_iter().collect()
 }
 
-/// The predicted sequence of a desired cluster, from `observed` to convergence.
-pub(crate) fn predict(start: &Input<'_>, capacity: &Capacity) -> Vec<Step> {
+/// The predicted sequence of a desired cluster, from `observed` to convergence. `listed` are
+/// the candidates the plan found in `observed`: when the world needs no settling, they are the
+/// prediction's first batch too (most plans of a converged fleet end there).
+pub(crate) fn predict(start: &Input<'_>, capacity: &Capacity, listed: &[Candidate]) -> Vec<Step> {
     let (spec, now) = (start.spec, start.now);
+    let changes = settling(start.observed, spec, now);
+    let mut first = changes.is_empty().then(|| select(listed.to_vec(), true));
+    if first.as_ref().is_some_and(Vec::is_empty) {
+        return Vec::new();
+    }
     let mut state = start.observed.clone();
-    settle(&mut state, spec, now);
+    settle(&mut state, changes, now);
     let mut capacity = capacity.clone();
     let mut created: BTreeSet<NodeName> = BTreeSet::new();
     let mut sequence = Vec::new();
     for batch_index in 0..MAX_BATCHES {
-        let input = Input {
-            observed: &state,
-            ..*start
+        let batch = match first.take() {
+            Some(batch) => batch,
+            None => {
+                let input = Input {
+                    observed: &state,
+                    predicting: true,
+                    ..*start
+                };
+                select(cluster::candidates(&input, &capacity).candidates, true)
+            }
         };
-        let outcome = cluster::candidates(&input, &capacity);
-        let batch = select(outcome.candidates, true);
         if batch.is_empty() {
             break;
         }
@@ -118,49 +130,105 @@ fn forget_predicted_ids(step: &mut Step, created: &BTreeSet<NodeName>) {
     }
 }
 
+/// One thing the world does on its own if all goes well (see [`settling`]).
+enum Settling {
+    /// A VM's task ends: a VM on its way in (not retiring) is then up.
+    TaskEnds { machine: NodeName, up: bool },
+    /// A young VM that runs and has not joined answers through its guest agent.
+    AgentAnswers(NodeName),
+    /// A young node becomes Ready.
+    NodeReady(NodeName),
+    /// A drain within its deadline evicts its last pods.
+    DrainFinishes(NodeName),
+    /// The API server answers again.
+    ApiAnswers,
+}
+
 /// What the world does on its own if all goes well: tasks finish, booting VMs answer, new
 /// nodes become Ready, drains in progress finish before their deadline, the API answers again.
 /// Dead nodes do not come back and timed-out drains stay stuck.
-pub(crate) fn settle(state: &mut ObservedCluster, spec: &ClusterSpec, now: Timestamp) {
+fn settling(state: &ObservedCluster, spec: &ClusterSpec, now: Timestamp) -> Vec<Settling> {
     let join_timeout =
         SignedDuration::try_from(spec.rollout.join_timeout.0).unwrap_or(SignedDuration::MAX);
     let drain_timeout =
         SignedDuration::try_from(spec.rollout.drain_timeout.0).unwrap_or(SignedDuration::MAX);
-    let young = |created: Timestamp| {
-        created
-            .saturating_add(join_timeout)
+    let before = |start: Timestamp, timeout: SignedDuration| {
+        start
+            .saturating_add(timeout)
             .is_ok_and(|deadline| now < deadline)
     };
-    for (name, machine) in &mut state.machines {
+    let mut changes = Vec::new();
+    for (name, machine) in &state.machines {
         // A task on a VM on its way in is its creation: it ends with the VM up.
-        if machine.task.take().is_some() && !machine.is_retiring() {
-            machine.power = PowerState::Running;
+        let up = machine.task.is_some() && !machine.is_retiring();
+        if machine.task.is_some() {
+            changes.push(Settling::TaskEnds {
+                machine: name.clone(),
+                up,
+            });
         }
-        let joined = state.nodes.contains_key(name);
-        if machine.is_running() && !machine.guest_agent && !joined && young(machine.created) {
-            machine.guest_agent = true;
+        let young = before(machine.created, join_timeout);
+        let node = state.nodes.get(name);
+        let running = up || machine.is_running();
+        if running && !machine.guest_agent && node.is_none() && young {
+            changes.push(Settling::AgentAnswers(name.clone()));
         }
-        if let Some(node) = state.nodes.get_mut(name)
-            && !node.ready
-            && young(machine.created)
-            && !node.is_out_of_service()
-        {
-            node.ready = true;
-            node.ready_since = now;
-        }
-    }
-    for node in state.nodes.values_mut() {
-        if let Some(drain) = &mut node.drain
-            && drain
-                .started
-                .saturating_add(drain_timeout)
-                .is_ok_and(|deadline| now < deadline)
-        {
-            drain.remaining_pods.clear();
+        if node.is_some_and(|node| !node.ready && young && !node.is_out_of_service()) {
+            changes.push(Settling::NodeReady(name.clone()));
         }
     }
-    if let Some(control_plane) = &mut state.control_plane {
-        control_plane.unreachable_since = None;
+    for (name, node) in &state.nodes {
+        if let Some(drain) = &node.drain
+            && !drain.remaining_pods.is_empty()
+            && before(drain.started, drain_timeout)
+        {
+            changes.push(Settling::DrainFinishes(name.clone()));
+        }
+    }
+    if state
+        .control_plane
+        .as_ref()
+        .is_some_and(|cp| cp.unreachable_since.is_some())
+    {
+        changes.push(Settling::ApiAnswers);
+    }
+    changes
+}
+
+/// Applies what [`settling`] found to `state`.
+fn settle(state: &mut ObservedCluster, changes: Vec<Settling>, now: Timestamp) {
+    for change in changes {
+        match change {
+            Settling::TaskEnds { machine, up } => {
+                if let Some(vm) = state.machines.get_mut(&machine) {
+                    vm.task = None;
+                    if up {
+                        vm.power = PowerState::Running;
+                    }
+                }
+            }
+            Settling::AgentAnswers(machine) => {
+                if let Some(vm) = state.machines.get_mut(&machine) {
+                    vm.guest_agent = true;
+                }
+            }
+            Settling::NodeReady(name) => {
+                if let Some(node) = state.nodes.get_mut(&name) {
+                    node.ready = true;
+                    node.ready_since = now;
+                }
+            }
+            Settling::DrainFinishes(name) => {
+                if let Some(drain) = state.nodes.get_mut(&name).and_then(|n| n.drain.as_mut()) {
+                    drain.remaining_pods.clear();
+                }
+            }
+            Settling::ApiAnswers => {
+                if let Some(control_plane) = &mut state.control_plane {
+                    control_plane.unreachable_since = None;
+                }
+            }
+        }
     }
 }
 
@@ -189,14 +257,14 @@ pub(crate) fn apply(
     batch: usize,
 ) {
     // Each change gives a fingerprint unlike the one before (and so unlike Flux's).
-    let previous = state
-        .control_plane
-        .as_ref()
-        .and_then(|cp| cp.admin_kubeconfig.as_deref())
-        .and_then(|fingerprint| fingerprint.rsplit_once("(#"))
-        .and_then(|(_, number)| number.trim_end_matches(')').parse::<usize>().ok());
-    let serial = previous.map_or(batch, |previous| batch.max(previous + 1));
-    let new_admin = || Some(format!("{PREDICTED}{} (#{serial})", step.name()));
+    let new_admin = |control_plane: Option<&ObservedControlPlane>| {
+        let previous = control_plane
+            .and_then(|cp| cp.admin_kubeconfig.as_deref())
+            .and_then(|fingerprint| fingerprint.rsplit_once("(#"))
+            .and_then(|(_, number)| number.trim_end_matches(')').parse::<usize>().ok());
+        let serial = previous.map_or(batch, |previous| batch.max(previous + 1));
+        Some(format!("{PREDICTED}{} (#{serial})", step.name()))
+    };
     match &step.action {
         Action::CreateMachine {
             name,
@@ -237,7 +305,7 @@ pub(crate) fn apply(
                 version: *version,
                 unreachable_since: None,
                 certificates_expire: renewed(now),
-                admin_kubeconfig: new_admin(),
+                admin_kubeconfig: new_admin(state.control_plane.as_ref()),
                 bootstrap_incomplete: false,
             });
             state
@@ -286,7 +354,7 @@ pub(crate) fn apply(
             if *role == Role::ControlPlane
                 && let Some(control_plane) = &mut state.control_plane
             {
-                control_plane.admin_kubeconfig = new_admin();
+                control_plane.admin_kubeconfig = new_admin(Some(control_plane));
             }
         }
         Action::ResetNode { machine } => {
@@ -308,13 +376,13 @@ pub(crate) fn apply(
             if let Some(control_plane) = &mut state.control_plane {
                 control_plane.version = *to;
                 control_plane.certificates_expire = renewed(now);
-                control_plane.admin_kubeconfig = new_admin();
+                control_plane.admin_kubeconfig = new_admin(Some(control_plane));
             }
         }
         Action::RenewCertificates { .. } => {
             if let Some(control_plane) = &mut state.control_plane {
                 control_plane.certificates_expire = renewed(now);
-                control_plane.admin_kubeconfig = new_admin();
+                control_plane.admin_kubeconfig = new_admin(Some(control_plane));
             }
         }
         Action::DeliverKubeconfig { flux } => {
@@ -361,4 +429,62 @@ fn memory_of(vm: &ObservedMachine) -> u32 {
         .map(|c| c.memory_mib)
         .or_else(|| vm.built_from.as_ref().map(|b| b.memory_mib))
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observed::{PodRef, ProxmoxTask};
+    use crate::plan::fixtures::{built, desired, minutes, now};
+    use crate::spec::Cluster;
+
+    /// `settling` finds what is in flight and nothing else, so a settled world (the usual
+    /// one) lets `predict` start from the plan's own candidates without a copy.
+    #[test]
+    fn settling_finishes_what_is_in_flight_and_then_finds_nothing() {
+        let desired = desired(vec![Cluster::test("prod")]);
+        let spec = &desired.clusters["prod"].spec;
+        let mut state = built(&desired).clusters["prod"].clone();
+        assert!(settling(&state, spec, now()).is_empty(), "a built cluster");
+        let names: Vec<NodeName> = state.machines.keys().cloned().collect();
+        let (booting, silent, joining, draining) = (&names[0], &names[1], &names[2], &names[3]);
+        let vm = state.machines.get_mut(booting).expect("vm");
+        vm.power = PowerState::Stopped;
+        vm.task = Some(ProxmoxTask {
+            upid: "UPID:pve1:1".to_owned(),
+            kind: "qmstart".to_owned(),
+            started: minutes(-1),
+        });
+        // Young: created within rollout.joinTimeout (older ones are dead, and stay so).
+        state.nodes.remove(silent);
+        let vm = state.machines.get_mut(silent).expect("vm");
+        vm.guest_agent = false;
+        vm.created = minutes(-1);
+        state.machines.get_mut(joining).expect("vm").created = minutes(-1);
+        state.nodes.get_mut(joining).expect("node").ready = false;
+        state.nodes.get_mut(draining).expect("node").drain = Some(DrainObserved {
+            started: minutes(-1),
+            remaining_pods: vec![PodRef {
+                namespace: "shop".to_owned(),
+                name: "web-0".to_owned(),
+                reason: None,
+            }],
+        });
+        if let Some(control_plane) = &mut state.control_plane {
+            control_plane.unreachable_since = Some(minutes(-2));
+        }
+
+        let changes = settling(&state, spec, now());
+        assert_eq!(changes.len(), 5);
+        settle(&mut state, changes, now());
+        let vm = &state.machines[booting];
+        assert!(vm.is_running() && vm.task.is_none());
+        assert!(state.machines[silent].guest_agent);
+        assert!(state.nodes[joining].ready);
+        let drain = state.nodes[draining].drain.as_ref().expect("drain");
+        assert!(drain.remaining_pods.is_empty());
+        let control_plane = state.control_plane.as_ref().expect("control plane");
+        assert_eq!(control_plane.unreachable_since, None);
+        assert!(settling(&state, spec, now()).is_empty(), "settled");
+    }
 }

@@ -2,6 +2,9 @@
 //! pool's replicas, and whether it is stale (built from another template, size or version, or
 //! drifted) and so must be replaced.
 
+use std::cmp::Ordering;
+
+use super::create::Tally;
 use super::*;
 
 impl<'a> Ctx<'a> {
@@ -19,6 +22,7 @@ impl<'a> Ctx<'a> {
             role: Role::ControlPlane,
             replicas: spec.control_plane.replicas,
             desired: Some(desired(0, &spec.control_plane.machine)),
+            tally: Tally::default(),
         });
         for (index, pool) in spec.workers.iter().enumerate() {
             self.pools.push(Pool {
@@ -26,6 +30,7 @@ impl<'a> Ctx<'a> {
                 role: Role::Worker,
                 replicas: pool.replicas,
                 desired: Some(desired(index + 1, &pool.machine)),
+                tally: Tally::default(),
             });
         }
         let observed = self.input.observed;
@@ -45,16 +50,25 @@ impl<'a> Ctx<'a> {
                         role: ownership.role,
                         replicas: 0,
                         desired: None,
+                        tally: Tally::default(),
                     });
                     self.pools.len() - 1
                 }
             };
-            while let Some((node, _)) = nodes.next_if(|(node, _)| *node < name) {
-                self.machineless_nodes.push(node);
+            // One comparison per node: those before this VM's name have no VM.
+            let mut node = None;
+            while let Some(&(node_name, observed_node)) = nodes.peek() {
+                let order = node_name.cmp(name);
+                if order == Ordering::Greater {
+                    break;
+                }
+                nodes.next();
+                if order == Ordering::Equal {
+                    node = Some(observed_node);
+                    break;
+                }
+                self.machineless_nodes.push(node_name);
             }
-            let node = nodes
-                .next_if(|(node, _)| *node == name)
-                .map(|(_, node)| node);
             let fenced = node.is_some_and(ObservedNode::is_out_of_service) && !machine.is_running();
             let mut view = View {
                 name,
@@ -63,14 +77,18 @@ impl<'a> Ctx<'a> {
                 pool,
                 fresh: false,
                 fenced,
+                retiring: machine.is_retiring(),
+                prepared: machine.is_prepared(),
+                in_pool: false,
+                surplus: false,
                 stale: None,
             };
-            view.stale = self.staleness(&view, out);
-            view.fresh = self.pools[pool]
+            let current = self.pools[pool]
                 .desired
                 .as_ref()
-                .is_some_and(|d| d.hash() == ownership.spec_hash)
-                && view.stale.is_none();
+                .is_some_and(|d| d.hash() == ownership.spec_hash);
+            view.stale = self.staleness(&view, current, out);
+            view.fresh = current && view.stale.is_none();
             self.views.push(view);
         }
         self.machineless_nodes.extend(nodes.map(|(node, _)| node));
@@ -79,7 +97,13 @@ impl<'a> Ctx<'a> {
     /// Why a member must be replaced (outdated, drifted with `onDrift: replace`, fenced), and
     /// the drift report. The words of an outdated member are written only when a step needs
     /// them ([`Self::stale_reason`]): a prediction classifies every member at every batch.
-    pub(super) fn staleness(&self, view: &View<'a>, out: &mut Outcome) -> Option<Stale> {
+    /// `current`: the VM's spec hash is its pool's desired one.
+    pub(super) fn staleness(
+        &self,
+        view: &View<'a>,
+        current: bool,
+        out: &mut Outcome,
+    ) -> Option<Stale> {
         view.node?;
         let pool = &self.pools[view.pool];
         let Some(desired) = &pool.desired else {
@@ -89,7 +113,7 @@ impl<'a> Ctx<'a> {
             return Some(Stale::Fenced);
         }
         let machine = view.machine;
-        if machine.ownership.spec_hash != desired.hash() {
+        if !current {
             return Some(Stale::Outdated);
         }
         let config = machine.config.as_ref()?;
@@ -143,27 +167,24 @@ impl<'a> Ctx<'a> {
             Stale::Outdated => {
                 let desired = self.pools[view.pool].desired.as_ref()?;
                 let machine = view.machine;
-                let mut differences = match &machine.built_from {
-                    Some(built) => built.differences(desired.spec()),
-                    None => Vec::new(),
+                let built = machine
+                    .built_from
+                    .as_ref()
+                    .map(|built| self.input.memo.differences(built, desired.spec()));
+                let differences = match built {
+                    Some(words) if !words.is_empty() => words,
+                    _ => match view.node.and_then(|n| n.kubelet_version) {
+                        Some(kubelet) if kubelet != desired.spec().kubernetes => {
+                            format!("kubernetes {kubelet} → {}", desired.spec().kubernetes)
+                        }
+                        _ => format!(
+                            "spec hash {} → {}",
+                            machine.ownership.spec_hash,
+                            desired.hash()
+                        ),
+                    },
                 };
-                if differences.is_empty()
-                    && let Some(kubelet) = view.node.and_then(|n| n.kubelet_version)
-                    && kubelet != desired.spec().kubernetes
-                {
-                    differences.push(format!(
-                        "kubernetes {kubelet} → {}",
-                        desired.spec().kubernetes
-                    ));
-                }
-                if differences.is_empty() {
-                    differences.push(format!(
-                        "spec hash {} → {}",
-                        machine.ownership.spec_hash,
-                        desired.hash()
-                    ));
-                }
-                format!("outdated: {}", differences.join(", "))
+                format!("outdated: {differences}")
             }
         };
         Some(reason)

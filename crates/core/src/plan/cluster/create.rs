@@ -10,68 +10,74 @@ fn count_on<'n>(spread: &mut BTreeMap<&'n str, u32>, node: &'n str) {
     *spread.entry(node).or_default() += 1;
 }
 
-impl<'a> Ctx<'a> {
-    /// Fresh machines of each pool, in the order surplus ones go first: unjoined, being
-    /// removed, not counted, then by name.
-    pub(super) fn fresh_of(&self, pool: usize) -> impl ExactSizeIterator<Item = &View<'a>> {
-        self.fresh
-            .get(pool)
-            .map_or(&[][..], Vec::as_slice)
-            .iter()
-            .map(|&i| &self.views[i])
-    }
+/// A pool's members, counted once per plan (the creates and the delivery ask per pool).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Tally {
+    /// Its fresh machines that count toward its replicas (`View::in_pool`), and of those the
+    /// Ready ones.
+    pub fresh: usize,
+    pub fresh_ready: usize,
+    /// [`Ctx::stale_of`], and of those the ones carrying workloads.
+    pub stale: usize,
+    pub stale_counted: usize,
+    /// Members carrying workloads ([`View::is_counted`]), fresh or not.
+    pub counted: usize,
+}
 
-    /// Computes [`Self::fresh_of`] for every pool, once per plan (it is asked for per member).
-    pub(super) fn index_fresh(&mut self) {
-        let mut fresh = vec![Vec::new(); self.pools.len()];
-        let mut stale = vec![Vec::new(); self.pools.len()];
-        for (index, view) in self.views.iter().enumerate() {
-            if view.fresh && !view.machine.is_retiring() && !self.is_stuck(view) {
-                fresh[view.pool].push(index);
-            }
-            if view.stale.is_some() && !view.machine.is_retiring() {
-                stale[view.pool].push(index);
-            }
+impl<'a> Ctx<'a> {
+    /// Marks each pool's fresh machines (`View::in_pool`) and, among them, the surplus
+    /// ones: those beyond the replicas, taken unjoined first, then being removed, then not
+    /// counted, then by name. Counts each pool's members ([`Tally`]).
+    pub(super) fn mark_fresh(&mut self) {
+        for index in 0..self.views.len() {
+            let view = &self.views[index];
+            let in_pool = view.fresh && !view.retiring && !self.is_stuck(view);
+            let stale = view.stale.is_some() && !view.retiring;
+            let (ready, counted, pool) = (view.is_ready(), view.is_counted(), view.pool);
+            self.views[index].in_pool = in_pool;
+            let tally = &mut self.pools[pool].tally;
+            tally.fresh += usize::from(in_pool);
+            tally.fresh_ready += usize::from(in_pool && ready);
+            tally.stale += usize::from(stale);
+            tally.stale_counted += usize::from(stale && counted);
+            tally.counted += usize::from(counted);
         }
-        self.stale = stale;
-        // `views` are in name order and the sort is stable: ties stay by name.
-        for indices in &mut fresh {
-            indices.sort_by_key(|&i| {
+        let mut fresh = Vec::new();
+        for pool in 0..self.pools.len() {
+            let replicas = self.pools[pool].replicas as usize;
+            if self.pools[pool].tally.fresh <= replicas {
+                continue;
+            }
+            fresh.clear();
+            fresh.extend((0..self.views.len()).filter(|&i| {
+                let v = &self.views[i];
+                v.pool == pool && v.in_pool
+            }));
+            // `views` are in name order and the sort is stable: ties stay by name.
+            fresh.sort_by_key(|&i| {
                 let v = &self.views[i];
                 (v.node.is_some(), !v.is_in_removal(), v.is_counted())
             });
+            for &index in &fresh[..fresh.len() - replicas] {
+                self.views[index].surplus = true;
+            }
         }
-        self.fresh = fresh;
     }
 
-    pub(super) fn surplus_count(&self, pool: usize) -> usize {
-        let fresh = self.fresh.get(pool).map_or(0, Vec::len);
-        fresh.saturating_sub(self.pools[pool].replicas as usize)
-    }
-
-    /// Whether `view` is one of its pool's surplus fresh machines (the first ones of
-    /// [`Self::fresh_of`]).
+    /// Whether `view` is one of its pool's surplus fresh machines (see [`Self::mark_fresh`]).
     pub(super) fn is_surplus(&self, view: &View<'_>) -> bool {
-        let surplus = self.surplus_count(view.pool);
-        self.fresh.get(view.pool).is_some_and(|indices| {
-            indices
-                .iter()
-                .take(surplus)
-                .any(|&i| self.views[i].name == view.name)
-        })
+        view.surplus
     }
 
     pub(super) fn is_surplus_unjoined(&self, view: &View<'_>) -> bool {
         view.node.is_none() && self.is_surplus(view)
     }
 
-    /// Members of a pool to be replaced, by name.
-    pub(super) fn stale_of(&self, pool: usize) -> impl ExactSizeIterator<Item = &View<'a>> {
-        self.stale
-            .get(pool)
-            .map_or(&[][..], Vec::as_slice)
+    /// Members of a pool to be replaced (not already retiring), by name.
+    pub(super) fn stale_of(&self, pool: usize) -> impl Iterator<Item = &View<'a>> {
+        self.views
             .iter()
-            .map(|&i| &self.views[i])
+            .filter(move |v| v.pool == pool && v.stale.is_some() && !v.retiring)
     }
 
     /// How many fresh machines a pool should have now: all replicas, or while stale members
@@ -79,10 +85,11 @@ impl<'a> Ctx<'a> {
     /// before the old machine is removed, rule 1).
     pub(super) fn fresh_wanted(&self, pool: usize) -> usize {
         let replicas = self.pools[pool].replicas as usize;
-        if self.stale_of(pool).len() == 0 {
+        let tally = self.pools[pool].tally;
+        if tally.stale == 0 {
             return replicas;
         }
-        let counted = self.stale_of(pool).filter(|v| v.is_counted()).count();
+        let counted = tally.stale_counted;
         (replicas + self.max_surge())
             .saturating_sub(counted)
             .min(replicas)
@@ -106,9 +113,10 @@ impl<'a> Ctx<'a> {
     /// Whether the control plane pool is complete: every replica joined and Ready, nothing to
     /// replace.
     pub(super) fn control_plane_complete(&self) -> bool {
-        self.fresh_of(0).filter(|v| v.is_ready()).count() >= self.pools[0].replicas as usize
-            && self.fresh_of(0).all(|v| v.is_ready())
-            && self.stale_of(0).len() == 0
+        let tally = self.pools[0].tally;
+        tally.fresh_ready >= self.pools[0].replicas as usize
+            && tally.fresh_ready == tally.fresh
+            && tally.stale == 0
     }
 
     /// Creates machines: the deficit of each pool (all at once, workers alongside the control
@@ -125,14 +133,14 @@ impl<'a> Ctx<'a> {
             if self.pools[pool].desired.is_none() {
                 continue;
             }
-            let fresh = self.fresh_of(pool).len();
+            let fresh = self.pools[pool].tally.fresh;
             let wanted = self.fresh_wanted(pool);
             let replicas = self.pools[pool].replicas as usize;
-            let stale = self.stale_of(pool).len();
+            let stale = self.pools[pool].tally.stale;
             let deficit = replicas.saturating_sub(fresh + stale);
             let total = wanted.saturating_sub(fresh).max(deficit);
             // A fenced machine is a repair, not a rollout: its replacement waits for nothing.
-            let repairing = self.stale_of(pool).any(|v| v.fenced);
+            let repairing = stale > 0 && self.stale_of(pool).any(|v| v.fenced);
             if repairing {
                 repairs.insert(pool);
             }
@@ -147,7 +155,7 @@ impl<'a> Ctx<'a> {
             // prepare while the control plane is built. Replacements wait their turn.
             let now = if allowed { total } else { deficit };
             demand.push((pool, now, total.saturating_sub(now)));
-            earlier_pools_stale |= stale > 0 || pool == 0 && self.stale_of(0).len() > 0;
+            earlier_pools_stale |= stale > 0 || pool == 0 && self.pools[0].tally.stale > 0;
         }
         if demand.iter().all(|(_, now, later)| now + later == 0) {
             return;
@@ -163,6 +171,11 @@ impl<'a> Ctx<'a> {
             *now -= held;
             *later += held;
             budget -= *now;
+        }
+        // The VMs created later must fit too (rule 15), but with none created now, checking
+        // them could only add a refusal, which a prediction does not read.
+        if self.input.predicting && demand.iter().all(|(_, now, _)| *now == 0) {
+            return;
         }
         let observed = self.input.observed;
         let exists = |name: &NodeName| {
@@ -253,9 +266,9 @@ impl<'a> Ctx<'a> {
                 });
             taken.insert(name.clone());
             let earlier = made.entry(pool).or_default();
-            let fresh = self.fresh_of(pool).len() + *earlier;
+            let fresh = self.pools[pool].tally.fresh + *earlier;
             *earlier += 1;
-            let stale = self.stale_of(pool).len();
+            let stale = self.pools[pool].tally.stale;
             let first_stale = self.stale_of(pool).next();
             let reason = if let Some(old) = first_stale.and_then(|v| self.stale_reason(v)) {
                 format!(
@@ -321,7 +334,7 @@ impl<'a> Ctx<'a> {
     /// wait for it, so after an upgrade or a renewal Flux has the new kubeconfig before any
     /// machine moves.
     pub(super) fn delivery(&self, out: &mut Outcome) -> bool {
-        let Some(flux) = &self.spec().delivery.flux else {
+        let Some(target) = self.input.memo.flux_target(self.name(), self.spec()) else {
             return false;
         };
         let Some(admin) = self
@@ -333,17 +346,11 @@ impl<'a> Ctx<'a> {
         else {
             return false;
         };
-        let target = FluxTarget {
-            cluster: flux.cluster.clone(),
-            namespace: flux.namespace.clone(),
-            secret_name: flux.secret_name_for(self.name()),
-        };
         let reason = match &self.input.observed.flux {
             None => {
                 let built = (0..self.pools.len()).all(|pool| {
-                    self.fresh_of(pool).filter(|v| v.is_ready()).count()
-                        >= self.pools[pool].replicas as usize
-                        && self.stale_of(pool).len() == 0
+                    let tally = self.pools[pool].tally;
+                    tally.fresh_ready >= self.pools[pool].replicas as usize && tally.stale == 0
                 });
                 if !built {
                     return false;
@@ -353,7 +360,7 @@ impl<'a> Ctx<'a> {
                     target.namespace, target.secret_name
                 )
             }
-            Some(held) if held.target != target => format!(
+            Some(held) if &held.target != target => format!(
                 "the Flux Secret moved from {}/{} to {}/{}",
                 held.target.namespace,
                 held.target.secret_name,
@@ -373,7 +380,9 @@ impl<'a> Ctx<'a> {
             Some(_) => return false,
         };
         let step = Self::step(
-            Action::DeliverKubeconfig { flux: target },
+            Action::DeliverKubeconfig {
+                flux: target.clone(),
+            },
             self.cluster_target(),
             reason,
         );

@@ -12,7 +12,7 @@ impl<'a> Ctx<'a> {
         let mut steps = Vec::new();
         for view in &self.views {
             let Some(node) = view.node else { continue };
-            if node.ready || view.fenced || view.machine.is_retiring() {
+            if node.ready || view.fenced || view.retiring {
                 continue;
             }
             let dead = !view.machine.is_running() || !view.machine.guest_agent;
@@ -63,11 +63,10 @@ impl<'a> Ctx<'a> {
 
     /// A control plane that is not fully there: NotReady, being removed, or retiring with its
     /// Node still present (rule 9 allows one at a time).
-    pub(super) fn absent_control_planes(&self) -> Vec<&'a NodeName> {
+    pub(super) fn absent_control_planes(&self) -> impl Iterator<Item = &'a NodeName> + '_ {
         self.control_plane_members()
-            .filter(|v| !v.is_ready() || v.is_in_removal() || v.machine.is_retiring())
+            .filter(|v| !v.is_ready() || v.is_in_removal() || v.retiring)
             .map(|v| v.name)
-            .collect()
     }
 
     /// Rule 7: the version moves in place on the control plane first. Returns whether an
@@ -144,7 +143,7 @@ impl<'a> Ctx<'a> {
         }
         let machines: Vec<MachineRef> = self
             .control_plane_members()
-            .filter(|v| v.machine.is_running() && !v.machine.is_retiring())
+            .filter(|v| v.machine.is_running() && !v.retiring)
             .map(View::machine_ref)
             .collect();
         if machines.is_empty() {
@@ -205,14 +204,18 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// Waits on members that are not Ready, and cordons capstan did not make.
+    /// Waits on members that are not Ready, and cordons capstan did not make (a prediction,
+    /// reading only steps, skips them).
     pub(super) fn report_nodes(&self, out: &mut Outcome) {
+        if self.input.predicting {
+            return;
+        }
         let join_timeout = self.spec().rollout.join_timeout.0;
         let mut waiting = Vec::new();
         let mut findings = Vec::new();
         for view in &self.views {
             let Some(node) = view.node else { continue };
-            if view.machine.is_retiring() || view.fenced {
+            if view.retiring || view.fenced {
                 continue;
             }
             if !node.ready && self.input.now < add(view.machine.created, join_timeout) {

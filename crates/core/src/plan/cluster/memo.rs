@@ -1,12 +1,12 @@
 //! What stays the same across the batches of one cluster's prediction: the desired machine
 //! specs with their hashes, and the machine names derived from them.
 
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
 
 use super::placement;
 use crate::model::{NodeName, Role};
-use crate::observed::MachineSpec;
+use crate::observed::{FluxTarget, MachineSpec};
 use crate::spec::{ClusterSpec, KubeVersion};
 
 /// Each pool's desired machine spec and its spec hash, the control plane first.
@@ -20,6 +20,10 @@ pub(crate) struct SpecMemo {
     by_version: RefCell<Vec<(KubeVersion, PoolSpecs)>>,
     /// Machine names by pool and spec hash, by ordinal (a name is a sha1).
     names: RefCell<Vec<(String, String, Vec<NodeName>)>>,
+    /// Differences between the spec a VM was built from and a desired one, in words.
+    differences: RefCell<Vec<(MachineSpec, MachineSpec, String)>>,
+    /// Where Flux gets the admin kubeconfig (`None`: no delivery).
+    flux_target: OnceCell<Option<FluxTarget>>,
 }
 
 impl SpecMemo {
@@ -44,6 +48,33 @@ impl SpecMemo {
             .borrow_mut()
             .push((version, Rc::clone(&specs)));
         specs
+    }
+
+    /// The Secret Flux reads the admin kubeconfig from, when the spec delivers to Flux.
+    pub(super) fn flux_target(&self, cluster: &str, spec: &ClusterSpec) -> Option<&FluxTarget> {
+        self.flux_target
+            .get_or_init(|| {
+                let flux = spec.delivery.flux.as_ref()?;
+                Some(FluxTarget {
+                    cluster: flux.cluster.clone(),
+                    namespace: flux.namespace.clone(),
+                    secret_name: flux.secret_name_for(cluster),
+                })
+            })
+            .as_ref()
+    }
+
+    /// [`MachineSpec::differences`] of `built` from `desired`, joined (empty when they are
+    /// equal), remembered: the outdated members of a pool were mostly built from one spec, and
+    /// a prediction words why at every step that replaces one.
+    pub(super) fn differences(&self, built: &MachineSpec, desired: &MachineSpec) -> String {
+        let mut known = self.differences.borrow_mut();
+        if let Some((.., words)) = known.iter().find(|(b, d, _)| b == built && d == desired) {
+            return words.clone();
+        }
+        let words = built.differences(desired).join(", ");
+        known.push((built.clone(), desired.clone(), words.clone()));
+        words
     }
 
     /// The first of a pool's names ([`placement::machine_name`] by ordinal) that is not

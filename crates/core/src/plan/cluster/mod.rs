@@ -27,7 +27,7 @@ use super::types::{
 };
 use super::window::{self, WindowState};
 use crate::model::{NodeName, Ownership, Role};
-use crate::observed::{FluxTarget, MachineSpec, ObservedCluster, ObservedMachine, ObservedNode};
+use crate::observed::{MachineSpec, ObservedCluster, ObservedMachine, ObservedNode};
 use crate::spec::validate::{CONTROL_PLANE_POOL, VM_NAME_PREFIX};
 use crate::spec::{ClusterSpec, DriftPolicy, KubeVersion, Machine};
 use memo::PoolSpecs;
@@ -72,6 +72,9 @@ pub(crate) struct Input<'a> {
     pub now: Timestamp,
     /// Desired machine specs already computed for this cluster's spec.
     pub memo: &'a SpecMemo,
+    /// A predicted batch: only the candidate steps are read, so work that could only add to
+    /// the reports (blocked, waiting, findings) may be skipped.
+    pub predicting: bool,
 }
 
 /// A pool: desired (the control plane first, then the worker pools in spec order) or removed
@@ -81,6 +84,8 @@ struct Pool<'a> {
     role: Role,
     replicas: u32,
     desired: Option<DesiredPool<'a>>,
+    /// Its members, counted by `mark_fresh`.
+    tally: create::Tally,
 }
 
 struct DesiredPool<'a> {
@@ -110,6 +115,14 @@ struct View<'a> {
     fresh: bool,
     /// Hard-stopped and tainted out-of-service.
     fenced: bool,
+    /// Tagged retiring, and prepared ([`ObservedMachine::is_retiring`], `is_prepared`): read
+    /// once, as every concern asks.
+    retiring: bool,
+    prepared: bool,
+    /// Fresh, not retiring, not stuck: it counts toward its pool (set by `mark_fresh`).
+    in_pool: bool,
+    /// One of its pool's fresh machines beyond the replicas (set by `mark_fresh`).
+    surplus: bool,
     /// Why it must be replaced, when it must.
     stale: Option<classify::Stale>,
 }
@@ -123,7 +136,7 @@ impl View<'_> {
     fn is_counted(&self) -> bool {
         self.node.is_some_and(|node| {
             node.ready && !node.unschedulable && node.drain.is_none() && !self.fenced
-        }) && !self.machine.is_retiring()
+        }) && !self.retiring
     }
 
     fn is_ready(&self) -> bool {
@@ -155,11 +168,6 @@ struct Ctx<'a> {
     target_version: KubeVersion,
     window: WindowState,
     initialised: bool,
-    /// Per pool, the indices in `views` of its fresh machines, surplus-first (see
-    /// `fresh_of`).
-    fresh: Vec<Vec<usize>>,
-    /// Per pool, the indices in `views` of its stale members (see `stale_of`).
-    stale: Vec<Vec<usize>>,
     /// Nodes with no VM of their name, in name order (found by `classify`'s walk).
     machineless_nodes: Vec<&'a NodeName>,
 }
@@ -213,12 +221,10 @@ pub(crate) fn candidates(input: &Input<'_>, capacity: &Capacity) -> Outcome {
         target_version,
         window: window::state(input.spec.rollout.maintenance_window.as_ref(), input.now),
         initialised: out.initialised,
-        fresh: Vec::new(),
-        stale: Vec::new(),
         machineless_nodes: Vec::new(),
     };
     ctx.classify(&mut out);
-    ctx.index_fresh();
+    ctx.mark_fresh();
     ctx.plan(capacity, &mut out);
     out
 }
@@ -400,7 +406,7 @@ impl<'a> Ctx<'a> {
     /// Retiring VMs: their Node was (being) deleted; reset, then destroy.
     fn retiring(&self, out: &mut Outcome, api: bool) {
         let mut steps = Vec::new();
-        for view in self.views.iter().filter(|v| v.machine.is_retiring()) {
+        for view in self.views.iter().filter(|v| v.retiring) {
             let target = self.target(view);
             let machine = view.machine_ref();
             if view.node.is_some() {
@@ -478,14 +484,14 @@ impl<'a> Ctx<'a> {
     fn first_control_plane(&self) -> Option<&'a NodeName> {
         self.views
             .iter()
-            .filter(|v| v.fresh && v.role() == Role::ControlPlane && !v.machine.is_retiring())
+            .filter(|v| v.fresh && v.role() == Role::ControlPlane && !v.retiring)
             .map(|v| v.name)
             .min()
     }
 
     fn is_stuck(&self, view: &View<'_>) -> bool {
         view.node.is_none()
-            && !view.machine.is_retiring()
+            && !view.retiring
             && view.fresh
             && self
                 .join_deadline(view)
@@ -493,7 +499,7 @@ impl<'a> Ctx<'a> {
     }
 
     fn is_orphan(&self, view: &View<'_>) -> bool {
-        view.node.is_none() && !view.machine.is_retiring() && !view.fresh
+        view.node.is_none() && !view.retiring && !view.fresh
     }
 
     /// Rule 6: machines that never joined in time are destroyed (and created again by the
@@ -555,11 +561,7 @@ impl<'a> Ctx<'a> {
     /// than waiting out the join timeout.
     fn finish_creation(&self, view: &View<'_>) -> Option<Step> {
         let machine = view.machine;
-        if machine.is_running()
-            || machine.task.is_some()
-            || view.node.is_some()
-            || machine.is_retiring()
-        {
+        if machine.is_running() || machine.task.is_some() || view.node.is_some() || view.retiring {
             return None;
         }
         let desired = self.pools[view.pool].desired.as_ref()?;
@@ -596,7 +598,7 @@ impl<'a> Ctx<'a> {
             out.push(step, Gate::Open);
             return;
         }
-        if !view.machine.is_prepared() {
+        if !view.prepared {
             // `prepares` runs its prepare script first.
             return;
         }
@@ -631,8 +633,8 @@ impl<'a> Ctx<'a> {
             let machine = view.machine;
             if view.node.is_some()
                 || !view.fresh
-                || machine.is_retiring()
-                || machine.is_prepared()
+                || view.retiring
+                || view.prepared
                 || (!machine.is_running() && machine.task.is_none())
                 || self.is_stuck(view)
                 || self.is_surplus_unjoined(view)
@@ -665,26 +667,23 @@ impl<'a> Ctx<'a> {
     /// Fresh machines without a Node join: control planes one at a time while every other
     /// control plane is present (rule 9), workers together.
     fn joins(&self, out: &mut Outcome) {
-        let absent = self.absent_control_planes();
         let mut control_plane_joining = false;
         let mut steps = Vec::new();
         let mut names: Vec<&View<'a>> = self
             .views
             .iter()
-            .filter(|v| {
-                v.node.is_none() && v.fresh && !v.machine.is_retiring() && !self.is_stuck(v)
-            })
+            .filter(|v| v.node.is_none() && v.fresh && !v.retiring && !self.is_stuck(v))
             .filter(|v| !self.is_surplus_unjoined(v))
             .collect();
         // A control plane whose prepare script ran joins before one still preparing; `views`
         // are in name order and the sort is stable, so ties stay by name.
-        names.sort_by_key(|v| (v.role() != Role::ControlPlane, !v.machine.is_prepared()));
+        names.sort_by_key(|v| (v.role() != Role::ControlPlane, !v.prepared));
         // A node joins through a control plane (its join token is made there): one whose Node
         // is registered, which `kubeadm init` leaves behind with the API answering, before
         // the CNI makes it Ready (the executor prefers a Ready one).
         let join_through = self
             .control_plane_members()
-            .find(|v| v.machine.is_running() && !v.machine.is_retiring())
+            .find(|v| v.machine.is_running() && !v.retiring)
             .map(|v| v.name);
         for view in names {
             let role = view.role();
@@ -693,7 +692,7 @@ impl<'a> Ctx<'a> {
                     continue;
                 }
                 control_plane_joining = true;
-                if let Some(other) = absent.first() {
+                if let Some(other) = self.absent_control_planes().next() {
                     let waiting = self.waiting(
                         ActionKind::JoinNode,
                         Some(view.name),
@@ -727,7 +726,7 @@ impl<'a> Ctx<'a> {
                 }
                 continue;
             }
-            if !view.machine.is_prepared() {
+            if !view.prepared {
                 // `prepares` runs its prepare script first (or waits for the VM to answer).
                 continue;
             }

@@ -10,12 +10,12 @@ impl<'a> Ctx<'a> {
     pub(super) fn removal_in_flight(&self) -> bool {
         self.views
             .iter()
-            .any(|v| v.machine.is_retiring() || (self.is_leaving(v) && v.is_in_removal()))
+            .any(|v| v.retiring || (self.is_leaving(v) && v.is_in_removal()))
     }
 
     /// Whether a member is to leave: stale, or surplus of its pool.
     pub(super) fn is_leaving(&self, view: &View<'_>) -> bool {
-        if view.node.is_none() || view.machine.is_retiring() {
+        if view.node.is_none() || view.retiring {
             return false;
         }
         if view.stale.is_some() {
@@ -28,10 +28,19 @@ impl<'a> Ctx<'a> {
     /// order, then removed pools; within a pool, the one already in removal, then those not
     /// carrying workloads, then by name.
     pub(super) fn leaving(&self) -> Vec<&View<'a>> {
-        let mut leaving: Vec<&View<'a>> =
-            self.views.iter().filter(|v| self.is_leaving(v)).collect();
-        // `views` are in name order and the sort is stable: ties stay by name.
-        leaving.sort_by_key(|v| (v.pool, !v.is_in_removal(), v.is_counted()));
+        let mut leaving: Vec<&View<'a>> = Vec::new();
+        // Pool by pool (one sort of every pool's members would move whole pools past each
+        // other, as names order them otherwise). `views` are in name order and the sort is
+        // stable: ties stay by name.
+        for pool in 0..self.pools.len() {
+            let start = leaving.len();
+            leaving.extend(
+                self.views
+                    .iter()
+                    .filter(|v| v.pool == pool && self.is_leaving(v)),
+            );
+            leaving[start..].sort_by_key(|v| (!v.is_in_removal(), v.is_counted()));
+        }
         leaving
     }
 
@@ -41,7 +50,7 @@ impl<'a> Ctx<'a> {
         for view in &self.views {
             if view.node.is_none()
                 && view.fresh
-                && !view.machine.is_retiring()
+                && !view.retiring
                 && !self.is_stuck(view)
                 && self.is_surplus_unjoined(view)
             {
@@ -63,19 +72,14 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    pub(super) fn counted_in_pool(&self, pool: usize, except: &NodeName) -> usize {
-        self.views
-            .iter()
-            .filter(|v| v.pool == pool && v.is_counted() && v.name != except)
-            .count()
-    }
-
+    /// Workers carrying workloads.
     pub(super) fn counted_workers(&self) -> u32 {
-        let count = self
-            .views
+        let count: usize = self
+            .pools
             .iter()
-            .filter(|v| v.role() == Role::Worker && v.is_counted())
-            .count();
+            .filter(|p| p.role == Role::Worker)
+            .map(|p| p.tally.counted)
+            .sum();
         u32::try_from(count).unwrap_or(u32::MAX)
     }
 
@@ -83,14 +87,11 @@ impl<'a> Ctx<'a> {
     pub(super) fn removal_hold(&self, out: &Outcome, view: &View<'a>) -> Option<Hold> {
         let pool = &self.pools[view.pool];
         let replicas = pool.replicas as usize;
-        let others = self.counted_in_pool(view.pool, view.name);
+        // The pool's other members carrying workloads.
+        let others = pool.tally.counted - usize::from(view.is_counted());
         if view.role() == Role::ControlPlane {
-            let absent: Vec<&NodeName> = self
-                .absent_control_planes()
-                .into_iter()
-                .filter(|n| *n != view.name)
-                .collect();
-            if let Some(other) = absent.first() {
+            let absent = self.absent_control_planes().find(|n| *n != view.name);
+            if let Some(other) = absent {
                 return Some(Hold::Wait(Resource::Node {
                     name: (*other).clone(),
                     condition: "Ready (one control plane absent at a time)".to_owned(),
@@ -108,7 +109,7 @@ impl<'a> Ctx<'a> {
         let ready = self.counted_workers();
         if view.is_counted() && ready.saturating_sub(1) < minimum {
             let incoming = self.views.iter().any(|v| {
-                v.role() == Role::Worker && v.fresh && !v.is_counted() && !v.machine.is_retiring()
+                v.role() == Role::Worker && v.fresh && !v.is_counted() && !v.retiring
             }) || out.candidates.iter().any(|c| {
                 matches!(&c.step.action, Action::CreateMachine { ownership, .. } if ownership.role == Role::Worker)
             });
@@ -160,7 +161,7 @@ impl<'a> Ctx<'a> {
                 ),
             });
         }
-        if self.views.iter().any(|v| v.machine.is_retiring()) {
+        if self.views.iter().any(|v| v.retiring) {
             return;
         }
         let leaving: Vec<&View<'a>> = self
@@ -209,7 +210,11 @@ impl<'a> Ctx<'a> {
         self.remove(out, view);
     }
 
+    /// Reports why `view` does not leave yet (a prediction, reading only steps, skips it).
     pub(super) fn hold(&self, out: &mut Outcome, view: &View<'a>, hold: Hold) {
+        if self.input.predicting {
+            return;
+        }
         match hold {
             Hold::Wait(resource) => {
                 let waiting = self.waiting(ActionKind::Cordon, Some(view.name), resource, None);

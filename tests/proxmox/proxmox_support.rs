@@ -107,5 +107,9 @@ pub fn expected(vm: &VmRef, request: &CloneRequest) -> ExpectedVm {
 /// the fast world); fails the test when it does not within the lab client's `agent_wait`.
 pub async fn wait_for_agent(client: &ProxmoxClient, vm: &VmRef) {
     let answered = client.await_agent(vm).await.expect("ping");
-    assert!(answered, "the guest agent of VM {} does not answer", vm.vmid);
+    assert!(
+        answered,
+        "the guest agent of VM {} does not answer",
+        vm.vmid
+    );
 }

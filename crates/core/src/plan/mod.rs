@@ -4,7 +4,8 @@
 //!
 //! Pure: no clock, environment, randomness or I/O (the crate has no I/O dependency, and its
 //! lints deny clock and file calls). Everything it needs comes in as data, so every lifecycle
-//! rule is a tested invariant of its output.
+//! rule is a tested invariant of its output. The one thing it asks the machine is how many
+//! cores to predict on, which changes how fast a plan comes, never what it says.
 //!
 //! # Guarantees
 //! - Deterministic: equal inputs give equal plans (BTreeMaps, name-derived VM names).
@@ -30,6 +31,7 @@ mod proptests;
 mod tests;
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use jiff::Timestamp;
 
@@ -65,6 +67,18 @@ impl Policy {
 
 /// Plans the whole fleet at `now`.
 pub fn plan(desired: &Desired, observed: &Observed, policy: &Policy, now: Timestamp) -> Plan {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    plan_on(desired, observed, policy, now, cores)
+}
+
+/// [`plan`], predicting on up to `threads` threads (the plan is the same on any number).
+fn plan_on(
+    desired: &Desired,
+    observed: &Observed,
+    policy: &Policy,
+    now: Timestamp,
+    threads: usize,
+) -> Plan {
     let mut capacity = Capacity::of(observed);
     let empty = ObservedCluster::default();
     let names: BTreeSet<&String> = desired
@@ -74,11 +88,12 @@ pub fn plan(desired: &Desired, observed: &Observed, policy: &Policy, now: Timest
         .collect();
     let mut clusters = Vec::new();
     let mut findings = Vec::new();
+    let mut predictions = Vec::new();
     for name in names {
         let seen = observed.clusters.get(name);
         match desired.clusters.get(name) {
             Some(cluster) => {
-                let (plan, orphans) = plan_cluster(
+                let (plan, prediction, orphans) = plan_cluster(
                     name,
                     &cluster.spec,
                     seen.unwrap_or(&empty),
@@ -86,6 +101,7 @@ pub fn plan(desired: &Desired, observed: &Observed, policy: &Policy, now: Timest
                     now,
                     &mut capacity,
                 );
+                predictions.push((clusters.len(), prediction));
                 clusters.push(plan);
                 findings.extend(orphans);
             }
@@ -114,6 +130,15 @@ pub fn plan(desired: &Desired, observed: &Observed, policy: &Policy, now: Timest
             }
         }
     }
+    let (indices, predictions): (Vec<usize>, Vec<Prediction<'_>>) = predictions.into_iter().unzip();
+    let predicted = predict_all(&predictions, policy, now, threads);
+    for (index, predicted) in indices.into_iter().zip(predicted) {
+        let plan = &mut clusters[index];
+        plan.predicted = predicted;
+        if plan.phase == Phase::Ready && !plan.predicted.is_empty() {
+            plan.phase = Phase::Updating;
+        }
+    }
     Plan {
         now,
         clusters,
@@ -121,15 +146,82 @@ pub fn plan(desired: &Desired, observed: &Observed, policy: &Policy, now: Timest
     }
 }
 
-/// Plans one desired cluster; returns its plan and the orphans found.
-fn plan_cluster(
-    name: &str,
-    spec: &ClusterSpec,
-    observed: &ObservedCluster,
+/// What a cluster's prediction starts from: the cluster as its plan saw it, with the capacity
+/// its plan saw (earlier clusters' new VMs taken out) and the steps its plan listed.
+struct Prediction<'a> {
+    name: &'a str,
+    spec: &'a ClusterSpec,
+    observed: &'a ObservedCluster,
+    capacity: Capacity,
+    listed: Vec<cluster::Candidate>,
+}
+
+impl Prediction<'_> {
+    fn run(&self, policy: &Policy, now: Timestamp) -> Vec<Step> {
+        let memo = SpecMemo::default();
+        let input = Input {
+            name: self.name,
+            spec: self.spec,
+            observed: self.observed,
+            policy,
+            now,
+            memo: &memo,
+            predicting: false,
+        };
+        simulate::predict(&input, &self.capacity, &self.listed)
+    }
+}
+
+/// Runs every cluster's prediction on up to `threads` threads, each taking the next cluster
+/// not yet taken. Each prediction depends only on its own start (its capacity is a copy), so
+/// the plans are the same on any number of threads; a template change across a fleet
+/// predicts hundreds of batches per cluster, the bulk of a plan's time.
+fn predict_all(
+    predictions: &[Prediction<'_>],
+    policy: &Policy,
+    now: Timestamp,
+    threads: usize,
+) -> Vec<Vec<Step>> {
+    let threads = threads.min(predictions.len());
+    if threads <= 1 {
+        return predictions.iter().map(|p| p.run(policy, now)).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let work = || {
+        let mut done = Vec::new();
+        loop {
+            let index = next.fetch_add(1, Ordering::Relaxed);
+            let Some(prediction) = predictions.get(index) else {
+                return done;
+            };
+            done.push((index, prediction.run(policy, now)));
+        }
+    };
+    let mut results: Vec<Vec<Step>> = vec![Vec::new(); predictions.len()];
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads).map(|_| scope.spawn(work)).collect();
+        for worker in workers {
+            let done = worker
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            for (index, predicted) in done {
+                results[index] = predicted;
+            }
+        }
+    });
+    results
+}
+
+/// Plans one desired cluster; returns its plan (without its prediction, which `plan` runs
+/// for all clusters at once), what its prediction starts from, and the orphans found.
+fn plan_cluster<'a>(
+    name: &'a str,
+    spec: &'a ClusterSpec,
+    observed: &'a ObservedCluster,
     policy: &Policy,
     now: Timestamp,
     capacity: &mut Capacity,
-) -> (ClusterPlan, Vec<Finding>) {
+) -> (ClusterPlan, Prediction<'a>, Vec<Finding>) {
     let memo = SpecMemo::default();
     let input = Input {
         name,
@@ -155,7 +247,13 @@ fn plan_cluster(
             Gate::Wait(waiting) => waiting_on.push(waiting.clone()),
         }
     }
-    let predicted = simulate::predict(&input, capacity, &outcome.candidates);
+    let prediction = Prediction {
+        name,
+        spec,
+        observed,
+        capacity: capacity.clone(),
+        listed: outcome.candidates.clone(),
+    };
     let steps = simulate::select(outcome.candidates, false);
     // This cluster's new VMs take their memory before the next cluster is planned.
     for step in &steps {
@@ -179,7 +277,8 @@ fn plan_cluster(
         }
     } else if spec.delivery.flux.is_some() && observed.flux.is_none() {
         Phase::Provisioning
-    } else if steps.is_empty() && predicted.is_empty() && waiting_on.is_empty() {
+    } else if steps.is_empty() && waiting_on.is_empty() {
+        // Updating instead when the prediction finds steps to come (see `plan`).
         Phase::Ready
     } else {
         Phase::Updating
@@ -188,12 +287,12 @@ fn plan_cluster(
         name: name.to_owned(),
         phase,
         steps,
-        predicted,
+        predicted: Vec::new(),
         blocked: outcome.blocked,
         waiting_on,
         findings: outcome.findings,
     };
-    (plan, outcome.orphans)
+    (plan, prediction, outcome.orphans)
 }
 
 /// Applies the expected effect of `step` to `observed` (its happy path: a created VM boots, a

@@ -718,3 +718,25 @@ fn workers_join_through_a_running_control_plane_ready_or_not() {
         "{waits}"
     );
 }
+
+#[test]
+fn predictions_made_on_several_threads_are_the_ones_made_on_one() {
+    // Clusters of different sizes (so threads finish out of order), mid template change.
+    let clusters: Vec<Cluster> = (0..7)
+        .map(|i| Cluster::test(&format!("c{i}")).with_workers("general", 1 + i % 4))
+        .collect();
+    let observed = built(&desired(clusters.clone()));
+    let changed = desired(
+        clusters
+            .into_iter()
+            .map(|c| c.with_template("general", "debian13-k8s-v2"))
+            .collect(),
+    );
+    let policy = Policy::of(&changed);
+    let one = super::plan_on(&changed, &observed, &policy, now(), 1);
+    assert!(one.clusters.iter().all(|c| !c.predicted.is_empty()));
+    for threads in [2, 3, 16] {
+        let several = super::plan_on(&changed, &observed, &policy, now(), threads);
+        assert_eq!(several, one, "{threads} threads");
+    }
+}

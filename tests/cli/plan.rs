@@ -187,3 +187,41 @@ fn the_committed_observed_schema_is_current_and_accepts_the_example_snapshot() {
     let parsed: capstan::observed::Observed = serde_json::from_str(&text).expect("parses");
     assert_eq!(parsed.clusters.len(), 2);
 }
+
+#[test]
+fn a_k3s_clusters_plan_speaks_of_k3s_not_kubeadm() {
+    let run = capstan(&[
+        "plan",
+        &repo(),
+        "--observed",
+        "none",
+        "--format",
+        "markdown",
+        "--now",
+        NOW,
+    ]);
+    run.assert_code(0);
+    let edge: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| l.contains("capstan-edge-"))
+        .collect();
+    assert!(
+        edge.iter()
+            .any(|l| l.contains("start the K3s server on the first of 1 control plane(s)")),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        edge.iter()
+            .any(|l| l.contains("check that K3s 1.36.2+k3s1 is in its template")),
+        "{}",
+        run.stdout
+    );
+    for line in edge {
+        assert!(
+            !line.contains("kubeadm") && !line.contains("CRI-O"),
+            "{line}"
+        );
+    }
+}

@@ -13,6 +13,7 @@ mod health;
 mod memo;
 mod removal;
 mod version;
+mod words;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
@@ -32,6 +33,7 @@ use crate::spec::validate::{CONTROL_PLANE_POOL, VM_NAME_PREFIX};
 use crate::spec::{ClusterSpec, DriftPolicy, KubeVersion, Machine};
 use memo::PoolSpecs;
 pub(crate) use memo::SpecMemo;
+use words::Words;
 
 /// What gates a candidate step.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -274,6 +276,11 @@ impl<'a> Ctx<'a> {
         self.input.name
     }
 
+    /// How the cluster's distribution names its operations, for the steps' reasons.
+    fn words(&self) -> Words {
+        Words::of(self.spec().kubernetes.distribution)
+    }
+
     fn initialised(&self) -> bool {
         self.initialised
     }
@@ -440,7 +447,10 @@ impl<'a> Ctx<'a> {
                 let step = Self::step(
                     Action::ResetNode { machine },
                     target,
-                    "retiring: its Node is deleted; kubeadm reset, then shut down".to_owned(),
+                    format!(
+                        "retiring: its Node is deleted; {}, then shut down",
+                        self.words().reset
+                    ),
                 );
                 steps.push((step, false, Gate::Open));
             } else {
@@ -614,7 +624,8 @@ impl<'a> Ctx<'a> {
             },
             self.target(view),
             format!(
-                "bootstrap: kubeadm init on the first of {} control plane(s), endpoint {} ({}:{})",
+                "bootstrap: {} on the first of {} control plane(s), endpoint {} ({}:{})",
+                self.words().init,
                 spec.control_plane.replicas,
                 spec.endpoint.host,
                 spec.endpoint.address,
@@ -653,8 +664,9 @@ impl<'a> Ctx<'a> {
                 },
                 self.target(view),
                 format!(
-                    "new {}: install CRI-O and Kubernetes {version} while it waits to join",
-                    view.role()
+                    "new {}: {} while it waits to join",
+                    view.role(),
+                    self.words().prepare(version)
                 ),
             );
             steps.push((step, gate));

@@ -121,6 +121,7 @@ fn damage(observed: &mut Observed, damage: &[(u8, usize)], fence: bool) {
         .filter(|vm| vm.ownership.role == Role::ControlPlane)
         .count();
     let names: Vec<NodeName> = cluster.machines.keys().cloned().collect();
+    let mut dead_control_planes = 0;
     for &(kind, index) in damage {
         let name = &names[index % names.len()];
         match kind {
@@ -132,11 +133,15 @@ fn damage(observed: &mut Observed, damage: &[(u8, usize)], fence: bool) {
                 }
             }
             // A dead node, where fencing can repair it: a lone control plane cannot be (its
-            // cluster is down with it).
+            // cluster is down with it), nor a second dead control plane of three (etcd has
+            // lost its quorum: a restore, not a plan).
             1 if fence
                 && (cluster.machines[name].ownership.role == Role::Worker
-                    || control_planes >= 3) =>
+                    || (control_planes >= 3 && dead_control_planes == 0)) =>
             {
+                if cluster.machines[name].ownership.role == Role::ControlPlane {
+                    dead_control_planes += 1;
+                }
                 if let Some(node) = cluster.nodes.get_mut(name) {
                     node.ready = false;
                     node.ready_since = minutes(-30);

@@ -182,7 +182,10 @@ fn predict_all(
     now: Timestamp,
     threads: usize,
 ) -> Vec<Vec<Step>> {
-    let threads = threads.min(predictions.len());
+    // A converged cluster lists nothing and its prediction ends at once: threads would cost
+    // more than they save (and each keeps memory of its own in the allocator).
+    let with_work = predictions.iter().filter(|p| !p.listed.is_empty()).count();
+    let threads = threads.min(with_work);
     if threads <= 1 {
         return predictions.iter().map(|p| p.run(policy, now)).collect();
     }

@@ -124,6 +124,12 @@ struct Running {
     machine: Option<crate::model::NodeName>,
 }
 
+/// A cluster as the pass that starts its steps observed it.
+struct Seen {
+    observed: crate::observed::ObservedCluster,
+    access: crate::observe::ClusterAccess,
+}
+
 /// A step that failed, as the status reports it.
 struct Failure {
     action: ActionKind,
@@ -388,8 +394,26 @@ impl<Pr: Providers> Daemon<Pr> {
                 Some(work) => work.startable(&cluster.steps),
                 None => cluster.steps.clone(),
             };
+            if steps.is_empty() {
+                continue;
+            }
+            // The cluster as observed, read by each of its steps started now (shared: a
+            // bootstrap starts a step per machine).
+            let seen = Arc::new(Seen {
+                observed: observation
+                    .observed
+                    .clusters
+                    .get(&cluster.name)
+                    .cloned()
+                    .unwrap_or_default(),
+                access: observation
+                    .access
+                    .get(&cluster.name)
+                    .cloned()
+                    .unwrap_or_default(),
+            });
             for step in steps {
-                self.start(desired, &observation, &revision, &cluster.name, step);
+                self.start(desired, &seen, &revision, &cluster.name, step);
             }
         }
         self.publish(desired, &observation, &plan, revision, errors);
@@ -406,19 +430,13 @@ impl<Pr: Providers> Daemon<Pr> {
     fn start(
         &mut self,
         desired: &Desired,
-        observation: &Observation,
+        seen: &Arc<Seen>,
         revision: &str,
         name: &str,
         step: Step,
     ) {
         let spec = desired.clusters.get(name).map(|c| c.spec.clone());
-        let observed = observation
-            .observed
-            .clusters
-            .get(name)
-            .cloned()
-            .unwrap_or_default();
-        let access = observation.access.get(name).cloned().unwrap_or_default();
+        let seen = Arc::clone(seen);
         let executor = Arc::clone(&self.executor);
         let leadership = Arc::clone(&self.leadership);
         let limit = Arc::clone(&self.limit);
@@ -439,8 +457,8 @@ impl<Pr: Providers> Daemon<Pr> {
             let ctx = StepContext {
                 cluster: &name,
                 spec: spec.as_ref(),
-                observed: &observed,
-                access: &access,
+                observed: &seen.observed,
+                access: &seen.access,
                 revision: &revision,
             };
             // The slot may have been waited for: a replica that lost the Lease meanwhile

@@ -10,6 +10,20 @@ fn repo() -> String {
     examples_repo().to_str().expect("utf-8 path").to_owned()
 }
 
+/// `capstan plan` of the example repository from nothing, in markdown.
+fn plan_from_nothing() -> crate::support::Run {
+    capstan(&[
+        "plan",
+        &repo(),
+        "--observed",
+        "none",
+        "--format",
+        "markdown",
+        "--now",
+        NOW,
+    ])
+}
+
 fn snapshot() -> String {
     examples_repo()
         .join("observed.example.json")
@@ -20,16 +34,7 @@ fn snapshot() -> String {
 
 #[test]
 fn planning_from_nothing_prints_the_full_bootstrap_of_every_example_cluster_in_markdown() {
-    let run = capstan(&[
-        "plan",
-        &repo(),
-        "--observed",
-        "none",
-        "--format",
-        "markdown",
-        "--now",
-        NOW,
-    ]);
+    let run = plan_from_nothing();
     run.assert_code(0)
         .assert_reports("#### `edge` — Pending: 10 step(s) to converge, 3 may run now")
         .assert_reports("#### `platform` — Pending: 25 step(s) to converge, 8 may run now")
@@ -190,16 +195,7 @@ fn the_committed_observed_schema_is_current_and_accepts_the_example_snapshot() {
 
 #[test]
 fn a_k3s_clusters_plan_speaks_of_k3s_not_kubeadm() {
-    let run = capstan(&[
-        "plan",
-        &repo(),
-        "--observed",
-        "none",
-        "--format",
-        "markdown",
-        "--now",
-        NOW,
-    ]);
+    let run = plan_from_nothing();
     run.assert_code(0);
     let edge: Vec<&str> = run
         .stdout

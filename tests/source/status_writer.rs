@@ -141,7 +141,8 @@ fn the_demo_commits_its_status_and_status_repo_reads_it() {
     );
     let clone = state.join("repo");
     git(&clone, &["fetch", "-q"]);
-    let log = git(&clone, &["log", "--format=%s", "origin/capstan-status"]);
+    // The whole messages: a commit that several clusters' changes share says each in its body.
+    let log = git(&clone, &["log", "--format=%B", "origin/capstan-status"]);
     assert!(
         log.lines().any(|l| l.contains("→ Ready")),
         "a status commit says a cluster turned Ready:\n{log}"

@@ -99,7 +99,7 @@ struct Finished {
     /// The spec the step was planned from (to tell a fixed file from a repeat failure).
     spec: Option<crate::spec::ClusterSpec>,
     /// The step's outcome (none when leadership was lost before it started).
-    results: Vec<StepOutcome>,
+    outcome: Option<StepOutcome>,
 }
 
 /// One step's action, machine, result and wall time.
@@ -463,24 +463,24 @@ impl<Pr: Providers> Daemon<Pr> {
             };
             // The slot may have been waited for: a replica that lost the Lease meanwhile
             // starts nothing (the new leader plans this step again).
-            let results = if leadership.is_leading() {
+            let outcome = if leadership.is_leading() {
                 let started = Instant::now();
                 let result = executor.run(ctx, &step).await;
-                vec![(
+                Some((
                     step.kind(),
                     step.target.machine.clone(),
                     result,
                     started.elapsed(),
-                )]
+                ))
             } else {
                 tracing::info!(cluster = %name, action = step.kind().name(), "not leading any more; step not started");
-                Vec::new()
+                None
             };
             Finished {
                 cluster: name.clone(),
                 revision: revision.clone(),
                 spec,
-                results,
+                outcome,
             }
         });
         work.add(task.id(), &planned);
@@ -497,7 +497,7 @@ impl<Pr: Providers> Daemon<Pr> {
         }
     }
 
-    /// Accounts for a step task that ended: its results, or, when it panicked, a failure of
+    /// Accounts for a step task that ended: its outcome, or, when it panicked, a failure of
     /// its steps carrying the panic message (so the cluster is retried with backoff, and
     /// blocked if it keeps panicking, instead of staying busy forever).
     fn settle(&mut self, done: Result<(tokio::task::Id, Finished), JoinError>) {
@@ -541,7 +541,7 @@ impl<Pr: Providers> Daemon<Pr> {
     fn record(&mut self, finished: Finished) {
         let now = self.clock.now();
         // These steps rewrite admin.conf (even when they fail part-way): read it again.
-        if finished.results.iter().any(|(action, _, _, _)| {
+        if finished.outcome.iter().any(|(action, _, _, _)| {
             matches!(
                 action,
                 ActionKind::InitControlPlane
@@ -551,7 +551,7 @@ impl<Pr: Providers> Daemon<Pr> {
         }) {
             self.observer.forget_admin(&finished.cluster);
         }
-        for (action, machine, result, took) in finished.results {
+        if let Some((action, machine, result, took)) = finished.outcome {
             let ok = result.is_ok();
             if ok {
                 self.timings.record(action, took);

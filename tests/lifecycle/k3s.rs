@@ -132,16 +132,7 @@ async fn wrong_datastore_credentials_are_refused_before_any_vm_is_cloned() {
     let mariadb = MariaDb::start();
     let mut world = world(&mariadb, "not-the-root-password", true).await;
     world.start_daemon().await;
-    let status = world
-        .wait_for("the datastore refusal in the status", |s| {
-            s.clusters.get("edge").is_some_and(|c| {
-                serde_json::to_string(c)
-                    .expect("json")
-                    .contains("Access denied for user")
-            })
-        })
-        .await;
-    let text = serde_json::to_string(&status.clusters["edge"]).expect("json");
+    let text = refusal_in_status(&world, "the datastore refusal in the status").await;
     assert!(
         text.contains("datastore `mariadb`") && text.contains("ERROR 1045 (28000)"),
         "the refusal names the datastore and carries MariaDB's error: {text}"
@@ -453,16 +444,7 @@ async fn a_wrong_kine_dsn_is_refused_before_any_clone_with_mariadbs_error() {
     let mariadb = MariaDb::start();
     let (mut world, _dsn) = given_world(&mariadb, "not-the-given-pw").await;
     world.start_daemon().await;
-    let status = world
-        .wait_for("the DSN's refusal in the status", |s| {
-            s.clusters.get("edge").is_some_and(|c| {
-                serde_json::to_string(c)
-                    .expect("json")
-                    .contains("Access denied for user")
-            })
-        })
-        .await;
-    let text = serde_json::to_string(&status.clusters["edge"]).expect("json");
+    let text = refusal_in_status(&world, "the DSN's refusal in the status").await;
     assert!(
         text.contains("datastore `endpointFrom`")
             && text.contains("the cluster's user `given`")
@@ -523,4 +505,18 @@ async fn edge_ready_with_template(mariadb: &MariaDb, template: &str, k3s: Option
         .wait_for("the K3s cluster Ready", |s| ready(s, &["edge"]))
         .await;
     world
+}
+
+/// Waits until edge's status carries MariaDB's "Access denied"; returns that status as JSON.
+async fn refusal_in_status(world: &World, what: &str) -> String {
+    let status = world
+        .wait_for(what, |s| {
+            s.clusters.get("edge").is_some_and(|c| {
+                serde_json::to_string(c)
+                    .expect("json")
+                    .contains("Access denied for user")
+            })
+        })
+        .await;
+    serde_json::to_string(&status.clusters["edge"]).expect("json")
 }

@@ -5,7 +5,8 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use crate::proxmox_support::{
-    clone_request, created, expected, fast_world, ownership, start, wait_for_agent,
+    clone_request, created, expected, fast_world, ownership, start, template_on_pve1,
+    wait_for_agent,
 };
 use capstan::model::{Role, VmId};
 use capstan::providers::proxmox::ownership::{parse_description, parse_tags, split_tags};
@@ -376,17 +377,7 @@ async fn a_clone_that_loses_its_vmid_retries_with_a_fresh_one() {
 async fn a_template_on_shared_storage_is_cloned_to_another_node() {
     let mut world = fast_world();
     world.storages[0].shared = true;
-    world.templates = Some(vec![capstan_lab::world::WorldTemplate {
-        name: "debian13-k8s".into(),
-        vmid: 9000,
-        node: "pve1".into(),
-        cores: 2,
-        memory_mib: 2048,
-        disk_gib: 20,
-        cpu: "x86-64-v2-AES".into(),
-        storage: None,
-        k3s: None,
-    }]);
+    world.templates = Some(vec![template_on_pve1(None)]);
     let setup = start(world).await;
     let vm = setup
         .client
@@ -400,17 +391,7 @@ async fn a_template_on_shared_storage_is_cloned_to_another_node() {
 #[tokio::test]
 async fn a_template_on_local_storage_cannot_reach_another_node() {
     let mut world = fast_world();
-    world.templates = Some(vec![capstan_lab::world::WorldTemplate {
-        name: "debian13-k8s".into(),
-        vmid: 9000,
-        node: "pve1".into(),
-        cores: 2,
-        memory_mib: 2048,
-        disk_gib: 20,
-        cpu: "x86-64-v2-AES".into(),
-        storage: None,
-        k3s: None,
-    }]);
+    world.templates = Some(vec![template_on_pve1(None)]);
     let setup = start(world).await;
     let err = setup
         .client

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::proxmox_support::{
     SECRET, client, clone_request, created, expected, fast_world, ownership, start,
+    template_on_pve1,
 };
 use capstan::model::{NodeName, Role, VmId};
 use capstan::providers::proxmox::ownership::{encode_description, encode_tags};
@@ -483,7 +484,7 @@ async fn a_node_that_goes_away_shows_offline_and_its_vms_unreachable() {
 /// A world whose only template is `debian13-k8s` on pve1, its disk on `template_storage`, with
 /// `local-lvm` (local) and `ceph` (shared).
 fn one_template_world(template_storage: &str) -> capstan_lab::world::ProxmoxWorld {
-    use capstan_lab::world::{WorldStorage, WorldTemplate};
+    use capstan_lab::world::WorldStorage;
     let storage = |name: &str, shared| WorldStorage {
         name: name.into(),
         kind: if shared { "rbd" } else { "lvmthin" }.into(),
@@ -492,17 +493,7 @@ fn one_template_world(template_storage: &str) -> capstan_lab::world::ProxmoxWorl
     };
     let mut world = fast_world();
     world.storages = vec![storage("local-lvm", false), storage("ceph", true)];
-    world.templates = Some(vec![WorldTemplate {
-        name: "debian13-k8s".into(),
-        vmid: 9000,
-        node: "pve1".into(),
-        cores: 2,
-        memory_mib: 2048,
-        disk_gib: 20,
-        cpu: "x86-64-v2-AES".into(),
-        storage: Some(template_storage.into()),
-        k3s: None,
-    }]);
+    world.templates = Some(vec![template_on_pve1(Some(template_storage))]);
     world
 }
 

@@ -1,27 +1,8 @@
 use super::*;
-use crate::spec::{Cluster, Distribution, RepoFiles, SourceText};
+use crate::spec::Distribution;
 
 fn edge_spec() -> ClusterSpec {
-    let read = |path: &str| {
-        std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("examples-repo")
-                .join(path),
-        )
-        .expect("example file")
-    };
-    let files = RepoFiles {
-        fleet: SourceText {
-            path: "capstan.yaml".into(),
-            text: read("capstan.yaml"),
-        },
-        clusters: vec![SourceText {
-            path: "clusters/prod.yaml".into(),
-            text: read("clusters/prod.yaml"),
-        }],
-    };
-    let desired = crate::spec::load(&files).desired.expect("valid example");
-    let cluster: Cluster = desired.clusters["prod"].clone();
+    let cluster = crate::providers::kubeadm::tests::example_cluster("prod");
     let mut spec = cluster.spec;
     spec.kubernetes.distribution = Distribution::K3s;
     spec.kubernetes.version = "v1.36.2+k3s1".parse().expect("version");

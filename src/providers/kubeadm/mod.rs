@@ -631,4 +631,4 @@ fn unexpected(operation: &'static str, target: &NodeTarget, command: &Command) -
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -5,7 +5,8 @@ use super::*;
 use crate::model::VmId;
 use crate::spec::{Cluster, RepoFiles, SourceText};
 
-fn example_cluster(name: &str) -> Cluster {
+/// A cluster of the example repository (also the K3s tests' starting point).
+pub(crate) fn example_cluster(name: &str) -> Cluster {
     let read = |path: &str| {
         std::fs::read_to_string(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -2,7 +2,7 @@
 //! itself. The control plane initialises and the other workers join and become Ready while
 //! it is still running its prepare script.
 
-use crate::lifecycle_support::{World, cluster_yaml, fleet_yaml, ready};
+use crate::lifecycle_support::{World, cluster_yaml, fleet_yaml};
 use capstan::observed::PREPARED_TAG;
 
 const CLUSTER: &str = "prod";
@@ -22,10 +22,7 @@ async fn a_machine_slow_to_prepare_holds_back_only_itself() {
         .expect("the lab runs its node software")
         .slow_down("capstan-prod-slow-*", 30);
     let recorder = world.record(CLUSTER);
-    world.start_daemon().await;
-    world
-        .wait_for("the cluster Ready", |s| ready(s, &[CLUSTER]))
-        .await;
+    world.start_until_ready(&[CLUSTER]).await;
     let timeline = recorder.finish().await;
     world.kill_daemon().await;
 

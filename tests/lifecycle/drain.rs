@@ -23,10 +23,7 @@ async fn a_drain_blocked_by_a_budget_keeps_the_node_cordoned_and_finishes_once_i
         return;
     }
     let mut world = World::new(&fleet_yaml(&["1.36"], false), &[(CLUSTER, spec(3))]).await;
-    world.start_daemon().await;
-    world
-        .wait_for("the cluster Ready", |s| ready(s, &[CLUSTER]))
-        .await;
+    world.start_until_ready(&[CLUSTER]).await;
     // One `web` pod per worker, and a budget that allows no disruption at all.
     let sim = world
         .lab

@@ -150,6 +150,13 @@ impl World {
         self.start_daemon_with(|connections| connections).await;
     }
 
+    /// Starts a daemon and waits until `clusters` are Ready.
+    pub async fn start_until_ready(&mut self, clusters: &[&str]) -> FleetStatus {
+        self.start_daemon().await;
+        self.wait_for("the cluster Ready", |s| ready(s, clusters))
+            .await
+    }
+
     /// [`World::start_daemon`] through the providers `wrap` makes of the lab's connections
     /// (to put a fault between the daemon and the lab).
     pub async fn start_daemon_with<Pr: capstan::connect::Providers>(

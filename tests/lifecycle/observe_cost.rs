@@ -8,7 +8,7 @@ use capstan::clock::Clock as _;
 use capstan::daemon::http::render_metrics;
 use capstan_lab::proxmox::GuestIdentity;
 
-use crate::lifecycle_support::{World, cluster_yaml, fleet_yaml, ready};
+use crate::lifecycle_support::{World, cluster_yaml, fleet_yaml};
 
 const CLUSTER: &str = "quiet";
 const DAY: Duration = Duration::from_secs(86_400);
@@ -41,10 +41,7 @@ async fn a_converged_pass_calls_no_guest_agent_and_a_refused_kubeconfig_is_read_
     let spec = cluster_yaml(CLUSTER, 35, "1.36.2", 2, "debian13-k8s")
         .replace("  delivery:\n    flux: {cluster: management}\n", "");
     let mut world = World::new(&fleet_yaml(&["1.36"], false), &[(CLUSTER, spec)]).await;
-    world.start_daemon().await;
-    world
-        .wait_for("the cluster Ready", |s| ready(s, &[CLUSTER]))
-        .await;
+    world.start_until_ready(&[CLUSTER]).await;
     world.wait_passes(2).await;
     assert!(
         metric(&world, "capstan_guest_agent_calls_total") > 0,

@@ -9,7 +9,7 @@ use std::path::Path;
 use capstan::clock::Clock as _;
 use capstan_lab::kube::{SimDaemonSet, SimDeployment, SimWorkloads};
 
-use crate::lifecycle_support::{World, cluster_yaml, fleet_yaml, ready};
+use crate::lifecycle_support::{World, cluster_yaml, fleet_yaml};
 
 const CLUSTER: &str = "live";
 
@@ -49,10 +49,7 @@ async fn a_preview_against_the_daemon_names_the_blocking_budget_and_estimates_th
         &[(CLUSTER, spec("debian13-k8s"))],
     )
     .await;
-    world.start_daemon().await;
-    world
-        .wait_for("the cluster Ready", |s| ready(s, &[CLUSTER]))
-        .await;
+    world.start_until_ready(&[CLUSTER]).await;
     let sim = world
         .lab
         .kube()

@@ -43,10 +43,7 @@ async fn a_template_change_replaces_every_worker_new_before_old_one_at_a_time() 
         &[(CLUSTER, spec("debian13-k8s"))],
     )
     .await;
-    world.start_daemon().await;
-    world
-        .wait_for("the cluster Ready", |s| ready(s, &[CLUSTER]))
-        .await;
+    world.start_until_ready(&[CLUSTER]).await;
     let old: Vec<String> = world
         .vm_views(CLUSTER)
         .into_iter()
@@ -164,10 +161,7 @@ async fn a_replacement_says_which_field_changed() {
         &[(CLUSTER, spec("debian13-k8s"))],
     )
     .await;
-    world.start_daemon().await;
-    world
-        .wait_for("the cluster Ready", |s| ready(s, &[CLUSTER]))
-        .await;
+    world.start_until_ready(&[CLUSTER]).await;
     world.kill_daemon().await;
     world.write_cluster(CLUSTER, &spec("debian13-k8s-v2"));
     let plan = world.observe_and_plan().await;

@@ -22,10 +22,7 @@ async fn most_vms_during_a_template_change(surge: u32) -> usize {
         &[(CLUSTER, spec("debian13-k8s", surge))],
     )
     .await;
-    world.start_daemon().await;
-    world
-        .wait_for("the cluster Ready", |s| ready(s, &[CLUSTER]))
-        .await;
+    world.start_until_ready(&[CLUSTER]).await;
     let old: Vec<String> = world
         .vm_views(CLUSTER)
         .into_iter()

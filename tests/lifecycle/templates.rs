@@ -7,7 +7,7 @@ use capstan::plan::{Action, Rule};
 use capstan_lab::proxmox::Exchange;
 use capstan_lab::world::{LabConfig, WorldTemplate};
 
-use crate::lifecycle_support::{World, cluster_yaml, fleet_yaml, ready};
+use crate::lifecycle_support::{World, cluster_yaml, fleet_yaml};
 
 const CLUSTER: &str = "solo";
 
@@ -78,10 +78,7 @@ async fn clones_go_to_the_only_node_holding_a_local_template() {
     assert_eq!(clones.len(), 3, "a control plane and 2 workers: {clones:?}");
     assert!(clones.values().all(|node| *node == "pve1"), "{clones:?}");
 
-    world.start_daemon().await;
-    world
-        .wait_for("the cluster Ready", |s| ready(s, &[CLUSTER]))
-        .await;
+    world.start_until_ready(&[CLUSTER]).await;
     let vms = world.vms_of(CLUSTER);
     assert_eq!(vms.len(), 3);
     assert!(vms.iter().all(|vm| vm.node == "pve1"), "{vms:?}");

@@ -3,7 +3,8 @@
 //! clusters (a control plane, no workers, delivered to Flux). Once every cluster is Ready
 //! and delivered, it waits for idle passes (one per `pollInterval`, 10 s) and prints the
 //! daemon's CPU per idle pass (total and per cluster, from `/proc/PID/stat`), the guest-agent
-//! requests per pass (from its `/metrics`) and its RSS (`/proc/PID/status` VmRSS).
+//! requests per pass (from its `/metrics`) and its RSS (`/proc/PID/status` VmRSS), split into
+//! anonymous memory (heap, stacks) and file pages (the binary's code and libraries).
 //!
 //! Run: `cargo bench --bench fleet` (50 clusters); `cargo bench --bench fleet -- 50 200` for
 //! several sizes. Goals (release build): no guest-agent call, at most 1 ms of CPU per cluster
@@ -124,14 +125,27 @@ fn cpu_time(pid: u32) -> Duration {
     Duration::from_millis(ticks * 10)
 }
 
-/// VmRSS of a process, in KiB.
-fn rss_kib(pid: u32) -> u64 {
+/// A field of `/proc/PID/status` measured in kB (VmRSS, RssAnon, RssFile, VmHWM), in MB.
+fn status_mb(pid: u32, field: &str) -> f64 {
+    status_field(pid, field)
+        .and_then(|value| value.trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or(0) as f64
+        / 1024.0
+}
+
+/// A field of `/proc/PID/status`, as written there.
+fn status_field(pid: u32, field: &str) -> Option<String> {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
+        .ok()?
         .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
+        .find_map(|line| {
+            Some(
+                line.strip_prefix(field)?
+                    .strip_prefix(':')?
+                    .trim()
+                    .to_owned(),
+            )
+        })
 }
 
 /// Kills the daemon when the bench ends, however it ends.
@@ -243,12 +257,16 @@ async fn measure(clusters: usize) {
     let per_pass = cpu / u32::try_from(passes).unwrap_or(1);
     let per_cluster = per_pass / u32::try_from(clusters).unwrap_or(1);
     println!(
-        "{clusters:>4} clusters: built in {:>5.1} s ({deliveries} deliveries, {steps_after} steps); {passes} idle passes: daemon CPU {:>7.1} ms/pass, {:>6.3} ms/cluster/pass; guest-agent requests {} in all, {last_pass_agent} in the last pass; RSS {:.1} MB",
+        "{clusters:>4} clusters: built in {:>5.1} s ({deliveries} deliveries, {steps_after} steps); {passes} idle passes: daemon CPU {:>7.1} ms/pass, {:>6.3} ms/cluster/pass; guest-agent requests {} in all, {last_pass_agent} in the last pass; RSS {:.1} MB ({:.1} anonymous, {:.1} file: the binary's code and libraries; {} threads), {:.1} MB at its peak while building",
         built_in.as_secs_f64(),
         per_pass.as_secs_f64() * 1000.0,
         per_cluster.as_secs_f64() * 1000.0,
         agent_calls,
-        rss_kib(pid) as f64 / 1024.0,
+        status_mb(pid, "VmRSS"),
+        status_mb(pid, "RssAnon"),
+        status_mb(pid, "RssFile"),
+        status_field(pid, "Threads").unwrap_or_default(),
+        status_mb(pid, "VmHWM"),
     );
     drop(daemon);
     lab.stop();

@@ -21,6 +21,7 @@
 mod board;
 pub mod http;
 mod inflight;
+mod memory;
 pub mod previews;
 mod progress;
 mod timings;
@@ -293,6 +294,7 @@ impl<Pr: Providers> Daemon<Pr> {
         loop {
             let idle = self.pass().await;
             let delay = if idle {
+                memory::release_freed_memory();
                 self.resync_interval()
             } else {
                 self.options.busy_interval

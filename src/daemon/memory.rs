@@ -4,10 +4,10 @@
 //! that outlive the pass (each cluster's API client and its connection, the last observation),
 //! of which only a free top of each heap goes back to the system. Between idle passes that is
 //! memory held for nothing: at 200 clusters about 10 MB, a sixth of the daemon's RSS
-//! (`cargo bench --bench fleet -- 200`: 65 MB before, 55 after). `malloc_trim` hands the
-//! whole free pages inside the holes back (`MADV_DONTNEED`), in 1 to 2.5 ms per idle pass at
-//! that size. A pass takes them again while it runs: this lowers the memory held between
-//! passes, not the peak of one.
+//! (`cargo bench --bench fleet -- 200`: 64 to 66 MB before, 54 to 56 after). `malloc_trim`
+//! hands the whole free pages inside the holes back (`MADV_DONTNEED`), in 1 to 2.5 ms per idle
+//! pass at that size. A pass takes some again while it runs (58 MB at most, in that bench):
+//! this lowers the memory held between passes more than the peak of one.
 
 /// Returns the free pages of every malloc arena to the system.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]

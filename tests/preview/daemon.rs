@@ -39,14 +39,16 @@ impl Drop for Daemon {
     }
 }
 
-fn spawn_daemon(on: &OnForge, flavour: Flavour, dir: &Path, port: u16) -> Daemon {
+/// Starts `capstan run` on a port the system picks (a port probed free beforehand may be taken
+/// by another test's connection before the daemon binds it).
+fn spawn_daemon(on: &OnForge, flavour: Flavour, dir: &Path) -> Daemon {
     let log = dir.join("stderr");
     let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
         .args([
             "run",
             "--lab",
             "--log",
-            "warn,capstan::daemon::previews=debug",
+            "warn,capstan::daemon::previews=debug,capstan::commands::run=info",
             "--previews",
         ])
         .arg("--repo")
@@ -55,7 +57,7 @@ fn spawn_daemon(on: &OnForge, flavour: Flavour, dir: &Path, port: u16) -> Daemon
         .arg(dir.join("lab"))
         .arg("--git-mirror-dir")
         .arg(dir.join("mirrors"))
-        .args(["--http", &format!("127.0.0.1:{port}")])
+        .args(["--http", "127.0.0.1:0"])
         .args([
             "--forge",
             flavour.name(),
@@ -69,6 +71,29 @@ fn spawn_daemon(on: &OnForge, flavour: Flavour, dir: &Path, port: u16) -> Daemon
         .spawn()
         .expect("capstan run starts");
     Daemon { child, log }
+}
+
+impl Daemon {
+    /// The address the daemon serves HTTP on, from the line its log announces it with.
+    async fn address(&mut self) -> String {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let announced = log
+                .lines()
+                .filter(|line| line.contains("serving /status"))
+                .find_map(|line| line.split_once("address=")?.1.split_whitespace().next());
+            if let Some(address) = announced {
+                return address.to_owned();
+            }
+            assert!(
+                self.child.try_wait().ok().flatten().is_none(),
+                "capstan run exited before serving HTTP"
+            );
+            assert!(Instant::now() < deadline, "capstan run never served HTTP");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
 }
 
 async fn wait_for(daemon: &mut Daemon, what: &str, done: impl Fn() -> bool) {
@@ -107,18 +132,14 @@ async fn posts_and_updates_after_a_push(flavour: Flavour) {
     fleet.branch("scale", PROD, "replicas: 3", "replicas: 4");
     let on = OnForge::start(fleet).await;
     let dir = tempfile::tempdir().expect("temp dir");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
     // The forge is down from the start: reconciliation must not wait for it.
     on.forge.inject(Fault::Outage, None);
-    let mut daemon = spawn_daemon(&on, flavour, dir.path(), port);
+    let mut daemon = spawn_daemon(&on, flavour, dir.path());
     let pr = on
         .forge
         .open_pull("Scale prod", "scale", "main")
         .expect("pull");
-    let url = format!("http://127.0.0.1:{port}");
+    let url = format!("http://{}", daemon.address().await);
     let prod_ready = || async {
         let Ok(response) = reqwest::get(format!("{url}/status")).await else {
             return false;

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use capstan::observed::Observed;
 use capstan_lab::forge::Fault;
 
+use crate::announced;
 use crate::fixture::{Fleet, git};
 use crate::forge::{Flavour, NAME, OWNER, OnForge, TOKEN};
 
@@ -39,8 +40,7 @@ impl Drop for Daemon {
     }
 }
 
-/// Starts `capstan run` on a port the system picks (a port probed free beforehand may be taken
-/// by another test's connection before the daemon binds it).
+/// Starts `capstan run` on a port the system picks (see `announced`).
 fn spawn_daemon(on: &OnForge, flavour: Flavour, dir: &Path) -> Daemon {
     let log = dir.join("stderr");
     let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
@@ -48,7 +48,10 @@ fn spawn_daemon(on: &OnForge, flavour: Flavour, dir: &Path) -> Daemon {
             "run",
             "--lab",
             "--log",
-            "warn,capstan::daemon::previews=debug,capstan::commands::run=info",
+            &format!(
+                "warn,capstan::daemon::previews=debug,{}",
+                announced::ANNOUNCING
+            ),
             "--previews",
         ])
         .arg("--repo")
@@ -74,17 +77,13 @@ fn spawn_daemon(on: &OnForge, flavour: Flavour, dir: &Path) -> Daemon {
 }
 
 impl Daemon {
-    /// The address the daemon serves HTTP on, from the line its log announces it with.
-    async fn address(&mut self) -> String {
+    /// The address the daemon serves HTTP on, once its log announces it.
+    async fn address(&mut self) -> std::net::SocketAddr {
         let deadline = Instant::now() + PATIENCE;
         loop {
             let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            let announced = log
-                .lines()
-                .filter(|line| line.contains("serving /status"))
-                .find_map(|line| line.split_once("address=")?.1.split_whitespace().next());
-            if let Some(address) = announced {
-                return address.to_owned();
+            if let Some(address) = announced::http_address(&log) {
+                return address;
             }
             assert!(
                 self.child.try_wait().ok().flatten().is_none(),

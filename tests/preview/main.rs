@@ -3,6 +3,8 @@
 //! posted to the lab forge (judged by GitHub's OpenAPI description, PyGithub and `gh`), by the
 //! command and by the daemon's `--previews`.
 
+#[path = "../support/announced.rs"]
+mod announced;
 #[path = "../support/mod.rs"]
 mod support;
 

@@ -320,7 +320,6 @@ fn a_planted_token_never_shows_in_logs_status_or_metrics() {
         return;
     };
     let dir = tempfile::tempdir().expect("temp dir");
-    let port = servers::free_port();
     let url = format!(
         "http://capstan:{token}@127.0.0.1:{}/git/fleet.git",
         server.port
@@ -340,14 +339,14 @@ fn a_planted_token_never_shows_in_logs_status_or_metrics() {
         .arg(dir.path().join("lab"))
         .arg("--git-mirror-dir")
         .arg(dir.path().join("mirrors"))
-        .args(["--http", &format!("127.0.0.1:{port}")])
+        .args(["--http", "127.0.0.1:0"])
         .env("TEST_GIT_TOKEN", token)
         .stdout(stdout)
         .stderr(stderr)
         .spawn()
         .expect("capstan run starts");
     let mut child = Spawned(child);
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+    let addr = servers::announced_address(&mut child.0, &dir.path().join("stderr"));
     wait_status(&mut child.0, addr, "a revision", &|body| {
         body.contains("main@sha1:")
     });
@@ -447,19 +446,24 @@ fn walk_text(dir: &Path) -> String {
 }
 
 /// Starts `capstan run --lab` on `url` with its mirrors in `dir`, serving HTTP on `port`.
-fn spawn_run(dir: &Path, url: &str, port: u16) -> Spawned {
+/// `capstan run` on `url` with its lab and mirrors in `dir`, and where it serves HTTP.
+fn spawn_run(dir: &Path, url: &str) -> (Spawned, SocketAddr) {
+    let log = dir.join("stderr");
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args(["run", "--repo", url, "--lab", "--log", "warn"])
+        .args(["run", "--repo", url, "--lab", "--log"])
+        .arg(format!("warn,{}", crate::announced::ANNOUNCING))
         .arg("--state-dir")
         .arg(dir.join("lab"))
         .arg("--git-mirror-dir")
         .arg(dir.join("mirrors"))
-        .args(["--http", &format!("127.0.0.1:{port}")])
+        .args(["--http", "127.0.0.1:0"])
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
         .spawn()
         .expect("capstan run starts");
-    Spawned(child)
+    let mut spawned = Spawned(child);
+    let address = servers::announced_address(&mut spawned.0, &log);
+    (spawned, address)
 }
 
 #[test]
@@ -472,18 +476,14 @@ fn a_daemon_started_while_the_remote_is_down_reconciles_the_mirrors_last_revisio
     };
     let dir = tempfile::tempdir().expect("temp dir");
     let url = format!("git://127.0.0.1:{}/fleet.git", server.port);
-    let port = servers::free_port();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
-    let mut first = spawn_run(dir.path(), &url, port);
+    let (mut first, addr) = spawn_run(dir.path(), &url);
     wait_status(&mut first.0, addr, "the first run's revision", &|body| {
         body.contains(&revision)
     });
     drop(first);
 
     server.stop();
-    let port = servers::free_port();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
-    let mut second = spawn_run(dir.path(), &url, port);
+    let (mut second, addr) = spawn_run(dir.path(), &url);
     let status = wait_status(&mut second.0, addr, "SourceAvailable=False", &|body| {
         body.contains("SourceUnreachable")
     });

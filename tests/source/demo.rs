@@ -8,15 +8,13 @@ use std::time::{Duration, Instant};
 
 use super::daemon::http_request;
 use super::fixture::{Spawned, git};
-use super::servers;
 
 #[test]
 fn the_demo_walkthrough_scales_prod_with_a_git_push() {
     let dir = tempfile::tempdir().expect("temp dir");
     let state = dir.path().join("demo");
-    let port = servers::free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args(["demo", "--http", &format!("127.0.0.1:{port}")])
+        .args(["demo", "--http", "127.0.0.1:0"])
         .arg("--state-dir")
         .arg(&state)
         .stdout(Stdio::piped())
@@ -59,7 +57,15 @@ fn the_demo_walkthrough_scales_prod_with_a_git_push() {
     let head = git(&clone, &["rev-parse", "HEAD"]);
     let revision = format!("main@sha1:{head}");
 
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+    // Where it serves HTTP, as its walkthrough prints it.
+    let addr: SocketAddr = seen
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("status:     capstan status --server http://")
+        })
+        .and_then(|address| address.parse().ok())
+        .unwrap_or_else(|| panic!("the demo prints its status address:\n{seen}"));
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let (_, body) = http_request(addr, "GET", "/status", &[], b"");

@@ -3,8 +3,6 @@
 //! `adminPasswordFrom` says, and Flux's Secret on the lab's management cluster holds a
 //! kubeconfig the stock kubectl uses to see the five nodes Ready.
 
-use std::net::SocketAddr;
-
 use super::daemon::wait_status;
 use super::fixture::{Remote, Spawned};
 use super::judges::{self, Judge};
@@ -46,22 +44,23 @@ fn run_lab_builds_the_seed_k3s_cluster_from_a_pushed_commit() {
     let head = remote.commit_and_push("the seed's K3s cluster");
 
     let dir = tempfile::tempdir().expect("temp dir");
-    let port = servers::free_port();
     let url = format!("file://{}", remote.bare().display());
+    let log = dir.path().join("stderr");
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args(["run", "--repo", &url, "--lab", "--log", "warn"])
+        .args(["run", "--repo", &url, "--lab", "--log"])
+        .arg(format!("warn,{}", crate::announced::ANNOUNCING))
         .arg("--state-dir")
         .arg(dir.path().join("lab"))
         .arg("--git-mirror-dir")
         .arg(dir.path().join("mirrors"))
-        .args(["--http", &format!("127.0.0.1:{port}")])
+        .args(["--http", "127.0.0.1:0"])
         .env("TEST_MARIADB_ROOT", &mariadb.root_password)
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
         .spawn()
         .expect("capstan run starts");
     let mut child = Spawned(child);
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+    let addr = servers::announced_address(&mut child.0, &log);
     let status = wait_status(
         &mut child.0,
         addr,

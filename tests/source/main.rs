@@ -17,6 +17,8 @@
 //!   unreachable remote, a push over SSH, the demo's status commits, a status branch equal to
 //!   the followed branch.
 
+#[path = "../support/announced.rs"]
+mod announced;
 mod cli;
 mod daemon;
 mod demo;

@@ -125,10 +125,8 @@ async fn a_planted_secret_never_reaches_the_branch() {
 fn the_demo_commits_its_status_and_status_repo_reads_it() {
     let dir = tempfile::tempdir().expect("temp dir");
     let state = dir.path().join("demo");
-    let port = servers::free_port();
     let output = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args(["demo", "--exit-when-ready", "--http"])
-        .arg(format!("127.0.0.1:{port}"))
+        .args(["demo", "--exit-when-ready", "--http", "127.0.0.1:0"])
         .arg("--state-dir")
         .arg(&state)
         .output()

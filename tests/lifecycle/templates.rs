@@ -15,15 +15,8 @@ const CLUSTER: &str = "solo";
 fn lab_with_one_local_template() -> LabConfig {
     let mut config = LabConfig::default();
     config.proxmox.templates = Some(vec![WorldTemplate {
-        name: "debian13-k8s".into(),
-        vmid: 9000,
-        node: "pve1".into(),
-        cores: 2,
-        memory_mib: 2048,
-        disk_gib: 20,
-        cpu: "x86-64-v2-AES".into(),
         storage: Some("local-lvm".into()),
-        k3s: None,
+        ..WorldTemplate::new("debian13-k8s", 9000, "pve1")
     }]);
     config
 }

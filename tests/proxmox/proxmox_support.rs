@@ -118,14 +118,7 @@ pub async fn wait_for_agent(client: &ProxmoxClient, vm: &VmRef) {
 /// world's storages when `None`).
 pub fn template_on_pve1(storage: Option<&str>) -> capstan_lab::world::WorldTemplate {
     capstan_lab::world::WorldTemplate {
-        name: "debian13-k8s".into(),
-        vmid: 9000,
-        node: "pve1".into(),
-        cores: 2,
-        memory_mib: 2048,
-        disk_gib: 20,
-        cpu: "x86-64-v2-AES".into(),
         storage: storage.map(str::to_owned),
-        k3s: None,
+        ..capstan_lab::world::WorldTemplate::new("debian13-k8s", 9000, "pve1")
     }
 }

@@ -189,15 +189,8 @@ impl ProxmoxWorld {
         ] {
             for (index, node) in self.nodes.iter().enumerate() {
                 templates.push(WorldTemplate {
-                    name: name.into(),
-                    vmid: base + index as u32,
-                    node: node.name.clone(),
-                    cores: 2,
-                    memory_mib: 2048,
-                    disk_gib: 20,
-                    cpu: "x86-64-v2-AES".into(),
-                    storage: None,
                     k3s: k3s.map(str::to_owned),
+                    ..WorldTemplate::new(name, base + index as u32, &node.name)
                 });
             }
         }
@@ -370,6 +363,24 @@ pub struct WorldTemplate {
     /// binary, its images and the install script, as K3s's air-gap install asks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub k3s: Option<String>,
+}
+
+impl WorldTemplate {
+    /// A template as a lab config would declare it with only its name, VMID and node: every
+    /// other field at its default.
+    pub fn new(name: &str, vmid: u32, node: &str) -> Self {
+        WorldTemplate {
+            name: name.to_owned(),
+            vmid,
+            node: node.to_owned(),
+            cores: default_template_cores(),
+            memory_mib: default_template_memory(),
+            disk_gib: default_template_disk(),
+            cpu: default_template_cpu(),
+            storage: None,
+            k3s: None,
+        }
+    }
 }
 
 fn default_template_cores() -> u32 {

@@ -54,10 +54,19 @@ fn kind_of(step: &Step) -> Kind {
     }
 }
 
-/// One step in flight.
-struct Running {
+/// One step in flight: what the rules need of it.
+pub(super) struct InFlight {
     machine: Option<NodeName>,
     kind: Kind,
+}
+
+impl InFlight {
+    pub(super) fn of(step: &Step) -> Self {
+        InFlight {
+            machine: step.target.machine.clone(),
+            kind: kind_of(step),
+        }
+    }
 }
 
 /// The concurrency slot a cluster holds while any of its steps runs: taken by its first step
@@ -75,7 +84,7 @@ pub(super) async fn hold(slot: &Slot, limit: Arc<Semaphore>) {
 /// The steps of one cluster in flight, by task id.
 #[derive(Default)]
 pub(super) struct ClusterWork {
-    steps: BTreeMap<tokio::task::Id, Running>,
+    steps: BTreeMap<tokio::task::Id, InFlight>,
     slot: Slot,
 }
 
@@ -86,12 +95,8 @@ impl ClusterWork {
     }
 
     /// Counts `step`, run by task `id`, as in flight.
-    pub(super) fn add(&mut self, id: tokio::task::Id, step: &Step) {
-        let running = Running {
-            machine: step.target.machine.clone(),
-            kind: kind_of(step),
-        };
-        self.steps.insert(id, running);
+    pub(super) fn add(&mut self, id: tokio::task::Id, step: InFlight) {
+        self.steps.insert(id, step);
     }
 
     /// Forgets task `id`; returns whether the cluster has nothing in flight any more.
@@ -187,7 +192,7 @@ mod tests {
     }
 
     fn running(work: &mut ClusterWork, set: &mut tokio::task::JoinSet<()>, step: &Step) {
-        work.add(set.spawn(async {}).id(), step);
+        work.add(set.spawn(async {}).id(), InFlight::of(step));
     }
 
     #[tokio::test]
@@ -214,7 +219,7 @@ mod tests {
         let mut set = tokio::task::JoinSet::new();
         let mut work = ClusterWork::default();
         let first = set.spawn(async {}).id();
-        work.add(first, &prepare("w-1"));
+        work.add(first, InFlight::of(&prepare("w-1")));
         // Nothing disruptive starts beside a step in flight.
         assert!(work.startable(&[drain("cp-2")]).is_empty());
         assert!(work.remove(first));

@@ -453,7 +453,7 @@ impl<Pr: Providers> Daemon<Pr> {
             machine: step.target.machine.clone(),
         };
         let name = name.to_owned();
-        let planned = step.clone();
+        let in_flight = inflight::InFlight::of(&step);
         let task = self.in_flight.spawn(async move {
             inflight::hold(&slot, limit).await;
             let ctx = StepContext {
@@ -485,7 +485,7 @@ impl<Pr: Providers> Daemon<Pr> {
                 outcome,
             }
         });
-        work.add(task.id(), &planned);
+        work.add(task.id(), in_flight);
         self.running.insert(task.id(), running);
     }
 

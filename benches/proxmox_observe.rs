@@ -26,7 +26,7 @@ fn world(vm_count: u32) -> ProxmoxWorld {
         let node = format!("pve{}", index % 3 + 1);
         let cluster = format!("c{}", index % 7);
         let ownership = Ownership {
-            cluster: cluster.clone(),
+            cluster: cluster.clone().into(),
             role: if index % 5 == 0 {
                 Role::ControlPlane
             } else {
@@ -39,7 +39,9 @@ fn world(vm_count: u32) -> ProxmoxWorld {
         world.vms.push(WorldVm {
             vmid: 1000 + index,
             name: if ours {
-                vm_name(&cluster, "general", &format!("{index:05}")).0
+                vm_name(&cluster, "general", &format!("{index:05}"))
+                    .0
+                    .to_string()
             } else {
                 format!("other-{index}")
             },

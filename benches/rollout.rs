@@ -188,7 +188,7 @@ async fn change(
     let old: Vec<String> = built.clusters[name]
         .nodes
         .iter()
-        .map(|n| n.name.0.clone())
+        .map(|n| n.name.to_string())
         .collect();
     let started = Instant::now();
     world.write_cluster(
@@ -202,7 +202,7 @@ async fn change(
                     .nodes
                     .iter()
                     .filter(|n| after.0 != "1.36.2" || n.role == Role::Worker)
-                    .all(|n| !old.contains(&n.name.0))
+                    .all(|n| !old.contains(&n.name.0.to_string()))
         })
         .await;
     let measured = started.elapsed();

@@ -103,8 +103,8 @@ impl<Pr: Providers> Executor<Pr> {
                 self.k3s_preflight(ctx).await?;
                 let created = self.clock.now();
                 let request = CloneRequest {
-                    template: machine.template.clone(),
-                    target: PveNode(proxmox_node.clone()),
+                    template: machine.template.to_string(),
+                    target: PveNode(proxmox_node.to_string()),
                     name: name.clone(),
                     ownership: ownership.clone(),
                     created,
@@ -119,7 +119,7 @@ impl<Pr: Providers> Executor<Pr> {
                 let settings = VmSettings {
                     cores: machine.cores,
                     memory_mib: machine.memory_mib,
-                    cpu_type: machine.cpu.clone(),
+                    cpu_type: machine.cpu.to_string(),
                     ownership: ownership.clone(),
                     created,
                     cloud_init: None,
@@ -747,7 +747,7 @@ fn vm_ref(machine: &MachineRef) -> Result<VmRef, ExecuteError> {
         machine: machine.name.clone(),
     })?;
     Ok(VmRef {
-        node: PveNode(machine.proxmox_node.clone()),
+        node: PveNode(machine.proxmox_node.to_string()),
         vmid,
     })
 }
@@ -781,7 +781,7 @@ fn control_plane_where(
         .find(|(name, _)| *name != excluding && node_ok(name) && is_member_control_plane(ctx, name))
         .map(|(name, m)| NodeTarget {
             vmid: m.vm_id,
-            proxmox_node: m.proxmox_node.clone(),
+            proxmox_node: m.proxmox_node.to_string(),
             name: name.clone(),
         })
 }

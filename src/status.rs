@@ -520,9 +520,9 @@ fn node_statuses(observed: &ObservedCluster) -> Vec<NodeStatus> {
             NodeStatus {
                 name: name.clone(),
                 role: machine.ownership.role,
-                pool: machine.ownership.pool.clone(),
+                pool: machine.ownership.pool.to_string(),
                 vm_id: machine.vm_id.0,
-                proxmox_node: machine.proxmox_node.clone(),
+                proxmox_node: machine.proxmox_node.to_string(),
                 ready: node.map(|n| n.ready),
                 version: node.and_then(|n| n.kubelet_version),
                 cordoned: node.is_some_and(|n| n.unschedulable),

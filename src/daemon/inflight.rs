@@ -143,7 +143,7 @@ mod tests {
         MachineRef {
             name: NodeName::from(name),
             vm_id: None,
-            proxmox_node: "pve1".to_owned(),
+            proxmox_node: "pve1".into(),
         }
     }
 
@@ -151,7 +151,7 @@ mod tests {
         Step {
             action,
             target: Target {
-                cluster: "prod".to_owned(),
+                cluster: "prod".into(),
                 machine: Some(NodeName::from(name)),
                 ..Target::default()
             },

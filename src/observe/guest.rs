@@ -19,7 +19,7 @@ fn target_of(vm: &VmInfo) -> NodeTarget {
     NodeTarget {
         vmid: vm.vmid,
         proxmox_node: vm.node.0.clone(),
-        name: NodeName(vm.name.clone()),
+        name: NodeName(vm.name.as_str().into()),
     }
 }
 
@@ -82,7 +82,7 @@ pub(super) async fn mark_guest_agents<P: ProxmoxProvider>(
         .iter()
         .filter(|vm| vm.power == proxmox::PowerState::Running)
     {
-        let name = NodeName(vm.name.clone());
+        let name = NodeName(vm.name.as_str().into());
         let ready = observed.nodes.get(&name).is_some_and(|node| node.ready);
         let answers = ready || proxmox.agent_ping(&vm.vm_ref()).await.is_ok();
         if let Some(machine) = observed.machines.get_mut(&name) {
@@ -102,7 +102,7 @@ pub(super) async fn read_built_from<P: ProxmoxProvider>(
 ) {
     let version = spec.kubernetes.version;
     let distribution = spec.kubernetes.distribution;
-    let desired: Vec<String> = std::iter::once((&spec.control_plane.machine, Role::ControlPlane))
+    let desired: Vec<_> = std::iter::once((&spec.control_plane.machine, Role::ControlPlane))
         .chain(
             spec.workers
                 .iter()
@@ -111,7 +111,7 @@ pub(super) async fn read_built_from<P: ProxmoxProvider>(
         .map(|(machine, role)| MachineSpec::new(machine, version, distribution, role).spec_hash())
         .collect();
     for vm in vms {
-        let name = NodeName(vm.name.clone());
+        let name = NodeName(vm.name.as_str().into());
         let Some(machine) = observed.machines.get_mut(&name) else {
             continue;
         };

@@ -191,7 +191,7 @@ impl<Pr: Providers> Observer<Pr> {
                         if let Some(owner) = &vm.owner {
                             let cluster = owner.ownership.cluster.clone();
                             let entry = machines
-                                .entry(cluster)
+                                .entry(cluster.to_string())
                                 .or_insert_with(|| (connection.to_owned(), Vec::new()));
                             entry.1.push(vm);
                         }
@@ -326,7 +326,9 @@ impl<Pr: Providers> Observer<Pr> {
         let mut observed = ObservedCluster::default();
         for vm in vms {
             if let Some(machine) = observed_machine(vm, now) {
-                observed.machines.insert(NodeName(vm.name.clone()), machine);
+                observed
+                    .machines
+                    .insert(NodeName(vm.name.as_str().into()), machine);
             }
         }
         let mut access = ClusterAccess {
@@ -677,9 +679,9 @@ fn observed_machine(vm: &VmInfo, now: Timestamp) -> Option<ObservedMachine> {
     let owner = vm.owner.as_ref()?;
     Some(ObservedMachine {
         vm_id: vm.vmid,
-        proxmox_node: vm.node.0.clone(),
+        proxmox_node: vm.node.0.as_str().into(),
         ownership: owner.ownership.clone(),
-        tags: vm.tags.clone(),
+        tags: vm.tags.iter().map(|t| t.as_str().into()).collect(),
         power: match vm.power {
             proxmox::PowerState::Running => PowerState::Running,
             proxmox::PowerState::Stopped | proxmox::PowerState::Unknown => PowerState::Stopped,

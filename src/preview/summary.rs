@@ -108,8 +108,8 @@ fn machine_phrases(added: &[&PreviewStep]) -> Vec<String> {
     for step in added {
         let pool = step.step.target.pool.clone().unwrap_or_default();
         match &step.step.action {
-            Action::CreateMachine { .. } => pools.entry(pool).or_default().0 += 1,
-            Action::DestroyMachine { .. } => pools.entry(pool).or_default().1 += 1,
+            Action::CreateMachine { .. } => pools.entry(pool.to_string()).or_default().0 += 1,
+            Action::DestroyMachine { .. } => pools.entry(pool.to_string()).or_default().1 += 1,
             _ => {}
         }
     }

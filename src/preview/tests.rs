@@ -9,14 +9,14 @@ fn step(action: &str, machine: &str) -> Step {
             machine: plan::MachineRef {
                 name: node,
                 vm_id: None,
-                proxmox_node: "pve1".to_owned(),
+                proxmox_node: "pve1".into(),
             },
         },
     };
     Step {
         action,
         target: Target {
-            cluster: "prod".to_owned(),
+            cluster: "prod".into(),
             machine: Some(crate::model::NodeName::from(machine)),
             ..Target::default()
         },

@@ -95,7 +95,7 @@ impl Setup {
     /// Clones, configures, grows, starts a VM as the executor does, and waits for its agent
     /// and address.
     pub async fn create_vm(&self, machine: &Machine, role: Role, pool: &str, suffix: &str) -> Vm {
-        let name = NodeName(format!("capstan-{CLUSTER}-{pool}-{suffix}"));
+        let name = NodeName(format!("capstan-{CLUSTER}-{pool}-{suffix}").into());
         let ownership = Ownership {
             cluster: CLUSTER.into(),
             role,

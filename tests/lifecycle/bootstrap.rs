@@ -114,7 +114,7 @@ async fn the_example_clusters_come_up_from_nothing_and_flux_gets_working_kubecon
         let target = NodeTarget {
             vmid: VmId(vm.vmid),
             proxmox_node: vm.node.clone(),
-            name: NodeName(vm.name.clone()),
+            name: NodeName(vm.name.as_str().into()),
         };
         let manifest = agent
             .run(

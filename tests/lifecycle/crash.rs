@@ -89,7 +89,9 @@ fn worker_hash(template: &str) -> String {
         patch: 2,
         k3s_release: None,
     };
-    MachineSpec::new(&machine, version, Distribution::Kubeadm, Role::Worker).spec_hash()
+    MachineSpec::new(&machine, version, Distribution::Kubeadm, Role::Worker)
+        .spec_hash()
+        .to_string()
 }
 
 fn assert_converged(world: &World, worker_template: &str, kills: &[u64]) {

@@ -34,6 +34,7 @@ fn worker_hash(template: &str) -> String {
         Role::Worker,
     )
     .spec_hash()
+    .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -61,7 +62,7 @@ async fn a_template_change_replaces_every_worker_new_before_old_one_at_a_time() 
                     .nodes
                     .iter()
                     .filter(|n| n.role == Role::Worker)
-                    .all(|n| !old.contains(&n.name.0))
+                    .all(|n| !old.contains(&n.name.0.to_string()))
         })
         .await;
     let timeline = recorder.finish().await;

@@ -86,7 +86,7 @@ pub fn clone_request(cluster: &str, pool: &str, suffix: &str, target: &str) -> C
     CloneRequest {
         template: "debian13-k8s".into(),
         target: PveNode::from(target),
-        name: NodeName(format!("capstan-{cluster}-{pool}-{suffix}")),
+        name: NodeName(format!("capstan-{cluster}-{pool}-{suffix}").into()),
         ownership: ownership(cluster, Role::Worker, pool),
         created: created(),
         pool: Some("capstan".into()),

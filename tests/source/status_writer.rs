@@ -38,7 +38,7 @@ fn planted_status(token: &str) -> FleetStatus {
             kubeconfig_fingerprint: Some("sha256:0123456789ab".to_owned()),
             flux_kubeconfig_fingerprint: Some("sha256:0123456789ab".to_owned()),
             nodes: vec![NodeStatus {
-                name: capstan::model::NodeName("capstan-prod-cp-a".to_owned()),
+                name: capstan::model::NodeName("capstan-prod-cp-a".into()),
                 role: capstan::model::Role::ControlPlane,
                 pool: "cp".to_owned(),
                 vm_id: 100,
@@ -461,9 +461,7 @@ fn the_branch_reads_back_as_the_tree_the_server_shows() {
         });
         prod.last_step = Some(StepRecord {
             action: capstan::plan::ActionKind::from_name("join-node").expect("action"),
-            machine: Some(capstan::model::NodeName(
-                "capstan-prod-general-b".to_owned(),
-            )),
+            machine: Some(capstan::model::NodeName("capstan-prod-general-b".into())),
             message: "joined as worker".to_owned(),
             succeeded: true,
             failures: 0,

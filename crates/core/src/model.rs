@@ -5,6 +5,7 @@ use std::fmt;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use smol_str::SmolStr;
 
 /// A Proxmox VM id (100..999999999).
 #[derive(
@@ -25,7 +26,7 @@ impl fmt::Display for VmId {
     Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
 )]
 #[serde(transparent)]
-pub struct NodeName(pub String);
+pub struct NodeName(pub SmolStr);
 
 impl NodeName {
     /// The name as a string.
@@ -42,7 +43,7 @@ impl fmt::Display for NodeName {
 
 impl From<&str> for NodeName {
     fn from(name: &str) -> Self {
-        NodeName(name.to_owned())
+        NodeName(name.into())
     }
 }
 
@@ -83,11 +84,11 @@ impl fmt::Display for Role {
 #[serde(rename_all = "camelCase")]
 pub struct Ownership {
     /// The cluster's `metadata.name`.
-    pub cluster: String,
+    pub cluster: SmolStr,
     /// Control plane or worker.
     pub role: Role,
     /// Worker pool name, or `cp` for the control plane.
-    pub pool: String,
+    pub pool: SmolStr,
     /// Spec hash of the machine (see the planner): 12 hex digits of a sha1.
-    pub spec_hash: String,
+    pub spec_hash: SmolStr,
 }

@@ -18,6 +18,7 @@ use jiff::Timestamp;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 use sha1::{Digest, Sha1};
+use smol_str::SmolStr;
 
 use crate::model::{NodeName, Ownership, Role, VmId};
 use crate::spec::{Distribution, Endpoint, KubeVersion, Machine};
@@ -181,12 +182,12 @@ pub struct ObservedMachine {
     /// Proxmox VM id.
     pub vm_id: VmId,
     /// The Proxmox node the VM lives on.
-    pub proxmox_node: String,
+    pub proxmox_node: SmolStr,
     /// Cluster, role, pool and spec hash, from the VM's tags.
     pub ownership: Ownership,
     /// Every Proxmox tag of the VM, as found (including [`RETIRING_TAG`]).
     #[serde(default)]
-    pub tags: Vec<String>,
+    pub tags: Vec<SmolStr>,
     /// Power state.
     pub power: PowerState,
     /// When the VM was created.
@@ -270,7 +271,7 @@ pub struct ProxmoxTask {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MachineSpec {
     /// Proxmox template cloned.
-    pub template: String,
+    pub template: SmolStr,
     /// vCPUs.
     pub cores: u32,
     /// Memory in MiB.
@@ -280,7 +281,7 @@ pub struct MachineSpec {
     #[serde(rename = "diskGiB")]
     pub disk_gib: u32,
     /// Proxmox vCPU type.
-    pub cpu: String,
+    pub cpu: SmolStr,
     /// Kubernetes release of the node's packages.
     pub kubernetes: KubeVersion,
     /// How the node is built.
@@ -298,11 +299,11 @@ impl MachineSpec {
         role: Role,
     ) -> Self {
         MachineSpec {
-            template: machine.template.clone(),
+            template: machine.template.as_str().into(),
             cores: machine.cores,
             memory_mib: machine.memory_mib,
             disk_gib: machine.disk_gib,
-            cpu: machine.cpu.clone(),
+            cpu: machine.cpu.as_str().into(),
             kubernetes,
             distribution,
             role,
@@ -311,7 +312,7 @@ impl MachineSpec {
 
     /// The spec hash stored on the VM ([`Ownership::spec_hash`]): the first 12 hex digits of
     /// the sha1 of the normalised spec, one `field=value` line each in a fixed order.
-    pub fn spec_hash(&self) -> String {
+    pub fn spec_hash(&self) -> SmolStr {
         let distribution = match self.distribution {
             Distribution::Kubeadm => "kubeadm",
             Distribution::K3s => "k3s",
@@ -331,12 +332,13 @@ impl MachineSpec {
         // The first 6 bytes in lowercase hex (a format per byte cost more than the digest: a
         // plan hashes every pool of every cluster).
         const HEX: &[u8; 16] = b"0123456789abcdef";
-        let mut hash = String::with_capacity(12);
-        for byte in digest.iter().take(6) {
-            hash.push(char::from(HEX[usize::from(byte >> 4)]));
-            hash.push(char::from(HEX[usize::from(byte & 0x0f)]));
+        let mut hash = [0u8; 12];
+        for (pair, byte) in hash.chunks_exact_mut(2).zip(digest.iter()) {
+            pair[0] = HEX[usize::from(byte >> 4)];
+            pair[1] = HEX[usize::from(byte & 0x0f)];
         }
-        hash
+        // Twelve hex digits: ASCII, and short enough to stay inline.
+        SmolStr::new_inline(std::str::from_utf8(&hash).unwrap_or_default())
     }
 
     /// One line naming every field (`template=debian13-k8s cores=4 ...`): what the executor
@@ -366,11 +368,11 @@ impl MachineSpec {
                 .filter(|v| !v.is_empty())
         };
         Some(MachineSpec {
-            template: field("template")?.to_owned(),
+            template: field("template")?.into(),
             cores: field("cores")?.parse().ok()?,
             memory_mib: field("memoryMiB")?.parse().ok()?,
             disk_gib: field("diskGiB")?.parse().ok()?,
-            cpu: field("cpu")?.to_owned(),
+            cpu: field("cpu")?.into(),
             kubernetes: field("kubernetes")?.parse().ok()?,
             distribution: match field("distribution")? {
                 "kubeadm" => Distribution::Kubeadm,

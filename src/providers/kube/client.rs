@@ -197,7 +197,7 @@ fn node_state(node: &Node) -> NodeState {
         .collect();
     roles.sort();
     NodeState {
-        name: NodeName(metadata.name.clone().unwrap_or_default()),
+        name: NodeName(metadata.name.clone().unwrap_or_default().into()),
         ready: ready_condition.is_some_and(|c| c.status == "True"),
         ready_since: ready_condition
             .and_then(|c| c.last_transition_time.as_ref())

@@ -74,7 +74,7 @@ fn observed_pod(pod: &Pod) -> Option<(NodeName, ObservedPod)> {
         controller
     };
     Some((
-        NodeName(node),
+        NodeName(node.into()),
         ObservedPod {
             namespace: metadata.namespace.clone().unwrap_or_default(),
             name: metadata.name.clone().unwrap_or_default(),

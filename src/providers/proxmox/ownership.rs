@@ -38,7 +38,7 @@ pub struct VmOwner {
 
 /// The name of a capstan VM: `capstan-<cluster>-<pool>-<suffix>`.
 pub fn vm_name(cluster: &str, pool: &str, suffix: &str) -> NodeName {
-    NodeName(format!("{NAME_PREFIX}{cluster}-{pool}-{suffix}"))
+    NodeName(format!("{NAME_PREFIX}{cluster}-{pool}-{suffix}").into())
 }
 
 /// Whether a VM name looks like one capstan gives (a hint to read its description).
@@ -94,10 +94,10 @@ pub fn parse_tags(tags: &[String]) -> Option<VmOwner> {
             .filter(|value| !value.is_empty())
     };
     let ownership = Ownership {
-        cluster: value(CLUSTER_TAG)?.to_owned(),
+        cluster: value(CLUSTER_TAG)?.into(),
         role: parse_role(value(ROLE_TAG)?)?,
-        pool: value(POOL_TAG)?.to_owned(),
-        spec_hash: value(SPEC_TAG)?.to_owned(),
+        pool: value(POOL_TAG)?.into(),
+        spec_hash: value(SPEC_TAG)?.into(),
     };
     let created = value(CREATED_TAG)
         .and_then(|seconds| seconds.parse::<i64>().ok())
@@ -151,10 +151,10 @@ pub fn parse_description(description: &str) -> Option<VmOwner> {
             .filter(|value| !value.is_empty())
     };
     let ownership = Ownership {
-        cluster: field("cluster")?.to_owned(),
+        cluster: field("cluster")?.into(),
         role: parse_role(field("role")?)?,
-        pool: field("pool")?.to_owned(),
-        spec_hash: field("spec")?.to_owned(),
+        pool: field("pool")?.into(),
+        spec_hash: field("spec")?.into(),
     };
     let created = field("created").and_then(|text| text.parse::<Timestamp>().ok());
     Some(VmOwner { ownership, created })

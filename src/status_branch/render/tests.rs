@@ -8,7 +8,7 @@ fn at(text: &str) -> Timestamp {
 
 fn node(name: &str, role: Role, ready: bool) -> NodeStatus {
     NodeStatus {
-        name: NodeName(name.to_owned()),
+        name: NodeName(name.into()),
         role,
         pool: if role == Role::Worker {
             "general"
@@ -58,7 +58,7 @@ fn cluster(phase: Phase, ready_workers: usize, transitions: Timestamp) -> Cluste
         next_steps: Vec::new(),
         last_step: Some(StepRecord {
             action: crate::plan::ActionKind::from_name("join-node").expect("action"),
-            machine: Some(NodeName("capstan-prod-general-2".to_owned())),
+            machine: Some(NodeName("capstan-prod-general-2".into())),
             message: "joined".to_owned(),
             succeeded: true,
             failures: 0,

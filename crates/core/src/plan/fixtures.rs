@@ -166,7 +166,7 @@ impl Cluster {
     }
 
     /// The spec hash of a pool's machines at the spec's version.
-    pub(crate) fn hash(&self, pool: &str) -> String {
+    pub(crate) fn hash(&self, pool: &str) -> smol_str::SmolStr {
         self.machine_spec(pool).spec_hash()
     }
 

@@ -305,11 +305,11 @@ pub fn expected_effect(observed: &mut Observed, step: &Step, now: Timestamp) {
     let mut capacity = Capacity::of(observed);
     let cluster = observed
         .clusters
-        .entry(step.target.cluster.clone())
+        .entry(step.target.cluster.to_string())
         .or_default();
     simulate::apply(cluster, &mut capacity, step, now, 0);
     if cluster.is_empty() {
-        observed.clusters.remove(&step.target.cluster);
+        observed.clusters.remove(step.target.cluster.as_str());
     }
     capacity.write_back(observed);
 }

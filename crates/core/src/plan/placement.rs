@@ -33,7 +33,9 @@ pub fn machine_name(cluster: &str, pool: &str, spec_hash: &str, ordinal: u32) ->
         value /= 36;
     }
     let suffix = String::from_utf8_lossy(&suffix);
-    NodeName(format!("{VM_NAME_PREFIX}{cluster}-{pool}-{suffix}"))
+    NodeName(smol_str::format_smolstr!(
+        "{VM_NAME_PREFIX}{cluster}-{pool}-{suffix}"
+    ))
 }
 
 /// Free memory of each Proxmox node, as the plan reserves and releases it.

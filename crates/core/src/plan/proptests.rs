@@ -389,7 +389,7 @@ fn assert_converged(
             "{name} is current"
         );
         assert!(counted(state, name) || role == Role::ControlPlane && state.nodes[name].ready);
-        *pools.entry(pool.clone()).or_default() += 1;
+        *pools.entry(pool.to_string()).or_default() += 1;
     }
     assert_eq!(
         pools.get("cp").copied(),

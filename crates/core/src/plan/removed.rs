@@ -29,7 +29,7 @@ pub(crate) fn plan(
         };
         return Removed::Report(Finding {
             kind: FindingKind::RemovedCluster,
-            cluster: name.to_owned(),
+            cluster: name.into(),
             machine: None,
             vm_id: None,
             message: format!(
@@ -52,7 +52,7 @@ pub(crate) fn plan(
             flux: observed.flux.as_ref().map(|f| f.target.clone()),
         },
         target: Target {
-            cluster: name.to_owned(),
+            cluster: name.into(),
             ..Target::default()
         },
         reason: format!(

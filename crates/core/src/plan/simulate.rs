@@ -316,7 +316,7 @@ pub(crate) fn apply(
             if let Some(vm) = state.machines.get_mut(&machine.name)
                 && !vm.is_prepared()
             {
-                vm.tags.push(PREPARED_TAG.to_owned());
+                vm.tags.push(PREPARED_TAG.into());
             }
         }
         Action::JoinNode { machine, .. } => {
@@ -348,7 +348,7 @@ pub(crate) fn apply(
             if let Some(machine) = state.machines.get_mut(node)
                 && !machine.is_retiring()
             {
-                machine.tags.push(RETIRING_TAG.to_owned());
+                machine.tags.push(RETIRING_TAG.into());
             }
             // The admin kubeconfig is read from a remaining control plane from now on.
             if *role == Role::ControlPlane

@@ -7,6 +7,7 @@ use std::fmt;
 
 use jiff::Timestamp;
 use serde::Serialize;
+use smol_str::SmolStr;
 
 use crate::model::{NodeName, Ownership, Role, VmId};
 use crate::observed::{FluxTarget, MachineSpec, PodRef};
@@ -117,7 +118,7 @@ impl Step {
 #[serde(rename_all = "camelCase")]
 pub struct Target {
     /// The cluster.
-    pub cluster: String,
+    pub cluster: SmolStr,
     /// Machine (= VM = Node) name, when the step acts on one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub machine: Option<NodeName>,
@@ -126,7 +127,7 @@ pub struct Target {
     pub vm_id: Option<VmId>,
     /// Pool (`cp` for the control plane).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub pool: Option<String>,
+    pub pool: Option<SmolStr>,
     /// Role of the machine.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub role: Option<Role>,
@@ -141,7 +142,7 @@ pub struct MachineRef {
     /// VM id. `None` only in predictions, for a VM an earlier predicted step creates.
     pub vm_id: Option<VmId>,
     /// Proxmox node it lives on.
-    pub proxmox_node: String,
+    pub proxmox_node: SmolStr,
 }
 
 /// What to do. Serialised with the stable action name under `action`.
@@ -160,7 +161,7 @@ pub enum Action {
         /// What to build (written into the VM's description).
         machine: MachineSpec,
         /// Proxmox node chosen (rule 15).
-        proxmox_node: String,
+        proxmox_node: SmolStr,
         /// Storage for the clone (default: the template's).
         #[serde(skip_serializing_if = "Option::is_none")]
         storage: Option<String>,

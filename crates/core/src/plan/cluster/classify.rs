@@ -86,7 +86,7 @@ impl<'a> Ctx<'a> {
             let current = self.pools[pool]
                 .desired
                 .as_ref()
-                .is_some_and(|d| d.hash() == ownership.spec_hash);
+                .is_some_and(|d| *d.hash() == ownership.spec_hash);
             view.stale = self.staleness(&view, current, out);
             view.fresh = current && view.stale.is_none();
             self.views.push(view);

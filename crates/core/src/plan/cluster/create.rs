@@ -214,7 +214,7 @@ impl<'a> Ctx<'a> {
                         scratch.reserve(node, desired.machine.memory_mib);
                         count_on(&mut spread, node);
                         if index < now {
-                            planned.push((pool, node.to_owned()));
+                            planned.push((pool, SmolStr::new(node)));
                         }
                     }
                     Err(why) => {
@@ -303,20 +303,20 @@ impl<'a> Ctx<'a> {
                 Action::CreateMachine {
                     name: name.clone(),
                     ownership: Ownership {
-                        cluster: self.name().to_owned(),
+                        cluster: self.name().into(),
                         role,
-                        pool: pool_name.to_owned(),
-                        spec_hash: desired.hash().to_owned(),
+                        pool: pool_name.into(),
+                        spec_hash: desired.hash().clone(),
                     },
                     machine: desired.spec().clone(),
                     proxmox_node: node.clone(),
                     storage: desired.machine.storage.clone(),
                 },
                 Target {
-                    cluster: self.name().to_owned(),
+                    cluster: self.name().into(),
                     machine: Some(name),
                     vm_id: None,
-                    pool: Some(pool_name.to_owned()),
+                    pool: Some(pool_name.into()),
                     role: Some(role),
                 },
                 format!("{reason}; on {node}{memory_note}"),

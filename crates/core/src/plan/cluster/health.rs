@@ -192,7 +192,7 @@ impl<'a> Ctx<'a> {
                     machine: None,
                 },
                 Target {
-                    cluster: self.name().to_owned(),
+                    cluster: self.name().into(),
                     machine: Some(name.clone()),
                     ..Target::default()
                 },
@@ -242,7 +242,7 @@ impl<'a> Ctx<'a> {
             if view.fresh && node.unschedulable && !self.is_leaving(view) {
                 findings.push(Finding {
                     kind: FindingKind::Cordoned,
-                    cluster: self.name().to_owned(),
+                    cluster: self.name().into(),
                     machine: Some(view.name.clone()),
                     vm_id: Some(view.machine.vm_id),
                     message: format!(

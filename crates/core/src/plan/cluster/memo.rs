@@ -4,13 +4,15 @@
 use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
 
+use smol_str::SmolStr;
+
 use super::placement;
 use crate::model::{NodeName, Role};
 use crate::observed::{FluxTarget, MachineSpec};
 use crate::spec::{ClusterSpec, KubeVersion};
 
 /// Each pool's desired machine spec and its spec hash, the control plane first.
-pub(super) type PoolSpecs = Rc<[(MachineSpec, String)]>;
+pub(super) type PoolSpecs = Rc<[(MachineSpec, SmolStr)]>;
 
 /// The desired machine spec of each pool (the control plane, then the worker pools in spec
 /// order) and its spec hash, per target version. They are the same at every batch of a

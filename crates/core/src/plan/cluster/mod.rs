@@ -33,6 +33,7 @@ use crate::spec::validate::{CONTROL_PLANE_POOL, VM_NAME_PREFIX};
 use crate::spec::{ClusterSpec, DriftPolicy, KubeVersion, Machine};
 use memo::PoolSpecs;
 pub(crate) use memo::SpecMemo;
+use smol_str::SmolStr;
 use words::Words;
 
 /// What gates a candidate step.
@@ -102,7 +103,7 @@ impl DesiredPool<'_> {
         &self.specs[self.index].0
     }
 
-    fn hash(&self) -> &str {
+    fn hash(&self) -> &SmolStr {
         &self.specs[self.index].1
     }
 }
@@ -287,7 +288,7 @@ impl<'a> Ctx<'a> {
 
     fn target(&self, view: &View<'_>) -> Target {
         Target {
-            cluster: self.name().to_owned(),
+            cluster: self.name().into(),
             machine: Some(view.name.clone()),
             vm_id: Some(view.machine.vm_id),
             pool: Some(view.machine.ownership.pool.clone()),
@@ -297,7 +298,7 @@ impl<'a> Ctx<'a> {
 
     fn cluster_target(&self) -> Target {
         Target {
-            cluster: self.name().to_owned(),
+            cluster: self.name().into(),
             ..Target::default()
         }
     }
@@ -552,7 +553,7 @@ impl<'a> Ctx<'a> {
                 } else {
                     out.orphans.push(Finding {
                         kind: FindingKind::Orphan,
-                        cluster: self.name().to_owned(),
+                        cluster: self.name().into(),
                         machine: Some(view.name.clone()),
                         vm_id: Some(view.machine.vm_id),
                         message: format!("orphan: {what}; kept because prune is off"),

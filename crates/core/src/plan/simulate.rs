@@ -5,8 +5,6 @@
 //! becomes Ready, a drain evicts everything. The prediction is what merging a change would do
 //! if nothing fails; the plan's `waitingOn` and `blocked` say what stands in the way now.
 
-use std::collections::BTreeSet;
-
 use jiff::{SignedDuration, Timestamp};
 
 use super::cluster::{self, Candidate, Gate, Input};
@@ -22,6 +20,13 @@ use crate::spec::{ClusterSpec, KubeVersion};
 /// Predictions stop after this many batches: far more than any real convergence needs
 /// (about six batches per machine), and a guard against a plan that never settles.
 const MAX_BATCHES: usize = 2_000;
+
+/// Steps to replace one machine: create, prepare, join, cordon, drain, delete its Node, reset,
+/// destroy.
+const STEPS_PER_REPLACEMENT: usize = 8;
+
+/// The VM id of a VM the prediction creates: Proxmox assigns ids from 100.
+const UNASSIGNED: VmId = VmId(0);
 
 /// kubeadm's certificates last a year.
 const CERTIFICATE_LIFETIME: SignedDuration = SignedDuration::from_hours(365 * 24);
@@ -69,8 +74,11 @@ pub(crate) fn predict(start: &Input<'_>, capacity: &Capacity, listed: &[Candidat
     let mut state = start.observed.clone();
     settle(&mut state, changes, now);
     let mut capacity = capacity.clone();
-    let mut created: BTreeSet<NodeName> = BTreeSet::new();
-    let mut sequence = Vec::new();
+    // Room for a replacement of every machine (steps are large: growing by doubling would
+    // copy them over and over); what is left over goes back at the end.
+    let declared = spec.control_plane.replicas + spec.worker_replicas();
+    let machines = state.machines.len() + declared as usize;
+    let mut sequence = Vec::with_capacity(machines * STEPS_PER_REPLACEMENT);
     for batch_index in 0..MAX_BATCHES {
         let batch = match first.take() {
             Some(batch) => batch,
@@ -88,23 +96,24 @@ pub(crate) fn predict(start: &Input<'_>, capacity: &Capacity, listed: &[Candidat
         }
         for mut step in batch {
             apply(&mut state, &mut capacity, &step, now, batch_index);
-            if let Action::CreateMachine { name, .. } = &step.action {
-                created.insert(name.clone());
-            }
-            forget_predicted_ids(&mut step, &created);
+            forget_predicted_ids(&mut step);
             sequence.push(step);
         }
     }
+    sequence.shrink_to_fit();
     sequence
 }
 
-/// VM ids of VMs the prediction made up are unknown until Proxmox assigns them.
-fn forget_predicted_ids(step: &mut Step, created: &BTreeSet<NodeName>) {
-    let predicted = |name: &NodeName| created.contains(name);
-    if step.target.machine.as_ref().is_some_and(predicted) {
-        step.target.vm_id = None;
-    }
-    let machine = match &mut step.action {
+/// VM ids of VMs the prediction made up ([`UNASSIGNED`]) are unknown until Proxmox assigns
+/// them: the steps say none.
+fn forget_predicted_ids(step: &mut Step) {
+    let forget = |vm_id: &mut Option<VmId>| {
+        if *vm_id == Some(UNASSIGNED) {
+            *vm_id = None;
+        }
+    };
+    forget(&mut step.target.vm_id);
+    match &mut step.action {
         Action::InitControlPlane { machine, .. }
         | Action::JoinNode { machine, .. }
         | Action::PrepareNode { machine, .. }
@@ -115,18 +124,11 @@ fn forget_predicted_ids(step: &mut Step, created: &BTreeSet<NodeName>) {
         | Action::DeleteNode {
             machine: Some(machine),
             ..
-        } => Some(machine),
-        _ => None,
-    };
-    if let Some(machine) = machine
-        && predicted(&machine.name)
-    {
-        machine.vm_id = None;
-    }
-    if let Action::RenewCertificates { machines } = &mut step.action {
-        for machine in machines.iter_mut().filter(|m| predicted(&m.name)) {
-            machine.vm_id = None;
+        } => forget(&mut machine.vm_id),
+        Action::RenewCertificates { machines } => {
+            machines.iter_mut().for_each(|m| forget(&mut m.vm_id));
         }
+        _ => {}
     }
 }
 
@@ -274,10 +276,12 @@ pub(crate) fn apply(
             ..
         } => {
             capacity.reserve(proxmox_node, machine.memory_mib);
+            // Finishing an interrupted creation starts the VM that is there, id and all.
+            let vm_id = state.machines.get(name).map_or(UNASSIGNED, |vm| vm.vm_id);
             state.machines.insert(
                 name.clone(),
                 ObservedMachine {
-                    vm_id: VmId(0),
+                    vm_id,
                     proxmox_node: proxmox_node.clone(),
                     ownership: ownership.clone(),
                     tags: Vec::new(),

@@ -607,6 +607,18 @@ fn a_creation_interrupted_before_the_start_is_finished_not_waited_out() {
         (&cp, "pve1"),
         "the same VM, where it is"
     );
+    // Its id is known: the steps the prediction finds for it after the start keep it.
+    let later: Vec<_> = cluster
+        .predicted
+        .iter()
+        .filter(|s| s.target.machine.as_ref() == Some(&cp))
+        .map(|s| (s.name(), s.target.vm_id))
+        .collect();
+    assert!(later.len() > 1, "{later:?}");
+    assert!(
+        later.iter().all(|(_, vm_id)| *vm_id == Some(VmId(104))),
+        "{later:?}"
+    );
 }
 
 #[test]

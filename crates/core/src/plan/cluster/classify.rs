@@ -4,6 +4,8 @@
 
 use std::cmp::Ordering;
 
+use smol_str::format_smolstr;
+
 use super::create::Tally;
 use super::*;
 
@@ -155,36 +157,37 @@ impl<'a> Ctx<'a> {
         replace.then_some(Stale::Drifted(drift))
     }
 
-    /// Why a stale member must be replaced, in words.
-    pub(super) fn stale_reason(&self, view: &View<'_>) -> Option<String> {
+    /// Why a stale member must be replaced, in words (the words of an outdated member are
+    /// remembered: a prediction words them at every step that replaces it).
+    pub(super) fn stale_reason(&self, view: &View<'_>) -> Option<SmolStr> {
         let reason = match view.stale.as_ref()? {
-            Stale::PoolRemoved => format!(
+            Stale::PoolRemoved => format_smolstr!(
                 "pool `{}` is no longer in the spec",
                 view.machine.ownership.pool
             ),
-            Stale::Fenced => "fenced: hard-stopped and out of service".to_owned(),
-            Stale::Drifted(drift) => format!("drifted: {drift}"),
+            Stale::Fenced => SmolStr::new_static("fenced: hard-stopped and out of service"),
+            Stale::Drifted(drift) => format_smolstr!("drifted: {drift}"),
             Stale::Outdated => {
                 let desired = self.pools[view.pool].desired.as_ref()?;
                 let machine = view.machine;
                 let built = machine
                     .built_from
                     .as_ref()
-                    .map(|built| self.input.memo.differences(built, desired.spec()));
-                let differences = match built {
-                    Some(words) if !words.is_empty() => words,
-                    _ => match view.node.and_then(|n| n.kubelet_version) {
-                        Some(kubelet) if kubelet != desired.spec().kubernetes => {
-                            format!("kubernetes {kubelet} → {}", desired.spec().kubernetes)
-                        }
-                        _ => format!(
-                            "spec hash {} → {}",
+                    .and_then(|built| self.input.memo.outdated(built, desired.spec()));
+                match built {
+                    Some(words) => words,
+                    None => match view.node.and_then(|n| n.kubelet_version) {
+                        Some(kubelet) if kubelet != desired.spec().kubernetes => format_smolstr!(
+                            "outdated: kubernetes {kubelet} → {}",
+                            desired.spec().kubernetes
+                        ),
+                        _ => format_smolstr!(
+                            "outdated: spec hash {} → {}",
                             machine.ownership.spec_hash,
                             desired.hash()
                         ),
                     },
-                };
-                format!("outdated: {differences}")
+                }
             }
         };
         Some(reason)

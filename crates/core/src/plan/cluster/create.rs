@@ -17,9 +17,10 @@ pub(super) struct Tally {
     /// Ready ones.
     pub fresh: usize,
     pub fresh_ready: usize,
-    /// [`Ctx::stale_of`], and of those the ones carrying workloads.
+    /// [`Ctx::stale_of`], and of those the ones carrying workloads and the fenced ones.
     pub stale: usize,
     pub stale_counted: usize,
+    pub stale_fenced: usize,
     /// Members carrying workloads ([`View::is_counted`]), fresh or not.
     pub counted: usize,
 }
@@ -33,13 +34,15 @@ impl<'a> Ctx<'a> {
             let view = &self.views[index];
             let in_pool = view.fresh && !view.retiring && !self.is_stuck(view);
             let stale = view.stale.is_some() && !view.retiring;
-            let (ready, counted, pool) = (view.is_ready(), view.is_counted(), view.pool);
+            let (ready, counted, fenced, pool) =
+                (view.is_ready(), view.is_counted(), view.fenced, view.pool);
             self.views[index].in_pool = in_pool;
             let tally = &mut self.pools[pool].tally;
             tally.fresh += usize::from(in_pool);
             tally.fresh_ready += usize::from(in_pool && ready);
             tally.stale += usize::from(stale);
             tally.stale_counted += usize::from(stale && counted);
+            tally.stale_fenced += usize::from(stale && fenced);
             tally.counted += usize::from(counted);
         }
         let mut fresh = Vec::new();
@@ -140,7 +143,7 @@ impl<'a> Ctx<'a> {
             let deficit = replicas.saturating_sub(fresh + stale);
             let total = wanted.saturating_sub(fresh).max(deficit);
             // A fenced machine is a repair, not a rollout: its replacement waits for nothing.
-            let repairing = stale > 0 && self.stale_of(pool).any(|v| v.fenced);
+            let repairing = self.pools[pool].tally.stale_fenced > 0;
             if repairing {
                 repairs.insert(pool);
             }

@@ -4,7 +4,7 @@
 use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
 
-use smol_str::SmolStr;
+use smol_str::{SmolStr, format_smolstr};
 
 use super::placement;
 use crate::model::{NodeName, Role};
@@ -22,8 +22,8 @@ pub(crate) struct SpecMemo {
     by_version: RefCell<Vec<(KubeVersion, PoolSpecs)>>,
     /// Machine names by pool and spec hash, by ordinal (a name is a sha1).
     names: RefCell<Vec<(String, String, Vec<NodeName>)>>,
-    /// Differences between the spec a VM was built from and a desired one, in words.
-    differences: RefCell<Vec<(MachineSpec, MachineSpec, String)>>,
+    /// Why a VM built from one spec is outdated against a desired one, in words.
+    outdated: RefCell<Vec<(MachineSpec, MachineSpec, Option<SmolStr>)>>,
     /// Where Flux gets the admin kubeconfig (`None`: no delivery).
     flux_target: OnceCell<Option<FluxTarget>>,
 }
@@ -66,15 +66,18 @@ impl SpecMemo {
             .as_ref()
     }
 
-    /// [`MachineSpec::differences`] of `built` from `desired`, joined (empty when they are
-    /// equal), remembered: the outdated members of a pool were mostly built from one spec, and
-    /// a prediction words why at every step that replaces one.
-    pub(super) fn differences(&self, built: &MachineSpec, desired: &MachineSpec) -> String {
-        let mut known = self.differences.borrow_mut();
+    /// Why a VM built from `built` is outdated against `desired`, in words ("outdated:
+    /// template a → b"); `None` when the specs do not differ. Remembered: the outdated
+    /// members of a pool were mostly built from one spec, and a prediction words why at
+    /// every step that replaces one.
+    pub(super) fn outdated(&self, built: &MachineSpec, desired: &MachineSpec) -> Option<SmolStr> {
+        let mut known = self.outdated.borrow_mut();
         if let Some((.., words)) = known.iter().find(|(b, d, _)| b == built && d == desired) {
             return words.clone();
         }
-        let words = built.differences(desired).join(", ");
+        let differences = built.differences(desired);
+        let words = (!differences.is_empty())
+            .then(|| format_smolstr!("outdated: {}", differences.join(", ")));
         known.push((built.clone(), desired.clone(), words.clone()));
         words
     }

@@ -230,9 +230,10 @@ impl<'a> Ctx<'a> {
         let Some(node) = view.node else { return };
         let why = match self.stale_reason(view) {
             Some(stale) => stale,
-            None => format!(
+            None => smol_str::format_smolstr!(
                 "surplus: pool {} wants {}",
-                view.machine.ownership.pool, self.pools[view.pool].replicas
+                view.machine.ownership.pool,
+                self.pools[view.pool].replicas
             ),
         };
         let target = self.target(view);
@@ -263,7 +264,7 @@ impl<'a> Ctx<'a> {
                     node: view.name.clone(),
                 },
                 target,
-                why,
+                why.to_string(),
             );
             out.push_disruptive(step, self.window);
             return;

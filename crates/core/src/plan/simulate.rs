@@ -35,6 +35,13 @@ const CERTIFICATE_LIFETIME: SignedDuration = SignedDuration::from_hours(365 * 24
 /// disruptive one alone (rule 2). In a prediction, steps held only by the maintenance window
 /// count as open, with that wait recorded on them.
 pub(crate) fn select(candidates: Vec<cluster::Candidate>, predict: bool) -> Vec<Step> {
+    let mut batch = Vec::new();
+    select_into(candidates, predict, &mut batch);
+    batch
+}
+
+/// [`select`] into `batch` (emptied first): a prediction reuses one batch for all.
+fn select_into(candidates: Vec<cluster::Candidate>, predict: bool, batch: &mut Vec<Step>) {
     let runnable = |candidate: &cluster::Candidate| match &candidate.gate {
         Gate::Open => true,
         Gate::Window(_) => predict,
@@ -50,15 +57,18 @@ pub(crate) fn select(candidates: Vec<cluster::Candidate>, predict: bool) -> Vec<
         }
         step
     };
+    batch.clear();
     let calm = candidates.iter().any(|c| runnable(c) && !c.step.disruptive);
-    let mut chosen = candidates
+    let chosen = candidates
         .into_iter()
-        .filter(|c| runnable(c) && c.step.disruptive != calm);
+        .filter(|c| runnable(c) && c.step.disruptive != calm)
+        .map(with_wait);
     if calm {
-        return chosen.map(with_wait).collect();
+        batch.extend(chosen);
+    } else {
+        // Rule 2: a disruptive step runs alone.
+        batch.extend(chosen.take(1));
     }
-    // Rule 2: a disruptive step runs alone.
-    chosen.next().map(with_wait).into_iter().collect()
 }
 
 /// The predicted sequence of a desired cluster, from `observed` to convergence. `listed` are
@@ -79,22 +89,24 @@ pub(crate) fn predict(start: &Input<'_>, capacity: &Capacity, listed: &[Candidat
     let declared = spec.control_plane.replicas + spec.worker_replicas();
     let machines = state.machines.len() + declared as usize;
     let mut sequence = Vec::with_capacity(machines * STEPS_PER_REPLACEMENT);
+    let mut batch = Vec::new();
     for batch_index in 0..MAX_BATCHES {
-        let batch = match first.take() {
-            Some(batch) => batch,
+        match first.take() {
+            Some(listed) => batch = listed,
             None => {
                 let input = Input {
                     observed: &state,
                     predicting: true,
                     ..*start
                 };
-                select(cluster::candidates(&input, &capacity).candidates, true)
+                let candidates = cluster::candidates(&input, &capacity).candidates;
+                select_into(candidates, true, &mut batch);
             }
-        };
+        }
         if batch.is_empty() {
             break;
         }
-        for mut step in batch {
+        for mut step in batch.drain(..) {
             apply(&mut state, &mut capacity, &step, now, batch_index);
             forget_predicted_ids(&mut step);
             sequence.push(step);

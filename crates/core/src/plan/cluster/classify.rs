@@ -38,13 +38,18 @@ impl<'a> Ctx<'a> {
         let observed = self.input.observed;
         // Both maps are sorted by name: walk them side by side.
         let mut nodes = observed.nodes.iter().peekable();
+        // VM names start with the pool's: a pool's VMs come one after another, so the pool of
+        // the VM before is tried first (a string comparison per VM rather than per pool).
+        let mut previous = 0;
         for (name, machine) in &observed.machines {
             let ownership = &machine.ownership;
-            let pool = match self
-                .pools
-                .iter()
-                .position(|p| p.name == ownership.pool && p.role == ownership.role)
-            {
+            let is_its_pool = |p: &Pool<'_>| p.role == ownership.role && p.name == ownership.pool;
+            let found = if is_its_pool(&self.pools[previous]) {
+                Some(previous)
+            } else {
+                self.pools.iter().position(is_its_pool)
+            };
+            let pool = match found {
                 Some(index) => index,
                 None => {
                     self.pools.push(Pool {
@@ -57,6 +62,7 @@ impl<'a> Ctx<'a> {
                     self.pools.len() - 1
                 }
             };
+            previous = pool;
             // One comparison per node: those before this VM's name have no VM.
             let mut node = None;
             while let Some(&(node_name, observed_node)) = nodes.peek() {

@@ -36,6 +36,10 @@ impl<'a> Ctx<'a> {
             let stale = view.stale.is_some() && !view.retiring;
             let (ready, counted, fenced, pool) =
                 (view.is_ready(), view.is_counted(), view.fenced, view.pool);
+            let census = &mut self.census;
+            census.retiring += usize::from(view.retiring);
+            census.unjoined += usize::from(view.node.is_none() && !view.retiring);
+            census.not_ready += usize::from(view.node.is_some_and(|n| !n.ready) && !view.retiring);
             self.views[index].in_pool = in_pool;
             let tally = &mut self.pools[pool].tally;
             tally.fresh += usize::from(in_pool);

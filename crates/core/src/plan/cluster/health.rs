@@ -8,6 +8,9 @@ impl<'a> Ctx<'a> {
     /// Rule 13: a node NotReady past `remediation.after` whose VM is stopped or whose guest
     /// agent is silent is fenced, then replaced like any stale machine.
     pub(super) fn fencing(&self, out: &mut Outcome) {
+        if self.census.not_ready == 0 {
+            return;
+        }
         let remediation = &self.spec().remediation;
         let mut steps = Vec::new();
         for view in &self.views {

@@ -173,6 +173,20 @@ struct Ctx<'a> {
     initialised: bool,
     /// Nodes with no VM of their name, in name order (found by `classify`'s walk).
     machineless_nodes: Vec<&'a NodeName>,
+    /// How many views are in the states most concerns act on (taken by `mark_fresh`).
+    census: Census,
+}
+
+/// How many views are retiring, unjoined or NotReady: a concern about such members skips its
+/// walk over every view when there are none (a prediction plans at every batch).
+#[derive(Debug, Clone, Copy, Default)]
+struct Census {
+    /// Tagged retiring.
+    retiring: usize,
+    /// Without a Node, not retiring.
+    unjoined: usize,
+    /// With a NotReady Node, not retiring.
+    not_ready: usize,
 }
 
 impl Outcome {
@@ -225,6 +239,7 @@ pub(crate) fn candidates(input: &Input<'_>, capacity: &Capacity) -> Outcome {
         window: window::state(input.spec.rollout.maintenance_window.as_ref(), input.now),
         initialised: out.initialised,
         machineless_nodes: Vec::new(),
+        census: Census::default(),
     };
     ctx.classify(&mut out);
     ctx.mark_fresh();
@@ -413,6 +428,9 @@ impl<'a> Ctx<'a> {
 
     /// Retiring VMs: their Node was (being) deleted; reset, then destroy.
     fn retiring(&self, out: &mut Outcome, api: bool) {
+        if self.census.retiring == 0 {
+            return;
+        }
         let mut steps = Vec::new();
         for view in self.views.iter().filter(|v| v.retiring) {
             let target = self.target(view);
@@ -516,6 +534,9 @@ impl<'a> Ctx<'a> {
     /// Rule 6: machines that never joined in time are destroyed (and created again by the
     /// pool's count); owned VMs that match no desired machine are orphans.
     fn unjoined_cleanup(&self, out: &mut Outcome) {
+        if self.census.unjoined == 0 {
+            return;
+        }
         let mut steps = Vec::new();
         for view in &self.views {
             if self.is_stuck(view) {
@@ -640,6 +661,9 @@ impl<'a> Ctx<'a> {
     /// guest agent answers, whatever it waits for to join: `kubeadm init`, or its turn among
     /// the control planes. The VM's tag records it.
     fn prepares(&self, out: &mut Outcome) {
+        if self.census.unjoined == 0 {
+            return;
+        }
         let mut steps = Vec::new();
         for view in &self.views {
             let machine = view.machine;
@@ -680,6 +704,9 @@ impl<'a> Ctx<'a> {
     /// Fresh machines without a Node join: control planes one at a time while every other
     /// control plane is present (rule 9), workers together.
     fn joins(&self, out: &mut Outcome) {
+        if self.census.unjoined == 0 {
+            return;
+        }
         let mut control_plane_joining = false;
         let mut steps = Vec::new();
         let mut names: Vec<&View<'a>> = self

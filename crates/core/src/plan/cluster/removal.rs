@@ -46,6 +46,9 @@ impl<'a> Ctx<'a> {
 
     /// Surplus machines that never joined are destroyed right away (no workload on them).
     pub(super) fn surplus_unjoined(&self, out: &mut Outcome) {
+        if self.census.unjoined == 0 {
+            return;
+        }
         let mut steps = Vec::new();
         for view in &self.views {
             if view.node.is_none()
@@ -161,7 +164,7 @@ impl<'a> Ctx<'a> {
                 ),
             });
         }
-        if self.views.iter().any(|v| v.retiring) {
+        if self.census.retiring > 0 {
             return;
         }
         let leaving: Vec<&View<'a>> = self

@@ -8,6 +8,7 @@ use smol_str::format_smolstr;
 
 use super::create::Tally;
 use super::*;
+use crate::observed::VmConfig;
 
 impl<'a> Ctx<'a> {
     /// Builds the pools and sees every owned VM against them.
@@ -126,6 +127,22 @@ impl<'a> Ctx<'a> {
         }
         let config = machine.config.as_ref()?;
         let wanted = desired.machine;
+        let sized_as_wanted = config.cores == wanted.cores
+            && config.memory_mib == wanted.memory_mib
+            && config.disk_gib == wanted.disk_gib;
+        if sized_as_wanted {
+            return None;
+        }
+        self.drift(view, config, out)
+    }
+
+    /// The drift of a member sized otherwise than its spec (rule 14): reported, and a reason
+    /// to replace it with `onDrift: replace`. Rare, so kept out of [`Self::staleness`], which
+    /// a prediction runs for every member at every batch.
+    #[cold]
+    fn drift(&self, view: &View<'a>, config: &VmConfig, out: &mut Outcome) -> Option<Stale> {
+        let wanted = self.pools[view.pool].desired.as_ref()?.machine;
+        let machine = view.machine;
         let mut drift = Vec::new();
         if config.cores != wanted.cores {
             drift.push(format!("cores {} → {}", wanted.cores, config.cores));
@@ -138,9 +155,6 @@ impl<'a> Ctx<'a> {
         }
         if config.disk_gib != wanted.disk_gib {
             drift.push(format!("diskGiB {} → {}", wanted.disk_gib, config.disk_gib));
-        }
-        if drift.is_empty() {
-            return None;
         }
         let drift = drift.join(", ");
         let replace = self.input.spec.rollout.on_drift == DriftPolicy::Replace;

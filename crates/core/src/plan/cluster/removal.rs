@@ -39,7 +39,12 @@ impl<'a> Ctx<'a> {
                     .iter()
                     .filter(|v| v.pool == pool && self.is_leaving(v)),
             );
-            leaving[start..].sort_by_key(|v| (!v.is_in_removal(), v.is_counted()));
+            let members = &mut leaving[start..];
+            let key = |v: &&View<'a>| (!v.is_in_removal(), v.is_counted());
+            // Usually in order already: a rollout waits on a replacement most of the time.
+            if !members.is_sorted_by_key(key) {
+                members.sort_by_key(key);
+            }
         }
         leaving
     }

@@ -167,6 +167,7 @@ impl Prediction<'_> {
             now,
             memo: &memo,
             predicting: false,
+            seen: None,
         };
         simulate::predict(&input, &self.capacity, &self.listed)
     }
@@ -234,6 +235,7 @@ fn plan_cluster<'a>(
         now,
         memo: &memo,
         predicting: false,
+        seen: None,
     };
     let outcome = cluster::candidates(&input, capacity);
     let mut waiting_on = Vec::new();

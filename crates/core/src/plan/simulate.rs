@@ -7,7 +7,7 @@
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::cluster::{self, Candidate, Gate, Input};
+use super::cluster::{self, Acted, Candidate, Gate, Input, Seen};
 use super::placement::Capacity;
 use super::types::{Action, PREDICTED, Step, Wait};
 use crate::model::{NodeName, Role, VmId};
@@ -59,16 +59,14 @@ fn select_into(candidates: Vec<cluster::Candidate>, predict: bool, batch: &mut V
     };
     batch.clear();
     let calm = candidates.iter().any(|c| runnable(c) && !c.step.disruptive);
-    let chosen = candidates
-        .into_iter()
-        .filter(|c| runnable(c) && c.step.disruptive != calm)
-        .map(with_wait);
-    if calm {
-        batch.extend(chosen);
-    } else {
+    // Chosen in place: a candidate is large, and most are not chosen.
+    let mut chosen = candidates;
+    chosen.retain(|c| runnable(c) && c.step.disruptive != calm);
+    if !calm {
         // Rule 2: a disruptive step runs alone.
-        batch.extend(chosen.take(1));
+        chosen.truncate(1);
     }
+    batch.extend(chosen.into_iter().map(with_wait));
 }
 
 /// The predicted sequence of a desired cluster, from `observed` to convergence. `listed` are
@@ -90,6 +88,7 @@ pub(crate) fn predict(start: &Input<'_>, capacity: &Capacity, listed: &[Candidat
     let machines = state.machines.len() + declared as usize;
     let mut sequence = Vec::with_capacity(machines * STEPS_PER_REPLACEMENT);
     let mut batch = Vec::new();
+    let seen = Seen::default();
     for batch_index in 0..MAX_BATCHES {
         match first.take() {
             Some(listed) => batch = listed,
@@ -97,6 +96,7 @@ pub(crate) fn predict(start: &Input<'_>, capacity: &Capacity, listed: &[Candidat
                 let input = Input {
                     observed: &state,
                     predicting: true,
+                    seen: Some(&seen),
                     ..*start
                 };
                 let candidates = cluster::candidates(&input, &capacity).candidates;
@@ -107,6 +107,7 @@ pub(crate) fn predict(start: &Input<'_>, capacity: &Capacity, listed: &[Candidat
             break;
         }
         for mut step in batch.drain(..) {
+            seen.acted_on(acted(&state, &step));
             apply(&mut state, &mut capacity, &step, now, batch_index);
             forget_predicted_ids(&mut step);
             sequence.push(step);
@@ -114,6 +115,24 @@ pub(crate) fn predict(start: &Input<'_>, capacity: &Capacity, listed: &[Candidat
     }
     sequence.shrink_to_fit();
     sequence
+}
+
+/// Which VM of `state` `step` acts on, by its index in name order (read before the step).
+fn acted(state: &ObservedCluster, step: &Step) -> Acted {
+    let index = |name: &NodeName| state.machines.range(..name).count();
+    let exists = |name: &NodeName| state.machines.contains_key(name);
+    match &step.action {
+        Action::CreateMachine { name, .. } if !exists(name) => Acted::Created(index(name)),
+        Action::DestroyMachine { machine, .. } if exists(&machine.name) => {
+            Acted::Destroyed(index(&machine.name))
+        }
+        Action::DeleteCluster { .. } => Acted::All,
+        // Everything else acts on its target's VM or Node, or on none.
+        _ => match &step.target.machine {
+            Some(name) if exists(name) => Acted::On(index(name)),
+            _ => Acted::Nothing,
+        },
+    }
 }
 
 /// VM ids of VMs the prediction made up ([`UNASSIGNED`]) are unknown until Proxmox assigns

@@ -7,6 +7,7 @@ use std::cmp::Ordering;
 use smol_str::format_smolstr;
 
 use super::create::Tally;
+use super::seen::Facts;
 use super::*;
 use crate::observed::VmConfig;
 
@@ -37,33 +38,16 @@ impl<'a> Ctx<'a> {
             });
         }
         let observed = self.input.observed;
+        let desired_pools = self.pools.len();
+        let count = observed.machines.len();
         // Both maps are sorted by name: walk them side by side.
         let mut nodes = observed.nodes.iter().peekable();
-        // VM names start with the pool's: a pool's VMs come one after another, so the pool of
-        // the VM before is tried first (a string comparison per VM rather than per pool).
-        let mut previous = 0;
-        for (name, machine) in &observed.machines {
-            let ownership = &machine.ownership;
-            let is_its_pool = |p: &Pool<'_>| p.role == ownership.role && p.name == ownership.pool;
-            let found = if is_its_pool(&self.pools[previous]) {
-                Some(previous)
-            } else {
-                self.pools.iter().position(is_its_pool)
-            };
-            let pool = match found {
-                Some(index) => index,
-                None => {
-                    self.pools.push(Pool {
-                        name: &ownership.pool,
-                        role: ownership.role,
-                        replicas: 0,
-                        desired: None,
-                        tally: Tally::default(),
-                    });
-                    self.pools.len() - 1
-                }
-            };
-            previous = pool;
+        let mut previous_pool = 0;
+        let kept = self
+            .input
+            .seen
+            .and_then(|seen| seen.kept(self.target_version, count));
+        for (index, (name, machine)) in observed.machines.iter().enumerate() {
             // One comparison per node: those before this VM's name have no VM.
             let mut node = None;
             while let Some(&(node_name, observed_node)) = nodes.peek() {
@@ -78,29 +62,88 @@ impl<'a> Ctx<'a> {
                 }
                 self.machineless_nodes.push(node_name);
             }
-            let fenced = node.is_some_and(ObservedNode::is_out_of_service) && !machine.is_running();
-            let mut view = View {
-                name,
-                machine,
-                node,
-                pool,
-                fresh: false,
-                fenced,
-                retiring: machine.is_retiring(),
-                prepared: machine.is_prepared(),
-                in_pool: false,
-                surplus: false,
-                stale: None,
+            let unchanged = match kept.as_deref().map(|kept| &kept[index]) {
+                Some((facts, false)) => Some(facts.clone()),
+                _ => None,
             };
-            let current = self.pools[pool]
-                .desired
-                .as_ref()
-                .is_some_and(|d| *d.hash() == ownership.spec_hash);
-            view.stale = self.staleness(&view, current, out);
-            view.fresh = current && view.stale.is_none();
+            let view = match unchanged {
+                Some(facts) => {
+                    let view = View::of(name, machine, node, facts);
+                    #[cfg(debug_assertions)]
+                    {
+                        let seen_again = self.see(name, machine, node, &mut previous_pool, out);
+                        debug_assert_eq!(seen_again.facts(), view.facts(), "{name}");
+                    }
+                    view
+                }
+                None => self.see(name, machine, node, &mut previous_pool, out),
+            };
             self.views.push(view);
         }
         self.machineless_nodes.extend(nodes.map(|(node, _)| node));
+        drop(kept);
+        if let Some(seen) = self.input.seen {
+            // A removed pool's index depends on which VMs came first: nothing is kept then.
+            let keepable = self.pools.len() == desired_pools;
+            seen.keep(keepable.then_some(self.target_version), count, |index| {
+                self.views[index].facts()
+            });
+        }
+    }
+
+    /// Sees one VM against the pools (adding its pool when it is gone from the spec).
+    /// `previous_pool`: the pool of the VM before, tried first (VM names start with the
+    /// pool's, so a pool's VMs come one after another).
+    fn see(
+        &mut self,
+        name: &'a NodeName,
+        machine: &'a ObservedMachine,
+        node: Option<&'a ObservedNode>,
+        previous_pool: &mut usize,
+        out: &mut Outcome,
+    ) -> View<'a> {
+        let ownership = &machine.ownership;
+        let is_its_pool = |p: &Pool<'_>| p.role == ownership.role && p.name == ownership.pool;
+        let found = if is_its_pool(&self.pools[*previous_pool]) {
+            Some(*previous_pool)
+        } else {
+            self.pools.iter().position(is_its_pool)
+        };
+        let pool = match found {
+            Some(index) => index,
+            None => {
+                self.pools.push(Pool {
+                    name: &ownership.pool,
+                    role: ownership.role,
+                    replicas: 0,
+                    desired: None,
+                    tally: Tally::default(),
+                });
+                self.pools.len() - 1
+            }
+        };
+        *previous_pool = pool;
+        let fenced = node.is_some_and(ObservedNode::is_out_of_service) && !machine.is_running();
+        let current = self.pools[pool]
+            .desired
+            .as_ref()
+            .is_some_and(|d| *d.hash() == ownership.spec_hash);
+        let mut view = View::of(
+            name,
+            machine,
+            node,
+            Facts {
+                pool,
+                fenced,
+                retiring: machine.is_retiring(),
+                prepared: machine.is_prepared(),
+                current,
+                stale: None,
+            },
+        );
+        view.stale = self.staleness(&view, current, out);
+        view.fresh = current && view.stale.is_none();
+        view
     }
 
     /// Why a member must be replaced (outdated, drifted with `onDrift: replace`, fenced), and

@@ -132,9 +132,14 @@ impl<'a> Ctx<'a> {
     pub(super) fn creates(&self, out: &mut Outcome, capacity: &Capacity) {
         let initialised = self.initialised();
         let control_plane_complete = initialised && self.control_plane_complete();
+        let repairing = |pool: &Pool<'_>| pool.tally.stale_fenced > 0;
+        if self.input.predicting && self.surge_budget() == 0 && !self.pools.iter().any(repairing) {
+            // Nothing may be created now, and a prediction reads only what runs now.
+            return;
+        }
         let mut earlier_pools_stale = false;
         // (pool, count now, count later)
-        let mut demand: Vec<(usize, usize, usize)> = Vec::new();
+        let mut demand: Vec<(usize, usize, usize)> = Vec::with_capacity(self.pools.len());
         let mut repairs = BTreeSet::new();
         for pool in 0..self.pools.len() {
             if self.pools[pool].desired.is_none() {
@@ -147,7 +152,7 @@ impl<'a> Ctx<'a> {
             let deficit = replicas.saturating_sub(fresh + stale);
             let total = wanted.saturating_sub(fresh).max(deficit);
             // A fenced machine is a repair, not a rollout: its replacement waits for nothing.
-            let repairing = self.pools[pool].tally.stale_fenced > 0;
+            let repairing = repairing(&self.pools[pool]);
             if repairing {
                 repairs.insert(pool);
             }

@@ -12,6 +12,7 @@ mod create;
 mod health;
 mod memo;
 mod removal;
+mod seen;
 mod version;
 mod words;
 
@@ -33,6 +34,8 @@ use crate::spec::validate::{CONTROL_PLANE_POOL, VM_NAME_PREFIX};
 use crate::spec::{ClusterSpec, DriftPolicy, KubeVersion, Machine};
 use memo::PoolSpecs;
 pub(crate) use memo::SpecMemo;
+use seen::Facts;
+pub(crate) use seen::{Acted, Seen};
 use smol_str::SmolStr;
 use words::Words;
 
@@ -78,6 +81,9 @@ pub(crate) struct Input<'a> {
     /// A predicted batch: only the candidate steps are read, so work that could only add to
     /// the reports (blocked, waiting, findings) may be skipped.
     pub predicting: bool,
+    /// What the batch before found about each VM, and which VMs its steps acted on (a
+    /// prediction keeps it from batch to batch).
+    pub seen: Option<&'a Seen>,
 }
 
 /// A pool: desired (the control plane first, then the worker pools in spec order) or removed
@@ -122,6 +128,8 @@ struct View<'a> {
     /// once, as every concern asks.
     retiring: bool,
     prepared: bool,
+    /// Its spec hash is its pool's desired one.
+    current: bool,
     /// Fresh, not retiring, not stuck: it counts toward its pool (set by `mark_fresh`).
     in_pool: bool,
     /// One of its pool's fresh machines beyond the replicas (set by `mark_fresh`).
@@ -130,7 +138,42 @@ struct View<'a> {
     stale: Option<classify::Stale>,
 }
 
-impl View<'_> {
+impl<'a> View<'a> {
+    /// The view of a VM whose facts are known.
+    fn of(
+        name: &'a NodeName,
+        machine: &'a ObservedMachine,
+        node: Option<&'a ObservedNode>,
+        facts: Facts,
+    ) -> Self {
+        View {
+            name,
+            machine,
+            node,
+            pool: facts.pool,
+            fresh: facts.current && facts.stale.is_none(),
+            fenced: facts.fenced,
+            retiring: facts.retiring,
+            prepared: facts.prepared,
+            current: facts.current,
+            in_pool: false,
+            surplus: false,
+            stale: facts.stale,
+        }
+    }
+
+    /// What a later batch of a prediction may keep of it ([`Seen`]).
+    fn facts(&self) -> Facts {
+        Facts {
+            pool: self.pool,
+            fenced: self.fenced,
+            retiring: self.retiring,
+            prepared: self.prepared,
+            current: self.current,
+            stale: self.stale.clone(),
+        }
+    }
+
     fn role(&self) -> Role {
         self.machine.ownership.role
     }

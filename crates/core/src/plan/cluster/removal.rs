@@ -28,7 +28,7 @@ impl<'a> Ctx<'a> {
     /// order, then removed pools; within a pool, the one already in removal, then those not
     /// carrying workloads, then by name.
     pub(super) fn leaving(&self) -> Vec<&View<'a>> {
-        let mut leaving: Vec<&View<'a>> = Vec::new();
+        let mut leaving: Vec<&View<'a>> = Vec::with_capacity(self.views.len());
         // Pool by pool (one sort of every pool's members would move whole pools past each
         // other, as names order them otherwise). `views` are in name order and the sort is
         // stable: ties stay by name.

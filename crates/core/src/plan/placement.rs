@@ -23,7 +23,17 @@ const BASE36: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
 
 /// The name of the `ordinal`-th machine of a pool built from the spec `spec_hash`.
 pub fn machine_name(cluster: &str, pool: &str, spec_hash: &str, ordinal: u32) -> NodeName {
-    let digest = Sha1::digest(format!("{cluster}\n{pool}\n{spec_hash}\n{ordinal}").as_bytes());
+    // sha1 of "<cluster>\n<pool>\n<spec hash>\n<ordinal>", fed piece by piece (a prediction
+    // names every new VM of a cluster).
+    let digest = Sha1::new()
+        .chain_update(cluster)
+        .chain_update("\n")
+        .chain_update(pool)
+        .chain_update("\n")
+        .chain_update(spec_hash)
+        .chain_update("\n")
+        .chain_update(ordinal.to_string())
+        .finalize();
     let mut bytes = [0u8; 8];
     bytes.copy_from_slice(&digest[..8]);
     let mut value = u64::from_be_bytes(bytes) % 36u64.pow(SUFFIX_LEN);

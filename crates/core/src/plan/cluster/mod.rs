@@ -509,10 +509,12 @@ impl<'a> Ctx<'a> {
                 let step = Self::step(
                     Action::ResetNode { machine },
                     target,
-                    format!(
-                        "retiring: its Node is deleted; {}, then shut down",
-                        self.words().reset
-                    ),
+                    [
+                        "retiring: its Node is deleted; ",
+                        self.words().reset,
+                        ", then shut down",
+                    ]
+                    .concat(),
                 );
                 steps.push((step, false, Gate::Open));
             } else {
@@ -731,11 +733,14 @@ impl<'a> Ctx<'a> {
                     version,
                 },
                 self.target(view),
-                format!(
-                    "new {}: {} while it waits to join",
-                    view.role(),
-                    self.words().prepare(version)
-                ),
+                [
+                    "new ",
+                    view.role().as_str(),
+                    ": ",
+                    &self.words().prepare(version),
+                    " while it waits to join",
+                ]
+                .concat(),
             );
             steps.push((step, gate));
         }

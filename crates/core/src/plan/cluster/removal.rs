@@ -292,7 +292,7 @@ impl<'a> Ctx<'a> {
             return;
         };
         if drain.remaining_pods.is_empty() {
-            let step = delete(format!("{why}: drained"));
+            let step = delete([why.as_str(), ": drained"].concat());
             if role == Role::ControlPlane {
                 out.push_disruptive(step, self.window);
             } else {

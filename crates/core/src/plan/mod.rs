@@ -203,14 +203,17 @@ fn predict_all(
     };
     let mut results: Vec<Vec<Step>> = vec![Vec::new(); predictions.len()];
     std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads).map(|_| scope.spawn(work)).collect();
+        // This thread predicts too: its allocator arena is warm, a new thread's is not.
+        let workers: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
+        let mut done = work();
         for worker in workers {
-            let done = worker
+            let theirs = worker
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            for (index, predicted) in done {
-                results[index] = predicted;
-            }
+            done.extend(theirs);
+        }
+        for (index, predicted) in done {
+            results[index] = predicted;
         }
     });
     results

@@ -7,7 +7,6 @@ use std::cmp::Ordering;
 use smol_str::format_smolstr;
 
 use super::create::Tally;
-use super::seen::Facts;
 use super::*;
 use crate::observed::VmConfig;
 
@@ -255,6 +254,19 @@ impl<'a> Ctx<'a> {
         };
         Some(reason)
     }
+}
+
+/// What classifying one VM found (the parts of a `View` that depend on that VM alone).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Facts {
+    /// Index of its pool among the desired pools.
+    pub pool: usize,
+    pub fenced: bool,
+    pub retiring: bool,
+    pub prepared: bool,
+    /// Its spec hash is its pool's desired one.
+    pub current: bool,
+    pub stale: Option<Stale>,
 }
 
 /// Why a member must be replaced.

@@ -7,21 +7,8 @@
 
 use std::cell::{Ref, RefCell};
 
-use super::classify::Stale;
+use super::classify::Facts;
 use crate::spec::KubeVersion;
-
-/// What classifying one VM found (the parts of a `View` that depend on that VM alone).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Facts {
-    /// Index of its pool among the desired pools.
-    pub pool: usize,
-    pub fenced: bool,
-    pub retiring: bool,
-    pub prepared: bool,
-    /// Its spec hash is its pool's desired one.
-    pub current: bool,
-    pub stale: Option<Stale>,
-}
 
 /// Each VM's facts at the last batch, in name order (the order of `observed.machines`).
 #[derive(Debug, Default)]

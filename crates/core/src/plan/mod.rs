@@ -30,8 +30,9 @@ mod proptests;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::{Condvar, Mutex, PoisonError};
+use std::thread::{Scope, ScopedJoinHandle};
 
 use jiff::Timestamp;
 
@@ -88,51 +89,53 @@ fn plan_on(
         .collect();
     let mut clusters = Vec::new();
     let mut findings = Vec::new();
-    let mut predictions = Vec::new();
-    for name in names {
-        let seen = observed.clusters.get(name);
-        match desired.clusters.get(name) {
-            Some(cluster) => {
-                let (plan, prediction, orphans) = plan_cluster(
-                    name,
-                    &cluster.spec,
-                    seen.unwrap_or(&empty),
-                    policy,
-                    now,
-                    &mut capacity,
-                );
-                predictions.push((clusters.len(), prediction));
-                clusters.push(plan);
-                findings.extend(orphans);
-            }
-            None => {
-                let Some(seen) = seen.filter(|c| !c.is_empty()) else {
-                    continue;
-                };
-                if let Some(path) = desired.invalid.get(name) {
-                    // Its file is there, only broken: not a removed cluster.
-                    findings.push(Finding {
-                        kind: FindingKind::InvalidFile,
-                        cluster: name.clone(),
-                        machine: None,
-                        vm_id: None,
-                        message: format!(
-                            "cluster {name}: {path} has errors; its {} VM(s) are left as they are until the file is fixed",
-                            seen.machines.len()
-                        ),
-                    });
-                    continue;
+    let queue = Queue::default();
+    let predicted = std::thread::scope(|scope| {
+        let mut predictor = Predictor::new(scope, &queue, threads, policy, now);
+        for name in names {
+            let seen = observed.clusters.get(name);
+            match desired.clusters.get(name) {
+                Some(cluster) => {
+                    let (plan, prediction, orphans) = plan_cluster(
+                        name,
+                        &cluster.spec,
+                        seen.unwrap_or(&empty),
+                        policy,
+                        now,
+                        &mut capacity,
+                    );
+                    predictor.submit(clusters.len(), prediction);
+                    clusters.push(plan);
+                    findings.extend(orphans);
                 }
-                match removed::plan(name, seen, policy, &mut capacity) {
-                    removed::Removed::Delete(plan) => clusters.push(*plan),
-                    removed::Removed::Report(finding) => findings.push(finding),
+                None => {
+                    let Some(seen) = seen.filter(|c| !c.is_empty()) else {
+                        continue;
+                    };
+                    if let Some(path) = desired.invalid.get(name) {
+                        // Its file is there, only broken: not a removed cluster.
+                        findings.push(Finding {
+                            kind: FindingKind::InvalidFile,
+                            cluster: name.clone(),
+                            machine: None,
+                            vm_id: None,
+                            message: format!(
+                                "cluster {name}: {path} has errors; its {} VM(s) are left as they are until the file is fixed",
+                                seen.machines.len()
+                            ),
+                        });
+                        continue;
+                    }
+                    match removed::plan(name, seen, policy, &mut capacity) {
+                        removed::Removed::Delete(plan) => clusters.push(*plan),
+                        removed::Removed::Report(finding) => findings.push(finding),
+                    }
                 }
             }
         }
-    }
-    let (indices, predictions): (Vec<usize>, Vec<Prediction<'_>>) = predictions.into_iter().unzip();
-    let predicted = predict_all(&predictions, policy, now, threads);
-    for (index, predicted) in indices.into_iter().zip(predicted) {
+        predictor.finish()
+    });
+    for (index, predicted) in predicted {
         let plan = &mut clusters[index];
         plan.predicted = predicted;
         if plan.phase == Phase::Ready && !plan.predicted.is_empty() {
@@ -173,50 +176,119 @@ impl Prediction<'_> {
     }
 }
 
-/// Runs every cluster's prediction on up to `threads` threads, each taking the next cluster
-/// not yet taken. Each prediction depends only on its own start (its capacity is a copy), so
-/// the plans are the same on any number of threads; a template change across a fleet
-/// predicts hundreds of batches per cluster, the bulk of a plan's time.
-fn predict_all(
-    predictions: &[Prediction<'_>],
-    policy: &Policy,
-    now: Timestamp,
-    threads: usize,
-) -> Vec<Vec<Step>> {
-    // A converged cluster lists nothing and its prediction ends at once: threads would cost
-    // more than they save (and each keeps memory of its own in the allocator).
-    let with_work = predictions.iter().filter(|p| !p.listed.is_empty()).count();
-    let threads = threads.min(with_work);
-    if threads <= 1 {
-        return predictions.iter().map(|p| p.run(policy, now)).collect();
+/// Predicted sequences, by the index of their cluster's plan.
+type Predicted = Vec<(usize, Vec<Step>)>;
+
+/// Predictions waiting to run, by the index of their cluster's plan; `closed` once the first
+/// pass has submitted them all.
+#[derive(Default)]
+struct Queue<'a> {
+    waiting: Mutex<(VecDeque<(usize, Prediction<'a>)>, bool)>,
+    submitted: Condvar,
+}
+
+impl<'a> Queue<'a> {
+    /// Adds a prediction; `wake`: another thread may be waiting for one.
+    fn push(&self, index: usize, prediction: Prediction<'a>, wake: bool) {
+        lock(&self.waiting).0.push_back((index, prediction));
+        if wake {
+            self.submitted.notify_one();
+        }
     }
-    let next = AtomicUsize::new(0);
-    let work = || {
-        let mut done = Vec::new();
+
+    fn close(&self) {
+        lock(&self.waiting).1 = true;
+        self.submitted.notify_all();
+    }
+
+    /// The next prediction to run; `None` once the queue is closed and empty.
+    fn next(&self) -> Option<(usize, Prediction<'a>)> {
+        let mut waiting = lock(&self.waiting);
         loop {
-            let index = next.fetch_add(1, Ordering::Relaxed);
-            let Some(prediction) = predictions.get(index) else {
-                return done;
-            };
+            if let Some(next) = waiting.0.pop_front() {
+                return Some(next);
+            }
+            if waiting.1 {
+                return None;
+            }
+            waiting = self
+                .submitted
+                .wait(waiting)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Runs predictions until the queue is closed and empty.
+    fn work(&self, policy: &Policy, now: Timestamp) -> Predicted {
+        let mut done = Vec::new();
+        while let Some((index, prediction)) = self.next() {
             done.push((index, prediction.run(policy, now)));
         }
-    };
-    let mut results: Vec<Vec<Step>> = vec![Vec::new(); predictions.len()];
-    std::thread::scope(|scope| {
-        // This thread predicts too: its allocator arena is warm, a new thread's is not.
-        let workers: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
-        let mut done = work();
-        for worker in workers {
-            let theirs = worker
+        done
+    }
+}
+
+/// A lock on data no panicking holder can leave half-written (a panic in a prediction is
+/// re-raised by `finish` anyway).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Runs the clusters' predictions while the first pass plans the next clusters: a template
+/// change across a fleet predicts hundreds of batches per cluster, the bulk of a plan's time.
+/// Each prediction depends only on its own start (its capacity is a copy), so the plan is the
+/// same on any number of threads.
+struct Predictor<'scope, 'env> {
+    scope: &'scope Scope<'scope, 'env>,
+    queue: &'env Queue<'env>,
+    /// Threads to start besides this one, once a prediction has work.
+    spare: usize,
+    helpers: Vec<ScopedJoinHandle<'scope, Predicted>>,
+    policy: &'env Policy,
+    now: Timestamp,
+}
+
+impl<'scope, 'env> Predictor<'scope, 'env> {
+    fn new(
+        scope: &'scope Scope<'scope, 'env>,
+        queue: &'env Queue<'env>,
+        threads: usize,
+        policy: &'env Policy,
+        now: Timestamp,
+    ) -> Self {
+        Predictor {
+            scope,
+            queue,
+            spare: threads.saturating_sub(1),
+            helpers: Vec::new(),
+            policy,
+            now,
+        }
+    }
+
+    fn submit(&mut self, index: usize, prediction: Prediction<'env>) {
+        // A converged cluster lists nothing and its prediction ends at once: a thread would
+        // cost more than it saves (and keeps memory of its own in the allocator).
+        if self.helpers.len() < self.spare && !prediction.listed.is_empty() {
+            let (queue, policy, now) = (self.queue, self.policy, self.now);
+            self.helpers
+                .push(self.scope.spawn(move || queue.work(policy, now)));
+        }
+        self.queue.push(index, prediction, !self.helpers.is_empty());
+    }
+
+    /// Runs what is left on this thread too, and returns every prediction by index.
+    fn finish(self) -> Predicted {
+        self.queue.close();
+        let mut done = self.queue.work(self.policy, self.now);
+        for helper in self.helpers {
+            let theirs = helper
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             done.extend(theirs);
         }
-        for (index, predicted) in done {
-            results[index] = predicted;
-        }
-    });
-    results
+        done
+    }
 }
 
 /// Plans one desired cluster; returns its plan (without its prediction, which `plan` runs

@@ -13,7 +13,7 @@ mod lifecycle_support;
 
 use std::time::{Duration, Instant};
 
-use capstan::model::Role;
+use capstan::model::{NodeName, Role};
 use capstan::plan::bound::{self, StepDurations};
 use capstan_lab::values::LabDuration;
 use capstan_lab::world::{LabConfig, Timings};
@@ -185,10 +185,10 @@ async fn change(
             ready(s, &[name])
         })
         .await;
-    let old: Vec<String> = built.clusters[name]
+    let old: Vec<NodeName> = built.clusters[name]
         .nodes
         .iter()
-        .map(|n| n.name.to_string())
+        .map(|n| n.name.clone())
         .collect();
     let started = Instant::now();
     world.write_cluster(
@@ -202,7 +202,7 @@ async fn change(
                     .nodes
                     .iter()
                     .filter(|n| after.0 != "1.36.2" || n.role == Role::Worker)
-                    .all(|n| !old.contains(&n.name.0.to_string()))
+                    .all(|n| !old.contains(&n.name))
         })
         .await;
     let measured = started.elapsed();

@@ -62,7 +62,7 @@ async fn a_template_change_replaces_every_worker_new_before_old_one_at_a_time() 
                     .nodes
                     .iter()
                     .filter(|n| n.role == Role::Worker)
-                    .all(|n| !old.contains(&n.name.0.to_string()))
+                    .all(|n| !old.iter().any(|o| o == n.name.as_str()))
         })
         .await;
     let timeline = recorder.finish().await;

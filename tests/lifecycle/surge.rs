@@ -40,7 +40,7 @@ async fn most_vms_during_a_template_change(surge: u32) -> usize {
                     .nodes
                     .iter()
                     .filter(|n| n.role == Role::Worker)
-                    .all(|n| !old.contains(&n.name.0.to_string()))
+                    .all(|n| !old.iter().any(|o| o == n.name.as_str()))
         })
         .await;
     let timeline = recorder.finish().await;

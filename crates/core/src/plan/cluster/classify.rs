@@ -257,7 +257,7 @@ impl<'a> Ctx<'a> {
 }
 
 /// What classifying one VM found (the parts of a `View` that depend on that VM alone).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct Facts {
     /// Index of its pool among the desired pools.
     pub pool: usize,

@@ -140,7 +140,6 @@ impl<'a> Ctx<'a> {
         let mut earlier_pools_stale = false;
         // (pool, count now, count later)
         let mut demand: Vec<(usize, usize, usize)> = Vec::with_capacity(self.pools.len());
-        let mut repairs = BTreeSet::new();
         for pool in 0..self.pools.len() {
             if self.pools[pool].desired.is_none() {
                 continue;
@@ -153,9 +152,6 @@ impl<'a> Ctx<'a> {
             let total = wanted.saturating_sub(fresh).max(deficit);
             // A fenced machine is a repair, not a rollout: its replacement waits for nothing.
             let repairing = repairing(&self.pools[pool]);
-            if repairing {
-                repairs.insert(pool);
-            }
             let allowed = if pool == 0 || repairing {
                 true
             } else if !control_plane_complete {
@@ -177,7 +173,7 @@ impl<'a> Ctx<'a> {
         let mut budget = self.surge_budget();
         for (_, now, later) in demand
             .iter_mut()
-            .filter(|(pool, ..)| !repairs.contains(pool))
+            .filter(|(pool, ..)| !repairing(&self.pools[*pool]))
         {
             let held = now.saturating_sub(budget);
             *now -= held;

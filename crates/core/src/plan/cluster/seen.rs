@@ -48,15 +48,8 @@ impl Seen {
                 None => kept.version = None,
             },
             Acted::Created(index) if index <= kept.facts.len() => {
-                let placeholder = Facts {
-                    pool: 0,
-                    fenced: false,
-                    retiring: false,
-                    prepared: false,
-                    current: false,
-                    stale: None,
-                };
-                kept.facts.insert(index, (placeholder, true));
+                // Marked as acted on: worked out at the next classification.
+                kept.facts.insert(index, (Facts::default(), true));
             }
             Acted::Destroyed(index) if index < kept.facts.len() => {
                 kept.facts.remove(index);

@@ -30,8 +30,9 @@ mod proptests;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeSet, VecDeque};
-use std::sync::{Condvar, Mutex, PoisonError};
+use std::collections::BTreeSet;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{Scope, ScopedJoinHandle};
 
 use jiff::Timestamp;
@@ -89,9 +90,8 @@ fn plan_on(
         .collect();
     let mut clusters = Vec::new();
     let mut findings = Vec::new();
-    let queue = Queue::default();
     let predicted = std::thread::scope(|scope| {
-        let mut predictor = Predictor::new(scope, &queue, threads, policy, now);
+        let mut predictor = Predictor::new(scope, threads, policy, now);
         for name in names {
             let seen = observed.clusters.get(name);
             match desired.clusters.get(name) {
@@ -179,59 +179,24 @@ impl Prediction<'_> {
 /// Predicted sequences, by the index of their cluster's plan.
 type Predicted = Vec<(usize, Vec<Step>)>;
 
-/// Predictions waiting to run, by the index of their cluster's plan; `closed` once the first
-/// pass has submitted them all.
-#[derive(Default)]
-struct Queue<'a> {
-    waiting: Mutex<(VecDeque<(usize, Prediction<'a>)>, bool)>,
-    submitted: Condvar,
-}
+/// A prediction to run, with the index of its cluster's plan.
+type ToRun<'a> = (usize, Prediction<'a>);
 
-impl<'a> Queue<'a> {
-    /// Adds a prediction; `wake`: another thread may be waiting for one.
-    fn push(&self, index: usize, prediction: Prediction<'a>, wake: bool) {
-        lock(&self.waiting).0.push_back((index, prediction));
-        if wake {
-            self.submitted.notify_one();
-        }
+/// Runs the predictions `waiting` hands out until the first pass is over and none is left.
+/// Its lock is held while waiting, so one thread waits on the channel and the others on the
+/// lock; it is released before the prediction runs.
+fn run_waiting(waiting: &Mutex<Receiver<ToRun<'_>>>, policy: &Policy, now: Timestamp) -> Predicted {
+    let mut done = Vec::new();
+    loop {
+        let next = waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .recv();
+        let Ok((index, prediction)) = next else {
+            return done;
+        };
+        done.push((index, prediction.run(policy, now)));
     }
-
-    fn close(&self) {
-        lock(&self.waiting).1 = true;
-        self.submitted.notify_all();
-    }
-
-    /// The next prediction to run; `None` once the queue is closed and empty.
-    fn next(&self) -> Option<(usize, Prediction<'a>)> {
-        let mut waiting = lock(&self.waiting);
-        loop {
-            if let Some(next) = waiting.0.pop_front() {
-                return Some(next);
-            }
-            if waiting.1 {
-                return None;
-            }
-            waiting = self
-                .submitted
-                .wait(waiting)
-                .unwrap_or_else(PoisonError::into_inner);
-        }
-    }
-
-    /// Runs predictions until the queue is closed and empty.
-    fn work(&self, policy: &Policy, now: Timestamp) -> Predicted {
-        let mut done = Vec::new();
-        while let Some((index, prediction)) = self.next() {
-            done.push((index, prediction.run(policy, now)));
-        }
-        done
-    }
-}
-
-/// A lock on data no panicking holder can leave half-written (a panic in a prediction is
-/// re-raised by `finish` anyway).
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Runs the clusters' predictions while the first pass plans the next clusters: a template
@@ -240,7 +205,8 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// same on any number of threads.
 struct Predictor<'scope, 'env> {
     scope: &'scope Scope<'scope, 'env>,
-    queue: &'env Queue<'env>,
+    to_run: Sender<ToRun<'env>>,
+    waiting: Arc<Mutex<Receiver<ToRun<'env>>>>,
     /// Threads to start besides this one, once a prediction has work.
     spare: usize,
     helpers: Vec<ScopedJoinHandle<'scope, Predicted>>,
@@ -251,14 +217,15 @@ struct Predictor<'scope, 'env> {
 impl<'scope, 'env> Predictor<'scope, 'env> {
     fn new(
         scope: &'scope Scope<'scope, 'env>,
-        queue: &'env Queue<'env>,
         threads: usize,
         policy: &'env Policy,
         now: Timestamp,
     ) -> Self {
+        let (to_run, waiting) = mpsc::channel();
         Predictor {
             scope,
-            queue,
+            to_run,
+            waiting: Arc::new(Mutex::new(waiting)),
             spare: threads.saturating_sub(1),
             helpers: Vec::new(),
             policy,
@@ -270,17 +237,18 @@ impl<'scope, 'env> Predictor<'scope, 'env> {
         // A converged cluster lists nothing and its prediction ends at once: a thread would
         // cost more than it saves (and keeps memory of its own in the allocator).
         if self.helpers.len() < self.spare && !prediction.listed.is_empty() {
-            let (queue, policy, now) = (self.queue, self.policy, self.now);
+            let (waiting, policy, now) = (Arc::clone(&self.waiting), self.policy, self.now);
             self.helpers
-                .push(self.scope.spawn(move || queue.work(policy, now)));
+                .push(self.scope.spawn(move || run_waiting(&waiting, policy, now)));
         }
-        self.queue.push(index, prediction, !self.helpers.is_empty());
+        // The receiver lives until the plan is made: sending cannot fail.
+        let _ = self.to_run.send((index, prediction));
     }
 
     /// Runs what is left on this thread too, and returns every prediction by index.
     fn finish(self) -> Predicted {
-        self.queue.close();
-        let mut done = self.queue.work(self.policy, self.now);
+        drop(self.to_run);
+        let mut done = run_waiting(&self.waiting, self.policy, self.now);
         for helper in self.helpers {
             let theirs = helper
                 .join()

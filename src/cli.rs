@@ -270,6 +270,9 @@ pub struct RunArgs {
     /// Leader election (several replicas).
     #[command(flatten)]
     pub leader: LeaderArgs,
+    /// Where secrets may come from, and where they may go.
+    #[command(flatten)]
+    pub secrets: SecretArgs,
     /// Post a preview on every open pull request of `--forge-repo` (whose heads are fetched
     /// from the Git remote as `refs/pull/<N>/head`, GitLab's merge requests' as
     /// `refs/merge-requests/<N>/head`) on every poll, when its head or the
@@ -279,6 +282,83 @@ pub struct RunArgs {
     /// Where previews are posted.
     #[command(flatten)]
     pub forge: ForgeArgs,
+}
+
+/// The operator's limits on the secrets a repository names and the servers they are sent to
+/// (ignored by `--lab` for Proxmox and the management clusters, which are the lab's).
+#[derive(Debug, Clone, clap::Args)]
+pub struct SecretArgs {
+    /// The prefix of the environment variables capstan.yaml may read secrets from. A secret
+    /// comes only from the variable named after its owner: `<PREFIX>PROXMOX_<NAME>_TOKEN`,
+    /// `<PREFIX>DATASTORE_<NAME>_PASSWORD`, `<PREFIX>MANAGEMENT_<NAME>_KUBECONFIG`, and a
+    /// cluster's `endpointFrom` `<PREFIX>CLUSTER_<NAME>_DATASTORE_ENDPOINT` (NAME upper-case,
+    /// `-` as `_`).
+    #[arg(long, default_value = crate::secrets::DEFAULT_ENV_PREFIX, env = env_vars::CAPSTAN_SECRETS_ENV_PREFIX)]
+    pub secrets_env_prefix: String,
+    /// The folder capstan.yaml may read secret files (and `caFile`) from: each owner's in its
+    /// own folder, `DIR/proxmox/<name>/`, `DIR/datastores/<name>/`,
+    /// `DIR/managementClusters/<name>/`, `DIR/clusters/<name>/` (a relative path in
+    /// capstan.yaml is relative to DIR; `..` and symbolic links leading out are refused).
+    /// Without it, no secret file is read.
+    #[arg(long, env = env_vars::CAPSTAN_SECRETS_DIR)]
+    pub secrets_dir: Option<PathBuf>,
+    /// Where a connection's secret may be sent: `proxmox.NAME.url=URL`,
+    /// `proxmox.NAME.tlsFingerprint=FINGERPRINT`, `datastores.NAME.url=mysql://HOST:PORT`
+    /// (repeat it, or separate them with `,` in the variable). Every connection of a real fleet
+    /// must be pinned: a revision whose connection differs, or that adds one, is refused whole
+    /// until the pin changes. `--lab` pins nothing.
+    #[arg(long = "pin", value_name = "FIELD=VALUE", value_delimiter = ',', env = env_vars::CAPSTAN_PINS)]
+    pub pins: Vec<crate::secrets::Pin>,
+}
+
+impl SecretArgs {
+    /// The limits the flags describe: the policy (never allowing the variables in
+    /// `reserved`, those the daemon's own flags read), and the admission of revisions on a
+    /// real fleet or, with `lab`, on a lab (whose Proxmox and management clusters are its own,
+    /// so nothing is pinned).
+    ///
+    /// # Errors
+    /// When the prefix is malformed, `--secrets-dir` is not a folder, or a field is pinned to
+    /// two values.
+    pub fn limits(
+        &self,
+        lab: bool,
+        reserved: impl IntoIterator<Item = String>,
+    ) -> Result<crate::secrets::Limits, crate::secrets::LimitsError> {
+        let policy = std::sync::Arc::new(
+            crate::secrets::SecretPolicy::new(
+                &self.secrets_env_prefix,
+                self.secrets_dir.as_deref(),
+            )?
+            .reserving(reserved),
+        );
+        let admission = if lab {
+            crate::secrets::Admission::lab(std::sync::Arc::clone(&policy))
+        } else {
+            let pins = crate::secrets::Pins::new(self.pins.iter().cloned())?;
+            crate::secrets::Admission::fleet(std::sync::Arc::clone(&policy), pins)
+        };
+        Ok(crate::secrets::Limits { policy, admission })
+    }
+}
+
+impl RunArgs {
+    /// The variables the daemon's own flags read secrets from: a repository may never name
+    /// them, whatever their names.
+    pub fn reserved_variables(&self) -> Vec<String> {
+        let from_flag = |origin: &Option<SecretFrom>| match origin {
+            Some(SecretFrom::Env { variable }) => Some(variable.clone()),
+            _ => None,
+        };
+        [
+            Some(env_vars::CAPSTAN_FORGE_TOKEN.to_owned()),
+            from_flag(&self.git.git_token_from),
+            from_flag(&self.daemon.webhook_secret_from),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
 }
 
 /// The forge pull-request previews are posted to. The token is read from the environment
@@ -397,6 +477,9 @@ pub struct ObserveArgs {
     /// `capstan preview --observed FILE` simulates drains.
     #[arg(long)]
     pub workloads: bool,
+    /// Where secrets may come from, and where they may go (as for `run`).
+    #[command(flatten)]
+    pub secrets: SecretArgs,
 }
 
 /// `capstan validate`.

@@ -93,3 +93,9 @@ pub const CAPSTAN_PREVIEWS: &str = "CAPSTAN_PREVIEWS";
 pub const CAPSTAN_NOW: &str = "CAPSTAN_NOW";
 /// Hold the Lease through the pod's service account.
 pub const CAPSTAN_LEASE_IN_CLUSTER: &str = "CAPSTAN_LEASE_IN_CLUSTER";
+/// The prefix of the environment variables a repository may read secrets from.
+pub const CAPSTAN_SECRETS_ENV_PREFIX: &str = "CAPSTAN_SECRETS_ENV_PREFIX";
+/// The folder a repository may read secret files from.
+pub const CAPSTAN_SECRETS_DIR: &str = "CAPSTAN_SECRETS_DIR";
+/// Where connections' secrets may be sent: `FIELD=VALUE` pins, separated by `,`.
+pub const CAPSTAN_PINS: &str = "CAPSTAN_PINS";

@@ -24,6 +24,7 @@ pub mod observe;
 pub mod preview;
 pub mod providers;
 pub mod report;
+pub mod secrets;
 pub mod source;
 pub mod status;
 pub mod status_branch;

@@ -13,7 +13,6 @@
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -41,7 +40,8 @@ fn lab_yaml(clusters: usize) -> String {
     )
 }
 
-fn fleet_yaml(lab: &capstan_lab::lab::LabFile, management_kubeconfig: &Path) -> String {
+/// The fleet on the lab; the management kubeconfig is read from the daemon's `--secrets-dir`.
+fn fleet_yaml(lab: &capstan_lab::lab::LabFile) -> String {
     format!(
         "apiVersion: capstan.dev/v1alpha1
 kind: Fleet
@@ -50,18 +50,15 @@ proxmox:
   lab:
     url: {}
     tokenId: \"{}\"
-    tokenFrom: {{env: BENCH_PROXMOX_TOKEN}}
+    tokenFrom: {{env: CAPSTAN_PROXMOX_LAB_TOKEN}}
     tlsFingerprint: \"{}\"
 managementClusters:
   management:
-    kubeconfigFrom: {{file: {}}}
+    kubeconfigFrom: {{file: managementClusters/management/kubeconfig}}
 approvedMinors: [\"1.36\"]
 pollInterval: 10s
 ",
-        lab.proxmox.url,
-        lab.proxmox.token_id,
-        lab.proxmox.fingerprint,
-        management_kubeconfig.display()
+        lab.proxmox.url, lab.proxmox.token_id, lab.proxmox.fingerprint,
     )
 }
 
@@ -183,9 +180,13 @@ async fn measure(clusters: usize) {
     let management = lab
         .kubeconfig_path("management")
         .expect("management kubeconfig");
+    let secrets = state.path().join("secrets");
+    let folder = secrets.join("managementClusters/management");
+    std::fs::create_dir_all(&folder).expect("secrets folder");
+    std::fs::copy(&management, folder.join("kubeconfig")).expect("management kubeconfig");
     std::fs::write(
         repo.path().join("capstan.yaml"),
-        fleet_yaml(&lab.lab_file(), &management),
+        fleet_yaml(&lab.lab_file()),
     )
     .expect("capstan.yaml");
     for index in 0..clusters {
@@ -202,7 +203,17 @@ async fn measure(clusters: usize) {
         .arg(repo.path())
         .args(["--http", &addr.to_string(), "--busy-interval", "200ms"])
         .args(["--concurrency", "16"])
-        .env("BENCH_PROXMOX_TOKEN", lab.token())
+        .arg("--secrets-dir")
+        .arg(&secrets)
+        .arg(format!(
+            "--pin=proxmox.lab.url={}",
+            lab.lab_file().proxmox.url
+        ))
+        .arg(format!(
+            "--pin=proxmox.lab.tlsFingerprint={}",
+            lab.lab_file().proxmox.fingerprint
+        ))
+        .env("CAPSTAN_PROXMOX_LAB_TOKEN", lab.token())
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -15,6 +15,7 @@ use crate::providers::proxmox::{
     ClientOptions, ConnectionConfig, ProxmoxClient, ProxmoxError, ProxmoxProvider, TokenSecret,
     Trust,
 };
+use crate::secrets::{SecretError, SecretReader, SecretUse};
 use crate::spec::{Fleet, SecretSource};
 use capstan_lab::lab::LabFile;
 
@@ -42,6 +43,14 @@ pub trait Providers: Send + Sync + 'static {
 
     /// The admin access of a datastore server named in `capstan.yaml` (`datastores:`).
     fn datastore(&self, server: &str) -> Option<&AdminAccess>;
+
+    /// The kine DSN cluster `cluster` gives whole (`datastore.endpointFrom`), read now (a
+    /// cluster may arrive with any commit) from where the operator's policy lets that cluster
+    /// read it.
+    ///
+    /// # Errors
+    /// When the policy refuses the source or it cannot be read.
+    fn kine_dsn(&self, cluster: &str, source: &SecretSource) -> Result<String, SecretError>;
 
     /// A client of the cluster an admin kubeconfig points at.
     fn connect_cluster(
@@ -80,6 +89,9 @@ pub enum ConnectError {
         #[source]
         source: Box<DatastoreError>,
     },
+    /// A secret named in `capstan.yaml` cannot be read.
+    #[error("cannot read a secret capstan.yaml names")]
+    Secret(#[from] SecretError),
     /// A secret named in `capstan.yaml` was not resolved.
     #[error("no secret for {what}: set {hint}")]
     MissingSecret {
@@ -128,14 +140,21 @@ pub struct Connections {
     flux: BTreeMap<String, Arc<FluxDeliverer<KubeClusterClient>>>,
     management: BTreeMap<String, KubeClusterClient>,
     datastores: BTreeMap<String, AdminAccess>,
+    /// Reads the secrets a revision names after start (`endpointFrom`).
+    secrets: SecretReader,
 }
 
 impl Connections {
-    /// Connections to what `fleet` names, with the secrets `main` resolved.
+    /// Connections to what `fleet` names, with the secrets [`resolve_secrets`] read through
+    /// `reader` (which also checks each `caFile`, and reads what later revisions name).
     ///
     /// # Errors
     /// When a secret is missing or a connection is misconfigured.
-    pub async fn from_fleet(fleet: &Fleet, secrets: &FleetSecrets) -> Result<Self, ConnectError> {
+    pub async fn from_fleet(
+        fleet: &Fleet,
+        secrets: &FleetSecrets,
+        reader: SecretReader,
+    ) -> Result<Self, ConnectError> {
         let mut proxmox = BTreeMap::new();
         for (name, connection) in &fleet.proxmox {
             let secret =
@@ -146,7 +165,11 @@ impl Connections {
                         what: format!("Proxmox connection `{name}`"),
                         hint: "its tokenFrom".to_owned(),
                     })?;
-            let config = ConnectionConfig::from_spec(connection, TokenSecret::new(secret.clone()));
+            let mut connection = connection.clone();
+            if let Some(path) = &connection.ca_file {
+                connection.ca_file = Some(reader.file(SecretUse::ProxmoxCa(name), path)?);
+            }
+            let config = ConnectionConfig::from_spec(&connection, TokenSecret::new(secret.clone()));
             proxmox.insert(
                 name.clone(),
                 proxmox_client(name, config, ClientOptions::default())?,
@@ -163,6 +186,7 @@ impl Connections {
             flux.insert(name.clone(), flux_deliverer(name, kubeconfig).await?);
         }
         Connections::assemble(proxmox, flux)
+            .with_secret_reader(reader)
             .with_datastores(fleet, &secrets.datastore_admin_passwords)
     }
 
@@ -212,7 +236,16 @@ impl Connections {
             flux,
             management,
             datastores: BTreeMap::new(),
+            secrets: SecretReader::default(),
         }
+    }
+
+    /// These connections, reading what revisions name after start (`endpointFrom`) through
+    /// `reader` (the default reads nothing but variables of an empty environment).
+    #[must_use]
+    pub fn with_secret_reader(mut self, reader: SecretReader) -> Self {
+        self.secrets = reader;
+        self
     }
 
     /// These connections with the admin access of every datastore server of `fleet`, whose
@@ -299,6 +332,10 @@ impl Providers for Connections {
         self.datastores.get(server)
     }
 
+    fn kine_dsn(&self, cluster: &str, source: &SecretSource) -> Result<String, SecretError> {
+        self.secrets.read(SecretUse::KineDsn(cluster), source)
+    }
+
     fn connect_cluster(
         &self,
         kubeconfig: &str,
@@ -308,34 +345,28 @@ impl Providers for Connections {
     }
 }
 
-/// Reads the secrets `fleet` names: `{env: VAR}` through `env` (main passes the process
-/// environment: nothing below main reads it), `{file: PATH}` from disk.
+/// Reads the secrets `fleet` names (`tokenFrom`, `kubeconfigFrom`, `adminPasswordFrom`)
+/// through `reader`, as the operator's policy allows.
 ///
 /// # Errors
-/// [`ConnectError::MissingSecret`] naming the variable or file that is unset or unreadable.
-pub fn resolve_secrets(
-    fleet: &Fleet,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<FleetSecrets, ConnectError> {
-    let read = |what: String, source: &SecretSource| read_secret(env, what, source);
+/// [`ConnectError::Secret`] naming the field, and the variable or file, that is refused,
+/// unset or unreadable.
+pub fn resolve_secrets(fleet: &Fleet, reader: &SecretReader) -> Result<FleetSecrets, ConnectError> {
     let mut secrets = FleetSecrets::default();
     for (name, connection) in &fleet.proxmox {
-        let token = read(
-            format!("Proxmox connection `{name}` (tokenFrom)"),
-            &connection.token_from,
-        )?;
+        let token = reader.read(SecretUse::ProxmoxToken(name), &connection.token_from)?;
         secrets.proxmox_tokens.insert(name.clone(), token);
     }
     for (name, management) in &fleet.management_clusters {
-        let kubeconfig = read(
-            format!("management cluster `{name}` (kubeconfigFrom)"),
+        let kubeconfig = reader.read(
+            SecretUse::ManagementKubeconfig(name),
             &management.kubeconfig_from,
         )?;
         secrets
             .management_kubeconfigs
             .insert(name.clone(), kubeconfig);
     }
-    secrets.datastore_admin_passwords = datastore_passwords(fleet, env)?;
+    secrets.datastore_admin_passwords = datastore_passwords(fleet, reader)?;
     Ok(secrets)
 }
 
@@ -346,61 +377,37 @@ pub fn resolve_secrets(
 /// As [`resolve_secrets`].
 pub fn datastore_passwords(
     fleet: &Fleet,
-    env: &dyn Fn(&str) -> Option<String>,
+    reader: &SecretReader,
 ) -> Result<BTreeMap<String, String>, ConnectError> {
     fleet
         .datastores
         .iter()
         .map(|(name, server)| {
-            let what = format!("datastore server `{name}` (adminPasswordFrom)");
-            read_secret(env, what, &server.admin_password_from).map(|p| (name.clone(), p))
+            let password = reader.read(
+                SecretUse::DatastorePassword(name),
+                &server.admin_password_from,
+            )?;
+            Ok((name.clone(), password))
         })
         .collect()
-}
-
-/// The kine DSN a K3s cluster gives whole (`datastore.endpointFrom`), read from the daemon's
-/// environment or the file when it is needed (a cluster may arrive with any commit), as the
-/// fleet's secrets are read.
-///
-/// # Errors
-/// [`ConnectError::MissingSecret`] naming the variable or file.
-pub fn given_kine_dsn(source: &SecretSource) -> Result<String, ConnectError> {
-    read_secret(
-        &|variable| std::env::var(variable).ok(),
-        "the kine DSN of spec.kubernetes.datastore.endpointFrom".to_owned(),
-        source,
-    )
-}
-
-/// A secret from its variable (through `env`) or file, trimmed; `what` names it in the error.
-fn read_secret(
-    env: &dyn Fn(&str) -> Option<String>,
-    what: String,
-    source: &SecretSource,
-) -> Result<String, ConnectError> {
-    let value = match source {
-        SecretSource::Env(variable) => env(variable),
-        SecretSource::File(path) => std::fs::read_to_string(path).ok(),
-    };
-    value
-        .map(|v| v.trim().to_owned())
-        .filter(|v| !v.is_empty())
-        .ok_or_else(|| ConnectError::MissingSecret {
-            what,
-            hint: match source {
-                SecretSource::Env(variable) => format!("the environment variable {variable}"),
-                SecretSource::File(path) => format!("a readable file at {}", path.display()),
-            },
-        })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::secrets::SecretPolicy;
 
     fn fleet() -> Fleet {
-        let text = "apiVersion: capstan.dev/v1alpha1\nkind: Fleet\nproxmox:\n  homelab:\n    url: https://pve1:8006\n    tokenId: capstan@pve!r\n    tokenFrom: {env: HOMELAB_TOKEN}\n";
+        let text = "apiVersion: capstan.dev/v1alpha1\nkind: Fleet\nproxmox:\n  homelab:\n    url: https://pve1:8006\n    tokenId: capstan@pve!r\n    tokenFrom: {env: CAPSTAN_PROXMOX_HOMELAB_TOKEN}\n";
         serde_saphyr::from_str(text).expect("fleet")
+    }
+
+    fn reader(env: &'static [(&'static str, &'static str)]) -> SecretReader {
+        SecretReader::new(Arc::new(SecretPolicy::default()), move |name| {
+            env.iter()
+                .find(|(key, _)| *key == name)
+                .map(|(_, value)| (*value).to_owned())
+        })
     }
 
     #[test]
@@ -411,39 +418,65 @@ mod tests {
             crate::spec::DatastoreServer {
                 url: "mysql://db.lab.example:3306".to_owned(),
                 admin_user: "root".to_owned(),
-                admin_password_from: SecretSource::Env("MARIADB_ROOT".to_owned()),
+                admin_password_from: SecretSource::Env(
+                    "CAPSTAN_DATASTORE_MARIADB_PASSWORD".to_owned(),
+                ),
             },
         );
-        let env = |name: &str| match name {
-            "HOMELAB_TOKEN" => Some("0f6c".to_owned()),
-            "MARIADB_ROOT" => Some("r00t-pw\n".to_owned()),
-            _ => None,
-        };
-        let secrets = resolve_secrets(&fleet, &env).expect("resolved");
+        let secrets = resolve_secrets(
+            &fleet,
+            &reader(&[
+                ("CAPSTAN_PROXMOX_HOMELAB_TOKEN", "0f6c"),
+                ("CAPSTAN_DATASTORE_MARIADB_PASSWORD", "r00t-pw\n"),
+            ]),
+        )
+        .expect("resolved");
         assert_eq!(secrets.datastore_admin_passwords["mariadb"], "r00t-pw");
         assert!(!format!("{secrets:?}").contains("r00t"));
-        let only_token = |name: &str| (name == "HOMELAB_TOKEN").then(|| "0f6c".to_owned());
-        let err = resolve_secrets(&fleet, &only_token).expect_err("unset");
+        let err = resolve_secrets(
+            &fleet,
+            &reader(&[("CAPSTAN_PROXMOX_HOMELAB_TOKEN", "0f6c")]),
+        )
+        .expect_err("unset");
         assert_eq!(
-            err.to_string(),
-            "no secret for datastore server `mariadb` (adminPasswordFrom): set the environment variable MARIADB_ROOT"
+            crate::status::error_chain(&err),
+            "cannot read a secret capstan.yaml names: datastores.mariadb.adminPasswordFrom: the environment variable CAPSTAN_DATASTORE_MARIADB_PASSWORD is not set in capstan's environment"
         );
     }
 
     #[test]
     fn secrets_come_from_the_named_variable_and_a_missing_one_is_named() {
-        let env = |name: &str| (name == "HOMELAB_TOKEN").then(|| " 0f6c-secret \n".to_owned());
-        let secrets = resolve_secrets(&fleet(), &env).expect("resolved");
+        let secrets = resolve_secrets(
+            &fleet(),
+            &reader(&[("CAPSTAN_PROXMOX_HOMELAB_TOKEN", " 0f6c-secret \n")]),
+        )
+        .expect("resolved");
         assert_eq!(secrets.proxmox_tokens["homelab"], "0f6c-secret", "trimmed");
         assert!(
             !format!("{secrets:?}").contains("0f6c"),
             "Debug never shows a secret"
         );
 
-        let err = resolve_secrets(&fleet(), &|_| None).expect_err("unset");
+        let err = resolve_secrets(&fleet(), &reader(&[])).expect_err("unset");
         assert_eq!(
-            err.to_string(),
-            "no secret for Proxmox connection `homelab` (tokenFrom): set the environment variable HOMELAB_TOKEN"
+            crate::status::error_chain(&err),
+            "cannot read a secret capstan.yaml names: proxmox.homelab.tokenFrom: the environment variable CAPSTAN_PROXMOX_HOMELAB_TOKEN is not set in capstan's environment"
         );
+    }
+
+    #[test]
+    fn a_token_from_a_variable_the_policy_refuses_is_never_read() {
+        let mut fleet = fleet();
+        if let Some(connection) = fleet.proxmox.get_mut("homelab") {
+            connection.token_from = SecretSource::Env("CAPSTAN_FORGE_TOKEN".to_owned());
+        }
+        let err = resolve_secrets(&fleet, &reader(&[("CAPSTAN_FORGE_TOKEN", "forge-secret")]))
+            .expect_err("refused");
+        let shown = crate::status::error_chain(&err);
+        assert!(
+            shown.contains("proxmox.homelab.tokenFrom: the daemon does not let the token of Proxmox connection `homelab` come from the environment variable CAPSTAN_FORGE_TOKEN"),
+            "{shown}"
+        );
+        assert!(!shown.contains("forge-secret"));
     }
 }

@@ -44,13 +44,13 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
             commands::preview::run(&preview, &SystemClock, &environment, &mut stdout)
                 .with_context(|| format!("previewing {} in {}", preview.head, preview.repo))
         }
-        Command::Run(run) => commands::run::run(&run, &environment)
+        Command::Run(run) => commands::run::run(&run, environment)
             .with_context(|| format!("running on {}", run.repo)),
-        Command::Demo(demo) => commands::run::demo(&demo, &environment).context("running the demo"),
+        Command::Demo(demo) => commands::run::demo(&demo, environment).context("running the demo"),
         Command::Status(status) => {
             commands::status::run(&status, &environment, &mut stdout).context("showing the status")
         }
-        Command::Observe(observe) => commands::observe::run(&observe, &environment, &mut stdout)
+        Command::Observe(observe) => commands::observe::run(&observe, environment, &mut stdout)
             .with_context(|| format!("observing {}", observe.repo)),
         Command::Lab(lab) => commands::lab::run(&lab, &mut stdout).context("running the lab"),
     }

@@ -9,6 +9,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::commands::Outcome;
 use crate::connect::{ConnectError, Connections};
 use crate::observe::{ObserveSettings, Observer};
+use crate::secrets::{Limits, SecretReader};
 use crate::source::{self, SettingsError};
 use crate::spec;
 use capstan_lab::kube::MANAGEMENT;
@@ -23,6 +24,16 @@ pub enum ObserveError {
     /// capstan.yaml has errors.
     #[error("the repository has errors (run `capstan validate`)")]
     Invalid,
+    /// capstan.yaml asks for what the flags do not allow (a secret source, a connection not
+    /// pinned).
+    #[error("the secret policy and pins refuse the repository:\n{errors}")]
+    Refused {
+        /// Each refusal, with its file, line, field and the flag that would allow it.
+        errors: String,
+    },
+    /// `--secrets-env-prefix`, `--secrets-dir` or `--pin` is unusable.
+    #[error(transparent)]
+    Limits(#[from] crate::secrets::LimitsError),
     /// The lab's state could not be read.
     #[error("cannot read the lab's state {path} (is `capstan lab --state-dir` running there?)")]
     LabState {
@@ -58,11 +69,24 @@ pub enum ObserveError {
 /// When the repository is invalid or the connections cannot be built.
 pub fn run(
     args: &ObserveArgs,
-    env: &dyn Fn(&str) -> Option<String>,
+    env: fn(&str) -> Option<String>,
     out: &mut impl Write,
 ) -> Result<Outcome, ObserveError> {
-    let loaded = spec::load(&source::read_once(&args.repo, &args.git.settings(), env)?.files);
-    let desired = loaded.desired.ok_or(ObserveError::Invalid)?;
+    let Limits { policy, admission } = args.secrets.limits(
+        args.lab_state.is_some(),
+        [crate::env_vars::CAPSTAN_FORGE_TOKEN.to_owned()],
+    )?;
+    let reader = SecretReader::new(policy, env);
+    let files = source::read_once(&args.repo, &args.git.settings(), &env)?.files;
+    let loaded = admission.load(&files);
+    let Some(desired) = loaded.desired else {
+        return Err(match spec::load(&files).desired {
+            Some(_) => ObserveError::Refused {
+                errors: loaded.diagnostics.to_string(),
+            },
+            None => ObserveError::Invalid,
+        });
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -71,14 +95,15 @@ pub fn run(
         let connections = match &args.lab_state {
             Some(dir) => {
                 let (lab, management) = read_lab(dir)?;
-                let passwords = crate::connect::datastore_passwords(&desired.fleet, env)?;
+                let passwords = crate::connect::datastore_passwords(&desired.fleet, &reader)?;
                 Connections::for_lab(&desired.fleet, &lab, &management)
                     .await?
+                    .with_secret_reader(reader)
                     .with_datastores(&desired.fleet, &passwords)?
             }
             None => {
-                let secrets = crate::connect::resolve_secrets(&desired.fleet, env)?;
-                Connections::from_fleet(&desired.fleet, &secrets).await?
+                let secrets = crate::connect::resolve_secrets(&desired.fleet, &reader)?;
+                Connections::from_fleet(&desired.fleet, &secrets, reader).await?
             }
         };
         let mut observer = Observer::new(Arc::new(connections));

@@ -10,12 +10,13 @@ use std::time::Duration;
 use crate::cli::{DaemonArgs, DemoArgs, LeaderArgs, RunArgs};
 use crate::clock::{Clock, SystemClock};
 use crate::commands::Outcome;
-use crate::connect::{ConnectError, Connections, FleetSecrets};
+use crate::connect::{ConnectError, Connections};
 use crate::daemon::previews::Previewer;
 use crate::daemon::{Daemon, DaemonOptions, StatusBoard, http};
 use crate::forge::rest::{RestForge, RetryPolicy};
 use crate::leader::{self, Leadership, LeaseTimings};
 use crate::providers::kube::{ClusterError, KubeClusterClient, LeaseClient};
+use crate::secrets::{Admission, Limits, LimitsError, SecretPolicy, SecretReader};
 use crate::source::webhook::Webhooks;
 use crate::source::{
     self, CredentialError, GitError, GitSource, Redactor, RepoLocation, Secret, SourceError,
@@ -59,6 +60,18 @@ pub enum RunError {
         /// Its errors.
         errors: String,
     },
+    /// capstan.yaml is valid but asks for what the daemon's flags do not allow (a secret
+    /// source, a connection not pinned).
+    #[error("the daemon's limits refuse the repository {repo}:\n{errors}")]
+    Refused {
+        /// The repository.
+        repo: String,
+        /// Each refusal, with its file, line, field and the flag that would allow it.
+        errors: String,
+    },
+    /// `--secrets-env-prefix`, `--secrets-dir` or `--pin` is unusable.
+    #[error(transparent)]
+    Limits(#[from] LimitsError),
     /// The connections could not be built.
     #[error("cannot connect")]
     Connect(#[from] ConnectError),
@@ -134,26 +147,32 @@ pub enum RunError {
     },
 }
 
-/// Runs `capstan run`. `env` reads the process environment for `tokenFrom: {env: ...}`.
+/// Runs `capstan run`. `env` reads the process environment (`main` passes it), for the
+/// secrets the flags and, as the operator's policy allows, capstan.yaml name.
 ///
 /// # Errors
-/// When the repository is invalid, a connection cannot be made, or the lab cannot start.
-pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outcome, RunError> {
+/// When the repository is invalid or refused by the daemon's limits, a connection cannot be
+/// made, or the lab cannot start.
+pub fn run(args: &RunArgs, env: fn(&str) -> Option<String>) -> Result<Outcome, RunError> {
     let redactor = Redactor::default();
+    let Limits { policy, admission } = args
+        .secrets
+        .limits(args.target.lab, args.reserved_variables())?;
+    let reader = SecretReader::new(policy, env);
     let mut previews = None;
     let (fleet, tracker, folder) = match &args.repo {
         RepoLocation::Folder(path) => {
             if args.previews {
                 return Err(RunError::PreviewsNeedRemote);
             }
-            (load_fleet(path)?, None, path.clone())
+            (load_fleet(path, &admission)?, None, path.clone())
         }
         RepoLocation::Remote(url) => {
-            let options = source::git_options(url, &args.git.settings(), env, &redactor)?;
+            let options = source::git_options(url, &args.git.settings(), &env, &redactor)?;
             if args.previews {
-                previews = Some((previews_forge(args, env, &redactor)?, options.clone()));
+                previews = Some((previews_forge(args, &env, &redactor)?, options.clone()));
             }
-            let (fleet, source, snapshot) = open_remote(options.clone(), &redactor)?;
+            let (fleet, source, snapshot) = open_remote(options.clone(), &redactor, &admission)?;
             let tracker = Tracker::git(source, None, crate::backoff::Backoff::default())
                 .starting_from(snapshot);
             let status = status_branch(&fleet, &options, &args.daemon, &redactor)?;
@@ -168,7 +187,7 @@ pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outco
         }
     };
     let webhooks = match &args.daemon.webhook_secret_from {
-        Some(origin) => Some(Secret::resolve(origin.clone(), env, &redactor)?),
+        Some(origin) => Some(Secret::resolve(origin.clone(), &env, &redactor)?),
         None => None,
     };
     let source = DaemonSource {
@@ -181,6 +200,7 @@ pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outco
     runtime()?.block_on(async {
         let mut options = daemon_options(&folder, &args.daemon);
         options.observe_workloads = source.previews.is_some();
+        options.admission = admission;
         let mut out = std::io::stdout();
         if args.target.lab {
             let config = match &args.target.lab_config {
@@ -196,7 +216,7 @@ pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outco
                 args.target.state_dir.display()
             );
             let election = election(&args.leader, Some(lab.management_kubeconfig())).await?;
-            let connections = lab_connections(&fleet, &lab, env, &redactor).await?;
+            let connections = lab_connections(&fleet, &lab, &reader, &redactor).await?;
             let clock: Arc<dyn Clock> = Arc::new(lab.clock().clone());
             serve_daemon(
                 options,
@@ -210,7 +230,7 @@ pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outco
             .await?;
             lab.stop();
         } else {
-            let secrets = crate::connect::resolve_secrets(&fleet, env)?;
+            let secrets = crate::connect::resolve_secrets(&fleet, &reader)?;
             // The status branch's guard refuses any value the redactor knows.
             for token in secrets
                 .proxmox_tokens
@@ -221,7 +241,7 @@ pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outco
             }
             let first_management = secrets.management_kubeconfigs.values().next().cloned();
             let election = election(&args.leader, first_management).await?;
-            let connections = connections(&fleet, &secrets).await?;
+            let connections = Connections::from_fleet(&fleet, &secrets, reader).await?;
             serve_daemon(
                 options,
                 connections,
@@ -238,20 +258,22 @@ pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outco
 }
 
 /// The connections to `lab` for `fleet`. A lab's datastores are real MariaDB servers: their
-/// admin passwords are read as for a real fleet, and kept out of the status branch.
+/// admin passwords are read as for a real fleet (through `reader`, which also reads the
+/// clusters' `endpointFrom`), and kept out of the status branch.
 async fn lab_connections(
     fleet: &Fleet,
     lab: &Lab,
-    env: &dyn Fn(&str) -> Option<String>,
+    reader: &SecretReader,
     redactor: &Redactor,
 ) -> Result<Connections, RunError> {
-    let passwords = crate::connect::datastore_passwords(fleet, env)?;
+    let passwords = crate::connect::datastore_passwords(fleet, reader)?;
     for password in passwords.values() {
         redactor.remember(password);
     }
     Ok(
         Connections::for_lab(fleet, &lab.lab_file(), &lab.management_kubeconfig())
             .await?
+            .with_secret_reader(reader.clone())
             .with_datastores(fleet, &passwords)?,
     )
 }
@@ -261,7 +283,7 @@ async fn lab_connections(
 ///
 /// # Errors
 /// When the demo folder cannot be prepared or the lab cannot start.
-pub fn demo(args: &DemoArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outcome, RunError> {
+pub fn demo(args: &DemoArgs, env: fn(&str) -> Option<String>) -> Result<Outcome, RunError> {
     let examples = args.examples.clone().unwrap_or_else(default_examples);
     let state_dir = std::path::absolute(&args.state_dir).map_err(|source| RunError::Prepare {
         path: args.state_dir.clone(),
@@ -289,7 +311,10 @@ pub fn demo(args: &DemoArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Out
         credentials: source::GitCredentials::default(),
         limits: source::Limits::default(),
     };
-    let (fleet, git, snapshot) = open_remote(git_options.clone(), &redactor)?;
+    // The demo's lab: the default policy (`CAPSTAN_` variables for a datastore's password).
+    let admission = Admission::default();
+    let reader = SecretReader::new(Arc::new(SecretPolicy::default()), env);
+    let (fleet, git, snapshot) = open_remote(git_options.clone(), &redactor, &admission)?;
     let status = status_branch(&fleet, &git_options, &DaemonArgs::default(), &redactor)?;
     let lab_names = lab_cluster_names(&snapshot.files);
     let tracker = Tracker::git(
@@ -322,9 +347,10 @@ pub fn demo(args: &DemoArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Out
             lab.proxmox_url(),
             lab_dir.display()
         );
-        let connections = lab_connections(&fleet, &lab, env, &redactor).await?;
+        let connections = lab_connections(&fleet, &lab, &reader, &redactor).await?;
         let clock: Arc<dyn Clock> = Arc::new(lab.clock().clone());
         let mut options = DaemonOptions::new(clone.clone());
+        options.admission = admission;
         options.busy_interval = LAB_BUSY_INTERVAL;
         options.poll_interval = Some(DEMO_POLL_INTERVAL);
         let (repository, writer_options) = status;
@@ -588,6 +614,7 @@ async fn serve_daemon(
     election: Option<Election>,
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<(), RunError> {
+    let admission = options.admission.clone();
     let mut daemon = Daemon::new(options, Arc::new(connections), Arc::clone(&clock))
         .with_progress(Box::new(std::io::stdout()));
     if let Some((repository, writer_options)) = source.status_branch {
@@ -626,7 +653,8 @@ async fn serve_daemon(
         tracing::info!(address = %bound, "serving /status, /observed, /healthz, /metrics and /hooks");
     }
     let previewer = source.previews.map(|(forge, git, interval)| {
-        let previewer = Previewer::new(forge, git, daemon.board(), clock, interval);
+        // Heads are previewed under the limits the daemon applies revisions under.
+        let previewer = Previewer::new(forge, git, daemon.board(), clock, interval, admission);
         let mut stopped = stop_electing.subscribe();
         tokio::spawn(previewer.run(async move {
             let _ = stopped.wait_for(|stop| *stop).await;
@@ -649,10 +677,6 @@ async fn serve_daemon(
     Ok(())
 }
 
-async fn connections(fleet: &Fleet, secrets: &FleetSecrets) -> Result<Connections, RunError> {
-    Ok(Connections::from_fleet(fleet, secrets).await?)
-}
-
 async fn start_lab(config: LabConfig, state_dir: Option<PathBuf>) -> Result<Lab, RunError> {
     let options = LabOptions {
         state_dir,
@@ -670,22 +694,27 @@ fn daemon_options(repo: &Path, args: &DaemonArgs) -> DaemonOptions {
     options
 }
 
-/// capstan.yaml, validated (cluster files with errors are reported by the daemon, which
-/// leaves those clusters alone).
-fn load_fleet(repo: &Path) -> Result<Fleet, RunError> {
+/// capstan.yaml, validated and admitted (cluster files with errors are reported by the
+/// daemon, which leaves those clusters alone).
+fn load_fleet(repo: &Path, admission: &Admission) -> Result<Fleet, RunError> {
     let files = source::read_repo(repo)?;
-    fleet_of(&files, &repo.display().to_string())
+    fleet_of(&files, &repo.display().to_string(), admission)
 }
 
-fn fleet_of(files: &RepoFiles, shown: &str) -> Result<Fleet, RunError> {
-    let loaded = spec::load(files);
-    loaded
-        .desired
-        .map(|d| d.fleet)
-        .ok_or_else(|| RunError::Invalid {
-            repo: shown.to_owned(),
-            errors: loaded.diagnostics.to_string(),
-        })
+/// The fleet of `files` as `admission` lets the daemon start on it: nothing is connected to
+/// or read for a revision the daemon's limits refuse.
+fn fleet_of(files: &RepoFiles, shown: &str, admission: &Admission) -> Result<Fleet, RunError> {
+    let loaded = admission.load(files);
+    if let Some(desired) = loaded.desired {
+        return Ok(desired.fleet);
+    }
+    let errors = loaded.diagnostics.to_string();
+    let repo = shown.to_owned();
+    Err(if spec::load(files).desired.is_some() {
+        RunError::Refused { repo, errors }
+    } else {
+        RunError::Invalid { repo, errors }
+    })
 }
 
 /// Opens the mirror of a remote and reads its tip once: the fleet's connections are needed
@@ -694,6 +723,7 @@ fn fleet_of(files: &RepoFiles, shown: &str) -> Result<Fleet, RunError> {
 fn open_remote(
     options: source::GitOptions,
     redactor: &Redactor,
+    admission: &Admission,
 ) -> Result<(Fleet, GitSource, source::Snapshot), RunError> {
     let mut git = GitSource::open(
         options,
@@ -712,7 +742,7 @@ fn open_remote(
         Err(err) => return Err(err.into()),
     };
     let commit = git.read(&revision)?;
-    let fleet = fleet_of(&commit.files, &git.remote_name())?;
+    let fleet = fleet_of(&commit.files, &git.remote_name(), admission)?;
     let snapshot = source::Snapshot {
         revision: revision.to_string(),
         files: commit.files,

@@ -74,6 +74,9 @@ pub struct DaemonOptions {
     /// --previews`: previews simulate drains). Otherwise only while `GET /observed` is
     /// being asked for.
     pub observe_workloads: bool,
+    /// The operator's limits every revision is checked against before anything of it is
+    /// applied (secret sources, pinned connections).
+    pub admission: crate::secrets::Admission,
 }
 
 impl DaemonOptions {
@@ -88,6 +91,7 @@ impl DaemonOptions {
             backoff: Backoff::default(),
             failures_to_block: 5,
             observe_workloads: false,
+            admission: crate::secrets::Admission::default(),
         }
     }
 }
@@ -360,7 +364,7 @@ impl<Pr: Providers> Daemon<Pr> {
             _ => {
                 tracing::debug!(revision = %revision, "parsing the repository");
                 self.board.source_metrics().count_parse();
-                let loaded = Arc::new(spec::load(&snapshot.files));
+                let loaded = Arc::new(self.options.admission.load(&snapshot.files));
                 self.loaded = Some((revision.clone(), Arc::clone(&loaded)));
                 loaded
             }

@@ -9,6 +9,9 @@
 //!   state. A failing forge or remote is logged (no token: errors carry none) and retried with
 //!   its own capped backoff.
 //! - Under leader election only the leader posts.
+//! - A head is judged as the daemon would judge it (its secret policy and pins) and only
+//!   planned: this task holds no connection and no secret reader, so nothing a head names
+//!   is read or connected to.
 //! - A pull request is posted to again only when its preview changed: a new head, a moved
 //!   base, or an observed state that changes its plan. The planning time alone is not a change.
 
@@ -22,6 +25,7 @@ use crate::forge::{ForgeApi, PullHead, sticky};
 use crate::observed::Observed;
 use crate::preview::comment::comment;
 use crate::preview::{self, Preview, RevisionFiles};
+use crate::secrets::Admission;
 use crate::source::GitOptions;
 use crate::source::revisions::{RevisionError, read_remote_ref};
 
@@ -57,17 +61,21 @@ pub struct Previewer<F> {
     backoff: Backoff,
     /// Per pull request, the fingerprint of the preview last posted.
     posted: BTreeMap<u64, String>,
+    /// The daemon's limits, which a head is previewed under.
+    admission: Admission,
 }
 
 impl<F: ForgeApi> Previewer<F> {
     /// Previews the pulls of `forge`, reading their revisions from the remote `git` names,
-    /// every `interval`.
+    /// every `interval`, under the daemon's `admission` (its secret policy and pins: a head
+    /// the daemon would refuse is previewed as refused).
     pub fn new(
         forge: F,
         git: GitOptions,
         board: Arc<StatusBoard>,
         clock: Arc<dyn Clock>,
         interval: Duration,
+        admission: Admission,
     ) -> Self {
         Previewer {
             forge,
@@ -77,6 +85,7 @@ impl<F: ForgeApi> Previewer<F> {
             interval,
             backoff: Backoff::default(),
             posted: BTreeMap::new(),
+            admission,
         }
     }
 
@@ -170,7 +179,7 @@ impl<F: ForgeApi> Previewer<F> {
         })
         .await
         .map_err(PreviewRoundError::Interrupted)??;
-        Ok(preview::build(
+        Ok(preview::build_admitted(
             &RevisionFiles {
                 revision: base.revision,
                 files: base.files,
@@ -181,6 +190,7 @@ impl<F: ForgeApi> Previewer<F> {
             },
             &observed,
             self.clock.now(),
+            &self.admission,
         ))
     }
 }

@@ -14,7 +14,7 @@ fn spec(replicas: u32) -> crate::spec::ClusterSpec {
 async fn daemon(repo: &std::path::Path, resync: Option<Duration>) -> Daemon<Connections> {
     let fleet: crate::spec::Fleet =
         serde_saphyr::from_str("apiVersion: capstan.dev/v1alpha1\nkind: Fleet\n").expect("fleet");
-    let connections = Connections::from_fleet(&fleet, &Default::default())
+    let connections = Connections::from_fleet(&fleet, &Default::default(), Default::default())
         .await
         .expect("nothing to connect to");
     let mut options = DaemonOptions::new(repo.to_owned());

@@ -10,7 +10,7 @@
 //! - A datastore that refuses the admin stops the cluster's first clone with the server's
 //!   own error text (no password in it).
 
-use crate::connect::{self, Providers};
+use crate::connect::Providers;
 use crate::model::{NodeName, Role};
 use crate::plan::{ActionKind, MachineRef};
 use crate::providers::cluster_secrets::{self, K3sSecrets};
@@ -35,7 +35,7 @@ impl<Pr: Providers> Executor<Pr> {
             return Ok(());
         };
         let action = ActionKind::CreateMachine;
-        match self.datastore(spec, action)? {
+        match self.datastore(ctx.cluster, spec, action)? {
             Datastore::Provisioned { server, admin, .. } => {
                 let version = admin
                     .preflight()
@@ -179,7 +179,7 @@ impl<Pr: Providers> Executor<Pr> {
         action: ActionKind,
     ) -> Result<ServerJoin, ExecuteError> {
         let secrets = self.k3s_secrets(ctx, spec, action).await?;
-        let datastore_endpoint = match self.datastore(spec, action)? {
+        let datastore_endpoint = match self.datastore(ctx.cluster, spec, action)? {
             Datastore::Provisioned {
                 server,
                 admin,
@@ -225,6 +225,7 @@ impl<Pr: Providers> Executor<Pr> {
     /// DSN given whole (read from its variable or file now, as the fleet's secrets are).
     fn datastore<'s>(
         &'s self,
+        cluster: &str,
         spec: &'s ClusterSpec,
         action: ActionKind,
     ) -> Result<Datastore<'s>, ExecuteError> {
@@ -245,8 +246,10 @@ impl<Pr: Providers> Executor<Pr> {
                     ))
                 }),
             Some(DatastoreChoice::Given(source)) => {
-                let dsn =
-                    connect::given_kine_dsn(source).map_err(|err| no_datastore(err.to_string()))?;
+                let dsn = self
+                    .providers
+                    .kine_dsn(cluster, source)
+                    .map_err(|err| no_datastore(crate::status::error_chain(&err)))?;
                 KineEndpoint::parse(&dsn)
                     .map(Datastore::Given)
                     .map_err(datastore_failed(action, GIVEN))

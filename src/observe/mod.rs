@@ -369,7 +369,7 @@ impl<Pr: Providers> Observer<Pr> {
             .as_ref()
             .is_some_and(|cp| cp.unreachable_since.is_some());
         if api_down && let Some(cluster) = cluster {
-            access.api_down_because = self.datastore_down(cluster).await;
+            access.api_down_because = self.datastore_down(name, cluster).await;
         }
         if let Some(client) = client {
             mark_guest_agents(client, vms, &mut observed).await;
@@ -531,7 +531,7 @@ impl<Pr: Providers> Observer<Pr> {
     /// Whether a K3s cluster whose API does not answer has lost its datastore (its servers
     /// answer 503 without it): the admin preflight of a provisioned one, the user's own
     /// connection for a DSN given whole, with the server's words.
-    async fn datastore_down(&self, cluster: &Cluster) -> Option<String> {
+    async fn datastore_down(&self, name: &str, cluster: &Cluster) -> Option<String> {
         use crate::spec::DatastoreChoice;
         if !is_k3s(cluster) {
             return None;
@@ -545,7 +545,7 @@ impl<Pr: Providers> Observer<Pr> {
                 ))
             }
             DatastoreChoice::Given(source) => {
-                let dsn = crate::connect::given_kine_dsn(source).ok()?;
+                let dsn = self.providers.kine_dsn(name, source).ok()?;
                 let endpoint = crate::providers::datastore::KineEndpoint::parse(&dsn).ok()?;
                 let err = endpoint.check().await.err()?;
                 Some(format!(

@@ -10,6 +10,9 @@
 //! - Refusals come first: every validation error of the head (with file:line:column) and every
 //!   refusal of the head's plan, each with its rule and a fix. A preview with any refusal is
 //!   [`Preview::is_refused`].
+//! - The head is held to the operator's limits ([`Admission`]): a connection it changes or
+//!   adds, or a secret source the daemon does not allow, is a refusal, and nothing the head
+//!   names is read or connected to (this module does no I/O at all).
 //! - Nothing secret is shown: cluster files hold no secrets (tokens are references in
 //!   `capstan.yaml`), and diff lines that look like a literal secret are redacted.
 
@@ -27,6 +30,7 @@ use serde::Serialize;
 
 use crate::observed::Observed;
 use crate::plan::{self, Blocked, ClusterPlan, Plan, Policy, Rule, Step};
+use crate::secrets::Admission;
 use crate::spec::{self, Cluster, Diagnostic, Loaded, RepoFiles};
 
 pub use changes::FieldChange;
@@ -137,15 +141,29 @@ pub struct PreviewStep {
     pub pending_on_base: bool,
 }
 
-/// Builds the preview of merging `head` into `base`, both planned against `observed` at `now`.
+/// Builds the preview of merging `head` into `base`, both planned against `observed` at `now`,
+/// where the daemon's limits are not known (`capstan preview` in CI): the head may not change
+/// or add a connection its base lacks ([`Admission::against_base`]).
 pub fn build(
     base: &RevisionFiles,
     head: &RevisionFiles,
     observed: &Observed,
     now: Timestamp,
 ) -> Preview {
-    let base_loaded = spec::load(&base.files);
-    let head_loaded = spec::load(&head.files);
+    build_admitted(base, head, observed, now, &Admission::against_base())
+}
+
+/// [`build`], both revisions admitted as `admission` says (`run --previews`: the daemon's own
+/// policy and pins), so a head the daemon would refuse is refused here, with the same words.
+pub fn build_admitted(
+    base: &RevisionFiles,
+    head: &RevisionFiles,
+    observed: &Observed,
+    now: Timestamp,
+    admission: &Admission,
+) -> Preview {
+    let base_loaded = admission.load(&base.files);
+    let head_loaded = admission.for_head(&base_loaded).load(&head.files);
     let base_plan = plan_of(&base_loaded, observed, now);
     let head_plan = plan_of(&head_loaded, observed, now);
     let base_files = files_by_cluster(&base.files, &BTreeMap::new());

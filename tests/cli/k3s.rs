@@ -34,7 +34,7 @@ datastores:
   mariadb:
     url: mysql://db.lab.example:3306
     adminUser: root
-    adminPasswordFrom: {env: CAPSTAN_MARIADB_ROOT_PASSWORD}
+    adminPasswordFrom: {env: CAPSTAN_DATASTORE_MARIADB_PASSWORD}
 ";
 
 fn k3s_repo() -> ScratchRepo {
@@ -218,7 +218,7 @@ fn the_example_edge_cluster_becomes_the_seed_cluster_as_its_comments_say() {
     let datastore = "datastore: {server: mariadb, database: k3s_edge}";
     for said in [
         "url: mysql://192.168.1.108:3306",
-        "adminPasswordFrom: {env: CAPSTAN_MARIADB_ROOT_PASSWORD}",
+        "adminPasswordFrom: {env: CAPSTAN_DATASTORE_MARIADB_PASSWORD}",
         datastore,
         "`controlPlane.replicas: 3`",
     ] {
@@ -227,7 +227,7 @@ fn the_example_edge_cluster_becomes_the_seed_cluster_as_its_comments_say() {
     repo.edit(
         "capstan.yaml",
         "approvedMinors:",
-        "datastores:\n  mariadb:\n    url: mysql://192.168.1.108:3306\n    adminUser: root\n    adminPasswordFrom: {env: CAPSTAN_MARIADB_ROOT_PASSWORD}\napprovedMinors:",
+        "datastores:\n  mariadb:\n    url: mysql://192.168.1.108:3306\n    adminUser: root\n    adminPasswordFrom: {env: CAPSTAN_DATASTORE_MARIADB_PASSWORD}\napprovedMinors:",
     );
     repo.edit(
         EDGE,

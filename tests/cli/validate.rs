@@ -199,7 +199,7 @@ fn every_error_of_the_repository_is_reported_in_one_run() {
     repo.edit("capstan.yaml", "pollInterval: 1m", "pollInterval: soon");
     let run = repo.validate();
     run.assert_code(1)
-        .assert_reports("capstan.yaml:44:15: error: pollInterval: `soon` is not a duration");
+        .assert_reports("capstan.yaml:49:15: error: pollInterval: `soon` is not a duration");
     // With capstan.yaml broken, cluster files are still checked for syntax, and fixing it
     // reveals their rules; each file's errors all come at once.
     repo.edit("capstan.yaml", "pollInterval: soon", "pollInterval: 1m");

@@ -43,6 +43,16 @@ fn the_daemon_container_runs_a_command_line_capstan_accepts() {
         run.leader.leader_elect && run.leader.lease_in_cluster,
         "replicas elect a leader through their service account"
     );
+    assert!(
+        capstan::secrets::Pins::new(run.secrets.pins.clone()).is_ok()
+            && run.secrets.pins.len() == 2,
+        "the Proxmox connection's URL and fingerprint are pinned"
+    );
+    assert_eq!(
+        run.secrets.secrets_dir.as_deref(),
+        Some(Path::new("/etc/capstan")),
+        "capstan.yaml reads secret files from the mounted Secret only"
+    );
     assert_eq!(deployment["spec"]["replicas"], 2, "a hot standby");
     assert_eq!(deployment["spec"]["strategy"]["type"], "RollingUpdate");
     let role = documents

@@ -246,6 +246,14 @@ impl Providers for PanickingProviders {
         self.inner.datastore(server)
     }
 
+    fn kine_dsn(
+        &self,
+        cluster: &str,
+        source: &capstan::spec::SecretSource,
+    ) -> Result<String, capstan::secrets::SecretError> {
+        self.inner.kine_dsn(cluster, source)
+    }
+
     fn connect_cluster(
         &self,
         kubeconfig: &str,

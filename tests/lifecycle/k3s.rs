@@ -11,7 +11,6 @@ use crate::mariadb::{MariaDb, seed_k3s_cluster};
 use capstan_lab::world::{LabConfig, WorldTemplate};
 
 const RELEASE: &str = capstan_lab::world::DEFAULT_K3S_RELEASE;
-const PASSWORD_VARIABLE: &str = "CAPSTAN_TEST_MARIADB_ROOT";
 
 /// The lab's default world, whose templates (`debian13-k3s`, the air-gap install of
 /// [`RELEASE`], on every node, among them) are spelled out so a test can add more.
@@ -25,7 +24,7 @@ fn fleet(mariadb: &MariaDb) -> String {
     format!(
         "{}{}",
         fleet_yaml(&["1.36", "1.37"], false),
-        mariadb.datastores_yaml(PASSWORD_VARIABLE)
+        mariadb.datastores_yaml()
     )
 }
 
@@ -367,10 +366,10 @@ async fn a_single_k3s_server_on_the_embedded_sqlite_needs_no_datastore() {
     assert_eq!(ready_nodes, 3, "one server and two agents:\n{listed}");
 }
 
-/// The seed's cluster on a kine DSN the user gives whole (`endpointFrom: {file}`), on a
-/// database and user made by hand, as a DBA would; the DSN carries `password`.
-/// The folder returned holds the DSN file: it must live as long as the world (the daemon
-/// reads the DSN at each install).
+/// The seed's cluster on a kine DSN the user gives whole (`endpointFrom: {file}`, in the
+/// cluster's folder of the daemon's `--secrets-dir`), on a database and user made by hand, as
+/// a DBA would; the DSN carries `password`. The folder returned holds the DSN file: it must
+/// live as long as the world (the daemon reads the DSN at each install).
 async fn given_world(mariadb: &MariaDb, password: &str) -> (World, tempfile::TempDir) {
     mariadb.sql(
         "CREATE DATABASE kine_given; \
@@ -378,7 +377,8 @@ async fn given_world(mariadb: &MariaDb, password: &str) -> (World, tempfile::Tem
          GRANT ALL PRIVILEGES ON kine_given.* TO 'given'@'%';",
     );
     let dsn_dir = tempfile::tempdir().expect("temporary folder");
-    let dsn_file = dsn_dir.path().join("k3s-dsn");
+    std::fs::create_dir_all(dsn_dir.path().join("clusters/edge")).expect("the cluster's folder");
+    let dsn_file = dsn_dir.path().join("clusters/edge/k3s-dsn");
     let address = mariadb.address();
     std::fs::write(
         &dsn_file,
@@ -396,6 +396,10 @@ async fn given_world(mariadb: &MariaDb, password: &str) -> (World, tempfile::Tem
     world
         .datastore_passwords
         .insert("mariadb".to_owned(), mariadb.root_password.clone());
+    let policy = capstan::secrets::SecretPolicy::new("CAPSTAN_", Some(dsn_dir.path()))
+        .expect("the secrets folder");
+    world.secret_reader =
+        capstan::secrets::SecretReader::new(std::sync::Arc::new(policy), |_| None);
     (world, dsn_dir)
 }
 
@@ -519,4 +523,83 @@ async fn refusal_in_status(world: &World, what: &str) -> String {
         })
         .await;
     serde_json::to_string(&status.clusters["edge"]).expect("json")
+}
+
+/// `capstan run --lab` (the real binary, whose environment holds another cluster's DSN): the
+/// cluster file naming that variable is refused with its line, field and the variable it may
+/// use, and capstan neither reads the DSN nor connects where it points, pass after pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_clusters_endpoint_from_cannot_read_another_clusters_dsn() {
+    use crate::real_connections::{Hostile, free_port, status_until};
+    let repo = tempfile::tempdir().expect("repo");
+    std::fs::create_dir(repo.path().join("clusters")).expect("clusters");
+    std::fs::write(
+        repo.path().join("capstan.yaml"),
+        fleet_yaml(&["1.36"], false),
+    )
+    .expect("capstan.yaml");
+    let edge = seed_k3s_cluster().replace(
+        "datastore: {server: mariadb, database: k3s_edge}",
+        "datastore: {endpointFrom: {env: CAPSTAN_CLUSTER_PROD_DATASTORE_ENDPOINT}}",
+    );
+    std::fs::write(repo.path().join("clusters/edge.yaml"), edge).expect("edge.yaml");
+    // A cluster to build meanwhile, so passes come every --busy-interval.
+    std::fs::write(
+        repo.path().join("clusters/prod.yaml"),
+        crate::lifecycle_support::cluster_yaml("prod", 30, "1.36.2", 2, "debian13-k8s"),
+    )
+    .expect("prod.yaml");
+    let prods_datastore = Hostile::bind();
+    let state = tempfile::tempdir().expect("state");
+    let port = free_port();
+    let mut daemon = std::process::Command::new(env!("CARGO_BIN_EXE_capstan"))
+        .args(["run", "--lab", "--repo"])
+        .arg(repo.path())
+        .arg("--state-dir")
+        .arg(state.path())
+        .args(["--http", &format!("127.0.0.1:{port}")])
+        .env(
+            "CAPSTAN_CLUSTER_PROD_DATASTORE_ENDPOINT",
+            format!(
+                "mysql://prod:prod-pw-9c1e@tcp(127.0.0.1:{})/kine_prod",
+                prods_datastore.port()
+            ),
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("capstan run starts");
+    let status = status_until(&mut daemon, port, "edge refused", |s| {
+        s["repositoryErrors"]
+            .as_array()
+            .is_some_and(|errors| !errors.is_empty())
+    })
+    .await;
+    let errors = status["repositoryErrors"].to_string();
+    assert!(
+        errors.contains("clusters/edge.yaml:6:")
+            && errors.contains("spec.kubernetes.datastore.endpointFrom")
+            && errors.contains("CAPSTAN_CLUSTER_PROD_DATASTORE_ENDPOINT")
+            && errors.contains("name it CAPSTAN_CLUSTER_EDGE_DATASTORE_ENDPOINT"),
+        "{errors}"
+    );
+    assert!(!errors.contains("prod-pw-9c1e"));
+    // Once prod is built, pass after pass, nothing of edge was built and its DSN's server
+    // never heard from capstan.
+    let status = status_until(&mut daemon, port, "prod Ready", |s| {
+        s["clusters"]["prod"]["phase"] == "Ready"
+    })
+    .await;
+    assert_eq!(status["clusters"]["edge"]["phase"], "Blocked", "{status:#}");
+    assert_eq!(
+        status["clusters"]["edge"]["nodes"],
+        serde_json::json!([]),
+        "{status:#}"
+    );
+    assert!(
+        !prods_datastore.was_contacted(),
+        "capstan connected to the DSN of another cluster"
+    );
+    let _ = daemon.kill();
+    let _ = daemon.wait();
 }

@@ -56,8 +56,9 @@ impl Replica {
                 "--lease-retry",
                 &format!("{}ms", LEASE_RETRY.as_millis()),
             ])
+            .args(world.real_fleet_args())
             .args(extra)
-            .env("TEST_PROXMOX_TOKEN", token)
+            .env("CAPSTAN_PROXMOX_HOMELAB_TOKEN", token)
             .env("CAPSTAN_LOG", "info")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -120,26 +121,7 @@ impl Drop for Replica {
 }
 
 fn fleet(world: &World) -> String {
-    let lab = world.lab.lab_file();
-    format!(
-        "apiVersion: capstan.dev/v1alpha1
-kind: Fleet
-proxmox:
-  homelab:
-    url: {}
-    tokenId: \"{}\"
-    tokenFrom: {{env: TEST_PROXMOX_TOKEN}}
-    tlsFingerprint: \"{}\"
-managementClusters:
-  management:
-    kubeconfigFrom: {{file: {}}}
-approvedMinors: [\"1.36\"]
-",
-        lab.proxmox.url,
-        lab.proxmox.token_id,
-        lab.proxmox.fingerprint,
-        world.kubeconfig("management").display()
-    )
+    world.real_fleet()
 }
 
 async fn role_of(replica: &Replica) -> Option<(String, Option<String>)> {

@@ -93,6 +93,10 @@ pub struct World {
     /// Admin passwords of the fleet's datastore servers (real MariaDB servers) the daemon is
     /// given, as `main` would read them from `adminPasswordFrom`.
     pub datastore_passwords: std::collections::BTreeMap<String, String>,
+    /// What the daemon reads the secrets later revisions name (`endpointFrom`) through, and
+    /// whose policy every revision is admitted under (default: `CAPSTAN_` variables of an
+    /// empty environment, no files).
+    pub secret_reader: capstan::secrets::SecretReader,
     board: Option<Arc<StatusBoard>>,
     daemon: Option<tokio::task::JoinHandle<()>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -135,6 +139,7 @@ impl World {
             repo,
             state,
             datastore_passwords: std::collections::BTreeMap::new(),
+            secret_reader: capstan::secrets::SecretReader::default(),
             board: None,
             daemon: None,
             stop: None,
@@ -175,9 +180,12 @@ impl World {
         )
         .await
         .expect("lab connections")
+        .with_secret_reader(self.secret_reader.clone())
         .with_datastores(&fleet, &self.datastore_passwords)
         .expect("datastore access");
         let mut options = DaemonOptions::new(self.repo.path().to_owned());
+        options.admission =
+            capstan::secrets::Admission::lab(std::sync::Arc::clone(self.secret_reader.policy()));
         options.busy_interval = Duration::from_millis(100);
         // Converged passes come often too, so a test can watch the daemon decide "nothing to
         // do" (the default waits for the fleet's pollInterval, a minute).
@@ -350,6 +358,49 @@ impl World {
         self.lab
             .kubeconfig_path(cluster)
             .unwrap_or_else(|| panic!("no kubeconfig for {cluster}"))
+    }
+
+    /// `capstan.yaml` of a real fleet (no `--lab`) on this lab: the connection `homelab` to
+    /// its Proxmox (token from `CAPSTAN_PROXMOX_HOMELAB_TOKEN`), the management cluster's
+    /// kubeconfig from the daemon's `--secrets-dir`; [`World::real_fleet_args`] are the flags
+    /// that allow it.
+    pub fn real_fleet(&self) -> String {
+        let lab = self.lab.lab_file();
+        format!(
+            "apiVersion: capstan.dev/v1alpha1
+kind: Fleet
+proxmox:
+  homelab:
+    url: {}
+    tokenId: \"{}\"
+    tokenFrom: {{env: CAPSTAN_PROXMOX_HOMELAB_TOKEN}}
+    tlsFingerprint: \"{}\"
+managementClusters:
+  management:
+    kubeconfigFrom: {{file: managementClusters/management/kubeconfig}}
+approvedMinors: [\"1.36\"]
+",
+            lab.proxmox.url, lab.proxmox.token_id, lab.proxmox.fingerprint,
+        )
+    }
+
+    /// The daemon's flags for [`World::real_fleet`]: a `--secrets-dir` holding the management
+    /// cluster's kubeconfig (made now, in the lab's state folder) and the pins of `homelab`.
+    pub fn real_fleet_args(&self) -> Vec<String> {
+        let secrets = self.state.path().join("secrets");
+        let folder = secrets.join("managementClusters/management");
+        std::fs::create_dir_all(&folder).expect("the management cluster's folder");
+        std::fs::copy(self.kubeconfig("management"), folder.join("kubeconfig"))
+            .expect("the management kubeconfig");
+        let lab = self.lab.lab_file();
+        vec![
+            "--secrets-dir".to_owned(),
+            secrets.display().to_string(),
+            "--pin".to_owned(),
+            format!("proxmox.homelab.url={}", lab.proxmox.url),
+            "--pin".to_owned(),
+            format!("proxmox.homelab.tlsFingerprint={}", lab.proxmox.fingerprint),
+        ]
     }
 
     /// Runs the stock kubectl against a cluster of the lab; returns stdout, failing the test

@@ -136,13 +136,17 @@ async fn status_and_observe_show_what_the_daemon_and_the_lab_hold() {
     world.kill_daemon().await;
 }
 
+const UNREACHABLE_FINGERPRINT: &str = "5C:7A:1F:02:9B:44:E3:10:8D:2A:6F:C1:73:0E:B5:98:24:D6:4F:E1:0A:9C:33:7B:C8:52:16:EF:40:A9:61:D7";
+
 /// A repository whose only Proxmox connection refuses connections: `capstan observe` on it
-/// logs its retries at debug level, then gives up.
+/// logs its retries at debug level, then gives up. Its token is a file in `secrets/` of the
+/// folder, which [`unreachable_proxmox_flags`] allow.
 fn unreachable_proxmox_repo() -> tempfile::TempDir {
     let repo = tempfile::tempdir().expect("repo");
     std::fs::create_dir(repo.path().join("clusters")).expect("clusters");
-    let token = repo.path().join("token");
-    std::fs::write(&token, "secret").expect("token");
+    let folder = repo.path().join("secrets/proxmox/homelab");
+    std::fs::create_dir_all(&folder).expect("the token's folder");
+    std::fs::write(folder.join("token"), "secret").expect("token");
     let fleet = format!(
         "apiVersion: capstan.dev/v1alpha1
 kind: Fleet
@@ -151,13 +155,34 @@ proxmox:
   homelab:
     url: https://127.0.0.1:1
     tokenId: capstan@pve!reconciler
-    tokenFrom: {{file: {}}}
-    tlsFingerprint: \"5C:7A:1F:02:9B:44:E3:10:8D:2A:6F:C1:73:0E:B5:98:24:D6:4F:E1:0A:9C:33:7B:C8:52:16:EF:40:A9:61:D7\"
-",
-        token.display()
+    tokenFrom: {{file: proxmox/homelab/token}}
+    tlsFingerprint: \"{UNREACHABLE_FINGERPRINT}\"
+"
     );
     std::fs::write(repo.path().join("capstan.yaml"), fleet).expect("capstan.yaml");
     repo
+}
+
+/// `capstan observe` on [`unreachable_proxmox_repo`], with the flags that allow its token and
+/// connection.
+fn observe_unreachable(path: &str, log_format: &str) -> crate::support::Run {
+    let secrets = format!("{path}/secrets");
+    let fingerprint = format!("proxmox.homelab.tlsFingerprint={UNREACHABLE_FINGERPRINT}");
+    crate::support::capstan(&[
+        "--log",
+        "debug",
+        "--log-format",
+        log_format,
+        "observe",
+        "--repo",
+        path,
+        "--secrets-dir",
+        &secrets,
+        "--pin",
+        "proxmox.homelab.url=https://127.0.0.1:1",
+        "--pin",
+        &fingerprint,
+    ])
 }
 
 #[test]
@@ -165,17 +190,8 @@ fn logs_to_a_pipe_carry_no_colour_codes_in_either_format() {
     let repo = unreachable_proxmox_repo();
     let path = repo.path().to_str().expect("utf-8 path");
     let (plain, json) = std::thread::scope(|scope| {
-        let plain =
-            scope.spawn(|| crate::support::capstan(&["--log", "debug", "observe", "--repo", path]));
-        let json = crate::support::capstan(&[
-            "--log",
-            "debug",
-            "--log-format",
-            "json",
-            "observe",
-            "--repo",
-            path,
-        ]);
+        let plain = scope.spawn(|| observe_unreachable(path, "plain"));
+        let json = observe_unreachable(path, "json");
         (plain.join().expect("plain run"), json)
     });
     assert!(

@@ -357,3 +357,89 @@ fn fewer_workers_than_min_workers_is_refused_with_its_rule_and_fix() {
         "{value:#}"
     );
 }
+
+/// A pull request pointing `prod` at a new Proxmox server and adding a datastore server (each
+/// a listener that records connections): the preview refuses both, naming the field, the
+/// value and the `--pin` the daemon's operator would have to give, and capstan connects to
+/// neither (the preview only plans).
+#[test]
+fn a_preview_of_a_new_connection_refuses_it_and_connects_to_nothing() {
+    use crate::fixture::git;
+    let listen = || {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("non-blocking");
+        listener
+    };
+    let (proxmox, datastore) = (listen(), listen());
+    let port = |l: &std::net::TcpListener| l.local_addr().expect("addr").port();
+    let proxmox_url = format!("https://127.0.0.1:{}", port(&proxmox));
+    let datastore_url = format!("mysql://127.0.0.1:{}", port(&datastore));
+    let fleet = Fleet::new();
+    git(
+        fleet.path(),
+        &["checkout", "--quiet", "-b", "new-connection", "main"],
+    );
+    let edit = |file: &str, from: &str, to: &str| {
+        let path = fleet.path().join(file);
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert_eq!(text.matches(from).count(), 1, "{from} once in {file}");
+        std::fs::write(&path, text.replacen(from, to, 1)).expect("write");
+    };
+    edit(
+        "capstan.yaml",
+        "\nmanagementClusters:",
+        &format!(
+            "\n  elsewhere:\n    url: {proxmox_url}\n    tokenId: capstan@pve!reconciler\n    tokenFrom: {{env: CAPSTAN_PROXMOX_ELSEWHERE_TOKEN}}\n\nmanagementClusters:"
+        ),
+    );
+    edit(
+        "capstan.yaml",
+        "\napprovedMinors:",
+        &format!(
+            "\ndatastores:\n  rogue:\n    url: {datastore_url}\n    adminUser: root\n    adminPasswordFrom: {{env: CAPSTAN_DATASTORE_ROGUE_PASSWORD}}\napprovedMinors:"
+        ),
+    );
+    edit(PROD, "proxmox: homelab", "proxmox: elsewhere");
+    git(
+        fleet.path(),
+        &["commit", "--quiet", "-am", "prod elsewhere"],
+    );
+    git(fleet.path(), &["checkout", "--quiet", "main"]);
+
+    let run = fleet.preview("new-connection", "json");
+    run.assert_code(1);
+    let value = json(&run);
+    let refusals = value["refusals"].as_array().expect("refusals");
+    let refused = |field: &str, value: &str| {
+        refusals.iter().any(|r| {
+            r["field"] == field
+                && r["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains(&format!("`{value}` is new in this change")))
+                && r["fix"]
+                    .as_str()
+                    .is_some_and(|f| f.contains(&format!("--pin {field}={value}")))
+        })
+    };
+    assert!(refused("proxmox.elsewhere.url", &proxmox_url), "{value:#}");
+    assert!(refused("datastores.rogue.url", &datastore_url), "{value:#}");
+    assert!(
+        value["summary"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("capstan.yaml: refused")),
+        "{value:#}"
+    );
+    let contacted = |l: &std::net::TcpListener| match l.accept() {
+        Ok(_) => true,
+        Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => false,
+        Err(err) => panic!("accept: {err}"),
+    };
+    assert!(
+        !contacted(&proxmox),
+        "the preview connected to the new Proxmox"
+    );
+    assert!(
+        !contacted(&datastore),
+        "the preview connected to the new datastore"
+    );
+}

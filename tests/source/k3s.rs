@@ -38,7 +38,7 @@ fn run_lab_builds_the_seed_k3s_cluster_from_a_pushed_commit() {
     let fleet = std::fs::read_to_string(remote.work().join("capstan.yaml")).expect("fleet");
     remote.write(
         "capstan.yaml",
-        &format!("{fleet}{}", mariadb.datastores_yaml("TEST_MARIADB_ROOT")),
+        &format!("{fleet}{}", mariadb.datastores_yaml()),
     );
     remote.write("clusters/edge.yaml", &seed_k3s_cluster());
     let head = remote.commit_and_push("the seed's K3s cluster");
@@ -54,7 +54,7 @@ fn run_lab_builds_the_seed_k3s_cluster_from_a_pushed_commit() {
         .arg("--git-mirror-dir")
         .arg(dir.path().join("mirrors"))
         .args(["--http", "127.0.0.1:0"])
-        .env("TEST_MARIADB_ROOT", &mariadb.root_password)
+        .env(super::mariadb::PASSWORD_VARIABLE, &mariadb.root_password)
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(&log).expect("log file"))
         .spawn()

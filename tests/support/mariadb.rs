@@ -13,6 +13,9 @@ use std::time::{Duration, Instant};
 
 /// `mariadbd` as Debian installs it (not on a non-root PATH).
 const MARIADBD: &str = "/usr/sbin/mariadbd";
+/// The variable the admin password of the datastore server `mariadb` comes from: the one the
+/// daemon's default secret policy allows for it.
+pub const PASSWORD_VARIABLE: &str = "CAPSTAN_DATASTORE_MARIADB_PASSWORD";
 /// How long a fresh server may take to accept connections on a loaded 2-core machine.
 const START_LIMIT: Duration = Duration::from_secs(60);
 
@@ -67,10 +70,11 @@ impl MariaDb {
     }
 
     /// The `datastores:` section of `capstan.yaml` naming this server `mariadb`, its admin
-    /// password read from the environment variable `password_variable`.
-    pub fn datastores_yaml(&self, password_variable: &str) -> String {
+    /// password read from the environment variable [`PASSWORD_VARIABLE`] (the only one the
+    /// daemon's default policy lets that server's password come from).
+    pub fn datastores_yaml(&self) -> String {
         format!(
-            "datastores:\n  mariadb:\n    url: {}\n    adminUser: root\n    adminPasswordFrom: {{env: {password_variable}}}\n",
+            "datastores:\n  mariadb:\n    url: {}\n    adminUser: root\n    adminPasswordFrom: {{env: {PASSWORD_VARIABLE}}}\n",
             self.url()
         )
     }

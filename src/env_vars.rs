@@ -93,3 +93,5 @@ pub const CAPSTAN_PREVIEWS: &str = "CAPSTAN_PREVIEWS";
 pub const CAPSTAN_NOW: &str = "CAPSTAN_NOW";
 /// Hold the Lease through the pod's service account.
 pub const CAPSTAN_LEASE_IN_CLUSTER: &str = "CAPSTAN_LEASE_IN_CLUSTER";
+/// `capstan run`: the daemon's own configuration file (commit verification, ...).
+pub const CAPSTAN_CONFIG: &str = "CAPSTAN_CONFIG";

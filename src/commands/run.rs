@@ -10,16 +10,18 @@ use std::time::Duration;
 use crate::cli::{DaemonArgs, DemoArgs, LeaderArgs, RunArgs};
 use crate::clock::{Clock, SystemClock};
 use crate::commands::Outcome;
+use crate::config::DaemonConfig;
 use crate::connect::{ConnectError, Connections, FleetSecrets};
 use crate::daemon::previews::Previewer;
 use crate::daemon::{Daemon, DaemonOptions, StatusBoard, http};
 use crate::forge::rest::{RestForge, RetryPolicy};
 use crate::leader::{self, Leadership, LeaseTimings};
 use crate::providers::kube::{ClusterError, KubeClusterClient, LeaseClient};
+use crate::source::verify::{KeyFileError, Refusal, Verifier, VerifyReport};
 use crate::source::webhook::Webhooks;
 use crate::source::{
     self, CredentialError, GitError, GitSource, Redactor, RepoLocation, Secret, SourceError,
-    SourceMetrics, Tracker,
+    SourceMetrics, Tracker, VerifyStart,
 };
 use crate::spec::{self, Distribution, Fleet, RepoFiles};
 use crate::status_branch::{
@@ -123,6 +125,20 @@ pub enum RunError {
     /// The forge flags or token are incomplete or unusable.
     #[error("cannot post previews: {0}")]
     Forge(String),
+    /// The daemon's configuration file is unreadable or invalid.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// Commit verification on a folder, which has no commits.
+    #[error("source.verify needs a Git remote as --repo: a folder has no commits to verify")]
+    VerifyNeedsRemote,
+    /// The allowed keys of `source.verify` cannot be used.
+    #[error("cannot read the allowed keys of source.verify")]
+    Keys(#[source] KeyFileError),
+    /// No revision of the remote passes verification, so there is nothing to reconcile.
+    #[error(
+        "the tip of the branch is not applied and no earlier revision was verified: nothing to reconcile (sign the tip with an allowed key and push it)"
+    )]
+    Unverified(#[source] Refusal),
     /// The demo's folder could not be prepared.
     #[error("cannot prepare {path}")]
     Prepare {
@@ -140,22 +156,42 @@ pub enum RunError {
 /// When the repository is invalid, a connection cannot be made, or the lab cannot start.
 pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outcome, RunError> {
     let redactor = Redactor::default();
+    let config = match &args.config {
+        Some(path) => DaemonConfig::load(path)?,
+        None => DaemonConfig::default(),
+    };
+    let verifier = config.verify.map(|policy| Arc::new(Verifier::new(policy)));
+    if let Some(verifier) = &verifier {
+        // A broken key file stops the daemon now, not at the first push.
+        verifier.check_keys().map_err(RunError::Keys)?;
+    }
     let mut previews = None;
     let (fleet, tracker, folder) = match &args.repo {
         RepoLocation::Folder(path) => {
             if args.previews {
                 return Err(RunError::PreviewsNeedRemote);
             }
+            if verifier.is_some() {
+                return Err(RunError::VerifyNeedsRemote);
+            }
             (load_fleet(path)?, None, path.clone())
         }
         RepoLocation::Remote(url) => {
             let options = source::git_options(url, &args.git.settings(), env, &redactor)?;
             if args.previews {
-                previews = Some((previews_forge(args, env, &redactor)?, options.clone()));
+                previews = Some((
+                    previews_forge(args, env, &redactor)?,
+                    options.clone(),
+                    verifier.clone(),
+                ));
             }
-            let (fleet, source, snapshot) = open_remote(options.clone(), &redactor)?;
-            let tracker = Tracker::git(source, None, crate::backoff::Backoff::default())
+            let (fleet, source, snapshot, start) =
+                open_remote(options.clone(), &redactor, verifier.as_deref())?;
+            let mut tracker = Tracker::git(source, None, crate::backoff::Backoff::default())
                 .starting_from(snapshot);
+            if let Some(verifier) = &verifier {
+                tracker = tracker.verifying(Arc::clone(verifier), start);
+            }
             let status = status_branch(&fleet, &options, &args.daemon, &redactor)?;
             (fleet, Some((tracker, status)), PathBuf::new())
         }
@@ -176,7 +212,12 @@ pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outco
         webhooks,
         branch: args.git.branch.clone(),
         status_branch,
-        previews: previews.map(|(forge, git)| (forge, git, fleet.poll_interval.0)),
+        previews: previews.map(|(forge, git, verifier)| Previews {
+            forge,
+            git,
+            interval: fleet.poll_interval.0,
+            verifier,
+        }),
     };
     runtime()?.block_on(async {
         let mut options = daemon_options(&folder, &args.daemon);
@@ -289,7 +330,7 @@ pub fn demo(args: &DemoArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Out
         credentials: source::GitCredentials::default(),
         limits: source::Limits::default(),
     };
-    let (fleet, git, snapshot) = open_remote(git_options.clone(), &redactor)?;
+    let (fleet, git, snapshot, _) = open_remote(git_options.clone(), &redactor, None)?;
     let status = status_branch(&fleet, &git_options, &DaemonArgs::default(), &redactor)?;
     let lab_names = lab_cluster_names(&snapshot.files);
     let tracker = Tracker::git(
@@ -457,8 +498,19 @@ struct DaemonSource {
     branch: String,
     /// Where the status is committed (a Git remote only).
     status_branch: Option<(StatusRepository, WriterOptions)>,
-    /// `--previews`: the forge, the remote pulls' heads are fetched from, and how often.
-    previews: Option<(RestForge, source::GitOptions, Duration)>,
+    /// `--previews`.
+    previews: Option<Previews>,
+}
+
+/// What `--previews` posts to and reads from.
+struct Previews {
+    forge: RestForge,
+    /// The remote pulls' heads are fetched from.
+    git: source::GitOptions,
+    /// How often.
+    interval: Duration,
+    /// Commit verification: a head that would not be applied says so.
+    verifier: Option<Arc<Verifier>>,
 }
 
 /// The forge `--previews` posts to; its token is remembered by the redactor, so the status
@@ -625,8 +677,17 @@ async fn serve_daemon(
         let bound = http::serve_with(addr, daemon.board(), hooks).await?;
         tracing::info!(address = %bound, "serving /status, /observed, /healthz, /metrics and /hooks");
     }
-    let previewer = source.previews.map(|(forge, git, interval)| {
-        let previewer = Previewer::new(forge, git, daemon.board(), clock, interval);
+    let previewer = source.previews.map(|previews| {
+        let mut previewer = Previewer::new(
+            previews.forge,
+            previews.git,
+            daemon.board(),
+            clock,
+            previews.interval,
+        );
+        if let Some(verifier) = previews.verifier {
+            previewer = previewer.with_verifier(verifier);
+        }
         let mut stopped = stop_electing.subscribe();
         tokio::spawn(previewer.run(async move {
             let _ = stopped.wait_for(|stop| *stop).await;
@@ -691,10 +752,15 @@ fn fleet_of(files: &RepoFiles, shown: &str) -> Result<Fleet, RunError> {
 /// Opens the mirror of a remote and reads its tip once: the fleet's connections are needed
 /// before the daemon starts. When the remote cannot be reached but the mirror holds a tip
 /// from an earlier run, that revision is reconciled meanwhile (the daemon keeps polling).
+///
+/// With `verifier`, the tip is read only when it passes; else the last revision verified by
+/// an earlier run (kept in the mirror), if its signature still passes; else nothing can be
+/// reconciled and the daemon does not start.
 fn open_remote(
     options: source::GitOptions,
     redactor: &Redactor,
-) -> Result<(Fleet, GitSource, source::Snapshot), RunError> {
+    verifier: Option<&Verifier>,
+) -> Result<(Fleet, GitSource, source::Snapshot, VerifyStart), RunError> {
     let mut git = GitSource::open(
         options,
         redactor.clone(),
@@ -711,13 +777,62 @@ fn open_remote(
         }
         Err(err) => return Err(err.into()),
     };
+    let (revision, start) = match verifier {
+        None => (revision, VerifyStart::default()),
+        Some(verifier) => verified_start(&git, verifier, revision)?,
+    };
     let commit = git.read(&revision)?;
     let fleet = fleet_of(&commit.files, &git.remote_name())?;
     let snapshot = source::Snapshot {
         revision: revision.to_string(),
         files: commit.files,
     };
-    Ok((fleet, git, snapshot))
+    Ok((fleet, git, snapshot, start))
+}
+
+/// The revision to start from under `verifier`: `tip` when it passes, else the last revision
+/// an earlier run verified (its own signature checked again: a key removed since no longer
+/// vouches for it).
+fn verified_start(
+    git: &GitSource,
+    verifier: &Verifier,
+    tip: source::Revision,
+) -> Result<(source::Revision, VerifyStart), RunError> {
+    let earlier = git.verified_tip();
+    let vouched: Vec<git2::Oid> = earlier.iter().map(|r| r.commit).collect();
+    let refusal = match git.verify(verifier, tip.commit, &vouched) {
+        Ok(verified) => {
+            git.mark_verified(&tip)?;
+            tracing::info!(revision = %tip, signer = %verified.signer, "revision verified");
+            let report = VerifyReport::Verified {
+                revision: tip.to_string(),
+                signer: verified.signer,
+                mode: verifier.policy().mode,
+            };
+            let start = VerifyStart {
+                verified: Some(tip.clone()),
+                refused: None,
+                report: Some(report),
+            };
+            return Ok((tip, start));
+        }
+        Err(refusal) => refusal,
+    };
+    let Some(earlier) = earlier.filter(|earlier| {
+        earlier.commit != tip.commit
+            && git
+                .verify(verifier, earlier.commit, &[earlier.commit])
+                .is_ok()
+    }) else {
+        return Err(RunError::Unverified(refusal));
+    };
+    tracing::warn!(revision = %tip, kept = %earlier, "revision not applied: {}", crate::status::error_chain(&refusal));
+    let start = VerifyStart {
+        verified: Some(earlier.clone()),
+        refused: Some(tip.clone()),
+        report: Some(VerifyReport::refused(&tip, &refusal, Some(&earlier))),
+    };
+    Ok((earlier, start))
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, RunError> {

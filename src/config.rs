@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::source::verify::{Mode, VerifyPolicy};
+use crate::source::verify::{KeyFileError, Mode, Verifier, VerifyPolicy};
 
 /// The `kind` the file must name.
 const KIND: &str = "DaemonConfig";
@@ -46,6 +46,12 @@ pub enum ConfigError {
         /// What is wrong, where.
         diagnostic: Box<crate::spec::Diagnostic>,
     },
+    /// Commit verification of a folder, which has no commits.
+    #[error("source.verify needs a Git remote as --repo: a folder has no commits to verify")]
+    VerifyNeedsRemote,
+    /// The allowed keys of `source.verify` cannot be used.
+    #[error("cannot read the allowed keys of source.verify")]
+    Keys(#[source] KeyFileError),
 }
 
 /// The daemon's configuration, as read from `--config` (defaults without one).
@@ -88,6 +94,30 @@ struct VerifySection {
 }
 
 impl DaemonConfig {
+    /// The commit verification `--config FILE` asks for (none without a file), its key files
+    /// read now: a broken one stops the daemon before it starts, not at the first push.
+    ///
+    /// # Errors
+    /// When the file is invalid, a key file cannot be used, or the repository is a folder.
+    pub fn verifier_of(
+        path: Option<&Path>,
+        remote: bool,
+    ) -> Result<Option<std::sync::Arc<Verifier>>, ConfigError> {
+        let config = match path {
+            Some(path) => DaemonConfig::load(path)?,
+            None => DaemonConfig::default(),
+        };
+        let Some(policy) = config.verify else {
+            return Ok(None);
+        };
+        if !remote {
+            return Err(ConfigError::VerifyNeedsRemote);
+        }
+        let verifier = Verifier::new(policy);
+        verifier.check_keys().map_err(ConfigError::Keys)?;
+        Ok(Some(std::sync::Arc::new(verifier)))
+    }
+
     /// Reads and validates the file at `path`.
     ///
     /// # Errors

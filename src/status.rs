@@ -497,42 +497,22 @@ pub fn source_condition(
     condition
 }
 
-/// The fleet's `SourceVerified` condition (commit verification). The transition time is kept
-/// from `previous` while the status stays the same.
+/// The fleet's `SourceVerified` condition (commit verification): True with `Ok(message)`,
+/// False with `Err((reason, message))`. The transition time is kept from `previous` while the
+/// status stays the same.
 pub fn source_verified_condition(
-    report: &crate::source::verify::VerifyReport,
+    outcome: Result<&str, (&str, &str)>,
     previous: &[Condition],
     now: Timestamp,
 ) -> Condition {
-    use crate::source::verify::VerifyReport;
-    let mut condition = match report {
-        VerifyReport::Verified {
-            revision,
-            signer,
-            mode,
-        } => condition(
+    let mut condition = match outcome {
+        Ok(message) => condition(
             conditions::SOURCE_VERIFIED,
             true,
             reasons::VERIFIED,
-            &format!("{revision} is signed by {signer} (mode {mode})"),
-        ),
-        VerifyReport::Refused {
-            tip,
-            reason,
             message,
-            kept,
-        } => {
-            let kept = kept.as_ref().map_or_else(
-                || "no revision is verified yet: nothing is applied".to_owned(),
-                |kept| format!("still reconciling {kept}, the last verified revision"),
-            );
-            condition(
-                conditions::SOURCE_VERIFIED,
-                false,
-                reason,
-                &format!("{tip} is not applied: {message}; {kept}"),
-            )
-        }
+        ),
+        Err((reason, message)) => condition(conditions::SOURCE_VERIFIED, false, reason, message),
     };
     condition.last_transition_time = previous
         .iter()

@@ -17,7 +17,7 @@ use crate::daemon::{Daemon, DaemonOptions, StatusBoard, http};
 use crate::forge::rest::{RestForge, RetryPolicy};
 use crate::leader::{self, Leadership, LeaseTimings};
 use crate::providers::kube::{ClusterError, KubeClusterClient, LeaseClient};
-use crate::source::verify::{KeyFileError, Refusal, Verifier, VerifyReport};
+use crate::source::verify::{Refusal, Verifier};
 use crate::source::webhook::Webhooks;
 use crate::source::{
     self, CredentialError, GitError, GitSource, Redactor, RepoLocation, Secret, SourceError,
@@ -128,12 +128,6 @@ pub enum RunError {
     /// The daemon's configuration file is unreadable or invalid.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
-    /// Commit verification on a folder, which has no commits.
-    #[error("source.verify needs a Git remote as --repo: a folder has no commits to verify")]
-    VerifyNeedsRemote,
-    /// The allowed keys of `source.verify` cannot be used.
-    #[error("cannot read the allowed keys of source.verify")]
-    Keys(#[source] KeyFileError),
     /// No revision of the remote passes verification, so there is nothing to reconcile.
     #[error(
         "the tip of the branch is not applied and no earlier revision was verified: nothing to reconcile (sign the tip with an allowed key and push it)"
@@ -156,34 +150,20 @@ pub enum RunError {
 /// When the repository is invalid, a connection cannot be made, or the lab cannot start.
 pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outcome, RunError> {
     let redactor = Redactor::default();
-    let config = match &args.config {
-        Some(path) => DaemonConfig::load(path)?,
-        None => DaemonConfig::default(),
-    };
-    let verifier = config.verify.map(|policy| Arc::new(Verifier::new(policy)));
-    if let Some(verifier) = &verifier {
-        // A broken key file stops the daemon now, not at the first push.
-        verifier.check_keys().map_err(RunError::Keys)?;
-    }
+    let verifier = DaemonConfig::verifier_of(args.config.as_deref(), args.repo.is_remote())?;
     let mut previews = None;
     let (fleet, tracker, folder) = match &args.repo {
         RepoLocation::Folder(path) => {
             if args.previews {
                 return Err(RunError::PreviewsNeedRemote);
             }
-            if verifier.is_some() {
-                return Err(RunError::VerifyNeedsRemote);
-            }
             (load_fleet(path)?, None, path.clone())
         }
         RepoLocation::Remote(url) => {
             let options = source::git_options(url, &args.git.settings(), env, &redactor)?;
             if args.previews {
-                previews = Some((
-                    previews_forge(args, env, &redactor)?,
-                    options.clone(),
-                    verifier.clone(),
-                ));
+                let forge = previews_forge(args, env, &redactor)?;
+                previews = Some((forge, options.clone(), verifier.clone()));
             }
             let (fleet, source, snapshot, start) =
                 open_remote(options.clone(), &redactor, verifier.as_deref())?;
@@ -212,12 +192,7 @@ pub fn run(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Outco
         webhooks,
         branch: args.git.branch.clone(),
         status_branch,
-        previews: previews.map(|(forge, git, verifier)| Previews {
-            forge,
-            git,
-            interval: fleet.poll_interval.0,
-            verifier,
-        }),
+        previews: previews.map(|(forge, git, verify)| (forge, git, fleet.poll_interval.0, verify)),
     };
     runtime()?.block_on(async {
         let mut options = daemon_options(&folder, &args.daemon);
@@ -498,19 +473,14 @@ struct DaemonSource {
     branch: String,
     /// Where the status is committed (a Git remote only).
     status_branch: Option<(StatusRepository, WriterOptions)>,
-    /// `--previews`.
-    previews: Option<Previews>,
-}
-
-/// What `--previews` posts to and reads from.
-struct Previews {
-    forge: RestForge,
-    /// The remote pulls' heads are fetched from.
-    git: source::GitOptions,
-    /// How often.
-    interval: Duration,
-    /// Commit verification: a head that would not be applied says so.
-    verifier: Option<Arc<Verifier>>,
+    /// `--previews`: the forge, the remote pulls' heads are fetched from, how often, and the
+    /// commit verification a head must pass to be applied.
+    previews: Option<(
+        RestForge,
+        source::GitOptions,
+        Duration,
+        Option<Arc<Verifier>>,
+    )>,
 }
 
 /// The forge `--previews` posts to; its token is remembered by the redactor, so the status
@@ -677,17 +647,9 @@ async fn serve_daemon(
         let bound = http::serve_with(addr, daemon.board(), hooks).await?;
         tracing::info!(address = %bound, "serving /status, /observed, /healthz, /metrics and /hooks");
     }
-    let previewer = source.previews.map(|previews| {
-        let mut previewer = Previewer::new(
-            previews.forge,
-            previews.git,
-            daemon.board(),
-            clock,
-            previews.interval,
-        );
-        if let Some(verifier) = previews.verifier {
-            previewer = previewer.with_verifier(verifier);
-        }
+    let previewer = source.previews.map(|(forge, git, interval, verifier)| {
+        let previewer =
+            Previewer::new(forge, git, daemon.board(), clock, interval).with_verifier(verifier);
         let mut stopped = stop_electing.subscribe();
         tokio::spawn(previewer.run(async move {
             let _ = stopped.wait_for(|stop| *stop).await;
@@ -779,7 +741,9 @@ fn open_remote(
     };
     let (revision, start) = match verifier {
         None => (revision, VerifyStart::default()),
-        Some(verifier) => verified_start(&git, verifier, revision)?,
+        Some(verifier) => {
+            source::verified_start(&git, verifier, revision).map_err(RunError::Unverified)?
+        }
     };
     let commit = git.read(&revision)?;
     let fleet = fleet_of(&commit.files, &git.remote_name())?;
@@ -788,51 +752,6 @@ fn open_remote(
         files: commit.files,
     };
     Ok((fleet, git, snapshot, start))
-}
-
-/// The revision to start from under `verifier`: `tip` when it passes, else the last revision
-/// an earlier run verified (its own signature checked again: a key removed since no longer
-/// vouches for it).
-fn verified_start(
-    git: &GitSource,
-    verifier: &Verifier,
-    tip: source::Revision,
-) -> Result<(source::Revision, VerifyStart), RunError> {
-    let earlier = git.verified_tip();
-    let vouched: Vec<git2::Oid> = earlier.iter().map(|r| r.commit).collect();
-    let refusal = match git.verify(verifier, tip.commit, &vouched) {
-        Ok(verified) => {
-            git.mark_verified(&tip)?;
-            tracing::info!(revision = %tip, signer = %verified.signer, "revision verified");
-            let report = VerifyReport::Verified {
-                revision: tip.to_string(),
-                signer: verified.signer,
-                mode: verifier.policy().mode,
-            };
-            let start = VerifyStart {
-                verified: Some(tip.clone()),
-                refused: None,
-                report: Some(report),
-            };
-            return Ok((tip, start));
-        }
-        Err(refusal) => refusal,
-    };
-    let Some(earlier) = earlier.filter(|earlier| {
-        earlier.commit != tip.commit
-            && git
-                .verify(verifier, earlier.commit, &[earlier.commit])
-                .is_ok()
-    }) else {
-        return Err(RunError::Unverified(refusal));
-    };
-    tracing::warn!(revision = %tip, kept = %earlier, "revision not applied: {}", crate::status::error_chain(&refusal));
-    let start = VerifyStart {
-        verified: Some(earlier.clone()),
-        refused: Some(tip.clone()),
-        report: Some(VerifyReport::refused(&tip, &refusal, Some(&earlier))),
-    };
-    Ok((earlier, start))
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, RunError> {

@@ -633,7 +633,12 @@ impl<Pr: Providers> Daemon<Pr> {
             self.clock.now(),
         );
         let verified = self.verification.as_ref().map(|report| {
-            status::source_verified_condition(report, &status.conditions, self.clock.now())
+            let outcome = report.outcome();
+            let outcome = match &outcome {
+                Ok(message) => Ok(message.as_str()),
+                Err((reason, message)) => Err((*reason, message.as_str())),
+            };
+            status::source_verified_condition(outcome, &status.conditions, self.clock.now())
         });
         status.conditions.retain(|c| {
             c.kind != status::conditions::SOURCE_AVAILABLE

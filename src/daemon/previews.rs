@@ -86,8 +86,8 @@ impl<F: ForgeApi> Previewer<F> {
 
     /// Says on a pull request whose head the daemon would not apply (its commits not signed by
     /// an allowed key) that it will not be applied.
-    pub fn with_verifier(mut self, verifier: Arc<Verifier>) -> Self {
-        self.verifier = Some(verifier);
+    pub fn with_verifier(mut self, verifier: Option<Arc<Verifier>>) -> Self {
+        self.verifier = verifier;
         self
     }
 

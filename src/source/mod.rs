@@ -32,7 +32,7 @@ pub use folder::{RepoWatcher, SourceError, read_repo, read_repo_within, watch};
 pub use git::{GitError, GitOptions, GitSource, PollOutcome};
 pub use known_hosts::{HostKeyError, KnownHosts};
 pub use settings::{GitSettings, SettingsError, git_options, read_once};
-pub use tracker::{Content, PollTrigger, Refresh, Tracker, VerifyStart};
+pub use tracker::{Content, PollTrigger, Refresh, Tracker, VerifyStart, verified_start};
 pub use transport::{GitCredentials, TokenAuth};
 pub use tree::{CommitFiles, GitFailure, Revision, TreeError};
 

@@ -21,7 +21,7 @@ use tokio::time::Instant;
 
 use super::git::{GitError, GitSource, PollOutcome};
 use super::tree::Revision;
-use super::verify::{Verifier, VerifyReport};
+use super::verify::{Refusal, Verifier, VerifyReport};
 use super::{Limits, RepoWatcher, Snapshot, SourceError, SourceMetrics};
 use crate::backoff::{Backoff, random_unit};
 use crate::status::error_chain;
@@ -95,6 +95,63 @@ pub struct VerifyStart {
     pub refused: Option<Revision>,
     /// What the status says about it.
     pub report: Option<VerifyReport>,
+}
+
+/// The revision a daemon starts from under `verifier`: `tip` when it passes, else the last
+/// revision an earlier run verified (kept in the mirror), once its own signature passes the
+/// current keys again (a key removed since no longer vouches for it).
+///
+/// # Errors
+/// The tip's refusal, when no earlier revision can stand in: there is nothing to reconcile.
+pub fn verified_start(
+    git: &GitSource,
+    verifier: &Verifier,
+    tip: Revision,
+) -> Result<(Revision, VerifyStart), Refusal> {
+    let earlier = git.verified_tip();
+    let vouched: Vec<git2::Oid> = earlier.iter().map(|r| r.commit).collect();
+    let refusal = match git.verify(verifier, tip.commit, &vouched) {
+        Ok(verified) => {
+            record_verified(git, &tip);
+            tracing::info!(revision = %tip, signer = %verified.signer, "revision verified");
+            let report = VerifyReport::Verified {
+                revision: tip.to_string(),
+                signer: verified.signer,
+                mode: verifier.policy().mode,
+            };
+            let start = VerifyStart {
+                verified: Some(tip.clone()),
+                refused: None,
+                report: Some(report),
+            };
+            return Ok((tip, start));
+        }
+        Err(refusal) => refusal,
+    };
+    let stands_in = |earlier: &Revision| {
+        earlier.commit != tip.commit
+            && git
+                .verify(verifier, earlier.commit, &[earlier.commit])
+                .is_ok()
+    };
+    let Some(earlier) = earlier.filter(stands_in) else {
+        return Err(refusal);
+    };
+    tracing::warn!(revision = %tip, kept = %earlier, "revision not applied: {}", error_chain(&refusal));
+    let start = VerifyStart {
+        report: Some(VerifyReport::refused(&tip, &refusal, Some(&earlier))),
+        verified: Some(earlier.clone()),
+        refused: Some(tip),
+    };
+    Ok((earlier, start))
+}
+
+/// Keeps `revision` in the mirror as the last verified one. Only a restart needs it, so a
+/// failure is logged and verification goes on.
+fn record_verified(git: &GitSource, revision: &Revision) {
+    if let Err(err) = git.mark_verified(revision) {
+        tracing::warn!(revision = %revision, "cannot record the verified revision: {}", error_chain(&err));
+    }
 }
 
 /// Commit verification of a followed remote.
@@ -399,7 +456,7 @@ fn poll_and_read(
             };
             tracing::info!(revision = %revision, previous = previous.as_ref().map(ToString::to_string), "new revision");
             if let Some(verification) = verification
-                && !passes(&source, verification, &revision)?
+                && !passes(&source, verification, &revision)
             {
                 return Ok(Polled {
                     content: None,
@@ -441,21 +498,14 @@ fn is_refused(verification: &Mutex<Verification>, revision: &Revision) -> bool {
 
 /// Verifies `revision` (the commits it brings since the last verified one); records the
 /// outcome. A refusal is logged when it differs from the one before.
-///
-/// # Errors
-/// When a passing revision cannot be recorded in the mirror.
-fn passes(
-    source: &GitSource,
-    verification: &Mutex<Verification>,
-    revision: &Revision,
-) -> Result<bool, GitError> {
+fn passes(source: &GitSource, verification: &Mutex<Verification>, revision: &Revision) -> bool {
     let mut state = verification
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let vouched: Vec<git2::Oid> = state.verified.iter().map(|r| r.commit).collect();
     match source.verify(&state.verifier, revision.commit, &vouched) {
         Ok(verified) => {
-            source.mark_verified(revision)?;
+            record_verified(source, revision);
             tracing::info!(revision = %revision, signer = %verified.signer, commits = verified.commits, "revision verified");
             state.report = Some(VerifyReport::Verified {
                 revision: revision.to_string(),
@@ -464,7 +514,7 @@ fn passes(
             });
             state.verified = Some(revision.clone());
             state.refused = None;
-            Ok(true)
+            true
         }
         Err(refusal) => {
             let report = VerifyReport::refused(revision, &refusal, state.verified.as_ref());
@@ -473,7 +523,7 @@ fn passes(
             }
             state.report = Some(report);
             state.refused = Some(revision.clone());
-            Ok(false)
+            false
         }
     }
 }

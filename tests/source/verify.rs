@@ -681,3 +681,70 @@ fn a_daemon_with_no_verified_revision_refuses_to_start_and_says_why() {
     );
     assert!(stderr.contains("nothing to reconcile"), "{stderr}");
 }
+
+#[test]
+fn the_preview_of_a_head_that_would_not_be_applied_says_so_first() {
+    if !judges::present(
+        "the_preview_of_a_head_that_would_not_be_applied_says_so_first",
+        &[Judge::SshKeygen],
+    ) {
+        return;
+    }
+    let keys = Keys::new();
+    let remote = Remote::new();
+    let work = remote.work();
+    let alice = keys.ssh("alice");
+    let allowed_signers = keys.dir.path().join("allowed_signers");
+    std::fs::write(
+        &allowed_signers,
+        format!("alice {}\n", keys.ssh_public("alice")),
+    )
+    .expect("allowed signers");
+    commit(&work, &keys, &Sign::Ssh(&alice), "signed base");
+    git(&work, &["push", "-q", "origin", "HEAD:main"]);
+    remote.write("clusters/prod.yaml", &super::fixture::cluster("prod", 2));
+    let head = commit(&work, &keys, &Sign::Unsigned, "an unsigned pull request");
+    git(&work, &["push", "-q", "origin", "HEAD:refs/pull/7/head"]);
+    let url = format!("file://{}", remote.bare().display());
+    let options = remote.options(&url, capstan::source::GitCredentials::default());
+    // What `run --previews` does for pull request 7: read base and head, verify the head.
+    let base = capstan::source::revisions::read_remote_ref(&options, "main").expect("base");
+    let pull =
+        capstan::source::revisions::read_remote_ref(&options, "refs/pull/7/head").expect("head");
+    for mode in [Mode::Head, Mode::All] {
+        let verifier = Verifier::new(policy(mode, &allowed_signers, None));
+        let refusal = capstan::source::revisions::verify_remote_head(
+            &options,
+            &verifier,
+            &pull.revision,
+            &base.revision,
+        )
+        .expect("both revisions are in the mirror")
+        .expect_err("an unsigned head");
+        assert_eq!(refusal.reason(), "Unsigned", "{mode}: {refusal}");
+        let mut preview = capstan::preview::build(
+            &capstan::preview::RevisionFiles {
+                revision: base.revision.clone(),
+                files: base.files.clone(),
+            },
+            &capstan::preview::RevisionFiles {
+                revision: pull.revision.clone(),
+                files: pull.files.clone(),
+            },
+            &capstan::observed::Observed::default(),
+            jiff::Timestamp::UNIX_EPOCH,
+        );
+        preview.refuse_unverified(&capstan::status::error_chain(&refusal));
+        assert!(preview.is_refused());
+        assert!(
+            preview.summary.starts_with("not applied"),
+            "{}",
+            preview.summary
+        );
+        let markdown = capstan::preview::render::markdown(&preview);
+        assert!(
+            markdown.contains("capstan will not apply this revision") && markdown.contains(&head),
+            "{markdown}"
+        );
+    }
+}

@@ -476,6 +476,30 @@ pub enum VerifyReport {
 }
 
 impl VerifyReport {
+    /// What the `SourceVerified` condition says: its message when True, its reason and
+    /// message when False.
+    pub fn outcome(&self) -> Result<String, (&'static str, String)> {
+        match self {
+            VerifyReport::Verified {
+                revision,
+                signer,
+                mode,
+            } => Ok(format!("{revision} is signed by {signer} (mode {mode})")),
+            VerifyReport::Refused {
+                tip,
+                reason,
+                message,
+                kept,
+            } => {
+                let kept = kept.as_ref().map_or_else(
+                    || "no revision is verified yet: nothing is applied".to_owned(),
+                    |kept| format!("still reconciling {kept}, the last verified revision"),
+                );
+                Err((reason, format!("{tip} is not applied: {message}; {kept}")))
+            }
+        }
+    }
+
     /// The report of `refusal` of `tip`, `kept` being reconciled meanwhile.
     pub fn refused(tip: &impl ToString, refusal: &Refusal, kept: Option<&impl ToString>) -> Self {
         VerifyReport::Refused {

@@ -282,6 +282,13 @@ pub struct RunArgs {
     /// Where previews are posted.
     #[command(flatten)]
     pub forge: ForgeArgs,
+    /// The daemon's own configuration (YAML, `kind: DaemonConfig`): settings no commit of the
+    /// repository can change. `source.verify` applies only revisions signed by allowed keys
+    /// (`mode: head|all`, `allowedSigners: FILE` for SSH, `openpgpKeys: FILE` for OpenPGP;
+    /// the key files are re-read when they change). Relative paths are relative to its
+    /// folder. See the README's "Verified commits".
+    #[arg(long, env = env_vars::CAPSTAN_CONFIG)]
+    pub config: Option<PathBuf>,
 }
 
 /// The operator's limits on the secrets a repository names and the servers they are sent to

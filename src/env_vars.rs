@@ -99,3 +99,5 @@ pub const CAPSTAN_SECRETS_ENV_PREFIX: &str = "CAPSTAN_SECRETS_ENV_PREFIX";
 pub const CAPSTAN_SECRETS_DIR: &str = "CAPSTAN_SECRETS_DIR";
 /// Where connections' secrets may be sent: `FIELD=VALUE` pins, separated by `,`.
 pub const CAPSTAN_PINS: &str = "CAPSTAN_PINS";
+/// `capstan run`: the daemon's own configuration file (commit verification, ...).
+pub const CAPSTAN_CONFIG: &str = "CAPSTAN_CONFIG";

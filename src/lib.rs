@@ -14,6 +14,7 @@ pub mod backoff;
 pub mod cli;
 pub mod clock;
 pub mod commands;
+pub mod config;
 pub mod connect;
 pub mod daemon;
 pub mod env_vars;

@@ -32,6 +32,9 @@ pub mod conditions {
     /// The status branch holds the current status; when False, the last push failed (the
     /// remote's error says why) and reconciling carries on.
     pub const STATUS_PUSHED: &str = "StatusPushed";
+    /// With commit verification (`source.verify`): whether the branch's tip is signed by an
+    /// allowed key; when False, the last verified revision is still reconciled.
+    pub const SOURCE_VERIFIED: &str = "SourceVerified";
 }
 
 /// Condition reasons.
@@ -78,6 +81,25 @@ pub mod reasons {
     pub const SECRET_REFUSED: &str = "SecretRefused";
     /// The status branch could not be read or written.
     pub const STATUS_BRANCH_UNAVAILABLE: &str = "StatusBranchUnavailable";
+    /// The tip is signed by an allowed key (and, mode `all`, every commit it brings).
+    pub const VERIFIED: &str = "Verified";
+    /// A commit is not signed.
+    pub const UNSIGNED: &str = "Unsigned";
+    /// A commit is signed by a key the allowed keys do not hold.
+    pub const KEY_NOT_ALLOWED: &str = "KeyNotAllowed";
+    /// A commit's signature does not match it.
+    pub const BAD_SIGNATURE: &str = "BadSignature";
+    /// An allowed key may not make this signature: revoked, expired, outside its validity or
+    /// namespaces.
+    pub const KEY_NOT_VALID: &str = "KeyNotValid";
+    /// A commit carries a kind of signature capstan does not verify (X.509).
+    pub const UNSUPPORTED_SIGNATURE: &str = "UnsupportedSignature";
+    /// Mode `all`: more commits to verify than `maxCommits`.
+    pub const TOO_MANY_COMMITS: &str = "TooManyCommits";
+    /// The allowed keys cannot be read.
+    pub const KEYS_UNREADABLE: &str = "KeysUnreadable";
+    /// The commits cannot be read from the mirror.
+    pub const UNVERIFIABLE: &str = "Unverifiable";
 }
 
 /// Every cluster's status.
@@ -467,6 +489,30 @@ pub fn source_condition(
             reasons::SOURCE_UNREACHABLE,
             &format!("{error}; still reconciling the last revision read"),
         ),
+    };
+    condition.last_transition_time = previous
+        .iter()
+        .find(|c| c.kind == condition.kind && c.status == condition.status)
+        .map_or(now, |c| c.last_transition_time);
+    condition
+}
+
+/// The fleet's `SourceVerified` condition (commit verification): True with `Ok(message)`,
+/// False with `Err((reason, message))`. The transition time is kept from `previous` while the
+/// status stays the same.
+pub fn source_verified_condition(
+    outcome: Result<&str, (&str, &str)>,
+    previous: &[Condition],
+    now: Timestamp,
+) -> Condition {
+    let mut condition = match outcome {
+        Ok(message) => condition(
+            conditions::SOURCE_VERIFIED,
+            true,
+            reasons::VERIFIED,
+            message,
+        ),
+        Err((reason, message)) => condition(conditions::SOURCE_VERIFIED, false, reason, message),
     };
     condition.last_transition_time = previous
         .iter()

@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::cli::{DaemonArgs, DemoArgs, LeaderArgs, RunArgs};
 use crate::clock::{Clock, SystemClock};
 use crate::commands::Outcome;
+use crate::config::DaemonConfig;
 use crate::connect::{ConnectError, Connections};
 use crate::daemon::previews::Previewer;
 use crate::daemon::{Daemon, DaemonOptions, StatusBoard, http};
@@ -17,10 +18,11 @@ use crate::forge::rest::{RestForge, RetryPolicy};
 use crate::leader::{self, Leadership, LeaseTimings};
 use crate::providers::kube::{ClusterError, KubeClusterClient, LeaseClient};
 use crate::secrets::{Admission, Limits, LimitsError, SecretPolicy, SecretReader};
+use crate::source::verify::{Refusal, Verifier};
 use crate::source::webhook::Webhooks;
 use crate::source::{
     self, CredentialError, GitError, GitSource, Redactor, RepoLocation, Secret, SourceError,
-    SourceMetrics, Tracker,
+    SourceMetrics, Tracker, VerifyStart,
 };
 use crate::spec::{self, Distribution, Fleet, RepoFiles};
 use crate::status_branch::{
@@ -136,6 +138,14 @@ pub enum RunError {
     /// The forge flags or token are incomplete or unusable.
     #[error("cannot post previews: {0}")]
     Forge(String),
+    /// The daemon's configuration file is unreadable or invalid.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// No revision of the remote passes verification, so there is nothing to reconcile.
+    #[error(
+        "the tip of the branch is not applied and no earlier revision was verified: nothing to reconcile (sign the tip with an allowed key and push it)"
+    )]
+    Unverified(#[source] Refusal),
     /// The demo's folder could not be prepared.
     #[error("cannot prepare {path}")]
     Prepare {
@@ -159,6 +169,7 @@ pub fn run(args: &RunArgs, env: fn(&str) -> Option<String>) -> Result<Outcome, R
         .secrets
         .limits(args.target.lab, args.reserved_variables())?;
     let reader = SecretReader::new(policy, env);
+    let verifier = DaemonConfig::verifier_of(args.config.as_deref(), args.repo.is_remote())?;
     let mut previews = None;
     let (fleet, tracker, folder) = match &args.repo {
         RepoLocation::Folder(path) => {
@@ -170,11 +181,16 @@ pub fn run(args: &RunArgs, env: fn(&str) -> Option<String>) -> Result<Outcome, R
         RepoLocation::Remote(url) => {
             let options = source::git_options(url, &args.git.settings(), &env, &redactor)?;
             if args.previews {
-                previews = Some((previews_forge(args, &env, &redactor)?, options.clone()));
+                let forge = previews_forge(args, &env, &redactor)?;
+                previews = Some((forge, options.clone(), verifier.clone()));
             }
-            let (fleet, source, snapshot) = open_remote(options.clone(), &redactor, &admission)?;
-            let tracker = Tracker::git(source, None, crate::backoff::Backoff::default())
+            let (fleet, source, snapshot, start) =
+                open_remote(options.clone(), &redactor, &admission, verifier.as_deref())?;
+            let mut tracker = Tracker::git(source, None, crate::backoff::Backoff::default())
                 .starting_from(snapshot);
+            if let Some(verifier) = &verifier {
+                tracker = tracker.verifying(Arc::clone(verifier), start);
+            }
             let status = status_branch(&fleet, &options, &args.daemon, &redactor)?;
             (fleet, Some((tracker, status)), PathBuf::new())
         }
@@ -195,7 +211,7 @@ pub fn run(args: &RunArgs, env: fn(&str) -> Option<String>) -> Result<Outcome, R
         webhooks,
         branch: args.git.branch.clone(),
         status_branch,
-        previews: previews.map(|(forge, git)| (forge, git, fleet.poll_interval.0)),
+        previews: previews.map(|(forge, git, verify)| (forge, git, fleet.poll_interval.0, verify)),
     };
     runtime()?.block_on(async {
         let mut options = daemon_options(&folder, &args.daemon);
@@ -314,7 +330,7 @@ pub fn demo(args: &DemoArgs, env: fn(&str) -> Option<String>) -> Result<Outcome,
     // The demo's lab: the default policy (`CAPSTAN_` variables for a datastore's password).
     let admission = Admission::default();
     let reader = SecretReader::new(Arc::new(SecretPolicy::default()), env);
-    let (fleet, git, snapshot) = open_remote(git_options.clone(), &redactor, &admission)?;
+    let (fleet, git, snapshot, _) = open_remote(git_options.clone(), &redactor, &admission, None)?;
     let status = status_branch(&fleet, &git_options, &DaemonArgs::default(), &redactor)?;
     let lab_names = lab_cluster_names(&snapshot.files);
     let tracker = Tracker::git(
@@ -483,8 +499,14 @@ struct DaemonSource {
     branch: String,
     /// Where the status is committed (a Git remote only).
     status_branch: Option<(StatusRepository, WriterOptions)>,
-    /// `--previews`: the forge, the remote pulls' heads are fetched from, and how often.
-    previews: Option<(RestForge, source::GitOptions, Duration)>,
+    /// `--previews`: the forge, the remote pulls' heads are fetched from, how often, and the
+    /// commit verification a head must pass to be applied.
+    previews: Option<(
+        RestForge,
+        source::GitOptions,
+        Duration,
+        Option<Arc<Verifier>>,
+    )>,
 }
 
 /// The forge `--previews` posts to; its token is remembered by the redactor, so the status
@@ -652,9 +674,10 @@ async fn serve_daemon(
         let bound = http::serve_with(addr, daemon.board(), hooks).await?;
         tracing::info!(address = %bound, "serving /status, /observed, /healthz, /metrics and /hooks");
     }
-    let previewer = source.previews.map(|(forge, git, interval)| {
+    let previewer = source.previews.map(|(forge, git, interval, verifier)| {
         // Heads are previewed under the limits the daemon applies revisions under.
-        let previewer = Previewer::new(forge, git, daemon.board(), clock, interval, admission);
+        let previewer = Previewer::new(forge, git, daemon.board(), clock, interval, admission)
+            .with_verifier(verifier);
         let mut stopped = stop_electing.subscribe();
         tokio::spawn(previewer.run(async move {
             let _ = stopped.wait_for(|stop| *stop).await;
@@ -720,11 +743,16 @@ fn fleet_of(files: &RepoFiles, shown: &str, admission: &Admission) -> Result<Fle
 /// Opens the mirror of a remote and reads its tip once: the fleet's connections are needed
 /// before the daemon starts. When the remote cannot be reached but the mirror holds a tip
 /// from an earlier run, that revision is reconciled meanwhile (the daemon keeps polling).
+///
+/// With `verifier`, the tip is read only when it passes; else the last revision verified by
+/// an earlier run (kept in the mirror), if its signature still passes; else nothing can be
+/// reconciled and the daemon does not start.
 fn open_remote(
     options: source::GitOptions,
     redactor: &Redactor,
     admission: &Admission,
-) -> Result<(Fleet, GitSource, source::Snapshot), RunError> {
+    verifier: Option<&Verifier>,
+) -> Result<(Fleet, GitSource, source::Snapshot, VerifyStart), RunError> {
     let mut git = GitSource::open(
         options,
         redactor.clone(),
@@ -741,13 +769,19 @@ fn open_remote(
         }
         Err(err) => return Err(err.into()),
     };
+    let (revision, start) = match verifier {
+        None => (revision, VerifyStart::default()),
+        Some(verifier) => {
+            source::verified_start(&git, verifier, revision).map_err(RunError::Unverified)?
+        }
+    };
     let commit = git.read(&revision)?;
     let fleet = fleet_of(&commit.files, &git.remote_name(), admission)?;
     let snapshot = source::Snapshot {
         revision: revision.to_string(),
         files: commit.files,
     };
-    Ok((fleet, git, snapshot))
+    Ok((fleet, git, snapshot, start))
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, RunError> {

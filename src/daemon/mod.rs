@@ -190,6 +190,8 @@ pub struct Daemon<Pr: Providers> {
     events: Vec<String>,
     /// Why the source is not followed right now (redacted), if it is not.
     source_unavailable: Option<String>,
+    /// Where commit verification stands, when it is asked for.
+    verification: Option<source::verify::VerifyReport>,
     /// Whether this replica may start steps (always, without leader election).
     leadership: Arc<Leadership>,
     /// Writes the status branch, once [`Daemon::run`] starts it.
@@ -213,6 +215,7 @@ impl<Pr: Providers> Daemon<Pr> {
             loaded: None,
             events: Vec::new(),
             source_unavailable: None,
+            verification: None,
             status_writer: None,
             status_out: None,
             timings: timings::StepTimings::default(),
@@ -352,6 +355,7 @@ impl<Pr: Providers> Daemon<Pr> {
             }
         }
         self.source_unavailable = refresh.unavailable;
+        self.verification = refresh.verification;
         let snapshot = match refresh.content {
             Content::Read(snapshot) => snapshot,
             Content::Unreadable { revision, error } => {
@@ -632,10 +636,20 @@ impl<Pr: Providers> Daemon<Pr> {
             &status.conditions,
             self.clock.now(),
         );
-        status
-            .conditions
-            .retain(|c| c.kind != status::conditions::SOURCE_AVAILABLE);
+        let verified = self.verification.as_ref().map(|report| {
+            let outcome = report.outcome();
+            let outcome = match &outcome {
+                Ok(message) => Ok(message.as_str()),
+                Err((reason, message)) => Err((*reason, message.as_str())),
+            };
+            status::source_verified_condition(outcome, &status.conditions, self.clock.now())
+        });
+        status.conditions.retain(|c| {
+            c.kind != status::conditions::SOURCE_AVAILABLE
+                && c.kind != status::conditions::SOURCE_VERIFIED
+        });
         status.conditions.push(condition);
+        status.conditions.extend(verified);
         status.events.clone_from(&self.events);
     }
 

@@ -27,7 +27,8 @@ use crate::preview::comment::comment;
 use crate::preview::{self, Preview, RevisionFiles};
 use crate::secrets::Admission;
 use crate::source::GitOptions;
-use crate::source::revisions::{RevisionError, read_remote_ref};
+use crate::source::revisions::{RevisionError, read_remote_ref, verify_remote_head};
+use crate::source::verify::Verifier;
 
 use super::StatusBoard;
 
@@ -63,6 +64,8 @@ pub struct Previewer<F> {
     posted: BTreeMap<u64, String>,
     /// The daemon's limits, which a head is previewed under.
     admission: Admission,
+    /// Commit verification, when the daemon applies only verified revisions.
+    verifier: Option<Arc<Verifier>>,
 }
 
 impl<F: ForgeApi> Previewer<F> {
@@ -86,7 +89,15 @@ impl<F: ForgeApi> Previewer<F> {
             backoff: Backoff::default(),
             posted: BTreeMap::new(),
             admission,
+            verifier: None,
         }
+    }
+
+    /// Says on a pull request whose head the daemon would not apply (its commits not signed by
+    /// an allowed key) that it will not be applied.
+    pub fn with_verifier(mut self, verifier: Option<Arc<Verifier>>) -> Self {
+        self.verifier = verifier;
+        self
     }
 
     /// Runs rounds until `shutdown` completes.
@@ -170,16 +181,24 @@ impl<F: ForgeApi> Previewer<F> {
         let number = pull.number;
         let base_ref = pull.base_ref.clone();
         let head_ref = self.forge.kind().head_ref(number);
-        let (base, head) = tokio::task::spawn_blocking(move || {
-            let read = |reference: &str| {
-                read_remote_ref(&git, reference)
-                    .map_err(|source| PreviewRoundError::Revision { pr: number, source })
+        let verifier = self.verifier.clone();
+        let (base, head, refusal) = tokio::task::spawn_blocking(move || {
+            let failed = |source| PreviewRoundError::Revision { pr: number, source };
+            let read = |reference: &str| read_remote_ref(&git, reference).map_err(failed);
+            let (base, head) = (read(&base_ref)?, read(&head_ref)?);
+            let refusal = match &verifier {
+                Some(verifier) => {
+                    verify_remote_head(&git, verifier, &head.revision, &base.revision)
+                        .map_err(failed)?
+                        .err()
+                }
+                None => None,
             };
-            Ok::<_, PreviewRoundError>((read(&base_ref)?, read(&head_ref)?))
+            Ok::<_, PreviewRoundError>((base, head, refusal))
         })
         .await
         .map_err(PreviewRoundError::Interrupted)??;
-        Ok(preview::build_admitted(
+        let mut preview = preview::build_admitted(
             &RevisionFiles {
                 revision: base.revision,
                 files: base.files,
@@ -191,7 +210,11 @@ impl<F: ForgeApi> Previewer<F> {
             &observed,
             self.clock.now(),
             &self.admission,
-        ))
+        );
+        if let Some(refusal) = refusal {
+            preview.refuse_unverified(&crate::status::error_chain(&refusal));
+        }
+        Ok(preview)
     }
 }
 

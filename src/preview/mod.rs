@@ -72,6 +72,27 @@ impl Preview {
         !self.refusals.is_empty()
     }
 
+    /// Marks the head as one the daemon will not apply (commit verification refused it,
+    /// `why`): a refusal above all others, and the summary line says so first.
+    pub fn refuse_unverified(&mut self, why: &str) {
+        self.refusals.insert(
+            0,
+            Refusal {
+                cluster: None,
+                rule: "verified commits".to_owned(),
+                location: None,
+                field: None,
+                message: format!("{why}: capstan will not apply this revision"),
+                fix: Some(
+                    "sign the commits with a key the daemon allows (`git commit -S`; source.verify in its configuration) and push them again"
+                        .to_owned(),
+                ),
+                on_base: false,
+            },
+        );
+        self.summary = format!("not applied (unverified commits); {}", self.summary);
+    }
+
     /// The head's commit id (the revision is `ref@sha1:<commit>`), where a commit status goes.
     pub fn head_commit(&self) -> &str {
         self.head

@@ -1,19 +1,15 @@
 //! Credentials for a Git remote and the rules that keep them secret: where a token or webhook
-//! secret is read from ([`SecretFrom`]), the SSH host keys a remote must present
-//! ([`KnownHosts`]), and the [`Redactor`] every message about a remote goes through.
+//! secret is read from ([`SecretFrom`]), and the [`Redactor`] every message about a remote goes
+//! through (the SSH host keys a remote must present are in [`super::known_hosts`]).
 //!
 //! # Guarantees
 //! - A secret read from a file is read again at each use, so a rotated file works without a
 //!   restart.
 //! - Every secret value read is remembered by the [`Redactor`], which replaces it (and any
 //!   `user:password@` in a URL) with `***` in the messages it is given.
-//! - An SSH host key is accepted only when known_hosts holds that very key for the host;
-//!   otherwise the refusal names the key's SHA-256 fingerprint, as OpenSSH shows it.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-
-use base64::Engine as _;
 
 /// Reading a secret or known_hosts failed.
 #[derive(Debug, thiserror::Error)]
@@ -200,137 +196,6 @@ impl Redactor {
     }
 }
 
-/// The SSH host keys a remote may present, from an OpenSSH `known_hosts` file (read again at
-/// each check, so an updated file is taken without a restart).
-#[derive(Debug, Clone)]
-pub struct KnownHosts {
-    path: PathBuf,
-}
-
-/// An SSH host key as the server presented it.
-#[derive(Debug, Clone, Copy)]
-pub struct PresentedKey<'a> {
-    /// The key type as known_hosts spells it (`ssh-ed25519`, `ssh-rsa`, ...).
-    pub kind: &'a str,
-    /// The raw key blob (what known_hosts holds in base64).
-    pub blob: &'a [u8],
-}
-
-impl KnownHosts {
-    /// The known_hosts file at `path`.
-    pub fn new(path: PathBuf) -> Self {
-        KnownHosts { path }
-    }
-
-    /// The file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Accepts `key` for `host` on `port` when the file holds that key for it.
-    ///
-    /// # Errors
-    /// A message for the user: why the key is refused, with its SHA-256 fingerprint.
-    pub fn check(&self, host: &str, port: u16, key: PresentedKey<'_>) -> Result<(), String> {
-        let text = std::fs::read_to_string(&self.path)
-            .map_err(|err| format!("cannot read known_hosts {}: {err}", self.path.display()))?;
-        let name = if port == 22 {
-            host.to_owned()
-        } else {
-            format!("[{host}]:{port}")
-        };
-        let fingerprint = fingerprint(key.blob);
-        let mut other_keys = Vec::new();
-        for line in text.lines() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let mut fields = line.split_whitespace();
-            let Some(mut hosts) = fields.next() else {
-                continue;
-            };
-            let marker = hosts.starts_with('@').then_some(hosts);
-            if marker.is_some() {
-                let Some(next) = fields.next() else { continue };
-                hosts = next;
-            }
-            let (Some(kind), Some(encoded)) = (fields.next(), fields.next()) else {
-                continue;
-            };
-            if !hosts_match(hosts, &name) {
-                continue;
-            }
-            let Ok(blob) = base64::engine::general_purpose::STANDARD.decode(encoded) else {
-                continue;
-            };
-            match marker {
-                Some("@revoked") if blob == key.blob => {
-                    return Err(format!(
-                        "host key of {name} ({} {fingerprint}) is marked @revoked in {}",
-                        key.kind,
-                        self.path.display()
-                    ));
-                }
-                Some(_) => continue,
-                None if kind == key.kind && blob == key.blob => return Ok(()),
-                None => other_keys.push(format!("{kind} {}", self::fingerprint(&blob))),
-            }
-        }
-        if other_keys.is_empty() {
-            Err(format!(
-                "host key of {name} ({} {fingerprint}) is not in known_hosts {}: add it (e.g. from `ssh-keyscan`) after checking the fingerprint",
-                key.kind,
-                self.path.display()
-            ))
-        } else {
-            Err(format!(
-                "host key of {name} changed: the server presents {} {fingerprint}, known_hosts {} holds {}; refusing (the server may be impersonated)",
-                key.kind,
-                self.path.display(),
-                other_keys.join(", ")
-            ))
-        }
-    }
-}
-
-/// Whether a known_hosts host field (comma-separated names, or one hashed `|1|salt|hash`)
-/// names `name`. Wildcards and negations are not supported (never matched).
-fn hosts_match(field: &str, name: &str) -> bool {
-    if let Some(hashed) = field.strip_prefix("|1|") {
-        return hashed_host_matches(hashed, name);
-    }
-    field
-        .split(',')
-        .any(|pattern| pattern.eq_ignore_ascii_case(name))
-}
-
-fn hashed_host_matches(hashed: &str, name: &str) -> bool {
-    use hmac::{KeyInit as _, Mac as _};
-    let engine = base64::engine::general_purpose::STANDARD;
-    let Some((salt, hash)) = hashed.split_once('|') else {
-        return false;
-    };
-    let (Ok(salt), Ok(hash)) = (engine.decode(salt), engine.decode(hash)) else {
-        return false;
-    };
-    let Ok(mut mac) = hmac::Hmac::<sha1::Sha1>::new_from_slice(&salt) else {
-        return false;
-    };
-    mac.update(name.as_bytes());
-    mac.verify_slice(&hash).is_ok()
-}
-
-/// `SHA256:<base64>`, the fingerprint OpenSSH prints for a key blob.
-pub fn fingerprint(blob: &[u8]) -> String {
-    use sha2::Digest as _;
-    let digest = sha2::Sha256::digest(blob);
-    format!(
-        "SHA256:{}",
-        base64::engine::general_purpose::STANDARD_NO_PAD.encode(digest)
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -372,59 +237,5 @@ mod tests {
         std::fs::write(file.path(), "second-token").expect("write");
         assert_eq!(secret.read().ok().as_deref(), Some("second-token"));
         assert_eq!(redactor.redact("first-token second-token"), "*** ***");
-    }
-
-    fn known_hosts(text: &str) -> (tempfile::NamedTempFile, KnownHosts) {
-        let file = tempfile::NamedTempFile::new().expect("file");
-        std::fs::write(file.path(), text).expect("write");
-        let hosts = KnownHosts::new(file.path().to_owned());
-        (file, hosts)
-    }
-
-    #[test]
-    fn a_known_host_key_is_accepted_on_its_port_only() {
-        let blob = b"key-blob-one";
-        let encoded = base64::engine::general_purpose::STANDARD.encode(blob);
-        let (_file, hosts) = known_hosts(&format!("[127.0.0.1]:2222 ssh-ed25519 {encoded}\n"));
-        let key = PresentedKey {
-            kind: "ssh-ed25519",
-            blob,
-        };
-        assert_eq!(hosts.check("127.0.0.1", 2222, key), Ok(()));
-        let refused = hosts.check("127.0.0.1", 22, key).expect_err("other port");
-        assert!(refused.contains("is not in known_hosts"), "{refused}");
-        assert!(refused.contains(&fingerprint(blob)), "{refused}");
-    }
-
-    #[test]
-    fn a_changed_host_key_is_refused_with_both_fingerprints() {
-        let known = base64::engine::general_purpose::STANDARD.encode(b"old-key");
-        let (_file, hosts) = known_hosts(&format!("git.example ssh-ed25519 {known}\n"));
-        let refused = hosts
-            .check(
-                "git.example",
-                22,
-                PresentedKey {
-                    kind: "ssh-ed25519",
-                    blob: b"new-key",
-                },
-            )
-            .expect_err("changed");
-        assert!(refused.contains("changed"), "{refused}");
-        assert!(refused.contains(&fingerprint(b"new-key")), "{refused}");
-        assert!(refused.contains(&fingerprint(b"old-key")), "{refused}");
-    }
-
-    #[test]
-    fn a_hashed_host_name_matches() {
-        use hmac::{KeyInit as _, Mac as _};
-        let engine = base64::engine::general_purpose::STANDARD;
-        let salt = b"0123456789abcdef0123";
-        let mut mac = hmac::Hmac::<sha1::Sha1>::new_from_slice(salt).expect("key");
-        mac.update(b"git.example");
-        let hash = mac.finalize().into_bytes();
-        let field = format!("|1|{}|{}", engine.encode(salt), engine.encode(hash));
-        assert!(hosts_match(&field, "git.example"));
-        assert!(!hosts_match(&field, "other.example"));
     }
 }

@@ -23,6 +23,7 @@ use git2::{Direction, FetchOptions, RemoteCallbacks};
 use super::credentials::{CredentialError, Redactor};
 use super::transport::{GitCredentials, TokenAuth};
 use super::tree::{CommitFiles, GitFailure, Revision, TreeError};
+use super::verify::{Refusal, Verified, Verifier};
 use super::{Limits, SourceMetrics};
 
 /// Following the remote failed.
@@ -161,6 +162,12 @@ fn remote_ref(branch: &str) -> String {
 /// The ref the mirror keeps the fetched tip under.
 fn mirror_ref(branch: &str) -> String {
     format!("refs/capstan/heads/{branch}")
+}
+
+/// The ref the mirror keeps the last verified tip under (commit verification), so a restarted
+/// daemon resumes from it when the branch's tip is refused. Never touched by a fetch.
+fn verified_ref(branch: &str) -> String {
+    format!("refs/capstan/verified/{branch}")
 }
 
 impl GitSource {
@@ -381,6 +388,53 @@ impl GitSource {
             branch: self.options.branch.clone(),
             commit: reference.target()?,
         })
+    }
+
+    /// Verifies the commits `tip` brings under `verifier`'s policy, the history of `vouched`
+    /// (revisions verified before) taken as verified.
+    ///
+    /// # Errors
+    /// Why the revision may not be applied.
+    pub fn verify(
+        &self,
+        verifier: &Verifier,
+        tip: git2::Oid,
+        vouched: &[git2::Oid],
+    ) -> Result<Verified, Refusal> {
+        verifier.verify(&self.mirror, tip, vouched)
+    }
+
+    /// The last revision verified by a previous run (or this one), if the mirror holds it.
+    pub fn verified_tip(&self) -> Option<Revision> {
+        let commit = self
+            .mirror
+            .find_reference(&verified_ref(&self.options.branch))
+            .ok()?
+            .target()?;
+        self.mirror.find_commit(commit).ok()?;
+        Some(Revision {
+            branch: self.options.branch.clone(),
+            commit,
+        })
+    }
+
+    /// Records `revision` as the last verified one.
+    ///
+    /// # Errors
+    /// When the mirror cannot be written.
+    pub fn mark_verified(&self, revision: &Revision) -> Result<(), GitError> {
+        self.mirror
+            .reference(
+                &verified_ref(&self.options.branch),
+                revision.commit,
+                true,
+                "capstan: verified",
+            )
+            .map(|_| ())
+            .map_err(|err| GitError::Mirror {
+                path: self.mirror_path.clone(),
+                source: GitFailure::new(&err, &self.redactor),
+            })
     }
 
     /// Fetches the tracked branch (forced: history rewrites are taken) and returns its tip.

@@ -12,12 +12,14 @@
 pub mod credentials;
 pub mod folder;
 pub mod git;
+pub mod known_hosts;
 pub mod revisions;
 pub mod seed;
 mod settings;
 mod tracker;
 pub(crate) mod transport;
 mod tree;
+pub mod verify;
 pub mod webhook;
 
 use std::collections::BTreeMap;
@@ -25,11 +27,12 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use credentials::{CredentialError, KnownHosts, Redactor, Secret, SecretFrom};
+pub use credentials::{CredentialError, Redactor, Secret, SecretFrom};
 pub use folder::{RepoWatcher, SourceError, read_repo, read_repo_within, watch};
 pub use git::{GitError, GitOptions, GitSource, PollOutcome};
+pub use known_hosts::{HostKeyError, KnownHosts};
 pub use settings::{GitSettings, SettingsError, git_options, read_once};
-pub use tracker::{Content, PollTrigger, Refresh, Tracker};
+pub use tracker::{Content, PollTrigger, Refresh, Tracker, VerifyStart, verified_start};
 pub use transport::{GitCredentials, TokenAuth};
 pub use tree::{CommitFiles, GitFailure, Revision, TreeError};
 

@@ -15,6 +15,7 @@ use super::credentials::{CredentialError, Redactor};
 use super::git::{GitError, GitOptions, GitSource};
 use super::settings::{GitSettings, git_options};
 use super::tree::{GitFailure, Revision};
+use super::verify::{Mode, Refusal, Verifier};
 use super::{Limits, RepoLocation, Snapshot, SourceMetrics};
 
 /// A revision could not be read.
@@ -156,4 +157,46 @@ pub fn read_remote_ref(options: &GitOptions, reference: &str) -> Result<Snapshot
         revision: files.revision.to_string(),
         files: files.files,
     })
+}
+
+/// Verifies the commits `head` brings over `base` in the mirror of `options`, both read
+/// before by [`read_remote_ref`] (shown `ref@sha1:<commit>`): the head's commit in mode
+/// `head`, every commit of the head the base lacks in mode `all`.
+///
+/// # Errors
+/// Outer: the mirror cannot be opened or a revision names no commit. Inner: the refusal.
+pub fn verify_remote_head(
+    options: &GitOptions,
+    verifier: &Verifier,
+    head: &str,
+    base: &str,
+) -> Result<Result<(), Refusal>, RevisionError> {
+    let commit_of = |revision: &str| {
+        revision
+            .rsplit_once("@sha1:")
+            .and_then(|(_, hex)| git2::Oid::from_str(hex).ok())
+            .ok_or_else(|| RevisionError::Resolve {
+                reference: revision.to_owned(),
+                repository: Redactor::default().redact(&options.url),
+                source: GitFailure::from_message(
+                    "not a revision read from Git",
+                    &Redactor::default(),
+                ),
+            })
+    };
+    let head = commit_of(head)?;
+    let vouched = match verifier.policy().mode {
+        Mode::Head => Vec::new(),
+        Mode::All => vec![commit_of(base)?],
+    };
+    let source = GitSource::open(
+        options.clone(),
+        Redactor::default(),
+        Arc::new(SourceMetrics::default()),
+    )
+    .map_err(|source| RevisionError::Git {
+        reference: head.to_string(),
+        source,
+    })?;
+    Ok(source.verify(verifier, head, &vouched).map(|_| ()))
 }

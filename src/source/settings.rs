@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
-use super::credentials::{CredentialError, KnownHosts, Redactor, Secret};
+use super::credentials::{CredentialError, Redactor, Secret};
 use super::git::{GitError, GitOptions, GitSource};
+use super::known_hosts::KnownHosts;
 use super::transport::GitCredentials;
 use super::{Limits, RepoLocation, Snapshot, SourceError, SourceMetrics};
 

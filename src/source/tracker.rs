@@ -7,6 +7,9 @@
 //!   reconciling it, and [`Refresh::unavailable`] says why the remote is not followed.
 //! - A poll that finds the tip unchanged reads nothing: the snapshot returned is the same
 //!   one, so the daemon (which parses by revision) re-validates nothing.
+//! - With commit verification ([`Tracker::verifying`]), a tip is read only once it passes; a
+//!   refused tip leaves the last verified snapshot in force, and is verified again at each poll
+//!   (so a key added to the allowed keys lets it through without a new push).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,6 +20,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::git::{GitError, GitSource, PollOutcome};
+use super::tree::Revision;
+use super::verify::{Refusal, Verifier, VerifyReport};
 use super::{Limits, RepoWatcher, Snapshot, SourceError, SourceMetrics};
 use crate::backoff::{Backoff, random_unit};
 use crate::status::error_chain;
@@ -77,6 +82,86 @@ pub struct Refresh {
     pub unavailable: Option<String>,
     /// A force-push seen by this refresh: (previous, new) revisions.
     pub forced: Option<(String, String)>,
+    /// Where commit verification stands, when it is asked for.
+    pub verification: Option<VerifyReport>,
+}
+
+/// Where commit verification stood when the daemon read its first revision.
+#[derive(Debug, Clone, Default)]
+pub struct VerifyStart {
+    /// The revision that passed (the one read), if any.
+    pub verified: Option<Revision>,
+    /// The tip that was refused, if it was.
+    pub refused: Option<Revision>,
+    /// What the status says about it.
+    pub report: Option<VerifyReport>,
+}
+
+/// The revision a daemon starts from under `verifier`: `tip` when it passes, else the last
+/// revision an earlier run verified (kept in the mirror), once its own signature passes the
+/// current keys again (a key removed since no longer vouches for it).
+///
+/// # Errors
+/// The tip's refusal, when no earlier revision can stand in: there is nothing to reconcile.
+pub fn verified_start(
+    git: &GitSource,
+    verifier: &Verifier,
+    tip: Revision,
+) -> Result<(Revision, VerifyStart), Refusal> {
+    let earlier = git.verified_tip();
+    let vouched: Vec<git2::Oid> = earlier.iter().map(|r| r.commit).collect();
+    let refusal = match git.verify(verifier, tip.commit, &vouched) {
+        Ok(verified) => {
+            record_verified(git, &tip);
+            tracing::info!(revision = %tip, signer = %verified.signer, "revision verified");
+            let report = VerifyReport::Verified {
+                revision: tip.to_string(),
+                signer: verified.signer,
+                mode: verifier.policy().mode,
+            };
+            let start = VerifyStart {
+                verified: Some(tip.clone()),
+                refused: None,
+                report: Some(report),
+            };
+            return Ok((tip, start));
+        }
+        Err(refusal) => refusal,
+    };
+    let stands_in = |earlier: &Revision| {
+        earlier.commit != tip.commit
+            && git
+                .verify(verifier, earlier.commit, &[earlier.commit])
+                .is_ok()
+    };
+    let Some(earlier) = earlier.filter(stands_in) else {
+        return Err(refusal);
+    };
+    tracing::warn!(revision = %tip, kept = %earlier, "revision not applied: {}", error_chain(&refusal));
+    let start = VerifyStart {
+        report: Some(VerifyReport::refused(&tip, &refusal, Some(&earlier))),
+        verified: Some(earlier.clone()),
+        refused: Some(tip),
+    };
+    Ok((earlier, start))
+}
+
+/// Keeps `revision` in the mirror as the last verified one. Only a restart needs it, so a
+/// failure is logged and verification goes on.
+fn record_verified(git: &GitSource, revision: &Revision) {
+    if let Err(err) = git.mark_verified(revision) {
+        tracing::warn!(revision = %revision, "cannot record the verified revision: {}", error_chain(&err));
+    }
+}
+
+/// Commit verification of a followed remote.
+struct Verification {
+    verifier: Arc<Verifier>,
+    /// The last revision that passed (reconciled until another passes).
+    verified: Option<Revision>,
+    /// The tip refused last, verified again at each poll while it stays the tip.
+    refused: Option<Revision>,
+    report: Option<VerifyReport>,
 }
 
 enum Kind {
@@ -86,6 +171,7 @@ enum Kind {
     },
     Git {
         source: Arc<Mutex<GitSource>>,
+        verification: Option<Arc<Mutex<Verification>>>,
         poll_interval: Option<Duration>,
         next_poll: Option<Instant>,
         failures: u32,
@@ -139,6 +225,7 @@ impl Tracker {
             metrics: Arc::clone(&source.metrics()),
             kind: Kind::Git {
                 source: Arc::new(Mutex::new(source)),
+                verification: None,
                 poll_interval,
                 next_poll: None,
                 failures: 0,
@@ -155,6 +242,20 @@ impl Tracker {
     /// moved, and keeps it if the remote cannot be reached.
     pub fn starting_from(mut self, snapshot: Snapshot) -> Self {
         self.current = Some(Content::Read(Arc::new(snapshot)));
+        self
+    }
+
+    /// Applies only revisions `verifier` passes, starting from where verification stood when
+    /// the first revision was read.
+    pub fn verifying(mut self, verifier: Arc<Verifier>, start: VerifyStart) -> Self {
+        if let Kind::Git { verification, .. } = &mut self.kind {
+            *verification = Some(Arc::new(Mutex::new(Verification {
+                verifier,
+                verified: start.verified,
+                refused: start.refused,
+                report: start.report,
+            })));
+        }
         self
     }
 
@@ -227,6 +328,7 @@ impl Tracker {
             }
             Kind::Git {
                 source,
+                verification,
                 poll_interval,
                 next_poll,
                 failures,
@@ -239,10 +341,12 @@ impl Tracker {
                         .or(fleet_interval)
                         .unwrap_or(Duration::from_secs(60));
                     let source = Arc::clone(source);
+                    let verification = verification.clone();
                     let need_content = self.current.is_none();
-                    let outcome =
-                        tokio::task::spawn_blocking(move || poll_and_read(&source, need_content))
-                            .await;
+                    let outcome = tokio::task::spawn_blocking(move || {
+                        poll_and_read(&source, verification.as_deref(), need_content)
+                    })
+                    .await;
                     match outcome {
                         Ok(Ok(polled)) => {
                             *failures = 0;
@@ -285,10 +389,22 @@ impl Tracker {
         if let Some(revision) = &revision {
             self.metrics.set_revision(revision);
         }
+        let verification = match &self.kind {
+            Kind::Git {
+                verification: Some(verification),
+                ..
+            } => verification
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .report
+                .clone(),
+            _ => None,
+        };
         Refresh {
             content,
             unavailable: self.unavailable.clone(),
             forced,
+            verification,
         }
     }
 }
@@ -299,17 +415,26 @@ struct Polled {
     forced: Option<(String, String)>,
 }
 
-/// Polls; reads the files when the tip moved, or when `need_content` (nothing read yet).
-fn poll_and_read(source: &Mutex<GitSource>, need_content: bool) -> Result<Polled, GitError> {
+/// Polls; reads the files when the tip moved, or when `need_content` (nothing read yet), once
+/// `verification` (if asked for) passes it.
+fn poll_and_read(
+    source: &Mutex<GitSource>,
+    verification: Option<&Mutex<Verification>>,
+    need_content: bool,
+) -> Result<Polled, GitError> {
     let mut source = source
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let outcome = match source.poll()? {
-        PollOutcome::Unchanged(revision) if need_content => PollOutcome::Moved {
-            revision,
-            previous: None,
-            forced: false,
-        },
+        PollOutcome::Unchanged(revision)
+            if need_content || verification.is_some_and(|v| is_refused(v, &revision)) =>
+        {
+            PollOutcome::Moved {
+                revision,
+                previous: None,
+                forced: false,
+            }
+        }
         outcome => outcome,
     };
     match outcome {
@@ -330,6 +455,14 @@ fn poll_and_read(source: &Mutex<GitSource>, need_content: bool) -> Result<Polled
                 _ => None,
             };
             tracing::info!(revision = %revision, previous = previous.as_ref().map(ToString::to_string), "new revision");
+            if let Some(verification) = verification
+                && !passes(&source, verification, &revision)
+            {
+                return Ok(Polled {
+                    content: None,
+                    forced,
+                });
+            }
             let content = match source.read(&revision) {
                 Ok(commit) => {
                     for skipped in &commit.skipped {
@@ -349,6 +482,48 @@ fn poll_and_read(source: &Mutex<GitSource>, need_content: bool) -> Result<Polled
                 content: Some(content),
                 forced,
             })
+        }
+    }
+}
+
+/// Whether `revision` is the tip refused last.
+fn is_refused(verification: &Mutex<Verification>, revision: &Revision) -> bool {
+    verification
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .refused
+        .as_ref()
+        == Some(revision)
+}
+
+/// Verifies `revision` (the commits it brings since the last verified one); records the
+/// outcome. A refusal is logged when it differs from the one before.
+fn passes(source: &GitSource, verification: &Mutex<Verification>, revision: &Revision) -> bool {
+    let mut state = verification
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let vouched: Vec<git2::Oid> = state.verified.iter().map(|r| r.commit).collect();
+    match source.verify(&state.verifier, revision.commit, &vouched) {
+        Ok(verified) => {
+            record_verified(source, revision);
+            tracing::info!(revision = %revision, signer = %verified.signer, commits = verified.commits, "revision verified");
+            state.report = Some(VerifyReport::Verified {
+                revision: revision.to_string(),
+                signer: verified.signer,
+                mode: state.verifier.policy().mode,
+            });
+            state.verified = Some(revision.clone());
+            state.refused = None;
+            true
+        }
+        Err(refusal) => {
+            let report = VerifyReport::refused(revision, &refusal, state.verified.as_ref());
+            if state.report.as_ref() != Some(&report) {
+                tracing::warn!(revision = %revision, kept = state.verified.as_ref().map(ToString::to_string), "revision not applied: {}", error_chain(&refusal));
+            }
+            state.report = Some(report);
+            state.refused = Some(revision.clone());
+            false
         }
     }
 }

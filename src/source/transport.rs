@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex};
 
 use git2::{CertificateCheckStatus, CredentialType, RemoteCallbacks};
 
-use super::credentials::{CredentialError, KnownHosts, PresentedKey, Redactor, Secret};
+use super::credentials::{CredentialError, Redactor, Secret};
+use super::known_hosts::{KnownHosts, PresentedKey};
 use super::tree::GitFailure;
 
 /// How an HTTPS token is sent.
@@ -112,14 +113,16 @@ pub(crate) fn callbacks(
                 "an SSH remote needs --git-known-hosts: host keys are never accepted unchecked"
                     .to_owned(),
             ),
-            (Some(known), Some(blob), Some(kind)) => known.check(
-                host,
-                port,
-                PresentedKey {
-                    kind: kind.name(),
-                    blob,
-                },
-            ),
+            (Some(known), Some(blob), Some(kind)) => known
+                .check(
+                    host,
+                    port,
+                    PresentedKey {
+                        kind: kind.name(),
+                        blob,
+                    },
+                )
+                .map_err(|refused| crate::status::error_chain(&refused)),
             (Some(_), _, _) => Err("the server's host key could not be read".to_owned()),
         };
         match verdict {

@@ -16,6 +16,9 @@
 //! - `status_writer`: the writer alone: a planted secret, the debounce on the lab clock, an
 //!   unreachable remote, a push over SSH, the demo's status commits, a status branch equal to
 //!   the followed branch.
+//! - `verify`: verified commits (SSH and OpenPGP signatures) with `git verify-commit`,
+//!   `ssh-keygen` and GnuPG as judges; the daemon refusing unsigned and unknown-key revisions,
+//!   taking a rotated key without a restart, and a force-push to an unsigned commit.
 
 #[path = "../support/announced.rs"]
 mod announced;
@@ -32,4 +35,5 @@ mod servers;
 mod status_branch;
 mod status_writer;
 mod transports;
+mod verify;
 mod webhooks;

@@ -278,6 +278,62 @@ fn a_changed_ssh_host_key_is_refused_with_its_fingerprint() {
 }
 
 #[test]
+fn known_hosts_wildcards_and_negations_are_matched_as_openssh_matches_them() {
+    let remote = Remote::new();
+    let Some(ssh) = servers::sshd() else {
+        return;
+    };
+    let url = format!(
+        "ssh://{}@127.0.0.1:{}{}",
+        ssh.user,
+        ssh.server.port,
+        remote.bare().display()
+    );
+    let line = std::fs::read_to_string(&ssh.known_hosts).expect("known_hosts");
+    let key = line
+        .split_once(' ')
+        .expect("host and key")
+        .1
+        .trim()
+        .to_owned();
+    let port = ssh.server.port;
+    let follow = |hosts: &str| {
+        let file = ssh.server.dir.path().join("patterned_known_hosts");
+        std::fs::write(&file, format!("{hosts} {key}\n")).expect("write");
+        // OpenSSH's own lookup is the judge of whether the line names the server.
+        let found = std::process::Command::new("ssh-keygen")
+            .arg("-F")
+            .arg(format!("[127.0.0.1]:{port}"))
+            .arg("-f")
+            .arg(&file)
+            .output()
+            .expect("ssh-keygen runs")
+            .status
+            .success();
+        let credentials = GitCredentials {
+            ssh_key: Some(ssh.client_key.clone()),
+            known_hosts: Some(KnownHosts::new(file)),
+            ..GitCredentials::default()
+        };
+        let (mut source, _metrics) = open(remote.options(&url, credentials));
+        (source.poll().is_ok(), found)
+    };
+    // A wildcard (which the hand-written parser never matched) names the server.
+    assert_eq!(follow(&format!("[127.0.0.*]:{port}")), (true, true));
+    assert_eq!(
+        follow(&format!("git.example,[127.0.0.?]:{port}")),
+        (true, true)
+    );
+    // A matching negation excludes the line whatever else matches.
+    assert_eq!(
+        follow(&format!("[127.0.0.*]:{port},![127.0.0.1]:{port}")),
+        (false, false)
+    );
+    // Another port is another host.
+    assert_eq!(follow("[127.0.0.*]:1"), (false, false));
+}
+
+#[test]
 fn a_symlink_or_submodule_in_the_tree_is_never_read() {
     let remote = Remote::new();
     std::os::unix::fs::symlink("/etc/shadow", remote.work().join("clusters/evil.yaml"))

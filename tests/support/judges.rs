@@ -1,5 +1,6 @@
 //! Third-party programs that judge the lab and capstan from outside (the stock kubectl, curl,
-//! openssl, Debian's python3-proxmoxer, python3-github, gh and mariadb-server). A test that needs
+//! openssl, Debian's python3-proxmoxer, python3-github, gh, mariadb-server, gnupg and OpenSSH's
+//! ssh-keygen). A test that needs
 //! one asks [`present`] first: on a machine without it the test says what it skipped and how to
 //! install it, and passes; with
 //! `CAPSTAN_REQUIRE_JUDGES=1` (CI sets it) a missing judge fails the test, so CI never skips.
@@ -28,6 +29,11 @@ pub enum Judge {
     Gh,
     /// Debian's MariaDB server (`mariadb-install-db`, `mariadbd`, the `mariadb` client).
     Mariadb,
+    /// GnuPG's `gpg` (Debian's `gnupg`): signs commits, and judges them with `git verify-commit`.
+    Gpg,
+    /// OpenSSH's `ssh-keygen` (Debian's `openssh-client`): `git` signs and verifies SSH
+    /// signatures through it.
+    SshKeygen,
 }
 
 impl Judge {
@@ -40,6 +46,8 @@ impl Judge {
             Judge::PyGithub => "python3-github",
             Judge::Gh => "gh",
             Judge::Mariadb => "mariadb-server",
+            Judge::Gpg => "gpg",
+            Judge::SshKeygen => "ssh-keygen",
         }
     }
 
@@ -52,6 +60,8 @@ impl Judge {
             Judge::PyGithub => "apt-get install python3-github",
             Judge::Gh => "apt-get install gh",
             Judge::Mariadb => "apt-get install mariadb-server",
+            Judge::Gpg => "apt-get install gnupg",
+            Judge::SshKeygen => "apt-get install openssh-client",
         }
     }
 
@@ -64,6 +74,9 @@ impl Judge {
             Judge::PyGithub => ("/usr/bin/python3", &["-c", "import github"]),
             Judge::Gh => ("gh", &["--version"]),
             Judge::Mariadb => ("/usr/sbin/mariadbd", &["--version"]),
+            Judge::Gpg => ("gpg", &["--version"]),
+            // `ssh-keygen` has no version flag; `-Y` with no operation fails only when absent.
+            Judge::SshKeygen => ("sh", &["-c", "command -v ssh-keygen"]),
         };
         Command::new(program)
             .args(args)
@@ -74,7 +87,7 @@ impl Judge {
     }
 
     fn is_installed(self) -> bool {
-        static FOUND: [OnceLock<bool>; 7] = [const { OnceLock::new() }; 7];
+        static FOUND: [OnceLock<bool>; 9] = [const { OnceLock::new() }; 9];
         *FOUND[self as usize].get_or_init(|| self.probe())
     }
 }

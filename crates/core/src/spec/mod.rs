@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 
 pub use diagnostic::{Diagnostic, Diagnostics, Severity, SourceFile};
 pub use k3s::is_database_name;
+pub use parse::parse_document;
 pub use types::*;
 pub use values::{AddressRange, CronSchedule, HumanDuration, KubeVersion, MinorVersion};
 

@@ -5,7 +5,9 @@
 //!
 //! ```json
 //! {"proxmox": {"url": "https://127.0.0.1:8006", "fingerprint": "AB:...", "tokenId": "capstan@pve!lab", "token": "..."},
-//!  "clusters": {"management": {"kubeconfig": "/abs/state/management.kubeconfig"}}}
+//!  "clusters": {"management": {"kubeconfig": "/abs/state/management.kubeconfig"},
+//!               "prod": {"kubeconfig": "/abs/state/prod.kubeconfig",
+//!                        "endpoint": "k8s-prod.lab.example:6443", "address": "127.0.0.1:41234"}}}
 //! ```
 //!
 //! # Invariants
@@ -142,6 +144,81 @@ pub struct LabProxmox {
 pub struct LabCluster {
     /// Its admin kubeconfig.
     pub kubeconfig: PathBuf,
+    /// The API endpoint it stands for (`host:port`), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// Where the lab serves that endpoint (`127.0.0.1:PORT`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<SocketAddr>,
+}
+
+/// Where the lab serves each cluster's API endpoint: `host:port` → a loopback address of its
+/// own, as curl's `--resolve` maps a name. A lab's clusters cannot listen on their declared
+/// endpoints (`k8s-prod.lab.example:6443` resolves nowhere), so capstan, told by the operator
+/// that it runs against a lab, dials the address given here and still verifies the server's
+/// certificate for the endpoint's host name. Clusters `kubeadm init` creates later are found
+/// too (a live view of an in-process lab).
+#[derive(Clone)]
+pub struct ApiAddresses(Addresses);
+
+#[derive(Clone)]
+enum Addresses {
+    Live(Arc<KubeLab>),
+    Listed(LabFile),
+    StateFile(PathBuf),
+}
+
+impl ApiAddresses {
+    /// The addresses `lab.json` lists (a lab running in another process, as it was when the
+    /// file was read).
+    pub fn from_lab_file(file: &LabFile) -> Self {
+        ApiAddresses(Addresses::Listed(file.clone()))
+    }
+
+    /// The addresses the `lab.json` in `state_dir` lists, read again at every lookup (a lab
+    /// running in another process, whose clusters appear as capstan builds them).
+    pub fn from_state_dir(state_dir: &Path) -> Self {
+        ApiAddresses(Addresses::StateFile(state_dir.join(LAB_FILE)))
+    }
+
+    /// Where the lab serves the API endpoint `host:port`, if it does.
+    pub fn resolve(&self, host: &str, port: u16) -> Option<SocketAddr> {
+        match &self.0 {
+            Addresses::Live(kube) => kube.api_address(host, port),
+            Addresses::Listed(file) => listed(file, host, port),
+            Addresses::StateFile(path) => {
+                let read = std::fs::read_to_string(path)
+                    .ok()
+                    .and_then(|text| serde_json::from_str::<LabFile>(&text).ok());
+                if read.is_none() {
+                    tracing::debug!(path = %path.display(), "no lab.json to find API addresses in");
+                }
+                listed(&read?, host, port)
+            }
+        }
+    }
+}
+
+/// The address `file` lists for the endpoint `host:port`.
+fn listed(file: &LabFile, host: &str, port: u16) -> Option<SocketAddr> {
+    let endpoint = format!("{host}:{port}");
+    file.clusters.values().find_map(|cluster| {
+        cluster
+            .endpoint
+            .as_deref()
+            .filter(|listed| listed.eq_ignore_ascii_case(&endpoint))
+            .and(cluster.address)
+    })
+}
+
+impl std::fmt::Debug for ApiAddresses {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Addresses::Live(kube) => f.debug_tuple("Live").field(&kube.names()).finish(),
+            Addresses::Listed(file) => f.debug_tuple("Listed").field(&file.clusters).finish(),
+            Addresses::StateFile(path) => f.debug_tuple("StateFile").field(path).finish(),
+        }
+    }
 }
 
 /// A running lab. Dropping it stops it.
@@ -274,6 +351,11 @@ impl Lab {
             .management()
             .expect("a lab always has its management cluster")
             .admin_kubeconfig()
+    }
+
+    /// Where the lab serves each cluster's API endpoint, including clusters created later.
+    pub fn api_addresses(&self) -> ApiAddresses {
+        ApiAddresses(Addresses::Live(Arc::clone(&self.kube)))
     }
 
     /// A cluster's admin kubeconfig file in the state directory (what `lab.json` lists), when

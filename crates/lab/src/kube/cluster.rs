@@ -47,6 +47,9 @@ pub struct NewCluster {
     /// The cluster's API endpoint host (a DNS name), added to the serving certificate so
     /// kubeconfigs with `tls-server-name: <host>` verify.
     pub endpoint_host: Option<String>,
+    /// The endpoint's port (with `endpoint_host`, what [`super::KubeLab::api_address`] maps
+    /// to this server's own loopback address).
+    pub endpoint_port: u16,
 }
 
 /// A running simulated cluster.
@@ -56,6 +59,7 @@ pub struct SimCluster {
     ca: CertificateAuthority,
     server: HttpsServer,
     admin: Mutex<Identity>,
+    endpoint: Option<(String, u16)>,
 }
 
 /// `v1.36.2` from `1.36.2` or `v1.36.2`.
@@ -128,6 +132,10 @@ impl SimCluster {
             ca,
             server,
             admin: Mutex::new(admin),
+            endpoint: spec
+                .endpoint_host
+                .clone()
+                .map(|host| (host, spec.endpoint_port)),
         };
         for namespace in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             cluster.ensure_namespace(namespace)?;
@@ -148,6 +156,18 @@ impl SimCluster {
     /// `https://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         self.server.url()
+    }
+
+    /// `127.0.0.1:PORT`, where the API server listens.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.server.local_addr()
+    }
+
+    /// The API endpoint (host and port) this server stands for, when it has one.
+    pub fn endpoint(&self) -> Option<(&str, u16)> {
+        self.endpoint
+            .as_ref()
+            .map(|(host, port)| (host.as_str(), *port))
     }
 
     /// The cluster CA certificate, PEM.

@@ -23,6 +23,10 @@ pub struct SimClusterConfig {
     /// The cluster's API endpoint host, added to the serving certificate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint_host: Option<String>,
+    /// The endpoint's port: the lab serves `endpointHost:endpointPort` on a loopback port of its
+    /// own and tells capstan where (`ApiAddresses` in the `lab` module).
+    #[serde(default = "default_endpoint_port")]
+    pub endpoint_port: u16,
     /// Registered nodes.
     #[serde(default)]
     pub nodes: Vec<SimNodeConfig>,
@@ -33,6 +37,10 @@ pub struct SimClusterConfig {
 
 fn default_version() -> String {
     "v1.36.2".to_owned()
+}
+
+fn default_endpoint_port() -> u16 {
+    6443
 }
 
 fn default_true() -> bool {
@@ -265,6 +273,7 @@ impl SimClusterConfig {
         SimClusterConfig {
             version: default_version(),
             endpoint_host: None,
+            endpoint_port: default_endpoint_port(),
             nodes: [
                 SimNodeConfig::control_plane("management-cp-1"),
                 SimNodeConfig::worker("management-worker-1"),

@@ -26,6 +26,7 @@ mod subresources;
 mod table;
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -138,6 +139,7 @@ impl KubeLab {
                 name: name.to_owned(),
                 version: config.version.clone(),
                 endpoint_host: config.endpoint_host.clone(),
+                endpoint_port: config.endpoint_port,
             })
             .await?;
         for node in &config.nodes {
@@ -196,6 +198,19 @@ impl KubeLab {
     /// The management cluster.
     pub fn management(&self) -> Option<Arc<SimCluster>> {
         self.cluster(MANAGEMENT)
+    }
+
+    /// The loopback address serving the cluster whose API endpoint is `host:port` (host
+    /// compared without regard to case, as DNS does), if the lab has one.
+    pub fn api_address(&self, host: &str, port: u16) -> Option<SocketAddr> {
+        self.lock()
+            .values()
+            .find(|cluster| {
+                cluster
+                    .endpoint()
+                    .is_some_and(|(h, p)| h.eq_ignore_ascii_case(host) && p == port)
+            })
+            .map(|cluster| cluster.local_addr())
     }
 
     /// Cluster names, sorted.

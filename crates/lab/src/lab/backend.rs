@@ -116,6 +116,7 @@ impl ClusterBackend for LabBackend {
                 name: request.name.clone(),
                 version: request.version.to_string(),
                 endpoint_host: Some(request.endpoint_host.clone()),
+                endpoint_port: request.endpoint_port,
             })
             .map_err(|err| message(&err))?;
         if request.cluster_configuration.is_empty() {

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{LAB_FILE, LabCluster, LabError, LabFile, LabProxmox};
-use crate::kube::KubeLab;
+use crate::kube::{KubeLab, SimCluster};
 
 /// Where a lab keeps its state, and what it writes there.
 #[derive(Debug)]
@@ -61,7 +61,8 @@ impl StateFiles {
             .into_iter()
             .filter_map(|name| {
                 let kubeconfig = self.kubeconfig_path(&name)?;
-                Some((name, LabCluster { kubeconfig }))
+                let cluster = self.kube.cluster(&name)?;
+                Some((name, lab_cluster(&cluster, kubeconfig)))
             })
             .collect()
     }
@@ -100,13 +101,24 @@ impl StateFiles {
             };
             let path = dir.join(format!("{name}.kubeconfig"));
             write_private(&path, cluster.admin_kubeconfig().as_bytes())?;
-            clusters.insert(name, LabCluster { kubeconfig: path });
+            clusters.insert(name, lab_cluster(&cluster, path));
         }
         if let Some(proxmox) = proxmox.clone() {
             let file = LabFile { proxmox, clusters };
             write_private(&dir.join(LAB_FILE), &lab_json(&file))?;
         }
         Ok(())
+    }
+}
+
+/// What `lab.json` says of `cluster`, whose kubeconfig is at `kubeconfig`.
+fn lab_cluster(cluster: &SimCluster, kubeconfig: PathBuf) -> LabCluster {
+    LabCluster {
+        kubeconfig,
+        endpoint: cluster
+            .endpoint()
+            .map(|(host, port)| format!("{host}:{port}")),
+        address: cluster.endpoint().map(|_| cluster.local_addr()),
     }
 }
 

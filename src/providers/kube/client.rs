@@ -24,8 +24,9 @@ use tracing::{debug, info};
 
 use super::drain::{self, Disposition, pod_ref};
 use super::{
-    ClusterClient, ClusterError, DrainBlocker, DrainOptions, DrainReport, ListedSecret,
-    NodeAddress, NodeState, PodRef, SecretRecord, SkippedPod, Taint, TaintEffect, Workloads,
+    AdminKubeconfig, ClusterClient, ClusterError, DrainBlocker, DrainOptions, DrainReport,
+    ListedSecret, NodeAddress, NodeState, PodRef, SecretRecord, SkippedPod, Taint, TaintEffect,
+    Workloads,
 };
 use crate::model::NodeName;
 
@@ -52,6 +53,10 @@ impl KubeClusterClient {
     /// A client from a kubeconfig's text, using its current context. `tls-server-name` is
     /// honoured (the certificate is checked against it, not the connection's address).
     ///
+    /// The whole kubeconfig is honoured, `exec` plugins and files included: for the
+    /// operator's kubeconfigs only (a management cluster's, the Lease's). A kubeconfig a VM
+    /// gave goes through [`AdminKubeconfig::reduce`] and [`KubeClusterClient::for_admin`].
+    ///
     /// # Errors
     /// When the text is not a kubeconfig, lacks a usable context or credentials, or the TLS
     /// material is refused. Nothing is sent over the network.
@@ -63,6 +68,36 @@ impl KubeClusterClient {
         // kube retries 429s itself, for minutes; a drain must see them (a PodDisruptionBudget
         // refusing an eviction answers 429) and retries on its own schedule under its
         // deadline, and the executor retries transient errors with its own backoff.
+        config.default_retry = false;
+        let client = Client::try_from(config).map_err(ClusterError::Connect)?;
+        Ok(KubeClusterClient { client })
+    }
+
+    /// A client from an admin kubeconfig a VM gave, reduced ([`AdminKubeconfig`]): kube's
+    /// configuration is built from its server, CA and client certificate alone, so nothing
+    /// else a VM wrote (plugins, files, proxies, skipped verification) can reach the kube crate.
+    ///
+    /// # Errors
+    /// When the client cannot be built from those parts. Nothing is sent over the network.
+    pub fn for_admin(admin: &AdminKubeconfig) -> Result<Self, ClusterError> {
+        let url = admin
+            .server()
+            .parse()
+            .map_err(|_| ClusterError::AdminKubeconfig {
+                reason: "its server is not a URI",
+            })?;
+        let mut config = Config::new(url);
+        config.root_cert = Some(admin.certificate_authority().to_vec());
+        config.tls_server_name = admin.tls_server_name().map(str::to_owned);
+        let (certificate, key) = admin.client_data();
+        // kube keeps the key in a type of the `secrecy` crate; its own deserializer builds it.
+        config.auth_info = serde_json::from_value(json!({
+            "client-certificate-data": certificate,
+            "client-key-data": key,
+        }))
+        .map_err(|_| ClusterError::AdminKubeconfig {
+            reason: "its client certificate and key do not make kube credentials",
+        })?;
         config.default_retry = false;
         let client = Client::try_from(config).map_err(ClusterError::Connect)?;
         Ok(KubeClusterClient { client })

@@ -13,6 +13,7 @@
 //! Secrets (kubeconfigs, Secret data) never appear in logs or errors; [`SecretRecord`]'s
 //! `Debug` shows fingerprints only.
 
+mod admin;
 mod client;
 mod drain;
 mod lease;
@@ -26,6 +27,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
+pub use admin::{AdminKubeconfig, ApiEndpoint, KubeconfigRefused, MAX_KUBECONFIG_BYTES};
 pub use client::{KubeClusterClient, client_certificate_expiry};
 pub use drain::{DrainBlocker, DrainOptions, DrainReport, PodRef, SkipReason, SkippedPod};
 pub use lease::{LeaseClient, LeaseError, LeaseRecord, Written};
@@ -178,6 +180,12 @@ pub enum ClusterError {
     /// The HTTP client could not be built.
     #[error("cannot create a Kubernetes client")]
     Connect(#[source] kube::Error),
+    /// A client cannot be configured from a reduced admin kubeconfig.
+    #[error("cannot configure a client from the admin kubeconfig: {reason}")]
+    AdminKubeconfig {
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// The kubeconfig's client certificate is not readable.
     #[error("cannot read the kubeconfig's client certificate: {reason}")]
     ClientCertificate {
@@ -348,6 +356,7 @@ impl ClusterError {
             ClusterError::ParseKubeconfig(_)
             | ClusterError::InCluster(_)
             | ClusterError::Configure(_)
+            | ClusterError::AdminKubeconfig { .. }
             | ClusterError::ClientCertificate { .. }
             | ClusterError::DrainTimedOut { .. } => None,
             ClusterError::Connect(source)

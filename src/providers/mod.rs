@@ -2,6 +2,7 @@
 //! servers, nodes, Git, Flux). Each sits behind a trait in domain verbs, so the executor never
 //! sees HTTP or wire types and tests can drive it against the lab.
 
+pub mod ca_pins;
 pub mod cluster_secrets;
 pub mod datastore;
 pub mod flux;

@@ -9,6 +9,7 @@ mod lab_support;
 #[path = "../support/mariadb.rs"]
 mod mariadb;
 
+mod ca_pins;
 mod flux_delivery;
 mod k3s_datastore;
 mod k3s_nodes;

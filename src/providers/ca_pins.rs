@@ -1,0 +1,239 @@
+//! The CA each workload cluster's API server was first seen with, pinned outside its VMs.
+//!
+//! A kubeconfig read from a control plane names the CA capstan verifies the API server with;
+//! root on that VM could swap it for its own and have capstan talk to a server of its choice.
+//! So the CA first seen (at `kubeadm init`, or when capstan first reads a cluster made before
+//! it pinned CAs) is recorded in a Secret per cluster in the management cluster's
+//! `capstan-system` namespace, `capstan-ca-<cluster>`, and every later kubeconfig must name the
+//! same one. The record survives restarts and leader changes; a Secret rather than a ConfigMap
+//! because whoever may change it decides whom capstan trusts.
+//!
+//! A fleet without a management cluster keeps the pins in the daemon's memory: they last until
+//! it restarts.
+//!
+//! # Guarantees
+//! - A CA other than the pinned one is refused ([`PinError::Changed`], naming the cluster, both
+//!   fingerprints and how to accept a new CA on purpose: delete the record). Nothing is
+//!   replaced automatically.
+//! - A record is written once: two replicas racing to create it both end with the one written
+//!   first (the loser's create is a 409 and it reads the winner's).
+//! - The record is read at every check, so deleting it takes effect without a restart, on
+//!   every replica.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use crate::providers::cluster_secrets::NAMESPACE;
+use crate::providers::flux::{MANAGED_BY, MANAGED_BY_LABEL};
+use crate::providers::kube::{AdminKubeconfig, ClusterClient, ClusterError, SecretRecord};
+
+/// The record's key holding the CA's fingerprint.
+pub const FINGERPRINT_KEY: &str = "ca-sha256";
+/// The record's key holding the CA certificates (PEM), for an operator to read.
+pub const CERTIFICATE_KEY: &str = "ca.crt";
+/// The annotation naming the workload cluster. Not Flux delivery's `capstan.dev/cluster`: the
+/// listing of delivered kubeconfigs reads that one and must not take this record for one.
+pub const CLUSTER_ANNOTATION: &str = "capstan.dev/ca-of-cluster";
+
+/// The record's name for `cluster`.
+pub fn record_name(cluster: &str) -> String {
+    format!("capstan-ca-{cluster}")
+}
+
+/// Where the pins are kept.
+#[derive(Debug)]
+pub enum PinStore<'a, C> {
+    /// In the management cluster of that name.
+    Management(&'a str, &'a C),
+    /// In this daemon's memory only (the fleet has no management cluster).
+    Memory,
+}
+
+// By hand: derived, they would require `C: Copy`, and a client is not.
+impl<C> Clone for PinStore<'_, C> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<C> Copy for PinStore<'_, C> {}
+
+/// Checking or recording a pin failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PinError {
+    /// The kubeconfig names another CA than the one pinned.
+    #[error(
+        "its CA {offered} is not the CA {pinned} pinned for cluster {cluster} when capstan first saw it, and a changed CA is not trusted; if the cluster's CA was replaced on purpose, {accept}"
+    )]
+    Changed {
+        /// The workload cluster.
+        cluster: String,
+        /// The pinned CA's fingerprint.
+        pinned: String,
+        /// The offered CA's fingerprint.
+        offered: String,
+        /// How to accept the new CA.
+        accept: String,
+    },
+    /// The management cluster refused or did not answer.
+    #[error(
+        "cannot read or record the pinned CA of cluster {cluster} (Secret {NAMESPACE}/{name} on management cluster `{management}`)"
+    )]
+    Management {
+        /// The workload cluster.
+        cluster: String,
+        /// The record's name.
+        name: String,
+        /// The management cluster.
+        management: String,
+        /// Why.
+        #[source]
+        source: Box<ClusterError>,
+    },
+    /// The record exists but is not capstan's, or lacks the fingerprint.
+    #[error(
+        "Secret {NAMESPACE}/{name} on management cluster `{management}` is not a CA record of capstan's (label {MANAGED_BY_LABEL}={MANAGED_BY} and key {FINGERPRINT_KEY}): delete it and capstan pins the CA it sees next"
+    )]
+    Malformed {
+        /// The record's name.
+        name: String,
+        /// The management cluster.
+        management: String,
+    },
+}
+
+impl PinError {
+    /// Whether retrying later may succeed (the management cluster may answer again).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            PinError::Management { source, .. } => source.is_transient(),
+            PinError::Changed { .. } | PinError::Malformed { .. } => false,
+        }
+    }
+}
+
+/// The pins of a fleet without a management cluster, by cluster: the CA fingerprint. With a
+/// management cluster the record there is read at every check (checks are rare: a kubeconfig
+/// is admitted when it is read from a VM, not on every pass), so a record an operator deleted
+/// or another replica wrote is seen at once.
+#[derive(Debug, Default)]
+pub struct CaPins {
+    in_memory: Mutex<BTreeMap<String, String>>,
+}
+
+impl CaPins {
+    /// Checks that `admin` names the CA pinned for `cluster` in `store`, pinning it when none
+    /// is.
+    ///
+    /// # Errors
+    /// [`PinError`]: another CA is pinned, or the management cluster cannot tell.
+    pub async fn check<C: ClusterClient>(
+        &self,
+        store: PinStore<'_, C>,
+        cluster: &str,
+        admin: &AdminKubeconfig,
+    ) -> Result<(), PinError> {
+        let offered = admin.ca_fingerprint();
+        let (pinned, accept) = match store {
+            PinStore::Management(name, management) => (
+                recorded(name, management, cluster, admin).await?,
+                format!(
+                    "delete Secret {NAMESPACE}/{} on management cluster `{name}` and capstan pins the CA it sees next",
+                    record_name(cluster)
+                ),
+            ),
+            PinStore::Memory => (
+                self.lock()
+                    .entry(cluster.to_owned())
+                    .or_insert_with(|| {
+                        tracing::info!(cluster, ca = %offered, "pinned the cluster's CA in memory");
+                        offered.to_owned()
+                    })
+                    .clone(),
+                "restart capstan (the fleet has no management cluster: pins last as long as the daemon)".to_owned(),
+            ),
+        };
+        if pinned != offered {
+            return Err(PinError::Changed {
+                cluster: cluster.to_owned(),
+                pinned,
+                offered: offered.to_owned(),
+                accept,
+            });
+        }
+        Ok(())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, String>> {
+        self.in_memory
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The fingerprint the record on `management` holds for `cluster`, recording `admin`'s CA
+/// when there is none.
+async fn recorded<C: ClusterClient>(
+    management_name: &str,
+    management: &C,
+    cluster: &str,
+    admin: &AdminKubeconfig,
+) -> Result<String, PinError> {
+    let name = record_name(cluster);
+    let failed = |source| PinError::Management {
+        cluster: cluster.to_owned(),
+        name: name.clone(),
+        management: management_name.to_owned(),
+        source: Box::new(source),
+    };
+    let read = |record: &SecretRecord| {
+        fingerprint_of(record).ok_or_else(|| PinError::Malformed {
+            name: name.clone(),
+            management: management_name.to_owned(),
+        })
+    };
+    if let Some(existing) = management.secret(NAMESPACE, &name).await.map_err(failed)? {
+        return read(&existing);
+    }
+    match management
+        .write_secret(NAMESPACE, &name, &record(cluster, admin))
+        .await
+    {
+        Ok(_) => {
+            tracing::info!(cluster, ca = %admin.ca_fingerprint(), record = %format!("{NAMESPACE}/{name}"), management = management_name, "pinned the cluster's CA");
+            Ok(admin.ca_fingerprint().to_owned())
+        }
+        Err(err) if err.is_conflict() => {
+            let written = management.secret(NAMESPACE, &name).await.map_err(failed)?;
+            read(&written.unwrap_or_default())
+        }
+        Err(err) => Err(failed(err)),
+    }
+}
+
+fn record(cluster: &str, admin: &AdminKubeconfig) -> SecretRecord {
+    SecretRecord {
+        data: BTreeMap::from([
+            (
+                FINGERPRINT_KEY.to_owned(),
+                admin.ca_fingerprint().as_bytes().to_vec(),
+            ),
+            (CERTIFICATE_KEY.to_owned(), admin.ca_pem().into_bytes()),
+        ]),
+        labels: BTreeMap::from([(MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned())]),
+        annotations: BTreeMap::from([(CLUSTER_ANNOTATION.to_owned(), cluster.to_owned())]),
+        resource_version: None,
+    }
+}
+
+fn fingerprint_of(record: &SecretRecord) -> Option<String> {
+    if record.labels.get(MANAGED_BY_LABEL).map(String::as_str) != Some(MANAGED_BY) {
+        return None;
+    }
+    record
+        .data
+        .get(FINGERPRINT_KEY)
+        .and_then(|bytes| String::from_utf8(bytes.clone()).ok())
+        .map(|text| text.trim().to_owned())
+        .filter(|text| !text.is_empty())
+}

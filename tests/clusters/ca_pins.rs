@@ -1,0 +1,169 @@
+//! The CA first seen for a workload cluster, pinned in the lab's management cluster
+//! (`providers::ca_pins`): kept across restarts, another CA refused naming both fingerprints,
+//! and accepted only once an operator deletes the record.
+
+use std::collections::BTreeMap;
+
+use capstan::providers::ca_pins::{
+    CERTIFICATE_KEY, CaPins, FINGERPRINT_KEY, PinError, PinStore, record_name,
+};
+use capstan::providers::cluster_secrets::NAMESPACE;
+use capstan::providers::kube::{
+    AdminKubeconfig, ApiEndpoint, ClusterClient, KubeClusterClient, SecretRecord,
+};
+use capstan_lab::kube::{KubeLab, SimCluster};
+
+use crate::kube_support::{drain_world, lab};
+
+/// `cluster`'s admin kubeconfig admitted as prod's (drain_world's prod endpoint).
+fn admitted(cluster: &SimCluster, at: &SimCluster) -> AdminKubeconfig {
+    let endpoint = ApiEndpoint::declared("k8s-prod.lab.example", 6443).served_at(at.local_addr());
+    let mut text: serde_json::Value =
+        serde_saphyr::from_str(&cluster.admin_kubeconfig()).expect("kubeconfig");
+    text["clusters"][0]["cluster"]["server"] = serde_json::json!(at.url());
+    AdminKubeconfig::reduce(&text.to_string(), &endpoint).expect("admitted")
+}
+
+async fn management(lab: &KubeLab) -> KubeClusterClient {
+    KubeClusterClient::connect(&lab.management().expect("management").admin_kubeconfig())
+        .await
+        .expect("management client")
+}
+
+#[tokio::test]
+async fn the_first_ca_is_pinned_in_the_management_cluster_and_another_is_refused_until_the_record_is_deleted()
+ {
+    let lab = lab(&drain_world(false)).await;
+    let prod = lab.cluster("prod").expect("prod");
+    let genuine = admitted(&prod, &prod);
+    // A kubeconfig naming the management cluster's CA: what root on a VM could offer.
+    let forged = admitted(&lab.management().expect("management"), &prod);
+    assert_ne!(genuine.ca_fingerprint(), forged.ca_fingerprint());
+    let management = management(&lab).await;
+    let store = PinStore::Management("management", &management);
+
+    let pins = CaPins::default();
+    pins.check(store, "prod", &genuine).await.expect("pinned");
+    let record = management
+        .secret(NAMESPACE, &record_name("prod"))
+        .await
+        .expect("read")
+        .expect("the record exists");
+    assert_eq!(
+        record.data[FINGERPRINT_KEY],
+        genuine.ca_fingerprint().as_bytes()
+    );
+    assert_eq!(record.data[CERTIFICATE_KEY], genuine.ca_pem().as_bytes());
+    pins.check(store, "prod", &genuine)
+        .await
+        .expect("the same CA");
+
+    // A restarted daemon (nothing in memory) still knows the pin.
+    let restarted = CaPins::default();
+    let err = restarted
+        .check(store, "prod", &forged)
+        .await
+        .expect_err("another CA");
+    assert!(matches!(err, PinError::Changed { .. }), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains(genuine.ca_fingerprint()) && message.contains(forged.ca_fingerprint()),
+        "both fingerprints named: {message}"
+    );
+    assert!(
+        message.contains(
+            "delete Secret capstan-system/capstan-ca-prod on management cluster `management`"
+        ),
+        "{message}"
+    );
+    assert!(
+        pins.check(store, "prod", &forged).await.is_err(),
+        "a daemon that confirmed the pin refuses too"
+    );
+    restarted
+        .check(store, "prod", &genuine)
+        .await
+        .expect("the pinned CA still passes");
+
+    // The operator accepts the new CA by deleting the record: the next check pins it,
+    // without a restart.
+    assert!(
+        management
+            .delete_secret(NAMESPACE, &record_name("prod"))
+            .await
+            .expect("deleted")
+    );
+    pins.check(store, "prod", &forged)
+        .await
+        .expect("the CA seen next is pinned");
+    let err = restarted
+        .check(store, "prod", &genuine)
+        .await
+        .expect_err("the old CA is now the other one");
+    assert!(matches!(err, PinError::Changed { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn a_record_capstan_did_not_write_is_refused_not_overwritten() {
+    let lab = lab(&drain_world(false)).await;
+    let prod = lab.cluster("prod").expect("prod");
+    let management = management(&lab).await;
+    let foreign = SecretRecord {
+        data: BTreeMap::from([(FINGERPRINT_KEY.to_owned(), b"AA:BB".to_vec())]),
+        ..SecretRecord::default()
+    };
+    management
+        .write_secret(NAMESPACE, &record_name("prod"), &foreign)
+        .await
+        .expect("someone else's Secret");
+    let err = CaPins::default()
+        .check(
+            PinStore::Management("management", &management),
+            "prod",
+            &admitted(&prod, &prod),
+        )
+        .await
+        .expect_err("not capstan's");
+    assert!(matches!(err, PinError::Malformed { .. }), "{err}");
+    let kept = management
+        .secret(NAMESPACE, &record_name("prod"))
+        .await
+        .expect("read")
+        .expect("kept");
+    assert_eq!(kept.data[FINGERPRINT_KEY], b"AA:BB");
+}
+
+#[tokio::test]
+async fn replicas_racing_to_pin_different_cas_agree_on_the_first_written() {
+    let lab = lab(&drain_world(false)).await;
+    let prod = lab.cluster("prod").expect("prod");
+    let genuine = admitted(&prod, &prod);
+    let forged = admitted(&lab.management().expect("management"), &prod);
+    let management = management(&lab).await;
+    let store = PinStore::Management("management", &management);
+    let (one, other) = (CaPins::default(), CaPins::default());
+    let (a, b) = tokio::join!(
+        one.check(store, "prod", &genuine),
+        other.check(store, "prod", &forged)
+    );
+    assert!(
+        a.is_ok() != b.is_ok(),
+        "exactly one CA is pinned: {a:?} {b:?}"
+    );
+}
+
+#[tokio::test]
+async fn without_a_management_cluster_pins_last_as_long_as_the_daemon() {
+    let lab = lab(&drain_world(false)).await;
+    let prod = lab.cluster("prod").expect("prod");
+    let genuine = admitted(&prod, &prod);
+    let forged = admitted(&lab.management().expect("management"), &prod);
+    let pins = CaPins::default();
+    let memory = PinStore::<KubeClusterClient>::Memory;
+    pins.check(memory, "prod", &genuine).await.expect("pinned");
+    let err = pins
+        .check(memory, "prod", &forged)
+        .await
+        .expect_err("another CA");
+    assert!(err.to_string().contains("restart capstan"), "{err}");
+}

@@ -201,6 +201,9 @@ async fn measure(clusters: usize) {
     let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
         .args(["run", "--repo"])
         .arg(repo.path())
+        // The lab serves each cluster's endpoint on a loopback port of its own.
+        .arg("--lab-addresses")
+        .arg(state.path().join("lab"))
         .args(["--http", &addr.to_string(), "--busy-interval", "200ms"])
         .args(["--concurrency", "16"])
         .arg("--secrets-dir")

@@ -161,6 +161,14 @@ pub struct LabChoice {
     /// templates of examples-repo).
     #[arg(long, env = env_vars::CAPSTAN_LAB_CONFIG)]
     pub lab_config: Option<PathBuf>,
+    /// Without `--lab`, with the connections of capstan.yaml: dial each workload cluster's
+    /// API endpoint where the lab whose state folder this is (`capstan lab --state-dir`)
+    /// serves it, as its `lab.json` says (read again as clusters appear). For running against
+    /// a lab in another process; the API server's certificate is still verified for the
+    /// endpoint's name against the cluster's pinned CA. Kubeconfigs read from VMs never
+    /// choose where capstan connects.
+    #[arg(long, value_name = "DIR", conflicts_with = "lab", env = env_vars::CAPSTAN_LAB_ADDRESSES)]
+    pub lab_addresses: Option<PathBuf>,
 }
 
 /// Daemon pacing, shared by `run` and `demo`.

@@ -3,21 +3,31 @@
 //! admin kubeconfig. [`Providers`] is what observe and execute are generic over; [`Connections`]
 //! is the real implementation, built from the fleet and the secrets `main` resolved, or from a
 //! lab's `lab.json`.
+//!
+//! # Guarantees
+//! An admin kubeconfig read from a VM is used only once [`Providers::admit_kubeconfig`] has
+//! reduced it ([`AdminKubeconfig`]: inline certificates only, the server pinned to the
+//! cluster's declared endpoint) and checked its CA against the one pinned for the cluster
+//! ([`CaPins`]). Only the operator's kubeconfigs (management clusters) reach the kube crate
+//! whole.
 
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 
+use crate::providers::ca_pins::{CaPins, PinError, PinStore};
 use crate::providers::datastore::{AdminAccess, DatastoreError};
 use crate::providers::flux::{FluxDeliverer, KubeconfigDelivery};
-use crate::providers::kube::{ClusterClient, ClusterError, KubeClusterClient};
+use crate::providers::kube::{
+    AdminKubeconfig, ApiEndpoint, ClusterClient, ClusterError, KubeClusterClient, KubeconfigRefused,
+};
 use crate::providers::proxmox::{
     ClientOptions, ConnectionConfig, ProxmoxClient, ProxmoxError, ProxmoxProvider, TokenSecret,
     Trust,
 };
 use crate::secrets::{SecretError, SecretReader, SecretUse};
-use crate::spec::{Fleet, SecretSource};
-use capstan_lab::lab::LabFile;
+use crate::spec::{ClusterSpec, Distribution, Fleet, SecretSource};
+use capstan_lab::lab::{ApiAddresses, LabFile};
 
 /// Everything observe and execute reach the world through.
 pub trait Providers: Send + Sync + 'static {
@@ -52,11 +62,48 @@ pub trait Providers: Send + Sync + 'static {
     /// When the policy refuses the source or it cannot be read.
     fn kine_dsn(&self, cluster: &str, source: &SecretSource) -> Result<String, SecretError>;
 
-    /// A client of the cluster an admin kubeconfig points at.
+    /// The admin kubeconfig `read` from a VM of `cluster` (declared by `spec`), reduced to its
+    /// server, CA and client certificate ([`AdminKubeconfig::reduce`]), with its server pinned
+    /// to the declared endpoint and its CA to the one pinned for the cluster (pinned now if
+    /// none is).
+    ///
+    /// # Errors
+    /// [`AdmitError`]: a field capstan does not honour, another server, another CA, or a
+    /// management cluster that cannot tell which CA is pinned.
+    fn admit_kubeconfig(
+        &self,
+        cluster: &str,
+        spec: &ClusterSpec,
+        read: &str,
+    ) -> impl Future<Output = Result<AdminKubeconfig, AdmitError>> + Send;
+
+    /// A client of the cluster an admitted admin kubeconfig points at.
     fn connect_cluster(
         &self,
-        kubeconfig: &str,
+        kubeconfig: &AdminKubeconfig,
     ) -> impl Future<Output = Result<Self::Cluster, ClusterError>> + Send;
+}
+
+/// An admin kubeconfig read from a VM was not admitted. Messages name fields and
+/// fingerprints, never the document's text.
+#[derive(Debug, thiserror::Error)]
+pub enum AdmitError {
+    /// It names something capstan does not honour, or another server.
+    #[error(transparent)]
+    Refused(#[from] KubeconfigRefused),
+    /// Its CA is not the pinned one, or the pin cannot be read.
+    #[error(transparent)]
+    Pin(#[from] PinError),
+}
+
+impl AdmitError {
+    /// Whether retrying later may succeed (a management cluster that did not answer).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            AdmitError::Refused(_) => false,
+            AdmitError::Pin(err) => err.is_transient(),
+        }
+    }
 }
 
 /// Building the connections failed.
@@ -142,6 +189,9 @@ pub struct Connections {
     datastores: BTreeMap<String, AdminAccess>,
     /// Reads the secrets a revision names after start (`endpointFrom`).
     secrets: SecretReader,
+    /// Where a lab serves each cluster's endpoint (`run --lab`); `None` on a real fleet.
+    lab_addresses: Option<ApiAddresses>,
+    pins: Arc<CaPins>,
 }
 
 impl Connections {
@@ -191,7 +241,8 @@ impl Connections {
     }
 
     /// Connections to a lab: every Proxmox connection of `fleet` goes to the lab's Proxmox and
-    /// every management cluster to the lab's `management` cluster (`management_kubeconfig`).
+    /// every management cluster to the lab's `management` cluster (`management_kubeconfig`);
+    /// each workload cluster's endpoint is dialled where `addresses` says the lab serves it.
     ///
     /// # Errors
     /// When the lab's access does not work.
@@ -199,6 +250,7 @@ impl Connections {
         fleet: &Fleet,
         lab: &LabFile,
         management_kubeconfig: &str,
+        addresses: ApiAddresses,
     ) -> Result<Self, ConnectError> {
         let mut proxmox = BTreeMap::new();
         for name in fleet.proxmox.keys() {
@@ -220,7 +272,15 @@ impl Connections {
                 flux_deliverer(name, management_kubeconfig).await?,
             );
         }
-        Ok(Connections::assemble(proxmox, flux))
+        Ok(Connections::assemble(proxmox, flux).with_lab_addresses(addresses))
+    }
+
+    /// These connections, dialling each workload cluster's endpoint where `addresses` says a
+    /// lab serves it (the operator's choice: `run --lab`, `run --lab-addresses`).
+    #[must_use]
+    pub fn with_lab_addresses(mut self, addresses: ApiAddresses) -> Self {
+        self.lab_addresses = Some(addresses);
+        self
     }
 
     fn assemble(
@@ -237,6 +297,8 @@ impl Connections {
             management,
             datastores: BTreeMap::new(),
             secrets: SecretReader::default(),
+            lab_addresses: None,
+            pins: Arc::default(),
         }
     }
 
@@ -246,6 +308,35 @@ impl Connections {
     pub fn with_secret_reader(mut self, reader: SecretReader) -> Self {
         self.secrets = reader;
         self
+    }
+
+    /// Where capstan dials `spec`'s endpoint, and which servers a kubeconfig may name.
+    fn api_endpoint(&self, spec: &ClusterSpec) -> ApiEndpoint {
+        let (host, port) = (&spec.endpoint.host, spec.endpoint.port);
+        let mut endpoint = ApiEndpoint::declared(host, port);
+        if spec.kubernetes.distribution == Distribution::K3s {
+            endpoint = endpoint.or_node_loopback();
+        }
+        match self
+            .lab_addresses
+            .as_ref()
+            .and_then(|lab| lab.resolve(host, port))
+        {
+            Some(address) => endpoint.served_at(address),
+            None => endpoint,
+        }
+    }
+
+    /// Where `spec`'s CA is pinned: its Flux management cluster, else the fleet's first one,
+    /// else memory.
+    fn pin_store(&self, spec: &ClusterSpec) -> PinStore<'_, KubeClusterClient> {
+        let preferred = spec.delivery.flux.as_ref().map(|f| f.cluster.as_str());
+        preferred
+            .and_then(|name| self.management.get_key_value(name))
+            .or_else(|| self.management.iter().next())
+            .map_or(PinStore::Memory, |(name, client)| {
+                PinStore::Management(name, client)
+            })
     }
 
     /// These connections with the admin access of every datastore server of `fleet`, whose
@@ -336,12 +427,24 @@ impl Providers for Connections {
         self.secrets.read(SecretUse::KineDsn(cluster), source)
     }
 
+    async fn admit_kubeconfig(
+        &self,
+        cluster: &str,
+        spec: &ClusterSpec,
+        read: &str,
+    ) -> Result<AdminKubeconfig, AdmitError> {
+        let admin = AdminKubeconfig::reduce(read, &self.api_endpoint(spec))?;
+        self.pins
+            .check(self.pin_store(spec), cluster, &admin)
+            .await?;
+        Ok(admin)
+    }
+
     fn connect_cluster(
         &self,
-        kubeconfig: &str,
+        kubeconfig: &AdminKubeconfig,
     ) -> impl Future<Output = Result<Self::Cluster, ClusterError>> + Send {
-        let kubeconfig = kubeconfig.to_owned();
-        async move { KubeClusterClient::connect(&kubeconfig).await }
+        std::future::ready(KubeClusterClient::for_admin(kubeconfig))
     }
 }
 

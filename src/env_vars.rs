@@ -37,6 +37,8 @@ pub const CAPSTAN_LAB_CONFIG: &str = "CAPSTAN_LAB_CONFIG";
 pub const CAPSTAN_OBSERVED: &str = "CAPSTAN_OBSERVED";
 /// `capstan run`: work against an embedded lab.
 pub const CAPSTAN_LAB: &str = "CAPSTAN_LAB";
+/// `capstan run` without `--lab`: the state folder of a lab whose API addresses to dial.
+pub const CAPSTAN_LAB_ADDRESSES: &str = "CAPSTAN_LAB_ADDRESSES";
 /// The daemon's HTTP endpoint address.
 pub const CAPSTAN_HTTP: &str = "CAPSTAN_HTTP";
 /// Delay between passes while work is in progress.

@@ -30,6 +30,7 @@ use crate::providers::proxmox::{
 };
 use crate::spec::{ClusterSpec, KubeVersion};
 
+mod bootstrap;
 mod error;
 mod k3s;
 
@@ -37,13 +38,6 @@ pub use error::ExecuteError;
 
 /// A clean shutdown after `kubeadm reset` gets this long before the VM is stopped hard.
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// How long `init-control-plane` and `join-node` wait for their Node to be Ready once kubeadm
-/// is done. A new Node is usually Ready within seconds (the CNI starts); waiting for it here
-/// lets what waits on it (the next control plane's join, the removal a replacement allows)
-/// start the moment it is, not a pass later. A slower Node is left to the planner, which
-/// waits for it as before.
-const READY_WAIT: Duration = Duration::from_secs(30);
 
 /// What a step needs besides itself.
 #[derive(Debug, Clone, Copy)]
@@ -181,10 +175,12 @@ impl<Pr: Providers> Executor<Pr> {
                 ]
                 .concat();
                 run_steps(&kubeadm, ActionKind::InitControlPlane, &target, &steps).await?;
-                let kubeconfig = kubeadm
+                let read = kubeadm
                     .admin_kubeconfig(&target)
                     .await
                     .map_err(kubeadm_failed(ActionKind::InitControlPlane.name()))?;
+                // The first kubeconfig of the cluster: its CA is pinned here.
+                let kubeconfig = self.admit(ctx, &spec, &target, &read).await?;
                 self.mark_bootstrapped(ctx, &kubeconfig).await?;
                 let ready = self.await_ready(&kubeconfig, &target.name).await;
                 format!(
@@ -302,7 +298,7 @@ impl<Pr: Providers> Executor<Pr> {
                 let kubeconfig =
                     ctx.access
                         .kubeconfig
-                        .as_deref()
+                        .as_ref()
                         .ok_or(ExecuteError::NoKubeconfig {
                             action: ActionKind::DeliverKubeconfig,
                         })?;
@@ -350,28 +346,6 @@ impl<Pr: Providers> Executor<Pr> {
         Ok(result)
     }
 
-    /// Records in the cluster that its bootstrap finished (kube-vip and the CNI in place), the
-    /// fact the planner reads to stop re-running `init-control-plane`.
-    async fn mark_bootstrapped(
-        &self,
-        ctx: StepContext<'_>,
-        kubeconfig: &str,
-    ) -> Result<(), ExecuteError> {
-        let api = self
-            .providers
-            .connect_cluster(kubeconfig)
-            .await
-            .map_err(api_failed(ActionKind::InitControlPlane.name()))?;
-        let data = std::collections::BTreeMap::from([
-            ("cluster".to_owned(), ctx.cluster.to_owned()),
-            ("completed".to_owned(), self.clock.now().to_string()),
-        ]);
-        let (namespace, name) = crate::observed::BOOTSTRAP_MARKER;
-        api.write_config_map(namespace, name, &data)
-            .await
-            .map_err(api_failed("record the bootstrap"))
-    }
-
     async fn join(
         &self,
         ctx: StepContext<'_>,
@@ -405,7 +379,7 @@ impl<Pr: Providers> Executor<Pr> {
         ]
         .concat();
         run_steps(&kubeadm, ActionKind::JoinNode, &target, &steps).await?;
-        let ready = match ctx.access.kubeconfig.as_deref() {
+        let ready = match ctx.access.kubeconfig.as_ref() {
             Some(kubeconfig) => self.await_ready(kubeconfig, &target.name).await,
             None => "",
         };
@@ -413,25 +387,6 @@ impl<Pr: Providers> Executor<Pr> {
             "{} joined as {role} (v{version}) through {}{ready}",
             target.name, control_plane.name
         ))
-    }
-
-    /// Waits up to [`READY_WAIT`] for `node` to be Ready; says how that went, for the
-    /// step's message. The step succeeded either way: the planner sees a Node that is not
-    /// Ready yet and waits for it.
-    async fn await_ready(&self, kubeconfig: &str, node: &NodeName) -> &'static str {
-        self.changed.notify_one();
-        let waited = match self.providers.connect_cluster(kubeconfig).await {
-            Ok(api) => api.await_ready(node, READY_WAIT).await,
-            Err(err) => Err(err),
-        };
-        match waited {
-            Ok(true) => ", Ready",
-            Ok(false) => ", not Ready yet",
-            Err(err) => {
-                tracing::debug!(node = %node, error = %crate::status::error_chain(&err), "cannot watch the new Node; the next pass sees whether it is Ready");
-                ""
-            }
-        }
     }
 
     async fn drain(
@@ -576,7 +531,7 @@ impl<Pr: Providers> Executor<Pr> {
         let kubeconfig = ctx
             .access
             .kubeconfig
-            .as_deref()
+            .as_ref()
             .ok_or(ExecuteError::NoKubeconfig { action })?;
         self.providers
             .connect_cluster(kubeconfig)

@@ -13,7 +13,7 @@ use crate::secrets::{Limits, SecretReader};
 use crate::source::{self, SettingsError};
 use crate::spec;
 use capstan_lab::kube::MANAGEMENT;
-use capstan_lab::lab::LabFile;
+use capstan_lab::lab::{ApiAddresses, LabFile};
 
 /// Observing failed.
 #[derive(Debug, thiserror::Error)]
@@ -96,7 +96,8 @@ pub fn run(
             Some(dir) => {
                 let (lab, management) = read_lab(dir)?;
                 let passwords = crate::connect::datastore_passwords(&desired.fleet, &reader)?;
-                Connections::for_lab(&desired.fleet, &lab, &management)
+                let addresses = ApiAddresses::from_lab_file(&lab);
+                Connections::for_lab(&desired.fleet, &lab, &management, addresses)
                     .await?
                     .with_secret_reader(reader)
                     .with_datastores(&desired.fleet, &passwords)?

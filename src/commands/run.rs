@@ -29,7 +29,7 @@ use crate::status_branch::{
     BranchOptions, CommitSettings, StatusBranchError, StatusRepository, StatusWriter, WriterOptions,
 };
 use capstan_lab::kube::MANAGEMENT;
-use capstan_lab::lab::{Lab, LabError, LabOptions};
+use capstan_lab::lab::{ApiAddresses, Lab, LabError, LabOptions};
 use capstan_lab::world::{LabConfig, WorldError};
 
 /// Passes while busy in the lab, where every operation takes milliseconds.
@@ -257,7 +257,10 @@ pub fn run(args: &RunArgs, env: fn(&str) -> Option<String>) -> Result<Outcome, R
             }
             let first_management = secrets.management_kubeconfigs.values().next().cloned();
             let election = election(&args.leader, first_management).await?;
-            let connections = Connections::from_fleet(&fleet, &secrets, reader).await?;
+            let mut connections = Connections::from_fleet(&fleet, &secrets, reader).await?;
+            if let Some(dir) = &args.target.lab_addresses {
+                connections = connections.with_lab_addresses(ApiAddresses::from_state_dir(dir));
+            }
             serve_daemon(
                 options,
                 connections,
@@ -286,12 +289,15 @@ async fn lab_connections(
     for password in passwords.values() {
         redactor.remember(password);
     }
-    Ok(
-        Connections::for_lab(fleet, &lab.lab_file(), &lab.management_kubeconfig())
-            .await?
-            .with_secret_reader(reader.clone())
-            .with_datastores(fleet, &passwords)?,
+    Ok(Connections::for_lab(
+        fleet,
+        &lab.lab_file(),
+        &lab.management_kubeconfig(),
+        lab.api_addresses(),
     )
+    .await?
+    .with_secret_reader(reader.clone())
+    .with_datastores(fleet, &passwords)?)
 }
 
 /// Runs `capstan demo`: examples-repo as the first commit of a bare Git repository (the

@@ -54,6 +54,18 @@ pub enum ExecuteError {
         /// The step.
         action: ActionKind,
     },
+    /// The admin kubeconfig a control plane gave was not admitted (a field capstan does not
+    /// honour, another server, another CA than the pinned one).
+    #[error("{action}: the admin kubeconfig read from {machine} is refused")]
+    KubeconfigRefused {
+        /// The step.
+        action: ActionKind,
+        /// The control plane it was read from.
+        machine: NodeName,
+        /// Why.
+        #[source]
+        source: Box<crate::connect::AdmitError>,
+    },
     /// No healthy control plane to act through.
     #[error("{action}: no Ready control plane other than {excluding} to act through")]
     NoControlPlane {
@@ -127,6 +139,7 @@ impl ExecuteError {
             | ExecuteError::NoAddress { .. } => true,
             ExecuteError::Cluster { source, .. } => source.is_transient(),
             ExecuteError::Flux(source) => source.is_transient(),
+            ExecuteError::KubeconfigRefused { source, .. } => source.is_transient(),
             ExecuteError::Datastore { source, .. } => source.is_transient(),
             ExecuteError::Secrets { source, .. } => !matches!(
                 **source,

@@ -79,8 +79,8 @@ impl<Pr: Providers> Executor<Pr> {
             .await
             .map_err(kubeadm_failed(ActionKind::InitControlPlane.name()))?
             .stdout;
-        self.mark_bootstrapped(ctx, &k3s::admin_kubeconfig(&read, &spec))
-            .await?;
+        let kubeconfig = self.admit(ctx, &spec, &target, &read).await?;
+        self.mark_bootstrapped(ctx, &kubeconfig).await?;
         Ok(format!(
             "K3s server {} started (endpoint {}:{}, {})",
             target.name,

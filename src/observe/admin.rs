@@ -3,34 +3,23 @@
 //! certificate failure), when the control plane it was read from is no longer a running,
 //! non-retiring control plane (a replaced control plane), and after the steps that change it
 //! (`forget`, which the daemon calls after init, certificate renewal and control-plane
-//! upgrades). Kept in memory only; its `Debug` shows fingerprints, never the kubeconfig.
+//! upgrades). Only admitted kubeconfigs are kept (reduced, server and CA pinned). Kept in
+//! memory only; its `Debug` shows fingerprints, never the kubeconfig.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use crate::fingerprint;
 use crate::model::Role;
 use crate::observed::RETIRING_TAG;
+use crate::providers::kube::AdminKubeconfig;
 use crate::providers::node_exec::NodeTarget;
 use crate::providers::proxmox::{PowerState, VmInfo};
 
-/// One cluster's admin kubeconfig and the control plane it was read from.
-#[derive(Clone)]
+/// One cluster's admitted admin kubeconfig and the control plane it was read from.
+#[derive(Debug, Clone)]
 pub(super) struct CachedAdmin {
-    pub kubeconfig: String,
+    pub kubeconfig: AdminKubeconfig,
     pub read_from: NodeTarget,
-}
-
-impl std::fmt::Debug for CachedAdmin {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CachedAdmin")
-            .field(
-                "kubeconfig",
-                &fingerprint::secret_sha256(self.kubeconfig.as_bytes()),
-            )
-            .field("read_from", &self.read_from)
-            .finish()
-    }
 }
 
 /// The cached admin kubeconfigs, by cluster.
@@ -76,7 +65,7 @@ impl AdminCache {
         if let Some(admin) = self.lock().remove(cluster) {
             tracing::debug!(
                 cluster,
-                kubeconfig = %fingerprint::secret_sha256(admin.kubeconfig.as_bytes()),
+                kubeconfig = %admin.kubeconfig.fingerprint(),
                 "admin kubeconfig forgotten"
             );
         }

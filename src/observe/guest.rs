@@ -24,11 +24,12 @@ fn target_of(vm: &VmInfo) -> NodeTarget {
 }
 
 /// The admin kubeconfig from the first running control plane (by name) that gives it: a
-/// stable choice, so its fingerprint changes only when the kubeconfig does.
+/// stable choice, so its fingerprint changes only when the kubeconfig does. The text is the
+/// VM's: not to be used before it is admitted.
 pub(super) async fn read_admin_kubeconfig<P: ProxmoxProvider + Clone>(
     proxmox: &P,
     vms: &[VmInfo],
-    reads: &[Command],
+    read: &Command,
 ) -> Option<(NodeTarget, String)> {
     let mut control_planes: Vec<&VmInfo> = vms
         .iter()
@@ -44,14 +45,12 @@ pub(super) async fn read_admin_kubeconfig<P: ProxmoxProvider + Clone>(
     let agent = GuestAgent::new(proxmox.clone());
     for vm in control_planes {
         let target = target_of(vm);
-        for read in reads {
-            let command = read.clone().timeout(ADMIN_READ_TIMEOUT);
-            if let Ok(output) = agent.run(&target, &command).await
-                && output.success()
-                && !output.stdout.trim().is_empty()
-            {
-                return Some((target, output.stdout));
-            }
+        let command = read.clone().timeout(ADMIN_READ_TIMEOUT);
+        if let Ok(output) = agent.run(&target, &command).await
+            && output.success()
+            && !output.stdout.trim().is_empty()
+        {
+            return Some((target, output.stdout));
         }
     }
     None
@@ -61,13 +60,12 @@ pub(super) fn is_k3s(cluster: &Cluster) -> bool {
     cluster.spec.kubernetes.distribution == Distribution::K3s
 }
 
-/// Where a cluster's admin kubeconfig is read: kubeadm's admin.conf or K3s's k3s.yaml; both,
-/// in turn, for a cluster whose file is gone.
-pub(super) fn admin_kubeconfig_reads(cluster: Option<&Cluster>) -> Vec<Command> {
-    match cluster {
-        Some(cluster) if is_k3s(cluster) => vec![k3s::read_kubeconfig()],
-        Some(_) => vec![kubeadm::read_admin_kubeconfig()],
-        None => vec![kubeadm::read_admin_kubeconfig(), k3s::read_kubeconfig()],
+/// Where a cluster's admin kubeconfig is read: kubeadm's admin.conf or K3s's k3s.yaml.
+pub(super) fn admin_kubeconfig_read(cluster: &Cluster) -> Command {
+    if is_k3s(cluster) {
+        k3s::read_kubeconfig()
+    } else {
+        kubeadm::read_admin_kubeconfig()
     }
 }
 

@@ -31,7 +31,6 @@ use futures_util::StreamExt as _;
 use jiff::Timestamp;
 
 use crate::connect::Providers;
-use crate::fingerprint;
 use crate::model::{NodeName, Role};
 use crate::observed::{
     BOOTSTRAP_MARKER, DRAIN_STARTED_ANNOTATION, DrainObserved, FluxSecret, FluxTarget, Observed,
@@ -39,13 +38,12 @@ use crate::observed::{
     ObservedTemplate, PodRef, PowerState, ProxmoxNode, Taint, VmConfig,
 };
 use crate::providers::flux::{self, KubeconfigDelivery};
-use crate::providers::k3s;
-use crate::providers::kube::{ClusterClient, NodeState, client_certificate_expiry};
+use crate::providers::kube::{AdminKubeconfig, ClusterClient, NodeState};
 use crate::providers::node_exec::NodeTarget;
 use crate::providers::proxmox::{self, ProxmoxProvider, VmInfo};
 use crate::spec::{Cluster, Desired, Endpoint, KubeVersion};
 use guest::{
-    admin_kubeconfig_reads, is_k3s, mark_guest_agents, read_admin_kubeconfig, read_built_from,
+    admin_kubeconfig_read, is_k3s, mark_guest_agents, read_admin_kubeconfig, read_built_from,
 };
 
 /// How many clusters one pass observes at the same time.
@@ -74,8 +72,8 @@ pub struct Observation {
 pub struct ClusterAccess {
     /// The Proxmox connection its VMs live on.
     pub connection: String,
-    /// The current admin kubeconfig, when a control plane gave it.
-    pub kubeconfig: Option<String>,
+    /// The current admin kubeconfig, when a control plane gave one that was admitted.
+    pub kubeconfig: Option<AdminKubeconfig>,
     /// The control plane it was read from.
     pub read_from: Option<NodeTarget>,
     /// Why its API does not answer, when capstan knows more than "it does not answer" (a K3s
@@ -89,10 +87,7 @@ impl std::fmt::Debug for ClusterAccess {
             .field("connection", &self.connection)
             .field(
                 "kubeconfig",
-                &self
-                    .kubeconfig
-                    .as_deref()
-                    .map(|k| fingerprint::secret_sha256(k.as_bytes())),
+                &self.kubeconfig.as_ref().map(AdminKubeconfig::fingerprint),
             )
             .field("read_from", &self.read_from)
             .field("api_down_because", &self.api_down_because)
@@ -338,10 +333,13 @@ impl<Pr: Providers> Observer<Pr> {
         let client = self.providers.proxmox(connection);
         let mut admin = self.admins.get(name, vms);
         let cached = admin.is_some();
+        // A removed cluster's API is not needed to delete it, and without its file there is
+        // no declared endpoint to hold a kubeconfig from its VMs to.
+        let readable = client.zip(cluster);
         if admin.is_none()
-            && let Some(client) = client
+            && let Some((client, cluster)) = readable
         {
-            admin = self.read_admin(name, cluster, client, vms).await;
+            admin = self.read_admin(name, cluster, client, vms).await?;
         }
         if let Some(found) = &admin {
             let refused = self
@@ -350,8 +348,8 @@ impl<Pr: Providers> Observer<Pr> {
             // A kept kubeconfig the server refuses was replaced on the nodes: read it again.
             if refused && cached {
                 self.admins.forget(name);
-                admin = match client {
-                    Some(client) => self.read_admin(name, cluster, client, vms).await,
+                admin = match readable {
+                    Some((client, cluster)) => self.read_admin(name, cluster, client, vms).await?,
                     None => None,
                 };
                 if let Some(fresh) = &admin {
@@ -384,26 +382,41 @@ impl<Pr: Providers> Observer<Pr> {
         Ok((observed, access))
     }
 
-    /// Reads the admin kubeconfig from a control plane through its guest agent and keeps it.
+    /// Reads the admin kubeconfig from a control plane through its guest agent, admits it
+    /// and keeps it. `Ok(None)` when no control plane gave one; a refused one fails the
+    /// cluster's observation with why: nothing is planned on a cluster whose VM offered a
+    /// hostile kubeconfig until an operator looks.
     async fn read_admin(
         &self,
         name: &str,
-        cluster: Option<&Cluster>,
+        cluster: &Cluster,
         client: &Pr::Proxmox,
         vms: &[VmInfo],
-    ) -> Option<admin::CachedAdmin> {
-        let (read_from, kubeconfig) =
-            read_admin_kubeconfig(client, vms, &admin_kubeconfig_reads(cluster)).await?;
-        let kubeconfig = match cluster {
-            Some(cluster) if is_k3s(cluster) => k3s::admin_kubeconfig(&kubeconfig, &cluster.spec),
-            _ => kubeconfig,
+    ) -> Result<Option<admin::CachedAdmin>, String> {
+        let read = admin_kubeconfig_read(cluster);
+        let Some((read_from, text)) = read_admin_kubeconfig(client, vms, &read).await else {
+            return Ok(None);
         };
+        let kubeconfig = self
+            .providers
+            .admit_kubeconfig(name, &cluster.spec, &text)
+            .await
+            .map_err(|err| {
+                let message = format!(
+                    "the admin kubeconfig read from {} (VM {}) is refused: {}",
+                    read_from.name,
+                    read_from.vmid,
+                    crate::status::error_chain(&err)
+                );
+                tracing::warn!(cluster = name, vm = %read_from.vmid, reason = %message, "admin kubeconfig refused");
+                message
+            })?;
         let admin = admin::CachedAdmin {
             kubeconfig,
             read_from,
         };
         self.admins.put(name, admin.clone());
-        Some(admin)
+        Ok(Some(admin))
     }
 
     /// Nodes, version, endpoint and certificate facts through the cluster's API. Returns
@@ -412,7 +425,7 @@ impl<Pr: Providers> Observer<Pr> {
         &self,
         name: &str,
         cluster: Option<&Cluster>,
-        kubeconfig: &str,
+        kubeconfig: &AdminKubeconfig,
         observed: &mut ObservedCluster,
         now: Timestamp,
     ) -> bool {
@@ -459,14 +472,8 @@ impl<Pr: Providers> Observer<Pr> {
                 }
             },
         };
-        control_plane.certificates_expire = match &session {
-            Some(session) => session.expiry,
-            None => client_certificate_expiry(kubeconfig).ok().flatten(),
-        };
-        control_plane.admin_kubeconfig = Some(match &session {
-            Some(session) => session.fingerprint.clone(),
-            None => fingerprint::secret_sha256(kubeconfig.as_bytes()),
-        });
+        control_plane.certificates_expire = kubeconfig.client_certificate_expiry();
+        control_plane.admin_kubeconfig = Some(kubeconfig.fingerprint().to_owned());
         let nodes = match &session {
             Some(session) => match session.client.nodes().await {
                 Ok(nodes) => Some(nodes),

@@ -1,6 +1,6 @@
 //! One client per cluster, kept between passes while its admin kubeconfig stays the same: a
-//! converged pass then reuses its TLS connection instead of building a client, parsing the
-//! kubeconfig and its certificate, and handshaking anew for every cluster. What a pass parses
+//! converged pass then reuses its TLS connection instead of building a client and handshaking
+//! anew for every cluster. What a pass parses
 //! from the cluster (kubeadm's `ClusterConfiguration`) is kept too, parsed again only when its
 //! text changes.
 
@@ -8,33 +8,24 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use jiff::Timestamp;
-
-use crate::fingerprint;
-use crate::providers::kube::client_certificate_expiry;
+use crate::providers::kube::AdminKubeconfig;
 use crate::spec::KubeVersion;
 
 /// A connected client of one cluster and what was derived from its kubeconfig.
 pub(super) struct Session<C> {
-    kubeconfig: String,
+    kubeconfig: AdminKubeconfig,
     /// The client, with its pooled connection.
     pub client: C,
-    /// When the kubeconfig's client certificate expires.
-    pub expiry: Option<Timestamp>,
-    /// The kubeconfig's fingerprint (never the kubeconfig).
-    pub fingerprint: String,
     /// The last `ClusterConfiguration` text and what it says.
     configuration: Mutex<Option<(String, Option<ClusterConfiguration>)>>,
 }
 
 impl<C> Session<C> {
     /// A session over a client just built from `kubeconfig`.
-    pub fn new(kubeconfig: &str, client: C) -> Self {
+    pub fn new(kubeconfig: &AdminKubeconfig, client: C) -> Self {
         Session {
-            kubeconfig: kubeconfig.to_owned(),
+            kubeconfig: kubeconfig.clone(),
             client,
-            expiry: client_certificate_expiry(kubeconfig).ok().flatten(),
-            fingerprint: fingerprint::secret_sha256(kubeconfig.as_bytes()),
             configuration: Mutex::new(None),
         }
     }
@@ -71,10 +62,10 @@ impl<C> Default for Sessions<C> {
 
 impl<C> Sessions<C> {
     /// The session of `cluster`, if it was made from this very kubeconfig.
-    pub fn get(&self, cluster: &str, kubeconfig: &str) -> Option<Arc<Session<C>>> {
+    pub fn get(&self, cluster: &str, kubeconfig: &AdminKubeconfig) -> Option<Arc<Session<C>>> {
         self.lock()
             .get(cluster)
-            .filter(|session| session.kubeconfig == kubeconfig)
+            .filter(|session| session.kubeconfig == *kubeconfig)
             .cloned()
     }
 

@@ -1,5 +1,7 @@
 //! Delivery of a cluster's kubeconfig to FluxCD: a Secret on the management cluster (key
-//! `value`, what Flux's `spec.kubeConfig.secretRef` and Cluster API read), labelled
+//! `value`, what Flux's `spec.kubeConfig.secretRef` and Cluster API read), holding the
+//! admitted admin kubeconfig as capstan renders it from its parts ([`AdminKubeconfig::render`]:
+//! server, CA, client certificate and key, nothing a VM added), labelled
 //! `reconcile.fluxcd.io/watch: Enabled` so Flux reconciles as soon as it changes, and
 //! annotated with the cluster, the Git revision, the client certificate's expiry and the
 //! content's fingerprint.
@@ -21,7 +23,7 @@ use tracing::{debug, info};
 
 use crate::fingerprint;
 use crate::providers::kube::{
-    ClusterClient, ClusterError, KubeClusterClient, SecretRecord, client_certificate_expiry,
+    AdminKubeconfig, ClusterClient, ClusterError, KubeClusterClient, SecretRecord,
 };
 use crate::spec::FluxDelivery;
 
@@ -130,15 +132,6 @@ pub enum FluxError {
         #[source]
         source: ClusterError,
     },
-    /// The new kubeconfig's client certificate cannot be read.
-    #[error("cannot read the client certificate of cluster {cluster}'s kubeconfig")]
-    ClientCertificate {
-        /// Cluster.
-        cluster: String,
-        /// Why.
-        #[source]
-        source: ClusterError,
-    },
     /// The new kubeconfig does not authenticate against its cluster; the Secret was left as
     /// it was.
     #[error(
@@ -174,7 +167,7 @@ impl FluxError {
             | FluxError::DeleteSecret { source, .. }
             | FluxError::NotAuthenticated { source, .. }
             | FluxError::ListSecrets(source) => source.is_transient(),
-            FluxError::ClientCertificate { .. } | FluxError::NotOwned { .. } => false,
+            FluxError::NotOwned { .. } => false,
         }
     }
 }
@@ -193,7 +186,7 @@ pub trait KubeconfigDelivery: Send + Sync {
     fn deliver(
         &self,
         target: &FluxTarget,
-        kubeconfig: &str,
+        kubeconfig: &AdminKubeconfig,
         revision: &str,
     ) -> impl Future<Output = Result<DeliveryOutcome, FluxError>> + Send;
 
@@ -217,7 +210,7 @@ impl<T: KubeconfigDelivery> KubeconfigDelivery for Arc<T> {
     fn deliver(
         &self,
         target: &FluxTarget,
-        kubeconfig: &str,
+        kubeconfig: &AdminKubeconfig,
         revision: &str,
     ) -> impl Future<Output = Result<DeliveryOutcome, FluxError>> + Send {
         (**self).deliver(target, kubeconfig, revision)
@@ -297,9 +290,8 @@ fn not_owned(target: &FluxTarget) -> FluxError {
 }
 
 /// Proves a kubeconfig authenticates against the cluster it names; returns the user name.
-async fn prove(kubeconfig: &str) -> Result<String, ClusterError> {
-    KubeClusterClient::connect(kubeconfig)
-        .await?
+async fn prove(kubeconfig: &AdminKubeconfig) -> Result<String, ClusterError> {
+    KubeClusterClient::for_admin(kubeconfig)?
         .authenticated_user()
         .await
 }
@@ -309,10 +301,10 @@ impl<C: ClusterClient> KubeconfigDelivery for FluxDeliverer<C> {
     async fn deliver(
         &self,
         target: &FluxTarget,
-        kubeconfig: &str,
+        kubeconfig: &AdminKubeconfig,
         revision: &str,
     ) -> Result<DeliveryOutcome, FluxError> {
-        let fingerprint = fingerprint::secret_sha256(kubeconfig.as_bytes());
+        let fingerprint = kubeconfig.fingerprint().to_owned();
         let existing = self.read(target).await?;
         if let Some(existing) = &existing {
             if !is_managed(existing) {
@@ -327,12 +319,7 @@ impl<C: ClusterClient> KubeconfigDelivery for FluxDeliverer<C> {
                 return Ok(DeliveryOutcome::Unchanged);
             }
         }
-        let expiry = client_certificate_expiry(kubeconfig).map_err(|source| {
-            FluxError::ClientCertificate {
-                cluster: target.cluster.clone(),
-                source,
-            }
-        })?;
+        let expiry = kubeconfig.client_certificate_expiry();
         let user = prove(kubeconfig)
             .await
             .map_err(|source| FluxError::NotAuthenticated {
@@ -342,7 +329,7 @@ impl<C: ClusterClient> KubeconfigDelivery for FluxDeliverer<C> {
             })?;
         debug!(cluster = %target.cluster, %user, "new kubeconfig authenticates");
         let mut record = existing.clone().unwrap_or_default();
-        record.data = BTreeMap::from([(VALUE_KEY.to_owned(), kubeconfig.as_bytes().to_vec())]);
+        record.data = BTreeMap::from([(VALUE_KEY.to_owned(), kubeconfig.render().into_bytes())]);
         record
             .labels
             .insert(WATCH_LABEL.to_owned(), WATCH_ENABLED.to_owned());

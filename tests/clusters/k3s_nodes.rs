@@ -16,7 +16,7 @@ use capstan::model::NodeName;
 use capstan::providers::cluster_secrets::k3s_secrets;
 use capstan::providers::datastore::{AdminAccess, generate_secret};
 use capstan::providers::k3s::{self, ServerJoin};
-use capstan::providers::kube::KubeClusterClient;
+use capstan::providers::kube::{AdminKubeconfig, ApiEndpoint, KubeClusterClient};
 use capstan::providers::kubeadm::Kubeadm;
 use capstan::providers::node_exec::{Command, ExecError, NodeExec, NodeTarget, Output};
 use capstan::spec::{DatastoreChoice, DatastoreServer, SecretSource};
@@ -235,8 +235,13 @@ async fn capstans_k3s_steps_build_the_seed_cluster_on_a_provisioned_mariadb() {
         .await
         .expect("k3s.yaml")
         .stdout;
-    let delivered = k3s::kubeconfig_for_endpoint(&kubeconfig, &spec);
-    assert!(delivered.contains(&format!("server: https://{ENDPOINT_HOST}:6443")));
+    // What capstan admits of it: the lab's address for the endpoint, verified for its name.
+    let served_at = lab.kube.api_address(ENDPOINT_HOST, 6443).expect("served");
+    let endpoint = ApiEndpoint::declared(ENDPOINT_HOST, 6443)
+        .or_node_loopback()
+        .served_at(served_at);
+    let admitted = AdminKubeconfig::reduce(&kubeconfig, &endpoint).expect("admitted");
+    assert_eq!(admitted.tls_server_name(), Some(ENDPOINT_HOST));
     let kubectl = Kubectl::with_kubeconfig(&kubeconfig);
     let listed = eventually("five Ready nodes", || async {
         let out = kubectl.run(&["get", "nodes", "--no-headers"]).await;

@@ -105,6 +105,7 @@ async fn the_example_clusters_come_up_from_nothing_and_flux_gets_working_kubecon
         &fleet,
         &world.lab.lab_file(),
         &world.lab.management_kubeconfig(),
+        world.lab.api_addresses(),
     )
     .await
     .expect("connections");

@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use crate::lifecycle_support::{World, cluster_yaml, fleet_yaml, ready};
-use capstan::connect::{Connections, Providers};
+use capstan::connect::{AdmitError, Connections, Providers};
 use capstan::plan::ActionKind;
-use capstan::providers::kube::ClusterError;
+use capstan::providers::kube::{AdminKubeconfig, ClusterError};
 use capstan::providers::proxmox::{
     CloneRequest, CommandOutput, ExpectedVm, Inventory, ProxmoxClient, ProxmoxError,
     ProxmoxProvider, ResizeOutcome, VmRef, VmSettings,
@@ -254,9 +254,18 @@ impl Providers for PanickingProviders {
         self.inner.kine_dsn(cluster, source)
     }
 
+    fn admit_kubeconfig(
+        &self,
+        cluster: &str,
+        spec: &capstan::spec::ClusterSpec,
+        read: &str,
+    ) -> impl Future<Output = Result<AdminKubeconfig, AdmitError>> + Send {
+        self.inner.admit_kubeconfig(cluster, spec, read)
+    }
+
     fn connect_cluster(
         &self,
-        kubeconfig: &str,
+        kubeconfig: &AdminKubeconfig,
     ) -> impl Future<Output = Result<Self::Cluster, ClusterError>> + Send {
         self.inner.connect_cluster(kubeconfig)
     }

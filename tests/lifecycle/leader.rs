@@ -39,6 +39,9 @@ impl Replica {
         let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
             .args(["run", "--repo"])
             .arg(world.repo.path())
+            // The lab serves each cluster's endpoint on a loopback port of its own.
+            .arg("--lab-addresses")
+            .arg(world.state.path())
             .args([
                 "--http",
                 &format!("127.0.0.1:{port}"),

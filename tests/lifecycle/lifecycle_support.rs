@@ -177,6 +177,7 @@ impl World {
             &fleet,
             &self.lab.lab_file(),
             &self.lab.management_kubeconfig(),
+            self.lab.api_addresses(),
         )
         .await
         .expect("lab connections")
@@ -232,6 +233,7 @@ impl World {
             &desired.fleet,
             &self.lab.lab_file(),
             &self.lab.management_kubeconfig(),
+            self.lab.api_addresses(),
         )
         .await
         .expect("lab connections");
@@ -407,6 +409,20 @@ approvedMinors: [\"1.36\"]
     /// when kubectl fails.
     pub fn kubectl(&self, cluster: &str, args: &[&str]) -> String {
         kubectl_with(&self.kubeconfig(cluster), args)
+    }
+
+    /// The fingerprint capstan shows for `cluster`'s current admin kubeconfig (a cluster of
+    /// [`cluster_yaml`], endpoint `k8s-<name>.lab.example:6443`): that of the form capstan
+    /// admits and rebuilds, not of the file on the node.
+    pub fn admin_fingerprint(&self, cluster: &str) -> String {
+        use capstan::providers::kube::{AdminKubeconfig, ApiEndpoint};
+        let sim = self.lab.kube().cluster(cluster).expect("cluster");
+        let endpoint = ApiEndpoint::declared(&format!("k8s-{cluster}.lab.example"), 6443)
+            .served_at(sim.local_addr());
+        AdminKubeconfig::reduce(&sim.admin_kubeconfig(), &endpoint)
+            .expect("admitted")
+            .fingerprint()
+            .to_owned()
     }
 
     /// The Flux Secret's `value` for a cluster (the delivered kubeconfig), decoded.

@@ -18,6 +18,7 @@ mod deploy;
 mod drain;
 mod failures;
 mod k3s;
+mod kubeconfig_trust;
 mod leader;
 mod observe_cost;
 mod preview_live;

@@ -88,15 +88,7 @@ async fn a_converged_pass_calls_no_guest_agent_and_a_refused_kubeconfig_is_read_
         )
         .await;
     assert_eq!(renewed.exit_code, 0, "{renewed:?}");
-    let rotated = capstan::fingerprint::secret_sha256(
-        world
-            .lab
-            .kube()
-            .cluster(CLUSTER)
-            .expect("cluster")
-            .admin_kubeconfig()
-            .as_bytes(),
-    );
+    let rotated = world.admin_fingerprint(CLUSTER);
     assert_ne!(rotated, kept);
     world.lab.proxmox().reset_calls();
     world.wait_passes(2).await;

@@ -28,6 +28,10 @@ async fn run_uses_the_connections_of_capstan_yaml_and_stops_on_sigterm() {
     let mut daemon = Command::new(env!("CARGO_BIN_EXE_capstan"))
         .args(["run", "--repo"])
         .arg(world.repo.path())
+        // The lab serves each cluster's endpoint on a loopback port of its own; capstan.yaml
+        // cannot say so (a repository never chooses where capstan connects), the operator can.
+        .arg("--lab-addresses")
+        .arg(world.state.path())
         .args([
             "--http",
             &format!("127.0.0.1:{port}"),

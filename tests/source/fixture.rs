@@ -226,6 +226,7 @@ pub async fn lab_at_tip(config: capstan_lab::world::LabConfig, source: &mut GitS
         &fleet,
         &lab.lab_file(),
         &lab.management_kubeconfig(),
+        lab.api_addresses(),
     )
     .await
     .expect("lab connections");

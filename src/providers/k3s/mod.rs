@@ -170,41 +170,6 @@ pub fn read_kubeconfig() -> Command {
     Command::new(&["cat", KUBECONFIG]).sensitive()
 }
 
-/// The admin kubeconfig with its `server:` moved to the endpoint, what Flux receives (K3s
-/// writes the node's loopback there).
-pub fn kubeconfig_for_endpoint(kubeconfig: &str, spec: &ClusterSpec) -> String {
-    let server = format!("https://{}:{}", spec.endpoint.host, spec.endpoint.port);
-    let mut text: String = kubeconfig
-        .lines()
-        .map(|line| {
-            let trimmed = line.trim_start();
-            if trimmed.starts_with("server: ") {
-                let indent = &line[..line.len() - trimmed.len()];
-                format!("{indent}server: {server}\n")
-            } else {
-                format!("{line}\n")
-            }
-        })
-        .collect();
-    if !kubeconfig.ends_with('\n') {
-        text.pop();
-    }
-    text
-}
-
-/// The admin kubeconfig capstan acts and delivers with, from the `k3s.yaml` a server wrote:
-/// K3s writes its own loopback at its listen port (`https://127.0.0.1:6443`), which works only
-/// on the node, so that one is moved to the endpoint; any other server (a lab's simulated API
-/// server on its own loopback port, as the lab's admin.conf carries for kubeadm) is kept.
-pub fn admin_kubeconfig(read: &str, spec: &ClusterSpec) -> String {
-    let own_loopback = format!("server: https://127.0.0.1:{}", spec.endpoint.port);
-    if read.lines().any(|line| line.trim() == own_loopback) {
-        kubeconfig_for_endpoint(read, spec)
-    } else {
-        read.to_owned()
-    }
-}
-
 fn kube_vip(spec: &ClusterSpec) -> String {
     [
         ("ENDPOINT_ADDRESS", spec.endpoint.address.to_string()),

@@ -105,29 +105,3 @@ fn an_agent_joins_the_endpoint_with_the_token() {
         "agents never see the datastore"
     );
 }
-
-#[test]
-fn the_kubeconfig_flux_gets_points_at_the_endpoint() {
-    let spec = edge_spec();
-    let k3s = "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: Q0E=\n    server: https://127.0.0.1:6443\n  name: default\n";
-    let moved = kubeconfig_for_endpoint(k3s, &spec);
-    assert_eq!(
-        moved,
-        k3s.replace(
-            "https://127.0.0.1:6443",
-            "https://k8s-prod.lab.example:6443"
-        )
-    );
-}
-
-#[test]
-fn only_k3s_own_loopback_is_moved_to_the_endpoint() {
-    let spec = edge_spec();
-    let k3s = "clusters:\n- cluster:\n    server: https://127.0.0.1:6443\n";
-    assert_eq!(
-        admin_kubeconfig(k3s, &spec),
-        "clusters:\n- cluster:\n    server: https://k8s-prod.lab.example:6443\n"
-    );
-    let elsewhere = "clusters:\n- cluster:\n    server: https://127.0.0.1:40123\n";
-    assert_eq!(admin_kubeconfig(elsewhere, &spec), elsewhere);
-}

@@ -77,6 +77,17 @@ pub trait Providers: Send + Sync + 'static {
         read: &str,
     ) -> impl Future<Output = Result<AdminKubeconfig, AdmitError>> + Send;
 
+    /// Forgets the CA pinned for `cluster`, deleted; `management` is the management cluster
+    /// its Flux Secret was on, if it had one (where its pin was kept).
+    ///
+    /// # Errors
+    /// [`PinError`] when the record cannot be deleted.
+    fn forget_ca(
+        &self,
+        cluster: &str,
+        management: Option<&str>,
+    ) -> impl Future<Output = Result<(), PinError>> + Send;
+
     /// A client of the cluster an admitted admin kubeconfig points at.
     fn connect_cluster(
         &self,
@@ -327,10 +338,9 @@ impl Connections {
         }
     }
 
-    /// Where `spec`'s CA is pinned: its Flux management cluster, else the fleet's first one,
-    /// else memory.
-    fn pin_store(&self, spec: &ClusterSpec) -> PinStore<'_, KubeClusterClient> {
-        let preferred = spec.delivery.flux.as_ref().map(|f| f.cluster.as_str());
+    /// Where a cluster's CA is pinned: the management cluster it delivers to (`preferred`),
+    /// else the fleet's first one, else memory.
+    fn pin_store(&self, preferred: Option<&str>) -> PinStore<'_, KubeClusterClient> {
         preferred
             .and_then(|name| self.management.get_key_value(name))
             .or_else(|| self.management.iter().next())
@@ -434,10 +444,15 @@ impl Providers for Connections {
         read: &str,
     ) -> Result<AdminKubeconfig, AdmitError> {
         let admin = AdminKubeconfig::reduce(read, &self.api_endpoint(spec))?;
+        let delivers_to = spec.delivery.flux.as_ref().map(|f| f.cluster.as_str());
         self.pins
-            .check(self.pin_store(spec), cluster, &admin)
+            .check(self.pin_store(delivers_to), cluster, &admin)
             .await?;
         Ok(admin)
+    }
+
+    async fn forget_ca(&self, cluster: &str, management: Option<&str>) -> Result<(), PinError> {
+        self.pins.forget(self.pin_store(management), cluster).await
     }
 
     fn connect_cluster(

@@ -470,6 +470,11 @@ impl<Pr: Providers> Executor<Pr> {
                 .await
                 .map_err(|err| ExecuteError::Flux(Box::new(err)))?;
         }
+        // Last: a new cluster of this name will have a CA of its own.
+        self.providers
+            .forget_ca(ctx.cluster, flux.map(|f| f.cluster.as_str()))
+            .await
+            .map_err(|source| ExecuteError::ForgetCa(Box::new(source)))?;
         Ok(format!(
             "cluster deleted: {} VM(s) destroyed{}",
             machines.len(),

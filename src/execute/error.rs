@@ -66,6 +66,9 @@ pub enum ExecuteError {
         #[source]
         source: Box<crate::connect::AdmitError>,
     },
+    /// A deleted cluster's pinned CA could not be forgotten.
+    #[error("{}: forget the pinned CA", ActionKind::DeleteCluster)]
+    ForgetCa(#[source] Box<crate::providers::ca_pins::PinError>),
     /// No healthy control plane to act through.
     #[error("{action}: no Ready control plane other than {excluding} to act through")]
     NoControlPlane {
@@ -140,6 +143,7 @@ impl ExecuteError {
             ExecuteError::Cluster { source, .. } => source.is_transient(),
             ExecuteError::Flux(source) => source.is_transient(),
             ExecuteError::KubeconfigRefused { source, .. } => source.is_transient(),
+            ExecuteError::ForgetCa(source) => source.is_transient(),
             ExecuteError::Datastore { source, .. } => source.is_transient(),
             ExecuteError::Secrets { source, .. } => !matches!(
                 **source,

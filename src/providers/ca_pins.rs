@@ -19,6 +19,8 @@
 //!   first (the loser's create is a 409 and it reads the winner's).
 //! - The record is read at every check, so deleting it takes effect without a restart, on
 //!   every replica.
+//! - Deleting a cluster forgets its pin ([`CaPins::forget`]), so a new cluster of the same
+//!   name is not refused for having a CA of its own.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -160,6 +162,40 @@ impl CaPins {
                 offered: offered.to_owned(),
                 accept,
             });
+        }
+        Ok(())
+    }
+
+    /// Forgets the CA pinned for `cluster` in `store` (the cluster was deleted: a new cluster
+    /// of that name has a CA of its own). Forgetting what is not pinned succeeds.
+    ///
+    /// # Errors
+    /// [`PinError::Management`] when the record cannot be deleted.
+    pub async fn forget<C: ClusterClient>(
+        &self,
+        store: PinStore<'_, C>,
+        cluster: &str,
+    ) -> Result<(), PinError> {
+        match store {
+            PinStore::Memory => {
+                self.lock().remove(cluster);
+            }
+            PinStore::Management(name, management) => {
+                let record = record_name(cluster);
+                let deleted =
+                    management
+                        .delete_secret(NAMESPACE, &record)
+                        .await
+                        .map_err(|source| PinError::Management {
+                            cluster: cluster.to_owned(),
+                            name: record.clone(),
+                            management: name.to_owned(),
+                            source: Box::new(source),
+                        })?;
+                if deleted {
+                    tracing::info!(cluster, record = %format!("{NAMESPACE}/{record}"), management = name, "forgot the deleted cluster's pinned CA");
+                }
+            }
         }
         Ok(())
     }

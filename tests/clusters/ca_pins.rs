@@ -167,3 +167,29 @@ async fn without_a_management_cluster_pins_last_as_long_as_the_daemon() {
         .expect_err("another CA");
     assert!(err.to_string().contains("restart capstan"), "{err}");
 }
+
+#[tokio::test]
+async fn a_deleted_clusters_pin_is_forgotten_so_a_new_cluster_of_its_name_pins_its_own() {
+    let lab = lab(&drain_world(false)).await;
+    let prod = lab.cluster("prod").expect("prod");
+    let old = admitted(&prod, &prod);
+    let new = admitted(&lab.management().expect("management"), &prod);
+    let management = management(&lab).await;
+    let store = PinStore::Management("management", &management);
+    let pins = CaPins::default();
+    pins.check(store, "prod", &old).await.expect("pinned");
+    pins.forget(store, "prod").await.expect("forgotten");
+    assert!(
+        management
+            .secret(NAMESPACE, &record_name("prod"))
+            .await
+            .expect("read")
+            .is_none()
+    );
+    pins.forget(store, "prod")
+        .await
+        .expect("forgetting twice succeeds");
+    pins.check(store, "prod", &new)
+        .await
+        .expect("the new cluster's CA is pinned");
+}

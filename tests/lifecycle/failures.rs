@@ -263,6 +263,14 @@ impl Providers for PanickingProviders {
         self.inner.admit_kubeconfig(cluster, spec, read)
     }
 
+    fn forget_ca(
+        &self,
+        cluster: &str,
+        management: Option<&str>,
+    ) -> impl Future<Output = Result<(), capstan::providers::ca_pins::PinError>> + Send {
+        self.inner.forget_ca(cluster, management)
+    }
+
     fn connect_cluster(
         &self,
         kubeconfig: &AdminKubeconfig,

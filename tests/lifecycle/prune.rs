@@ -1,7 +1,7 @@
 //! A cluster whose file is removed: with `prune` off it is reported and kept as it is; with
 //! `prune` on its VMs are destroyed and its Flux Secret withdrawn, and the other clusters are
 //! left alone. A Secret left by an interrupted deletion (its VMs already gone) is withdrawn
-//! too.
+//! too. A deleted cluster's pinned CA goes with it: a new cluster of that name has its own.
 
 use crate::lifecycle_support::{World, cluster_yaml, fleet_yaml, ready};
 
@@ -27,6 +27,7 @@ async fn a_removed_cluster_is_deleted_only_with_prune_on() {
     assert_eq!(gone_vms.len(), 3);
     assert!(world.flux_kubeconfig(GONE).is_some());
     let stays_kubeconfig = world.flux_kubeconfig(STAYS).expect("delivered");
+    assert!(ca_pinned(&world, GONE) && ca_pinned(&world, STAYS));
 
     // What a deletion interrupted after its last VM leaves: only the Flux Secret of a cluster
     // whose file is gone (in a namespace and under a name only that file knew).
@@ -124,5 +125,22 @@ async fn a_removed_cluster_is_deleted_only_with_prune_on() {
         "{STAYS} keeps its kubeconfig"
     );
     assert_eq!(status.clusters.keys().collect::<Vec<_>>(), [STAYS]);
+    assert!(!ca_pinned(&world, GONE), "{GONE}'s pinned CA forgotten");
+    assert!(ca_pinned(&world, STAYS), "{STAYS} keeps its pinned CA");
     world.kill_daemon().await;
+}
+
+/// Whether the management cluster holds `cluster`'s pinned CA.
+fn ca_pinned(world: &World, cluster: &str) -> bool {
+    world
+        .lab
+        .kube()
+        .management()
+        .expect("management")
+        .object(
+            "secrets",
+            Some("capstan-system"),
+            &capstan::providers::ca_pins::record_name(cluster),
+        )
+        .is_some()
 }

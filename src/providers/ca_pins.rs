@@ -18,7 +18,8 @@
 //! - A record is written once: two replicas racing to create it both end with the one written
 //!   first (the loser's create is a 409 and it reads the winner's).
 //! - The record is read at every check, so deleting it takes effect without a restart, on
-//!   every replica.
+//!   every replica. While the management cluster does not answer, the pin this daemon read
+//!   last stands in: the same CA is still accepted, no other.
 //! - Deleting a cluster forgets its pin ([`CaPins::forget`]), so a new cluster of the same
 //!   name is not refused for having a CA of its own.
 
@@ -114,13 +115,14 @@ impl PinError {
     }
 }
 
-/// The pins of a fleet without a management cluster, by cluster: the CA fingerprint. With a
-/// management cluster the record there is read at every check (checks are rare: a kubeconfig
-/// is admitted when it is read from a VM, not on every pass), so a record an operator deleted
-/// or another replica wrote is seen at once.
+/// The pins as last read, by cluster: the CA fingerprint. With a management cluster the
+/// record there is the truth and is read at every check (checks are rare: a kubeconfig is
+/// admitted when it is read from a VM, not on every pass), so a record an operator deleted or
+/// another replica wrote is seen at once; what was last read stands in only while the
+/// management cluster does not answer. Without one, this is where the pins live.
 #[derive(Debug, Default)]
 pub struct CaPins {
-    in_memory: Mutex<BTreeMap<String, String>>,
+    last_read: Mutex<BTreeMap<String, String>>,
 }
 
 impl CaPins {
@@ -128,7 +130,8 @@ impl CaPins {
     /// is.
     ///
     /// # Errors
-    /// [`PinError`]: another CA is pinned, or the management cluster cannot tell.
+    /// [`PinError`]: another CA is pinned, or the management cluster cannot tell (and this
+    /// daemon has not read the pin before).
     pub async fn check<C: ClusterClient>(
         &self,
         store: PinStore<'_, C>,
@@ -137,24 +140,37 @@ impl CaPins {
     ) -> Result<(), PinError> {
         let offered = admin.ca_fingerprint();
         let (pinned, accept) = match store {
-            PinStore::Management(name, management) => (
-                recorded(name, management, cluster, admin).await?,
-                format!(
+            PinStore::Management(name, management) => {
+                let pinned = match recorded(name, management, cluster, admin).await {
+                    Ok(pinned) => pinned,
+                    Err(err @ PinError::Management { .. }) => {
+                        let last = self.lock().get(cluster).cloned();
+                        if last.as_deref() != Some(offered) {
+                            return Err(err);
+                        }
+                        tracing::warn!(cluster, error = %crate::status::error_chain(&err), "the management cluster does not answer: the CA pinned when it last did is used");
+                        offered.to_owned()
+                    }
+                    Err(err) => return Err(err),
+                };
+                let accept = format!(
                     "delete Secret {NAMESPACE}/{} on management cluster `{name}` and capstan pins the CA it sees next",
                     record_name(cluster)
-                ),
-            ),
+                );
+                (pinned, accept)
+            }
             PinStore::Memory => (
                 self.lock()
-                    .entry(cluster.to_owned())
-                    .or_insert_with(|| {
+                    .get(cluster)
+                    .cloned()
+                    .unwrap_or_else(|| {
                         tracing::info!(cluster, ca = %offered, "pinned the cluster's CA in memory");
                         offered.to_owned()
-                    })
-                    .clone(),
+                    }),
                 "restart capstan (the fleet has no management cluster: pins last as long as the daemon)".to_owned(),
             ),
         };
+        self.lock().insert(cluster.to_owned(), pinned.clone());
         if pinned != offered {
             return Err(PinError::Changed {
                 cluster: cluster.to_owned(),
@@ -176,10 +192,9 @@ impl CaPins {
         store: PinStore<'_, C>,
         cluster: &str,
     ) -> Result<(), PinError> {
+        self.lock().remove(cluster);
         match store {
-            PinStore::Memory => {
-                self.lock().remove(cluster);
-            }
+            PinStore::Memory => {}
             PinStore::Management(name, management) => {
                 let record = record_name(cluster);
                 let deleted =
@@ -201,7 +216,7 @@ impl CaPins {
     }
 
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, String>> {
-        self.in_memory
+        self.last_read
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }

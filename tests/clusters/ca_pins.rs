@@ -193,3 +193,36 @@ async fn a_deleted_clusters_pin_is_forgotten_so_a_new_cluster_of_its_name_pins_i
         .await
         .expect("the new cluster's CA is pinned");
 }
+
+#[tokio::test]
+async fn while_the_management_cluster_does_not_answer_only_the_ca_read_last_is_accepted() {
+    let lab = lab(&drain_world(false)).await;
+    let prod = lab.cluster("prod").expect("prod");
+    let genuine = admitted(&prod, &prod);
+    let forged = admitted(&lab.management().expect("management"), &prod);
+    let management = management(&lab).await;
+    // The same management cluster refusing capstan (401), as with expired credentials.
+    let refusing =
+        KubeClusterClient::connect(&lab.management().expect("management").anonymous_kubeconfig())
+            .await
+            .expect("client");
+    let answering = PinStore::Management("management", &management);
+    let down = PinStore::Management("management", &refusing);
+    let pins = CaPins::default();
+    pins.check(answering, "prod", &genuine)
+        .await
+        .expect("pinned");
+    pins.check(down, "prod", &genuine)
+        .await
+        .expect("the CA read last still passes");
+    let err = pins
+        .check(down, "prod", &forged)
+        .await
+        .expect_err("no other");
+    assert!(matches!(err, PinError::Management { .. }), "{err}");
+    let err = CaPins::default()
+        .check(down, "prod", &genuine)
+        .await
+        .expect_err("a daemon that never read the pin cannot tell");
+    assert!(matches!(err, PinError::Management { .. }), "{err}");
+}

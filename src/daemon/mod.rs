@@ -716,8 +716,12 @@ impl<Pr: Providers> Daemon<Pr> {
             status.clusters.insert(cluster.name.clone(), entry);
         }
         // A cluster whose file has errors is not planned, but it is still declared: it keeps
-        // its place in the status, Blocked on its file.
-        for (name, path) in &desired.invalid {
+        // its place in the status, Blocked on its file. A file whose name is no DNS-1123 label
+        // declares no cluster: its errors are in `repository_errors`, under its path.
+        for (path, declared) in &desired.invalid {
+            let Some(name) = declared else {
+                continue;
+            };
             if status.clusters.contains_key(name) {
                 continue;
             }

@@ -116,6 +116,14 @@ pub enum StatusBranchError {
         #[source]
         source: GitFailure,
     },
+    /// A file would be written outside `README.md` and `clusters/<DNS-1123 label>.yaml`.
+    #[error(
+        "refused to commit the status: {path:?} is not README.md or clusters/<DNS-1123 label>.yaml (a bug put it there; nothing was committed)"
+    )]
+    UnsafePath {
+        /// The path (shown escaped).
+        path: String,
+    },
     /// The content would hold a secret: nothing was committed.
     #[error("refused to commit the status: {leak} (a bug put it there; nothing was committed)")]
     Secret {

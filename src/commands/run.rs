@@ -206,6 +206,7 @@ pub fn run(args: &RunArgs, env: fn(&str) -> Option<String>) -> Result<Outcome, R
         Some(origin) => Some(Secret::resolve(origin.clone(), &env, &redactor)?),
         None => None,
     };
+    let listeners = args.daemon.listeners(&env, &redactor)?;
     let source = DaemonSource {
         tracker,
         webhooks,
@@ -238,7 +239,7 @@ pub fn run(args: &RunArgs, env: fn(&str) -> Option<String>) -> Result<Outcome, R
                 options,
                 connections,
                 clock,
-                args.daemon.http,
+                listeners,
                 source,
                 election,
                 stop_signal(),
@@ -265,7 +266,7 @@ pub fn run(args: &RunArgs, env: fn(&str) -> Option<String>) -> Result<Outcome, R
                 options,
                 connections,
                 Arc::new(SystemClock),
-                args.daemon.http,
+                listeners,
                 source,
                 election,
                 stop_signal(),
@@ -637,7 +638,7 @@ async fn serve_daemon(
     options: DaemonOptions,
     connections: Connections,
     clock: Arc<dyn Clock>,
-    http_addr: Option<std::net::SocketAddr>,
+    listeners: http::Listeners,
     source: DaemonSource,
     election: Option<Election>,
     stop: impl std::future::Future<Output = ()>,
@@ -663,22 +664,32 @@ async fn serve_daemon(
             leader::elect(election.lease, &election.leadership, election.timings, stop).await;
         }));
     }
-    let mut hooks = axum::Router::new();
+    let mut hooks = None;
     if let Some(tracker) = source.tracker {
         let metrics = tracker.metrics();
         daemon = daemon.with_tracker(tracker);
         if let Some(secret) = source.webhooks {
-            let webhooks = Webhooks::new(secret, source.branch, daemon.poll_trigger(), metrics);
-            hooks = Arc::new(webhooks).router();
+            let webhooks = Webhooks::new(secret, source.branch, daemon.poll_trigger(), metrics)
+                .with_read_timeout(listeners.options.read_timeout);
+            hooks = Some(Arc::new(webhooks).router());
         }
     } else if source.webhooks.is_some() {
         tracing::warn!(
             "--webhook-secret-from is ignored for a folder: file-system events are used instead"
         );
     }
-    if let Some(addr) = http_addr {
-        let bound = http::serve_with(addr, daemon.board(), hooks).await?;
-        tracing::info!(address = %bound, "serving /status, /observed, /healthz, /metrics and /hooks");
+    let beside = if hooks.is_some() && listeners.hooks.is_none() {
+        " and /hooks"
+    } else {
+        ""
+    };
+    let (served, hooks_served) = listeners.serve(daemon.board(), hooks).await?;
+    if let Some(address) = hooks_served {
+        tracing::info!(address = %address, "serving /hooks");
+    }
+    if let Some(address) = served {
+        let token = listeners.options.token.is_some();
+        tracing::info!(address = %address, token, "serving /status, /observed, /healthz, /metrics{beside}");
     }
     let previewer = source.previews.map(|(forge, git, interval, verifier)| {
         // Heads are previewed under the limits the daemon applies revisions under.

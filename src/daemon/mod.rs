@@ -26,7 +26,7 @@ pub mod previews;
 mod progress;
 mod timings;
 
-pub use board::{Counters, StatusBoard};
+pub use board::{Counters, Health, StatusBoard};
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -53,6 +53,14 @@ use crate::status_branch::StatusWriter;
 /// The delay after a converged pass until a fleet file was read (the default `pollInterval`).
 const DEFAULT_RESYNC: Duration = Duration::from_secs(60);
 
+/// Passes that may be missed before `/healthz` says the loop is stuck: one late pass is a slow
+/// observation, three in a row are not.
+const MISSED_PASSES: u32 = 3;
+
+/// The longest a pass may take on top of the delays between passes: an observation whose
+/// Proxmox or cluster requests run into their timeouts, a Git remote that answers slowly.
+pub const DEFAULT_STALL_ALLOWANCE: Duration = Duration::from_secs(120);
+
 /// How the daemon paces itself.
 #[derive(Debug, Clone)]
 pub struct DaemonOptions {
@@ -77,6 +85,9 @@ pub struct DaemonOptions {
     /// The operator's limits every revision is checked against before anything of it is
     /// applied (secret sources, pinned connections).
     pub admission: crate::secrets::Admission,
+    /// The longest a pass may take: `/healthz` turns 503 when no pass completed for three
+    /// times the longest delay between passes plus this.
+    pub stall_allowance: Duration,
 }
 
 impl DaemonOptions {
@@ -92,6 +103,7 @@ impl DaemonOptions {
             failures_to_block: 5,
             observe_workloads: false,
             admission: crate::secrets::Admission::default(),
+            stall_allowance: DEFAULT_STALL_ALLOWANCE,
         }
     }
 }
@@ -300,6 +312,8 @@ impl<Pr: Providers> Daemon<Pr> {
         tokio::pin!(shutdown);
         loop {
             let idle = self.pass().await;
+            self.board
+                .pass_completed(self.clock.now(), self.stale_after());
             let delay = if idle {
                 memory::release_freed_memory();
                 self.resync_interval()
@@ -325,6 +339,18 @@ impl<Pr: Providers> Daemon<Pr> {
             let _ = writer.await;
         }
         Ok(())
+    }
+
+    /// How long without a completed pass means the loop is stuck (`/healthz` turns 503):
+    /// [`MISSED_PASSES`] times the longest delay between passes, plus the longest a pass may
+    /// take (`stall_allowance`). Steps run in tasks of their own, so a long drain or kubeadm
+    /// never holds a pass up; only observing and reading the source do.
+    fn stale_after(&self) -> Duration {
+        self.options
+            .busy_interval
+            .max(self.resync_interval())
+            .saturating_mul(MISSED_PASSES)
+            .saturating_add(self.options.stall_allowance)
     }
 
     /// The delay after a converged pass: the options' if set, else the fleet file's as last read.
@@ -427,12 +453,10 @@ impl<Pr: Providers> Daemon<Pr> {
             }
         }
         self.publish(desired, &observation, &plan, revision, errors);
-        self.board.count(|c| {
-            c.passes += 1;
-            c.last_pass = Some(now);
-            c.pass_guest_agent_calls = observation.guest_agent_calls;
-            c.guest_agent_calls = c.guest_agent_calls.max(observation.guest_agent_calls_total);
-        });
+        self.board.metrics().count_pass(
+            observation.guest_agent_calls,
+            observation.guest_agent_calls_total,
+        );
         !work && self.in_flight.is_empty()
     }
 
@@ -533,9 +557,7 @@ impl<Pr: Providers> Daemon<Pr> {
                 }
                 let (action, machine) = (running.action, running.machine);
                 let message = format!("step panicked: {}", panic_message(err));
-                self.board.count(|c| {
-                    *c.steps.entry((action, "error")).or_default() += 1;
-                });
+                self.board.metrics().count_step(action, false);
                 let failure = Failure {
                     action,
                     machine,
@@ -566,11 +588,7 @@ impl<Pr: Providers> Daemon<Pr> {
             if ok {
                 self.timings.record(action, took);
             }
-            self.board.count(|c| {
-                *c.steps
-                    .entry((action, if ok { "ok" } else { "error" }))
-                    .or_default() += 1
-            });
+            self.board.metrics().count_step(action, ok);
             match result {
                 Ok(message) => {
                     let retry = self.retries.entry(finished.cluster.clone()).or_default();

@@ -129,3 +129,47 @@ async fn an_invalid_file_is_reported_under_its_path_never_under_its_name() {
     );
     assert_only_capstan_samples(&http::render_metrics(&daemon.board));
 }
+
+#[test]
+fn label_values_are_escaped_in_the_metrics() {
+    let board = StatusBoard::default();
+    let mut status = FleetStatus::default();
+    let cluster = crate::status::invalid_file("broken", None, None, jiff::Timestamp::UNIX_EPOCH);
+    status.clusters.insert(HOSTILE_NAME.to_owned(), cluster);
+    board.set(status);
+    let exposition = http::render_metrics(&board);
+    assert_only_capstan_samples(&exposition);
+    assert!(
+        exposition.contains(
+            r#"capstan_cluster_phase{cluster="x/../../y\"} 1\ninjected_metric{a=\"b\"} 42\n#",phase="Blocked"} 1"#
+        ),
+        "{exposition}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_says_stalled_once_the_loop_stops_completing_passes() {
+    let repo = tempfile::tempdir().expect("repo");
+    std::fs::create_dir(repo.path().join("clusters")).expect("clusters");
+    write_fleet(repo.path(), "2m");
+    let mut daemon = daemon(repo.path(), Some(Duration::from_millis(100))).await;
+    daemon.options.busy_interval = Duration::from_millis(100);
+    daemon.options.stall_allowance = Duration::from_millis(700);
+    assert_eq!(daemon.stale_after(), Duration::from_secs(1));
+    let board = daemon.board();
+    assert_eq!(board.health(), board::Health::Starting);
+    let running = tokio::spawn(daemon.run(std::future::pending()));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while board.health() != board::Health::Live {
+        assert!(Instant::now() < deadline, "no pass completed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The loop stops: no pass completes any more.
+    running.abort();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        matches!(board.health(), board::Health::Stalled { limit, .. } if limit == Duration::from_secs(1)),
+        "{:?}",
+        board.health()
+    );
+}

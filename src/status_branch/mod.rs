@@ -152,6 +152,16 @@ impl StatusBranchError {
     }
 }
 
+/// Every outcome of a status branch attempt, as `capstan_status_pushes_total` counts them.
+pub const PUSH_OUTCOMES: [&str; 6] = [
+    "pushed",
+    "unchanged",
+    status::reasons::PUSH_REJECTED,
+    status::reasons::PUSH_REFUSED,
+    status::reasons::SECRET_REFUSED,
+    status::reasons::STATUS_BRANCH_UNAVAILABLE,
+];
+
 /// Where the writer reports how its attempts end: the daemon's status board (which
 /// implements this trait, so that this module does not depend on the daemon).
 pub trait Report: Send + Sync {

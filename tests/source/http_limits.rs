@@ -207,4 +207,30 @@ async fn slow_and_unfinished_requests_are_closed_in_time_and_memory_stays_bounde
         [401, 200, 200, 404, 202, 404],
         "/status needs the token; the webhooks are only on their listener"
     );
+
+    // `capstan status --server` sends the token it is given, and says what to do without it.
+    let status = |token: Option<&str>| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_capstan"));
+        command.args(["status", "--server", &format!("http://{http}")]);
+        if let Some(token) = token {
+            command
+                .args(["--server-token-from", "env:TEST_HTTP_TOKEN"])
+                .env("TEST_HTTP_TOKEN", token);
+        }
+        command.output().expect("capstan status runs")
+    };
+    let with = status(Some(TOKEN));
+    assert!(
+        with.status.success(),
+        "{}",
+        String::from_utf8_lossy(&with.stderr)
+    );
+    let without = status(None);
+    let stderr = String::from_utf8_lossy(&without.stderr);
+    assert_eq!(without.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr
+            .contains("refused a request without a token: pass its token with --server-token-from"),
+        "{stderr}"
+    );
 }

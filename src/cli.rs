@@ -183,7 +183,7 @@ pub struct DaemonArgs {
     /// token read from `env:VARIABLE` or `file:PATH` (a file is re-read at each request, so
     /// it can be rotated without a restart). `/healthz` stays open for probes. Without it,
     /// anyone who can connect reads them.
-    #[arg(long, env = env_vars::CAPSTAN_HTTP_TOKEN_FROM)]
+    #[arg(long, requires = "http", env = env_vars::CAPSTAN_HTTP_TOKEN_FROM)]
     pub http_token_from: Option<SecretFrom>,
     /// Serve the webhooks (`POST /hooks/...`) on this address only, not on `--http`: the one
     /// port to expose through an ingress.

@@ -65,7 +65,7 @@ pub struct HttpOptions {
 
 /// The default for [`HttpOptions::read_timeout`]: a forge or Prometheus sends a request in
 /// milliseconds.
-pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(10);
+pub const DEFAULT_READ_TIMEOUT: Duration = crate::source::webhook::DEFAULT_READ_TIMEOUT;
 
 /// The default for [`HttpOptions::max_connections`]: Prometheus, probes and a few people
 /// need a handful; each may hold a 64 KiB head buffer.

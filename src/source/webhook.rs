@@ -35,6 +35,11 @@ use super::tracker::PollTrigger;
 /// Largest webhook body accepted: GitHub's push payloads are a few KiB to a few hundred.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
+/// How long a body may take to arrive, unless [`Webhooks::with_read_timeout`] says otherwise:
+/// a forge sends a push's few KiB in milliseconds. The daemon's HTTP read timeout defaults to
+/// this too.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Bodies read at once: a forge delivers one push at a time; unfinished bodies beyond these
 /// wait unread (in the kernel's buffers, not the daemon's memory).
 pub const BODIES_AT_ONCE: usize = 8;
@@ -129,13 +134,12 @@ impl Webhooks {
             trigger,
             metrics,
             seen: Mutex::new(VecDeque::new()),
-            read_timeout: crate::daemon::http::DEFAULT_READ_TIMEOUT,
+            read_timeout: DEFAULT_READ_TIMEOUT,
             bodies: tokio::sync::Semaphore::new(BODIES_AT_ONCE),
         }
     }
 
-    /// Gives each body `timeout` to arrive (default
-    /// [`crate::daemon::http::DEFAULT_READ_TIMEOUT`]).
+    /// Gives each body `timeout` to arrive (default [`DEFAULT_READ_TIMEOUT`]).
     #[must_use]
     pub fn with_read_timeout(mut self, timeout: Duration) -> Self {
         self.read_timeout = timeout;

@@ -339,3 +339,33 @@ impl crate::status_branch::Report for StatusBoard {
         self.metrics.count_status_push(outcome);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unauthenticated_ask_for_workloads_counts_once_an_hour_and_an_authenticated_one_always() {
+        let board = StatusBoard::default();
+        assert!(
+            board.ask_for_observed(false).is_some(),
+            "the first ask wakes a pass that lists pods and budgets"
+        );
+        assert!(board.workloads_wanted());
+        // Its window ran out (as after 15 minutes); the hour is not over.
+        *board
+            .observed_asked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        assert!(
+            board.ask_for_observed(false).is_none(),
+            "not again within the hour"
+        );
+        assert!(!board.workloads_wanted());
+        assert!(
+            board.ask_for_observed(true).is_some(),
+            "a caller with the token turns them on"
+        );
+        assert!(board.workloads_wanted());
+    }
+}

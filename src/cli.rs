@@ -185,6 +185,16 @@ pub struct DaemonArgs {
     /// anyone who can connect reads them.
     #[arg(long, requires = "http", env = env_vars::CAPSTAN_HTTP_TOKEN_FROM)]
     pub http_token_from: Option<SecretFrom>,
+    /// Serve `--http` over HTTPS with this certificate chain (PEM).
+    #[arg(long, requires_all = ["http", "http_tls_key"], env = env_vars::CAPSTAN_HTTP_TLS_CERT)]
+    pub http_tls_cert: Option<PathBuf>,
+    /// The private key of `--http-tls-cert` (PEM).
+    #[arg(long, requires = "http_tls_cert", env = env_vars::CAPSTAN_HTTP_TLS_KEY)]
+    pub http_tls_key: Option<PathBuf>,
+    /// With `--http-tls-cert`: ask clients for a certificate; one that chains to this CA
+    /// (PEM) authenticates its connection as the token does (`/healthz` needs none).
+    #[arg(long, requires = "http_tls_cert", env = env_vars::CAPSTAN_HTTP_CLIENT_CA)]
+    pub http_client_ca: Option<PathBuf>,
     /// Serve the webhooks (`POST /hooks/...`) on this address only, not on `--http`: the one
     /// port to expose through an ingress.
     #[arg(long, requires = "webhook_secret_from", env = env_vars::CAPSTAN_HOOKS_LISTEN)]
@@ -222,6 +232,9 @@ impl Default for DaemonArgs {
         DaemonArgs {
             http: None,
             http_token_from: None,
+            http_tls_cert: None,
+            http_tls_key: None,
+            http_client_ca: None,
             hooks_listen: None,
             http_read_timeout: crate::spec::HumanDuration(
                 crate::daemon::http::DEFAULT_READ_TIMEOUT,
@@ -241,7 +254,7 @@ impl DaemonArgs {
     /// value `redactor` learns.
     ///
     /// # Errors
-    /// When the token's variable is not set.
+    /// When the token's variable is not set, or a TLS file cannot be used.
     pub fn listeners(
         &self,
         env: &dyn Fn(&str) -> Option<String>,
@@ -258,7 +271,23 @@ impl DaemonArgs {
                     .map_err(crate::daemon::http::HttpError::Token)?,
                 read_timeout: self.http_read_timeout.0,
                 max_connections: self.http_max_connections,
+                tls: self
+                    .tls_files()
+                    .as_ref()
+                    .map(crate::daemon::http::tls::server_config)
+                    .transpose()
+                    .map_err(crate::daemon::http::HttpError::Tls)?,
+                client_certificates: self.http_client_ca.is_some(),
             },
+        })
+    }
+
+    /// The TLS files of `--http-tls-cert`, `--http-tls-key` and `--http-client-ca`.
+    pub fn tls_files(&self) -> Option<crate::daemon::http::tls::TlsFiles> {
+        Some(crate::daemon::http::tls::TlsFiles {
+            cert: self.http_tls_cert.clone()?,
+            key: self.http_tls_key.clone()?,
+            client_ca: self.http_client_ca.clone(),
         })
     }
 }

@@ -7,9 +7,10 @@
 //! of their own ([`serve_hooks`]) so that only they are exposed through an ingress.
 //!
 //! # Guarantees
-//! - With a token ([`HttpOptions::token`]), `/status`, `/observed` and `/metrics` answer 401
-//!   (`WWW-Authenticate: Bearer`) unless the request carries `Authorization: Bearer <token>`,
-//!   compared in constant time; `/healthz` stays open for the kubelet.
+//! - With a token ([`HttpOptions::token`]) or a client CA ([`tls`]), `/status`, `/observed`
+//!   and `/metrics` answer 401 (`WWW-Authenticate: Bearer`) unless the request carries
+//!   `Authorization: Bearer <token>` (compared in constant time) or came over a connection
+//!   whose client certificate chains to that CA; `/healthz` stays open for the kubelet.
 //! - A request's head must arrive within [`HttpOptions::read_timeout`] (also the most a
 //!   keep-alive connection stays idle), or the connection is closed; a webhook's body too
 //!   ([`crate::source::webhook`]). A connection is served for at most [`CONNECTION_LIFETIME`],
@@ -29,6 +30,8 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use subtle::ConstantTimeEq as _;
+
+use hyper_util::rt::TokioIo;
 
 use super::StatusBoard;
 use super::board::Health;
@@ -61,6 +64,12 @@ pub struct HttpOptions {
     pub read_timeout: Duration,
     /// Connections served at once by one listener.
     pub max_connections: usize,
+    /// HTTPS instead of HTTP (for `/status`, `/observed`, `/healthz` and `/metrics`; the
+    /// webhooks' own listener stays HTTP behind its ingress).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Whether `tls` asks for client certificates, each one that chains to the client CA
+    /// authenticating its connection.
+    pub client_certificates: bool,
 }
 
 /// The default for [`HttpOptions::read_timeout`]: a forge or Prometheus sends a request in
@@ -77,6 +86,8 @@ impl Default for HttpOptions {
             token: None,
             read_timeout: DEFAULT_READ_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            tls: None,
+            client_certificates: false,
         }
     }
 }
@@ -128,6 +139,9 @@ pub enum HttpError {
     /// `--http-token-from` cannot be resolved.
     #[error("cannot resolve the HTTP token (--http-token-from)")]
     Token(#[source] crate::source::CredentialError),
+    /// `--http-tls-cert`, `--http-tls-key` or `--http-client-ca` cannot be used.
+    #[error("cannot serve HTTPS")]
+    Tls(#[source] tls::TlsError),
     /// The address could not be bound.
     #[error("cannot listen on {addr}")]
     Bind {
@@ -161,6 +175,7 @@ pub async fn serve_with(
     let api = Arc::new(Api {
         board,
         token: options.token.clone(),
+        client_certificates: options.client_certificates,
     });
     let router = Router::new()
         .route("/status", get(status))
@@ -182,7 +197,11 @@ pub async fn serve_hooks(
     hooks: Router,
     options: &HttpOptions,
 ) -> Result<SocketAddr, HttpError> {
-    listen(addr, hooks, options).await
+    let plain = HttpOptions {
+        tls: None,
+        ..options.clone()
+    };
+    listen(addr, hooks, &plain).await
 }
 
 /// Binds `addr` and serves `router` on it in a task of its own.
@@ -220,40 +239,75 @@ async fn accept(listener: tokio::net::TcpListener, router: Router, options: Http
             let _ = stream.try_write(BUSY);
             continue;
         };
-        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let router = router.clone();
         let read_timeout = options.read_timeout;
+        let tls = options.tls.clone().map(tokio_rustls::TlsAcceptor::from);
         tokio::spawn(async move {
             let _slot = slot;
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(read_timeout)
-                .max_buf_size(MAX_HEAD_BYTES);
-            let connection =
-                builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            tokio::pin!(connection);
-            tokio::select! {
-                result = connection.as_mut() => {
-                    if let Err(err) = result {
-                        tracing::debug!(error = %err, "connection ended");
-                    }
+            let Some(tls) = tls else {
+                return serve_connection(TokioIo::new(stream), router, false, read_timeout).await;
+            };
+            // The handshake is part of the head: it gets the same time to arrive.
+            match tokio::time::timeout(read_timeout, tls.accept(stream)).await {
+                Ok(Ok(stream)) => {
+                    // rustls hands over only a certificate its verifier accepted.
+                    let verified = stream.get_ref().1.peer_certificates().is_some();
+                    serve_connection(TokioIo::new(stream), router, verified, read_timeout).await;
                 }
-                () = tokio::time::sleep(CONNECTION_LIFETIME) => {
-                    connection.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(read_timeout, connection).await;
-                }
+                Ok(Err(err)) => tracing::debug!(error = %err, "TLS handshake failed"),
+                Err(_) => tracing::debug!("TLS handshake timed out"),
             }
         });
     }
 }
 
+/// Serves one connection: `certified` when its client certificate chains to the client CA.
+async fn serve_connection<I>(io: I, router: Router, certified: bool, read_timeout: Duration)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    use tower::ServiceExt as _;
+    // An extension, not a header: nothing a client sends can set it.
+    let router = router.map_request(move |mut request: axum::http::Request<_>| {
+        if certified {
+            request.extensions_mut().insert(Certified);
+        }
+        request
+    });
+    let service = hyper_util::service::TowerToHyperService::new(router);
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(read_timeout)
+        .max_buf_size(MAX_HEAD_BYTES);
+    let connection = builder.serve_connection(io, service);
+    tokio::pin!(connection);
+    tokio::select! {
+        result = connection.as_mut() => {
+            if let Err(err) = result {
+                tracing::debug!(error = %err, "connection ended");
+            }
+        }
+        () = tokio::time::sleep(CONNECTION_LIFETIME) => {
+            connection.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(read_timeout, connection).await;
+        }
+    }
+}
+
+/// Marks a request that came over a connection with a verified client certificate.
+#[derive(Debug, Clone, Copy)]
+struct Certified;
+
 /// What the routes share.
 struct Api {
     board: Arc<StatusBoard>,
     token: Option<Secret>,
+    /// Whether client certificates authenticate (then a request needs one or the token).
+    client_certificates: bool,
 }
 
-/// Who asks: `authenticated` when a token is configured and the request carries it.
+/// Who asks: `authenticated` when it presented the token or a client certificate.
 struct Caller {
     authenticated: bool,
 }
@@ -262,7 +316,15 @@ impl FromRequestParts<Arc<Api>> for Caller {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, api: &Arc<Api>) -> Result<Self, Response> {
+        if parts.extensions.get::<Certified>().is_some() {
+            return Ok(Caller {
+                authenticated: true,
+            });
+        }
         let Some(token) = &api.token else {
+            if api.client_certificates {
+                return Err(unauthorized());
+            }
             return Ok(Caller {
                 authenticated: false,
             });
@@ -296,7 +358,7 @@ fn unauthorized() -> Response {
     (
         StatusCode::UNAUTHORIZED,
         [(header::WWW_AUTHENTICATE, "Bearer realm=\"capstan\"")],
-        "a bearer token is required: Authorization: Bearer <the token of --http-token-from>\n",
+        "authentication is required: Authorization: Bearer <the token of --http-token-from>, or a client certificate of --http-client-ca\n",
     )
         .into_response()
 }
@@ -353,6 +415,8 @@ async fn metrics(_caller: Caller, State(api): State<Arc<Api>>) -> impl IntoRespo
 pub fn render_metrics(board: &StatusBoard) -> String {
     board.metrics().encode()
 }
+
+pub mod tls;
 
 #[cfg(test)]
 mod tests;

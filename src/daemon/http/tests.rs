@@ -196,3 +196,118 @@ async fn healthz_turns_503_when_no_pass_completed_within_the_limit() {
         "{body}"
     );
 }
+
+/// A GET over TLS trusting `ca`, presenting `client` when given: the status code, or why the
+/// connection failed.
+async fn tls_get(
+    addr: SocketAddr,
+    path: &str,
+    ca: &capstan_lab::tls::Identity,
+    client: Option<&capstan_lab::tls::Identity>,
+) -> Result<u16, String> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(ca.cert_pem.as_bytes()).expect("CA"))
+        .expect("root");
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots);
+    let config = match client {
+        Some(client) => builder
+            .with_client_auth_cert(
+                vec![CertificateDer::from_pem_slice(client.cert_pem.as_bytes()).expect("cert")],
+                PrivateKeyDer::from_pem_slice(client.key_pem.as_bytes()).expect("key"),
+            )
+            .expect("client auth"),
+        None => builder.with_no_client_auth(),
+    };
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| e.to_string())?;
+    let name = ServerName::try_from("localhost").expect("name");
+    let mut tls = connector
+        .connect(name, tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    tls.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let mut answer = Vec::new();
+    tls.read_to_end(&mut answer)
+        .await
+        .map_err(|e| e.to_string())?;
+    String::from_utf8_lossy(&answer)
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| "no status line".to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_certificate_of_the_client_ca_authenticates_and_others_do_not() {
+    use capstan_lab::tls::CertificateAuthority;
+    let until = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(24);
+    let ca = CertificateAuthority::new("capstan-clients", until).expect("CA");
+    let server = ca
+        .issue_server(
+            "localhost",
+            &["localhost".to_owned()],
+            &["127.0.0.1".parse().expect("ip")],
+            until,
+        )
+        .expect("server");
+    let prometheus = ca.issue_client("prometheus", &[], until).expect("client");
+    let stranger = CertificateAuthority::new("elsewhere", until)
+        .expect("CA")
+        .issue_client("mallory", &[], until)
+        .expect("client");
+    let dir = tempfile::tempdir().expect("dir");
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("write");
+        path
+    };
+    let files = tls::TlsFiles {
+        cert: write("server.pem", &server.cert_pem),
+        key: write("server.key", &server.key_pem),
+        client_ca: Some(write("clients.pem", &ca.identity().cert_pem)),
+    };
+    let (addr, _board) = served(HttpOptions {
+        tls: Some(tls::server_config(&files).expect("config")),
+        client_certificates: true,
+        ..HttpOptions::default()
+    })
+    .await;
+    let ca = ca.identity();
+    assert_eq!(
+        tls_get(addr, "/status", ca, Some(&prometheus)).await,
+        Ok(200)
+    );
+    assert_eq!(
+        tls_get(addr, "/metrics", ca, Some(&prometheus)).await,
+        Ok(200)
+    );
+    assert_eq!(
+        tls_get(addr, "/status", ca, None).await,
+        Ok(401),
+        "no certificate"
+    );
+    assert_eq!(
+        tls_get(addr, "/healthz", ca, None).await,
+        Ok(503),
+        "probes need no certificate (and no pass has completed)"
+    );
+    assert!(
+        tls_get(addr, "/status", ca, Some(&stranger)).await.is_err(),
+        "a certificate of another CA is refused in the handshake"
+    );
+}

@@ -679,19 +679,7 @@ async fn serve_daemon(
             "--webhook-secret-from is ignored for a folder: file-system events are used instead"
         );
     }
-    let beside = if hooks.is_some() && listeners.hooks.is_none() {
-        " and /hooks"
-    } else {
-        ""
-    };
-    let (served, hooks_served) = listeners.serve(daemon.board(), hooks).await?;
-    if let Some(address) = hooks_served {
-        tracing::info!(address = %address, "serving /hooks");
-    }
-    if let Some(address) = served {
-        let token = listeners.options.token.is_some();
-        tracing::info!(address = %address, token, "serving /status, /observed, /healthz, /metrics{beside}");
-    }
+    listeners.serve(daemon.board(), hooks).await?;
     let previewer = source.previews.map(|(forge, git, interval, verifier)| {
         // Heads are previewed under the limits the daemon applies revisions under.
         let previewer = Previewer::new(forge, git, daemon.board(), clock, interval, admission)

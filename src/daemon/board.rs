@@ -49,6 +49,24 @@ pub const WORKLOADS_WANTED_FOR: std::time::Duration = std::time::Duration::from_
 /// whenever it comes.
 pub const UNAUTHENTICATED_ASKS_EVERY: Duration = Duration::from_secs(60 * 60);
 
+/// Passes that may be missed before `/healthz` says the loop is stuck: one late pass is a slow
+/// observation, three in a row are not.
+const MISSED_PASSES: u32 = 3;
+
+/// The longest a pass may take on top of the delays between passes: an observation whose
+/// Proxmox or cluster requests run into their timeouts, a Git remote that answers slowly.
+pub const DEFAULT_STALL_ALLOWANCE: Duration = Duration::from_secs(120);
+
+/// How long without a completed pass means the loop is stuck (`/healthz` turns 503):
+/// [`MISSED_PASSES`] times the longest delay between passes, plus the longest a pass may take
+/// (`allowance`). Steps run in tasks of their own, so a long drain or kubeadm never holds a
+/// pass up; only observing and reading the source do.
+pub fn stale_after(longest_delay: Duration, allowance: Duration) -> Duration {
+    longest_delay
+        .saturating_mul(MISSED_PASSES)
+        .saturating_add(allowance)
+}
+
 /// The loop's heartbeat, for `/healthz`.
 #[derive(Debug, Clone, Copy)]
 struct Liveness {

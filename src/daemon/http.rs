@@ -104,8 +104,9 @@ pub struct Listeners {
 }
 
 impl Listeners {
-    /// Serves `board` and `webhooks` (when the daemon has any): returns the addresses bound
-    /// for `http` and for `hooks` (the latter only when webhooks are served there).
+    /// Serves `board` and `webhooks` (when the daemon has any), and says where in the log
+    /// (`serving /status, ...` and `serving /hooks`, with `address=`): returns the addresses
+    /// bound for `http` and for `hooks` (the latter only when webhooks are served there).
     ///
     /// # Errors
     /// When an address cannot be bound.
@@ -122,14 +123,17 @@ impl Listeners {
             Some((addr, hooks)) => Some(serve_hooks(addr, hooks, &self.options).await?),
             None => None,
         };
-        let http = match self.http {
-            Some(addr) => {
-                let extra = beside.unwrap_or_default();
-                Some(serve_with(addr, board, extra, &self.options).await?)
-            }
-            None => None,
+        if let Some(address) = hooks {
+            tracing::info!(address = %address, "serving /hooks");
+        }
+        let Some(addr) = self.http else {
+            return Ok((None, hooks));
         };
-        Ok((http, hooks))
+        let also = if beside.is_some() { " and /hooks" } else { "" };
+        let http = serve_with(addr, board, beside.unwrap_or_default(), &self.options).await?;
+        let (token, tls) = (self.options.token.is_some(), self.options.tls.is_some());
+        tracing::info!(address = %http, token, tls, "serving /status, /observed, /healthz, /metrics{also}");
+        Ok((Some(http), hooks))
     }
 }
 

@@ -53,14 +53,6 @@ use crate::status_branch::StatusWriter;
 /// The delay after a converged pass until a fleet file was read (the default `pollInterval`).
 const DEFAULT_RESYNC: Duration = Duration::from_secs(60);
 
-/// Passes that may be missed before `/healthz` says the loop is stuck: one late pass is a slow
-/// observation, three in a row are not.
-const MISSED_PASSES: u32 = 3;
-
-/// The longest a pass may take on top of the delays between passes: an observation whose
-/// Proxmox or cluster requests run into their timeouts, a Git remote that answers slowly.
-pub const DEFAULT_STALL_ALLOWANCE: Duration = Duration::from_secs(120);
-
 /// How the daemon paces itself.
 #[derive(Debug, Clone)]
 pub struct DaemonOptions {
@@ -103,7 +95,7 @@ impl DaemonOptions {
             failures_to_block: 5,
             observe_workloads: false,
             admission: crate::secrets::Admission::default(),
-            stall_allowance: DEFAULT_STALL_ALLOWANCE,
+            stall_allowance: board::DEFAULT_STALL_ALLOWANCE,
         }
     }
 }
@@ -341,16 +333,10 @@ impl<Pr: Providers> Daemon<Pr> {
         Ok(())
     }
 
-    /// How long without a completed pass means the loop is stuck (`/healthz` turns 503):
-    /// [`MISSED_PASSES`] times the longest delay between passes, plus the longest a pass may
-    /// take (`stall_allowance`). Steps run in tasks of their own, so a long drain or kubeadm
-    /// never holds a pass up; only observing and reading the source do.
+    /// How long without a completed pass means the loop is stuck ([`board::stale_after`]).
     fn stale_after(&self) -> Duration {
-        self.options
-            .busy_interval
-            .max(self.resync_interval())
-            .saturating_mul(MISSED_PASSES)
-            .saturating_add(self.options.stall_allowance)
+        let longest_delay = self.options.busy_interval.max(self.resync_interval());
+        board::stale_after(longest_delay, self.options.stall_allowance)
     }
 
     /// The delay after a converged pass: the options' if set, else the fleet file's as last read.

@@ -171,21 +171,51 @@ pub struct LabChoice {
     pub lab_addresses: Option<PathBuf>,
 }
 
-/// Daemon pacing, shared by `run` and `demo`.
+/// Daemon pacing and its HTTP endpoint.
 #[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("listener").args(["http", "hooks_listen"]).multiple(true)))]
 pub struct DaemonArgs {
-    /// Serve `/status`, `/healthz` and `/metrics` on this address.
+    /// Serve `/status`, `/observed`, `/healthz` and `/metrics` on this address (and the
+    /// webhooks, unless `--hooks-listen` is given).
     #[arg(long, env = env_vars::CAPSTAN_HTTP)]
     pub http: Option<std::net::SocketAddr>,
+    /// Require `Authorization: Bearer <token>` on `/status`, `/observed` and `/metrics`, the
+    /// token read from `env:VARIABLE` or `file:PATH` (a file is re-read at each request, so
+    /// it can be rotated without a restart). `/healthz` stays open for probes. Without it,
+    /// anyone who can connect reads them.
+    #[arg(long, requires = "http", env = env_vars::CAPSTAN_HTTP_TOKEN_FROM)]
+    pub http_token_from: Option<SecretFrom>,
+    /// Serve `--http` over HTTPS with this certificate chain (PEM).
+    #[arg(long, requires_all = ["http", "http_tls_key"], env = env_vars::CAPSTAN_HTTP_TLS_CERT)]
+    pub http_tls_cert: Option<PathBuf>,
+    /// The private key of `--http-tls-cert` (PEM).
+    #[arg(long, requires = "http_tls_cert", env = env_vars::CAPSTAN_HTTP_TLS_KEY)]
+    pub http_tls_key: Option<PathBuf>,
+    /// With `--http-tls-cert`: ask clients for a certificate; one that chains to this CA
+    /// (PEM) authenticates its connection as the token does (`/healthz` needs none).
+    #[arg(long, requires = "http_tls_cert", env = env_vars::CAPSTAN_HTTP_CLIENT_CA)]
+    pub http_client_ca: Option<PathBuf>,
+    /// Serve the webhooks (`POST /hooks/...`) on this address only, not on `--http`: the one
+    /// port to expose through an ingress.
+    #[arg(long, requires = "webhook_secret_from", env = env_vars::CAPSTAN_HOOKS_LISTEN)]
+    pub hooks_listen: Option<std::net::SocketAddr>,
+    /// How long a request's head, or a webhook's body, may take to arrive (and how long a
+    /// keep-alive connection may stay idle) before its connection is closed.
+    #[arg(long, default_value = "10s", env = env_vars::CAPSTAN_HTTP_READ_TIMEOUT)]
+    pub http_read_timeout: crate::spec::HumanDuration,
+    /// Connections each listener serves at once; one more is answered 503 and closed.
+    #[arg(long, default_value_t = crate::daemon::http::DEFAULT_MAX_CONNECTIONS, env = env_vars::CAPSTAN_HTTP_MAX_CONNECTIONS)]
+    pub http_max_connections: usize,
     /// Delay between passes while work is in progress (e.g. `5s`, `250ms`).
     #[arg(long, env = env_vars::CAPSTAN_BUSY_INTERVAL)]
     pub busy_interval: Option<crate::spec::HumanDuration>,
     /// Clusters whose steps run at the same time.
     #[arg(long, default_value_t = 4, env = env_vars::CAPSTAN_CONCURRENCY)]
     pub concurrency: usize,
-    /// Serve webhooks (`POST /hooks/github|gitea|gitlab|generic`) on `--http`, checked with
-    /// the secret read from `env:VARIABLE` or `file:PATH` (re-read when it changes).
-    #[arg(long, requires = "http", env = env_vars::CAPSTAN_WEBHOOK_SECRET_FROM)]
+    /// Serve webhooks (`POST /hooks/github|gitea|gitlab|generic`) on `--hooks-listen`, or
+    /// else on `--http`, checked with the secret read from `env:VARIABLE` or `file:PATH`
+    /// (re-read when it changes).
+    #[arg(long, requires = "listener", env = env_vars::CAPSTAN_WEBHOOK_SECRET_FROM)]
     pub webhook_secret_from: Option<SecretFrom>,
     /// Status changes within this window become one commit on the status branch.
     #[arg(long, default_value = "10s", env = env_vars::CAPSTAN_STATUS_DEBOUNCE)]
@@ -201,12 +231,64 @@ impl Default for DaemonArgs {
     fn default() -> Self {
         DaemonArgs {
             http: None,
+            http_token_from: None,
+            http_tls_cert: None,
+            http_tls_key: None,
+            http_client_ca: None,
+            hooks_listen: None,
+            http_read_timeout: crate::spec::HumanDuration(
+                crate::daemon::http::DEFAULT_READ_TIMEOUT,
+            ),
+            http_max_connections: crate::daemon::http::DEFAULT_MAX_CONNECTIONS,
             busy_interval: None,
             concurrency: 4,
             webhook_secret_from: None,
             status_debounce: crate::spec::HumanDuration(crate::status_branch::DEFAULT_WINDOW),
             status_min_interval: crate::spec::HumanDuration(crate::status_branch::DEFAULT_FLOOR),
         }
+    }
+}
+
+impl DaemonArgs {
+    /// Where and how the daemon serves HTTP; `env` reads `--http-token-from env:...`, whose
+    /// value `redactor` learns.
+    ///
+    /// # Errors
+    /// When the token's variable is not set, or a TLS file cannot be used.
+    pub fn listeners(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+        redactor: &crate::source::Redactor,
+    ) -> Result<crate::daemon::http::Listeners, crate::daemon::http::HttpError> {
+        let token = self.http_token_from.clone();
+        Ok(crate::daemon::http::Listeners {
+            http: self.http,
+            hooks: self.hooks_listen,
+            options: crate::daemon::http::HttpOptions {
+                token: token
+                    .map(|origin| crate::source::Secret::resolve(origin, env, redactor))
+                    .transpose()
+                    .map_err(crate::daemon::http::HttpError::Token)?,
+                read_timeout: self.http_read_timeout.0,
+                max_connections: self.http_max_connections,
+                tls: self
+                    .tls_files()
+                    .as_ref()
+                    .map(crate::daemon::http::tls::server_config)
+                    .transpose()
+                    .map_err(crate::daemon::http::HttpError::Tls)?,
+                client_certificates: self.http_client_ca.is_some(),
+            },
+        })
+    }
+
+    /// The TLS files of `--http-tls-cert`, `--http-tls-key` and `--http-client-ca`.
+    pub fn tls_files(&self) -> Option<crate::daemon::http::tls::TlsFiles> {
+        Some(crate::daemon::http::tls::TlsFiles {
+            cert: self.http_tls_cert.clone()?,
+            key: self.http_tls_key.clone()?,
+            client_ca: self.http_client_ca.clone(),
+        })
     }
 }
 
@@ -460,6 +542,10 @@ pub struct StatusArgs {
     /// The daemon's HTTP endpoint.
     #[arg(long, default_value = "http://127.0.0.1:9464", env = env_vars::CAPSTAN_SERVER)]
     pub server: String,
+    /// The bearer token the daemon requires (its `--http-token-from`), from `env:VARIABLE`
+    /// or `file:PATH`.
+    #[arg(long, conflicts_with = "repo", env = env_vars::CAPSTAN_SERVER_TOKEN_FROM)]
+    pub server_token_from: Option<SecretFrom>,
     /// Read the status branch of this Git remote instead of asking a daemon (no daemon
     /// needed): the status as of capstan's last status commit.
     #[arg(long, conflicts_with = "server", env = env_vars::CAPSTAN_STATUS_REPO)]
@@ -587,6 +673,10 @@ pub struct PreviewArgs {
     /// `--observed`.
     #[arg(long, conflicts_with = "observed", env = env_vars::CAPSTAN_PREVIEW_SERVER)]
     pub server: Option<String>,
+    /// The bearer token the daemon of `--server` requires (its `--http-token-from`), from
+    /// `env:VARIABLE` or `file:PATH`.
+    #[arg(long, requires = "server", env = env_vars::CAPSTAN_SERVER_TOKEN_FROM)]
+    pub server_token_from: Option<SecretFrom>,
     /// Also post the preview to this pull request (GitLab: the merge request's iid): one
     /// sticky comment (edited in place when its text changes) and a `capstan/preview` commit
     /// status on `--head`'s commit.

@@ -41,6 +41,24 @@ pub const CAPSTAN_LAB: &str = "CAPSTAN_LAB";
 pub const CAPSTAN_LAB_ADDRESSES: &str = "CAPSTAN_LAB_ADDRESSES";
 /// The daemon's HTTP endpoint address.
 pub const CAPSTAN_HTTP: &str = "CAPSTAN_HTTP";
+/// Where the bearer token of `/status`, `/observed` and `/metrics` comes from: `env:VAR` or
+/// `file:PATH`.
+pub const CAPSTAN_HTTP_TOKEN_FROM: &str = "CAPSTAN_HTTP_TOKEN_FROM";
+/// The certificate chain the HTTP endpoint serves HTTPS with.
+pub const CAPSTAN_HTTP_TLS_CERT: &str = "CAPSTAN_HTTP_TLS_CERT";
+/// The private key of that certificate.
+pub const CAPSTAN_HTTP_TLS_KEY: &str = "CAPSTAN_HTTP_TLS_KEY";
+/// The CA whose client certificates authenticate callers of the HTTP endpoint.
+pub const CAPSTAN_HTTP_CLIENT_CA: &str = "CAPSTAN_HTTP_CLIENT_CA";
+/// The address the webhooks are served on (instead of the HTTP endpoint's).
+pub const CAPSTAN_HOOKS_LISTEN: &str = "CAPSTAN_HOOKS_LISTEN";
+/// How long a request's head or a webhook's body may take to arrive.
+pub const CAPSTAN_HTTP_READ_TIMEOUT: &str = "CAPSTAN_HTTP_READ_TIMEOUT";
+/// Connections each HTTP listener serves at once.
+pub const CAPSTAN_HTTP_MAX_CONNECTIONS: &str = "CAPSTAN_HTTP_MAX_CONNECTIONS";
+/// `capstan status --server` and `capstan preview --server`: where the daemon's bearer token
+/// comes from.
+pub const CAPSTAN_SERVER_TOKEN_FROM: &str = "CAPSTAN_SERVER_TOKEN_FROM";
 /// Delay between passes while work is in progress.
 pub const CAPSTAN_BUSY_INTERVAL: &str = "CAPSTAN_BUSY_INTERVAL";
 /// Clusters whose steps run at the same time.

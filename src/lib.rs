@@ -21,6 +21,7 @@ pub mod env_vars;
 pub mod execute;
 pub mod forge;
 pub mod leader;
+pub mod metrics;
 pub mod observe;
 pub mod preview;
 pub mod providers;

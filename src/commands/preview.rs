@@ -31,6 +31,9 @@ pub enum PreviewError {
     /// The preview could not be written to stdout.
     #[error("cannot write the preview")]
     Output(#[source] std::io::Error),
+    /// `--server-token-from` could not be read.
+    #[error("cannot read the daemon's token (--server-token-from)")]
+    ServerToken(#[source] crate::source::CredentialError),
     /// The daemon's observed state could not be read.
     #[error("cannot read the observed state from {url}/observed")]
     Server {
@@ -81,7 +84,21 @@ pub fn run(
         .build()
         .map_err(PreviewError::Runtime)?;
     let observed = match &args.server {
-        Some(url) => runtime.block_on(observed_from_server(url))?,
+        Some(url) => {
+            let token = match &args.server_token_from {
+                Some(origin) => Some(
+                    crate::source::Secret::resolve(
+                        origin.clone(),
+                        env,
+                        &crate::source::Redactor::default(),
+                    )
+                    .and_then(|secret| secret.read())
+                    .map_err(PreviewError::ServerToken)?,
+                ),
+                None => None,
+            };
+            runtime.block_on(observed_from_server(url, token.as_deref()))?
+        }
         None => read_observed(&args.observed).map_err(PreviewError::Observed)?,
     };
     let forge = match args.pr {
@@ -121,20 +138,24 @@ pub fn run(
 }
 
 /// The observed state a running daemon serves at `GET /observed`.
-async fn observed_from_server(url: &str) -> Result<Observed, PreviewError> {
+async fn observed_from_server(url: &str, token: Option<&str>) -> Result<Observed, PreviewError> {
     let url = url.trim_end_matches('/');
     let failed = |source: reqwest::Error| PreviewError::Server {
         url: url.to_owned(),
         source: source.without_url(),
     };
-    reqwest::Client::builder()
+    let mut request = reqwest::Client::builder()
         .tls_backend_preconfigured(
             crate::forge::rest::tls_config()
                 .map_err(|err| PreviewError::ForgeFlags(err.to_string()))?,
         )
         .build()
         .map_err(failed)?
-        .get(format!("{url}/observed"))
+        .get(format!("{url}/observed"));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    request
         .send()
         .await
         .and_then(reqwest::Response::error_for_status)

@@ -12,8 +12,9 @@ use crate::clock::{Clock, SystemClock};
 use crate::commands::Outcome;
 use crate::config::DaemonConfig;
 use crate::connect::{ConnectError, Connections};
+use crate::daemon::http;
 use crate::daemon::previews::Previewer;
-use crate::daemon::{Daemon, DaemonOptions, StatusBoard, http};
+use crate::daemon::{Daemon, DaemonOptions, StatusBoard};
 use crate::forge::rest::{RestForge, RetryPolicy};
 use crate::leader::{self, Leadership, LeaseTimings};
 use crate::providers::kube::{ClusterError, KubeClusterClient, LeaseClient};
@@ -206,6 +207,7 @@ pub fn run(args: &RunArgs, env: fn(&str) -> Option<String>) -> Result<Outcome, R
         Some(origin) => Some(Secret::resolve(origin.clone(), &env, &redactor)?),
         None => None,
     };
+    let listeners = args.daemon.listeners(&env, &redactor)?;
     let source = DaemonSource {
         tracker,
         webhooks,
@@ -238,7 +240,7 @@ pub fn run(args: &RunArgs, env: fn(&str) -> Option<String>) -> Result<Outcome, R
                 options,
                 connections,
                 clock,
-                args.daemon.http,
+                listeners,
                 source,
                 election,
                 stop_signal(),
@@ -265,7 +267,7 @@ pub fn run(args: &RunArgs, env: fn(&str) -> Option<String>) -> Result<Outcome, R
                 options,
                 connections,
                 Arc::new(SystemClock),
-                args.daemon.http,
+                listeners,
                 source,
                 election,
                 stop_signal(),
@@ -637,7 +639,7 @@ async fn serve_daemon(
     options: DaemonOptions,
     connections: Connections,
     clock: Arc<dyn Clock>,
-    http_addr: Option<std::net::SocketAddr>,
+    listeners: http::Listeners,
     source: DaemonSource,
     election: Option<Election>,
     stop: impl std::future::Future<Output = ()>,
@@ -663,23 +665,21 @@ async fn serve_daemon(
             leader::elect(election.lease, &election.leadership, election.timings, stop).await;
         }));
     }
-    let mut hooks = axum::Router::new();
+    let mut hooks = None;
     if let Some(tracker) = source.tracker {
         let metrics = tracker.metrics();
         daemon = daemon.with_tracker(tracker);
         if let Some(secret) = source.webhooks {
-            let webhooks = Webhooks::new(secret, source.branch, daemon.poll_trigger(), metrics);
-            hooks = Arc::new(webhooks).router();
+            let webhooks = Webhooks::new(secret, source.branch, daemon.poll_trigger(), metrics)
+                .with_read_timeout(listeners.options.read_timeout);
+            hooks = Some(Arc::new(webhooks).router());
         }
     } else if source.webhooks.is_some() {
         tracing::warn!(
             "--webhook-secret-from is ignored for a folder: file-system events are used instead"
         );
     }
-    if let Some(addr) = http_addr {
-        let bound = http::serve_with(addr, daemon.board(), hooks).await?;
-        tracing::info!(address = %bound, "serving /status, /observed, /healthz, /metrics and /hooks");
-    }
+    listeners.serve(daemon.board(), hooks).await?;
     let previewer = source.previews.map(|(forge, git, interval, verifier)| {
         // Heads are previewed under the limits the daemon applies revisions under.
         let previewer = Previewer::new(forge, git, daemon.board(), clock, interval, admission)

@@ -24,6 +24,20 @@ pub enum StatusError {
         #[source]
         source: reqwest::Error,
     },
+    /// The daemon requires a token (`--http-token-from`) and was given none, or another.
+    #[error(
+        "the daemon at {server} refused {}: pass its token with --server-token-from env:VAR|file:PATH",
+        if *sent { "the token given" } else { "a request without a token" }
+    )]
+    Unauthorized {
+        /// Its endpoint.
+        server: String,
+        /// Whether a token was sent.
+        sent: bool,
+    },
+    /// `--server-token-from` could not be read.
+    #[error("cannot read the daemon's token")]
+    Token(#[source] crate::source::CredentialError),
     /// The cluster is not in the status.
     #[error("no cluster `{cluster}` in the daemon's status (known: {known})")]
     UnknownCluster {
@@ -75,7 +89,7 @@ pub fn run(
             .enable_all()
             .build()
             .map_err(StatusError::Runtime)?
-            .block_on(fetch(&args.server))?,
+            .block_on(fetch(&args.server, server_token(args, env)?.as_deref()))?,
     };
     if let Some(cluster) = &args.cluster {
         if !status.clusters.contains_key(cluster) {
@@ -156,15 +170,38 @@ fn from_repo(
     Ok(render::fleet_status(&files, render::revision_of(&message)))
 }
 
-async fn fetch(server: &str) -> Result<FleetStatus, StatusError> {
+/// The token of `--server-token-from`, when given.
+fn server_token(
+    args: &StatusArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<String>, StatusError> {
+    let Some(origin) = &args.server_token_from else {
+        return Ok(None);
+    };
+    crate::source::Secret::resolve(origin.clone(), env, &crate::source::Redactor::default())
+        .and_then(|secret| secret.read())
+        .map(Some)
+        .map_err(StatusError::Token)
+}
+
+async fn fetch(server: &str, token: Option<&str>) -> Result<FleetStatus, StatusError> {
     let url = format!("{}/status", server.trim_end_matches('/'));
     let wrap = |source| StatusError::Fetch {
         server: server.to_owned(),
         source,
     };
-    reqwest::get(&url)
-        .await
-        .map_err(wrap)?
+    let mut request = reqwest::Client::new().get(&url);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.map_err(wrap)?;
+    if response.status() == reqwest::StatusCode::UNAUTHORIZED {
+        return Err(StatusError::Unauthorized {
+            server: server.to_owned(),
+            sent: token.is_some(),
+        });
+    }
+    response
         .error_for_status()
         .map_err(wrap)?
         .json()

@@ -3,29 +3,35 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use crate::leader::Leadership;
+use crate::metrics::Metrics;
 use crate::observed::Observed;
 use crate::plan::ActionKind;
 use crate::source::SourceMetrics;
 use crate::status::{Condition, FleetStatus};
 
 /// The status the daemon serves, shared with the HTTP endpoint.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct StatusBoard {
-    status: RwLock<FleetStatus>,
+    /// Shared with the metrics, which read the clusters' from it at each scrape.
+    status: Arc<RwLock<FleetStatus>>,
     /// Set under leader election: `/status` says leader or standby.
     leadership: std::sync::OnceLock<Arc<Leadership>>,
     /// Fleet conditions set apart from the passes (the status branch's), by type.
     conditions: Mutex<BTreeMap<String, Condition>>,
-    counters: Mutex<Counters>,
-    source: Arc<SourceMetrics>,
+    metrics: Metrics,
+    /// When the last pass ended, and how long without one means the loop is stuck.
+    liveness: Mutex<Liveness>,
     /// The state the last pass observed (what `GET /observed` serves and previews plan
     /// against).
     observed: RwLock<Option<Arc<Observed>>>,
     /// When `GET /observed` was last asked for: until [`WORKLOADS_WANTED_FOR`] after it,
     /// passes observe pods and PodDisruptionBudgets too.
-    observed_asked: Mutex<Option<std::time::Instant>>,
+    observed_asked: Mutex<Option<Instant>>,
+    /// When a caller not authenticated last turned that on (see [`UNAUTHENTICATED_ASKS_EVERY`]).
+    unauthenticated_ask: Mutex<Option<Instant>>,
     /// Wakes the reconcile loop for a pass that observes pods and budgets.
     wake: tokio::sync::Notify,
     /// Counts observations that listed pods and budgets, for a request waiting on one.
@@ -38,7 +44,57 @@ pub struct StatusBoard {
 /// preview reads the state again soon after, an idle daemon stops paying for them.
 pub const WORKLOADS_WANTED_FOR: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
-/// What `/metrics` counts.
+/// Without an HTTP token anyone may ask for `/observed`: such a request turns pod and budget
+/// listing on at most this often (so at most a quarter of the time), an authenticated one
+/// whenever it comes.
+pub const UNAUTHENTICATED_ASKS_EVERY: Duration = Duration::from_secs(60 * 60);
+
+/// Passes that may be missed before `/healthz` says the loop is stuck: one late pass is a slow
+/// observation, three in a row are not.
+const MISSED_PASSES: u32 = 3;
+
+/// The longest a pass may take on top of the delays between passes: an observation whose
+/// Proxmox or cluster requests run into their timeouts, a Git remote that answers slowly.
+pub const DEFAULT_STALL_ALLOWANCE: Duration = Duration::from_secs(120);
+
+/// How long without a completed pass means the loop is stuck (`/healthz` turns 503):
+/// [`MISSED_PASSES`] times the longest delay between passes, plus the longest a pass may take
+/// (`allowance`). Steps run in tasks of their own, so a long drain or kubeadm never holds a
+/// pass up; only observing and reading the source do.
+pub fn stale_after(longest_delay: Duration, allowance: Duration) -> Duration {
+    longest_delay
+        .saturating_mul(MISSED_PASSES)
+        .saturating_add(allowance)
+}
+
+/// The loop's heartbeat, for `/healthz`.
+#[derive(Debug, Clone, Copy)]
+struct Liveness {
+    /// When the last pass ended (monotonic) and what the daemon's clock said then.
+    last_pass: Option<(Instant, jiff::Timestamp)>,
+    /// How long without a pass means the loop is stuck.
+    stale_after: Duration,
+}
+
+/// What `/healthz` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Health {
+    /// No pass has completed yet.
+    Starting,
+    /// A pass completed within the limit.
+    Live,
+    /// No pass completed for longer than the limit: the loop is stuck.
+    Stalled {
+        /// When the last one ended (the daemon's clock).
+        since: jiff::Timestamp,
+        /// How long ago that was.
+        ago: Duration,
+        /// The limit.
+        limit: Duration,
+    },
+}
+
+/// What `/metrics` counts, as of one moment (read from the metrics).
 #[derive(Debug, Default, Clone)]
 pub struct Counters {
     /// Passes run.
@@ -55,18 +111,43 @@ pub struct Counters {
     pub status_pushes: BTreeMap<&'static str, u64>,
 }
 
+impl Default for StatusBoard {
+    /// A board whose source counts into no one else's registry.
+    fn default() -> Self {
+        StatusBoard::with_source_metrics(Arc::default())
+    }
+}
+
 impl StatusBoard {
     /// A board whose `/metrics` include the source's counters.
     pub fn with_source_metrics(source: Arc<SourceMetrics>) -> Self {
+        let status = Arc::new(RwLock::new(FleetStatus::default()));
         StatusBoard {
-            source,
-            ..StatusBoard::default()
+            metrics: Metrics::new(source, Arc::clone(&status)),
+            status,
+            leadership: std::sync::OnceLock::new(),
+            conditions: Mutex::default(),
+            liveness: Mutex::new(Liveness {
+                last_pass: None,
+                stale_after: Duration::MAX,
+            }),
+            observed: RwLock::default(),
+            observed_asked: Mutex::default(),
+            unauthenticated_ask: Mutex::default(),
+            wake: tokio::sync::Notify::new(),
+            with_workloads: tokio::sync::watch::Sender::new(0),
+            last_with_workloads: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
     /// The source's counters (Git polls, fetches, webhooks).
     pub fn source_metrics(&self) -> &SourceMetrics {
-        &self.source
+        self.metrics.source()
+    }
+
+    /// Every metric, in the registry `/metrics` serves.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// The current status.
@@ -118,10 +199,67 @@ impl StatusBoard {
 
     /// The current counters.
     pub fn counters(&self) -> Counters {
-        self.counters
+        let metrics = &self.metrics;
+        let (guest_agent_calls, pass_guest_agent_calls) = metrics.guest_agent_calls();
+        let steps = ActionKind::ALL
+            .into_iter()
+            .flat_map(|action| [(action, "ok"), (action, "error")])
+            .map(|(action, result)| ((action, result), metrics.steps(action, result)))
+            .filter(|(_, count)| *count > 0)
+            .collect();
+        let status_pushes = crate::status_branch::PUSH_OUTCOMES
+            .into_iter()
+            .map(|outcome| (outcome, metrics.status_pushes(outcome)))
+            .filter(|(_, count)| *count > 0)
+            .collect();
+        Counters {
+            passes: metrics.passes(),
+            steps,
+            last_pass: self.liveness().last_pass.map(|(_, at)| at),
+            guest_agent_calls,
+            pass_guest_agent_calls,
+            status_pushes,
+        }
+    }
+
+    fn liveness(&self) -> Liveness {
+        *self
+            .liveness
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+    }
+
+    /// Whether the reconcile loop is alive: a pass completed within the limit the last
+    /// pass set (see [`StatusBoard::pass_completed`]).
+    pub fn health(&self) -> Health {
+        let liveness = self.liveness();
+        match liveness.last_pass {
+            None => Health::Starting,
+            Some((ended, since)) => {
+                let ago = ended.elapsed();
+                if ago > liveness.stale_after {
+                    Health::Stalled {
+                        since,
+                        ago,
+                        limit: liveness.stale_after,
+                    }
+                } else {
+                    Health::Live
+                }
+            }
+        }
+    }
+
+    /// Records a completed pass, ended at `now` (the daemon's clock): `/healthz` reports
+    /// the loop stuck when no other completes within `stale_after`.
+    pub fn pass_completed(&self, now: jiff::Timestamp, stale_after: Duration) {
+        *self
+            .liveness
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Liveness {
+            last_pass: Some((Instant::now(), now)),
+            stale_after,
+        };
     }
 
     /// The state the last pass observed (`None` before the first observation). It holds no
@@ -135,16 +273,35 @@ impl StatusBoard {
 
     /// Notes that the observed state was asked for (`GET /observed`). When pods and budgets
     /// were not being observed, wakes the reconcile loop for a pass that observes them, and
-    /// returns a receiver that changes once one has (to wait on).
-    pub fn ask_for_observed(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+    /// returns a receiver that changes once one has (to wait on). A caller that is not
+    /// `authenticated` (no HTTP token is configured) turns them on at most once every
+    /// [`UNAUTHENTICATED_ASKS_EVERY`]; otherwise it gets the last state observed.
+    pub fn ask_for_observed(
+        &self,
+        authenticated: bool,
+    ) -> Option<tokio::sync::watch::Receiver<u64>> {
         let was_wanted = self.workloads_wanted()
             || self
                 .last_with_workloads
                 .load(std::sync::atomic::Ordering::SeqCst);
+        if !authenticated && !was_wanted {
+            let mut last = self
+                .unauthenticated_ask
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if last.is_some_and(|at| at.elapsed() < UNAUTHENTICATED_ASKS_EVERY) {
+                return None;
+            }
+            *last = Some(Instant::now());
+        }
+        if !authenticated && was_wanted {
+            // Keeping them on is for authenticated callers: the window runs out.
+            return None;
+        }
         *self
             .observed_asked
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(std::time::Instant::now());
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Instant::now());
         if was_wanted {
             return None;
         }
@@ -185,15 +342,6 @@ impl StatusBoard {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = status;
     }
-
-    pub(super) fn count(&self, update: impl FnOnce(&mut Counters)) {
-        update(
-            &mut self
-                .counters
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
-    }
 }
 
 impl crate::status_branch::Report for StatusBoard {
@@ -206,6 +354,36 @@ impl crate::status_branch::Report for StatusBoard {
     }
 
     fn count_status_push(&self, outcome: &'static str) {
-        self.count(|c| *c.status_pushes.entry(outcome).or_default() += 1);
+        self.metrics.count_status_push(outcome);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unauthenticated_ask_for_workloads_counts_once_an_hour_and_an_authenticated_one_always() {
+        let board = StatusBoard::default();
+        assert!(
+            board.ask_for_observed(false).is_some(),
+            "the first ask wakes a pass that lists pods and budgets"
+        );
+        assert!(board.workloads_wanted());
+        // Its window ran out (as after 15 minutes); the hour is not over.
+        *board
+            .observed_asked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        assert!(
+            board.ask_for_observed(false).is_none(),
+            "not again within the hour"
+        );
+        assert!(!board.workloads_wanted());
+        assert!(
+            board.ask_for_observed(true).is_some(),
+            "a caller with the token turns them on"
+        );
+        assert!(board.workloads_wanted());
     }
 }

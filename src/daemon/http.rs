@@ -2,29 +2,150 @@
 //! (the last observed state, as the snapshot `capstan plan --observed FILE` reads: no secrets;
 //! asking for it makes the passes of the next 15 minutes observe pods and PodDisruptionBudgets,
 //! for previews' drain simulation: the first request in a while wakes a pass and waits up to
-//! 30 s for it),
-//! `GET /healthz` (200 while passes run) and `GET /metrics` (Prometheus text format).
+//! 30 s for it), `GET /healthz` (200 while passes complete, 503 when the loop is stuck) and
+//! `GET /metrics` (Prometheus text format). Webhooks are served beside them, or on a listener
+//! of their own ([`serve_hooks`]) so that only they are exposed through an ingress.
+//!
+//! # Guarantees
+//! - With a token ([`HttpOptions::token`]) or a client CA ([`tls`]), `/status`, `/observed`
+//!   and `/metrics` answer 401 (`WWW-Authenticate: Bearer`) unless the request carries
+//!   `Authorization: Bearer <token>` (compared in constant time) or came over a connection
+//!   whose client certificate chains to that CA; `/healthz` stays open for the kubelet.
+//! - A request's head must arrive within [`HttpOptions::read_timeout`] (also the most a
+//!   keep-alive connection stays idle), or the connection is closed; a webhook's body too
+//!   ([`crate::source::webhook`]). A connection is served for at most [`CONNECTION_LIFETIME`],
+//!   then closed after the request in progress (a client that never reads its answer
+//!   included).
+//! - Each listener serves at most [`HttpOptions::max_connections`] connections at once; one
+//!   more is answered 503 and closed at once, so memory stays bounded whatever the clients do.
 
-use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use subtle::ConstantTimeEq as _;
+
+use hyper_util::rt::TokioIo;
 
 use super::StatusBoard;
-use crate::status::FleetStatus;
+use super::board::Health;
+use crate::source::Secret;
 
 /// How long the first `GET /observed` in a while waits for a pass that lists pods and
 /// PodDisruptionBudgets before it answers with the last state observed.
-const WAIT_FOR_WORKLOADS: std::time::Duration = std::time::Duration::from_secs(30);
+const WAIT_FOR_WORKLOADS: Duration = Duration::from_secs(30);
+
+/// The longest a connection is served: past it, the request in progress is finished and the
+/// connection closed (Prometheus and `capstan status` simply connect again). It outlasts the
+/// slowest request, a `GET /observed` waiting for a pass.
+pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
+
+/// The largest request head read (request line and headers): a forge's webhook headers are
+/// a few KiB.
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+
+/// What a connection over the cap is told before it is closed.
+const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: 41\r\n\r\ntoo many connections: try again shortly\r\n";
+
+/// How the endpoint protects itself.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// The bearer token `/status`, `/observed` and `/metrics` require (`None`: open to
+    /// anyone who can connect).
+    pub token: Option<Secret>,
+    /// How long a request's head (and a webhook's body) may take to arrive, and a
+    /// keep-alive connection may stay idle.
+    pub read_timeout: Duration,
+    /// Connections served at once by one listener.
+    pub max_connections: usize,
+    /// HTTPS instead of HTTP (for `/status`, `/observed`, `/healthz` and `/metrics`; the
+    /// webhooks' own listener stays HTTP behind its ingress).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Whether `tls` asks for client certificates, each one that chains to the client CA
+    /// authenticating its connection.
+    pub client_certificates: bool,
+}
+
+/// The default for [`HttpOptions::read_timeout`]: a forge or Prometheus sends a request in
+/// milliseconds.
+pub const DEFAULT_READ_TIMEOUT: Duration = crate::source::webhook::DEFAULT_READ_TIMEOUT;
+
+/// The default for [`HttpOptions::max_connections`]: Prometheus, probes and a few people
+/// need a handful; each may hold a 64 KiB head buffer.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 128;
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            token: None,
+            read_timeout: DEFAULT_READ_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            tls: None,
+            client_certificates: false,
+        }
+    }
+}
+
+/// Where the daemon serves HTTP, and how each listener protects itself.
+#[derive(Debug, Clone)]
+pub struct Listeners {
+    /// `/status`, `/observed`, `/healthz` and `/metrics` (and the webhooks, without `hooks`).
+    pub http: Option<SocketAddr>,
+    /// The webhooks alone (then not on `http`).
+    pub hooks: Option<SocketAddr>,
+    /// Timeouts, cap, token.
+    pub options: HttpOptions,
+}
+
+impl Listeners {
+    /// Serves `board` and `webhooks` (when the daemon has any), and says where in the log
+    /// (`serving /status, ...` and `serving /hooks`, with `address=`): returns the addresses
+    /// bound for `http` and for `hooks` (the latter only when webhooks are served there).
+    ///
+    /// # Errors
+    /// When an address cannot be bound.
+    pub async fn serve(
+        &self,
+        board: Arc<StatusBoard>,
+        webhooks: Option<Router>,
+    ) -> Result<(Option<SocketAddr>, Option<SocketAddr>), HttpError> {
+        let (alone, beside) = match self.hooks {
+            Some(addr) => (webhooks.map(|hooks| (addr, hooks)), None),
+            None => (None, webhooks),
+        };
+        let hooks = match alone {
+            Some((addr, hooks)) => Some(serve_hooks(addr, hooks, &self.options).await?),
+            None => None,
+        };
+        if let Some(address) = hooks {
+            tracing::info!(address = %address, "serving /hooks");
+        }
+        let Some(addr) = self.http else {
+            return Ok((None, hooks));
+        };
+        let also = if beside.is_some() { " and /hooks" } else { "" };
+        let http = serve_with(addr, board, beside.unwrap_or_default(), &self.options).await?;
+        let (token, tls) = (self.options.token.is_some(), self.options.tls.is_some());
+        tracing::info!(address = %http, token, tls, "serving /status, /observed, /healthz, /metrics{also}");
+        Ok((Some(http), hooks))
+    }
+}
 
 /// Serving the endpoint failed.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
+    /// `--http-token-from` cannot be resolved.
+    #[error("cannot resolve the HTTP token (--http-token-from)")]
+    Token(#[source] crate::source::CredentialError),
+    /// `--http-tls-cert`, `--http-tls-key` or `--http-client-ca` cannot be used.
+    #[error("cannot serve HTTPS")]
+    Tls(#[source] tls::TlsError),
     /// The address could not be bound.
     #[error("cannot listen on {addr}")]
     Bind {
@@ -36,15 +157,16 @@ pub enum HttpError {
     },
 }
 
-/// Binds `addr` and serves the board until the runtime stops; returns the bound address.
+/// Binds `addr` and serves the board, open to anyone, until the runtime stops; returns the
+/// bound address.
 ///
 /// # Errors
 /// When the address cannot be bound.
 pub async fn serve(addr: SocketAddr, board: Arc<StatusBoard>) -> Result<SocketAddr, HttpError> {
-    serve_with(addr, board, Router::new()).await
+    serve_with(addr, board, Router::new(), &HttpOptions::default()).await
 }
 
-/// [`serve`], plus the routes of `extra` (the webhooks).
+/// [`serve`], plus the routes of `extra` (the webhooks), protected as `options` say.
 ///
 /// # Errors
 /// When the address cannot be bound.
@@ -52,6 +174,45 @@ pub async fn serve_with(
     addr: SocketAddr,
     board: Arc<StatusBoard>,
     extra: Router,
+    options: &HttpOptions,
+) -> Result<SocketAddr, HttpError> {
+    let api = Arc::new(Api {
+        board,
+        token: options.token.clone(),
+        client_certificates: options.client_certificates,
+    });
+    let router = Router::new()
+        .route("/status", get(status))
+        .route("/observed", get(observed))
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .with_state(api)
+        .merge(extra);
+    listen(addr, router, options).await
+}
+
+/// Serves only `hooks` (the webhooks' routes) on `addr`, the one listener to expose through
+/// an ingress.
+///
+/// # Errors
+/// When the address cannot be bound.
+pub async fn serve_hooks(
+    addr: SocketAddr,
+    hooks: Router,
+    options: &HttpOptions,
+) -> Result<SocketAddr, HttpError> {
+    let plain = HttpOptions {
+        tls: None,
+        ..options.clone()
+    };
+    listen(addr, hooks, &plain).await
+}
+
+/// Binds `addr` and serves `router` on it in a task of its own.
+async fn listen(
+    addr: SocketAddr,
+    router: Router,
+    options: &HttpOptions,
 ) -> Result<SocketAddr, HttpError> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -59,27 +220,160 @@ pub async fn serve_with(
     let bound = listener
         .local_addr()
         .map_err(|source| HttpError::Bind { addr, source })?;
-    let router = Router::new()
-        .route("/status", get(status))
-        .route("/observed", get(observed))
-        .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics))
-        .with_state(board)
-        .merge(extra);
-    tokio::spawn(async move {
-        if let Err(err) = axum::serve(listener, router).await {
-            tracing::warn!(error = %err, "the HTTP endpoint stopped");
-        }
-    });
+    tokio::spawn(accept(listener, router, options.clone()));
     Ok(bound)
 }
 
-async fn status(State(board): State<Arc<StatusBoard>>) -> impl IntoResponse {
-    axum::Json(board.status())
+/// Accepts connections for ever, each served in a task of its own while a slot is free.
+async fn accept(listener: tokio::net::TcpListener, router: Router, options: HttpOptions) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(options.max_connections.max(1)));
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(err) => {
+                // Out of file descriptors, most likely: others will close.
+                tracing::warn!(error = %err, "cannot accept a connection");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            tracing::debug!("too many connections: one refused");
+            // A fresh socket's send buffer is empty: this never blocks.
+            let _ = stream.try_write(BUSY);
+            continue;
+        };
+        let router = router.clone();
+        let read_timeout = options.read_timeout;
+        let tls = options.tls.clone().map(tokio_rustls::TlsAcceptor::from);
+        tokio::spawn(async move {
+            let _slot = slot;
+            let Some(tls) = tls else {
+                return serve_connection(TokioIo::new(stream), router, false, read_timeout).await;
+            };
+            // The handshake is part of the head: it gets the same time to arrive.
+            match tokio::time::timeout(read_timeout, tls.accept(stream)).await {
+                Ok(Ok(stream)) => {
+                    // rustls hands over only a certificate its verifier accepted.
+                    let verified = stream.get_ref().1.peer_certificates().is_some();
+                    serve_connection(TokioIo::new(stream), router, verified, read_timeout).await;
+                }
+                Ok(Err(err)) => tracing::debug!(error = %err, "TLS handshake failed"),
+                Err(_) => tracing::debug!("TLS handshake timed out"),
+            }
+        });
+    }
 }
 
-async fn observed(State(board): State<Arc<StatusBoard>>) -> axum::response::Response {
-    if let Some(mut observed) = board.ask_for_observed() {
+/// Serves one connection: `certified` when its client certificate chains to the client CA.
+async fn serve_connection<I>(io: I, router: Router, certified: bool, read_timeout: Duration)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    use tower::ServiceExt as _;
+    // An extension, not a header: nothing a client sends can set it.
+    let router = router.map_request(move |mut request: axum::http::Request<_>| {
+        if certified {
+            request.extensions_mut().insert(Certified);
+        }
+        request
+    });
+    let service = hyper_util::service::TowerToHyperService::new(router);
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(read_timeout)
+        .max_buf_size(MAX_HEAD_BYTES);
+    let connection = builder.serve_connection(io, service);
+    tokio::pin!(connection);
+    tokio::select! {
+        result = connection.as_mut() => {
+            if let Err(err) = result {
+                tracing::debug!(error = %err, "connection ended");
+            }
+        }
+        () = tokio::time::sleep(CONNECTION_LIFETIME) => {
+            connection.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(read_timeout, connection).await;
+        }
+    }
+}
+
+/// Marks a request that came over a connection with a verified client certificate.
+#[derive(Debug, Clone, Copy)]
+struct Certified;
+
+/// What the routes share.
+struct Api {
+    board: Arc<StatusBoard>,
+    token: Option<Secret>,
+    /// Whether client certificates authenticate (then a request needs one or the token).
+    client_certificates: bool,
+}
+
+/// Who asks: `authenticated` when it presented the token or a client certificate.
+struct Caller {
+    authenticated: bool,
+}
+
+impl FromRequestParts<Arc<Api>> for Caller {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, api: &Arc<Api>) -> Result<Self, Response> {
+        if parts.extensions.get::<Certified>().is_some() {
+            return Ok(Caller {
+                authenticated: true,
+            });
+        }
+        let Some(token) = &api.token else {
+            if api.client_certificates {
+                return Err(unauthorized());
+            }
+            return Ok(Caller {
+                authenticated: false,
+            });
+        };
+        let expected = match token.read() {
+            Ok(expected) => expected,
+            Err(err) => {
+                tracing::warn!(
+                    "the HTTP token cannot be read, every request is refused: {}",
+                    crate::status::error_chain(&err)
+                );
+                return Err(unauthorized());
+            }
+        };
+        let given = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.strip_prefix("Bearer "))
+            .map(str::trim);
+        match given {
+            Some(given) if bool::from(given.as_bytes().ct_eq(expected.as_bytes())) => Ok(Caller {
+                authenticated: true,
+            }),
+            _ => Err(unauthorized()),
+        }
+    }
+}
+
+fn unauthorized() -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, "Bearer realm=\"capstan\"")],
+        "authentication is required: Authorization: Bearer <the token of --http-token-from>, or a client certificate of --http-client-ca\n",
+    )
+        .into_response()
+}
+
+async fn status(_caller: Caller, State(api): State<Arc<Api>>) -> impl IntoResponse {
+    axum::Json(api.board.status())
+}
+
+async fn observed(caller: Caller, State(api): State<Arc<Api>>) -> Response {
+    let board = &api.board;
+    if let Some(mut observed) = board.ask_for_observed(caller.authenticated) {
         // The first request in a while: wait for the pass it woke, which lists pods and
         // budgets (a preview needs them), but not for ever: after that, the last state.
         let _ = tokio::time::timeout(WAIT_FOR_WORKLOADS, observed.changed()).await;
@@ -94,112 +388,39 @@ async fn observed(State(board): State<Arc<StatusBoard>>) -> axum::response::Resp
     }
 }
 
-async fn healthz(State(board): State<Arc<StatusBoard>>) -> impl IntoResponse {
-    match board.counters().passes {
-        0 => (
+async fn healthz(State(api): State<Arc<Api>>) -> Response {
+    match api.board.health() {
+        Health::Starting => (
             StatusCode::SERVICE_UNAVAILABLE,
             "no reconcile pass has completed yet\n",
-        ),
-        _ => (StatusCode::OK, "ok\n"),
+        )
+            .into_response(),
+        Health::Live => (StatusCode::OK, "ok\n").into_response(),
+        Health::Stalled { since, ago, limit } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "stalled: no reconcile pass has completed since {since} ({}s ago; the limit is {}s)\n",
+                ago.as_secs(),
+                limit.as_secs()
+            ),
+        )
+            .into_response(),
     }
 }
 
-async fn metrics(State(board): State<Arc<StatusBoard>>) -> impl IntoResponse {
+async fn metrics(_caller: Caller, State(api): State<Arc<Api>>) -> impl IntoResponse {
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        render_metrics(&board),
+        [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
+        render_metrics(&api.board),
     )
 }
 
-/// The Prometheus text exposition of the board.
+/// The Prometheus text exposition of the board's metrics.
 pub fn render_metrics(board: &StatusBoard) -> String {
-    let counters = board.counters();
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "# HELP capstan_reconcile_passes_total Reconcile passes run.\n# TYPE capstan_reconcile_passes_total counter\ncapstan_reconcile_passes_total {}",
-        counters.passes
-    );
-    let _ = writeln!(
-        out,
-        "# HELP capstan_guest_agent_calls_total Guest-agent requests made through Proxmox (observation and steps).\n# TYPE capstan_guest_agent_calls_total counter\ncapstan_guest_agent_calls_total {}",
-        counters.guest_agent_calls
-    );
-    let _ = writeln!(
-        out,
-        "# HELP capstan_pass_guest_agent_calls Guest-agent requests made while the last pass observed (0 when converged and idle).\n# TYPE capstan_pass_guest_agent_calls gauge\ncapstan_pass_guest_agent_calls {}",
-        counters.pass_guest_agent_calls
-    );
-    let _ = writeln!(
-        out,
-        "# HELP capstan_steps_total Steps run, by action and result.\n# TYPE capstan_steps_total counter"
-    );
-    for ((action, result), count) in &counters.steps {
-        let _ = writeln!(
-            out,
-            "capstan_steps_total{{action=\"{action}\",result=\"{result}\"}} {count}"
-        );
-    }
-    board.read_published(|status| render_clusters(status, &mut out));
-    let _ = writeln!(
-        out,
-        "# HELP capstan_status_pushes_total Attempts to write the status branch, by outcome (pushed, unchanged, or why not).\n# TYPE capstan_status_pushes_total counter"
-    );
-    for (outcome, count) in &counters.status_pushes {
-        let _ = writeln!(
-            out,
-            "capstan_status_pushes_total{{outcome=\"{outcome}\"}} {count}"
-        );
-    }
-    board.source_metrics().render(&mut out);
-    out
+    board.metrics().encode()
 }
 
-/// The metrics read from the published status: phases, Ready nodes, certificate expiry,
-/// repository errors.
-fn render_clusters(status: &FleetStatus, out: &mut String) {
-    let _ = writeln!(
-        out,
-        "# HELP capstan_cluster_phase The cluster's phase (1 for the current one).\n# TYPE capstan_cluster_phase gauge"
-    );
-    for (name, cluster) in &status.clusters {
-        let _ = writeln!(
-            out,
-            "capstan_cluster_phase{{cluster=\"{name}\",phase=\"{}\"}} 1",
-            cluster.phase
-        );
-    }
-    let _ = writeln!(
-        out,
-        "# HELP capstan_cluster_nodes_ready Ready nodes per cluster.\n# TYPE capstan_cluster_nodes_ready gauge"
-    );
-    for (name, cluster) in &status.clusters {
-        let ready = cluster
-            .nodes
-            .iter()
-            .filter(|n| n.ready == Some(true))
-            .count();
-        let _ = writeln!(
-            out,
-            "capstan_cluster_nodes_ready{{cluster=\"{name}\"}} {ready}"
-        );
-    }
-    let _ = writeln!(
-        out,
-        "# HELP capstan_certificate_expiry_timestamp_seconds When the cluster's certificates expire.\n# TYPE capstan_certificate_expiry_timestamp_seconds gauge"
-    );
-    for (name, cluster) in &status.clusters {
-        if let Some(expiry) = cluster.certificate_expiry {
-            let _ = writeln!(
-                out,
-                "capstan_certificate_expiry_timestamp_seconds{{cluster=\"{name}\"}} {}",
-                expiry.as_second()
-            );
-        }
-    }
-    let _ = writeln!(
-        out,
-        "# HELP capstan_repository_errors Errors in the repository's files.\n# TYPE capstan_repository_errors gauge\ncapstan_repository_errors {}",
-        status.repository_errors.len()
-    );
-}
+pub mod tls;
+
+#[cfg(test)]
+mod tests;

@@ -26,7 +26,7 @@ pub mod previews;
 mod progress;
 mod timings;
 
-pub use board::{Counters, StatusBoard};
+pub use board::{Counters, Health, StatusBoard};
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -77,6 +77,9 @@ pub struct DaemonOptions {
     /// The operator's limits every revision is checked against before anything of it is
     /// applied (secret sources, pinned connections).
     pub admission: crate::secrets::Admission,
+    /// The longest a pass may take: `/healthz` turns 503 when no pass completed for three
+    /// times the longest delay between passes plus this.
+    pub stall_allowance: Duration,
 }
 
 impl DaemonOptions {
@@ -92,6 +95,7 @@ impl DaemonOptions {
             failures_to_block: 5,
             observe_workloads: false,
             admission: crate::secrets::Admission::default(),
+            stall_allowance: board::DEFAULT_STALL_ALLOWANCE,
         }
     }
 }
@@ -300,6 +304,8 @@ impl<Pr: Providers> Daemon<Pr> {
         tokio::pin!(shutdown);
         loop {
             let idle = self.pass().await;
+            self.board
+                .pass_completed(self.clock.now(), self.stale_after());
             let delay = if idle {
                 memory::release_freed_memory();
                 self.resync_interval()
@@ -325,6 +331,12 @@ impl<Pr: Providers> Daemon<Pr> {
             let _ = writer.await;
         }
         Ok(())
+    }
+
+    /// How long without a completed pass means the loop is stuck ([`board::stale_after`]).
+    fn stale_after(&self) -> Duration {
+        let longest_delay = self.options.busy_interval.max(self.resync_interval());
+        board::stale_after(longest_delay, self.options.stall_allowance)
     }
 
     /// The delay after a converged pass: the options' if set, else the fleet file's as last read.
@@ -427,12 +439,10 @@ impl<Pr: Providers> Daemon<Pr> {
             }
         }
         self.publish(desired, &observation, &plan, revision, errors);
-        self.board.count(|c| {
-            c.passes += 1;
-            c.last_pass = Some(now);
-            c.pass_guest_agent_calls = observation.guest_agent_calls;
-            c.guest_agent_calls = c.guest_agent_calls.max(observation.guest_agent_calls_total);
-        });
+        self.board.metrics().count_pass(
+            observation.guest_agent_calls,
+            observation.guest_agent_calls_total,
+        );
         !work && self.in_flight.is_empty()
     }
 
@@ -533,9 +543,7 @@ impl<Pr: Providers> Daemon<Pr> {
                 }
                 let (action, machine) = (running.action, running.machine);
                 let message = format!("step panicked: {}", panic_message(err));
-                self.board.count(|c| {
-                    *c.steps.entry((action, "error")).or_default() += 1;
-                });
+                self.board.metrics().count_step(action, false);
                 let failure = Failure {
                     action,
                     machine,
@@ -566,11 +574,7 @@ impl<Pr: Providers> Daemon<Pr> {
             if ok {
                 self.timings.record(action, took);
             }
-            self.board.count(|c| {
-                *c.steps
-                    .entry((action, if ok { "ok" } else { "error" }))
-                    .or_default() += 1
-            });
+            self.board.metrics().count_step(action, ok);
             match result {
                 Ok(message) => {
                     let retry = self.retries.entry(finished.cluster.clone()).or_default();
@@ -716,8 +720,12 @@ impl<Pr: Providers> Daemon<Pr> {
             status.clusters.insert(cluster.name.clone(), entry);
         }
         // A cluster whose file has errors is not planned, but it is still declared: it keeps
-        // its place in the status, Blocked on its file.
-        for (name, path) in &desired.invalid {
+        // its place in the status, Blocked on its file. A file whose name is no DNS-1123 label
+        // declares no cluster: its errors are in `repository_errors`, under its path.
+        for (path, declared) in &desired.invalid {
+            let Some(name) = declared else {
+                continue;
+            };
             if status.clusters.contains_key(name) {
                 continue;
             }

@@ -1,11 +1,14 @@
 use super::*;
 use crate::connect::Connections;
 
-fn spec(replicas: u32) -> crate::spec::ClusterSpec {
-    let text = format!(
+fn cluster_text(replicas: u32) -> String {
+    format!(
         "apiVersion: capstan.dev/v1alpha1\nkind: Cluster\nmetadata: {{name: x}}\nspec:\n  proxmox: p\n  kubernetes: {{version: 1.36.2}}\n  endpoint: {{host: k.example, address: 10.0.0.5}}\n  network: {{nodes: 10.0.0.0/24}}\n  controlPlane:\n    machine: {{template: t, cores: 2, memoryMiB: 4096, placement: [a]}}\n  workers:\n    - {{pool: w, replicas: {replicas}, machine: {{template: t, cores: 2, memoryMiB: 4096, placement: [a]}}}}\n"
-    );
-    serde_saphyr::from_str::<crate::spec::Cluster>(&text)
+    )
+}
+
+fn spec(replicas: u32) -> crate::spec::ClusterSpec {
+    serde_saphyr::from_str::<crate::spec::Cluster>(&cluster_text(replicas))
         .expect("cluster")
         .spec
 }
@@ -79,5 +82,94 @@ fn a_failing_cluster_waits_out_its_backoff_unless_its_file_changed() {
     assert!(
         Retry::default().allows(Some(&spec(2))),
         "no failure, no wait"
+    );
+}
+
+/// The name of the issue's report: a path, a quote, newlines and a metric line.
+const HOSTILE_NAME: &str = "x/../../y\"} 1\ninjected_metric{a=\"b\"} 42\n#";
+
+/// Every line of an exposition is a comment or a sample of a `capstan_` metric.
+fn assert_only_capstan_samples(exposition: &str) {
+    for line in exposition.lines() {
+        assert!(
+            line.starts_with('#') || line.starts_with("capstan_"),
+            "a line that is no capstan metric: {line:?} in\n{exposition}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_invalid_file_is_reported_under_its_path_never_under_its_name() {
+    let repo = tempfile::tempdir().expect("repo");
+    std::fs::create_dir(repo.path().join("clusters")).expect("clusters");
+    write_fleet(repo.path(), "2m");
+    let name = serde_json::to_string(HOSTILE_NAME).expect("json");
+    // It parses (only validation refuses it: its name, its unknown connection).
+    let text = cluster_text(2).replace(
+        "metadata: {name: x}",
+        &format!("metadata: {{name: {name}}}"),
+    );
+    assert!(text.contains("injected_metric"));
+    std::fs::write(repo.path().join("clusters/evil.yaml"), text).expect("evil.yaml");
+    let mut daemon = daemon(repo.path(), None).await;
+    daemon.pass().await;
+    let status = daemon.board.status();
+    assert!(
+        status.clusters.is_empty(),
+        "no cluster is named after an invalid file: {:?}",
+        status.clusters.keys()
+    );
+    assert!(
+        status
+            .repository_errors
+            .iter()
+            .any(|e| e.starts_with("clusters/evil.yaml:")),
+        "{:?}",
+        status.repository_errors
+    );
+    assert_only_capstan_samples(&http::render_metrics(&daemon.board));
+}
+
+#[test]
+fn label_values_are_escaped_in_the_metrics() {
+    let board = StatusBoard::default();
+    let mut status = FleetStatus::default();
+    let cluster = crate::status::invalid_file("broken", None, None, jiff::Timestamp::UNIX_EPOCH);
+    status.clusters.insert(HOSTILE_NAME.to_owned(), cluster);
+    board.set(status);
+    let exposition = http::render_metrics(&board);
+    assert_only_capstan_samples(&exposition);
+    assert!(
+        exposition.contains(
+            r#"capstan_cluster_phase{cluster="x/../../y\"} 1\ninjected_metric{a=\"b\"} 42\n#",phase="Blocked"} 1"#
+        ),
+        "{exposition}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_says_stalled_once_the_loop_stops_completing_passes() {
+    let repo = tempfile::tempdir().expect("repo");
+    std::fs::create_dir(repo.path().join("clusters")).expect("clusters");
+    write_fleet(repo.path(), "2m");
+    let mut daemon = daemon(repo.path(), Some(Duration::from_millis(100))).await;
+    daemon.options.busy_interval = Duration::from_millis(100);
+    daemon.options.stall_allowance = Duration::from_millis(700);
+    assert_eq!(daemon.stale_after(), Duration::from_secs(1));
+    let board = daemon.board();
+    assert_eq!(board.health(), board::Health::Starting);
+    let running = tokio::spawn(daemon.run(std::future::pending()));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while board.health() != board::Health::Live {
+        assert!(Instant::now() < deadline, "no pass completed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The loop stops: no pass completes any more.
+    running.abort();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        matches!(board.health(), board::Health::Stalled { limit, .. } if limit == Duration::from_secs(1)),
+        "{:?}",
+        board.health()
     );
 }

@@ -128,7 +128,7 @@ impl Admission {
                 .collect();
             for (name, diagnostic) in refused {
                 desired.clusters.remove(&name);
-                desired.invalid.insert(name, diagnostic.file.clone());
+                desired.invalid.insert(diagnostic.file.clone(), Some(name));
                 desired.incomplete = true;
                 loaded.diagnostics.push(diagnostic);
             }

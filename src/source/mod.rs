@@ -22,11 +22,9 @@ mod tree;
 pub mod verify;
 pub mod webhook;
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 
+pub use crate::metrics::SourceMetrics;
 pub use credentials::{CredentialError, Redactor, Secret, SecretFrom};
 pub use folder::{RepoWatcher, SourceError, read_repo, read_repo_within, watch};
 pub use git::{GitError, GitOptions, GitSource, PollOutcome};
@@ -119,123 +117,6 @@ pub struct Snapshot {
     pub revision: String,
     /// The texts.
     pub files: RepoFiles,
-}
-
-/// Counters of the source, exported in `/metrics`.
-#[derive(Debug, Default)]
-pub struct SourceMetrics {
-    ls_remote: AtomicU64,
-    fetch: AtomicU64,
-    parses: AtomicU64,
-    webhooks: Mutex<BTreeMap<(String, String), u64>>,
-    revision: Mutex<Option<String>>,
-}
-
-impl SourceMetrics {
-    /// Counts one parse and validation of the repository's files (once per new revision).
-    pub fn count_parse(&self) {
-        self.parses.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Parses and validations so far.
-    pub fn parse_total(&self) -> u64 {
-        self.parses.load(Ordering::Relaxed)
-    }
-
-    /// Counts one ref advertisement.
-    pub fn count_ls_remote(&self) {
-        self.ls_remote.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Counts one fetch.
-    pub fn count_fetch(&self) {
-        self.fetch.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Counts one webhook request.
-    pub fn count_webhook(&self, provider: &str, result: &str) {
-        *self
-            .webhooks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .entry((provider.to_owned(), result.to_owned()))
-            .or_default() += 1;
-    }
-
-    /// Records the revision acted on.
-    pub fn set_revision(&self, revision: &str) {
-        *self
-            .revision
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(revision.to_owned());
-    }
-
-    /// Ref advertisements so far.
-    pub fn ls_remote_total(&self) -> u64 {
-        self.ls_remote.load(Ordering::Relaxed)
-    }
-
-    /// Fetches so far.
-    pub fn fetch_total(&self) -> u64 {
-        self.fetch.load(Ordering::Relaxed)
-    }
-
-    /// Webhook requests so far, for one provider and result.
-    pub fn webhook_total(&self, provider: &str, result: &str) -> u64 {
-        self.webhooks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&(provider.to_owned(), result.to_owned()))
-            .copied()
-            .unwrap_or_default()
-    }
-
-    /// Appends the Prometheus text exposition of these counters to `out`.
-    pub fn render(&self, out: &mut String) {
-        use std::fmt::Write as _;
-        let _ = writeln!(
-            out,
-            "# HELP capstan_git_ls_remote_total Ref advertisements asked of the Git remote.\n# TYPE capstan_git_ls_remote_total counter\ncapstan_git_ls_remote_total {}",
-            self.ls_remote_total()
-        );
-        let _ = writeln!(
-            out,
-            "# HELP capstan_git_fetch_total Fetches from the Git remote (only when its tip moved).\n# TYPE capstan_git_fetch_total counter\ncapstan_git_fetch_total {}",
-            self.fetch_total()
-        );
-        let _ = writeln!(
-            out,
-            "# HELP capstan_repository_parses_total Parses and validations of the repository (once per new revision).\n# TYPE capstan_repository_parses_total counter\ncapstan_repository_parses_total {}",
-            self.parse_total()
-        );
-        let _ = writeln!(
-            out,
-            "# HELP capstan_webhook_requests_total Webhook requests, by provider and result.\n# TYPE capstan_webhook_requests_total counter"
-        );
-        for ((provider, result), count) in self
-            .webhooks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .iter()
-        {
-            let _ = writeln!(
-                out,
-                "capstan_webhook_requests_total{{provider=\"{provider}\",result=\"{result}\"}} {count}"
-            );
-        }
-        let revision = self
-            .revision
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
-        if let Some(revision) = revision {
-            let _ = writeln!(
-                out,
-                "# HELP capstan_source_info The revision of the repository acted on.\n# TYPE capstan_source_info gauge\ncapstan_source_info{{revision=\"{}\"}} 1",
-                revision.replace('\\', "\\\\").replace('"', "\\\"")
-            );
-        }
-    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,11 @@
 //! # Guarantees
 //! - Signatures and tokens are compared in constant time; a bad or missing one is 401 and
 //!   triggers nothing.
-//! - Bodies over [`MAX_BODY_BYTES`] are refused (413) before any parsing.
+//! - Bodies over [`MAX_BODY_BYTES`] are refused (413) before any parsing; a body must arrive
+//!   whole within the read timeout ([`Webhooks::with_read_timeout`]) or the request is
+//!   answered 408 and its connection closed; at most [`BODIES_AT_ONCE`] bodies are read at a
+//!   time (the others wait, within the same deadline), so unfinished bodies cost at most
+//!   that many MiB.
 //! - Only a push to the tracked branch triggers; the payload is trusted for nothing more than
 //!   "poll now" (the poll decides what changed).
 //! - A delivery id seen before triggers nothing; triggers made before the poll runs coalesce
@@ -14,10 +18,11 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use hmac::{KeyInit as _, Mac as _};
@@ -30,6 +35,15 @@ use super::tracker::PollTrigger;
 /// Largest webhook body accepted: GitHub's push payloads are a few KiB to a few hundred.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
+/// How long a body may take to arrive, unless [`Webhooks::with_read_timeout`] says otherwise:
+/// a forge sends a push's few KiB in milliseconds. The daemon's HTTP read timeout defaults to
+/// this too.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Bodies read at once: a forge delivers one push at a time; unfinished bodies beyond these
+/// wait unread (in the kernel's buffers, not the daemon's memory).
+pub const BODIES_AT_ONCE: usize = 8;
+
 /// Delivery ids remembered to drop duplicates (forges redeliver on timeouts, a person may
 /// click "redeliver"); a few hundred cover any burst.
 const REMEMBERED_DELIVERIES: usize = 512;
@@ -41,6 +55,10 @@ pub struct Webhooks {
     trigger: Arc<PollTrigger>,
     metrics: Arc<SourceMetrics>,
     seen: Mutex<VecDeque<String>>,
+    /// How long a body may take to arrive.
+    read_timeout: Duration,
+    /// Slots for bodies being read.
+    bodies: tokio::sync::Semaphore,
 }
 
 impl std::fmt::Debug for Webhooks {
@@ -116,15 +134,59 @@ impl Webhooks {
             trigger,
             metrics,
             seen: Mutex::new(VecDeque::new()),
+            read_timeout: DEFAULT_READ_TIMEOUT,
+            bodies: tokio::sync::Semaphore::new(BODIES_AT_ONCE),
         }
+    }
+
+    /// Gives each body `timeout` to arrive (default [`DEFAULT_READ_TIMEOUT`]).
+    #[must_use]
+    pub fn with_read_timeout(mut self, timeout: Duration) -> Self {
+        self.read_timeout = timeout;
+        self
     }
 
     /// The routes, `POST /hooks/{provider}`.
     pub fn router(self: Arc<Self>) -> Router {
         Router::new()
             .route("/hooks/{provider}", post(receive))
-            .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
             .with_state(self)
+    }
+
+    /// The body, read whole within the read timeout, or why not: (status, result counted,
+    /// message).
+    async fn read_body(
+        &self,
+        headers: &HeaderMap,
+        body: Body,
+    ) -> Result<Bytes, (StatusCode, &'static str, &'static str)> {
+        const TOO_LARGE: (StatusCode, &str, &str) = (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            "bodies over 1 MiB are refused\n",
+        );
+        const TOO_SLOW: (StatusCode, &str, &str) = (
+            StatusCode::REQUEST_TIMEOUT,
+            "timeout",
+            "the body did not arrive in time\n",
+        );
+        let declared = headers
+            .get(axum::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|length| length > MAX_BODY_BYTES as u64) {
+            return Err(TOO_LARGE);
+        }
+        let deadline = tokio::time::Instant::now() + self.read_timeout;
+        let Ok(Ok(_slot)) = tokio::time::timeout_at(deadline, self.bodies.acquire()).await else {
+            return Err(TOO_SLOW);
+        };
+        match tokio::time::timeout_at(deadline, axum::body::to_bytes(body, MAX_BODY_BYTES)).await {
+            Ok(Ok(bytes)) => Ok(bytes),
+            // Over the limit, or the connection broke.
+            Ok(Err(_)) => Err(TOO_LARGE),
+            Err(_) => Err(TOO_SLOW),
+        }
     }
 
     /// Whether the request is signed with the secret.
@@ -196,12 +258,15 @@ async fn receive(
     State(hooks): State<Arc<Webhooks>>,
     Path(provider): Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> (StatusCode, &'static str) {
     let Some(provider) = Provider::parse(&provider) else {
         return (StatusCode::NOT_FOUND, "unknown provider\n");
     };
-    let (status, result, message) = decide(&hooks, provider, &headers, &body);
+    let (status, result, message) = match hooks.read_body(&headers, body).await {
+        Ok(body) => decide(&hooks, provider, &headers, &body),
+        Err(refused) => refused,
+    };
     hooks.metrics.count_webhook(provider.name(), result);
     tracing::info!(provider = provider.name(), result, "webhook");
     (status, message)

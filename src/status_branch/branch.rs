@@ -370,6 +370,11 @@ impl StatusRepository {
         author: &str,
         now: Timestamp,
     ) -> Result<Option<Oid>, StatusBranchError> {
+        // Render leaves out names that are not labels; a path built otherwise is a bug that
+        // must not reach the tree (`..`, `/` or a newline would escape or break it).
+        if let Some(path) = files.keys().find(|path| !render::is_writable_path(path)) {
+            return Err(StatusBranchError::UnsafePath { path: path.clone() });
+        }
         let write_error = |what: &str, err: &git2::Error| self.write_error(what, err);
         let parent_commit = parent
             .map(|id| self.repo.find_commit(id))

@@ -116,6 +116,14 @@ pub enum StatusBranchError {
         #[source]
         source: GitFailure,
     },
+    /// A file would be written outside `README.md` and `clusters/<DNS-1123 label>.yaml`.
+    #[error(
+        "refused to commit the status: {path:?} is not README.md or clusters/<DNS-1123 label>.yaml (a bug put it there; nothing was committed)"
+    )]
+    UnsafePath {
+        /// The path (shown escaped).
+        path: String,
+    },
     /// The content would hold a secret: nothing was committed.
     #[error("refused to commit the status: {leak} (a bug put it there; nothing was committed)")]
     Secret {
@@ -143,6 +151,16 @@ impl StatusBranchError {
         }
     }
 }
+
+/// Every outcome of a status branch attempt, as `capstan_status_pushes_total` counts them.
+pub const PUSH_OUTCOMES: [&str; 6] = [
+    "pushed",
+    "unchanged",
+    status::reasons::PUSH_REJECTED,
+    status::reasons::PUSH_REFUSED,
+    status::reasons::SECRET_REFUSED,
+    status::reasons::STATUS_BRANCH_UNAVAILABLE,
+];
 
 /// Where the writer reports how its attempts end: the daemon's status board (which
 /// implements this trait, so that this module does not depend on the daemon).

@@ -46,6 +46,18 @@ pub fn cluster_path(cluster: &str) -> String {
     format!("{CLUSTERS_DIR}/{cluster}.yaml")
 }
 
+/// Whether capstan may write `path`: `README.md`, or `clusters/<name>.yaml` where `name` is
+/// a DNS-1123 label. Cluster names in a status may come from a Proxmox tag; a name that is
+/// not a label never becomes a path (it could climb out of `clusters/` or break the tree).
+pub fn is_writable_path(path: &str) -> bool {
+    path == README
+        || path
+            .strip_prefix(CLUSTERS_DIR)
+            .and_then(|rest| rest.strip_prefix('/'))
+            .and_then(|name| name.strip_suffix(".yaml"))
+            .is_some_and(crate::spec::values::is_dns1123_label)
+}
+
 /// One cluster's file on the status branch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -168,6 +180,16 @@ pub fn cluster_files(
     status
         .clusters
         .iter()
+        .filter(|(name, _)| {
+            let usable = crate::spec::values::is_dns1123_label(name);
+            if !usable {
+                tracing::warn!(
+                    cluster = name.escape_debug().to_string(),
+                    "a cluster name that is not a DNS-1123 label gets no status file"
+                );
+            }
+            usable
+        })
         .map(|(name, cluster)| {
             let before = previous.get(name);
             let converged = match before {

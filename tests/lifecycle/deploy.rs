@@ -53,6 +53,15 @@ fn the_daemon_container_runs_a_command_line_capstan_accepts() {
         Some(Path::new("/etc/capstan")),
         "capstan.yaml reads secret files from the mounted Secret only"
     );
+    assert!(
+        run.daemon.http_token_from.is_some(),
+        "/status, /observed and /metrics need a token"
+    );
+    assert_eq!(
+        run.daemon.hooks_listen.map(|a| a.port()),
+        Some(9465),
+        "the webhooks on a port of their own"
+    );
     assert_eq!(deployment["spec"]["replicas"], 2, "a hot standby");
     assert_eq!(deployment["spec"]["strategy"]["type"], "RollingUpdate");
     let role = documents
@@ -116,7 +125,50 @@ async fn an_api_server_accepts_every_document() {
         "deployment.apps/capstan",
         "poddisruptionbudget.policy/capstan",
         "service/capstan",
+        "service/capstan-hooks",
     ] {
         assert!(stdout.contains(object), "{object} accepted: {stdout}");
     }
+}
+
+#[test]
+fn the_network_policy_lets_the_ingress_reach_the_hooks_and_prometheus_the_metrics_only() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/networkpolicy.yaml");
+    let text = std::fs::read_to_string(path).expect("networkpolicy.yaml");
+    let policy: serde_json::Value = serde_saphyr::from_str(&text).expect("YAML");
+    assert_eq!(policy["kind"], "NetworkPolicy");
+    assert_eq!(policy["metadata"]["namespace"], "capstan-system");
+    assert_eq!(
+        policy["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/name"],
+        "capstan"
+    );
+    assert_eq!(
+        policy["spec"]["policyTypes"],
+        serde_json::json!(["Ingress"])
+    );
+    let rules: Vec<(String, String)> = policy["spec"]["ingress"]
+        .as_array()
+        .expect("ingress rules")
+        .iter()
+        .map(|rule| {
+            let from =
+                rule["from"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+                    .as_str()
+                    .expect("a namespace")
+                    .to_owned();
+            let port = rule["ports"][0]["port"]
+                .as_str()
+                .expect("a port name")
+                .to_owned();
+            assert_eq!(rule["ports"].as_array().map(Vec::len), Some(1), "{rule}");
+            (from, port)
+        })
+        .collect();
+    assert_eq!(
+        rules,
+        [
+            ("ingress-nginx".to_owned(), "hooks".to_owned()),
+            ("monitoring".to_owned(), "http".to_owned())
+        ]
+    );
 }

@@ -103,9 +103,14 @@ impl Following {
             .router(),
             None => axum::Router::new(),
         };
-        let http = http::serve_with("127.0.0.1:0".parse().expect("addr"), daemon.board(), hooks)
-            .await
-            .expect("http serves");
+        let http = http::serve_with(
+            "127.0.0.1:0".parse().expect("addr"),
+            daemon.board(),
+            hooks,
+            &http::HttpOptions::default(),
+        )
+        .await
+        .expect("http serves");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
             daemon

@@ -26,6 +26,7 @@ mod cli;
 mod daemon;
 mod demo;
 mod fixture;
+mod http_limits;
 #[path = "../support/judges.rs"]
 mod judges;
 mod k3s;

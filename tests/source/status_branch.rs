@@ -144,6 +144,7 @@ impl Writing {
             "127.0.0.1:0".parse().expect("addr"),
             daemon.board(),
             axum::Router::new(),
+            &http::HttpOptions::default(),
         )
         .await
         .expect("http serves");

@@ -4,8 +4,9 @@
 
 use std::net::SocketAddr;
 
-/// The log filter that makes `capstan run` announce its address (at info, which `warn` hides).
-pub const ANNOUNCING: &str = "capstan::commands::run=info";
+/// The log filter that makes `capstan run` announce its address (at info, which `warn` hides):
+/// the listeners say where they serve.
+pub const ANNOUNCING: &str = "capstan::commands::run=info,capstan::daemon::http=info";
 
 /// The address in the daemon's "serving /status, …" line, once its log holds that line.
 pub fn http_address(log: &str) -> Option<SocketAddr> {

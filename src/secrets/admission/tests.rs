@@ -213,10 +213,7 @@ fn an_endpoint_from_naming_another_clusters_dsn_refuses_that_cluster_only() {
     let desired = loaded.desired.as_ref().expect("capstan.yaml is fine");
     assert!(desired.clusters.contains_key("prod"));
     assert!(!desired.clusters.contains_key("edge"));
-    assert_eq!(
-        desired.invalid.get("edge").map(String::as_str),
-        Some("clusters/edge.yaml")
-    );
+    assert_eq!(desired.invalid_file_of("edge"), Some("clusters/edge.yaml"));
     assert!(desired.incomplete, "a refused cluster is not a removed one");
     let shown: Vec<String> = errors(&loaded).iter().map(ToString::to_string).collect();
     assert_eq!(shown.len(), 1, "{shown:#?}");

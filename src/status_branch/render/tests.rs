@@ -201,3 +201,23 @@ fn a_restarted_daemon_that_ran_no_step_yet_keeps_the_last_step_on_the_branch() {
     }
     assert_eq!(cluster_files(&restarted, &before), before);
 }
+
+#[test]
+fn a_cluster_whose_name_is_not_a_dns_label_gets_no_file_and_no_path() {
+    let now = at("2026-05-02T01:00:00Z");
+    let mut status = fleet(Phase::Ready, 2, now);
+    let hostile = "x/../../y\"} 1\ninjected_metric{a=\"b\"} 42\n#";
+    let entry = status.clusters.values().next().cloned().expect("a cluster");
+    status.clusters.insert(hostile.to_owned(), entry);
+    let files = files_of(&status, &BTreeMap::new());
+    for path in files.keys() {
+        assert!(is_writable_path(path), "{path:?}");
+    }
+    assert!(
+        !files.values().any(|text| text.contains("injected_metric")),
+        "{files:#?}"
+    );
+    assert!(!is_writable_path("clusters/../x.yaml"));
+    assert!(!is_writable_path("clusters/a/b.yaml"));
+    assert!(is_writable_path("clusters/prod.yaml"));
+}

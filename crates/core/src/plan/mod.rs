@@ -112,7 +112,7 @@ fn plan_on(
                     let Some(seen) = seen.filter(|c| !c.is_empty()) else {
                         continue;
                     };
-                    if let Some(path) = desired.invalid.get(name) {
+                    if let Some(path) = desired.invalid_file_of(name) {
                         // Its file is there, only broken: not a removed cluster.
                         findings.push(Finding {
                             kind: FindingKind::InvalidFile,

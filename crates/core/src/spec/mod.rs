@@ -80,10 +80,22 @@ pub struct Desired {
     /// Some cluster file had errors: a cluster missing from `clusters` may still be declared, so
     /// nothing may be deleted for being absent.
     pub incomplete: bool,
-    /// Clusters whose file has errors, by `metadata.name`, with the file's path: declared, so
-    /// not removed, but nothing of them is applied until the file is fixed. (A file too broken
-    /// to name its cluster only sets [`Desired::incomplete`].)
-    pub invalid: BTreeMap<String, String>,
+    /// Files with errors, by path, each with the cluster it declares when its `metadata.name`
+    /// is a DNS-1123 label no valid file declares: that cluster is declared, so not removed,
+    /// but nothing of it is applied until the file is fixed. An invalid file's name is never
+    /// used otherwise (it may be anything: a path, quotes, newlines). (A file too broken to be
+    /// parsed only sets [`Desired::incomplete`].)
+    pub invalid: BTreeMap<String, Option<String>>,
+}
+
+impl Desired {
+    /// The path of the invalid file that declares cluster `name`, if one does.
+    pub fn invalid_file_of(&self, name: &str) -> Option<&str> {
+        self.invalid
+            .iter()
+            .find(|(_, declared)| declared.as_deref() == Some(name))
+            .map(|(path, _)| path.as_str())
+    }
 }
 
 /// What loading a repository gives: the desired state when `capstan.yaml` is usable, and every
@@ -162,12 +174,20 @@ pub fn load(files: &RepoFiles) -> Loaded {
         valid[index] = !findings.iter().any(Diagnostic::is_error);
         diagnostics.0.extend(findings);
     }
-    let checked: Vec<validate::Checked<'_>> = parsed
+    // Rules across files report the later of two files: valid files come first, so a
+    // collision with an invalid file (its name, endpoint or database) is reported on the
+    // invalid one and never blocks a valid cluster.
+    let mut order: Vec<usize> = (0..parsed.len()).collect();
+    order.sort_by_key(|&index| !valid[index]);
+    let checked: Vec<validate::Checked<'_>> = order
         .iter()
-        .map(|(cluster, file)| validate::Checked { cluster, file })
+        .map(|&index| {
+            let (cluster, file) = &parsed[index];
+            validate::Checked { cluster, file }
+        })
         .collect();
-    for (index, diagnostic) in validate::across(&checked) {
-        valid[index] = false;
+    for (position, diagnostic) in validate::across(&checked) {
+        valid[order[position]] = false;
         diagnostics.push(diagnostic);
     }
 
@@ -178,11 +198,19 @@ pub fn load(files: &RepoFiles) -> Loaded {
             clusters.insert(cluster.metadata.name.clone(), cluster);
         } else {
             incomplete = true;
-            invalid.insert(cluster.metadata.name.clone(), file.name.clone());
+            invalid.insert(file.name.clone(), Some(cluster.metadata.name.clone()));
         }
     }
-    // A name that a valid file declares too (a duplicate) is that file's cluster.
-    invalid.retain(|name, _| !clusters.contains_key(name));
+    // A name that is no DNS-1123 label names no cluster capstan could have built, and a name
+    // a valid file declares too (a duplicate) is that file's cluster.
+    for declared in invalid.values_mut() {
+        if declared
+            .as_deref()
+            .is_some_and(|name| !values::is_dns1123_label(name) || clusters.contains_key(name))
+        {
+            *declared = None;
+        }
+    }
     diagnostics.sort();
     Loaded {
         desired: Some(Desired {
@@ -248,8 +276,64 @@ mod tests {
         );
         assert_eq!(
             desired.invalid,
-            BTreeMap::from([("prod".to_owned(), "clusters/prod.yaml".to_owned())])
+            BTreeMap::from([("clusters/prod.yaml".to_owned(), Some("prod".to_owned()))])
         );
+    }
+
+    /// The name of the issue's report: a path, a quote, newlines and a metric line.
+    const HOSTILE_NAME: &str = "x/../../y\"} 1\ninjected_metric{a=\"b\"} 42\n#";
+
+    #[test]
+    fn an_invalid_file_is_keyed_by_its_path_and_its_duplicates_block_no_valid_cluster() {
+        // Sorted before prod.yaml, it claims prod's name-free endpoint under a hostile name.
+        let hostile = SourceText {
+            path: "clusters/a.yaml".to_owned(),
+            text: example("clusters/prod.yaml").text.replace(
+                "  name: prod\n",
+                &format!(
+                    "  name: {}\n",
+                    serde_json::to_string(HOSTILE_NAME).expect("json")
+                ),
+            ),
+        };
+        assert_ne!(hostile.text, example("clusters/prod.yaml").text);
+        let files = RepoFiles {
+            fleet: example("capstan.yaml"),
+            clusters: vec![hostile, example("clusters/prod.yaml")],
+        };
+        let loaded = load(&files);
+        let desired = loaded.desired.expect("the fleet is valid");
+        assert_eq!(
+            desired.clusters.keys().collect::<Vec<_>>(),
+            ["prod"],
+            "an invalid file's endpoint blocks no valid cluster:\n{}",
+            loaded.diagnostics
+        );
+        assert_eq!(
+            desired.invalid.keys().collect::<Vec<_>>(),
+            ["clusters/a.yaml"],
+            "an invalid file is known by its path"
+        );
+        assert_eq!(desired.invalid_file_of(HOSTILE_NAME), None);
+        let duplicate = loaded
+            .diagnostics
+            .0
+            .iter()
+            .find(|d| d.field.as_deref() == Some("spec.endpoint.host"))
+            .expect("the collision is reported");
+        assert_eq!(duplicate.file, "clusters/a.yaml", "on the invalid file");
+    }
+
+    #[test]
+    fn an_invalid_file_with_a_valid_name_keeps_its_cluster_declared() {
+        let mut prod = example("clusters/prod.yaml");
+        prod.text = prod.text.replace("      replicas: 3", "      replicas: 1");
+        let files = RepoFiles {
+            fleet: example("capstan.yaml"),
+            clusters: vec![prod],
+        };
+        let desired = load(&files).desired.expect("the fleet is valid");
+        assert_eq!(desired.invalid_file_of("prod"), Some("clusters/prod.yaml"));
     }
 
     #[test]

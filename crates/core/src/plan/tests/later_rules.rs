@@ -346,7 +346,7 @@ fn rule_12_a_removed_cluster_is_reported_or_deleted_with_prune() {
     // Its file is there but has errors: not reported as removed, never deleted.
     desired
         .invalid
-        .insert("staging".into(), "clusters/staging.yaml".into());
+        .insert("clusters/staging.yaml".into(), Some("staging".into()));
     let plan = plan_at(&desired, &observed, now());
     assert_eq!(plan.cluster("staging"), None);
     assert_eq!(

@@ -9,7 +9,9 @@
 use std::collections::BTreeSet;
 
 use super::Preview;
-use super::render::{cluster_section, markdown_collapsing};
+use super::render::{
+    cluster_section, collapsed_cluster_section, fleet_section, markdown_collapsing,
+};
 
 /// The hidden marker that identifies capstan's comment on a pull request.
 pub const MARKER: &str = "<!-- capstan-preview -->";
@@ -30,26 +32,36 @@ pub fn comment(preview: &Preview, limit: usize) -> String {
         )
     };
     let full = render(&BTreeSet::new());
-    if full.chars().count() <= limit {
+    let mut length = full.chars().count();
+    if length <= limit {
         return full;
     }
-    // Collapse the largest sections first: the fewest clusters lose their details.
-    let mut sections: Vec<(usize, usize)> = preview
+    // Collapse the largest sections first: the fewest clusters lose their details. A
+    // comment is the sum of its sections, so what collapsing one saves is counted once
+    // instead of rendering the comment again for each (a preview may touch many clusters).
+    let count = |text: String| text.chars().count();
+    let mut sections: Vec<(usize, usize, usize)> = preview
         .clusters
         .iter()
         .enumerate()
-        .map(|(index, cluster)| (cluster_section(cluster).chars().count(), index))
+        .map(|(index, cluster)| {
+            let whole = count(cluster_section(cluster));
+            let saved = whole.saturating_sub(count(collapsed_cluster_section(cluster)));
+            (whole, index, saved)
+        })
         .collect();
-    sections.push((preview.fleet_diff.chars().count(), usize::MAX));
+    let fleet_saved =
+        count(fleet_section(preview, false)).saturating_sub(count(fleet_section(preview, true)));
+    sections.push((preview.fleet_diff.chars().count(), usize::MAX, fleet_saved));
     sections.sort_unstable_by(|a, b| b.cmp(a));
     let mut collapsed = BTreeSet::new();
-    let mut shortened = full;
-    for (_, index) in sections {
+    length += SHORTENED.chars().count();
+    for (_, index, saved) in sections {
         collapsed.insert(index);
-        shortened = render(&collapsed) + SHORTENED;
-        if shortened.chars().count() <= limit {
+        length = length.saturating_sub(saved);
+        if length <= limit {
             break;
         }
     }
-    shortened
+    render(&collapsed) + SHORTENED
 }

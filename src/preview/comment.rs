@@ -2,16 +2,22 @@
 //! again, and a length the forge accepts.
 //!
 //! # Guarantees
-//! - The summary line and every refusal are always in the comment; only clusters' sections
-//!   (diffs, steps, drains) and the `capstan.yaml` diff are collapsed to fit, largest first,
-//!   and the comment then says `capstan preview --format json` prints the full plan.
+//! - The summary line and every refusal are in the comment; only clusters' sections (diffs,
+//!   steps, drains) and the `capstan.yaml` diff are collapsed to fit, largest first, and the
+//!   comment then says `capstan preview --format json` prints the full plan.
+//! - The comment is never longer than the limit: when the summary and the refusals alone are
+//!   longer (a head with thousands of errors), it keeps the refusals that fit and says how
+//!   many more there are. A forge refuses a longer comment, and the pull requests after it
+//!   would wait for ever.
 
 use std::collections::BTreeSet;
 
 use super::Preview;
 use super::render::{
     cluster_section, collapsed_cluster_section, fleet_section, markdown_collapsing,
+    refusal_markdown,
 };
+use crate::report::escape;
 
 /// The hidden marker that identifies capstan's comment on a pull request.
 pub const MARKER: &str = "<!-- capstan-preview -->";
@@ -60,8 +66,34 @@ pub fn comment(preview: &Preview, limit: usize) -> String {
         collapsed.insert(index);
         length = length.saturating_sub(saved);
         if length <= limit {
-            break;
+            return render(&collapsed) + SHORTENED;
         }
     }
-    render(&collapsed) + SHORTENED
+    refusals_only(preview, limit)
+}
+
+/// The marker, the summary line and as many refusals as fit in `limit` characters, with how
+/// many more there are: what is left when even the collapsed comment is too long.
+fn refusals_only(preview: &Preview, limit: usize) -> String {
+    let summary: String = escape(&preview.summary).chars().take(limit / 4).collect();
+    let mut out = format!(
+        "{MARKER}\n### capstan preview\n\n**{summary}**\n\n#### Refused: merging this change is refused until these are fixed\n\n"
+    );
+    let mut length = out.chars().count();
+    // Room for the last line, whatever the count it names.
+    let reserve = 160;
+    for (index, refusal) in preview.refusals.iter().enumerate() {
+        let line = format!("- {}\n", refusal_markdown(refusal));
+        let line_length = line.chars().count();
+        if length + line_length + reserve > limit {
+            let more = preview.refusals.len() - index;
+            out.push_str(&format!(
+                "\n> {more} more refusal(s) do not fit this comment: `capstan preview --format json` lists every one.\n"
+            ));
+            return out;
+        }
+        length += line_length;
+        out.push_str(&line);
+    }
+    out
 }

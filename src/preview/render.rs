@@ -50,7 +50,8 @@ pub(super) fn markdown_collapsing(preview: &Preview, collapsed: &dyn Fn(usize) -
     out
 }
 
-fn refusal_markdown(refusal: &Refusal) -> String {
+/// One refusal as a Markdown line (without its list marker).
+pub(super) fn refusal_markdown(refusal: &Refusal) -> String {
     let mut line = format!("**{}**", escape(&refusal.rule));
     if let Some(location) = &refusal.location {
         let _ = write!(line, " `{location}`");

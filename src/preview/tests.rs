@@ -225,3 +225,36 @@ fn a_preview_within_its_limits_on_its_own_thread_is_the_preview() {
         serde_json::to_value(&direct).expect("json")
     );
 }
+
+#[test]
+fn a_comment_whose_refusals_alone_are_too_long_keeps_those_that_fit_and_counts_the_rest() {
+    let refusal = |index: usize| Refusal {
+        cluster: Some("prod".to_owned()),
+        rule: "validation".to_owned(),
+        location: Some(format!("clusters/prod.yaml:{index}:7")),
+        field: Some(format!("spec.workers[{index}].pool")),
+        message: format!("`Pool_{index}` is not a DNS-1123 label"),
+        fix: None,
+        on_base: false,
+    };
+    let preview = Preview {
+        base: "main@sha1:1".to_owned(),
+        head: "hostile@sha1:2".to_owned(),
+        now: jiff::Timestamp::UNIX_EPOCH,
+        summary: "prod: REFUSED (10000)".to_owned(),
+        refusals: (0..10_000).map(refusal).collect(),
+        fleet_diff: String::new(),
+        clusters: vec![huge_cluster("prod", 10)],
+    };
+    let short = comment::comment(&preview, comment::GITHUB_COMMENT_LIMIT);
+    assert!(short.chars().count() <= comment::GITHUB_COMMENT_LIMIT);
+    assert!(short.starts_with(comment::MARKER));
+    assert!(short.contains("prod: REFUSED (10000)"));
+    assert!(short.contains("`clusters/prod.yaml:0:7`"), "{short}");
+    let listed = short.matches("is not a DNS-1123 label").count();
+    assert!(listed > 100, "{listed} refusals listed");
+    assert!(short.contains(&format!(
+        "{} more refusal(s) do not fit this comment",
+        10_000 - listed
+    )));
+}

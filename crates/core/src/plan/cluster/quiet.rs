@@ -43,7 +43,9 @@ pub(crate) struct QuietPool {
 /// The quiet machines of a cluster being predicted.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Quiet {
-    machines: BTreeMap<NodeName, Sleeper>,
+    /// Boxed: a machine and its Node are some hundreds of bytes, which a B-tree would move
+    /// about at every insertion and removal.
+    machines: BTreeMap<NodeName, Box<Sleeper>>,
     /// By desired pool index (the control plane's is always empty).
     pools: Vec<QuietPool>,
 }
@@ -99,11 +101,11 @@ impl Quiet {
         };
         self.machines.insert(
             name,
-            Sleeper {
+            Box::new(Sleeper {
                 machine,
                 node,
                 facts,
-            },
+            }),
         );
     }
 
@@ -121,15 +123,17 @@ impl Quiet {
                 pool.spread.remove(sleeper.machine.proxmox_node.as_str());
             }
         }
-        state.nodes.insert(name.clone(), sleeper.node);
-        state.machines.insert(name, sleeper.machine);
+        let Sleeper { machine, node, .. } = *sleeper;
+        state.nodes.insert(name.clone(), node);
+        state.machines.insert(name, machine);
     }
 
     /// Moves every machine back into `state` (the facts no longer hold: a new version).
     pub fn wake_all(&mut self, state: &mut ObservedCluster) {
         for (name, sleeper) in std::mem::take(&mut self.machines) {
-            state.nodes.insert(name.clone(), sleeper.node);
-            state.machines.insert(name, sleeper.machine);
+            let Sleeper { machine, node, .. } = *sleeper;
+            state.nodes.insert(name.clone(), node);
+            state.machines.insert(name, machine);
         }
         self.pools.clear();
     }

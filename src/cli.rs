@@ -369,6 +369,9 @@ pub struct RunArgs {
     /// observed state its plan depends on changed. Needs a Git remote and the `--forge` flags.
     #[arg(long, requires = "forge", env = env_vars::CAPSTAN_PREVIEWS)]
     pub previews: bool,
+    /// What planning a pull request's preview may take.
+    #[command(flatten)]
+    pub preview_limits: PreviewLimitArgs,
     /// Where previews are posted.
     #[command(flatten)]
     pub forge: ForgeArgs,
@@ -455,6 +458,31 @@ impl RunArgs {
         .into_iter()
         .flatten()
         .collect()
+    }
+}
+
+/// Limits on planning a preview: whoever opens a pull request chooses its head, so planning
+/// it runs on a thread of its own within a time and a number of predicted steps; a head past
+/// either gets a refusal that names the limit ("planning the head revision exceeded 30s:
+/// refused"), and the daemon goes on reconciling.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PreviewLimitArgs {
+    /// How long planning a preview (the base and the head) may take.
+    #[arg(long, default_value = "30s", env = env_vars::CAPSTAN_PREVIEW_TIMEOUT)]
+    pub preview_timeout: crate::spec::HumanDuration,
+    /// How many predicted steps the plan of each revision may hold (a few hundred bytes each;
+    /// the default fits a replacement of every machine of a 5,000-machine cluster).
+    #[arg(long, default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..), env = env_vars::CAPSTAN_PREVIEW_MAX_STEPS)]
+    pub preview_max_steps: u64,
+}
+
+impl PreviewLimitArgs {
+    /// The limits these flags set.
+    pub fn limits(&self) -> crate::preview::Limits {
+        crate::preview::Limits {
+            time: self.preview_timeout.0,
+            max_predicted_steps: usize::try_from(self.preview_max_steps).unwrap_or(usize::MAX),
+        }
     }
 }
 
@@ -682,6 +710,9 @@ pub struct PreviewArgs {
     /// status on `--head`'s commit.
     #[arg(long, requires = "forge", env = env_vars::CAPSTAN_PREVIEW_PR)]
     pub pr: Option<u64>,
+    /// What planning the preview may take.
+    #[command(flatten)]
+    pub limits: PreviewLimitArgs,
     /// Where the preview is posted.
     #[command(flatten)]
     pub forge: ForgeArgs,

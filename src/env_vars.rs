@@ -109,6 +109,10 @@ pub const CAPSTAN_PREVIEW_PR: &str = "CAPSTAN_PREVIEW_PR";
 pub const CAPSTAN_PREVIEW_SERVER: &str = "CAPSTAN_PREVIEW_SERVER";
 /// `capstan run`: post a preview on every open pull request.
 pub const CAPSTAN_PREVIEWS: &str = "CAPSTAN_PREVIEWS";
+/// `capstan run --previews` and `capstan preview`: how long planning a preview may take.
+pub const CAPSTAN_PREVIEW_TIMEOUT: &str = "CAPSTAN_PREVIEW_TIMEOUT";
+/// `capstan run --previews` and `capstan preview`: predicted steps a revision's plan may hold.
+pub const CAPSTAN_PREVIEW_MAX_STEPS: &str = "CAPSTAN_PREVIEW_MAX_STEPS";
 /// `capstan plan` and `capstan preview`: plan as of this time instead of now.
 pub const CAPSTAN_NOW: &str = "CAPSTAN_NOW";
 /// Hold the Lease through the pod's service account.

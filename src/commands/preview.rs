@@ -106,7 +106,7 @@ pub fn run(
         None => None,
     };
     let now = args.now.unwrap_or_else(|| clock.now());
-    let preview = preview::build(
+    let preview = preview::limited::build_limited(
         &RevisionFiles {
             revision: base.revision,
             files: base.files,
@@ -117,6 +117,8 @@ pub fn run(
         },
         &observed,
         now,
+        &crate::secrets::Admission::against_base(),
+        &args.limits.limits(),
     );
     let text = match args.format {
         PlanFormat::Text => render::text(&preview),

@@ -214,6 +214,7 @@ pub fn run(args: &RunArgs, env: fn(&str) -> Option<String>) -> Result<Outcome, R
         branch: args.git.branch.clone(),
         status_branch,
         previews: previews.map(|(forge, git, verify)| (forge, git, fleet.poll_interval.0, verify)),
+        preview_limits: args.preview_limits.limits(),
     };
     runtime()?.block_on(async {
         let mut options = daemon_options(&folder, &args.daemon);
@@ -515,6 +516,8 @@ struct DaemonSource {
         Duration,
         Option<Arc<Verifier>>,
     )>,
+    /// What planning a preview may take.
+    preview_limits: crate::preview::Limits,
 }
 
 /// The forge `--previews` posts to; its token is remembered by the redactor, so the status
@@ -683,7 +686,8 @@ async fn serve_daemon(
     let previewer = source.previews.map(|(forge, git, interval, verifier)| {
         // Heads are previewed under the limits the daemon applies revisions under.
         let previewer = Previewer::new(forge, git, daemon.board(), clock, interval, admission)
-            .with_verifier(verifier);
+            .with_verifier(verifier)
+            .with_limits(source.preview_limits);
         let mut stopped = stop_electing.subscribe();
         tokio::spawn(previewer.run(async move {
             let _ = stopped.wait_for(|stop| *stop).await;

@@ -14,6 +14,9 @@
 //!   is read or connected to.
 //! - A pull request is posted to again only when its preview changed: a new head, a moved
 //!   base, or an observed state that changes its plan. The planning time alone is not a change.
+//! - A pull request's head is planned off the runtime, on a thread of its own, within
+//!   [`Limits`]: a head past them is posted as a refusal naming the limit, and neither the
+//!   reconcile loop nor this task waits for it longer than the time limit.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,7 +27,7 @@ use crate::clock::Clock;
 use crate::forge::{ForgeApi, PullHead, sticky};
 use crate::observed::Observed;
 use crate::preview::comment::comment;
-use crate::preview::{self, Preview, RevisionFiles};
+use crate::preview::{Limits, Preview, RevisionFiles, limited};
 use crate::secrets::Admission;
 use crate::source::GitOptions;
 use crate::source::revisions::{RevisionError, read_remote_ref, verify_remote_head};
@@ -47,8 +50,8 @@ pub enum PreviewRoundError {
         #[source]
         source: RevisionError,
     },
-    /// Reading revisions panicked or was cancelled.
-    #[error("reading revisions was interrupted")]
+    /// Reading revisions or planning them panicked or was cancelled.
+    #[error("reading or planning revisions was interrupted")]
     Interrupted(#[source] tokio::task::JoinError),
 }
 
@@ -60,6 +63,8 @@ pub struct Previewer<F> {
     clock: Arc<dyn Clock>,
     interval: Duration,
     backoff: Backoff,
+    /// What planning one preview may take.
+    limits: Limits,
     /// Per pull request, the fingerprint of the preview last posted.
     posted: BTreeMap<u64, String>,
     /// The daemon's limits, which a head is previewed under.
@@ -87,6 +92,7 @@ impl<F: ForgeApi> Previewer<F> {
             clock,
             interval,
             backoff: Backoff::default(),
+            limits: Limits::default(),
             posted: BTreeMap::new(),
             admission,
             verifier: None,
@@ -97,6 +103,13 @@ impl<F: ForgeApi> Previewer<F> {
     /// an allowed key) that it will not be applied.
     pub fn with_verifier(mut self, verifier: Option<Arc<Verifier>>) -> Self {
         self.verifier = verifier;
+        self
+    }
+
+    /// Plans previews within `limits` instead of [`Limits::default`].
+    #[must_use]
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
         self
     }
 
@@ -148,7 +161,7 @@ impl<F: ForgeApi> Previewer<F> {
         self.posted
             .retain(|number, _| pulls.iter().any(|p| p.number == *number));
         for pull in pulls {
-            let preview = self.preview(&pull, Arc::clone(&observed)).await?;
+            let (preview, body) = self.preview(&pull, Arc::clone(&observed)).await?;
             let key = fingerprint(&preview);
             if self.posted.get(&pull.number) == Some(&key) {
                 continue;
@@ -157,7 +170,7 @@ impl<F: ForgeApi> Previewer<F> {
                 &self.forge,
                 pull.number,
                 preview.head_commit(),
-                &comment(&preview, self.forge.kind().comment_limit()),
+                &body,
                 &sticky::status_for(&preview),
             )
             .await?;
@@ -172,17 +185,21 @@ impl<F: ForgeApi> Previewer<F> {
         Ok(())
     }
 
+    /// The preview of `pull` and its comment, read, planned and written off the runtime.
     async fn preview(
         &self,
         pull: &PullHead,
         observed: Arc<Observed>,
-    ) -> Result<Preview, PreviewRoundError> {
+    ) -> Result<(Preview, String), PreviewRoundError> {
         let git = self.git.clone();
         let number = pull.number;
         let base_ref = pull.base_ref.clone();
         let head_ref = self.forge.kind().head_ref(number);
         let verifier = self.verifier.clone();
-        let (base, head, refusal) = tokio::task::spawn_blocking(move || {
+        let (now, limits) = (self.clock.now(), self.limits);
+        let admission = self.admission.clone();
+        let comment_limit = self.forge.kind().comment_limit();
+        tokio::task::spawn_blocking(move || {
             let failed = |source| PreviewRoundError::Revision { pr: number, source };
             let read = |reference: &str| read_remote_ref(&git, reference).map_err(failed);
             let (base, head) = (read(&base_ref)?, read(&head_ref)?);
@@ -194,27 +211,29 @@ impl<F: ForgeApi> Previewer<F> {
                 }
                 None => None,
             };
-            Ok::<_, PreviewRoundError>((base, head, refusal))
+            let (base, head) = (
+                RevisionFiles {
+                    revision: base.revision,
+                    files: base.files,
+                },
+                RevisionFiles {
+                    revision: head.revision,
+                    files: head.files,
+                },
+            );
+            let mut preview =
+                limited::build_limited(&base, &head, &observed, now, &admission, &limits);
+            if preview.is_over_limits() {
+                tracing::warn!(pr = number, head = %preview.head, summary = %preview.summary, "preview past its planning limits");
+            }
+            if let Some(refusal) = refusal {
+                preview.refuse_unverified(&crate::status::error_chain(&refusal));
+            }
+            let body = comment(&preview, comment_limit);
+            Ok((preview, body))
         })
         .await
-        .map_err(PreviewRoundError::Interrupted)??;
-        let mut preview = preview::build_admitted(
-            &RevisionFiles {
-                revision: base.revision,
-                files: base.files,
-            },
-            &RevisionFiles {
-                revision: head.revision,
-                files: head.files,
-            },
-            &observed,
-            self.clock.now(),
-            &self.admission,
-        );
-        if let Some(refusal) = refusal {
-            preview.refuse_unverified(&crate::status::error_chain(&refusal));
-        }
-        Ok(preview)
+        .map_err(PreviewRoundError::Interrupted)?
     }
 }
 

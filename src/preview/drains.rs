@@ -5,11 +5,14 @@
 //! would leave it: a budget that allows no disruption now blocks the drain until something
 //! else changes (a pod turns Ready, the budget is relaxed).
 
+use std::cell::OnceCell;
+
 use serde::Serialize;
 
 use crate::model::NodeName;
 use crate::observed::ObservedCluster;
 use crate::plan::Action;
+use crate::workloads::Allowance;
 
 use super::PreviewStep;
 
@@ -52,6 +55,13 @@ pub fn forecast(predicted: &[PreviewStep], observed: &ObservedCluster) -> Vec<Dr
         return Vec::new();
     }
     let all_pods = || observed.pods.values().flatten();
+    // A budget's allowance depends on the observed pods alone: counted once, not per drain
+    // (a rollout of thousands drains thousands of nodes).
+    let allowances: Vec<OnceCell<Allowance>> = observed
+        .disruption_budgets
+        .iter()
+        .map(|_| OnceCell::new())
+        .collect();
     predicted
         .iter()
         .filter_map(|step| match &step.step.action {
@@ -69,7 +79,8 @@ pub fn forecast(predicted: &[PreviewStep], observed: &ObservedCluster) -> Vec<Dr
             let blocked_by = observed
                 .disruption_budgets
                 .iter()
-                .filter_map(|budget| {
+                .zip(&allowances)
+                .filter_map(|(budget, allowance)| {
                     let guarded: Vec<String> = evicted
                         .iter()
                         .filter(|pod| budget.selects(pod))
@@ -78,7 +89,7 @@ pub fn forecast(predicted: &[PreviewStep], observed: &ObservedCluster) -> Vec<Dr
                     if guarded.is_empty() {
                         return None;
                     }
-                    let allowance = budget.allowance(all_pods());
+                    let allowance = allowance.get_or_init(|| budget.allowance(all_pods()));
                     (allowance.allowed == 0).then(|| DrainBlock {
                         budget: format!("{}/{}", budget.namespace, budget.name),
                         rule: budget.rule(),

@@ -91,18 +91,25 @@ pub fn estimate(
 /// on different machines; a disruptive step, or a second step on a machine, starts a new one.
 fn rounds(predicted: &[PreviewStep]) -> Vec<Vec<&PreviewStep>> {
     let mut rounds: Vec<Vec<&PreviewStep>> = Vec::new();
+    // The last round's machines, and whether it holds a disruptive step: a bootstrap's round
+    // holds every machine, so it is not searched step by step.
+    let mut machines = BTreeSet::new();
+    let mut disruptive = false;
     for step in predicted {
-        let joins_last = rounds.last().is_some_and(|round| {
-            !step.step.disruptive
-                && round.iter().all(|other| {
-                    !other.step.disruptive
-                        && (other.step.target.machine.is_none()
-                            || other.step.target.machine != step.step.target.machine)
-                })
-        });
-        match rounds.last_mut() {
-            Some(round) if joins_last => round.push(step),
-            _ => rounds.push(vec![step]),
+        let machine = step.step.target.machine.as_ref();
+        let joins_last = !rounds.is_empty()
+            && !step.step.disruptive
+            && !disruptive
+            && machine.is_none_or(|m| !machines.contains(m));
+        if !joins_last {
+            rounds.push(Vec::new());
+            machines.clear();
+            disruptive = false;
+        }
+        disruptive |= step.step.disruptive;
+        machines.extend(machine);
+        if let Some(round) = rounds.last_mut() {
+            round.push(step);
         }
     }
     rounds

@@ -4,7 +4,7 @@
 //! by this change".
 //!
 //! Pure: revisions' files, an observed state and a time in, a [`Preview`] out ([`render`]
-//! prints it). No I/O, no clock.
+//! prints it). No I/O, no clock; [`limited`] keeps the time on a thread of its own.
 //!
 //! # Guarantees
 //! - Refusals come first: every validation error of the head (with file:line:column) and every
@@ -13,6 +13,9 @@
 //! - The head is held to the operator's limits ([`Admission`]): a connection it changes or
 //!   adds, or a secret source the daemon does not allow, is a refusal, and nothing the head
 //!   names is read or connected to (this module does no I/O at all).
+//! - Whoever opens a pull request chooses its head: planning it stays within [`Limits`] (time
+//!   and predicted steps), and a head past them is a refusal that says which limit, never a
+//!   crash or a hang. Everything after planning is linear in the steps predicted.
 //! - Nothing secret is shown: cluster files hold no secrets (tokens are references in
 //!   `capstan.yaml`), and diff lines that look like a literal secret are redacted.
 
@@ -20,16 +23,19 @@ mod changes;
 pub mod comment;
 mod drains;
 mod estimate;
+pub mod limited;
 pub mod render;
 mod summary;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use jiff::Timestamp;
 use serde::Serialize;
 
 use crate::observed::Observed;
-use crate::plan::{self, Blocked, ClusterPlan, Plan, Policy, Rule, Step};
+use crate::plan::{self, Blocked, Budget, ClusterPlan, Exceeded, Plan, Policy, Rule, Step};
 use crate::secrets::Admission;
 use crate::spec::{self, Cluster, Diagnostic, Loaded, RepoFiles};
 
@@ -91,6 +97,11 @@ impl Preview {
             },
         );
         self.summary = format!("not applied (unverified commits); {}", self.summary);
+    }
+
+    /// Whether planning a revision went past its [`Limits`] (then nothing else was planned).
+    pub fn is_over_limits(&self) -> bool {
+        self.refusals.iter().any(|r| r.rule == PLANNING_LIMITS)
     }
 
     /// The head's commit id (the revision is `ref@sha1:<commit>`), where a commit status goes.
@@ -162,6 +173,29 @@ pub struct PreviewStep {
     pub pending_on_base: bool,
 }
 
+/// The rule of a refusal for a revision that could not be planned within [`Limits`].
+pub const PLANNING_LIMITS: &str = "planning limits";
+
+/// What planning one preview may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// For both revisions' plans ([`limited::build_limited`] keeps it).
+    pub time: Duration,
+    /// Steps each revision's predictions may hold in all (each takes some hundreds of bytes).
+    pub max_predicted_steps: usize,
+}
+
+impl Default for Limits {
+    /// 30 s, and 50,000 steps: a replacement of every machine of a cluster at the bound
+    /// (5,000 machines, 8 steps each) fits, in some 40 MB.
+    fn default() -> Self {
+        Limits {
+            time: Duration::from_secs(30),
+            max_predicted_steps: 50_000,
+        }
+    }
+}
+
 /// Builds the preview of merging `head` into `base`, both planned against `observed` at `now`,
 /// where the daemon's limits are not known (`capstan preview` in CI): the head may not change
 /// or add a connection its base lacks ([`Admission::against_base`]).
@@ -183,10 +217,40 @@ pub fn build_admitted(
     now: Timestamp,
     admission: &Admission,
 ) -> Preview {
+    let unlimited = Limits {
+        time: Duration::MAX,
+        max_predicted_steps: usize::MAX,
+    };
+    let never = AtomicBool::new(false);
+    build_within(base, head, observed, now, admission, &unlimited, &never)
+}
+
+/// [`build_admitted`] within `limits`, stopped as soon as `stop` is raised (the caller keeps
+/// the time): a revision whose plan goes past them makes the preview a refusal that says which
+/// limit.
+pub fn build_within(
+    base: &RevisionFiles,
+    head: &RevisionFiles,
+    observed: &Observed,
+    now: Timestamp,
+    admission: &Admission,
+    limits: &Limits,
+    stop: &AtomicBool,
+) -> Preview {
     let base_loaded = admission.load(&base.files);
     let head_loaded = admission.for_head(&base_loaded).load(&head.files);
-    let base_plan = plan_of(&base_loaded, observed, now);
-    let head_plan = plan_of(&head_loaded, observed, now);
+    let plan_within = |loaded: &Loaded, revision: &'static str| {
+        let budget = Budget::new(limits.max_predicted_steps, stop);
+        plan_of(loaded, observed, now, &budget).map_err(|why| (revision, why))
+    };
+    let plans = plan_within(&base_loaded, "base")
+        .and_then(|base_plan| Ok((base_plan, plan_within(&head_loaded, "head")?)));
+    let (base_plan, head_plan) = match plans {
+        Ok(plans) => plans,
+        Err((revision, why)) => {
+            return over_limits(base, head, &head_loaded, now, limits, revision, why);
+        }
+    };
     let base_files = files_by_cluster(&base.files, &BTreeMap::new());
     // A head file too broken to name its cluster is still the cluster the base's file at that
     // path named.
@@ -297,9 +361,58 @@ pub fn build_admitted(
     }
 }
 
-fn plan_of(loaded: &Loaded, observed: &Observed, now: Timestamp) -> Option<Plan> {
-    let desired = loaded.desired.as_ref()?;
-    Some(plan::plan(desired, observed, &Policy::of(desired), now))
+fn plan_of(
+    loaded: &Loaded,
+    observed: &Observed,
+    now: Timestamp,
+    budget: &Budget<'_>,
+) -> Result<Option<Plan>, Exceeded> {
+    let Some(desired) = loaded.desired.as_ref() else {
+        return Ok(None);
+    };
+    plan::plan_within(desired, observed, &Policy::of(desired), now, budget).map(Some)
+}
+
+/// The refusal of a change whose `revision` (`head` or `base`) could not be planned within
+/// `limits`, after the head's validation errors.
+fn over_limits(
+    base: &RevisionFiles,
+    head: &RevisionFiles,
+    head_loaded: &Loaded,
+    now: Timestamp,
+    limits: &Limits,
+    revision: &str,
+    why: Exceeded,
+) -> Preview {
+    let limit = match why {
+        Exceeded::Steps { limit } => format!("{limit} predicted steps"),
+        Exceeded::Stopped => humantime::format_duration(limits.time).to_string(),
+    };
+    let message = format!("planning the {revision} revision exceeded {limit}: refused");
+    let head_files = files_by_cluster(&head.files, &BTreeMap::new());
+    let mut refusals = refusals(head_loaded, None, &head_files);
+    refusals.push(Refusal {
+        cluster: None,
+        rule: PLANNING_LIMITS.to_owned(),
+        location: None,
+        field: None,
+        message: message.clone(),
+        fix: Some("change fewer machines at once (split the pull request), or ask the operator to raise --preview-timeout or --preview-max-steps".to_owned()),
+        on_base: false,
+    });
+    Preview {
+        base: base.revision.clone(),
+        head: head.revision.clone(),
+        now,
+        summary: format!("refused: {message}"),
+        refusals,
+        fleet_diff: changes::unified_diff(
+            &head.files.fleet.path,
+            Some(&base.files.fleet.text),
+            Some(&head.files.fleet.text),
+        ),
+        clusters: Vec::new(),
+    }
 }
 
 fn cluster_plan<'a>(plan: Option<&'a Plan>, name: &str) -> Option<&'a ClusterPlan> {
@@ -339,21 +452,22 @@ fn files_by_cluster(
 }
 
 /// The head's steps in order, each marked when the base's plan holds the same step (same
-/// action on the same machine), matching each base step at most once.
+/// action on the same machine), matching each base step at most once, the earliest first.
+/// Steps are matched by key, not each against each: a prediction holds tens of thousands.
 fn mark_pending(head: &[Step], base: &[Step]) -> Vec<PreviewStep> {
-    let mut unmatched: Vec<Option<&Step>> = base.iter().map(Some).collect();
+    let mut unmatched: HashMap<StepKey<'_>, VecDeque<usize>> = HashMap::new();
+    for (index, step) in base.iter().enumerate() {
+        unmatched
+            .entry(step_key(step))
+            .or_default()
+            .push_back(index);
+    }
     head.iter()
         .map(|step| {
-            let found = unmatched
-                .iter_mut()
-                .find(|candidate| candidate.is_some_and(|c| same_step(c, step)));
-            let pending_on_base = match found {
-                Some(slot) => {
-                    *slot = None;
-                    true
-                }
-                None => false,
-            };
+            let pending_on_base = unmatched
+                .get_mut(&step_key(step))
+                .and_then(VecDeque::pop_front)
+                .is_some();
             PreviewStep {
                 step: step.clone(),
                 pending_on_base,
@@ -362,35 +476,38 @@ fn mark_pending(head: &[Step], base: &[Step]) -> Vec<PreviewStep> {
         .collect()
 }
 
-/// The same action on the same machine. A machine that does not exist yet is named after the
-/// spec it is built from, so the base and the head name it differently: its creation and join
-/// match by pool instead.
-fn same_step(a: &Step, b: &Step) -> bool {
-    let is_new_machine = |step: &Step| {
-        step.target.vm_id.is_none()
-            && matches!(
-                step.action,
-                plan::Action::CreateMachine { .. }
-                    | plan::Action::JoinNode { .. }
-                    | plan::Action::InitControlPlane { .. }
-            )
+/// What makes two steps the same: the action, the cluster, the machine, the pool and, for
+/// an upgrade, its version. A machine that does not exist yet is named after the spec it is
+/// built from, so the base and the head name it differently: its creation and join match by
+/// pool instead. (Both plans see the same observed state, so a machine is new in both or in
+/// neither.)
+type StepKey<'a> = (
+    &'static str,
+    &'a str,
+    Option<&'a crate::model::NodeName>,
+    Option<&'a str>,
+    Option<crate::spec::KubeVersion>,
+);
+
+fn step_key(step: &Step) -> StepKey<'_> {
+    let is_new_machine = step.target.vm_id.is_none()
+        && matches!(
+            step.action,
+            plan::Action::CreateMachine { .. }
+                | plan::Action::JoinNode { .. }
+                | plan::Action::InitControlPlane { .. }
+        );
+    let upgrade_to = match &step.action {
+        plan::Action::UpgradeControlPlane { to, .. } => Some(*to),
+        _ => None,
     };
-    let same_machine = if is_new_machine(a) && is_new_machine(b) {
-        true
-    } else {
-        a.target.machine == b.target.machine
-    };
-    a.name() == b.name()
-        && a.target.cluster == b.target.cluster
-        && same_machine
-        && a.target.pool == b.target.pool
-        && match (&a.action, &b.action) {
-            (
-                plan::Action::UpgradeControlPlane { to: a_to, .. },
-                plan::Action::UpgradeControlPlane { to: b_to, .. },
-            ) => a_to == b_to,
-            _ => true,
-        }
+    (
+        step.name(),
+        step.target.cluster.as_str(),
+        step.target.machine.as_ref().filter(|_| !is_new_machine),
+        step.target.pool.as_deref(),
+        upgrade_to,
+    )
 }
 
 fn same_refusal(a: &Refusal, b: &Refusal) -> bool {

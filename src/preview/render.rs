@@ -36,19 +36,7 @@ pub(super) fn markdown_collapsing(preview: &Preview, collapsed: &dyn Fn(usize) -
         }
         let _ = writeln!(out);
     }
-    if !preview.fleet_diff.is_empty() && collapsed(usize::MAX) {
-        let _ = writeln!(
-            out,
-            "<details><summary><b>capstan.yaml</b> changes (collapsed to fit this comment)</summary></details>\n"
-        );
-    } else if !preview.fleet_diff.is_empty() {
-        let _ = writeln!(
-            out,
-            "<details><summary><b>capstan.yaml</b> changes</summary>\n"
-        );
-        write_diff(&mut out, &preview.fleet_diff);
-        let _ = writeln!(out, "</details>\n");
-    }
+    out.push_str(&fleet_section(preview, collapsed(usize::MAX)));
     for (index, cluster) in preview.clusters.iter().enumerate() {
         if collapsed(index) {
             collapsed_cluster_markdown(&mut out, cluster);
@@ -62,7 +50,8 @@ pub(super) fn markdown_collapsing(preview: &Preview, collapsed: &dyn Fn(usize) -
     out
 }
 
-fn refusal_markdown(refusal: &Refusal) -> String {
+/// One refusal as a Markdown line (without its list marker).
+pub(super) fn refusal_markdown(refusal: &Refusal) -> String {
     let mut line = format!("**{}**", escape(&refusal.rule));
     if let Some(location) = &refusal.location {
         let _ = write!(line, " `{location}`");
@@ -80,6 +69,35 @@ fn refusal_markdown(refusal: &Refusal) -> String {
         line.push_str(" *(refused on the base too)*");
     }
     line
+}
+
+/// The `capstan.yaml` diff's section, `collapsed` to a line or whole (empty without a diff).
+pub(super) fn fleet_section(preview: &Preview, collapsed: bool) -> String {
+    let mut out = String::new();
+    if preview.fleet_diff.is_empty() {
+        return out;
+    }
+    if collapsed {
+        let _ = writeln!(
+            out,
+            "<details><summary><b>capstan.yaml</b> changes (collapsed to fit this comment)</summary></details>\n"
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "<details><summary><b>capstan.yaml</b> changes</summary>\n"
+        );
+        write_diff(&mut out, &preview.fleet_diff);
+        let _ = writeln!(out, "</details>\n");
+    }
+    out
+}
+
+/// A cluster's collapsed section, as [`markdown_collapsing`] writes it.
+pub(super) fn collapsed_cluster_section(cluster: &ClusterPreview) -> String {
+    let mut out = String::new();
+    collapsed_cluster_markdown(&mut out, cluster);
+    out
 }
 
 /// A cluster's section as its summary line and refusals only (the comment would be too long).

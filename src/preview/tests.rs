@@ -109,3 +109,152 @@ fn a_comment_too_long_collapses_the_largest_clusters_and_keeps_summary_and_refus
     assert!(short.contains("+  line 2 of a very long cluster file"));
     assert!(!short.contains("+  line 1999 of"));
 }
+
+/// The example repository, with `prod`'s workers set to `workers`, as a revision.
+fn example_revision(revision: &str, workers: u32) -> RevisionFiles {
+    let file = |path: &str, text: &str| spec::SourceText {
+        path: path.to_owned(),
+        text: text.to_owned(),
+    };
+    let prod = include_str!("../../examples-repo/clusters/prod.yaml").replacen(
+        "      replicas: 3",
+        &format!("      replicas: {workers}"),
+        1,
+    );
+    RevisionFiles {
+        revision: revision.to_owned(),
+        files: spec::RepoFiles {
+            fleet: file(
+                "capstan.yaml",
+                include_str!("../../examples-repo/capstan.yaml"),
+            ),
+            clusters: vec![
+                file(
+                    "clusters/platform.yaml",
+                    include_str!("../../examples-repo/clusters/platform.yaml"),
+                ),
+                file("clusters/prod.yaml", &prod),
+            ],
+        },
+    }
+}
+
+#[test]
+fn a_head_past_the_step_limit_is_a_refusal_that_names_the_limit() {
+    let base = example_revision("main@sha1:1", 3);
+    let head = example_revision("more@sha1:2", 40);
+    let observed = Observed::nothing();
+    let now = jiff::Timestamp::UNIX_EPOCH;
+    let unlimited = build(&base, &head, &observed, now);
+    assert!(!unlimited.is_refused(), "{:?}", unlimited.refusals);
+    let base_steps = {
+        let loaded = spec::load(&base.files);
+        let desired = loaded.desired.expect("valid");
+        let plan = plan::plan(&desired, &observed, &Policy::of(&desired), now);
+        plan.clusters
+            .iter()
+            .map(|c| c.predicted.len())
+            .sum::<usize>()
+    };
+    let limits = Limits {
+        time: std::time::Duration::from_secs(3600),
+        max_predicted_steps: base_steps,
+    };
+    let never = AtomicBool::new(false);
+    let admission = Admission::against_base();
+    let preview = build_within(&base, &head, &observed, now, &admission, &limits, &never);
+    assert!(preview.is_refused() && preview.is_over_limits());
+    let message =
+        format!("planning the head revision exceeded {base_steps} predicted steps: refused");
+    assert_eq!(preview.summary, format!("refused: {message}"));
+    assert_eq!(preview.refusals.len(), 1);
+    assert_eq!(preview.refusals[0].message, message);
+    assert!(
+        preview.clusters.is_empty(),
+        "nothing of a partial plan is shown"
+    );
+    let markdown = render::markdown(&preview);
+    assert!(markdown.contains(&message), "{markdown}");
+}
+
+#[test]
+fn a_preview_stopped_when_its_time_is_up_says_so_and_keeps_the_validation_errors() {
+    let base = example_revision("main@sha1:1", 3);
+    let head = example_revision("huge@sha1:2", 1_000_000_000);
+    let limits = Limits::default();
+    let stopped = AtomicBool::new(true);
+    let preview = build_within(
+        &base,
+        &head,
+        &Observed::nothing(),
+        jiff::Timestamp::UNIX_EPOCH,
+        &Admission::against_base(),
+        &limits,
+        &stopped,
+    );
+    let messages: Vec<&str> = preview
+        .refusals
+        .iter()
+        .map(|r| r.message.as_str())
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            "1000000000 workers: a cluster has at most 5000 machines",
+            "planning the base revision exceeded 30s: refused",
+        ]
+    );
+    assert_eq!(
+        preview.refusals[0].location.as_deref(),
+        Some("clusters/prod.yaml:34:7")
+    );
+}
+
+#[test]
+fn a_preview_within_its_limits_on_its_own_thread_is_the_preview() {
+    let base = example_revision("main@sha1:1", 3);
+    let head = example_revision("more@sha1:2", 5);
+    let observed = Observed::nothing();
+    let now = jiff::Timestamp::UNIX_EPOCH;
+    let admission = Admission::against_base();
+    let limited =
+        limited::build_limited(&base, &head, &observed, now, &admission, &Limits::default());
+    let direct = build(&base, &head, &observed, now);
+    assert_eq!(
+        serde_json::to_value(&limited).expect("json"),
+        serde_json::to_value(&direct).expect("json")
+    );
+}
+
+#[test]
+fn a_comment_whose_refusals_alone_are_too_long_keeps_those_that_fit_and_counts_the_rest() {
+    let refusal = |index: usize| Refusal {
+        cluster: Some("prod".to_owned()),
+        rule: "validation".to_owned(),
+        location: Some(format!("clusters/prod.yaml:{index}:7")),
+        field: Some(format!("spec.workers[{index}].pool")),
+        message: format!("`Pool_{index}` is not a DNS-1123 label"),
+        fix: None,
+        on_base: false,
+    };
+    let preview = Preview {
+        base: "main@sha1:1".to_owned(),
+        head: "hostile@sha1:2".to_owned(),
+        now: jiff::Timestamp::UNIX_EPOCH,
+        summary: "prod: REFUSED (10000)".to_owned(),
+        refusals: (0..10_000).map(refusal).collect(),
+        fleet_diff: String::new(),
+        clusters: vec![huge_cluster("prod", 10)],
+    };
+    let short = comment::comment(&preview, comment::GITHUB_COMMENT_LIMIT);
+    assert!(short.chars().count() <= comment::GITHUB_COMMENT_LIMIT);
+    assert!(short.starts_with(comment::MARKER));
+    assert!(short.contains("prod: REFUSED (10000)"));
+    assert!(short.contains("`clusters/prod.yaml:0:7`"), "{short}");
+    let listed = short.matches("is not a DNS-1123 label").count();
+    assert!(listed > 100, "{listed} refusals listed");
+    assert!(short.contains(&format!(
+        "{} more refusal(s) do not fit this comment",
+        10_000 - listed
+    )));
+}

@@ -58,3 +58,21 @@ fn the_schema_refuses_what_validation_refuses_structurally() {
     let bad = serde_json::json!({"apiVersion": "capstan.dev/v1alpha1", "kind": "Cluster", "metadata": {"name": "x"}, "spce": {}});
     assert!(!validator.is_valid(&bad));
 }
+
+#[test]
+fn the_schema_states_the_bounds_validation_enforces() {
+    let schemas: std::collections::BTreeMap<_, _> =
+        capstan::spec::json_schemas().into_iter().collect();
+    let validator =
+        jsonschema::validator_for(&schemas["cluster.schema.json"]).expect("schema compiles");
+    let repo = crate::support::examples_repo();
+    let text = std::fs::read_to_string(repo.join("clusters/prod.yaml")).expect("read example");
+    let prod: serde_json::Value = serde_saphyr::from_str(&text).expect("example is YAML");
+    assert!(validator.is_valid(&prod));
+    let mut huge = prod.clone();
+    huge["spec"]["workers"][0]["replicas"] = serde_json::json!(4_000_000_000u64);
+    assert!(!validator.is_valid(&huge), "replicas over 5,000");
+    let mut cores = prod;
+    cores["spec"]["workers"][0]["machine"]["cores"] = serde_json::json!(129);
+    assert!(!validator.is_valid(&cores), "cores over 128");
+}

@@ -129,6 +129,23 @@ fn fewer_workers_than_min_workers_says_add_a_worker_first() {
 }
 
 #[test]
+fn counts_and_sizes_past_their_bounds_are_refused_with_their_position_and_a_fix() {
+    let repo = ScratchRepo::from_examples();
+    repo.edit(PROD, "      replicas: 3", "      replicas: 4000000000");
+    repo.edit(
+        PROD,
+        "cores: 4, memoryMiB: 8192, diskGiB: 50",
+        "cores: 4000, memoryMiB: 8192, diskGiB: 50",
+    );
+    repo.validate()
+        .assert_code(1)
+        .assert_reports("clusters/prod.yaml:34:7: error: spec.workers[0].replicas: 4000000000 workers: a cluster has at most 5000 machines")
+        .assert_reports("hint: split the machines over several clusters")
+        .assert_reports("clusters/prod.yaml:36:41: error: spec.workers[0].machine.cores: 4000 vCPUs: at most 128")
+        .assert_reports("hint: Proxmox limits a VM to 128 CPUs");
+}
+
+#[test]
 fn unknown_connections_and_management_clusters_are_refused() {
     let repo = ScratchRepo::from_examples();
     repo.edit(PROD, "  proxmox: homelab", "  proxmox: homelabb");

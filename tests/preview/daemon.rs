@@ -42,6 +42,11 @@ impl Drop for Daemon {
 
 /// Starts `capstan run` on a port the system picks (see `announced`).
 fn spawn_daemon(on: &OnForge, flavour: Flavour, dir: &Path) -> Daemon {
+    spawn_daemon_with(on, flavour, dir, &[])
+}
+
+/// [`spawn_daemon`] with `extra` arguments.
+fn spawn_daemon_with(on: &OnForge, flavour: Flavour, dir: &Path, extra: &[&str]) -> Daemon {
     let log = dir.join("stderr");
     let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
         .args([
@@ -68,6 +73,7 @@ fn spawn_daemon(on: &OnForge, flavour: Flavour, dir: &Path) -> Daemon {
             &format!("{OWNER}/{NAME}"),
         ])
         .args(["--forge-url", &flavour.api(&on.forge)])
+        .args(extra)
         .env("CAPSTAN_FORGE_TOKEN", TOKEN)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).expect("log file"))
@@ -116,10 +122,9 @@ async fn the_daemon_posts_a_preview_for_an_opened_gitlab_merge_request_and_updat
     posts_and_updates_after_a_push(Flavour::Gitlab).await;
 }
 
-async fn posts_and_updates_after_a_push(flavour: Flavour) {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+/// The example fleet, polled every 2 s (the fleet file warns about it, and runs).
+fn fast_fleet() -> Fleet {
     let fleet = Fleet::new();
-    // A fast poll for the test (the fleet file warns about it, and runs).
     let capstan_yaml = fleet.path().join("capstan.yaml");
     let text = std::fs::read_to_string(&capstan_yaml).expect("read");
     std::fs::write(
@@ -128,6 +133,12 @@ async fn posts_and_updates_after_a_push(flavour: Flavour) {
     )
     .expect("write");
     git(fleet.path(), &["commit", "--quiet", "-am", "poll every 2s"]);
+    fleet
+}
+
+async fn posts_and_updates_after_a_push(flavour: Flavour) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let fleet = fast_fleet();
     fleet.branch("scale", PROD, "replicas: 3", "replicas: 4");
     let on = OnForge::start(fleet).await;
     let dir = tempfile::tempdir().expect("temp dir");
@@ -212,5 +223,114 @@ async fn posts_and_updates_after_a_push(flavour: Flavour) {
         preview["summary"]
             .as_str()
             .is_some_and(|s| s.contains("prod"))
+    );
+}
+
+/// prod's phase and Node count in the daemon's `GET /status`.
+async fn prod_status(url: &str) -> Option<(String, usize)> {
+    let response = reqwest::get(format!("{url}/status")).await.ok()?;
+    let status: serde_json::Value = response.json().await.ok()?;
+    let prod = &status["clusters"]["prod"];
+    Some((
+        prod["phase"].as_str()?.to_owned(),
+        prod["nodes"].as_array()?.len(),
+    ))
+}
+
+/// Waits until prod is Ready with `nodes` Nodes (any count when `None`); returns the count.
+async fn prod_ready(daemon: &mut Daemon, url: &str, nodes: Option<usize>) -> usize {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Some((phase, count)) = prod_status(url).await
+            && phase == "Ready"
+            && nodes.is_none_or(|wanted| wanted == count)
+        {
+            return count;
+        }
+        if let Ok(Some(status)) = daemon.child.try_wait() {
+            panic!("capstan run exited while prod was to become Ready: {status}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "prod never became Ready with {nodes:?} Nodes"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Whether every cluster of the daemon's `GET /status` is Ready.
+async fn fleet_ready(url: &str) -> bool {
+    let Ok(response) = reqwest::get(format!("{url}/status")).await else {
+        return false;
+    };
+    let status: serde_json::Value = response.json().await.unwrap_or_default();
+    status["clusters"].as_object().is_some_and(|clusters| {
+        !clusters.is_empty() && clusters.values().all(|c| c["phase"] == "Ready")
+    })
+}
+
+/// A pull request asking for a billion workers is refused by validation, one whose plan holds
+/// more steps than `--preview-max-steps` is refused for it, each in its comment and a failed
+/// status; and the daemon, which planning the first used to abort ("memory allocation of ...
+/// failed"), goes on reconciling: a change merged afterwards is applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_pull_requests_are_refused_and_the_daemon_keeps_reconciling() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let fleet = fast_fleet();
+    fleet.branch("huge", PROD, "replicas: 3", "replicas: 1000000000");
+    // Every worker of prod replaced: 24 steps, over the limit of 20 (the base plans none once
+    // the fleet is built).
+    fleet.branch(
+        "wide",
+        PROD,
+        "cores: 4, memoryMiB: 8192, diskGiB: 50",
+        "cores: 6, memoryMiB: 8192, diskGiB: 50",
+    );
+    let on = OnForge::start(fleet).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut daemon = spawn_daemon_with(
+        &on,
+        Flavour::Github,
+        dir.path(),
+        &["--preview-max-steps", "20"],
+    );
+    let huge = on.forge.open_pull("Huge", "huge", "main").expect("pull");
+    let wide = on.forge.open_pull("Wide", "wide", "main").expect("pull");
+    let url = format!("http://{}", daemon.address().await);
+    let nodes = prod_ready(&mut daemon, &url, None).await;
+
+    let refused = |pr: u64, text: &str| {
+        let head = on.forge.pull(pr).expect("pull").head_sha;
+        on.forge
+            .comments(pr)
+            .first()
+            .is_some_and(|c| c.body.contains(text))
+            && on
+                .forge
+                .statuses(&head)
+                .last()
+                .is_some_and(|s| s.context == "capstan/preview" && s.state == "failure")
+    };
+    let too_many = "clusters/prod.yaml:34:7` `spec.workers[0].replicas`: 1000000000 workers: a cluster has at most 5000 machines";
+    wait_for(&mut daemon, "the refusal of a billion workers", || {
+        refused(huge, too_many)
+    })
+    .await;
+    let deadline = Instant::now() + PATIENCE;
+    while !fleet_ready(&url).await {
+        assert!(Instant::now() < deadline, "the fleet was never built");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let past_limit = "planning the head revision exceeded 20 predicted steps: refused";
+    wait_for(&mut daemon, "the refusal of a plan past its limit", || {
+        refused(wide, past_limit)
+    })
+    .await;
+
+    on.push_edit("main", PROD, "replicas: 3", "replicas: 4");
+    prod_ready(&mut daemon, &url, Some(nodes + 1)).await;
+    assert!(
+        daemon.child.try_wait().ok().flatten().is_none(),
+        "capstan run is still running"
     );
 }

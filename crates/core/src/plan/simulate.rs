@@ -5,11 +5,14 @@
 //! becomes Ready, a drain evicts everything. The prediction is what merging a change would do
 //! if nothing fails; the plan's `waitingOn` and `blocked` say what stands in the way now.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use jiff::{SignedDuration, Timestamp};
 
-use super::cluster::{self, Acted, Candidate, Gate, Input, Seen};
+use super::cluster::{self, Candidate, Gate, Input, Quiet};
 use super::placement::Capacity;
 use super::types::{Action, PREDICTED, Step, Wait};
+use super::{Budget, Exceeded};
 use crate::model::{NodeName, Role, VmId};
 use crate::observed::{
     DrainObserved, FluxSecret, OUT_OF_SERVICE_TAINT, ObservedCluster, ObservedControlPlane,
@@ -17,13 +20,19 @@ use crate::observed::{
 };
 use crate::spec::{ClusterSpec, KubeVersion};
 
-/// Predictions stop after this many batches: far more than any real convergence needs
-/// (about six batches per machine), and a guard against a plan that never settles.
-const MAX_BATCHES: usize = 2_000;
+/// Predictions stop after this many batches per machine (and [`MIN_BATCHES`] more): far more
+/// than any real convergence needs (about six per machine replaced), and a guard against a
+/// plan that never settles.
+const BATCHES_PER_MACHINE: usize = 16;
+const MIN_BATCHES: usize = 64;
 
 /// Steps to replace one machine: create, prepare, join, cordon, drain, delete its Node, reset,
 /// destroy.
 const STEPS_PER_REPLACEMENT: usize = 8;
+
+/// Steps reserved ahead at most: a replacement of every machine of a cluster at the bound
+/// (5,000 machines); a bigger prediction grows as it goes.
+const MAX_RESERVED_STEPS: usize = 5_000 * STEPS_PER_REPLACEMENT;
 
 /// The VM id of a VM the prediction creates: Proxmox assigns ids from 100.
 const UNASSIGNED: VmId = VmId(0);
@@ -72,67 +81,182 @@ fn select_into(candidates: Vec<cluster::Candidate>, predict: bool, batch: &mut V
 /// The predicted sequence of a desired cluster, from `observed` to convergence. `listed` are
 /// the candidates the plan found in `observed`: when the world needs no settling, they are the
 /// prediction's first batch too (most plans of a converged fleet end there).
-pub(crate) fn predict(start: &Input<'_>, capacity: &Capacity, listed: &[Candidate]) -> Vec<Step> {
+///
+/// Each batch costs what it touches: the machines that sit still are kept aside ([`Quiet`])
+/// and counted, so a rollout of N machines is predicted in time linear in N.
+///
+/// # Errors
+/// When `budget` is spent or stopped.
+pub(crate) fn predict(
+    start: &Input<'_>,
+    capacity: &Capacity,
+    listed: &[Candidate],
+    budget: &Budget<'_>,
+) -> Result<Vec<Step>, Exceeded> {
     let (spec, now) = (start.spec, start.now);
     let changes = settling(start.observed, spec, now);
     let mut first = changes.is_empty().then(|| select(listed.to_vec(), true));
     if first.as_ref().is_some_and(Vec::is_empty) {
-        return Vec::new();
+        return Ok(Vec::new());
     }
-    let mut state = start.observed.clone();
+    let mut state = planned_part(start.observed);
     settle(&mut state, changes, now);
     let mut capacity = capacity.clone();
+    let machines = machines_of(&state, spec);
     // Room for a replacement of every machine (steps are large: growing by doubling would
-    // copy them over and over); what is left over goes back at the end.
-    let declared = spec.control_plane.replicas + spec.worker_replicas();
-    let machines = state.machines.len() + declared as usize;
-    let mut sequence = Vec::with_capacity(machines * STEPS_PER_REPLACEMENT);
+    // copy them over and over), within the budget and a cap that a spec built without
+    // validation cannot turn into an abort; what is left over goes back at the end.
+    let room = machines
+        .saturating_mul(STEPS_PER_REPLACEMENT)
+        .min(budget.room())
+        .min(MAX_RESERVED_STEPS);
+    let mut sequence = Vec::with_capacity(room);
     let mut batch = Vec::new();
-    let seen = Seen::default();
-    for batch_index in 0..MAX_BATCHES {
+    let mut quiet = Quiet::default();
+    for batch_index in 0..max_batches(machines) {
+        let mut sleepers = Vec::new();
         match first.take() {
             Some(listed) => batch = listed,
             None => {
                 let input = Input {
                     observed: &state,
                     predicting: true,
-                    seen: Some(&seen),
+                    quiet: Some(&quiet),
                     ..*start
                 };
-                let candidates = cluster::candidates(&input, &capacity).candidates;
-                select_into(candidates, true, &mut batch);
+                let outcome = cluster::candidates(&input, &capacity);
+                sleepers = outcome.quiet;
+                select_into(outcome.candidates, true, &mut batch);
             }
         }
         if batch.is_empty() {
             break;
         }
+        budget.spend(batch.len())?;
+        let touched: BTreeSet<NodeName> = batch.iter().flat_map(machines_named).collect();
+        if batch.iter().any(changes_every_machine) {
+            // The facts kept aside hold for one version and one cluster.
+            quiet.wake_all(&mut state);
+            sleepers.clear();
+        }
+        for name in &touched {
+            quiet.wake(&mut state, name);
+        }
         for mut step in batch.drain(..) {
-            seen.acted_on(acted(&state, &step));
             apply(&mut state, &mut capacity, &step, now, batch_index);
             forget_predicted_ids(&mut step);
             sequence.push(step);
         }
+        for name in &touched {
+            if !state.machines.contains_key(name) && !state.nodes.contains_key(name) {
+                start.memo.freed(name);
+            }
+        }
+        for (name, facts) in sleepers {
+            if !touched.contains(&name) {
+                quiet.sleep(&mut state, &name, facts);
+            }
+        }
     }
     sequence.shrink_to_fit();
-    sequence
+    Ok(sequence)
 }
 
-/// Which VM of `state` `step` acts on, by its index in name order (read before the step).
-fn acted(state: &ObservedCluster, step: &Step) -> Acted {
-    let index = |name: &NodeName| state.machines.range(..name).count();
-    let exists = |name: &NodeName| state.machines.contains_key(name);
-    match &step.action {
-        Action::CreateMachine { name, .. } if !exists(name) => Acted::Created(index(name)),
-        Action::DestroyMachine { machine, .. } if exists(&machine.name) => {
-            Acted::Destroyed(index(&machine.name))
-        }
-        Action::DeleteCluster { .. } => Acted::All,
-        // Everything else acts on its target's VM or Node, or on none.
-        _ => match &step.target.machine {
-            Some(name) if exists(name) => Acted::On(index(name)),
-            _ => Acted::Nothing,
-        },
+/// What of an observed cluster the planner reads (pods and disruption budgets are for drain
+/// forecasts, not plans): the state a prediction plays forward.
+fn planned_part(observed: &ObservedCluster) -> ObservedCluster {
+    ObservedCluster {
+        machines: observed.machines.clone(),
+        nodes: observed.nodes.clone(),
+        control_plane: observed.control_plane.clone(),
+        flux: observed.flux.clone(),
+        pods: BTreeMap::new(),
+        disruption_budgets: Vec::new(),
     }
+}
+
+/// The machines a prediction may have to deal with: those that exist and those declared.
+fn machines_of(state: &ObservedCluster, spec: &ClusterSpec) -> usize {
+    let declared = spec.control_plane.replicas as usize + spec.worker_replicas() as usize;
+    state.machines.len() + declared
+}
+
+fn max_batches(machines: usize) -> usize {
+    MIN_BATCHES.saturating_add(machines.saturating_mul(BATCHES_PER_MACHINE))
+}
+
+/// Every machine (VM or Node) `step` names.
+fn machines_named(step: &Step) -> Vec<NodeName> {
+    let mut names: Vec<NodeName> = step.target.machine.iter().cloned().collect();
+    match &step.action {
+        Action::CreateMachine { name, .. } => names.push(name.clone()),
+        Action::Cordon { node } | Action::Drain { node, .. } => names.push(node.clone()),
+        Action::DeleteNode { node, machine, .. } => {
+            names.push(node.clone());
+            names.extend(machine.iter().map(|m| m.name.clone()));
+        }
+        Action::FenceMachine { machine, node } => {
+            names.push(machine.name.clone());
+            names.push(node.clone());
+        }
+        Action::InitControlPlane { machine, .. }
+        | Action::PrepareNode { machine, .. }
+        | Action::JoinNode { machine, .. }
+        | Action::ResetNode { machine }
+        | Action::DestroyMachine { machine, .. }
+        | Action::UpgradeControlPlane { machine, .. } => names.push(machine.name.clone()),
+        Action::RenewCertificates { machines } | Action::DeleteCluster { machines, .. } => {
+            names.extend(machines.iter().map(|m| m.name.clone()));
+        }
+        Action::DeliverKubeconfig { .. } => {}
+    }
+    names
+}
+
+/// Whether `step` changes what every machine is judged by: the version the machines are
+/// built at, or the cluster as a whole.
+fn changes_every_machine(step: &Step) -> bool {
+    matches!(
+        step.action,
+        Action::UpgradeControlPlane { .. }
+            | Action::InitControlPlane { .. }
+            | Action::DeleteCluster { .. }
+    )
+}
+
+/// [`predict`] the way it was first written, planning every machine at every batch: what
+/// the tests compare the prediction with.
+#[cfg(test)]
+pub(crate) fn predict_by_replanning(start: &Input<'_>, capacity: &Capacity) -> Vec<Step> {
+    let mut state = start.observed.clone();
+    settle(
+        &mut state,
+        settling(start.observed, start.spec, start.now),
+        start.now,
+    );
+    let mut capacity = capacity.clone();
+    let mut sequence = Vec::new();
+    for batch_index in 0..max_batches(machines_of(&state, start.spec)) {
+        // A memo per batch: new names are found from the first ordinal each time.
+        let memo = cluster::SpecMemo::default();
+        let input = Input {
+            observed: &state,
+            predicting: true,
+            quiet: None,
+            memo: &memo,
+            ..*start
+        };
+        let batch = select(cluster::candidates(&input, &capacity).candidates, true);
+        if batch.is_empty() {
+            break;
+        }
+        for mut step in batch {
+            apply(&mut state, &mut capacity, &step, start.now, batch_index);
+            forget_predicted_ids(&mut step);
+            sequence.push(step);
+        }
+    }
+    sequence
 }
 
 /// VM ids of VMs the prediction made up ([`UNASSIGNED`]) are unknown until Proxmox assigns

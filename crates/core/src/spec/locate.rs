@@ -4,6 +4,8 @@
 //!
 //! Paths are written as users read them: `spec.workers[0].machine.placement`.
 
+use std::collections::HashMap;
+
 use serde_saphyr::granit_parser::{Event, Parser};
 
 /// A line and column in a file, both counted from 1.
@@ -21,6 +23,9 @@ pub struct PositionIndex {
     /// `(path, position)` in document order; a path appears once for its key and once for its
     /// value.
     entries: Vec<(String, Position)>,
+    /// The first position of each path: a hostile file with a finding per list entry would
+    /// otherwise cost a walk over every entry per finding.
+    first: HashMap<String, Position>,
 }
 
 impl PositionIndex {
@@ -35,17 +40,19 @@ impl PositionIndex {
             };
             builder.visit(event, position);
         }
+        let mut first = HashMap::with_capacity(builder.entries.len());
+        for (path, position) in &builder.entries {
+            first.entry(path.clone()).or_insert(*position);
+        }
         PositionIndex {
             entries: builder.entries,
+            first,
         }
     }
 
     /// Where the field at `path` is: its key for a mapping entry, its value for a list item.
     pub fn position(&self, path: &str) -> Option<Position> {
-        self.entries
-            .iter()
-            .find(|(p, _)| p == path)
-            .map(|(_, pos)| *pos)
+        self.first.get(path).copied()
     }
 
     /// The position of `path`, or of its closest ancestor that exists in the file (a defaulted

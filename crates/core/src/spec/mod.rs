@@ -10,8 +10,10 @@
 //! - A cluster whose file has errors is left out of [`Desired::clusters`] and marks the desired
 //!   state [`Desired::incomplete`], so a broken file is never mistaken for a deleted cluster.
 
+pub mod bounds;
 pub mod diagnostic;
 mod k3s;
+mod limits;
 pub mod locate;
 mod parse;
 pub mod types;
@@ -188,6 +190,11 @@ pub fn load(files: &RepoFiles) -> Loaded {
         .collect();
     for (position, diagnostic) in validate::across(&checked) {
         valid[order[position]] = false;
+        diagnostics.push(diagnostic);
+    }
+    let specs = parsed.iter().map(|(cluster, file)| (&cluster.spec, file));
+    for (index, diagnostic) in bounds::repository(specs, &valid) {
+        valid[index] = false;
         diagnostics.push(diagnostic);
     }
 

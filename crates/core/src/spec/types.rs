@@ -11,6 +11,7 @@ use ipnet::IpNet;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::limits as bounds;
 use super::values::{AddressRange, CronSchedule, HumanDuration, KubeVersion, MinorVersion};
 
 /// The only `apiVersion` this release reads.
@@ -254,6 +255,7 @@ pub struct ClusterSpec {
     /// The control-plane nodes.
     pub control_plane: ControlPlane,
     /// Worker pools.
+    #[schemars(length(max = bounds::MAX_POOLS))]
     pub workers: Vec<WorkerPool>,
     /// How changes roll out.
     #[serde(default)]
@@ -379,6 +381,7 @@ pub struct Network {
     pub nodes: IpNet,
     /// Addresses in `nodes` that belong to something else (e.g. the MetalLB pool).
     #[serde(default)]
+    #[schemars(length(max = bounds::MAX_RESERVED_RANGES))]
     pub reserved: Vec<AddressRange>,
 }
 
@@ -404,8 +407,9 @@ pub enum Cni {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ControlPlane {
     /// Number of control-plane nodes: 1, 3 or 5 for kubeadm (etcd needs an odd number for
-    /// quorum); any number of K3s servers (no quorum: they share the datastore).
+    /// quorum); any number of K3s servers (no quorum: they share the datastore); at most 7.
     #[serde(default = "default_control_plane_replicas")]
+    #[schemars(range(min = 1, max = bounds::MAX_CONTROL_PLANES))]
     pub replicas: u32,
     /// The VM every control-plane node is built from.
     pub machine: Machine,
@@ -421,7 +425,8 @@ fn default_control_plane_replicas() -> u32 {
 pub struct WorkerPool {
     /// Pool name, a DNS-1123 label unique in the cluster; part of every VM's name.
     pub pool: String,
-    /// Number of workers in the pool.
+    /// Number of workers in the pool (the cluster has at most 5,000 machines in all).
+    #[schemars(range(max = bounds::MAX_MACHINES_PER_CLUSTER))]
     pub replicas: u32,
     /// The VM every worker of the pool is built from.
     pub machine: Machine,
@@ -435,14 +440,18 @@ pub struct Machine {
     /// Name of the Proxmox template to clone (a full clone).
     pub template: String,
     /// vCPUs.
+    #[schemars(range(min = 1, max = bounds::MAX_CORES))]
     pub cores: u32,
     /// Memory in MiB.
     #[serde(rename = "memoryMiB")]
+    #[schemars(range(min = 512, max = bounds::MAX_MEMORY_MIB))]
     pub memory_mib: u32,
     /// Boot disk size in GiB (the template's disk is grown to it).
     #[serde(rename = "diskGiB", default = "default_disk_gib")]
+    #[schemars(range(min = 10, max = bounds::MAX_DISK_GIB))]
     pub disk_gib: u32,
     /// Proxmox nodes to spread the VMs over, least loaded first.
+    #[schemars(length(min = 1, max = bounds::MAX_PLACEMENT))]
     pub placement: Vec<String>,
     /// Proxmox vCPU type. It must offer x86-64-v2: binaries built for it (Calico's among them)
     /// crash without it.
@@ -468,6 +477,7 @@ pub struct Rollout {
     /// Never fewer Ready, schedulable workers than this (two Traefik replicas on different
     /// nodes would otherwise block a drain).
     #[serde(default = "default_min_workers")]
+    #[schemars(range(max = bounds::MAX_SURGE))]
     pub min_workers: u32,
     /// How long a drain may take; past it the node stays cordoned and its VM is kept.
     #[serde(default = "default_drain_timeout")]
@@ -485,6 +495,7 @@ pub struct Rollout {
     /// the next replacement is cloned once the VM it replaces is gone; with more, replacements
     /// overlap (removals stay one at a time).
     #[serde(default = "default_max_surge")]
+    #[schemars(range(min = 1, max = bounds::MAX_SURGE))]
     pub max_surge: u32,
 }
 
@@ -622,8 +633,10 @@ impl FluxDelivery {
 }
 
 impl ClusterSpec {
-    /// Total workers over every pool.
+    /// Total workers over every pool (saturating: validation bounds them far below).
     pub fn worker_replicas(&self) -> u32 {
-        self.workers.iter().map(|pool| pool.replicas).sum()
+        self.workers
+            .iter()
+            .fold(0, |sum: u32, pool| sum.saturating_add(pool.replicas))
     }
 }

@@ -110,15 +110,14 @@ pub fn fleet(fleet: &Fleet, file: &SourceFile) -> Vec<Diagnostic> {
     for (name, server) in &fleet.datastores {
         datastore_server(&mut out, file, name, server);
     }
-    let mut seen = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
     for (index, minor) in fleet.approved_minors.iter().enumerate() {
-        if seen.contains(minor) {
+        if !seen.insert(*minor) {
             out.push(file.warning(
                 &format!("approvedMinors[{index}]"),
                 format!("{minor} is listed twice"),
             ));
         }
-        seen.push(*minor);
     }
     if super::types::parse_signature(&fleet.status.author).is_none() {
         out.push(
@@ -262,6 +261,7 @@ pub fn cluster(fleet: &Fleet, cluster: &Cluster, file: &SourceFile) -> Vec<Diagn
     control_plane(&mut out, spec, file);
     workers(&mut out, name, spec, file);
     rollout(&mut out, spec, file);
+    super::bounds::cluster(&mut out, spec, file);
     if let Some(flux) = &spec.delivery.flux {
         if !is_dns1123_label(&flux.namespace) {
             out.push(
@@ -572,6 +572,7 @@ fn check_machine(
             .with_hint("use 50 GiB as the seed clusters do"),
         );
     }
+    super::bounds::machine(out, machine, path, file);
     if machine.placement.is_empty() {
         out.push(
             file.error(
@@ -581,7 +582,13 @@ fn check_machine(
             .with_hint("list at least one, e.g. `placement: [pve1]`"),
         );
     }
-    for (index, node) in machine.placement.iter().enumerate() {
+    // Past its bound, the list is refused whole: its entries are not checked one by one.
+    let entries = if super::bounds::placement_in_bounds(machine) {
+        machine.placement.as_slice()
+    } else {
+        &[]
+    };
+    for (index, node) in entries.iter().enumerate() {
         if !is_dns1123_label(node) {
             out.push(file.error(
                 &format!("{path}.placement[{index}]"),

@@ -26,6 +26,7 @@ impl<'a> Ctx<'a> {
             replicas: spec.control_plane.replicas,
             desired: Some(desired(0, &spec.control_plane.machine)),
             tally: Tally::default(),
+            members: Vec::new(),
         });
         for (index, pool) in spec.workers.iter().enumerate() {
             self.pools.push(Pool {
@@ -34,19 +35,14 @@ impl<'a> Ctx<'a> {
                 replicas: pool.replicas,
                 desired: Some(desired(index + 1, &pool.machine)),
                 tally: Tally::default(),
+                members: Vec::new(),
             });
         }
         let observed = self.input.observed;
-        let desired_pools = self.pools.len();
-        let count = observed.machines.len();
         // Both maps are sorted by name: walk them side by side.
         let mut nodes = observed.nodes.iter().peekable();
         let mut previous_pool = 0;
-        let kept = self
-            .input
-            .seen
-            .and_then(|seen| seen.kept(self.target_version, count));
-        for (index, (name, machine)) in observed.machines.iter().enumerate() {
+        for (name, machine) in &observed.machines {
             // One comparison per node: those before this VM's name have no VM.
             let mut node = None;
             while let Some(&(node_name, observed_node)) = nodes.peek() {
@@ -61,33 +57,10 @@ impl<'a> Ctx<'a> {
                 }
                 self.machineless_nodes.push(node_name);
             }
-            let unchanged = match kept.as_deref().map(|kept| &kept[index]) {
-                Some((facts, false)) => Some(facts.clone()),
-                _ => None,
-            };
-            let view = match unchanged {
-                Some(facts) => {
-                    let view = View::of(name, machine, node, facts);
-                    #[cfg(debug_assertions)]
-                    {
-                        let seen_again = self.see(name, machine, node, &mut previous_pool, out);
-                        debug_assert_eq!(seen_again.facts(), view.facts(), "{name}");
-                    }
-                    view
-                }
-                None => self.see(name, machine, node, &mut previous_pool, out),
-            };
+            let view = self.see(name, machine, node, &mut previous_pool, out);
             self.views.push(view);
         }
         self.machineless_nodes.extend(nodes.map(|(node, _)| node));
-        drop(kept);
-        if let Some(seen) = self.input.seen {
-            // A removed pool's index depends on which VMs came first: nothing is kept then.
-            let keepable = self.pools.len() == desired_pools;
-            seen.keep(keepable.then_some(self.target_version), count, |index| {
-                self.views[index].facts()
-            });
-        }
     }
 
     /// Sees one VM against the pools (adding its pool when it is gone from the spec).
@@ -117,6 +90,7 @@ impl<'a> Ctx<'a> {
                     replicas: 0,
                     desired: None,
                     tally: Tally::default(),
+                    members: Vec::new(),
                 });
                 self.pools.len() - 1
             }
@@ -258,7 +232,7 @@ impl<'a> Ctx<'a> {
 
 /// What classifying one VM found (the parts of a `View` that depend on that VM alone).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(super) struct Facts {
+pub(crate) struct Facts {
     /// Index of its pool among the desired pools.
     pub pool: usize,
     pub fenced: bool,
@@ -271,7 +245,7 @@ pub(super) struct Facts {
 
 /// Why a member must be replaced.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Stale {
+pub(crate) enum Stale {
     /// Its pool is gone from the spec.
     PoolRemoved,
     /// Hard-stopped and tainted out of service.

@@ -17,18 +17,23 @@ pub(super) struct Tally {
     /// Ready ones.
     pub fresh: usize,
     pub fresh_ready: usize,
-    /// [`Ctx::stale_of`], and of those the ones carrying workloads and the fenced ones.
+    /// Members to be replaced (not retiring), and of those the ones carrying workloads and
+    /// the fenced ones.
     pub stale: usize,
     pub stale_counted: usize,
     pub stale_fenced: usize,
     /// Members carrying workloads ([`View::is_counted`]), fresh or not.
     pub counted: usize,
+    /// How many of its fresh machines carrying workloads are surplus: the first ones by name
+    /// (those not carrying workloads are marked surplus first, `View::surplus`).
+    pub surplus: usize,
 }
 
 impl<'a> Ctx<'a> {
     /// Marks each pool's fresh machines (`View::in_pool`) and, among them, the surplus
     /// ones: those beyond the replicas, taken unjoined first, then being removed, then not
-    /// counted, then by name. Counts each pool's members ([`Tally`]).
+    /// counted, then by name. Counts each pool's members ([`Tally`]), the quiet machines of a
+    /// prediction included ([`Quiet`]).
     pub(super) fn mark_fresh(&mut self) {
         for index in 0..self.views.len() {
             let view = &self.views[index];
@@ -40,8 +45,16 @@ impl<'a> Ctx<'a> {
             census.retiring += usize::from(view.retiring);
             census.unjoined += usize::from(view.node.is_none() && !view.retiring);
             census.not_ready += usize::from(view.node.is_some_and(|n| !n.ready) && !view.retiring);
+            census.incoming_workers += usize::from(
+                view.role() == Role::Worker && view.fresh && !counted && !view.retiring,
+            );
+            if view.role() == Role::ControlPlane {
+                self.control_planes.push(index);
+            }
             self.views[index].in_pool = in_pool;
-            let tally = &mut self.pools[pool].tally;
+            let pool = &mut self.pools[pool];
+            pool.members.push(index);
+            let tally = &mut pool.tally;
             tally.fresh += usize::from(in_pool);
             tally.fresh_ready += usize::from(in_pool && ready);
             tally.stale += usize::from(stale);
@@ -49,29 +62,49 @@ impl<'a> Ctx<'a> {
             tally.stale_fenced += usize::from(stale && fenced);
             tally.counted += usize::from(counted);
         }
+        if let Some(quiet) = self.input.quiet {
+            for (index, pool) in self.pools.iter_mut().enumerate() {
+                let Some(sleeping) = quiet.pool(index).filter(|_| pool.desired.is_some()) else {
+                    continue;
+                };
+                // Quiet machines are Ready and carry workloads (`quiet::is_quiet`).
+                let (fresh, stale) = (sleeping.fresh.len(), sleeping.stale.len());
+                let tally = &mut pool.tally;
+                tally.fresh += fresh;
+                tally.fresh_ready += fresh;
+                tally.stale += stale;
+                tally.stale_counted += stale;
+                tally.counted += fresh + stale;
+            }
+        }
         let mut fresh = Vec::new();
         for pool in 0..self.pools.len() {
             let replicas = self.pools[pool].replicas as usize;
-            if self.pools[pool].tally.fresh <= replicas {
+            let Some(surplus) = self.pools[pool].tally.fresh.checked_sub(replicas) else {
                 continue;
-            }
+            };
+            // Those carrying workloads come last: `Tally::surplus` counts the ones taken
+            // among them, by name (`leaving` finds the first).
             fresh.clear();
-            fresh.extend((0..self.views.len()).filter(|&i| {
+            fresh.extend(self.pools[pool].members.iter().copied().filter(|&i| {
                 let v = &self.views[i];
-                v.pool == pool && v.in_pool
+                v.in_pool && !v.is_counted()
             }));
             // `views` are in name order and the sort is stable: ties stay by name.
             fresh.sort_by_key(|&i| {
                 let v = &self.views[i];
-                (v.node.is_some(), !v.is_in_removal(), v.is_counted())
+                (v.node.is_some(), !v.is_in_removal())
             });
-            for &index in &fresh[..fresh.len() - replicas] {
+            let marked = surplus.min(fresh.len());
+            for &index in &fresh[..marked] {
                 self.views[index].surplus = true;
             }
+            self.pools[pool].tally.surplus = surplus - marked;
         }
     }
 
-    /// Whether `view` is one of its pool's surplus fresh machines (see [`Self::mark_fresh`]).
+    /// Whether `view`, not carrying workloads, is one of its pool's surplus fresh machines
+    /// (see [`Self::mark_fresh`]; those carrying workloads are found by `leaving`).
     pub(super) fn is_surplus(&self, view: &View<'_>) -> bool {
         view.surplus
     }
@@ -80,11 +113,23 @@ impl<'a> Ctx<'a> {
         view.node.is_none() && self.is_surplus(view)
     }
 
-    /// Members of a pool to be replaced (not already retiring), by name.
-    pub(super) fn stale_of(&self, pool: usize) -> impl Iterator<Item = &View<'a>> {
-        self.views
+    /// The first member of a pool to be replaced (not already retiring) by name, quiet or
+    /// not.
+    pub(super) fn first_stale(&self, pool: usize) -> Option<View<'a>> {
+        let planned = self.pools[pool]
+            .members
             .iter()
-            .filter(move |v| v.pool == pool && v.stale.is_some() && !v.retiring)
+            .map(|&i| &self.views[i])
+            .find(|v| v.stale.is_some() && !v.retiring);
+        let quiet = self.input.quiet.and_then(|quiet| {
+            let name = quiet.pool(pool)?.stale.first()?;
+            quiet.view(name)
+        });
+        match (planned, quiet) {
+            (Some(planned), Some(quiet)) if quiet.name < planned.name => Some(quiet),
+            (Some(planned), _) => Some(planned.clone()),
+            (None, quiet) => quiet,
+        }
     }
 
     /// How many fresh machines a pool should have now: all replicas, or while stale members
@@ -113,7 +158,9 @@ impl<'a> Ctx<'a> {
     pub(super) fn surge_budget(&self) -> usize {
         let declared: usize = self.pools.iter().map(|p| p.replicas as usize).sum();
         let counts = |v: &&View<'_>| !v.fenced && (self.input.policy.prune || !self.is_orphan(v));
-        let existing = self.views.iter().filter(counts).count();
+        // Quiet machines are neither fenced nor orphans.
+        let quiet = self.input.quiet.map_or(0, Quiet::len);
+        let existing = self.views.iter().filter(counts).count() + quiet;
         (declared + self.max_surge()).saturating_sub(existing)
     }
 
@@ -187,9 +234,10 @@ impl<'a> Ctx<'a> {
         }
         let observed = self.input.observed;
         let exists = |name: &NodeName| {
-            observed.machines.contains_key(name) || observed.nodes.contains_key(name)
+            observed.machines.contains_key(name)
+                || observed.nodes.contains_key(name)
+                || self.input.quiet.is_some_and(|quiet| quiet.contains(name))
         };
-        let mut taken: BTreeSet<NodeName> = BTreeSet::new();
         let mut scratch = capacity.clone();
         let mut refused = Vec::new();
         let mut unclonable = Vec::new();
@@ -213,8 +261,12 @@ impl<'a> Ctx<'a> {
                 }
             };
             let mut spread: BTreeMap<&str, u32> = BTreeMap::new();
-            for view in self.views.iter().filter(|v| v.pool == pool) {
-                count_on(&mut spread, &view.machine.proxmox_node);
+            for &index in &self.pools[pool].members {
+                count_on(&mut spread, &self.views[index].machine.proxmox_node);
+            }
+            let quiet = self.input.quiet.and_then(|quiet| quiet.pool(pool));
+            for (node, count) in quiet.iter().flat_map(|quiet| &quiet.spread) {
+                *spread.entry(node).or_default() += count;
             }
             for index in 0..now + later {
                 match scratch.choose(&placement, desired.machine.memory_mib, &spread) {
@@ -258,7 +310,15 @@ impl<'a> Ctx<'a> {
             });
             return;
         }
+        let mut planned_per_pool: BTreeMap<usize, usize> = BTreeMap::new();
+        for (pool, _) in &planned {
+            *planned_per_pool.entry(*pool).or_default() += 1;
+        }
         let mut steps = Vec::new();
+        // Per pool: its new names, and why its machines are replaced (asked once: the words
+        // are the same for every replacement of a batch).
+        let mut names: BTreeMap<usize, (std::vec::IntoIter<NodeName>, Option<SmolStr>)> =
+            BTreeMap::new();
         let mut made: BTreeMap<usize, usize> = BTreeMap::new();
         for (pool, node) in planned {
             let Some(desired) = &self.pools[pool].desired else {
@@ -266,19 +326,28 @@ impl<'a> Ctx<'a> {
             };
             let pool_name = self.pools[pool].name;
             let role = self.pools[pool].role;
-            let name = self
-                .input
-                .memo
-                .next_name(self.name(), pool_name, desired.hash(), |name| {
-                    exists(name) || taken.contains(name)
-                });
-            taken.insert(name.clone());
+            let (pool_names, old) = names.entry(pool).or_insert_with(|| {
+                let count = planned_per_pool.get(&pool).copied().unwrap_or(0);
+                let names = self.input.memo.new_names(
+                    self.name(),
+                    pool_name,
+                    desired.hash(),
+                    count,
+                    exists,
+                );
+                let old = self
+                    .first_stale(pool)
+                    .and_then(|view| self.stale_reason(&view));
+                (names.into_iter(), old)
+            });
+            let Some(name) = pool_names.next() else {
+                continue;
+            };
             let earlier = made.entry(pool).or_default();
             let fresh = self.pools[pool].tally.fresh + *earlier;
             *earlier += 1;
             let stale = self.pools[pool].tally.stale;
-            let first_stale = self.stale_of(pool).next();
-            let reason = if let Some(old) = first_stale.and_then(|v| self.stale_reason(v)) {
+            let reason = if let Some(old) = old.as_deref() {
                 format!(
                     "replacement for pool {pool_name} ({stale} to replace; {old}): created before the old one leaves, at most {} VM(s) above the declared count (rollout.maxSurge)",
                     self.max_surge()

@@ -58,10 +58,12 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// Control planes with a Node, in name order.
     pub(super) fn control_plane_members(&self) -> impl Iterator<Item = &View<'a>> {
-        self.views
+        self.control_planes
             .iter()
-            .filter(|v| v.role() == Role::ControlPlane && v.node.is_some())
+            .map(|&index| &self.views[index])
+            .filter(|v| v.node.is_some())
     }
 
     /// A control plane that is not fully there: NotReady, being removed, or retiring with its

@@ -9,7 +9,7 @@ impl<'a> Ctx<'a> {
     pub(super) fn bootstrap(&self, out: &mut Outcome, capacity: &Capacity) {
         self.creates(out, capacity);
         self.prepares(out);
-        let Some(first) = self.first_control_plane() else {
+        let Some(first) = self.first_control_plane else {
             return;
         };
         let Some(view) = self.views.iter().find(|v| v.name == first) else {
@@ -120,6 +120,7 @@ impl<'a> Ctx<'a> {
             .control_plane_members()
             .find(|v| v.machine.is_running() && !v.retiring)
             .map(|v| v.name);
+        let first_member = self.control_plane_members().next();
         for view in names {
             let role = view.role();
             if role == Role::ControlPlane {
@@ -146,7 +147,7 @@ impl<'a> Ctx<'a> {
                 continue;
             }
             if join_through.is_none() {
-                if let Some(first) = self.control_plane_members().next() {
+                if let Some(first) = first_member {
                     let waiting = self.waiting(
                         ActionKind::JoinNode,
                         Some(view.name),

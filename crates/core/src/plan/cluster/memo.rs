@@ -2,6 +2,7 @@
 //! specs with their hashes, and the machine names derived from them.
 
 use std::cell::{OnceCell, RefCell};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
 
 use smol_str::{SmolStr, format_smolstr};
@@ -20,8 +21,8 @@ pub(super) type PoolSpecs = Rc<[(MachineSpec, SmolStr)]>;
 #[derive(Debug, Default)]
 pub(crate) struct SpecMemo {
     by_version: RefCell<Vec<(KubeVersion, PoolSpecs)>>,
-    /// Machine names by pool and spec hash, by ordinal (a name is a sha1).
-    names: RefCell<Vec<(String, String, Vec<NodeName>)>>,
+    /// Machine names by pool and spec hash (a name is a sha1).
+    names: RefCell<Names>,
     /// Why a VM built from one spec is outdated against a desired one, in words.
     outdated: RefCell<Vec<(MachineSpec, MachineSpec, Option<SmolStr>)>>,
     /// Where Flux gets the admin kubeconfig (`None`: no delivery).
@@ -82,36 +83,112 @@ impl SpecMemo {
         words
     }
 
-    /// The first of a pool's names ([`placement::machine_name`] by ordinal) that is not
-    /// `taken`; the names are remembered.
-    pub(super) fn next_name(
+    /// The first `count` of a pool's names ([`placement::machine_name`] by ordinal) that do
+    /// not `exist`, in ordinal order.
+    ///
+    /// # Assumptions
+    /// Between two calls for a pool, a name that stops existing is told with [`Self::freed`]
+    /// (the prediction does; the plan of the real world asks once per pool): then a call costs
+    /// what it returns, not every name of the pool before them.
+    pub(super) fn new_names(
         &self,
         cluster: &str,
         pool: &str,
         hash: &str,
-        taken: impl Fn(&NodeName) -> bool,
-    ) -> NodeName {
+        count: usize,
+        exists: impl Fn(&NodeName) -> bool,
+    ) -> Vec<NodeName> {
         let mut names = self.names.borrow_mut();
-        let index = match names.iter().position(|(p, h, _)| p == pool && h == hash) {
+        let Names { pools, by_name } = &mut *names;
+        let index = match pools.iter().position(|p| p.pool == pool && p.hash == hash) {
             Some(index) => index,
             None => {
-                names.push((pool.to_owned(), hash.to_owned(), Vec::new()));
-                names.len() - 1
+                pools.push(PoolNames {
+                    pool: pool.to_owned(),
+                    hash: hash.to_owned(),
+                    ..PoolNames::default()
+                });
+                pools.len() - 1
             }
         };
-        let known = &mut names[index].2;
-        let mut ordinal = 0;
-        loop {
-            if known.len() <= ordinal {
-                let next = u32::try_from(ordinal).unwrap_or(u32::MAX);
-                known.push(placement::machine_name(cluster, pool, hash, next));
+        let names = &mut pools[index];
+        let mut out = Vec::with_capacity(count);
+        // Two ordinals may share a name (five base-36 characters): never hand one out twice.
+        let mut given = HashSet::with_capacity(count);
+        let mut take = |name: &NodeName, out: &mut Vec<NodeName>| {
+            if given.insert(name.clone()) {
+                out.push(name.clone());
             }
-            if !taken(&known[ordinal]) {
-                return known[ordinal].clone();
+        };
+        // Below the floor: the names freed since they were passed.
+        let mut taken_again = Vec::new();
+        for &ordinal in &names.freed {
+            if out.len() == count {
+                break;
+            }
+            let name = &names.known[ordinal];
+            if exists(name) {
+                taken_again.push(ordinal);
+            } else {
+                take(name, &mut out);
+            }
+        }
+        for ordinal in taken_again {
+            names.freed.remove(&ordinal);
+        }
+        let mut ordinal = names.floor;
+        while out.len() < count {
+            if names.known.len() <= ordinal {
+                let next = u32::try_from(ordinal).unwrap_or(u32::MAX);
+                let name = placement::machine_name(cluster, pool, hash, next);
+                by_name.entry(name.clone()).or_insert((index, ordinal));
+                names.known.push(name);
+            }
+            let name = &names.known[ordinal];
+            if exists(name) {
+                if ordinal == names.floor {
+                    names.floor += 1;
+                }
+            } else {
+                take(name, &mut out);
             }
             ordinal += 1;
         }
+        out
     }
+
+    /// Tells that the machine `name` no longer exists (a prediction destroyed it), so that
+    /// [`Self::new_names`] hands its name out again.
+    pub(crate) fn freed(&self, name: &NodeName) {
+        let mut names = self.names.borrow_mut();
+        let Names { pools, by_name } = &mut *names;
+        if let Some(&(index, ordinal)) = by_name.get(name)
+            && ordinal < pools[index].floor
+        {
+            pools[index].freed.insert(ordinal);
+        }
+    }
+}
+
+/// The machine names handed out, per pool and spec hash.
+#[derive(Debug, Default)]
+struct Names {
+    pools: Vec<PoolNames>,
+    /// Each known name's pool (index in `pools`) and its first ordinal.
+    by_name: HashMap<NodeName, (usize, usize)>,
+}
+
+/// The names of one pool and spec hash.
+#[derive(Debug, Default)]
+struct PoolNames {
+    pool: String,
+    hash: String,
+    /// By ordinal.
+    known: Vec<NodeName>,
+    /// Every ordinal below it existed when last asked, or is in `freed`.
+    floor: usize,
+    /// Ordinals below `floor` whose machine was destroyed since.
+    freed: BTreeSet<usize>,
 }
 
 #[cfg(test)]
@@ -121,15 +198,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_next_name_skips_taken_ones() {
+    fn new_names_are_the_first_free_ordinals_and_freed_ones_come_back() {
         let memo = SpecMemo::default();
         let name = |ordinal| placement::machine_name("prod", "cp", "h", ordinal);
-        let taken = BTreeSet::from([name(0)]);
-        let next = memo.next_name("prod", "cp", "h", |n| taken.contains(n));
-        assert_eq!(next, name(1));
-        let taken = BTreeSet::from([name(0), name(1)]);
-        let next = memo.next_name("prod", "cp", "h", |n| taken.contains(n));
-        assert_eq!(next, name(2));
-        assert_eq!(memo.next_name("prod", "cp", "h", |_| false), name(0));
+        let mut existing = BTreeSet::from([name(1)]);
+        let names = memo.new_names("prod", "cp", "h", 2, |n| existing.contains(n));
+        assert_eq!(names, [name(0), name(2)]);
+        existing.extend(names);
+        existing.insert(name(4));
+        let names = memo.new_names("prod", "cp", "h", 2, |n| existing.contains(n));
+        assert_eq!(names, [name(3), name(5)]);
+        existing.extend(names);
+        // Ordinals 0 to 5 are below the floor now: a destroyed one is told.
+        existing.remove(&name(1));
+        memo.freed(&name(1));
+        let names = memo.new_names("prod", "cp", "h", 2, |n| existing.contains(n));
+        assert_eq!(names, [name(1), name(6)]);
     }
 }

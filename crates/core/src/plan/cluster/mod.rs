@@ -12,12 +12,12 @@ mod create;
 mod health;
 mod join;
 mod memo;
+mod quiet;
 mod removal;
-mod seen;
 mod version;
 mod words;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use jiff::{SignedDuration, Timestamp};
@@ -33,10 +33,10 @@ use crate::model::{NodeName, Ownership, Role};
 use crate::observed::{MachineSpec, ObservedCluster, ObservedMachine, ObservedNode};
 use crate::spec::validate::{CONTROL_PLANE_POOL, VM_NAME_PREFIX};
 use crate::spec::{ClusterSpec, DriftPolicy, KubeVersion, Machine};
-use classify::Facts;
+pub(crate) use classify::Facts;
 use memo::PoolSpecs;
 pub(crate) use memo::SpecMemo;
-pub(crate) use seen::{Acted, Seen};
+pub(crate) use quiet::Quiet;
 use smol_str::SmolStr;
 use words::Words;
 
@@ -68,6 +68,8 @@ pub(crate) struct Outcome {
     /// Orphans: reported fleet-wide.
     pub orphans: Vec<Finding>,
     pub initialised: bool,
+    /// In a prediction: the machines that may be kept aside ([`Quiet`]), with their facts.
+    pub quiet: Vec<(NodeName, Facts)>,
 }
 
 /// The inputs of one cluster's plan.
@@ -82,9 +84,9 @@ pub(crate) struct Input<'a> {
     /// A predicted batch: only the candidate steps are read, so work that could only add to
     /// the reports (blocked, waiting, findings) may be skipped.
     pub predicting: bool,
-    /// What the batch before found about each VM, and which VMs its steps acted on (a
-    /// prediction keeps it from batch to batch).
-    pub seen: Option<&'a Seen>,
+    /// The machines a prediction keeps aside, counted with the state ([`Quiet`]); `None`
+    /// outside predictions.
+    pub quiet: Option<&'a Quiet>,
 }
 
 /// A pool: desired (the control plane first, then the worker pools in spec order) or removed
@@ -96,6 +98,8 @@ struct Pool<'a> {
     desired: Option<DesiredPool<'a>>,
     /// Its members, counted by `mark_fresh`.
     tally: create::Tally,
+    /// Indices of its members in `Ctx::views` (name order), set by `mark_fresh`.
+    members: Vec<usize>,
 }
 
 struct DesiredPool<'a> {
@@ -116,7 +120,8 @@ impl DesiredPool<'_> {
 }
 
 /// One owned VM seen against the spec.
-struct View<'a> {
+#[derive(Clone)]
+pub(crate) struct View<'a> {
     name: &'a NodeName,
     machine: &'a ObservedMachine,
     node: Option<&'a ObservedNode>,
@@ -133,7 +138,8 @@ struct View<'a> {
     current: bool,
     /// Fresh, not retiring, not stuck: it counts toward its pool (set by `mark_fresh`).
     in_pool: bool,
-    /// One of its pool's fresh machines beyond the replicas (set by `mark_fresh`).
+    /// One of its pool's fresh machines beyond the replicas, among those not carrying
+    /// workloads (set by `mark_fresh`; for those carrying workloads, see `Tally::surplus`).
     surplus: bool,
     /// Why it must be replaced, when it must.
     stale: Option<classify::Stale>,
@@ -163,7 +169,7 @@ impl<'a> View<'a> {
         }
     }
 
-    /// What a later batch of a prediction may keep of it ([`Seen`]).
+    /// What a prediction keeps of it while it is quiet ([`Quiet`]).
     fn facts(&self) -> Facts {
         Facts {
             pool: self.pool,
@@ -219,6 +225,11 @@ struct Ctx<'a> {
     machineless_nodes: Vec<&'a NodeName>,
     /// How many views are in the states most concerns act on (taken by `mark_fresh`).
     census: Census,
+    /// The control plane `init-control-plane` runs on (see `first_control_plane`), found
+    /// once after `classify`: every unjoined machine's deadline asks for it.
+    first_control_plane: Option<&'a NodeName>,
+    /// Indices in `views` of every control-plane VM (of the `cp` pool or a removed one).
+    control_planes: Vec<usize>,
 }
 
 /// How many views are retiring, unjoined or NotReady: a concern about such members skips its
@@ -231,6 +242,8 @@ struct Census {
     unjoined: usize,
     /// With a NotReady Node, not retiring.
     not_ready: usize,
+    /// Fresh workers not carrying workloads yet (and not retiring): new workers on their way.
+    incoming_workers: usize,
 }
 
 impl Outcome {
@@ -284,10 +297,16 @@ pub(crate) fn candidates(input: &Input<'_>, capacity: &Capacity) -> Outcome {
         initialised: out.initialised,
         machineless_nodes: Vec::new(),
         census: Census::default(),
+        first_control_plane: None,
+        control_planes: Vec::new(),
     };
     ctx.classify(&mut out);
+    ctx.first_control_plane = ctx.find_first_control_plane();
     ctx.mark_fresh();
     ctx.plan(capacity, &mut out);
+    if input.quiet.is_some() && ctx.initialised() {
+        out.quiet = ctx.quiet_facts();
+    }
     out
 }
 
@@ -547,7 +566,7 @@ impl<'a> Ctx<'a> {
     /// Join deadline of an unjoined machine, when one applies: machines that wait for the
     /// first control plane to be initialised cannot join yet, so their clock has not started.
     fn join_deadline(&self, view: &View<'_>) -> Option<Timestamp> {
-        if !self.initialised() && Some(view.name) != self.first_control_plane() {
+        if !self.initialised() && Some(view.name) != self.first_control_plane {
             return None;
         }
         Some(add(
@@ -556,12 +575,22 @@ impl<'a> Ctx<'a> {
         ))
     }
 
-    fn first_control_plane(&self) -> Option<&'a NodeName> {
+    /// The first fresh control plane by name, not retiring: `kubeadm init` runs there.
+    fn find_first_control_plane(&self) -> Option<&'a NodeName> {
         self.views
             .iter()
             .filter(|v| v.fresh && v.role() == Role::ControlPlane && !v.retiring)
             .map(|v| v.name)
             .min()
+    }
+
+    /// The facts of each view a prediction may keep aside ([`quiet::is_quiet`]).
+    fn quiet_facts(&self) -> Vec<(NodeName, Facts)> {
+        self.views
+            .iter()
+            .filter(|v| quiet::is_quiet(v, self.pools[v.pool].desired.is_some()))
+            .map(|v| (v.name.clone(), v.facts()))
+            .collect()
     }
 
     fn is_stuck(&self, view: &View<'_>) -> bool {

@@ -24,27 +24,43 @@ impl<'a> Ctx<'a> {
         self.is_surplus(view)
     }
 
-    /// Members that leave, in order: the control plane first, then worker pools in spec
+    /// Members that may leave, in order: the control plane first, then worker pools in spec
     /// order, then removed pools; within a pool, the one already in removal, then those not
-    /// carrying workloads, then by name.
-    pub(super) fn leaving(&self) -> Vec<&View<'a>> {
-        let mut leaving: Vec<&View<'a>> = Vec::with_capacity(self.views.len());
-        // Pool by pool (one sort of every pool's members would move whole pools past each
-        // other, as names order them otherwise). `views` are in name order and the sort is
-        // stable: ties stay by name.
-        for pool in 0..self.pools.len() {
+    /// carrying workloads, then by name. Of a pool's members carrying workloads only the first
+    /// by name is listed: they are all held or let go alike (`removal_hold` asks nothing of
+    /// them but their pool's counts), and a rollout of thousands would list them all at each
+    /// of its batches. With `workers_kept` (the spec asks for fewer workers than the minimum),
+    /// surplus workers do not leave.
+    pub(super) fn leaving(&self, workers_kept: bool) -> Vec<View<'a>> {
+        let mut leaving: Vec<View<'a>> = Vec::new();
+        for (index, pool) in self.pools.iter().enumerate() {
+            let surplus_leaves = !(workers_kept && pool.role == Role::Worker);
+            let allowed = |v: &View<'a>| surplus_leaves || v.stale.is_some();
+            let members = pool.members.iter().map(|&i| &self.views[i]);
             let start = leaving.len();
             leaving.extend(
-                self.views
-                    .iter()
-                    .filter(|v| v.pool == pool && self.is_leaving(v)),
+                members
+                    .clone()
+                    .filter(|v| !v.is_counted() && self.is_leaving(v) && allowed(v))
+                    .cloned(),
             );
-            let members = &mut leaving[start..];
-            let key = |v: &&View<'a>| (!v.is_in_removal(), v.is_counted());
-            // Usually in order already: a rollout waits on a replacement most of the time.
-            if !members.is_sorted_by_key(key) {
-                members.sort_by_key(key);
+            // `views` are in name order and the sort is stable: ties stay by name.
+            leaving[start..].sort_by_key(|v| !v.is_in_removal());
+            let quiet = self
+                .input
+                .quiet
+                .and_then(|quiet| Some((quiet, quiet.pool(index)?)));
+            let stale = members
+                .clone()
+                .find(|v| v.is_counted() && v.stale.is_some());
+            let quiet_stale = quiet.and_then(|(quiet, pool)| quiet.view(pool.stale.first()?));
+            let mut first = earliest(stale.cloned(), quiet_stale);
+            if pool.tally.surplus > 0 && surplus_leaves {
+                let fresh = members.clone().find(|v| v.is_counted() && v.in_pool);
+                let quiet_fresh = quiet.and_then(|(quiet, pool)| quiet.view(pool.fresh.first()?));
+                first = earliest(first, earliest(fresh.cloned(), quiet_fresh));
             }
+            leaving.extend(first);
         }
         leaving
     }
@@ -116,9 +132,7 @@ impl<'a> Ctx<'a> {
         let minimum = self.spec().rollout.min_workers;
         let ready = self.counted_workers();
         if view.is_counted() && ready.saturating_sub(1) < minimum {
-            let incoming = self.views.iter().any(|v| {
-                v.role() == Role::Worker && v.fresh && !v.is_counted() && !v.retiring
-            }) || out.candidates.iter().any(|c| {
+            let incoming = self.census.incoming_workers > 0 || out.candidates.iter().any(|c| {
                 matches!(&c.step.action, Action::CreateMachine { ownership, .. } if ownership.role == Role::Worker)
             });
             if incoming {
@@ -137,11 +151,11 @@ impl<'a> Ctx<'a> {
     }
 
     pub(super) fn replacement_hold(&self, view: &View<'a>) -> Hold {
-        let pending = self
-            .views
+        let pending = self.pools[view.pool]
+            .members
             .iter()
-            .filter(|v| v.pool == view.pool && v.fresh && !v.is_counted())
-            .min_by_key(|v| v.name);
+            .map(|&i| &self.views[i])
+            .find(|v| v.fresh && !v.is_counted());
         match pending {
             Some(new) => Hold::Wait(Resource::Node {
                 name: new.name.clone(),
@@ -172,15 +186,8 @@ impl<'a> Ctx<'a> {
         if self.census.retiring > 0 {
             return;
         }
-        let leaving: Vec<&View<'a>> = self
-            .leaving()
-            .into_iter()
-            .filter(|v| !(spec_too_small && v.role() == Role::Worker && v.stale.is_none()))
-            .collect();
-        let in_flight = leaving
-            .iter()
-            .find(|v| v.is_in_removal() || v.fenced)
-            .copied();
+        let leaving = self.leaving(spec_too_small);
+        let in_flight = leaving.iter().find(|v| v.is_in_removal() || v.fenced);
         let chosen = match in_flight {
             Some(view) => Some(view),
             None if upgrading => None,
@@ -190,12 +197,12 @@ impl<'a> Ctx<'a> {
                 for view in &leaving {
                     match self.removal_hold(out, view) {
                         None => {
-                            chosen = Some(*view);
+                            chosen = Some(view);
                             break;
                         }
                         Some(hold) => {
                             if first_hold.is_none() {
-                                first_hold = Some((*view, hold));
+                                first_hold = Some((view, hold));
                             }
                         }
                     }
@@ -384,4 +391,12 @@ pub(super) enum Hold {
     /// Waiting for its replacement ([`Ctx::replacement_hold`] names it): worded only when
     /// reported, as most holds found while choosing who leaves are dropped.
     Replacement,
+}
+
+/// The view of the two whose machine comes first by name.
+fn earliest<'a>(a: Option<View<'a>>, b: Option<View<'a>>) -> Option<View<'a>> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if b.name < a.name { b } else { a }),
+        (a, b) => a.or(b),
+    }
 }

@@ -2,6 +2,7 @@
 //! whole ordered plans and the exact refusal messages.
 
 mod later_rules;
+mod predictions;
 
 use super::fixtures::*;
 use super::*;
@@ -745,10 +746,11 @@ fn predictions_made_on_several_threads_are_the_ones_made_on_one() {
             .collect(),
     );
     let policy = Policy::of(&changed);
-    let one = super::plan_on(&changed, &observed, &policy, now(), 1);
+    let unlimited = super::Budget::unlimited();
+    let one = super::plan_on(&changed, &observed, &policy, now(), 1, &unlimited).expect("plan");
     assert!(one.clusters.iter().all(|c| !c.predicted.is_empty()));
     for threads in [2, 3, 16] {
-        let several = super::plan_on(&changed, &observed, &policy, now(), threads);
-        assert_eq!(several, one, "{threads} threads");
+        let several = super::plan_on(&changed, &observed, &policy, now(), threads, &unlimited);
+        assert_eq!(several, Ok(one.clone()), "{threads} threads");
     }
 }

@@ -15,7 +15,9 @@
 //!   `concurrency` of them having steps in flight at a time.
 //! - A failing step is retried with capped exponential backoff (per cluster, reset on success);
 //!   after `failures_to_block` failures in a row the cluster reports Blocked with the error,
-//!   and other clusters carry on. A step that panics counts as a failed step, the panic
+//!   and other clusters carry on.
+//! - Every message of a failed step, and every message of the status published, went through
+//!   the redactor ([`crate::redact`]): no secret capstan knows, at most 2 KiB each. A step that panics counts as a failed step, the panic
 //!   message being its error: its cluster is never left waiting on a task that is gone.
 
 mod board;
@@ -605,7 +607,9 @@ impl<Pr: Providers> Daemon<Pr> {
         }
     }
 
-    /// Counts a failed step of `cluster` (planned from `spec`) and sets its backoff.
+    /// Counts a failed step of `cluster` (planned from `spec`) and sets its backoff. Its message
+    /// is redacted and capped here, before the log and the status see it: an error may quote
+    /// whatever a VM, a cluster or a datastore answered.
     fn fail(&mut self, cluster: &str, spec: Option<&crate::spec::ClusterSpec>, failure: Failure) {
         let retry = self.retries.entry(cluster.to_owned()).or_default();
         retry.failures += 1;
@@ -619,6 +623,7 @@ impl<Pr: Providers> Daemon<Pr> {
             transient,
             revision,
         } = failure;
+        let message = crate::redact::message(&message);
         tracing::warn!(cluster = %cluster, action = %action, failures = retry.failures, retry_in = ?delay, transient, "step failed: {message}");
         retry.last = Some(StepRecord {
             action,
@@ -663,10 +668,10 @@ impl<Pr: Providers> Daemon<Pr> {
         status.repository_errors = errors;
         status.revision = revision.or(status.revision);
         status.updated = Some(self.clock.now());
-        if let Some(progress) = &mut self.progress {
-            progress.report(&status);
-        }
         self.board.set(status);
+        if let Some(progress) = &mut self.progress {
+            self.board.read_published(|status| progress.report(status));
+        }
         self.feed_status_branch();
         self.in_flight.is_empty()
     }
@@ -749,10 +754,10 @@ impl<Pr: Providers> Daemon<Pr> {
             status.clusters.insert(name.clone(), entry);
         }
         status.findings = plan.findings.iter().map(|f| f.message.clone()).collect();
-        if let Some(progress) = &mut self.progress {
-            progress.report(&status);
-        }
         self.board.set(status);
+        if let Some(progress) = &mut self.progress {
+            self.board.read_published(|status| progress.report(status));
+        }
         self.feed_status_branch();
     }
 

@@ -36,7 +36,7 @@ impl fmt::Display for NodeTarget {
 ///
 /// The arguments never hold a secret: QEMU's guest agent logs every command line to the guest's
 /// syslog, and `/proc/*/cmdline` shows it to every user of the node. A secret goes into a file
-/// created mode 0600 first ([`crate::providers::kubeadm::write_secret`]).
+/// created mode 0600 first (kubeadm's `write_secret`).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Command {
     /// Program followed by its arguments.

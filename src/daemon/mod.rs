@@ -15,10 +15,10 @@
 //!   `concurrency` of them having steps in flight at a time.
 //! - A failing step is retried with capped exponential backoff (per cluster, reset on success);
 //!   after `failures_to_block` failures in a row the cluster reports Blocked with the error,
-//!   and other clusters carry on.
-//! - Every message of a failed step, and every message of the status published, went through
-//!   the redactor ([`crate::redact`]): no secret capstan knows, at most 2 KiB each. A step that panics counts as a failed step, the panic
+//!   and other clusters carry on. A step that panics counts as a failed step, the panic
 //!   message being its error: its cluster is never left waiting on a task that is gone.
+//! - Every message of a failed step, and every message of the status published, went through
+//!   the redactor ([`crate::redact`]): no secret capstan knows, at most 2 KiB each.
 
 mod board;
 pub mod http;

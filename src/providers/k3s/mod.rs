@@ -72,14 +72,14 @@ fn config_file(settings: &[(&str, &str)]) -> String {
     settings
         .iter()
         .map(|(name, value)| {
-            let quoted = serde_json::to_string(value).unwrap_or_else(|_| "\"\"".to_owned());
+            let quoted = serde_json::to_string(value).expect("a string serialises as JSON");
             format!("{name}: {quoted}\n")
         })
         .collect()
 }
 
 /// A K3s server (the first, or any later one: with a shared datastore they are alike):
-/// kube-vip's static pod, then the install.
+/// kube-vip's static pod, K3s's configuration file (token, datastore), then the install.
 pub fn install_server(
     spec: &ClusterSpec,
     join: &ServerJoin,
@@ -122,7 +122,7 @@ pub fn install_server(
     steps
 }
 
-/// A K3s agent joining the endpoint with the cluster token.
+/// A K3s agent joining the endpoint with the cluster token (from K3s's configuration file).
 pub fn install_agent(
     spec: &ClusterSpec,
     token: &str,

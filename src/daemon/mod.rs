@@ -16,9 +16,8 @@
 //! - A failing step is retried with capped exponential backoff (per cluster, reset on success);
 //!   after `failures_to_block` failures in a row the cluster reports Blocked with the error,
 //!   and other clusters carry on. A step that panics counts as a failed step, the panic
-//!   message being its error: its cluster is never left waiting on a task that is gone.
-//! - Every message of a failed step, and every message of the status published, went through
-//!   the redactor ([`crate::redact`]): no secret capstan knows, at most 2 KiB each.
+//!   message being its error: its cluster is never left waiting on a task that is gone. Its
+//!   message, as every message of a published status, is redacted ([`crate::redact`]).
 
 mod board;
 pub mod http;
@@ -607,9 +606,7 @@ impl<Pr: Providers> Daemon<Pr> {
         }
     }
 
-    /// Counts a failed step of `cluster` (planned from `spec`) and sets its backoff. Its message
-    /// is redacted and capped here, before the log and the status see it: an error may quote
-    /// whatever a VM, a cluster or a datastore answered.
+    /// Counts a failed step of `cluster` (planned from `spec`) and sets its backoff.
     fn fail(&mut self, cluster: &str, spec: Option<&crate::spec::ClusterSpec>, failure: Failure) {
         let retry = self.retries.entry(cluster.to_owned()).or_default();
         retry.failures += 1;

@@ -397,6 +397,7 @@ async fn flux_deliverer(
     name: &str,
     kubeconfig: &str,
 ) -> Result<Arc<FluxDeliverer<KubeClusterClient>>, ConnectError> {
+    crate::redact::remember_kubeconfig(kubeconfig);
     let client = KubeClusterClient::connect(kubeconfig)
         .await
         .map_err(|source| ConnectError::Management {

@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod observe;
 pub mod preview;
 pub mod providers;
+pub mod redact;
 pub mod report;
 pub mod secrets;
 pub mod source;

@@ -21,7 +21,7 @@ fn main() -> ExitCode {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::Failure) => ExitCode::from(1),
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", capstan::redact::redact(&format!("{err:#}")));
             ExitCode::from(1)
         }
     }
@@ -70,10 +70,11 @@ fn init_logging(log: &LogArgs) {
     // Colour only for a person at a terminal: a log file or collector gets plain text, and
     // JSON never carries escape sequences.
     let colour = log.log_format == LogFormat::Plain && std::io::stderr().is_terminal();
+    // Every line goes through the redactor: no log call can leak a secret capstan knows.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(colour)
-        .with_writer(std::io::stderr);
+        .with_writer(capstan::redact::LogWriter::new(std::io::stderr));
     match log.log_format {
         LogFormat::Plain => builder.init(),
         LogFormat::Json => builder.json().init(),

@@ -146,6 +146,37 @@ pub struct LeadershipStatus {
 }
 
 impl FleetStatus {
+    /// This status with every message in it (errors, events, findings, conditions, refusals,
+    /// waits, steps) redacted and capped ([`crate::redact::message`]).
+    pub fn redacted(mut self) -> Self {
+        let clean = |text: &mut String| *text = crate::redact::message(text);
+        self.repository_errors.iter_mut().for_each(clean);
+        self.findings.iter_mut().for_each(clean);
+        self.events.iter_mut().for_each(clean);
+        self.conditions
+            .iter_mut()
+            .for_each(|c| clean(&mut c.message));
+        for cluster in self.clusters.values_mut() {
+            cluster
+                .conditions
+                .iter_mut()
+                .for_each(|c| clean(&mut c.message));
+            cluster
+                .refusals
+                .iter_mut()
+                .for_each(|r| clean(&mut r.message));
+            cluster
+                .waiting_on
+                .iter_mut()
+                .for_each(|w| clean(&mut w.resource));
+            cluster.next_steps.iter_mut().for_each(clean);
+            if let Some(step) = &mut cluster.last_step {
+                clean(&mut step.message);
+            }
+        }
+        self
+    }
+
     /// Whether every cluster is Ready and the repository valid.
     pub fn all_ready(&self) -> bool {
         self.repository_errors.is_empty()

@@ -235,7 +235,7 @@ pub fn run(args: &RunArgs, env: fn(&str) -> Option<String>) -> Result<Outcome, R
                 args.target.state_dir.display()
             );
             let election = election(&args.leader, Some(lab.management_kubeconfig())).await?;
-            let connections = lab_connections(&fleet, &lab, &reader, &redactor).await?;
+            let connections = lab_connections(&fleet, &lab, &reader).await?;
             let clock: Arc<dyn Clock> = Arc::new(lab.clock().clone());
             serve_daemon(
                 options,
@@ -249,15 +249,9 @@ pub fn run(args: &RunArgs, env: fn(&str) -> Option<String>) -> Result<Outcome, R
             .await?;
             lab.stop();
         } else {
+            // Every secret read is known to the redactor from now on (the status branch's
+            // guard refuses any value it knows).
             let secrets = crate::connect::resolve_secrets(&fleet, &reader)?;
-            // The status branch's guard refuses any value the redactor knows.
-            for token in secrets
-                .proxmox_tokens
-                .values()
-                .chain(secrets.datastore_admin_passwords.values())
-            {
-                redactor.remember(token);
-            }
             let first_management = secrets.management_kubeconfigs.values().next().cloned();
             let election = election(&args.leader, first_management).await?;
             let mut connections = Connections::from_fleet(&fleet, &secrets, reader).await?;
@@ -281,17 +275,13 @@ pub fn run(args: &RunArgs, env: fn(&str) -> Option<String>) -> Result<Outcome, R
 
 /// The connections to `lab` for `fleet`. A lab's datastores are real MariaDB servers: their
 /// admin passwords are read as for a real fleet (through `reader`, which also reads the
-/// clusters' `endpointFrom`), and kept out of the status branch.
+/// clusters' `endpointFrom`), and so known to the redactor.
 async fn lab_connections(
     fleet: &Fleet,
     lab: &Lab,
     reader: &SecretReader,
-    redactor: &Redactor,
 ) -> Result<Connections, RunError> {
     let passwords = crate::connect::datastore_passwords(fleet, reader)?;
-    for password in passwords.values() {
-        redactor.remember(password);
-    }
     Ok(Connections::for_lab(
         fleet,
         &lab.lab_file(),
@@ -372,7 +362,7 @@ pub fn demo(args: &DemoArgs, env: fn(&str) -> Option<String>) -> Result<Outcome,
             lab.proxmox_url(),
             lab_dir.display()
         );
-        let connections = lab_connections(&fleet, &lab, &reader, &redactor).await?;
+        let connections = lab_connections(&fleet, &lab, &reader).await?;
         let clock: Arc<dyn Clock> = Arc::new(lab.clock().clone());
         let mut options = DaemonOptions::new(clone.clone());
         options.admission = admission;

@@ -1,5 +1,9 @@
 //! What the daemon serves: the fleet's status and the counters of `/metrics`, shared between
 //! the reconcile loop (which writes them) and the HTTP endpoint (which reads them).
+//!
+//! # Guarantees
+//! Every message a status or condition carries was redacted and capped as it was set here
+//! ([`crate::redact::message`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -180,7 +184,8 @@ impl StatusBoard {
 
     /// Sets a fleet condition that the passes do not compute (e.g. `StatusPushed`): kept
     /// until set again, whatever the passes publish meanwhile.
-    pub fn set_condition(&self, condition: Condition) {
+    pub fn set_condition(&self, mut condition: Condition) {
+        condition.message = crate::redact::message(&condition.message);
         self.conditions
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -336,7 +341,10 @@ impl StatusBoard {
         }
     }
 
+    /// Publishes `status`, every message of it redacted and capped ([`FleetStatus::redacted`]):
+    /// what `/status`, `/metrics`, the status branch and the progress lines read.
     pub(super) fn set(&self, status: FleetStatus) {
+        let status = status.redacted();
         *self
             .status
             .write()

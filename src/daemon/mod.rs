@@ -16,7 +16,8 @@
 //! - A failing step is retried with capped exponential backoff (per cluster, reset on success);
 //!   after `failures_to_block` failures in a row the cluster reports Blocked with the error,
 //!   and other clusters carry on. A step that panics counts as a failed step, the panic
-//!   message being its error: its cluster is never left waiting on a task that is gone.
+//!   message being its error: its cluster is never left waiting on a task that is gone. Its
+//!   message, as every message of a published status, is redacted ([`crate::redact`]).
 
 mod board;
 pub mod http;
@@ -619,6 +620,7 @@ impl<Pr: Providers> Daemon<Pr> {
             transient,
             revision,
         } = failure;
+        let message = crate::redact::message(&message);
         tracing::warn!(cluster = %cluster, action = %action, failures = retry.failures, retry_in = ?delay, transient, "step failed: {message}");
         retry.last = Some(StepRecord {
             action,
@@ -663,10 +665,10 @@ impl<Pr: Providers> Daemon<Pr> {
         status.repository_errors = errors;
         status.revision = revision.or(status.revision);
         status.updated = Some(self.clock.now());
-        if let Some(progress) = &mut self.progress {
-            progress.report(&status);
-        }
         self.board.set(status);
+        if let Some(progress) = &mut self.progress {
+            self.board.read_published(|status| progress.report(status));
+        }
         self.feed_status_branch();
         self.in_flight.is_empty()
     }
@@ -749,10 +751,10 @@ impl<Pr: Providers> Daemon<Pr> {
             status.clusters.insert(name.clone(), entry);
         }
         status.findings = plan.findings.iter().map(|f| f.message.clone()).collect();
-        if let Some(progress) = &mut self.progress {
-            progress.report(&status);
-        }
         self.board.set(status);
+        if let Some(progress) = &mut self.progress {
+            self.board.read_published(|status| progress.report(status));
+        }
         self.feed_status_branch();
     }
 

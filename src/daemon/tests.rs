@@ -173,3 +173,57 @@ async fn healthz_says_stalled_once_the_loop_stops_completing_passes() {
         board.health()
     );
 }
+
+#[tokio::test]
+async fn a_failed_steps_message_is_redacted_and_capped_before_the_status_and_the_log_see_it() {
+    let repo = tempfile::tempdir().expect("repo");
+    std::fs::create_dir(repo.path().join("clusters")).expect("clusters");
+    write_fleet(repo.path(), "2m");
+    let mut daemon = daemon(repo.path(), None).await;
+    // A K3s token, generated as the executor generates it, quoted by a 20 KiB error.
+    let token = crate::providers::datastore::generate_secret().expect("random");
+    let message = format!("the guest said: token {token} {}", "x".repeat(20 * 1024));
+    daemon.fail(
+        "edge",
+        None,
+        Failure {
+            action: ActionKind::JoinNode,
+            machine: None,
+            message,
+            transient: false,
+            revision: "r1".to_owned(),
+        },
+    );
+    let last = daemon.retries["edge"].last.as_ref().expect("recorded");
+    assert!(
+        last.message.starts_with("the guest said: token *** xxx"),
+        "{}",
+        &last.message[..80]
+    );
+    let (kept, cut) = last.message.split_once('…').expect("capped");
+    assert!(kept.len() <= crate::redact::MESSAGE_CAP, "{}", kept.len());
+    assert!(cut.ends_with(" bytes cut)"), "{cut}");
+}
+
+#[test]
+fn a_published_status_carries_no_secret_capstan_knows() {
+    let password = crate::providers::datastore::generate_secret().expect("random");
+    let board = StatusBoard::default();
+    let quoting = format!("datastore refused k3s_edge/{password}");
+    board.set(FleetStatus {
+        repository_errors: vec![quoting.clone()],
+        events: vec![quoting.clone()],
+        findings: vec![quoting.clone()],
+        ..FleetStatus::default()
+    });
+    board.set_condition(crate::status::Condition {
+        kind: "StatusPushed".to_owned(),
+        status: "False".to_owned(),
+        reason: "PushRefused".to_owned(),
+        message: quoting,
+        last_transition_time: jiff::Timestamp::UNIX_EPOCH,
+    });
+    let served = serde_json::to_string(&board.status()).expect("json");
+    assert!(!served.contains(&password), "{served}");
+    assert_eq!(served.matches("k3s_edge/***").count(), 4, "{served}");
+}

@@ -79,6 +79,7 @@ impl<Pr: Providers> Executor<Pr> {
             .await
             .map_err(kubeadm_failed(ActionKind::InitControlPlane.name()))?
             .stdout;
+        crate::redact::remember_kubeconfig(&read);
         let kubeconfig = self.admit(ctx, &spec, &target, &read).await?;
         self.mark_bootstrapped(ctx, &kubeconfig).await?;
         Ok(format!(

@@ -1,5 +1,6 @@
 //! Posting a preview: one sticky comment per pull request, found again by its hidden marker and
 //! edited in place only when its text changed, and a `capstan/preview` status on the head.
+//! Nothing reaches the forge without going through the redactor ([`crate::redact`]).
 
 use crate::preview::Preview;
 use crate::preview::comment::MARKER;
@@ -65,7 +66,8 @@ fn shorten(text: &str, limit: usize) -> String {
 }
 
 /// Posts `body` (which starts with [`MARKER`]) as pull request `pr`'s sticky comment, and
-/// `status` on its head `head_sha`.
+/// `status` on its head `head_sha`. Both are redacted first ([`crate::redact`]): whoever can
+/// read the pull request reads them.
 ///
 /// # Errors
 /// When the forge refuses or cannot be reached (after the client's retries).
@@ -76,6 +78,13 @@ pub async fn post(
     body: &str,
     status: &CommitStatus,
 ) -> Result<Posted, ForgeError> {
+    let body = crate::redact::redact(body);
+    let body = body.as_str();
+    let status = CommitStatus {
+        description: crate::redact::redact(&status.description),
+        ..status.clone()
+    };
+    let status = &status;
     let existing = api
         .comments(pr)
         .await?

@@ -50,6 +50,7 @@ pub(super) async fn read_admin_kubeconfig<P: ProxmoxProvider + Clone>(
             && output.success()
             && !output.stdout.trim().is_empty()
         {
+            crate::redact::remember_kubeconfig(&output.stdout);
             return Some((target, output.stdout));
         }
     }

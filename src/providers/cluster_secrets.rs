@@ -4,6 +4,7 @@
 //! `capstan-system` namespace, never in Git, logs or status.
 //!
 //! # Guarantees
+//! - Both are known to the redactor ([`crate::redact`]) once generated or read.
 //! - Generated once: a Secret that exists is read, never regenerated; two replicas racing to
 //!   create it both end with the one that was written first (the loser's create is a 409 and
 //!   it reads the winner's).
@@ -152,10 +153,13 @@ fn read(name: &str, secret: &SecretRecord) -> Result<K3sSecrets, SecretsError> {
                 key,
             })
     };
-    Ok(K3sSecrets {
+    let secrets = K3sSecrets {
         token: value(TOKEN_KEY)?,
         datastore_password: value(DATASTORE_PASSWORD_KEY)?,
-    })
+    };
+    crate::redact::remember(&secrets.token);
+    crate::redact::remember(&secrets.datastore_password);
+    Ok(secrets)
 }
 
 /// Named in [`SecretsError::Malformed`] when the managed-by label is missing.

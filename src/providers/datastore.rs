@@ -88,6 +88,7 @@ impl AdminAccess {
     /// # Errors
     /// When the URL is not `mysql://HOST[:PORT]` (validation refuses such a fleet first).
     pub fn new(server: &DatastoreServer, password: String) -> Result<Self, DatastoreError> {
+        crate::redact::remember(&password);
         let (host, port) = server.host_port().map_err(DatastoreError::BadEndpoint)?;
         Ok(AdminAccess {
             host,
@@ -251,6 +252,7 @@ impl KineEndpoint {
         if user.is_empty() || host.is_empty() || database.is_empty() {
             return Err(bad("its user, host or database is empty"));
         }
+        crate::redact::remember(password);
         Ok(KineEndpoint {
             host: host
                 .trim_start_matches('[')
@@ -263,7 +265,7 @@ impl KineEndpoint {
         })
     }
 
-    /// The DSN itself, password included: only for the K3s server's command line.
+    /// The DSN itself, password included: only for the K3s configuration file of a server.
     pub fn dsn(&self) -> String {
         format!(
             "mysql://{}:{}@tcp({})/{}",
@@ -348,14 +350,17 @@ fn join_host_port(host: &str, port: u16) -> String {
     }
 }
 
-/// A fresh secret: 32 random bytes as 64 hex digits (safe inside quotes and on a command line).
+/// A fresh secret: 32 random bytes as 64 hex digits (safe inside quotes and in a YAML file),
+/// remembered by the redactor as it is made.
 ///
 /// # Errors
 /// When the system has no randomness to give.
 pub fn generate_secret() -> Result<String, getrandom::Error> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    let secret: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    crate::redact::remember(&secret);
+    Ok(secret)
 }
 
 fn is_generated(secret: &str) -> bool {

@@ -33,11 +33,15 @@ impl fmt::Display for NodeTarget {
 }
 
 /// A program and its arguments, run without a shell.
+///
+/// The arguments never hold a secret: QEMU's guest agent logs every command line to the guest's
+/// syslog, and `/proc/*/cmdline` shows it to every user of the node. A secret goes into a file
+/// created mode 0600 first (kubeadm's `write_secret`).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Command {
     /// Program followed by its arguments.
     pub argv: Vec<String>,
-    /// The output (or the arguments) hold a secret: never log or report them.
+    /// The output holds a secret (a join command, a kubeconfig): never log or report it.
     pub sensitive: bool,
     /// How long the command may run.
     pub timeout: Duration,
@@ -53,7 +57,7 @@ impl Command {
         }
     }
 
-    /// Marks the command's arguments and output as secret.
+    /// Marks the command's output as secret.
     pub fn sensitive(mut self) -> Self {
         self.sensitive = true;
         self

@@ -138,7 +138,8 @@ impl SecretReader {
         &self.policy
     }
 
-    /// The secret `use_` names in `source`, without surrounding whitespace.
+    /// The secret `use_` names in `source`, without surrounding whitespace; the redactor knows
+    /// it from now on.
     ///
     /// # Errors
     /// When the policy refuses the source, the variable is unset, the file is missing, leads
@@ -172,6 +173,7 @@ impl SecretReader {
         if value.is_empty() {
             return Err(SecretError::Empty { field, what });
         }
+        crate::redact::remember(value);
         Ok(value.to_owned())
     }
 

@@ -5,11 +5,13 @@
 //! # Guarantees
 //! - A secret read from a file is read again at each use, so a rotated file works without a
 //!   restart.
-//! - Every secret value read is remembered by the [`Redactor`], which replaces it (and any
-//!   `user:password@` in a URL) with `***` in the messages it is given.
+//! - Every secret value read is remembered by the process's [`Redactor`] ([`crate::redact`]),
+//!   which replaces it (and any `user:password@` in a URL) with `***` in the messages it is
+//!   given.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+
+pub use crate::redact::Redactor;
 
 /// Reading a secret or known_hosts failed.
 #[derive(Debug, thiserror::Error)]
@@ -151,48 +153,6 @@ impl Secret {
         }
         self.redactor.remember(&value);
         Ok(value)
-    }
-}
-
-/// Replaces known secret values, and passwords in URLs, with `***`.
-#[derive(Debug, Clone, Default)]
-pub struct Redactor {
-    secrets: Arc<Mutex<Vec<String>>>,
-}
-
-/// Shorter values are not redacted by value: replacing every `a` of a message would say
-/// nothing and hide everything. Such a short secret is refused nowhere, only not searched for.
-const MIN_REDACTED_LEN: usize = 4;
-
-impl Redactor {
-    /// Remembers `secret` (and its trimmed form) to redact from now on.
-    pub fn remember(&self, secret: &str) {
-        let mut secrets = self
-            .secrets
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        for candidate in [secret, secret.trim()] {
-            if candidate.len() >= MIN_REDACTED_LEN && !secrets.iter().any(|s| s == candidate) {
-                secrets.push(candidate.to_owned());
-            }
-        }
-        // Longest first, so a secret containing another is replaced whole.
-        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    }
-
-    /// `text` with every remembered secret and every URL password replaced by `***`.
-    pub fn redact(&self, text: &str) -> String {
-        let mut out = capstan_core::errors::redact_url_passwords(text);
-        let secrets = self
-            .secrets
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        for secret in secrets.iter() {
-            if out.contains(secret.as_str()) {
-                out = out.replace(secret.as_str(), "***");
-            }
-        }
-        out
     }
 }
 

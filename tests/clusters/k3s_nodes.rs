@@ -72,21 +72,45 @@ fn words(text: &str) -> Vec<String> {
     text.split_whitespace().map(str::to_owned).collect()
 }
 
-/// The seed's install line, air-gapped: `env ... sh k3s-install.sh server ...`.
-fn server_install(token: &str, dsn: &str, node: &GuestIdentity) -> Vec<String> {
-    let ip = node.address.expect("ip");
-    let mut argv = words(&format!(
-        "env INSTALL_K3S_SKIP_DOWNLOAD=true K3S_TOKEN={token} sh /usr/local/bin/k3s-install.sh server --tls-san {ENDPOINT_HOST} --tls-san 192.168.1.25 --node-ip {ip}"
-    ));
-    argv.push(format!("--datastore-endpoint={dsn}"));
-    argv
+/// Writes K3s's configuration file as capstan does: created empty and 0600, then filled
+/// through the guest agent's file-write (which keeps the mode of a file that exists).
+async fn configure(lab: &K3sLab, node: &GuestIdentity, settings: &str) {
+    assert_ok(
+        "the configuration file created 0600",
+        &lab.nodes
+            .exec(
+                node,
+                &words("install -D -m 0600 /dev/null /etc/rancher/k3s/config.yaml"),
+            )
+            .await,
+    );
+    lab.nodes
+        .write_file(node, "/etc/rancher/k3s/config.yaml", settings.as_bytes());
 }
 
-fn agent_install(token: &str, node: &GuestIdentity) -> Vec<String> {
-    words(&format!(
-        "env INSTALL_K3S_SKIP_DOWNLOAD=true sh /usr/local/bin/k3s-install.sh agent --server https://{ENDPOINT_HOST}:6443 --token {token} --node-ip {}",
+/// The seed's server install, air-gapped: the token and the DSN in K3s's configuration file,
+/// `env ... sh k3s-install.sh server ...` with neither.
+async fn server_install(lab: &K3sLab, token: &str, dsn: &str, node: &GuestIdentity) -> ExecOutcome {
+    configure(
+        lab,
+        node,
+        &format!("token: \"{token}\"\ndatastore-endpoint: \"{dsn}\"\n"),
+    )
+    .await;
+    let ip = node.address.expect("ip");
+    let argv = words(&format!(
+        "env INSTALL_K3S_SKIP_DOWNLOAD=true sh /usr/local/bin/k3s-install.sh server --tls-san {ENDPOINT_HOST} --tls-san 192.168.1.25 --node-ip {ip}"
+    ));
+    lab.nodes.exec(node, &argv).await
+}
+
+async fn agent_install(lab: &K3sLab, token: &str, node: &GuestIdentity) -> ExecOutcome {
+    configure(lab, node, &format!("token: \"{token}\"\n")).await;
+    let argv = words(&format!(
+        "env INSTALL_K3S_SKIP_DOWNLOAD=true sh /usr/local/bin/k3s-install.sh agent --server https://{ENDPOINT_HOST}:6443 --node-ip {}",
         node.address.expect("ip")
-    ))
+    ));
+    lab.nodes.exec(node, &argv).await
 }
 
 /// The database and user capstan provisions for the cluster, and its kine DSN.
@@ -229,6 +253,21 @@ async fn capstans_k3s_steps_build_the_seed_cluster_on_a_provisioned_mariadb() {
             .await
             .expect("agent");
     }
+    // The lab refused any command line carrying the token or the DSN; both are in K3s's
+    // configuration file, which only root reads.
+    for vmid in [111, 112, 113, 121, 122] {
+        let config = lab
+            .nodes
+            .file(VmId(vmid), k3s::CONFIG)
+            .expect("K3s's configuration file");
+        assert!(config.contains(&secrets.token), "{vmid}");
+        assert_eq!(
+            config.contains(&secrets.datastore_password),
+            vmid < 120,
+            "servers only reach the datastore"
+        );
+        assert_eq!(lab.nodes.file_mode(VmId(vmid), k3s::CONFIG), Some(0o600));
+    }
 
     let kubeconfig = nodes
         .checked("read the kubeconfig", &servers[1], &k3s::read_kubeconfig())
@@ -307,10 +346,7 @@ async fn a_datastore_that_refuses_fails_the_server_as_k3s_does() {
     let wrong = format!("{name}:wrong-password@{rest}");
     let lab = k3s_lab().await;
     let server = vm(111, "capstan-edge-cp-0", Some(RELEASE));
-    let outcome = lab
-        .nodes
-        .exec(&server, &server_install("t0k3n", &wrong, &server))
-        .await;
+    let outcome = server_install(&lab, "t0k3n", &wrong, &server).await;
     assert_eq!(outcome.exit_code, 1, "{outcome:?}");
     assert!(
         outcome.stderr.contains("level=fatal msg=\"starting kubernetes: preparing server: creating storage endpoint: building kine: Error 1045 (28000): Access denied for user 'k3s_edge'@'127.0.0.1' (using password: YES)\""),
@@ -347,15 +383,10 @@ async fn a_server_with_another_token_finds_the_bootstrap_data_and_is_refused() {
     let first = vm(111, "capstan-edge-cp-0", Some(RELEASE));
     assert_ok(
         "first server",
-        &lab.nodes
-            .exec(&first, &server_install("token-a", &dsn, &first))
-            .await,
+        &server_install(&lab, "token-a", &dsn, &first).await,
     );
     let second = vm(112, "capstan-edge-cp-1", Some(RELEASE));
-    let outcome = lab
-        .nodes
-        .exec(&second, &server_install("token-b", &dsn, &second))
-        .await;
+    let outcome = server_install(&lab, "token-b", &dsn, &second).await;
     assert_eq!(outcome.exit_code, 1);
     assert!(
         outcome
@@ -365,13 +396,68 @@ async fn a_server_with_another_token_finds_the_bootstrap_data_and_is_refused() {
         outcome.stderr
     );
     let agent = vm(121, "capstan-edge-agents-0", Some(RELEASE));
-    let outcome = lab
-        .nodes
-        .exec(&agent, &agent_install("token-b", &agent))
-        .await;
+    let outcome = agent_install(&lab, "token-b", &agent).await;
     assert!(
         outcome.stderr.contains("/cacerts: 401 Unauthorized"),
         "{outcome:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_lab_refuses_a_k3s_secret_on_the_command_line_or_in_a_file_others_can_read() {
+    let lab = k3s_lab().await;
+    let server = vm(111, "capstan-edge-cp-0", Some(RELEASE));
+    let install = format!(
+        "env INSTALL_K3S_SKIP_DOWNLOAD=true sh /usr/local/bin/k3s-install.sh server --tls-san {ENDPOINT_HOST}"
+    );
+    for (argv, named) in [
+        (
+            "env INSTALL_K3S_SKIP_DOWNLOAD=true K3S_TOKEN=t0k3n-1 sh /usr/local/bin/k3s-install.sh server".to_owned(),
+            "K3S_TOKEN=",
+        ),
+        (format!("{install} --token t0k3n-1"), "--token"),
+        (
+            format!("{install} --datastore-endpoint mysql://u:pw-1@tcp(db:3306)/k3s"),
+            "--datastore-endpoint",
+        ),
+    ] {
+        let refused = lab.nodes.exec(&server, &words(&argv)).await;
+        assert_eq!(refused.exit_code, 1, "{refused:?}");
+        assert!(
+            refused
+                .stderr
+                .starts_with(&format!("lab: {named} is on the command line")),
+            "{}",
+            refused.stderr
+        );
+    }
+
+    // Written straight through the guest agent, a new file is 0666.
+    lab.nodes
+        .write_file(&server, k3s::CONFIG, b"token: \"t0k3n-1\"\n");
+    let refused = lab.nodes.exec(&server, &words(&install)).await;
+    assert!(
+        refused.stderr.contains("is mode 0666"),
+        "{}",
+        refused.stderr
+    );
+
+    // Created 0600 first, the file keeps that mode when written; the server starts (alone,
+    // on the embedded SQLite) with the token it holds.
+    configure(&lab, &server, "token: \"t0k3n-0123456789\"\n").await;
+    assert_eq!(lab.nodes.file_mode(server.vmid, k3s::CONFIG), Some(0o600));
+    assert_ok("server", &lab.nodes.exec(&server, &words(&install)).await);
+
+    // The lab knows the token now: no command line may carry it.
+    let echoed = lab
+        .nodes
+        .exec(&server, &words("echo t0k3n-0123456789"))
+        .await;
+    assert!(
+        echoed
+            .stderr
+            .starts_with("lab: the command line carries the K3s token"),
+        "{echoed:?}"
     );
 }
 
@@ -380,10 +466,7 @@ async fn the_air_gapped_install_needs_skip_download_and_the_template_binary() {
     let lab = k3s_lab().await;
     let bare = vm(111, "capstan-edge-cp-0", None);
     let dsn = "mysql://u:p@tcp(127.0.0.1:1)/k3s";
-    let outcome = lab
-        .nodes
-        .exec(&bare, &server_install("t", dsn, &bare))
-        .await;
+    let outcome = server_install(&lab, "t", dsn, &bare).await;
     assert!(
         outcome
             .stderr
@@ -418,9 +501,7 @@ async fn the_api_answers_503_while_the_datastore_is_away_and_serves_again_once_b
     let server = vm(111, "capstan-edge-cp-0", Some(RELEASE));
     assert_ok(
         "server",
-        &lab.nodes
-            .exec(&server, &server_install("t0k3n", &dsn, &server))
-            .await,
+        &server_install(&lab, "t0k3n", &dsn, &server).await,
     );
     let kubeconfig = lab
         .nodes

@@ -294,6 +294,60 @@ async fn a_join_with_an_expired_token_fails_as_kubeadm_does() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn the_join_token_and_certificate_key_reach_the_node_in_a_file_only_root_reads() {
+    let lab = lab();
+    let (first, second) = (node(100, "cp-a"), node(101, "cp-b"));
+    lab.init(&first).await;
+    lab.prepare(&second).await;
+    let software = lab_software(&lab);
+    // A file the guest agent writes anew is 0666: an older file there keeps that mode.
+    software.write_file(&guest(&second), steps::JOIN_CONFIG, b"stale");
+    assert_eq!(
+        software.file_mode(second.vmid, steps::JOIN_CONFIG),
+        Some(0o666)
+    );
+    let ticket = lab.kubeadm.join_ticket(&first).await.expect("ticket");
+    let key = lab.kubeadm.certificate_key(&first).await.expect("key");
+    let join = steps::join_node(
+        Role::ControlPlane,
+        &ticket,
+        Some(&key),
+        &lab.spec,
+        &second.name,
+        address(),
+    );
+    lab.kubeadm
+        .run_steps("join", &second, &join)
+        .await
+        .expect("control-plane join");
+    let config = software
+        .file(second.vmid, steps::JOIN_CONFIG)
+        .expect("the join configuration");
+    assert!(config.contains(&ticket.token) && config.contains(&key));
+    assert_eq!(
+        software.file_mode(second.vmid, steps::JOIN_CONFIG),
+        Some(0o600),
+        "root's only"
+    );
+
+    // The lab refuses a command line carrying what it issued (the guest agent logs it).
+    for secret in [&ticket.token, &key] {
+        let refused = software
+            .exec(&guest(&second), &["echo".to_owned(), secret.clone()])
+            .await;
+        assert_eq!(refused.exit_code, 1);
+        assert!(
+            refused
+                .stderr
+                .starts_with("lab: the command line carries a kubeadm"),
+            "{}",
+            refused.stderr
+        );
+        assert!(!refused.stderr.contains(secret.as_str()));
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_control_plane_join_needs_a_fresh_certificate_key() {
     let lab = lab();
     let (first, second) = (node(100, "cp-a"), node(101, "cp-b"));

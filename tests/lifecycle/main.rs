@@ -17,6 +17,7 @@ mod crash;
 mod deploy;
 mod drain;
 mod failures;
+mod hostile_guests;
 mod k3s;
 mod kubeconfig_trust;
 mod leader;

@@ -94,6 +94,11 @@ impl Dsn {
         })
     }
 
+    /// The password (the lab refuses a command line that carries it).
+    pub fn password(&self) -> &str {
+        &self.password
+    }
+
     fn options(&self, database: Option<&str>) -> OptsBuilder {
         OptsBuilder::default()
             .ip_or_hostname(self.host.clone())

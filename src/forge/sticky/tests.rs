@@ -174,3 +174,31 @@ fn a_refused_preview_fails_its_status_naming_the_refusal() {
     assert_eq!(fine.description, "prod: upgrade 1.36 → 1.38");
     assert_eq!(fine.context, "capstan/preview");
 }
+
+#[tokio::test]
+async fn a_secret_capstan_generated_reaches_the_forge_only_as_stars() {
+    let forge = Fake::default();
+    // A K3s token or datastore password, generated as the executor generates them.
+    let secret = crate::providers::datastore::generate_secret().expect("random");
+    let body = format!("{MARKER}\nthe server said: level=fatal token={secret}");
+    let status = CommitStatus {
+        state: StatusState::Failure,
+        description: format!("refused: edge: {secret}"),
+        context: STATUS_CONTEXT.into(),
+    };
+    post(&forge, 7, "abc", &body, &status).await.expect("post");
+    let comments = forge.comments.lock().expect("lock").clone();
+    let posted = comments[0].body.clone().unwrap_or_default();
+    assert_eq!(
+        posted,
+        format!("{MARKER}\nthe server said: level=fatal token=***")
+    );
+    let statuses = forge.statuses.lock().expect("lock").clone();
+    assert_eq!(statuses[0].1.description, "refused: edge: ***");
+    let again = post(&forge, 7, "abc", &body, &status).await.expect("post");
+    assert_eq!(
+        again.action,
+        CommentAction::Unchanged,
+        "the redacted comment is found equal to the redacted text"
+    );
+}

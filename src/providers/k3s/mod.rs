@@ -1,20 +1,23 @@
 //! What capstan runs inside a node's VM to build and take apart a K3s cluster, the air-gap way
 //! (the template carries the `k3s` binary, its images and the install script): servers start
-//! with the cluster token, the datastore endpoint, `--tls-san` for the endpoint host and
-//! address and `--node-ip`; agents join the endpoint with the token; kube-vip holds the endpoint
-//! address as a static pod on every server. The steps are [`NodeStep`]s, run by the same
-//! runner as kubeadm's ([`crate::providers::kubeadm::Kubeadm::run_steps`]).
+//! with the cluster token and the datastore endpoint from K3s's configuration file, and
+//! `--tls-san` for the endpoint host and address and `--node-ip` on their command line; agents
+//! join the endpoint with the token from the same file; kube-vip holds the endpoint address as
+//! a static pod on every server. The steps are [`NodeStep`]s, run by the same runner as
+//! kubeadm's ([`crate::providers::kubeadm::Kubeadm::run_steps`]).
 //!
 //! # Guarantees
 //! - Installs are skipped on a node that already runs K3s (`unless` the kubeconfig or the
 //!   agent's uninstall script exists), so a repeated step changes nothing.
-//! - The token and the datastore DSN travel only inside [`Command::sensitive`] commands: never
-//!   in logs, errors or status.
+//! - The token and the datastore DSN are never on a command line (QEMU's guest agent logs
+//!   every command line to the guest's syslog, and `/proc/*/cmdline` shows it to every user
+//!   of the node): they are in [`CONFIG`], created mode 0600 before it is written, which K3s
+//!   reads at every start of a server or an agent.
 
 use std::net::IpAddr;
 use std::time::Duration;
 
-use super::kubeadm::NodeStep;
+use super::kubeadm::{NodeStep, write_secret};
 use super::node_exec::Command;
 use crate::model::NodeName;
 use crate::spec::ClusterSpec;
@@ -25,6 +28,9 @@ pub const INSTALL_SCRIPT: &str = "/usr/local/bin/k3s-install.sh";
 pub const UNINSTALL_SCRIPT: &str = "/usr/local/bin/k3s-uninstall.sh";
 /// What the install script leaves to remove an agent.
 pub const AGENT_UNINSTALL_SCRIPT: &str = "/usr/local/bin/k3s-agent-uninstall.sh";
+/// K3s's configuration file, read by `k3s server` and `k3s agent` at every start: it holds the
+/// token and the datastore endpoint (mode 0600).
+pub const CONFIG: &str = "/etc/rancher/k3s/config.yaml";
 /// The admin kubeconfig a server writes (its server is the node's loopback).
 pub const KUBECONFIG: &str = "/etc/rancher/k3s/k3s.yaml";
 /// Static pods a K3s server's kubelet runs.
@@ -52,17 +58,28 @@ impl std::fmt::Debug for ServerJoin {
     }
 }
 
-fn install_env(version: &str, token: &str) -> Vec<String> {
+fn install_env(version: &str) -> Vec<String> {
     vec![
         "env".to_owned(),
         "INSTALL_K3S_SKIP_DOWNLOAD=true".to_owned(),
         format!("INSTALL_K3S_VERSION=v{version}"),
-        format!("K3S_TOKEN={token}"),
     ]
 }
 
+/// [`CONFIG`] with `settings` (K3s's flag names, without `--`), each value a YAML
+/// double-quoted string (JSON's escapes are YAML's).
+fn config_file(settings: &[(&str, &str)]) -> String {
+    settings
+        .iter()
+        .map(|(name, value)| {
+            let quoted = serde_json::to_string(value).expect("a string serialises as JSON");
+            format!("{name}: {quoted}\n")
+        })
+        .collect()
+}
+
 /// A K3s server (the first, or any later one: with a shared datastore they are alike):
-/// kube-vip's static pod, then the install.
+/// kube-vip's static pod, K3s's configuration file (token, datastore), then the install.
 pub fn install_server(
     spec: &ClusterSpec,
     join: &ServerJoin,
@@ -70,10 +87,11 @@ pub fn install_server(
     address: IpAddr,
 ) -> Vec<NodeStep> {
     let endpoint = &spec.endpoint;
-    let mut argv = install_env(&spec.kubernetes.version.to_string(), &join.token);
+    let mut settings = vec![("token", join.token.as_str())];
     if let Some(dsn) = &join.datastore_endpoint {
-        argv.push(format!("K3S_DATASTORE_ENDPOINT={dsn}"));
+        settings.push(("datastore-endpoint", dsn));
     }
+    let mut argv = install_env(&spec.kubernetes.version.to_string());
     argv.extend(
         [
             "sh",
@@ -92,19 +110,19 @@ pub fn install_server(
         ]
         .map(str::to_owned),
     );
-    vec![
-        NodeStep::WriteFile {
-            path: KUBE_VIP_MANIFEST.to_owned(),
-            content: kube_vip(spec),
-        },
-        NodeStep::Run {
-            command: Command::new(&argv).sensitive().timeout(INSTALL_TIMEOUT),
-            unless: Some(Command::new(&["test", "-f", KUBECONFIG])),
-        },
-    ]
+    let mut steps = vec![NodeStep::WriteFile {
+        path: KUBE_VIP_MANIFEST.to_owned(),
+        content: kube_vip(spec),
+    }];
+    steps.extend(write_secret(CONFIG, config_file(&settings)));
+    steps.push(NodeStep::Run {
+        command: Command::new(&argv).timeout(INSTALL_TIMEOUT),
+        unless: Some(Command::new(&["test", "-f", KUBECONFIG])),
+    });
+    steps
 }
 
-/// A K3s agent joining the endpoint with the cluster token.
+/// A K3s agent joining the endpoint with the cluster token (from K3s's configuration file).
 pub fn install_agent(
     spec: &ClusterSpec,
     token: &str,
@@ -112,7 +130,7 @@ pub fn install_agent(
     address: IpAddr,
 ) -> Vec<NodeStep> {
     let endpoint = &spec.endpoint;
-    let mut argv = install_env(&spec.kubernetes.version.to_string(), token);
+    let mut argv = install_env(&spec.kubernetes.version.to_string());
     argv.push(format!(
         "K3S_URL=https://{}:{}",
         endpoint.host, endpoint.port
@@ -129,10 +147,12 @@ pub fn install_agent(
         ]
         .map(str::to_owned),
     );
-    vec![NodeStep::Run {
-        command: Command::new(&argv).sensitive().timeout(INSTALL_TIMEOUT),
+    let mut steps = write_secret(CONFIG, config_file(&[("token", token)]));
+    steps.push(NodeStep::Run {
+        command: Command::new(&argv).timeout(INSTALL_TIMEOUT),
         unless: Some(Command::new(&["test", "-f", AGENT_UNINSTALL_SCRIPT])),
-    }]
+    });
+    steps
 }
 
 /// Takes K3s off a node (server or agent): the uninstall script the install left.

@@ -30,8 +30,46 @@ fn commands(steps: &[NodeStep]) -> Vec<&Command> {
         .collect()
 }
 
+/// The files the steps write, by path, and the commands they run before each.
+fn written(steps: &[NodeStep]) -> Vec<(&str, &str, Vec<&Command>)> {
+    let mut before = Vec::new();
+    let mut files = Vec::new();
+    for step in steps {
+        match step {
+            NodeStep::Run { command, .. } => before.push(command),
+            NodeStep::WriteFile { path, content } => {
+                files.push((path.as_str(), content.as_str(), before.clone()));
+            }
+        }
+    }
+    files
+}
+
+/// The token and the DSN are in K3s's configuration file, created 0600 before it is filled,
+/// and on no command line.
+fn assert_secrets_only_in_the_config_file(steps: &[NodeStep], expected_config: &str) {
+    for command in commands(steps) {
+        let line = command.argv.join(" ");
+        assert!(
+            !line.contains("t0k3n") && !line.contains("pw-secret"),
+            "a secret on a command line: {line}"
+        );
+    }
+    let files = written(steps);
+    let (_, content, before) = files
+        .iter()
+        .find(|(path, _, _)| *path == CONFIG)
+        .expect("the configuration file is written");
+    assert_eq!(*content, expected_config);
+    assert_eq!(
+        before.last().map(|c| c.argv.join(" ")).as_deref(),
+        Some("install -D -m 0600 /dev/null /etc/rancher/k3s/config.yaml"),
+        "created 0600 just before it is written"
+    );
+}
+
 #[test]
-fn a_server_installs_air_gapped_with_its_token_datastore_sans_and_node_ip() {
+fn a_server_installs_air_gapped_with_its_token_and_datastore_in_a_0600_file() {
     let spec = edge_spec();
     let steps = install_server(
         &spec,
@@ -39,15 +77,17 @@ fn a_server_installs_air_gapped_with_its_token_datastore_sans_and_node_ip() {
         &NodeName::from("capstan-prod-cp-a1b2c"),
         address(),
     );
-    let install = commands(&steps)[0];
+    assert_secrets_only_in_the_config_file(
+        &steps,
+        "token: \"t0k3n-secret\"\ndatastore-endpoint: \"mysql://k3s_edge:pw-secret@tcp(db:3306)/k3s_edge\"\n",
+    );
+    let install = *commands(&steps).last().expect("the install");
     assert_eq!(
         install.argv,
         [
             "env",
             "INSTALL_K3S_SKIP_DOWNLOAD=true",
             "INSTALL_K3S_VERSION=v1.36.2+k3s1",
-            "K3S_TOKEN=t0k3n-secret",
-            "K3S_DATASTORE_ENDPOINT=mysql://k3s_edge:pw-secret@tcp(db:3306)/k3s_edge",
             "sh",
             INSTALL_SCRIPT,
             "server",
@@ -63,13 +103,14 @@ fn a_server_installs_air_gapped_with_its_token_datastore_sans_and_node_ip() {
             "6443",
         ]
     );
-    let shown = format!("{install:?} {} {:?}", install.display(), join());
+    assert!(!install.sensitive, "nothing secret to hide in its output");
+    let shown = format!("{:?}", join());
     assert!(
         !shown.contains("t0k3n") && !shown.contains("pw-secret"),
         "{shown}"
     );
     assert!(
-        matches!(&steps[1], NodeStep::Run { unless: Some(check), .. } if check.argv == ["test", "-f", KUBECONFIG])
+        matches!(steps.last(), Some(NodeStep::Run { unless: Some(check), .. }) if check.argv == ["test", "-f", KUBECONFIG])
     );
 }
 
@@ -90,10 +131,11 @@ fn kube_vip_holds_the_endpoint_on_every_server_with_k3s_kubeconfig() {
 }
 
 #[test]
-fn an_agent_joins_the_endpoint_with_the_token() {
+fn an_agent_joins_the_endpoint_with_the_token_from_a_0600_file() {
     let spec = edge_spec();
     let steps = install_agent(&spec, "t0k3n-secret", &NodeName::from("w1"), address());
-    let install = commands(&steps)[0];
+    assert_secrets_only_in_the_config_file(&steps, "token: \"t0k3n-secret\"\n");
+    let install = *commands(&steps).last().expect("the install");
     assert!(
         install
             .argv

@@ -61,7 +61,7 @@ impl KubeClusterClient {
     /// When the text is not a kubeconfig, lacks a usable context or credentials, or the TLS
     /// material is refused. Nothing is sent over the network.
     pub async fn connect(kubeconfig: &str) -> Result<Self, ClusterError> {
-        let parsed = Kubeconfig::from_yaml(kubeconfig).map_err(ClusterError::ParseKubeconfig)?;
+        let parsed = Kubeconfig::from_yaml(kubeconfig).map_err(parse_failed)?;
         let mut config = Config::from_custom_kubeconfig(parsed, &KubeConfigOptions::default())
             .await
             .map_err(ClusterError::Configure)?;
@@ -679,6 +679,24 @@ fn secret_record(secret: Secret) -> SecretRecord {
     }
 }
 
+/// A kubeconfig that does not parse, without the excerpt kube's YAML error carries (it quotes
+/// the lines around the fault: a `token:`, a `client-key-data:`).
+fn parse_failed(err: kube::config::KubeconfigError) -> ClusterError {
+    const DOCUMENT: &str = "the kubeconfig";
+    ClusterError::ParseKubeconfig(match &err {
+        kube::config::KubeconfigError::Parse(yaml) => {
+            crate::redact::DocumentError::yaml(DOCUMENT, yaml)
+        }
+        // Merging the documents of a multi-document kubeconfig: words of kube's own.
+        other => crate::redact::DocumentError {
+            document: DOCUMENT,
+            line: None,
+            column: None,
+            problem: other.to_string(),
+        },
+    })
+}
+
 /// When the client certificate of the kubeconfig's current user expires; `None` when that
 /// user authenticates otherwise (a token, an exec plugin) or names a certificate file.
 ///
@@ -686,7 +704,7 @@ fn secret_record(secret: Secret) -> SecretRecord {
 /// When the text is not a kubeconfig, or its embedded certificate is not a readable PEM
 /// certificate.
 pub fn client_certificate_expiry(kubeconfig: &str) -> Result<Option<Timestamp>, ClusterError> {
-    let parsed = Kubeconfig::from_yaml(kubeconfig).map_err(ClusterError::ParseKubeconfig)?;
+    let parsed = Kubeconfig::from_yaml(kubeconfig).map_err(parse_failed)?;
     let invalid = |reason: &str| ClusterError::ClientCertificate {
         reason: reason.to_owned(),
     };

@@ -168,9 +168,10 @@ pub struct ListedSecret {
 /// A cluster operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
-    /// The kubeconfig text is not a kubeconfig.
+    /// The kubeconfig text is not a kubeconfig. Says where, never quotes it: a kubeconfig
+    /// holds credentials.
     #[error("cannot parse the kubeconfig")]
-    ParseKubeconfig(#[source] kube::config::KubeconfigError),
+    ParseKubeconfig(#[source] crate::redact::DocumentError),
     /// The kubeconfig does not describe a usable connection (context, CA, credentials).
     #[error("cannot configure a client from the kubeconfig")]
     Configure(#[source] kube::config::KubeconfigError),

@@ -159,3 +159,27 @@ async fn a_pod_already_gone_counts_as_evicted() {
     assert_eq!(report.evicted.len(), 1);
     assert_eq!(report.evicted[0].to_string(), "default/db-0");
 }
+
+#[tokio::test]
+async fn a_kubeconfig_that_does_not_parse_is_refused_without_quoting_it() {
+    let token = "sekret-bearer-7f3a9c01d2";
+    let key = "LS0tLS1CRUdJTiBFQyBQUklWQVRFIEtFWS0tLS0t";
+    // The `client-key-data:` line is mis-indented: the fault sits between the two secrets.
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: admin\nusers:\n- name: admin\n  user:\n    token: {token}\n   client-key-data: {key}\n    username: admin\n"
+    );
+    let refused = KubeClusterClient::connect(&kubeconfig)
+        .await
+        .expect_err("not a kubeconfig");
+    assert!(matches!(refused, ClusterError::ParseKubeconfig(_)));
+    let expiry = super::client_certificate_expiry(&kubeconfig).expect_err("not a kubeconfig");
+    for err in [refused, expiry] {
+        // The chain as status and logs print it, before any redaction of remembered values.
+        let chain = capstan_core::errors::error_chain(&err);
+        assert_eq!(
+            chain,
+            "cannot parse the kubeconfig: the kubeconfig is malformed at line 8 column 4: while parsing a block mapping, did not find expected key"
+        );
+        assert!(!chain.contains(token) && !chain.contains(key), "{chain}");
+    }
+}

@@ -10,7 +10,12 @@
 //!   that already has their result (`unless` guards), `kubectl apply` and the scripts converge,
 //!   `kubeadm reset --force` on a clean node is a no-op.
 //! - Join tokens, certificate keys and kubeconfigs never reach logs or errors: the commands that
-//!   print or take them are [`Command::sensitive`].
+//!   print them are [`Command::sensitive`], and what they print is known to the redactor
+//!   ([`crate::redact`]) as it is read.
+//! - No secret is ever an argument of a command (QEMU's guest agent logs every command line
+//!   to the guest's syslog, and `/proc/*/cmdline` shows it to every user of the node): the
+//!   join configuration that holds the bootstrap token and the certificate key is a file,
+//!   created mode 0600 before it is written ([`write_secret`]).
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -27,7 +32,8 @@ pub const PREPARE_SCRIPT: &str = "/etc/capstan/prepare-node.sh";
 pub const RENEW_SCRIPT: &str = "/etc/capstan/renew-certificates.sh";
 /// `kubeadm init --config`.
 pub const INIT_CONFIG: &str = "/etc/capstan/kubeadm-init.yaml";
-/// `kubeadm join --config` (holds a bootstrap token).
+/// `kubeadm join --config` (holds a bootstrap token, and a control plane's certificate key:
+/// written mode 0600 by [`write_secret`]).
 pub const JOIN_CONFIG: &str = "/etc/capstan/kubeadm-join.yaml";
 /// Calico's Installation resource.
 pub const CALICO_INSTALLATION: &str = "/etc/capstan/calico-installation.yaml";
@@ -78,6 +84,25 @@ fn write(path: &str, content: String) -> NodeStep {
         path: path.to_owned(),
         content,
     }
+}
+
+/// Writes a file that holds a secret: first created empty, root's and mode 0600 (`install -D`
+/// also creates its folder), then filled through the guest agent's file-write, which keeps the
+/// mode of a file that exists. Written directly, a new file would be 0666: QEMU's guest agent
+/// creates files with that mode whatever the umask, and a file left by an earlier step keeps
+/// whatever mode it had.
+pub fn write_secret(path: &str, content: String) -> Vec<NodeStep> {
+    vec![
+        run(Command::new(&[
+            "install",
+            "-D",
+            "-m",
+            "0600",
+            "/dev/null",
+            path,
+        ])),
+        write(path, content),
+    ]
 }
 
 fn run(command: Command) -> NodeStep {
@@ -266,13 +291,11 @@ pub fn join_node(
         Role::ControlPlane => JOIN_CONTROL_PLANE_TEMPLATE,
         Role::Worker => JOIN_WORKER_TEMPLATE,
     };
-    let mut steps = vec![
-        write(JOIN_CONFIG, render(template, &values)),
-        run_unless_file(
-            Command::new(&["kubeadm", "join", "--config", JOIN_CONFIG]).timeout(KUBEADM_TIMEOUT),
-            KUBELET_CONF,
-        ),
-    ];
+    let mut steps = write_secret(JOIN_CONFIG, render(template, &values));
+    steps.push(run_unless_file(
+        Command::new(&["kubeadm", "join", "--config", JOIN_CONFIG]).timeout(KUBEADM_TIMEOUT),
+        KUBELET_CONF,
+    ));
     if role == Role::ControlPlane {
         steps.push(write(KUBE_VIP_MANIFEST, render(KUBE_VIP_TEMPLATE, &values)));
     }
@@ -551,8 +574,10 @@ impl<E: NodeExec> Kubeadm<E> {
         let output = self
             .checked("create join token", control_plane, &command)
             .await?;
-        parse_join_command(&output.stdout)
-            .ok_or_else(|| unexpected("create join token", control_plane, &command))
+        let ticket = parse_join_command(&output.stdout)
+            .ok_or_else(|| unexpected("create join token", control_plane, &command))?;
+        crate::redact::remember(&ticket.token);
+        Ok(ticket)
     }
 
     /// A fresh certificate key from a control plane, for a control-plane join.
@@ -567,8 +592,10 @@ impl<E: NodeExec> Kubeadm<E> {
         let output = self
             .checked("upload certificates", control_plane, &command)
             .await?;
-        parse_certificate_key(&output.stdout)
-            .ok_or_else(|| unexpected("upload certificates", control_plane, &command))
+        let key = parse_certificate_key(&output.stdout)
+            .ok_or_else(|| unexpected("upload certificates", control_plane, &command))?;
+        crate::redact::remember(&key);
+        Ok(key)
     }
 
     /// The cluster-admin kubeconfig of a control plane.
@@ -586,6 +613,7 @@ impl<E: NodeExec> Kubeadm<E> {
                 &read_admin_kubeconfig(),
             )
             .await?;
+        crate::redact::remember_kubeconfig(&output.stdout);
         Ok(output.stdout)
     }
 

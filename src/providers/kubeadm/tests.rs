@@ -267,6 +267,45 @@ fn join_configurations_use_kubeadm_field_names() {
 }
 
 #[test]
+fn the_join_configuration_is_created_0600_before_the_token_and_key_are_written() {
+    let cluster = example_cluster("platform");
+    let ticket = JoinTicket {
+        api_server_endpoint: "k8s-platform.lab.example:6443".into(),
+        token: "abcdef.0123456789abcdef".into(),
+        ca_cert_hash: "sha256:00ff".into(),
+    };
+    let key = "b".repeat(64);
+    let steps = join_node(
+        Role::ControlPlane,
+        &ticket,
+        Some(&key),
+        &cluster.spec,
+        &NodeName::from("c"),
+        address(),
+    );
+    let config_at = steps
+        .iter()
+        .position(|s| matches!(s, NodeStep::WriteFile { path, .. } if path == JOIN_CONFIG))
+        .expect("the join configuration is written");
+    assert!(
+        matches!(&steps[config_at - 1], NodeStep::Run { command, unless: None }
+            if command.argv == ["install", "-D", "-m", "0600", "/dev/null", JOIN_CONFIG]),
+        "created empty and 0600 first (the guest agent would create it 0666): {steps:?}"
+    );
+    for step in &steps {
+        if let NodeStep::Run { command, unless } = step {
+            for argv in std::iter::once(&command.argv).chain(unless.iter().map(|c| &c.argv)) {
+                let line = argv.join(" ");
+                assert!(
+                    !line.contains("0123456789abcdef") && !line.contains(&key),
+                    "a secret on a command line: {line}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn kube_vip_starts_with_super_admin_during_init_then_switches_to_admin() {
     let cluster = example_cluster("prod");
     let steps = init_control_plane("prod", &cluster.spec, &NodeName::from("n"), address());

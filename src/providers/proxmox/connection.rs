@@ -25,9 +25,11 @@ use crate::spec::ProxmoxConnection;
 pub struct TokenSecret(String);
 
 impl TokenSecret {
-    /// Wraps a secret read by the caller (from `tokenFrom`).
+    /// Wraps a secret read by the caller (from `tokenFrom`); the redactor knows it from now on.
     pub fn new(secret: impl Into<String>) -> Self {
-        TokenSecret(secret.into().trim().to_owned())
+        let secret = secret.into().trim().to_owned();
+        crate::redact::remember(&secret);
+        TokenSecret(secret)
     }
 
     pub(crate) fn expose(&self) -> &str {

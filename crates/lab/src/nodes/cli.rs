@@ -261,9 +261,10 @@ pub enum MemberCommand {
 }
 
 /// `k3s server` / `k3s agent` as the air-gap install script passes them on (its arguments after
-/// `sh k3s-install.sh`), with the real flags capstan uses. `K3S_TOKEN`, `K3S_URL` and
-/// `K3S_DATASTORE_ENDPOINT` in the command's environment (`env VAR=VALUE ...`) stand for the
-/// flags, as K3s reads them; the lab applies them (never its own process environment).
+/// `sh k3s-install.sh`), with the real flags. `K3S_URL` in the command's environment (`env
+/// VAR=VALUE ...`) stands for `--server`, as K3s reads it; the lab applies it (never its own
+/// process environment). The token and the datastore endpoint are K3s flags too, but the lab
+/// refuses them on a command line: they belong in `/etc/rancher/k3s/config.yaml`.
 #[derive(Debug, Parser)]
 #[command(name = "k3s", no_binary_name = true, disable_help_subcommand = true)]
 pub struct K3s {

@@ -22,7 +22,7 @@ use super::proxmox::{ExecFuture, ExecOutcome, GuestIdentity, GuestSoftware, Powe
 use crate::clock::{Clock as _, LabClock};
 use crate::values::KubeVersion;
 use crate::world::Timings;
-use capstan_core::model::Role;
+use capstan_core::model::{Role, VmId};
 
 /// A cluster `kubeadm init` asks the simulated API servers for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -200,9 +200,19 @@ impl<B: ClusterBackend> NodeSoftware<B> {
             .unwrap_or(1)
     }
 
-    /// Runs `argv` inside `vm`, taking as long as the real operation would in the lab.
+    /// Runs `argv` inside `vm`, taking as long as the real operation would in the lab. A
+    /// command line that carries a secret the lab's nodes hold or issued is refused: QEMU's
+    /// guest agent logs every command line to the guest's syslog, and `/proc/*/cmdline` shows
+    /// it to every user of the node.
     pub async fn exec(&self, vm: &GuestIdentity, argv: &[String]) -> ExecOutcome {
-        if let Some(install) = systems::k3s::parse_install(vm, argv) {
+        let config = {
+            let mut world = self.world();
+            if let Some(refused) = secret_on_command_line(&world, argv) {
+                return refused;
+            }
+            world.k3s_config(vm.vmid)
+        };
+        if let Some(install) = systems::k3s::parse_install(vm, argv, config.as_ref()) {
             return match install {
                 Ok(install) => self.k3s_install(vm, install).await,
                 Err(refused) => refused,
@@ -226,15 +236,36 @@ impl<B: ClusterBackend> NodeSoftware<B> {
         exit
     }
 
-    /// Writes a file inside `vm` (the guest agent's `file-write`).
+    /// Writes a file inside `vm` (the guest agent's `file-write`), as QEMU's guest agent
+    /// does: a new file is created mode 0666 whatever the umask (`guest-file-open` sets it with
+    /// `fchmod`), a file that exists keeps its mode.
     pub fn write_file(&self, vm: &GuestIdentity, path: &str, content: &[u8]) {
         let text = String::from_utf8_lossy(content).into_owned();
-        let mut world = self
-            .shared
-            .world
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        world.guest(vm.vmid).files.insert(path.to_owned(), text);
+        let mut world = self.world();
+        let guest = world.guest(vm.vmid);
+        if !guest.files.contains_key(path) {
+            guest
+                .modes
+                .insert(path.to_owned(), GUEST_AGENT_NEW_FILE_MODE);
+        }
+        guest.files.insert(path.to_owned(), text);
+    }
+
+    /// The content of `path` inside VM `vmid`, if it exists.
+    pub fn file(&self, vmid: VmId, path: &str) -> Option<String> {
+        self.world().guest(vmid).files.get(path).cloned()
+    }
+
+    /// The permission bits of `path` inside VM `vmid`, when it exists and was written through
+    /// the guest agent or `install`.
+    pub fn file_mode(&self, vmid: VmId, path: &str) -> Option<u32> {
+        let mut world = self.world();
+        let guest = world.guest(vmid);
+        guest
+            .files
+            .contains_key(path)
+            .then(|| guest.modes.get(path).copied())
+            .flatten()
     }
 
     /// Reacts to a power change: kubelets stop with their VM and come back with it.
@@ -381,6 +412,25 @@ impl<B: ClusterBackend> GuestSoftware for NodeSoftware<B> {
     fn power_event(&self, guest: &GuestIdentity, event: PowerEvent) {
         self.power(guest, event);
     }
+}
+
+/// The mode QEMU's guest agent gives a file `guest-file-open` creates (qga's
+/// `DEFAULT_NEW_FILE_MODE`, applied with `fchmod`, so the umask does not narrow it).
+const GUEST_AGENT_NEW_FILE_MODE: u32 = 0o666;
+
+/// The lab's refusal of a command line carrying a secret its nodes hold or issued.
+fn secret_on_command_line(world: &systems::GuestSystems, argv: &[String]) -> Option<ExecOutcome> {
+    // Shorter values are not secrets the lab issues; searching for them would find words.
+    const SHORTEST_SECRET: usize = 8;
+    let (what, _) = world.secrets().into_iter().find(|(_, secret)| {
+        secret.len() >= SHORTEST_SECRET && argv.iter().any(|word| word.contains(secret))
+    })?;
+    Some(ExecOutcome::failure(
+        1,
+        format!(
+            "lab: the command line carries {what}, which QEMU's guest agent logs to the guest's syslog and /proc/*/cmdline shows to every user of the node: pass it in a file of mode 0600 or on standard input\n"
+        ),
+    ))
 }
 
 /// How often a K3s server's kine asks its datastore whether it answers.

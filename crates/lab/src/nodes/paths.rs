@@ -19,6 +19,9 @@ pub const K3S_INSTALL_SCRIPT: &str = "/usr/local/bin/k3s-install.sh";
 pub const K3S_UNINSTALL_SCRIPT: &str = "/usr/local/bin/k3s-uninstall.sh";
 /// What the install script leaves to remove a K3s agent.
 pub const K3S_AGENT_UNINSTALL_SCRIPT: &str = "/usr/local/bin/k3s-agent-uninstall.sh";
+/// K3s's configuration file, read at every start of a server or an agent: `token:`,
+/// `datastore-endpoint:`, `server:` (flag names without `--`).
+pub const K3S_CONFIG: &str = "/etc/rancher/k3s/config.yaml";
 /// The admin kubeconfig a K3s server writes (its server is `https://127.0.0.1:6443`).
 pub const K3S_KUBECONFIG: &str = "/etc/rancher/k3s/k3s.yaml";
 

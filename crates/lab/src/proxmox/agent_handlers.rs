@@ -89,6 +89,20 @@ pub(super) async fn agent(
             let input = p.text("input-data").map(str::to_owned);
             let (pid, identity) = {
                 let mut state = shared.lock();
+                if state.is_hostile(vmid, argv.first().map(String::as_str)) {
+                    let received = state
+                        .vm_on(&node, vmid)
+                        .map(|vm| {
+                            let newest_first: Vec<&str> =
+                                vm.received.iter().rev().map(String::as_str).collect();
+                            newest_first.join(" ")
+                        })
+                        .unwrap_or_default();
+                    return Err(ApiFail::die(format!(
+                        "Agent error: Guest agent command failed, error was '{} {received}'",
+                        argv.join(" ")
+                    )));
+                }
                 let identity = state.identity(vmid);
                 let vm = state.vm_on_mut(&node, vmid)?;
                 vm.next_exec_pid += 1;
@@ -146,7 +160,16 @@ pub(super) async fn agent(
                 content.as_bytes().to_vec()
             };
             let file = p.text("file").unwrap_or_default().to_owned();
-            let identity = shared.lock().identity(vmid);
+            let identity = {
+                let mut state = shared.lock();
+                if state.is_hostile(vmid, None)
+                    && let Some(vm) = state.vms.get_mut(&vmid)
+                {
+                    vm.received
+                        .push(String::from_utf8_lossy(&bytes).into_owned());
+                }
+                state.identity(vmid)
+            };
             if let Some(identity) = identity {
                 shared.guest.file_written(&identity, &file, &bytes);
             }

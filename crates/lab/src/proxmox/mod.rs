@@ -404,6 +404,18 @@ impl FaultHandle {
             .push(selector.to_owned());
     }
 
+    /// The guest agents of VMs matching `selector` are root's to play with (a hostile or
+    /// compromised workload VM): they answer every exec of `program` with an error whose
+    /// message echoes the command line and every file written into the VM since (newest
+    /// first). What a VM sends back must never be trusted to hold no secret.
+    pub fn hostile_agent(&self, selector: &str, program: &str) {
+        self.shared
+            .lock()
+            .faults
+            .hostile
+            .push((selector.to_owned(), program.to_owned()));
+    }
+
     /// VMs matching `selector` hang: the agent never answers, a clean shutdown times out.
     pub fn hang_vm(&self, selector: &str) {
         self.shared.lock().faults.hung.push(selector.to_owned());

@@ -158,6 +158,9 @@ pub(super) struct VmState {
     pub started_unix: Option<i64>,
     pub execs: BTreeMap<u64, ExecState>,
     pub next_exec_pid: u64,
+    /// What was written into the VM through the agent's `file-write` while a hostile agent
+    /// fault selected it (see [`super::FaultHandle::hostile_agent`]).
+    pub received: Vec<String>,
     /// The K3s release whose air-gap install (binary, images, install script) the disk
     /// carries: set on a template by the world, inherited by its clones.
     pub k3s_airgap: Option<String>,
@@ -299,6 +302,9 @@ pub(super) struct Faults {
     pub agent_never_starts: Vec<String>,
     pub hung: Vec<String>,
     pub steal_next_vmid: u32,
+    /// (selector, program): the agents of these VMs answer an exec of that program with an
+    /// error that echoes everything they were sent.
+    pub hostile: Vec<(String, String)>,
 }
 
 impl Faults {
@@ -416,6 +422,7 @@ impl SimState {
                 agent_never_starts: world.faults.agent_never_starts.clone(),
                 hung: world.faults.hung_vms.clone(),
                 steal_next_vmid: 0,
+                hostile: Vec::new(),
             },
             calls: BTreeMap::new(),
             exchanges: Vec::new(),
@@ -558,6 +565,7 @@ impl SimState {
                 started_unix: None,
                 execs: BTreeMap::new(),
                 next_exec_pid: 1000 + u64::from(vmid % 97) * 10,
+                received: Vec::new(),
                 k3s_airgap: None,
             },
         );
@@ -678,6 +686,20 @@ impl SimState {
             Some(at) if tokio::time::Instant::now() >= at => Ok(AgentState::Ready),
             _ => Err(ApiFail::die("QEMU guest agent is not running")),
         }
+    }
+}
+
+impl SimState {
+    /// Whether a hostile agent fault selects VM `vmid` for `program` (any program: `None`).
+    pub fn is_hostile(&self, vmid: u32, program: Option<&str>) -> bool {
+        let Some(vm) = self.vms.get(&vmid) else {
+            return false;
+        };
+        let name = vm.name();
+        self.faults.hostile.iter().any(|(selector, target)| {
+            program.is_none_or(|p| p == target)
+                && selects(std::slice::from_ref(selector), vmid, &name)
+        })
     }
 }
 

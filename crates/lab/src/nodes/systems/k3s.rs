@@ -1,9 +1,16 @@
 //! K3s in the simulated VMs, installed the air-gap way: the template carries the binary, its
 //! images and the install script, and `env INSTALL_K3S_SKIP_DOWNLOAD=true ... sh
-//! k3s-install.sh server|agent FLAGS` installs the service and starts it. A server keeps the
+//! k3s-install.sh server|agent FLAGS` installs the service and starts it, K3s reading its
+//! token and datastore endpoint from `/etc/rancher/k3s/config.yaml`. A server keeps the
 //! cluster in its datastore (kine on MySQL, reached by the node software before it comes
 //! here) or, alone, in the embedded SQLite; agents join a server's endpoint with its token.
 //! Refusals carry K3s's and the install script's words.
+//!
+//! The lab is stricter than K3s in one respect, as a judge of the reconciler: the token or
+//! the datastore endpoint on the command line (`--token`, `K3S_TOKEN=`, ...) is refused, for
+//! QEMU's guest agent logs every command line to the guest's syslog and `/proc/*/cmdline`
+//! shows it to every user of the node; so is a configuration file holding them that others
+//! than root may read.
 
 use super::*;
 use crate::kine::Dsn;
@@ -43,6 +50,24 @@ pub(super) struct K3sCluster {
     datastore: Option<Dsn>,
 }
 
+impl K3sCluster {
+    /// Its token and its datastore's password, named.
+    pub(super) fn secrets(&self) -> Vec<(&'static str, &str)> {
+        let mut secrets = vec![("the K3s token", self.token.as_str())];
+        if let Some(dsn) = &self.datastore {
+            secrets.push(("the datastore password", dsn.password()));
+        }
+        secrets
+    }
+}
+
+/// K3s's configuration file as the guest holds it: its text and permission bits.
+#[derive(Debug, Clone)]
+pub(in crate::nodes) struct ConfigFile {
+    pub text: String,
+    pub mode: Option<u32>,
+}
+
 /// `[INFO]`/`[ERROR]` lines and the systemd failure the install script ends with when the
 /// service does not start.
 fn service_failed(k3s_log: &str) -> Exit {
@@ -59,20 +84,61 @@ pub(in crate::nodes) fn fatal(message: &str) -> Exit {
     service_failed(&format!("level=fatal msg=\"{message}\""))
 }
 
-/// Reads `[env VAR=VALUE...] sh k3s-install.sh ARGS`; `None` when `argv` is not K3s's
-/// install, `Some(Err)` when the install script or K3s refuses it before starting.
+/// Reads `[env VAR=VALUE...] sh k3s-install.sh ARGS`, with K3s's configuration file
+/// `config`; `None` when `argv` is not K3s's install, `Some(Err)` when the install script or
+/// K3s (or the lab, for a secret on the command line) refuses it before starting.
 pub(in crate::nodes) fn parse_install(
     vm: &GuestVm,
     argv: &[String],
+    config: Option<&ConfigFile>,
 ) -> Option<Result<K3sInstall, Exit>> {
     let (env, command) = split_env(argv);
     match command {
         [sh, script, args @ ..]
             if (sh == "sh" || sh == "bash") && script == paths::K3S_INSTALL_SCRIPT =>
         {
-            Some(install(vm, &env, args))
+            Some(install(vm, &env, args, config))
         }
         _ => None,
+    }
+}
+
+/// The lab's refusal of a secret on the command line (`what` says where it was).
+fn secret_on_command_line(what: &str) -> Exit {
+    Exit::failure(
+        1,
+        format!(
+            "lab: {what} is on the command line, where QEMU's guest agent logs it to the guest's syslog and /proc/*/cmdline shows it to every user of the node: write it to {} (mode 0600), which K3s reads at every start\n",
+            paths::K3S_CONFIG
+        ),
+    )
+}
+
+/// The settings of K3s's configuration file (`None`: there is none), refused when it holds a
+/// secret and others than root may read it.
+fn read_config(config: Option<&ConfigFile>) -> Result<Option<serde_json::Value>, Exit> {
+    let Some(config) = config else {
+        return Ok(None);
+    };
+    let settings: serde_json::Value = serde_saphyr::from_str(&config.text).map_err(|err| {
+        fatal(&format!(
+            "failed to parse {}: {}",
+            paths::K3S_CONFIG,
+            err.without_snippet()
+        ))
+    })?;
+    let secret = ["token", "datastore-endpoint", "agent-token"]
+        .iter()
+        .any(|key| settings.get(key).is_some());
+    match config.mode {
+        Some(mode) if secret && mode & 0o077 != 0 => Err(Exit::failure(
+            1,
+            format!(
+                "lab: {} holds the cluster's secrets and is mode {mode:04o}: every user of the node can read it; create it 0600 before writing it (QEMU's guest agent creates a new file 0666)\n",
+                paths::K3S_CONFIG
+            ),
+        )),
+        _ => Ok(Some(settings)),
     }
 }
 
@@ -95,7 +161,13 @@ fn install(
     vm: &GuestVm,
     env: &BTreeMap<String, String>,
     args: &[String],
+    config: Option<&ConfigFile>,
 ) -> Result<K3sInstall, Exit> {
+    for variable in ["K3S_TOKEN", "K3S_AGENT_TOKEN", "K3S_DATASTORE_ENDPOINT"] {
+        if env.contains_key(variable) {
+            return Err(secret_on_command_line(&format!("{variable}=")));
+        }
+    }
     if env.get("INSTALL_K3S_SKIP_DOWNLOAD").map(String::as_str) != Some("true") {
         return Err(Exit::failure(
             1,
@@ -114,10 +186,28 @@ fn install(
     };
     let parsed: cli::K3s =
         cli::parse("k3s", args).map_err(|(code, message)| Exit::failure(code, message))?;
+    let (token_flag, datastore_flag) = match &parsed.command {
+        cli::K3sCommand::Server(server) => (&server.token, &server.datastore_endpoint),
+        cli::K3sCommand::Agent(agent) => (&agent.token, &None),
+    };
+    if token_flag.is_some() {
+        return Err(secret_on_command_line("--token"));
+    }
+    if datastore_flag.is_some() {
+        return Err(secret_on_command_line("--datastore-endpoint"));
+    }
+    let settings = read_config(config)?;
+    let setting = |key: &str| {
+        settings
+            .as_ref()
+            .and_then(|s| s.get(key))
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned)
+    };
     let from_env = |flag: Option<String>, name: &str| flag.or_else(|| env.get(name).cloned());
     match parsed.command {
         cli::K3sCommand::Server(server) => {
-            let datastore = match from_env(server.datastore_endpoint, "K3S_DATASTORE_ENDPOINT") {
+            let datastore = match setting("datastore-endpoint") {
                 Some(endpoint) => Some(Dsn::parse(&endpoint).map_err(|err| {
                     fatal(&format!(
                         "starting kubernetes: preparing server: creating storage endpoint: {err}"
@@ -125,7 +215,7 @@ fn install(
                 })?),
                 None => None,
             };
-            let token = from_env(server.token, "K3S_TOKEN").ok_or_else(|| {
+            let token = setting("token").ok_or_else(|| {
                 fatal("starting kubernetes: preparing server: token is required to join a cluster; with an external datastore every server must be started with the same --token")
             })?;
             Ok(K3sInstall::Server(ServerRequest {
@@ -138,10 +228,10 @@ fn install(
             }))
         }
         cli::K3sCommand::Agent(agent) => {
-            let server =
-                from_env(agent.server, "K3S_URL").ok_or_else(|| fatal("--server is required"))?;
-            let token =
-                from_env(agent.token, "K3S_TOKEN").ok_or_else(|| fatal("--token is required"))?;
+            let server = from_env(agent.server, "K3S_URL")
+                .or_else(|| setting("server"))
+                .ok_or_else(|| fatal("--server is required"))?;
+            let token = setting("token").ok_or_else(|| fatal("--token is required"))?;
             Ok(K3sInstall::Agent(AgentRequest {
                 version,
                 node: agent.node_name.unwrap_or_else(|| vm.name.clone()),
@@ -437,6 +527,7 @@ impl GuestSystems {
         guest.kubelet = None;
         for path in [
             paths::K3S_KUBECONFIG,
+            paths::K3S_CONFIG,
             paths::K3S_UNINSTALL_SCRIPT,
             paths::K3S_AGENT_UNINSTALL_SCRIPT,
         ] {

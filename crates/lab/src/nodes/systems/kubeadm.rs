@@ -81,7 +81,11 @@ impl GuestSystems {
         let documents: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|err| {
             Exit::failure(
                 1,
-                format!("error unmarshaling configuration from \"{path}\": {err}\n"),
+                // kubeadm names the fault, it does not quote the file (it holds a token).
+                format!(
+                    "error unmarshaling configuration from \"{path}\": {}\n",
+                    err.without_snippet()
+                ),
             )
         })?;
         for document in &documents {

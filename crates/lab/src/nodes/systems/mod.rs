@@ -53,6 +53,9 @@ pub(super) struct GuestSystems {
 #[derive(Debug)]
 pub(super) struct Guest {
     pub(super) files: BTreeMap<String, String>,
+    /// Permission bits of the files written through the guest agent or `install` (others are
+    /// the lab's own and carry no mode). Read only while the file exists.
+    pub(super) modes: BTreeMap<String, u32>,
     kubelet: Option<KubeVersion>,
     kubeadm: Option<KubeVersion>,
     member: Option<Member>,
@@ -67,6 +70,7 @@ impl Default for Guest {
     fn default() -> Self {
         Guest {
             files: BTreeMap::new(),
+            modes: BTreeMap::new(),
             kubelet: None,
             kubeadm: None,
             member: None,
@@ -116,6 +120,16 @@ impl GuestSystems {
         self.guests.entry(vmid).or_default()
     }
 
+    /// K3s's configuration file in VM `vmid`, if there is one.
+    pub(super) fn k3s_config(&mut self, vmid: VmId) -> Option<k3s::ConfigFile> {
+        let guest = self.guest(vmid);
+        let text = guest.files.get(paths::K3S_CONFIG)?.clone();
+        Some(k3s::ConfigFile {
+            text,
+            mode: guest.modes.get(paths::K3S_CONFIG).copied(),
+        })
+    }
+
     pub(super) fn cluster_endpoints(&self) -> BTreeMap<String, String> {
         self.clusters
             .iter()
@@ -141,6 +155,7 @@ impl GuestSystems {
             "hostname" => Exit::success(format!("{}\n", vm.name)),
             "cat" => self.cat(vm.vmid, args),
             "test" => self.test(vm.vmid, args),
+            "install" => self.install(vm.vmid, args),
             "bash" => self.bash(backend, vm, args, now, &mut later),
             "kubeadm" | "kubectl" if self.guest(vm.vmid).kubeadm.is_none() => {
                 Exit::failure(127, format!("bash: line 1: {program}: command not found\n"))
@@ -190,6 +205,54 @@ impl GuestSystems {
             },
             _ => Exit::failure(2, "test: unsupported expression\n"),
         }
+    }
+
+    /// coreutils' `install [-D] -m MODE /dev/null PATH`: an empty file of that mode (the
+    /// destination is replaced, not opened: its old mode does not survive), its folders
+    /// created with `-D`. The lab has no folders, so `-D` is accepted and nothing else to do.
+    fn install(&mut self, vmid: VmId, args: &[String]) -> Exit {
+        let words: Vec<&str> = args
+            .iter()
+            .map(String::as_str)
+            .filter(|word| *word != "-D")
+            .collect();
+        let (mode, path) = match words.as_slice() {
+            ["-m", mode, "/dev/null", path] => (*mode, *path),
+            _ => {
+                return Exit::failure(
+                    1,
+                    "install: the lab runs only `install [-D] -m MODE /dev/null PATH`\n",
+                );
+            }
+        };
+        let Ok(mode) = u32::from_str_radix(mode, 8) else {
+            return Exit::failure(1, format!("install: invalid mode '{mode}'\n"));
+        };
+        let guest = self.guest(vmid);
+        guest.files.insert(path.to_owned(), String::new());
+        guest.modes.insert(path.to_owned(), mode);
+        Exit::success("")
+    }
+
+    /// Every secret this lab's nodes hold or issued (bootstrap tokens, certificate keys, K3s
+    /// tokens, datastore passwords): what must never be on a command line.
+    pub(super) fn secrets(&self) -> Vec<(&'static str, &str)> {
+        let mut secrets = Vec::new();
+        for state in self.clusters.values() {
+            secrets.extend(
+                state
+                    .tokens
+                    .keys()
+                    .map(|t| ("a kubeadm bootstrap token", t.as_str())),
+            );
+            if let Some((key, _)) = &state.certificate_key {
+                secrets.push(("a kubeadm certificate key", key.as_str()));
+            }
+            if let Some(k3s) = &state.k3s {
+                secrets.extend(k3s.secrets());
+            }
+        }
+        secrets
     }
 
     fn bash(

@@ -17,6 +17,8 @@ mod api;
 mod client;
 pub mod connection;
 pub mod error;
+#[cfg(test)]
+pub(crate) mod recorder;
 pub mod ownership;
 mod tasks;
 mod templates;

@@ -530,9 +530,11 @@ pub struct LeaderArgs {
     /// pod's name is the host name).
     #[arg(long, env = env_vars::CAPSTAN_LEASE_IDENTITY)]
     pub lease_identity: Option<String>,
-    /// How long a Lease not renewed stays its holder's; a leader that cannot renew stops
-    /// starting steps `--lease-retry` before that.
-    #[arg(long, default_value = "15s", env = env_vars::CAPSTAN_LEASE_DURATION)]
+    /// How long a Lease not renewed stays its holder's, in whole seconds (the Lease holds no
+    /// fraction, so `1500ms` is refused); a leader that cannot renew stops starting steps
+    /// `--lease-retry` before that.
+    #[arg(long, default_value = "15s", env = env_vars::CAPSTAN_LEASE_DURATION,
+          value_parser = crate::leader::parse_lease_duration)]
     pub lease_duration: crate::spec::HumanDuration,
     /// How often the leader renews the Lease.
     #[arg(long, default_value = "5s", env = env_vars::CAPSTAN_LEASE_RENEW)]

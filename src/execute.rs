@@ -6,6 +6,11 @@
 //! their result, deleting or destroying what is gone succeeds, a delivery of an unchanged
 //! kubeconfig writes nothing. Nothing is journalled: the next pass re-observes and re-plans.
 //!
+//! - Leadership is checked before each change a step makes: each command or file sent to a
+//!   node and each Proxmox change go through [`Fenced`], each Kubernetes change and each
+//!   drain round through the step's [`Fence`]; a step whose replica no longer leads ends with
+//!   [`ExecuteError::NotLeading`] and sends nothing more.
+//!
 //! # Assumptions
 //! The step comes from a plan made on the observation passed with it ([`StepContext`]), so the
 //! machines it names were observed (a step that names a VM only a prediction knows is refused).
@@ -17,6 +22,7 @@ use jiff::Timestamp;
 
 use crate::clock::Clock;
 use crate::connect::Providers;
+use crate::leader::Fence;
 use crate::model::{NodeName, Role};
 use crate::observe::ClusterAccess;
 use crate::observed::{DRAIN_STARTED_ANNOTATION, ObservedCluster, PREPARED_TAG, RETIRING_TAG};
@@ -26,7 +32,7 @@ use crate::providers::kube::{ClusterClient, ClusterError, DrainOptions, Taint};
 use crate::providers::kubeadm::{self, Kubeadm, KubeadmError};
 use crate::providers::node_exec::{GuestAgent, NodeTarget};
 use crate::providers::proxmox::{
-    CloneRequest, ExpectedVm, ProxmoxError, ProxmoxProvider, PveNode, VmRef, VmSettings,
+    CloneRequest, ExpectedVm, Fenced, ProxmoxError, ProxmoxProvider, PveNode, VmRef, VmSettings,
 };
 use crate::spec::{ClusterSpec, KubeVersion};
 
@@ -52,6 +58,8 @@ pub struct StepContext<'a> {
     pub access: &'a ClusterAccess,
     /// The repository revision acted on (annotated on the Flux Secret).
     pub revision: &'a str,
+    /// Whether the step may still change anything (its replica leads).
+    pub fence: &'a Fence,
 }
 
 /// Runs steps through `Pr`.
@@ -219,6 +227,7 @@ impl<Pr: Providers> Executor<Pr> {
             Action::JoinNode { machine, role, .. } => self.join(ctx, machine, *role).await?,
             Action::Cordon { node } => {
                 let api = self.api(ctx, ActionKind::Cordon).await?;
+                fenced(ctx, format_args!("cordoning {node}"))?;
                 api.cordon(node)
                     .await
                     .map_err(api_failed(ActionKind::Cordon.name()))?;
@@ -304,6 +313,7 @@ impl<Pr: Providers> Executor<Pr> {
                         })?;
                 let deliverer = self.deliverer(flux)?;
                 let target = flux_target(ctx, flux);
+                fenced(ctx, "delivering the kubeconfig to Flux")?;
                 let outcome = deliverer
                     .deliver(&target, kubeconfig, ctx.revision)
                     .await
@@ -325,6 +335,7 @@ impl<Pr: Providers> Executor<Pr> {
                     .await
                     .map_err(proxmox_failed("fence (hard stop)"))?;
                 let api = self.api(ctx, ActionKind::FenceMachine).await?;
+                fenced(ctx, format_args!("tainting {node} out-of-service"))?;
                 api.add_taint(node, &Taint::out_of_service())
                     .await
                     .map_err(api_failed("taint out-of-service"))?;
@@ -404,6 +415,7 @@ impl<Pr: Providers> Executor<Pr> {
             .is_some();
         if !already {
             let now = self.clock.now().to_string();
+            fenced(ctx, format_args!("marking the drain of {node}"))?;
             api.annotate(node, DRAIN_STARTED_ANNOTATION, Some(&now))
                 .await
                 .map_err(api_failed("mark drain start"))?;
@@ -411,7 +423,7 @@ impl<Pr: Providers> Executor<Pr> {
         let left = self.clock.now().duration_until(deadline);
         let timeout = Duration::try_from(left).unwrap_or(Duration::ZERO);
         let report = api
-            .drain(node, &DrainOptions::new(timeout))
+            .drain(node, &DrainOptions::new(timeout).fenced(ctx.fence.clone()))
             .await
             .map_err(api_failed(ActionKind::Drain.name()))?;
         Ok(format!(
@@ -445,6 +457,7 @@ impl<Pr: Providers> Executor<Pr> {
                 .map_err(kubeadm_failed("remove etcd member"))?;
         }
         let api = self.api(ctx, ActionKind::DeleteNode).await?;
+        fenced(ctx, format_args!("deleting Node {node}"))?;
         api.delete_node(node)
             .await
             .map_err(api_failed(ActionKind::DeleteNode.name()))?;
@@ -465,12 +478,14 @@ impl<Pr: Providers> Executor<Pr> {
         if let Some(flux) = flux {
             let deliverer = self.deliverer(flux)?;
             let target = flux_target(ctx, flux);
+            fenced(ctx, "withdrawing the Flux Secret")?;
             deliverer
                 .withdraw(&target)
                 .await
                 .map_err(|err| ExecuteError::Flux(Box::new(err)))?;
         }
         // Last: a new cluster of this name will have a CA of its own.
+        fenced(ctx, "forgetting the cluster's pinned CA")?;
         self.providers
             .forget_ca(ctx.cluster, flux.map(|f| f.cluster.as_str()))
             .await
@@ -512,10 +527,13 @@ impl<Pr: Providers> Executor<Pr> {
             })
     }
 
-    fn proxmox(&self, ctx: StepContext<'_>) -> Result<&Pr::Proxmox, ExecuteError> {
+    /// The cluster's Proxmox client, fenced: every change it makes, and every command or
+    /// file it sends to a guest, first checks that the step's replica still leads.
+    fn proxmox(&self, ctx: StepContext<'_>) -> Result<Fenced<Pr::Proxmox>, ExecuteError> {
         let connection = &ctx.access.connection;
         self.providers
             .proxmox(connection)
+            .map(|client| Fenced::new(client.clone(), ctx.fence.clone()))
             .ok_or_else(|| ExecuteError::NoConnection {
                 connection: connection.clone(),
             })
@@ -524,8 +542,8 @@ impl<Pr: Providers> Executor<Pr> {
     fn kubeadm(
         &self,
         ctx: StepContext<'_>,
-    ) -> Result<Kubeadm<GuestAgent<Pr::Proxmox>>, ExecuteError> {
-        Ok(Kubeadm::new(GuestAgent::new(self.proxmox(ctx)?.clone())))
+    ) -> Result<Kubeadm<GuestAgent<Fenced<Pr::Proxmox>>>, ExecuteError> {
+        Ok(Kubeadm::new(GuestAgent::new(self.proxmox(ctx)?)))
     }
 
     async fn api(
@@ -672,6 +690,11 @@ async fn run_steps<E: crate::providers::node_exec::NodeExec>(
         .map_err(kubeadm_failed(action.name()))
 }
 
+/// Checks the step's replica still leads before it changes `before`.
+fn fenced(ctx: StepContext<'_>, before: impl std::fmt::Display) -> Result<(), ExecuteError> {
+    ctx.fence.check(before).map_err(ExecuteError::NotLeading)
+}
+
 fn proxmox_failed(action: &'static str) -> impl FnOnce(ProxmoxError) -> ExecuteError {
     move |source| ExecuteError::Proxmox {
         action,
@@ -745,3 +768,6 @@ fn control_plane_where(
             name: name.clone(),
         })
 }
+
+#[cfg(test)]
+mod tests;

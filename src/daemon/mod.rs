@@ -42,7 +42,7 @@ use crate::backoff::{Backoff, random_unit};
 use crate::clock::Clock;
 use crate::connect::Providers;
 use crate::execute::{ExecuteError, Executor, StepContext};
-use crate::leader::Leadership;
+use crate::leader::{Fence, Leadership, NotLeading};
 use crate::observe::{Observation, ObserveSettings, Observer};
 use crate::plan::{self, ActionKind, Plan, Policy, Step};
 use crate::source::{self, Content, Tracker};
@@ -474,18 +474,27 @@ impl<Pr: Providers> Daemon<Pr> {
         let in_flight = inflight::InFlight::of(&step);
         let task = self.in_flight.spawn(async move {
             inflight::hold(&slot, limit).await;
+            let fence = Fence::new(leadership);
             let ctx = StepContext {
                 cluster: &name,
                 spec: spec.as_ref(),
                 observed: &seen.observed,
                 access: &seen.access,
                 revision: &revision,
+                fence: &fence,
             };
             // The slot may have been waited for: a replica that lost the Lease meanwhile
-            // starts nothing (the new leader plans this step again).
-            let outcome = if leadership.is_leading() {
+            // starts nothing (the new leader plans this step again). One that loses it while
+            // the step runs stops it: at its next change (the executor checks the fence), or
+            // now if it is waiting (a drain's pause, a command polled in a guest).
+            let outcome = if fence.check("the step").is_ok() {
                 let started = Instant::now();
-                let result = executor.run(ctx, &step).await;
+                let result = tokio::select! {
+                    result = executor.run(ctx, &step) => result,
+                    () = fence.lost() => Err(ExecuteError::NotLeading(NotLeading {
+                        before: "the rest of the step".to_owned(),
+                    })),
+                };
                 Some((
                     step.kind(),
                     step.target.machine.clone(),
@@ -570,6 +579,20 @@ impl<Pr: Providers> Daemon<Pr> {
             self.observer.forget_admin(&finished.cluster);
         }
         if let Some((action, machine, result, took)) = finished.outcome {
+            if let Err(err) = &result
+                && let Some(stopped) = err.not_leading()
+            {
+                let stopped = stopped.clone();
+                self.stopped(
+                    &finished.cluster,
+                    &finished.revision,
+                    action,
+                    machine,
+                    &stopped,
+                    now,
+                );
+                return;
+            }
             let ok = result.is_ok();
             if ok {
                 self.timings.record(action, took);
@@ -603,6 +626,31 @@ impl<Pr: Providers> Daemon<Pr> {
                 }
             }
         }
+    }
+
+    /// Records a step its replica stopped on losing the Lease: not a failure (no backoff, not
+    /// counted toward Blocked); the new leader plans it again from what it finds.
+    fn stopped(
+        &mut self,
+        cluster: &str,
+        revision: &str,
+        action: ActionKind,
+        machine: Option<crate::model::NodeName>,
+        stopped: &NotLeading,
+        now: jiff::Timestamp,
+    ) {
+        tracing::info!(cluster = %cluster, action = %action, "step {stopped}");
+        self.board.metrics().count_stopped_step(action);
+        let retry = self.retries.entry(cluster.to_owned()).or_default();
+        retry.last = Some(StepRecord {
+            action,
+            machine,
+            message: stopped.to_string(),
+            succeeded: false,
+            failures: retry.failures,
+            at: now,
+            revision: Some(revision.to_owned()),
+        });
     }
 
     /// Counts a failed step of `cluster` (planned from `spec`) and sets its backoff.

@@ -272,6 +272,9 @@ pub enum ClusterError {
         /// Each pod still on the node and why.
         blockers: Vec<DrainBlocker>,
     },
+    /// The replica lost the Lease: the drain stopped before its next change.
+    #[error("stopped")]
+    NotLeading(#[source] crate::leader::NotLeading),
     /// The credentials were refused (or the review failed).
     #[error("the API server did not accept the credentials")]
     Authenticate(#[source] kube::Error),
@@ -358,7 +361,8 @@ impl ClusterError {
             | ClusterError::Configure(_)
             | ClusterError::AdminKubeconfig { .. }
             | ClusterError::ClientCertificate { .. }
-            | ClusterError::DrainTimedOut { .. } => None,
+            | ClusterError::DrainTimedOut { .. }
+            | ClusterError::NotLeading(_) => None,
             ClusterError::Connect(source)
             | ClusterError::ListNodes(source)
             | ClusterError::Authenticate(source)

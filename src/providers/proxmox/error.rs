@@ -16,6 +16,9 @@ use crate::model::VmId;
 /// A failed Proxmox operation.
 #[derive(Debug, thiserror::Error)]
 pub enum ProxmoxError {
+    /// The replica lost the Lease before the call: nothing was sent.
+    #[error("nothing sent to Proxmox")]
+    NotLeading(#[source] crate::leader::NotLeading),
     /// The connection settings cannot work (bad URL, bad token id).
     #[error("invalid Proxmox connection settings: {reason}")]
     Configure {

@@ -20,6 +20,7 @@ pub mod daemon;
 pub mod env_vars;
 pub mod execute;
 pub mod forge;
+pub mod http_client;
 pub mod leader;
 pub mod metrics;
 pub mod observe;

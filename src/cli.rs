@@ -496,7 +496,8 @@ pub struct ForgeArgs {
     pub forge: Option<crate::forge::ForgeKind>,
     /// The API base URL: `https://api.github.com` (the default for `github`),
     /// `https://HOST/api/v3` (GitHub Enterprise Server), `https://HOST/api/v1` (Gitea),
-    /// `https://HOST/api/v4` (GitLab).
+    /// `https://HOST/api/v4` (GitLab). Plain `http://` is refused (the token would travel
+    /// unencrypted) except to a loopback address.
     #[arg(long, requires = "forge", env = env_vars::CAPSTAN_FORGE_URL)]
     pub forge_url: Option<String>,
     /// The repository on the forge, `OWNER/NAME` (GitLab: the project's `GROUP/NAME`).

@@ -8,7 +8,70 @@
 //! - [`read_body`] stops at its limit, whatever `Content-Length` says or does not say, so a
 //!   server streaming without end costs at most the limit in memory.
 
+use reqwest::Url;
 use reqwest::redirect::Policy;
+
+/// A URL a token must not be sent to.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InsecureUrl {
+    /// Plain `http://` to a host other than this machine.
+    #[error(
+        "{shown} is plain http://, which would carry the token unencrypted: use https:// (plain http is accepted only to a loopback address such as 127.0.0.1)"
+    )]
+    PlainHttp {
+        /// Scheme, host and port (never credentials).
+        shown: String,
+    },
+    /// Not an `http(s)://` URL at all.
+    #[error("`{shown}` is not an https:// URL")]
+    NotHttp {
+        /// What was given, credentials removed.
+        shown: String,
+    },
+}
+
+/// Whether a token may be sent to `url`: over `https://`, or over plain `http://` to a
+/// loopback address only (traffic that never leaves the machine: the lab, a port-forward;
+/// browsers treat `http://localhost` as a secure context for the same reason).
+///
+/// # Errors
+/// [`InsecureUrl`] for plain `http://` to another host, or a URL that is not `http(s)://`.
+pub fn may_carry_token(url: &str) -> Result<(), InsecureUrl> {
+    let Ok(parsed) = Url::parse(url) else {
+        return Err(InsecureUrl::NotHttp {
+            shown: capstan_core::errors::redact_url_passwords(url),
+        });
+    };
+    match parsed.scheme() {
+        "https" => Ok(()),
+        "http" if is_loopback(&parsed) => Ok(()),
+        "http" => Err(InsecureUrl::PlainHttp {
+            shown: origin(&parsed),
+        }),
+        _ => Err(InsecureUrl::NotHttp {
+            shown: origin(&parsed),
+        }),
+    }
+}
+
+/// `scheme://host[:port]`, without credentials or path.
+fn origin(url: &Url) -> String {
+    let host = url.host_str().unwrap_or_default();
+    match url.port() {
+        Some(port) => format!("{}://{host}:{port}", url.scheme()),
+        None => format!("{}://{host}", url.scheme()),
+    }
+}
+
+fn is_loopback(url: &Url) -> bool {
+    let host = url.host_str().unwrap_or_default();
+    let literal = host.trim_start_matches('[').trim_end_matches(']');
+    match literal.parse::<std::net::IpAddr>() {
+        Ok(address) => address.is_loopback(),
+        // RFC 6761 reserves the name for the loopback interface.
+        Err(_) => host.eq_ignore_ascii_case("localhost"),
+    }
+}
 
 /// Reading an answer's body failed.
 #[derive(Debug, thiserror::Error)]
@@ -98,4 +161,39 @@ pub async fn get_json<T: serde::de::DeserializeOwned>(
     }
     let body = read_body(response, limit).await.map_err(FetchError::Body)?;
     serde_json::from_slice(&body).map_err(FetchError::Decode)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_travel_over_https_or_to_this_machine_only() {
+        for allowed in [
+            "https://gitlab.example.com/api/v4",
+            "http://127.0.0.1:8080/api/v3",
+            "http://[::1]:3000/git/fleet.git",
+            "http://localhost:9464",
+        ] {
+            assert_eq!(may_carry_token(allowed), Ok(()), "{allowed}");
+        }
+        assert_eq!(
+            may_carry_token("http://user:pa55@git.example.com:8080/fleet.git"),
+            Err(InsecureUrl::PlainHttp {
+                shown: "http://git.example.com:8080".to_owned()
+            })
+        );
+        assert!(matches!(
+            may_carry_token("http://10.0.0.5/api/v1"),
+            Err(InsecureUrl::PlainHttp { .. })
+        ));
+        assert!(matches!(
+            may_carry_token("ftp://forge.example"),
+            Err(InsecureUrl::NotHttp { .. })
+        ));
+        let message = may_carry_token("http://forge.example/api/v4")
+            .expect_err("refused")
+            .to_string();
+        assert!(message.contains("use https://"), "{message}");
+    }
 }

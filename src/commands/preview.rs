@@ -189,6 +189,8 @@ pub fn forge_target(
             return Err(missing("--forge-url https://HOST/api/v4 for GitLab"));
         }
     };
+    crate::http_client::may_carry_token(&api_url)
+        .map_err(|err| PreviewError::ForgeFlags(format!("--forge-url: {err}")))?;
     // GitLab's projects may sit in subgroups (`group/sub/name`).
     let parts_allowed = match kind {
         ForgeKind::Github | ForgeKind::Gitea => 2..=2,
@@ -230,4 +232,34 @@ async fn post(target: &ForgeTarget, pr: u64, preview: &Preview) -> Result<(), Fo
     .await?;
     tracing::info!(pr, comment = posted.comment_id, action = ?posted.action, "preview posted");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(url: &str) -> Result<ForgeTarget, PreviewError> {
+        let args = ForgeArgs {
+            forge: Some(ForgeKind::Gitlab),
+            forge_url: Some(url.to_owned()),
+            forge_repo: Some("acme/fleet".to_owned()),
+        };
+        forge_target(&args, &|_| Some("forge-token".to_owned()))
+    }
+
+    #[test]
+    fn a_forge_token_is_never_sent_over_plain_http_to_another_host() {
+        let err = target("http://gitlab.example.com/api/v4").expect_err("refused");
+        let message = err.to_string();
+        assert!(
+            message.contains("--forge-url") && message.contains("use https://"),
+            "{message}"
+        );
+        for allowed in [
+            "https://gitlab.example.com/api/v4",
+            "http://127.0.0.1:8929/api/v4",
+        ] {
+            assert!(target(allowed).is_ok(), "{allowed}");
+        }
+    }
 }

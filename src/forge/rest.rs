@@ -72,11 +72,7 @@ impl std::fmt::Debug for ForgeTarget {
             .field("kind", &self.kind)
             .field("api_url", &self.api_url)
             .field("repository", &self.repository)
-            .field(
-                "token",
-                &crate::fingerprint::secret_sha256(self.token.as_bytes()),
-            )
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 

@@ -21,12 +21,13 @@
 //! - On shutdown a leader releases the Lease (holder cleared), so a standby takes over at its
 //!   next poll instead of after the Lease expires.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 use tokio::sync::watch;
 
+use crate::fence::Licence;
 use crate::providers::kube::{LeaseClient, LeaseError, LeaseRecord, Written};
 use crate::status::LeadershipStatus;
 
@@ -178,78 +179,21 @@ impl Leadership {
     }
 }
 
-/// A step's licence to act, checked before each command sent to a node, each Proxmox change
-/// (clone, start, stop, shut down, destroy, tag) and each round of a drain, so that a replica
-/// that lost the Lease sends nothing more; [`Fence::lost`] lets a step in flight be stopped
-/// at the moment leadership ends.
-#[derive(Debug, Clone)]
-pub struct Fence(Arc<Leadership>);
-
-/// A step was stopped because its replica no longer leads: the new leader plans it again.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("stopped before {before}: this replica no longer leads")]
-pub struct NotLeading {
-    /// What was about to be done.
-    pub before: String,
-}
-
-impl Fence {
-    /// The fence of a replica led by `leadership`.
-    pub fn new(leadership: Arc<Leadership>) -> Self {
-        Fence(leadership)
+impl Licence for Leadership {
+    fn is_leading(&self) -> bool {
+        Leadership::is_leading(self)
     }
 
-    /// A fence that never closes (no election: one replica, or a command that is no daemon).
-    pub fn open() -> Self {
-        Fence(Arc::new(Leadership::always(String::new())))
-    }
-
-    /// Whether this replica may act now.
-    ///
-    /// # Errors
-    /// [`NotLeading`], naming `before`, once this replica no longer leads.
-    pub fn check(&self, before: impl std::fmt::Display) -> Result<(), NotLeading> {
-        if self.0.is_leading() {
-            Ok(())
-        } else {
-            Err(NotLeading {
-                before: before.to_string(),
-            })
+    fn leading_until(&self) -> Option<Instant> {
+        if self.unconditional {
+            return None;
         }
+        self.lock().leading_until
     }
 
-    /// Completes once this replica no longer leads: when the election says so, or at the
-    /// fencing deadline of its last renewal even if no answer ever comes (never, for
-    /// [`Fence::open`]).
-    pub async fn lost(&self) {
-        if self.0.unconditional {
-            return std::future::pending().await;
-        }
-        let mut changed = self.0.changed.subscribe();
-        loop {
-            let until = self.0.lock().leading_until;
-            let Some(until) = until.filter(|_| self.0.is_leading()) else {
-                return;
-            };
-            tokio::select! {
-                // The sender lives as long as the leadership, which this fence holds.
-                _ = changed.changed() => {}
-                () = tokio::time::sleep_until(until.into()) => {}
-            }
-        }
+    fn subscribe(&self) -> watch::Receiver<bool> {
+        self.changed.subscribe()
     }
-}
-
-/// The [`NotLeading`] in `error`'s chain, if any: a step that stopped, not one that failed.
-pub fn not_leading<'e>(error: &'e (dyn std::error::Error + 'static)) -> Option<&'e NotLeading> {
-    let mut cause = Some(error);
-    while let Some(current) = cause {
-        if let Some(found) = current.downcast_ref::<NotLeading>() {
-            return Some(found);
-        }
-        cause = current.source();
-    }
-    None
 }
 
 /// What to do with the Lease as read.
@@ -543,9 +487,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_fence_is_lost_at_the_fencing_deadline_or_when_the_election_says_so() {
+        use crate::fence::Fence;
+        use std::sync::Arc;
+
         let patience = Duration::from_secs(30);
         let leadership = Arc::new(Leadership::new("a".to_owned(), "ns/l".to_owned()));
-        let fence = Fence::new(Arc::clone(&leadership));
+        let fence = Fence::new(leadership.clone());
         // No renewal answered: the deadline alone ends it.
         leadership.lead_until(Instant::now() + Duration::from_millis(50));
         assert!(fence.check("x").is_ok());

@@ -19,6 +19,7 @@ pub mod connect;
 pub mod daemon;
 pub mod env_vars;
 pub mod execute;
+pub mod fence;
 pub mod forge;
 pub mod http_client;
 pub mod leader;

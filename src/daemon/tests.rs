@@ -178,7 +178,7 @@ async fn healthz_says_stalled_once_the_loop_stops_completing_passes() {
 async fn a_step_stopped_by_a_lost_lease_is_no_failure_and_sets_no_backoff() {
     let repo = tempfile::tempdir().expect("repo");
     let mut daemon = daemon(repo.path(), None).await;
-    let stopped = crate::leader::NotLeading {
+    let stopped = crate::fence::NotLeading {
         before: "destroying VM 101".to_owned(),
     };
     daemon.record(Finished {

@@ -125,7 +125,7 @@ pub enum ExecuteError {
     },
     /// The replica lost the Lease: the step stopped before its next change.
     #[error("step stopped")]
-    NotLeading(#[source] crate::leader::NotLeading),
+    NotLeading(#[source] crate::fence::NotLeading),
     /// A step that needs the cluster's spec on a removed cluster.
     #[error("{action} needs the cluster file, which is gone")]
     NoSpec {
@@ -137,8 +137,8 @@ pub enum ExecuteError {
 impl ExecuteError {
     /// Whether the step stopped because its replica no longer leads (anywhere in the chain):
     /// not a failure, the new leader plans the step again.
-    pub fn not_leading(&self) -> Option<&crate::leader::NotLeading> {
-        crate::leader::not_leading(self)
+    pub fn not_leading(&self) -> Option<&crate::fence::NotLeading> {
+        crate::fence::not_leading(self)
     }
 
     /// Whether retrying later may succeed without anyone changing anything.

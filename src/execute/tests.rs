@@ -112,7 +112,7 @@ fn observed(machines: &[(&str, u32)]) -> ObservedCluster {
                     },
                     tags: Vec::new(),
                     power: PowerState::Running,
-                    created: Timestamp::UNIX_EPOCH,
+                    created: jiff::Timestamp::UNIX_EPOCH,
                     guest_agent: true,
                     built_from: None,
                     config: None,
@@ -156,7 +156,7 @@ async fn run(
         connection: "p".to_owned(),
         ..ClusterAccess::default()
     };
-    let fence = Fence::new(Arc::clone(leadership));
+    let fence = Fence::new(leadership.clone());
     let ctx = StepContext {
         cluster: "prod",
         spec: None,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::leader::Fence;
+use crate::fence::Fence;
 
 /// How long to wait between rounds of refused evictions: `kubectl drain` similarly waits 5
 /// seconds before retrying an eviction a disruption budget refused.

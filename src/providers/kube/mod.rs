@@ -273,7 +273,7 @@ pub enum ClusterError {
     },
     /// The replica lost the Lease: the drain stopped before its next change.
     #[error("stopped")]
-    NotLeading(#[source] crate::leader::NotLeading),
+    NotLeading(#[source] crate::fence::NotLeading),
     /// The credentials were refused (or the review failed).
     #[error("the API server did not accept the credentials")]
     Authenticate(#[source] kube::Error),

@@ -164,12 +164,11 @@ async fn a_pod_already_gone_counts_as_evicted() {
 async fn a_drain_stops_at_the_next_round_once_its_replica_no_longer_leads() {
     use std::sync::Arc;
 
-    use crate::leader::{Fence, Leadership};
+    use crate::fence::{Fence, Switch};
 
-    let leadership = Arc::new(Leadership::new("a".to_owned(), "ns/lease".to_owned()));
-    leadership.lead_until(std::time::Instant::now() + Duration::from_secs(3600));
+    let licence = Switch::on();
     let (client, mut handle) = client();
-    let lost = Arc::clone(&leadership);
+    let lost = Arc::clone(&licence);
     let server = tokio::spawn(async move {
         let (_, send) = handle.next_request().await.expect("cordon");
         respond(
@@ -185,15 +184,14 @@ async fn a_drain_stops_at_the_next_round_once_its_replica_no_longer_leads() {
                 evictions += 1;
                 if evictions == 3 {
                     // The Lease is lost while the third round waits on its answer.
-                    lost.follow(Some("b".to_owned()));
+                    lost.end();
                 }
                 respond(send, 429, &budget_refusal());
             }
         }
         evictions
     });
-    let options =
-        DrainOptions::new(Duration::from_secs(600)).fenced(Fence::new(Arc::clone(&leadership)));
+    let options = DrainOptions::new(Duration::from_secs(600)).fenced(Fence::new(licence.clone()));
     let err = client
         .drain(&NodeName::from("w1"), &options)
         .await

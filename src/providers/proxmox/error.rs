@@ -18,7 +18,7 @@ use crate::model::VmId;
 pub enum ProxmoxError {
     /// The replica lost the Lease before the call: nothing was sent.
     #[error("nothing sent to Proxmox")]
-    NotLeading(#[source] crate::leader::NotLeading),
+    NotLeading(#[source] crate::fence::NotLeading),
     /// The connection settings cannot work (bad URL, bad token id).
     #[error("invalid Proxmox connection settings: {reason}")]
     Configure {

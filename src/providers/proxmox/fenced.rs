@@ -11,7 +11,7 @@ use super::{
     CloneRequest, CommandOutput, ExpectedVm, Inventory, ProxmoxError, ProxmoxProvider,
     ResizeOutcome, VmRef, VmSettings,
 };
-use crate::leader::Fence;
+use crate::fence::Fence;
 
 /// `P`, fenced.
 #[derive(Debug, Clone)]

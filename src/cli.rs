@@ -574,7 +574,7 @@ pub struct StatusArgs {
     #[arg(long, default_value = "http://127.0.0.1:9464", env = env_vars::CAPSTAN_SERVER)]
     pub server: String,
     /// The bearer token the daemon requires (its `--http-token-from`), from `env:VARIABLE`
-    /// or `file:PATH`.
+    /// or `file:PATH`; sent only over `https://`, or plain `http://` to a loopback address.
     #[arg(long, conflicts_with = "repo", env = env_vars::CAPSTAN_SERVER_TOKEN_FROM)]
     pub server_token_from: Option<SecretFrom>,
     /// Read the status branch of this Git remote instead of asking a daemon (no daemon
@@ -705,7 +705,8 @@ pub struct PreviewArgs {
     #[arg(long, conflicts_with = "observed", env = env_vars::CAPSTAN_PREVIEW_SERVER)]
     pub server: Option<String>,
     /// The bearer token the daemon of `--server` requires (its `--http-token-from`), from
-    /// `env:VARIABLE` or `file:PATH`.
+    /// `env:VARIABLE` or `file:PATH`; sent only over `https://`, or plain `http://` to a
+    /// loopback address.
     #[arg(long, requires = "server", env = env_vars::CAPSTAN_SERVER_TOKEN_FROM)]
     pub server_token_from: Option<SecretFrom>,
     /// Also post the preview to this pull request (GitLab: the merge request's iid): one

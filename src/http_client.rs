@@ -123,6 +123,9 @@ pub enum FetchError {
     /// No answer, or an error status.
     #[error("no usable answer")]
     Request(#[source] reqwest::Error),
+    /// A token would travel over plain http to another machine: nothing was sent.
+    #[error("refusing to send the token")]
+    Insecure(#[source] InsecureUrl),
     /// A redirect: never followed.
     #[error(
         "answered {status}, a redirect, which capstan does not follow: give the address that answers itself"
@@ -140,17 +143,26 @@ pub enum FetchError {
 }
 
 /// Sends `request` (of a client from [`builder`]) and reads its JSON answer, at most `limit`
-/// bytes of it.
+/// bytes of it. A request carrying `Authorization` goes only where [`may_carry_token`] allows.
 ///
 /// # Errors
-/// [`FetchError`]: no answer or an error status (its [`reqwest::Error::status`] says which), a
-/// redirect, a body past `limit`, or not the JSON expected.
+/// [`FetchError`]: a token for plain http, no answer or an error status (its
+/// [`reqwest::Error::status`] says which), a redirect, a body past `limit`, or not the JSON
+/// expected.
 pub async fn get_json<T: serde::de::DeserializeOwned>(
     request: reqwest::RequestBuilder,
     limit: usize,
 ) -> Result<T, FetchError> {
-    let response = request
-        .send()
+    let (client, request) = request.build_split();
+    let request = request.map_err(|err| FetchError::Request(err.without_url()))?;
+    if request
+        .headers()
+        .contains_key(reqwest::header::AUTHORIZATION)
+    {
+        may_carry_token(request.url().as_str()).map_err(FetchError::Insecure)?;
+    }
+    let response = client
+        .execute(request)
         .await
         .and_then(reqwest::Response::error_for_status)
         .map_err(|err| FetchError::Request(err.without_url()))?;
@@ -166,6 +178,26 @@ pub async fn get_json<T: serde::de::DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_token_for_another_machine_over_plain_http_is_never_sent() {
+        // As main does, once per process.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = builder().build().expect("client");
+        // Nothing listens there: the refusal comes before any connection.
+        let request = client
+            .get("http://capstan.internal.example:9464/status")
+            .bearer_auth("s3cret");
+        let err = get_json::<serde_json::Value>(request, 1 << 20)
+            .await
+            .expect_err("refused");
+        assert!(matches!(err, FetchError::Insecure(_)), "{err:?}");
+        let chain = crate::status::error_chain(&err);
+        assert!(
+            chain.contains("use https://") && !chain.contains("s3cret"),
+            "{chain}"
+        );
+    }
 
     #[test]
     fn tokens_travel_over_https_or_to_this_machine_only() {

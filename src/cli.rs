@@ -496,7 +496,8 @@ pub struct ForgeArgs {
     pub forge: Option<crate::forge::ForgeKind>,
     /// The API base URL: `https://api.github.com` (the default for `github`),
     /// `https://HOST/api/v3` (GitHub Enterprise Server), `https://HOST/api/v1` (Gitea),
-    /// `https://HOST/api/v4` (GitLab).
+    /// `https://HOST/api/v4` (GitLab). Plain `http://` is refused (the token would travel
+    /// unencrypted) except to a loopback address.
     #[arg(long, requires = "forge", env = env_vars::CAPSTAN_FORGE_URL)]
     pub forge_url: Option<String>,
     /// The repository on the forge, `OWNER/NAME` (GitLab: the project's `GROUP/NAME`).
@@ -530,9 +531,11 @@ pub struct LeaderArgs {
     /// pod's name is the host name).
     #[arg(long, env = env_vars::CAPSTAN_LEASE_IDENTITY)]
     pub lease_identity: Option<String>,
-    /// How long a Lease not renewed stays its holder's; a leader that cannot renew stops
-    /// starting steps `--lease-retry` before that.
-    #[arg(long, default_value = "15s", env = env_vars::CAPSTAN_LEASE_DURATION)]
+    /// How long a Lease not renewed stays its holder's, in whole seconds (the Lease holds no
+    /// fraction, so `1500ms` is refused); a leader that cannot renew stops starting steps
+    /// `--lease-retry` before that.
+    #[arg(long, default_value = "15s", env = env_vars::CAPSTAN_LEASE_DURATION,
+          value_parser = crate::leader::parse_lease_duration)]
     pub lease_duration: crate::spec::HumanDuration,
     /// How often the leader renews the Lease.
     #[arg(long, default_value = "5s", env = env_vars::CAPSTAN_LEASE_RENEW)]
@@ -571,7 +574,7 @@ pub struct StatusArgs {
     #[arg(long, default_value = "http://127.0.0.1:9464", env = env_vars::CAPSTAN_SERVER)]
     pub server: String,
     /// The bearer token the daemon requires (its `--http-token-from`), from `env:VARIABLE`
-    /// or `file:PATH`.
+    /// or `file:PATH`; sent only over `https://`, or plain `http://` to a loopback address.
     #[arg(long, conflicts_with = "repo", env = env_vars::CAPSTAN_SERVER_TOKEN_FROM)]
     pub server_token_from: Option<SecretFrom>,
     /// Read the status branch of this Git remote instead of asking a daemon (no daemon
@@ -702,7 +705,8 @@ pub struct PreviewArgs {
     #[arg(long, conflicts_with = "observed", env = env_vars::CAPSTAN_PREVIEW_SERVER)]
     pub server: Option<String>,
     /// The bearer token the daemon of `--server` requires (its `--http-token-from`), from
-    /// `env:VARIABLE` or `file:PATH`.
+    /// `env:VARIABLE` or `file:PATH`; sent only over `https://`, or plain `http://` to a
+    /// loopback address.
     #[arg(long, requires = "server", env = env_vars::CAPSTAN_SERVER_TOKEN_FROM)]
     pub server_token_from: Option<SecretFrom>,
     /// Also post the preview to this pull request (GitLab: the merge request's iid): one

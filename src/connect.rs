@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 
+use crate::fingerprint::FingerprintKey;
 use crate::providers::ca_pins::{CaPins, PinError, PinStore};
 use crate::providers::datastore::{AdminAccess, DatastoreError};
 use crate::providers::flux::{FluxDeliverer, KubeconfigDelivery};
@@ -203,6 +204,25 @@ pub struct Connections {
     /// Where a lab serves each cluster's endpoint (`run --lab`); `None` on a real fleet.
     lab_addresses: Option<ApiAddresses>,
     pins: Arc<CaPins>,
+    /// What admitted kubeconfigs and the Flux deliverers fingerprint secrets with.
+    fingerprints: FingerprintKey,
+}
+
+/// The key of the secret fingerprints of a daemon working on the lab `lab`: derived from the
+/// lab's Proxmox token, as a real daemon's from its tokens.
+pub fn lab_fingerprint_key(lab: &LabFile) -> FingerprintKey {
+    FingerprintKey::derive([lab.proxmox.token.trim().as_bytes()])
+}
+
+/// The key of a daemon's secret fingerprints, derived from its Proxmox tokens (by connection
+/// name): secrets every replica of one deployment holds, that never leave it, so fingerprints
+/// agree between replicas and across restarts, and change only when a token is rotated.
+pub fn fingerprint_key(proxmox_tokens: &BTreeMap<String, String>) -> FingerprintKey {
+    FingerprintKey::derive(
+        proxmox_tokens
+            .iter()
+            .flat_map(|(name, token)| [name.as_bytes(), token.trim().as_bytes()]),
+    )
 }
 
 impl Connections {
@@ -216,6 +236,7 @@ impl Connections {
         secrets: &FleetSecrets,
         reader: SecretReader,
     ) -> Result<Self, ConnectError> {
+        let fingerprints = fingerprint_key(&secrets.proxmox_tokens);
         let mut proxmox = BTreeMap::new();
         for (name, connection) in &fleet.proxmox {
             let secret =
@@ -244,9 +265,12 @@ impl Connections {
                     hint: "its kubeconfigFrom".to_owned(),
                 }
             })?;
-            flux.insert(name.clone(), flux_deliverer(name, kubeconfig).await?);
+            flux.insert(
+                name.clone(),
+                flux_deliverer(name, kubeconfig, &fingerprints).await?,
+            );
         }
-        Connections::assemble(proxmox, flux)
+        Connections::assemble(proxmox, flux, fingerprints)
             .with_secret_reader(reader)
             .with_datastores(fleet, &secrets.datastore_admin_passwords)
     }
@@ -276,14 +300,15 @@ impl Connections {
                 proxmox_client(name, config, ClientOptions::for_lab())?,
             );
         }
+        let fingerprints = lab_fingerprint_key(lab);
         let mut flux = BTreeMap::new();
         for name in fleet.management_clusters.keys() {
             flux.insert(
                 name.clone(),
-                flux_deliverer(name, management_kubeconfig).await?,
+                flux_deliverer(name, management_kubeconfig, &fingerprints).await?,
             );
         }
-        Ok(Connections::assemble(proxmox, flux).with_lab_addresses(addresses))
+        Ok(Connections::assemble(proxmox, flux, fingerprints).with_lab_addresses(addresses))
     }
 
     /// These connections, dialling each workload cluster's endpoint where `addresses` says a
@@ -297,6 +322,7 @@ impl Connections {
     fn assemble(
         proxmox: BTreeMap<String, Arc<ProxmoxClient>>,
         flux: BTreeMap<String, Arc<FluxDeliverer<KubeClusterClient>>>,
+        fingerprints: FingerprintKey,
     ) -> Self {
         let management = flux
             .iter()
@@ -310,6 +336,7 @@ impl Connections {
             secrets: SecretReader::default(),
             lab_addresses: None,
             pins: Arc::default(),
+            fingerprints,
         }
     }
 
@@ -396,6 +423,7 @@ fn proxmox_client(
 async fn flux_deliverer(
     name: &str,
     kubeconfig: &str,
+    fingerprints: &FingerprintKey,
 ) -> Result<Arc<FluxDeliverer<KubeClusterClient>>, ConnectError> {
     crate::redact::remember_kubeconfig(kubeconfig);
     let client = KubeClusterClient::connect(kubeconfig)
@@ -404,7 +432,7 @@ async fn flux_deliverer(
             cluster: name.to_owned(),
             source: Box::new(source),
         })?;
-    Ok(Arc::new(FluxDeliverer::new(client)))
+    Ok(Arc::new(FluxDeliverer::new(client, fingerprints.clone())))
 }
 
 impl Providers for Connections {
@@ -444,7 +472,7 @@ impl Providers for Connections {
         spec: &ClusterSpec,
         read: &str,
     ) -> Result<AdminKubeconfig, AdmitError> {
-        let admin = AdminKubeconfig::reduce(read, &self.api_endpoint(spec))?;
+        let admin = AdminKubeconfig::reduce(read, &self.api_endpoint(spec), &self.fingerprints)?;
         let delivers_to = spec.delivery.flux.as_ref().map(|f| f.cluster.as_str());
         self.pins
             .check(self.pin_store(delivers_to), cluster, &admin)

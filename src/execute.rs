@@ -6,6 +6,11 @@
 //! their result, deleting or destroying what is gone succeeds, a delivery of an unchanged
 //! kubeconfig writes nothing. Nothing is journalled: the next pass re-observes and re-plans.
 //!
+//! - Leadership is checked before each change a step makes: each command or file sent to a
+//!   node and each Proxmox change go through [`Fenced`], each Kubernetes change and each
+//!   drain round through the step's [`Fence`]; a step whose replica no longer leads ends with
+//!   [`ExecuteError::NotLeading`] and sends nothing more.
+//!
 //! # Assumptions
 //! The step comes from a plan made on the observation passed with it ([`StepContext`]), so the
 //! machines it names were observed (a step that names a VM only a prediction knows is refused).
@@ -13,26 +18,26 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use jiff::Timestamp;
-
 use crate::clock::Clock;
 use crate::connect::Providers;
+use crate::fence::Fence;
 use crate::model::{NodeName, Role};
 use crate::observe::ClusterAccess;
-use crate::observed::{DRAIN_STARTED_ANNOTATION, ObservedCluster, PREPARED_TAG, RETIRING_TAG};
+use crate::observed::{ObservedCluster, PREPARED_TAG};
 use crate::plan::{Action, ActionKind, MachineRef, Step};
 use crate::providers::flux::{self, DeliveryOutcome, KubeconfigDelivery};
-use crate::providers::kube::{ClusterClient, ClusterError, DrainOptions, Taint};
+use crate::providers::kube::{ClusterClient, ClusterError, Taint};
 use crate::providers::kubeadm::{self, Kubeadm, KubeadmError};
 use crate::providers::node_exec::{GuestAgent, NodeTarget};
 use crate::providers::proxmox::{
-    CloneRequest, ExpectedVm, ProxmoxError, ProxmoxProvider, PveNode, VmRef, VmSettings,
+    CloneRequest, ExpectedVm, Fenced, ProxmoxError, ProxmoxProvider, PveNode, VmRef, VmSettings,
 };
 use crate::spec::{ClusterSpec, KubeVersion};
 
 mod bootstrap;
 mod error;
 mod k3s;
+mod removal;
 
 pub use error::ExecuteError;
 
@@ -52,6 +57,8 @@ pub struct StepContext<'a> {
     pub access: &'a ClusterAccess,
     /// The repository revision acted on (annotated on the Flux Secret).
     pub revision: &'a str,
+    /// Whether the step may still change anything (its replica leads).
+    pub fence: &'a Fence,
 }
 
 /// Runs steps through `Pr`.
@@ -219,6 +226,7 @@ impl<Pr: Providers> Executor<Pr> {
             Action::JoinNode { machine, role, .. } => self.join(ctx, machine, *role).await?,
             Action::Cordon { node } => {
                 let api = self.api(ctx, ActionKind::Cordon).await?;
+                fenced(ctx, format_args!("cordoning {node}"))?;
                 api.cordon(node)
                     .await
                     .map_err(api_failed(ActionKind::Cordon.name()))?;
@@ -304,6 +312,7 @@ impl<Pr: Providers> Executor<Pr> {
                         })?;
                 let deliverer = self.deliverer(flux)?;
                 let target = flux_target(ctx, flux);
+                fenced(ctx, "delivering the kubeconfig to Flux")?;
                 let outcome = deliverer
                     .deliver(&target, kubeconfig, ctx.revision)
                     .await
@@ -325,6 +334,7 @@ impl<Pr: Providers> Executor<Pr> {
                     .await
                     .map_err(proxmox_failed("fence (hard stop)"))?;
                 let api = self.api(ctx, ActionKind::FenceMachine).await?;
+                fenced(ctx, format_args!("tainting {node} out-of-service"))?;
                 api.add_taint(node, &Taint::out_of_service())
                     .await
                     .map_err(api_failed("taint out-of-service"))?;
@@ -389,121 +399,6 @@ impl<Pr: Providers> Executor<Pr> {
         ))
     }
 
-    async fn drain(
-        &self,
-        ctx: StepContext<'_>,
-        node: &NodeName,
-        deadline: Timestamp,
-    ) -> Result<String, ExecuteError> {
-        let api = self.api(ctx, ActionKind::Drain).await?;
-        let already = ctx
-            .observed
-            .nodes
-            .get(node)
-            .and_then(|n| n.drain.as_ref())
-            .is_some();
-        if !already {
-            let now = self.clock.now().to_string();
-            api.annotate(node, DRAIN_STARTED_ANNOTATION, Some(&now))
-                .await
-                .map_err(api_failed("mark drain start"))?;
-        }
-        let left = self.clock.now().duration_until(deadline);
-        let timeout = Duration::try_from(left).unwrap_or(Duration::ZERO);
-        let report = api
-            .drain(node, &DrainOptions::new(timeout))
-            .await
-            .map_err(api_failed(ActionKind::Drain.name()))?;
-        Ok(format!(
-            "{node} drained: {} pod(s) evicted, {} left in place (DaemonSet, mirror)",
-            report.evicted.len(),
-            report.skipped.len()
-        ))
-    }
-
-    async fn delete_node(
-        &self,
-        ctx: StepContext<'_>,
-        node: &NodeName,
-        role: Role,
-        machine: Option<&MachineRef>,
-    ) -> Result<String, ExecuteError> {
-        if let Some(machine) = machine {
-            // The tag first: from here on the VM is on its way out, even if we crash now.
-            let expected = self.expected(ctx, machine)?;
-            self.proxmox(ctx)?
-                .add_tag(&expected, RETIRING_TAG)
-                .await
-                .map_err(proxmox_failed("tag retiring"))?;
-        }
-        // K3s servers share a datastore: there is no etcd member to remove.
-        if role == Role::ControlPlane && !k3s::is_k3s(ctx) {
-            let healthy = self.healthy_control_plane(ctx, ActionKind::DeleteNode, node)?;
-            self.kubeadm(ctx)?
-                .remove_etcd_member(&healthy, node)
-                .await
-                .map_err(kubeadm_failed("remove etcd member"))?;
-        }
-        let api = self.api(ctx, ActionKind::DeleteNode).await?;
-        api.delete_node(node)
-            .await
-            .map_err(api_failed(ActionKind::DeleteNode.name()))?;
-        Ok(format!("Node {node} deleted"))
-    }
-
-    async fn delete_cluster(
-        &self,
-        ctx: StepContext<'_>,
-        machines: &[MachineRef],
-        flux: Option<&crate::observed::FluxTarget>,
-    ) -> Result<String, ExecuteError> {
-        // A cluster whose VMs are all gone already (a deletion interrupted after the last
-        // destroy) may have no Proxmox connection left to name: only its Secret remains.
-        if !machines.is_empty() {
-            self.destroy_all(ctx, machines).await?;
-        }
-        if let Some(flux) = flux {
-            let deliverer = self.deliverer(flux)?;
-            let target = flux_target(ctx, flux);
-            deliverer
-                .withdraw(&target)
-                .await
-                .map_err(|err| ExecuteError::Flux(Box::new(err)))?;
-        }
-        // Last: a new cluster of this name will have a CA of its own.
-        self.providers
-            .forget_ca(ctx.cluster, flux.map(|f| f.cluster.as_str()))
-            .await
-            .map_err(|source| ExecuteError::ForgetCa(Box::new(source)))?;
-        Ok(format!(
-            "cluster deleted: {} VM(s) destroyed{}",
-            machines.len(),
-            if flux.is_some() {
-                ", Flux Secret withdrawn"
-            } else {
-                ""
-            }
-        ))
-    }
-
-    /// Destroys every VM of a removed cluster. No reset first: the whole cluster goes, so
-    /// there is no membership to leave, and the VM's distribution is no longer known.
-    async fn destroy_all(
-        &self,
-        ctx: StepContext<'_>,
-        machines: &[MachineRef],
-    ) -> Result<(), ExecuteError> {
-        let proxmox = self.proxmox(ctx)?;
-        for machine in machines {
-            let expected = self.expected(ctx, machine)?;
-            proxmox
-                .destroy_vm(&expected)
-                .await
-                .map_err(proxmox_failed("destroy"))?;
-        }
-        Ok(())
-    }
-
     fn deliverer(&self, flux: &crate::observed::FluxTarget) -> Result<&Pr::Flux, ExecuteError> {
         self.providers
             .flux(&flux.cluster)
@@ -512,10 +407,13 @@ impl<Pr: Providers> Executor<Pr> {
             })
     }
 
-    fn proxmox(&self, ctx: StepContext<'_>) -> Result<&Pr::Proxmox, ExecuteError> {
+    /// The cluster's Proxmox client, fenced: every change it makes, and every command or
+    /// file it sends to a guest, first checks that the step's replica still leads.
+    fn proxmox(&self, ctx: StepContext<'_>) -> Result<Fenced<Pr::Proxmox>, ExecuteError> {
         let connection = &ctx.access.connection;
         self.providers
             .proxmox(connection)
+            .map(|client| Fenced::new(client.clone(), ctx.fence.clone()))
             .ok_or_else(|| ExecuteError::NoConnection {
                 connection: connection.clone(),
             })
@@ -524,8 +422,8 @@ impl<Pr: Providers> Executor<Pr> {
     fn kubeadm(
         &self,
         ctx: StepContext<'_>,
-    ) -> Result<Kubeadm<GuestAgent<Pr::Proxmox>>, ExecuteError> {
-        Ok(Kubeadm::new(GuestAgent::new(self.proxmox(ctx)?.clone())))
+    ) -> Result<Kubeadm<GuestAgent<Fenced<Pr::Proxmox>>>, ExecuteError> {
+        Ok(Kubeadm::new(GuestAgent::new(self.proxmox(ctx)?)))
     }
 
     async fn api(
@@ -672,6 +570,11 @@ async fn run_steps<E: crate::providers::node_exec::NodeExec>(
         .map_err(kubeadm_failed(action.name()))
 }
 
+/// Checks the step's replica still leads before it changes `before`.
+fn fenced(ctx: StepContext<'_>, before: impl std::fmt::Display) -> Result<(), ExecuteError> {
+    ctx.fence.check(before).map_err(ExecuteError::NotLeading)
+}
+
 fn proxmox_failed(action: &'static str) -> impl FnOnce(ProxmoxError) -> ExecuteError {
     move |source| ExecuteError::Proxmox {
         action,
@@ -745,3 +648,6 @@ fn control_plane_where(
             name: name.clone(),
         })
 }
+
+#[cfg(test)]
+mod tests;

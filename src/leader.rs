@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use jiff::Timestamp;
 use tokio::sync::watch;
 
+use crate::fence::Licence;
 use crate::providers::kube::{LeaseClient, LeaseError, LeaseRecord, Written};
 use crate::status::LeadershipStatus;
 
@@ -42,10 +43,35 @@ pub struct LeaseTimings {
 }
 
 impl LeaseTimings {
-    /// How long after sending a successful renewal the leader may still start steps.
-    pub fn fence(&self) -> Duration {
-        self.duration.saturating_sub(self.retry)
+    /// `leaseDurationSeconds` as written: the Lease holds whole seconds only.
+    pub fn duration_seconds(&self) -> i32 {
+        i32::try_from(self.duration.as_secs().max(1)).unwrap_or(i32::MAX)
     }
+
+    /// How long after sending a successful renewal the leader may still start steps: one
+    /// retry before the duration *written* in the Lease (which a standby goes by), never the
+    /// duration asked for, so a fraction of a second cannot outlive the Lease.
+    pub fn fence(&self) -> Duration {
+        let written = Duration::from_secs(self.duration_seconds().unsigned_abs().into());
+        written.saturating_sub(self.retry)
+    }
+}
+
+/// Reads `--lease-duration`: whole seconds, since `leaseDurationSeconds` holds nothing finer
+/// (a standby goes by what is written, so `1500ms` would let it take over at 1 s).
+///
+/// # Errors
+/// A message for the usage error: not a duration, a fraction of a second, or out of range.
+pub fn parse_lease_duration(text: &str) -> Result<crate::spec::HumanDuration, String> {
+    let duration: crate::spec::HumanDuration = text.parse()?;
+    let whole = duration.0.subsec_nanos() == 0 && duration.0.as_secs() >= 1;
+    if !whole || i32::try_from(duration.0.as_secs()).is_err() {
+        return Err(format!(
+            "`{text}` is not a whole number of seconds (at least 1s): a Lease's \
+             leaseDurationSeconds holds whole seconds, so write e.g. `2s` or `15s`"
+        ));
+    }
+    Ok(duration)
 }
 
 #[derive(Debug, Default)]
@@ -126,7 +152,7 @@ impl Leadership {
         }
     }
 
-    fn lead_until(&self, until: Instant) {
+    pub(crate) fn lead_until(&self, until: Instant) {
         let was = self.is_leading();
         let mut state = self.lock();
         state.leading_until = Some(until);
@@ -138,7 +164,7 @@ impl Leadership {
         }
     }
 
-    fn follow(&self, holder: Option<String>) {
+    pub(crate) fn follow(&self, holder: Option<String>) {
         let was = self.is_leading();
         let mut state = self.lock();
         state.leading_until = None;
@@ -150,6 +176,23 @@ impl Leadership {
         if was {
             self.changed.send_replace(false);
         }
+    }
+}
+
+impl Licence for Leadership {
+    fn is_leading(&self) -> bool {
+        Leadership::is_leading(self)
+    }
+
+    fn leading_until(&self) -> Option<Instant> {
+        if self.unconditional {
+            return None;
+        }
+        self.lock().leading_until
+    }
+
+    fn subscribe(&self) -> watch::Receiver<bool> {
+        self.changed.subscribe()
     }
 }
 
@@ -190,7 +233,7 @@ fn taken(
     timings: &LeaseTimings,
     now: Timestamp,
 ) -> LeaseRecord {
-    let duration_seconds = i32::try_from(timings.duration.as_secs().max(1)).unwrap_or(i32::MAX);
+    let duration_seconds = timings.duration_seconds();
     match current {
         Some(record) if record.holder.as_deref() == Some(identity) => LeaseRecord {
             renewed: Some(now),
@@ -406,6 +449,79 @@ mod tests {
             retry: Duration::from_secs(1),
         };
         assert_eq!(timings.fence(), Duration::from_secs(14));
+    }
+
+    #[test]
+    fn the_fence_ends_before_the_duration_written_in_the_lease() {
+        let timings = LeaseTimings {
+            duration: Duration::from_millis(1500),
+            renew: Duration::from_millis(500),
+            retry: Duration::from_millis(200),
+        };
+        let written = taken(None, "a", &timings, Timestamp::UNIX_EPOCH);
+        let standby_may_take_over =
+            Duration::from_secs(written.duration_seconds.unsigned_abs().into());
+        assert!(
+            timings.fence() + timings.retry <= standby_may_take_over,
+            "the leader may start steps until {:?}, a standby takes over at {standby_may_take_over:?}",
+            timings.fence()
+        );
+    }
+
+    #[test]
+    fn lease_durations_are_whole_seconds() {
+        assert_eq!(
+            parse_lease_duration("15s").map(|d| d.0),
+            Ok(Duration::from_secs(15))
+        );
+        assert_eq!(
+            parse_lease_duration("2m").map(|d| d.0),
+            Ok(Duration::from_secs(120))
+        );
+        for refused in ["1500ms", "500ms", "0s", "2s 1ms", "100000000000s"] {
+            let message = parse_lease_duration(refused).expect_err(refused);
+            assert!(message.contains("whole number of seconds"), "{message}");
+        }
+        assert!(parse_lease_duration("soon").is_err());
+    }
+
+    #[tokio::test]
+    async fn a_fence_is_lost_at_the_fencing_deadline_or_when_the_election_says_so() {
+        use crate::fence::Fence;
+        use std::sync::Arc;
+
+        let patience = Duration::from_secs(30);
+        let leadership = Arc::new(Leadership::new("a".to_owned(), "ns/l".to_owned()));
+        let fence = Fence::new(leadership.clone());
+        // No renewal answered: the deadline alone ends it.
+        leadership.lead_until(Instant::now() + Duration::from_millis(50));
+        assert!(fence.check("x").is_ok());
+        tokio::time::timeout(patience, fence.lost())
+            .await
+            .expect("lost at the deadline");
+        assert_eq!(
+            fence.check("destroying VM 7").map_err(|e| e.to_string()),
+            Err("stopped before destroying VM 7: this replica no longer leads".to_owned())
+        );
+        // A standby seen by the election ends it at once.
+        leadership.lead_until(Instant::now() + Duration::from_secs(3600));
+        let waiting = tokio::spawn({
+            let fence = fence.clone();
+            async move { fence.lost().await }
+        });
+        tokio::task::yield_now().await;
+        leadership.follow(Some("b".to_owned()));
+        tokio::time::timeout(patience, waiting)
+            .await
+            .expect("lost when the election follows another holder")
+            .expect("joined");
+        // Without an election, never.
+        let open = Fence::open();
+        assert!(
+            tokio::time::timeout(Duration::from_millis(20), open.lost())
+                .await
+                .is_err()
+        );
     }
 
     #[test]

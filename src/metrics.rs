@@ -265,7 +265,17 @@ impl Metrics {
             .inc();
     }
 
-    /// Steps of `action` with `result` (`ok` or `error`) so far.
+    /// Counts a step of `action` its replica stopped on losing the Lease (`stopped`).
+    pub fn count_stopped_step(&self, action: ActionKind) {
+        self.steps
+            .get_or_create(&StepLabels {
+                action: action.name(),
+                result: "stopped",
+            })
+            .inc();
+    }
+
+    /// Steps of `action` with `result` (`ok`, `error` or `stopped`) so far.
     pub fn steps(&self, action: ActionKind, result: &'static str) -> u64 {
         self.steps
             .get(&StepLabels {

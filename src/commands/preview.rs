@@ -41,7 +41,7 @@ pub enum PreviewError {
         url: String,
         /// Why.
         #[source]
-        source: reqwest::Error,
+        source: crate::http_client::FetchError,
     },
     /// No TLS client could be set up to reach the daemon.
     #[error("cannot set up TLS to reach the daemon")]
@@ -142,30 +142,29 @@ pub fn run(
 /// The observed state a running daemon serves at `GET /observed`.
 async fn observed_from_server(url: &str, token: Option<&str>) -> Result<Observed, PreviewError> {
     let url = url.trim_end_matches('/');
-    let failed = |source: reqwest::Error| PreviewError::Server {
+    let failed = |source: crate::http_client::FetchError| PreviewError::Server {
         url: url.to_owned(),
-        source: source.without_url(),
+        source,
     };
-    let mut request = reqwest::Client::builder()
+    let client = crate::http_client::builder()
         .tls_backend_preconfigured(
             crate::forge::rest::tls_config()
                 .map_err(|err| PreviewError::ForgeFlags(err.to_string()))?,
         )
         .build()
-        .map_err(failed)?
-        .get(format!("{url}/observed"));
+        .map_err(|err| failed(crate::http_client::FetchError::Request(err)))?;
+    let mut request = client.get(format!("{url}/observed"));
     if let Some(token) = token {
         request = request.bearer_auth(token);
     }
-    request
-        .send()
-        .await
-        .and_then(reqwest::Response::error_for_status)
-        .map_err(failed)?
-        .json()
+    crate::http_client::get_json(request, OBSERVED_LIMIT)
         .await
         .map_err(failed)
 }
+
+/// The largest observed state read from a daemon: a fleet's VMs, Nodes, pods and budgets take
+/// a few KiB per machine.
+const OBSERVED_LIMIT: usize = 256 << 20;
 
 /// The forge the flags and `CAPSTAN_FORGE_TOKEN` name.
 ///
@@ -190,6 +189,8 @@ pub fn forge_target(
             return Err(missing("--forge-url https://HOST/api/v4 for GitLab"));
         }
     };
+    crate::http_client::may_carry_token(&api_url)
+        .map_err(|err| PreviewError::ForgeFlags(format!("--forge-url: {err}")))?;
     // GitLab's projects may sit in subgroups (`group/sub/name`).
     let parts_allowed = match kind {
         ForgeKind::Github | ForgeKind::Gitea => 2..=2,
@@ -231,4 +232,34 @@ async fn post(target: &ForgeTarget, pr: u64, preview: &Preview) -> Result<(), Fo
     .await?;
     tracing::info!(pr, comment = posted.comment_id, action = ?posted.action, "preview posted");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(url: &str) -> Result<ForgeTarget, PreviewError> {
+        let args = ForgeArgs {
+            forge: Some(ForgeKind::Gitlab),
+            forge_url: Some(url.to_owned()),
+            forge_repo: Some("acme/fleet".to_owned()),
+        };
+        forge_target(&args, &|_| Some("forge-token".to_owned()))
+    }
+
+    #[test]
+    fn a_forge_token_is_never_sent_over_plain_http_to_another_host() {
+        let err = target("http://gitlab.example.com/api/v4").expect_err("refused");
+        let message = err.to_string();
+        assert!(
+            message.contains("--forge-url") && message.contains("use https://"),
+            "{message}"
+        );
+        for allowed in [
+            "https://gitlab.example.com/api/v4",
+            "http://127.0.0.1:8929/api/v4",
+        ] {
+            assert!(target(allowed).is_ok(), "{allowed}");
+        }
+    }
 }

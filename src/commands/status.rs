@@ -22,7 +22,7 @@ pub enum StatusError {
         server: String,
         /// Why.
         #[source]
-        source: reqwest::Error,
+        source: crate::http_client::FetchError,
     },
     /// The daemon requires a token (`--http-token-from`) and was given none, or another.
     #[error(
@@ -190,24 +190,28 @@ async fn fetch(server: &str, token: Option<&str>) -> Result<FleetStatus, StatusE
         server: server.to_owned(),
         source,
     };
-    let mut request = reqwest::Client::new().get(&url);
+    let client = crate::http_client::builder()
+        .build()
+        .map_err(|err| wrap(crate::http_client::FetchError::Request(err)))?;
+    let mut request = client.get(&url);
     if let Some(token) = token {
         request = request.bearer_auth(token);
     }
-    let response = request.send().await.map_err(wrap)?;
-    if response.status() == reqwest::StatusCode::UNAUTHORIZED {
-        return Err(StatusError::Unauthorized {
-            server: server.to_owned(),
-            sent: token.is_some(),
-        });
+    match crate::http_client::get_json(request, STATUS_LIMIT).await {
+        Err(crate::http_client::FetchError::Request(err))
+            if err.status() == Some(reqwest::StatusCode::UNAUTHORIZED) =>
+        {
+            Err(StatusError::Unauthorized {
+                server: server.to_owned(),
+                sent: token.is_some(),
+            })
+        }
+        fetched => fetched.map_err(wrap),
     }
-    response
-        .error_for_status()
-        .map_err(wrap)?
-        .json()
-        .await
-        .map_err(wrap)
 }
+
+/// The largest status read from a daemon (a few KiB per cluster).
+const STATUS_LIMIT: usize = 64 << 20;
 
 /// The node name column's width when every name is shorter: a generated name
 /// (`capstan-<cluster>-<pool>-<suffix>`) of a cluster and pool with short names fits.

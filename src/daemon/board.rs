@@ -103,7 +103,7 @@ pub enum Health {
 pub struct Counters {
     /// Passes run.
     pub passes: u64,
-    /// Steps by (action, "ok"|"error").
+    /// Steps by (action, "ok"|"error"|"stopped").
     pub steps: BTreeMap<(ActionKind, &'static str), u64>,
     /// When the last pass ended.
     pub last_pass: Option<jiff::Timestamp>,
@@ -208,7 +208,7 @@ impl StatusBoard {
         let (guest_agent_calls, pass_guest_agent_calls) = metrics.guest_agent_calls();
         let steps = ActionKind::ALL
             .into_iter()
-            .flat_map(|action| [(action, "ok"), (action, "error")])
+            .flat_map(|action| [(action, "ok"), (action, "error"), (action, "stopped")])
             .map(|(action, result)| ((action, result), metrics.steps(action, result)))
             .filter(|(_, count)| *count > 0)
             .collect();

@@ -18,11 +18,14 @@
 //!   and other clusters carry on. A step that panics counts as a failed step, the panic
 //!   message being its error: its cluster is never left waiting on a task that is gone. Its
 //!   message, as every message of a published status, is redacted ([`crate::redact`]).
+//! - A step runs only while its replica leads: it checks its [`Fence`] before each change, and
+//!   is stopped the moment leadership ends; a stopped step is no failure ([`outcomes`]).
 
 mod board;
 pub mod http;
 mod inflight;
 mod memory;
+mod outcomes;
 pub mod previews;
 mod progress;
 mod timings;
@@ -36,13 +39,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, watch};
-use tokio::task::{JoinError, JoinSet};
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::backoff::{Backoff, random_unit};
+use crate::backoff::Backoff;
 use crate::clock::Clock;
 use crate::connect::Providers;
 use crate::execute::{ExecuteError, Executor, StepContext};
+use crate::fence::{Fence, NotLeading};
 use crate::leader::Leadership;
 use crate::observe::{Observation, ObserveSettings, Observer};
 use crate::plan::{self, ActionKind, Plan, Policy, Step};
@@ -475,18 +479,27 @@ impl<Pr: Providers> Daemon<Pr> {
         let in_flight = inflight::InFlight::of(&step);
         let task = self.in_flight.spawn(async move {
             inflight::hold(&slot, limit).await;
+            let fence = Fence::new(leadership);
             let ctx = StepContext {
                 cluster: &name,
                 spec: spec.as_ref(),
                 observed: &seen.observed,
                 access: &seen.access,
                 revision: &revision,
+                fence: &fence,
             };
             // The slot may have been waited for: a replica that lost the Lease meanwhile
-            // starts nothing (the new leader plans this step again).
-            let outcome = if leadership.is_leading() {
+            // starts nothing (the new leader plans this step again). One that loses it while
+            // the step runs stops it: at its next change (the executor checks the fence), or
+            // now if it is waiting (a drain's pause, a command polled in a guest).
+            let outcome = if fence.check("the step").is_ok() {
                 let started = Instant::now();
-                let result = executor.run(ctx, &step).await;
+                let result = tokio::select! {
+                    result = executor.run(ctx, &step) => result,
+                    () = fence.lost() => Err(ExecuteError::NotLeading(NotLeading {
+                        before: "the rest of the step".to_owned(),
+                    })),
+                };
                 Some((
                     step.kind(),
                     step.target.machine.clone(),
@@ -506,131 +519,6 @@ impl<Pr: Providers> Daemon<Pr> {
         });
         work.add(task.id(), in_flight);
         self.running.insert(task.id(), running);
-    }
-
-    /// Forgets task `id` of `cluster` as in flight (and the cluster's concurrency slot with
-    /// its last step).
-    fn done(&mut self, cluster: &str, id: tokio::task::Id) {
-        if let Some(work) = self.busy.get_mut(cluster)
-            && work.remove(id)
-        {
-            self.busy.remove(cluster);
-        }
-    }
-
-    /// Accounts for a step task that ended: its outcome, or, when it panicked, a failure of
-    /// its steps carrying the panic message (so the cluster is retried with backoff, and
-    /// blocked if it keeps panicking, instead of staying busy forever).
-    fn settle(&mut self, done: Result<(tokio::task::Id, Finished), JoinError>) {
-        let (id, outcome) = match done {
-            Ok((id, finished)) => (id, Ok(finished)),
-            Err(err) => (err.id(), Err(err)),
-        };
-        let running = self.running.remove(&id);
-        if let Some(running) = &running {
-            self.done(&running.cluster, id);
-        }
-        match outcome {
-            Ok(finished) => self.record(finished),
-            Err(err) => {
-                let Some(running) = running else {
-                    tracing::error!(task = %id, "a step task ended unaccounted for: {err}");
-                    return;
-                };
-                if err.is_cancelled() {
-                    // Only `run` cancels tasks, on its way out.
-                    tracing::debug!(cluster = %running.cluster, "step task cancelled");
-                    return;
-                }
-                let (action, machine) = (running.action, running.machine);
-                let message = format!("step panicked: {}", panic_message(err));
-                self.board.metrics().count_step(action, false);
-                let failure = Failure {
-                    action,
-                    machine,
-                    message,
-                    transient: false,
-                    revision: running.revision,
-                };
-                self.fail(&running.cluster, running.spec.as_ref(), failure);
-            }
-        }
-    }
-
-    fn record(&mut self, finished: Finished) {
-        let now = self.clock.now();
-        // These steps rewrite admin.conf (even when they fail part-way): read it again.
-        if finished.outcome.iter().any(|(action, _, _, _)| {
-            matches!(
-                action,
-                ActionKind::InitControlPlane
-                    | ActionKind::RenewCertificates
-                    | ActionKind::UpgradeControlPlane
-            )
-        }) {
-            self.observer.forget_admin(&finished.cluster);
-        }
-        if let Some((action, machine, result, took)) = finished.outcome {
-            let ok = result.is_ok();
-            if ok {
-                self.timings.record(action, took);
-            }
-            self.board.metrics().count_step(action, ok);
-            match result {
-                Ok(message) => {
-                    let retry = self.retries.entry(finished.cluster.clone()).or_default();
-                    retry.failures = 0;
-                    retry.not_before = None;
-                    retry.failed_with = None;
-                    retry.last = Some(StepRecord {
-                        action,
-                        machine,
-                        message,
-                        succeeded: true,
-                        failures: 0,
-                        at: now,
-                        revision: Some(finished.revision.clone()),
-                    });
-                }
-                Err(err) => {
-                    let failure = Failure {
-                        action,
-                        machine,
-                        message: crate::status::error_chain(&err),
-                        transient: err.is_transient(),
-                        revision: finished.revision.clone(),
-                    };
-                    self.fail(&finished.cluster, finished.spec.as_ref(), failure);
-                }
-            }
-        }
-    }
-
-    /// Counts a failed step of `cluster` (planned from `spec`) and sets its backoff.
-    fn fail(&mut self, cluster: &str, spec: Option<&crate::spec::ClusterSpec>, failure: Failure) {
-        let retry = self.retries.entry(cluster.to_owned()).or_default();
-        retry.failures += 1;
-        let delay = self.options.backoff.delay(retry.failures, random_unit());
-        retry.not_before = Some(Instant::now() + delay);
-        retry.failed_with = spec.cloned();
-        let Failure {
-            action,
-            machine,
-            message,
-            transient,
-            revision,
-        } = failure;
-        let message = crate::redact::message(&message);
-        tracing::warn!(cluster = %cluster, action = %action, failures = retry.failures, retry_in = ?delay, transient, "step failed: {message}");
-        retry.last = Some(StepRecord {
-            action,
-            machine,
-            message,
-            succeeded: false,
-            failures: retry.failures,
-            at: self.clock.now(),
-            revision: Some(revision),
-        });
     }
 
     /// The fleet's conditions and events as of this pass (the source's, with `previous`'s
@@ -770,19 +658,6 @@ impl<Pr: Providers> Daemon<Pr> {
         } else {
             out.send_if_modified(|fed| fed.take().is_some());
         }
-    }
-}
-
-/// What a panicking task said (the text given to `panic!`, when it was text).
-fn panic_message(err: JoinError) -> String {
-    match err.try_into_panic() {
-        Ok(payload) => match payload.downcast::<String>() {
-            Ok(text) => *text,
-            Err(payload) => payload
-                .downcast_ref::<&'static str>()
-                .map_or_else(|| "(no message)".to_owned(), |text| (*text).to_owned()),
-        },
-        Err(err) => err.to_string(),
     }
 }
 

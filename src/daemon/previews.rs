@@ -242,5 +242,5 @@ fn fingerprint(preview: &Preview) -> String {
     let mut timeless = preview.clone();
     timeless.now = jiff::Timestamp::UNIX_EPOCH;
     let json = serde_json::to_vec(&timeless).unwrap_or_default();
-    crate::fingerprint::secret_sha256(&json)
+    crate::fingerprint::content_sha256(&json)
 }

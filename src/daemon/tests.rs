@@ -227,3 +227,39 @@ fn a_published_status_carries_no_secret_capstan_knows() {
     assert!(!served.contains(&password), "{served}");
     assert_eq!(served.matches("k3s_edge/***").count(), 4, "{served}");
 }
+
+#[tokio::test]
+async fn a_step_stopped_by_a_lost_lease_is_no_failure_and_sets_no_backoff() {
+    let repo = tempfile::tempdir().expect("repo");
+    let mut daemon = daemon(repo.path(), None).await;
+    let stopped = crate::fence::NotLeading {
+        before: "destroying VM 101".to_owned(),
+    };
+    daemon.record(Finished {
+        cluster: "prod".to_owned(),
+        revision: "r1".to_owned(),
+        spec: None,
+        outcome: Some((
+            ActionKind::DestroyMachine,
+            None,
+            Err(ExecuteError::NotLeading(stopped)),
+            Duration::from_millis(5),
+        )),
+    });
+    let retry = daemon.retries.get("prod").expect("recorded");
+    assert_eq!(retry.failures, 0, "not counted toward Blocked");
+    assert!(retry.not_before.is_none(), "no backoff");
+    let last = retry.last.as_ref().expect("the last step");
+    assert_eq!(
+        last.message,
+        "stopped before destroying VM 101: this replica no longer leads"
+    );
+    assert_eq!(
+        daemon
+            .board
+            .counters()
+            .steps
+            .get(&(ActionKind::DestroyMachine, "stopped")),
+        Some(&1)
+    );
+}

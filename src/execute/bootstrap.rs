@@ -12,7 +12,7 @@ use crate::providers::kube::{AdminKubeconfig, ClusterClient};
 use crate::providers::node_exec::NodeTarget;
 use crate::spec::ClusterSpec;
 
-use super::{ExecuteError, Executor, StepContext, api_failed};
+use super::{ExecuteError, Executor, StepContext, api_failed, fenced};
 
 /// How long `init-control-plane` and `join-node` wait for their Node to be Ready once kubeadm
 /// is done. A new Node is usually Ready within seconds (the CNI starts); waiting for it here
@@ -39,6 +39,7 @@ impl<Pr: Providers> Executor<Pr> {
             ("completed".to_owned(), self.clock.now().to_string()),
         ]);
         let (namespace, name) = crate::observed::BOOTSTRAP_MARKER;
+        fenced(ctx, "recording the bootstrap")?;
         api.write_config_map(namespace, name, &data)
             .await
             .map_err(api_failed("record the bootstrap"))

@@ -123,6 +123,9 @@ pub enum ExecuteError {
         /// The VM.
         machine: NodeName,
     },
+    /// The replica lost the Lease: the step stopped before its next change.
+    #[error("step stopped")]
+    NotLeading(#[source] crate::fence::NotLeading),
     /// A step that needs the cluster's spec on a removed cluster.
     #[error("{action} needs the cluster file, which is gone")]
     NoSpec {
@@ -132,6 +135,12 @@ pub enum ExecuteError {
 }
 
 impl ExecuteError {
+    /// Whether the step stopped because its replica no longer leads (anywhere in the chain):
+    /// not a failure, the new leader plans the step again.
+    pub fn not_leading(&self) -> Option<&crate::fence::NotLeading> {
+        crate::fence::not_leading(self)
+    }
+
     /// Whether retrying later may succeed without anyone changing anything.
     pub fn is_transient(&self) -> bool {
         match self {
@@ -154,6 +163,7 @@ impl ExecuteError {
             | ExecuteError::UnknownVm { .. }
             | ExecuteError::NoSpec { .. }
             | ExecuteError::NoDatastore { .. } => false,
+            ExecuteError::NotLeading(_) => true,
         }
     }
 }

@@ -18,7 +18,7 @@ use crate::providers::datastore::{AdminAccess, DatastoreError, KineEndpoint};
 use crate::providers::k3s::{self, ServerJoin};
 use crate::spec::{ClusterSpec, DatastoreChoice, Distribution, Endpoint, KubeVersion};
 
-use super::{ExecuteError, Executor, StepContext, kubeadm_failed, node_target, run_steps};
+use super::{ExecuteError, Executor, StepContext, fenced, kubeadm_failed, node_target, run_steps};
 
 /// Whether the step's cluster is a K3s cluster (a removed cluster, whose file is gone, is
 /// taken apart the kubeadm way, whose failures are tolerated there).
@@ -186,6 +186,10 @@ impl<Pr: Providers> Executor<Pr> {
                 admin,
                 database,
             } => {
+                fenced(
+                    ctx,
+                    format_args!("provisioning datastore database `{database}`"),
+                )?;
                 let endpoint = admin
                     .provision(database, &secrets.datastore_password)
                     .await
@@ -214,6 +218,8 @@ impl<Pr: Providers> Executor<Pr> {
                 .ok_or_else(|| ExecuteError::NoManagement {
                     name: preferred.unwrap_or("(none in capstan.yaml)").to_owned(),
                 })?;
+        // May generate and store the cluster's token.
+        fenced(ctx, "reading or creating the cluster's K3s secrets")?;
         cluster_secrets::k3s_secrets(management, ctx.cluster)
             .await
             .map_err(|source| ExecuteError::Secrets {

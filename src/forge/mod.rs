@@ -10,6 +10,8 @@
 //! # Guarantees
 //! - The token is sent only in the `Authorization` header (marked sensitive) and never appears
 //!   in an error, a log line or `Debug` output.
+//! - No redirect is followed (the token would go with it to another host); no answer is read
+//!   past [`rest::BODY_LIMIT`], and no listing past [`rest::MAX_PAGES`] pages.
 //! - 403 (rate limit) and 429 answers are retried after the wait the forge asks for
 //!   (`Retry-After`, else `X-RateLimit-Reset` or GitLab's `RateLimit-Reset`), when that wait
 //!   is within the client's cap;
@@ -101,7 +103,28 @@ pub enum ForgeError {
         operation: String,
         /// Why.
         #[source]
-        source: reqwest::Error,
+        source: serde_json::Error,
+    },
+    /// The answer was larger than capstan reads (a broken or hostile forge).
+    #[error("{operation}: refused the forge's answer")]
+    TooLarge {
+        /// What was being done.
+        operation: String,
+        /// The limit it passed.
+        #[source]
+        source: crate::http_client::BodyError,
+    },
+    /// A listing went on for more pages than capstan reads (a forge that pages without end).
+    #[error(
+        "{operation}: the forge still had more after {pages} pages of {per_page}; refused (a listing that long is a broken or hostile forge)"
+    )]
+    TooManyPages {
+        /// What was being done.
+        operation: String,
+        /// Pages read.
+        pages: usize,
+        /// Items asked for per page.
+        per_page: usize,
     },
 }
 
@@ -111,7 +134,10 @@ impl ForgeError {
         match self {
             ForgeError::Request { .. } | ForgeError::RateLimited { .. } => true,
             ForgeError::Status { status, .. } => *status >= 500 || *status == 429 || *status == 403,
-            ForgeError::Configure { .. } | ForgeError::Decode { .. } => false,
+            ForgeError::Configure { .. }
+            | ForgeError::Decode { .. }
+            | ForgeError::TooLarge { .. }
+            | ForgeError::TooManyPages { .. } => false,
         }
     }
 }

@@ -19,6 +19,18 @@ mod gitlab;
 /// Comments asked for per page (GitHub's and GitLab's maximum).
 const PER_PAGE: usize = 100;
 
+/// The most pages a listing reads: 10,000 comments on one pull request, or open pull
+/// requests, is more than any real repository has; a forge still paging past that is broken
+/// or hostile, and would otherwise keep capstan listing forever.
+pub const MAX_PAGES: usize = 100;
+
+/// The largest answer read from a forge: a page of 100 comments of GitHub's 65,536
+/// characters is under 7 MB, even JSON-escaped; past this a forge is broken or hostile.
+pub const BODY_LIMIT: usize = 32 << 20;
+
+/// How much of an error answer is read for its message.
+const ERROR_BODY_LIMIT: usize = 64 << 10;
+
 /// How a [`RestForge`] retries rate-limited and failed calls.
 #[derive(Debug, Clone, Copy)]
 pub struct RetryPolicy {
@@ -60,11 +72,7 @@ impl std::fmt::Debug for ForgeTarget {
             .field("kind", &self.kind)
             .field("api_url", &self.api_url)
             .field("repository", &self.repository)
-            .field(
-                "token",
-                &crate::fingerprint::secret_sha256(self.token.as_bytes()),
-            )
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -132,7 +140,7 @@ impl RestForge {
             USER_AGENT,
             HeaderValue::from_static(concat!("capstan/", env!("CARGO_PKG_VERSION"))),
         );
-        let http = reqwest::Client::builder()
+        let http = crate::http_client::builder()
             .tls_backend_preconfigured(tls_config()?)
             .default_headers(headers)
             .timeout(Duration::from_secs(30))
@@ -212,14 +220,7 @@ impl RestForge {
         operation: &str,
         build: impl Fn() -> RequestBuilder,
     ) -> Result<T, ForgeError> {
-        self.send(operation, build)
-            .await?
-            .json()
-            .await
-            .map_err(|source| ForgeError::Decode {
-                operation: operation.to_owned(),
-                source: source.without_url(),
-            })
+        decode(operation, self.send(operation, build).await?).await
     }
 
     /// A request to `path` under the repository (`/repos/o/r`, GitLab's `/projects/g%2Fr`).
@@ -236,6 +237,39 @@ impl RestForge {
         };
         vec![(size, PER_PAGE.to_string()), ("page", page.to_string())]
     }
+}
+
+/// Reads `response` as `T`, at most [`BODY_LIMIT`] of it.
+async fn decode<T: DeserializeOwned>(operation: &str, response: Response) -> Result<T, ForgeError> {
+    use crate::http_client::{BodyError, read_body};
+    let body = read_body(response, BODY_LIMIT)
+        .await
+        .map_err(|err| match err {
+            BodyError::Read(source) => ForgeError::Request {
+                operation: operation.to_owned(),
+                source: source.without_url(),
+            },
+            too_large @ BodyError::TooLarge { .. } => ForgeError::TooLarge {
+                operation: operation.to_owned(),
+                source: too_large,
+            },
+        })?;
+    serde_json::from_slice(&body).map_err(|source| ForgeError::Decode {
+        operation: operation.to_owned(),
+        source,
+    })
+}
+
+/// [`ForgeError::TooManyPages`] once `page` is past [`MAX_PAGES`].
+fn page_limit(operation: &str, page: usize) -> Result<(), ForgeError> {
+    if page > MAX_PAGES {
+        return Err(ForgeError::TooManyPages {
+            operation: operation.to_owned(),
+            pages: MAX_PAGES,
+            per_page: PER_PAGE,
+        });
+    }
+    Ok(())
 }
 
 /// How long a 403/429 answer asks to wait: `Retry-After`, else until `X-RateLimit-Reset`
@@ -296,18 +330,28 @@ async fn status_error(operation: &str, response: Response) -> ForgeError {
         error: Option<String>,
     }
     let status = response.status().as_u16();
-    let message = match response.json::<Message>().await {
-        Ok(Message {
+    if response.status().is_redirection() {
+        return ForgeError::Status {
+            operation: operation.to_owned(),
+            status,
+            message: "a redirect, which capstan does not follow (the token would go with it): \
+                      set --forge-url to the address the API answers at itself"
+                .to_owned(),
+        };
+    }
+    let body = crate::http_client::read_body(response, ERROR_BODY_LIMIT).await;
+    let message = match body.map(|body| serde_json::from_slice::<Message>(&body)) {
+        Ok(Ok(Message {
             message: Some(serde_json::Value::String(text)),
             ..
-        }) => text,
-        Ok(Message {
+        })) => text,
+        Ok(Ok(Message {
             message: Some(other),
             ..
-        }) => other.to_string(),
-        Ok(Message {
+        })) => other.to_string(),
+        Ok(Ok(Message {
             error: Some(text), ..
-        }) => text,
+        })) => text,
         _ => "no message".to_owned(),
     };
     ForgeError::Status {
@@ -347,6 +391,7 @@ impl ForgeApi for RestForge {
         let operation = format!("list the comments on #{pr}");
         let mut all = Vec::new();
         for page in 1.. {
+            page_limit(&operation, page)?;
             let batch: Vec<IssueComment> = self
                 .json(&operation, || {
                     self.request(Method::GET, &format!("/issues/{pr}/comments"))
@@ -408,6 +453,7 @@ impl ForgeApi for RestForge {
         let operation = "list the open pull requests";
         let mut all = Vec::new();
         for page in 1.. {
+            page_limit(operation, page)?;
             let batch: Vec<PullPayload> = self
                 .json(operation, || {
                     self.request(Method::GET, "/pulls")
@@ -435,3 +481,6 @@ impl ForgeApi for RestForge {
         .map(PullHead::from)
     }
 }
+
+#[cfg(test)]
+mod tests;

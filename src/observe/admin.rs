@@ -4,7 +4,7 @@
 //! non-retiring control plane (a replaced control plane), and after the steps that change it
 //! (`forget`, which the daemon calls after init, certificate renewal and control-plane
 //! upgrades). Only admitted kubeconfigs are kept (reduced, server and CA pinned). Kept in
-//! memory only; its `Debug` shows fingerprints, never the kubeconfig.
+//! memory only; its `Debug` shows keyed fingerprints, never the kubeconfig.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};

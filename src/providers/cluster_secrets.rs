@@ -13,7 +13,6 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::fingerprint;
 use crate::providers::datastore::generate_secret;
 use crate::providers::flux::{MANAGED_BY, MANAGED_BY_LABEL};
 use crate::providers::kube::{ClusterClient, ClusterError, SecretRecord};
@@ -46,13 +45,7 @@ pub struct K3sSecrets {
 
 impl fmt::Debug for K3sSecrets {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("K3sSecrets")
-            .field("token", &fingerprint::secret_sha256(self.token.as_bytes()))
-            .field(
-                "datastore_password",
-                &fingerprint::secret_sha256(self.datastore_password.as_bytes()),
-            )
-            .finish()
+        f.debug_struct("K3sSecrets").finish_non_exhaustive()
     }
 }
 

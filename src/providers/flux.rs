@@ -21,7 +21,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use tracing::{debug, info};
 
-use crate::fingerprint;
+use crate::fingerprint::FingerprintKey;
 use crate::providers::kube::{
     AdminKubeconfig, ClusterClient, ClusterError, KubeClusterClient, SecretRecord,
 };
@@ -43,7 +43,7 @@ pub const CLUSTER_ANNOTATION: &str = "capstan.dev/cluster";
 pub const REVISION_ANNOTATION: &str = "capstan.dev/revision";
 /// When the kubeconfig's client certificate expires (RFC 3339).
 pub const EXPIRY_ANNOTATION: &str = "capstan.dev/client-certificate-expiry";
-/// `crate::fingerprint::secret_sha256` of the kubeconfig.
+/// The kubeconfig's keyed fingerprint ([`crate::fingerprint::FingerprintKey`]), `hmac-sha256:…`.
 pub const FINGERPRINT_ANNOTATION: &str = "capstan.dev/kubeconfig-sha256";
 
 /// Where a cluster's kubeconfig goes.
@@ -237,12 +237,17 @@ impl<T: KubeconfigDelivery> KubeconfigDelivery for Arc<T> {
 #[derive(Debug, Clone)]
 pub struct FluxDeliverer<C> {
     management: C,
+    fingerprints: FingerprintKey,
 }
 
 impl<C: ClusterClient> FluxDeliverer<C> {
-    /// Delivers through `management`, a client of the management cluster.
-    pub fn new(management: C) -> Self {
-        FluxDeliverer { management }
+    /// Delivers through `management`, a client of the management cluster, naming kubeconfigs
+    /// by their fingerprint under `fingerprints`.
+    pub fn new(management: C, fingerprints: FingerprintKey) -> Self {
+        FluxDeliverer {
+            management,
+            fingerprints,
+        }
     }
 
     /// The management cluster's client it delivers through (capstan's other Secrets live
@@ -264,11 +269,10 @@ impl<C: ClusterClient> FluxDeliverer<C> {
 }
 
 /// What a Secret holds, as [`Delivered`] (the fingerprint computed from the data).
-fn delivered(secret: &SecretRecord) -> Delivered {
+fn delivered(secret: &SecretRecord, fingerprints: &FingerprintKey) -> Delivered {
     Delivered {
-        fingerprint: fingerprint::secret_sha256(
-            secret.data.get(VALUE_KEY).map_or(&[][..], Vec::as_slice),
-        ),
+        fingerprint: fingerprints
+            .fingerprint(secret.data.get(VALUE_KEY).map_or(&[][..], Vec::as_slice)),
         revision: secret.annotations.get(REVISION_ANNOTATION).cloned(),
         client_certificate_expiry: secret
             .annotations
@@ -313,7 +317,7 @@ impl<C: ClusterClient> KubeconfigDelivery for FluxDeliverer<C> {
             let held = existing
                 .data
                 .get(VALUE_KEY)
-                .map(|value| fingerprint::secret_sha256(value));
+                .map(|value| self.fingerprints.fingerprint(value));
             if held.as_deref() == Some(fingerprint.as_str()) {
                 debug!(cluster = %target.cluster, %fingerprint, "flux already holds this kubeconfig");
                 return Ok(DeliveryOutcome::Unchanged);
@@ -369,7 +373,10 @@ impl<C: ClusterClient> KubeconfigDelivery for FluxDeliverer<C> {
     }
 
     async fn delivered(&self, target: &FluxTarget) -> Result<Option<Delivered>, FluxError> {
-        Ok(self.read(target).await?.map(|secret| delivered(&secret)))
+        Ok(self
+            .read(target)
+            .await?
+            .map(|secret| delivered(&secret, &self.fingerprints)))
     }
 
     async fn held(&self) -> Result<Vec<(FluxTarget, Delivered)>, FluxError> {
@@ -388,7 +395,7 @@ impl<C: ClusterClient> KubeconfigDelivery for FluxDeliverer<C> {
                     namespace: listed.namespace,
                     secret_name: listed.name,
                 };
-                Some((target, delivered(&listed.record)))
+                Some((target, delivered(&listed.record, &self.fingerprints)))
             })
             .collect())
     }

@@ -221,6 +221,47 @@ mod tests {
         assert_eq!(reset.display(), "kubeadm reset --force");
     }
 
+    #[tokio::test]
+    async fn a_guest_reporting_an_absurd_signal_fails_its_command_without_overflow() {
+        use crate::model::VmId;
+        use crate::providers::proxmox::CommandOutput;
+        use crate::providers::proxmox::recorder::Recorder;
+
+        let target = NodeTarget {
+            vmid: VmId(101),
+            proxmox_node: "pve1".to_owned(),
+            name: NodeName::from("cp-1"),
+        };
+        for signal in [i32::MAX, i32::MIN, -128, 0, -1] {
+            let agent = GuestAgent::new(Recorder::new(move |_| CommandOutput {
+                exit_code: None,
+                signal: Some(signal),
+                stdout: String::new(),
+                stderr: String::new(),
+            }));
+            let output = agent
+                .run(&target, &Command::new(&["true"]))
+                .await
+                .expect("ran");
+            assert!(
+                !output.success(),
+                "signal {signal} read as exit {}",
+                output.exit_code
+            );
+        }
+        let agent = GuestAgent::new(Recorder::new(|_| CommandOutput {
+            exit_code: None,
+            signal: Some(9),
+            stdout: String::new(),
+            stderr: String::new(),
+        }));
+        let output = agent
+            .run(&target, &Command::new(&["sleep", "1"]))
+            .await
+            .expect("ran");
+        assert_eq!(output.exit_code, 137, "128 + SIGKILL, as a shell says");
+    }
+
     #[test]
     fn output_debug_never_shows_content() {
         let output = Output {
@@ -285,10 +326,25 @@ impl<P: crate::providers::proxmox::ProxmoxProvider> NodeExec for GuestAgent<P> {
             .await
             .map_err(|err| transport_error(target, command.display(), err))?;
         Ok(Output {
-            // A command killed by a signal exits 128+N in a shell; keep that convention.
-            exit_code: output.exit_code.unwrap_or(128 + output.signal.unwrap_or(0)),
+            exit_code: exit_code_of(output.exit_code, output.signal),
             stdout: output.stdout,
             stderr: output.stderr,
         })
     }
 }
+
+/// What a command ended with that a guest agent reports as an exit code, or as the signal
+/// that killed it: 128 + N for signal N, as a shell says. Both come from the guest, which may
+/// lie: a signal outside 1..=127 (or neither value) reads as [`UNKNOWN_EXIT`], a failure,
+/// never as 0, and nothing overflows.
+fn exit_code_of(exit_code: Option<i32>, signal: Option<i32>) -> i32 {
+    match (exit_code, signal) {
+        (Some(code), _) => code,
+        (None, Some(signal @ 1..=127)) => 128 + signal,
+        (None, _) => UNKNOWN_EXIT,
+    }
+}
+
+/// The exit code of a command that ended in no way the guest agent could say (or said
+/// something impossible): a failure, as `bash` reports an exit status out of range.
+pub const UNKNOWN_EXIT: i32 = 255;

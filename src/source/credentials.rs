@@ -37,6 +37,9 @@ pub enum CredentialError {
         #[source]
         source: std::io::Error,
     },
+    /// A token would travel unencrypted to the remote.
+    #[error("refusing the Git remote's credentials")]
+    Insecure(#[source] crate::http_client::InsecureUrl),
     /// The secret is empty.
     #[error("the secret from {origin} is empty")]
     Empty {

@@ -62,6 +62,7 @@ pub fn git_options(
         .clone()
         .map(|origin| Secret::resolve(origin, env, redactor))
         .transpose()?;
+    check_transport(url, token.is_some())?;
     Ok(GitOptions {
         url: url.to_owned(),
         branch: args.branch.clone(),
@@ -76,6 +77,23 @@ pub fn git_options(
         },
         limits: Limits::default(),
     })
+}
+
+/// Refuses a token (from `--git-token-from` or in the URL) on a plain `http://` remote other
+/// than this machine; warns that a `git://` remote is neither authenticated nor encrypted.
+fn check_transport(url: &str, has_token: bool) -> Result<(), CredentialError> {
+    let lower = url.to_ascii_lowercase();
+    if lower.starts_with("git://") {
+        tracing::warn!(
+            remote = %capstan_core::errors::redact_url_passwords(url),
+            "git:// is neither authenticated nor encrypted: anyone on the path can change what capstan applies; prefer https:// or ssh://"
+        );
+    }
+    let in_url = reqwest::Url::parse(url).is_ok_and(|parsed| parsed.password().is_some());
+    if lower.starts_with("http://") && (has_token || in_url) {
+        crate::http_client::may_carry_token(url).map_err(CredentialError::Insecure)?;
+    }
+    Ok(())
 }
 
 /// Reads the repository once: a folder as it is, a remote's tracked branch at its tip.
@@ -112,6 +130,58 @@ pub fn read_once(
                 revision: commit.revision.to_string(),
                 files: commit.files,
             })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(token: bool) -> GitSettings {
+        GitSettings {
+            branch: "main".to_owned(),
+            path: None,
+            git_ssh_key: None,
+            git_known_hosts: None,
+            git_token_from: token.then(|| super::super::SecretFrom::Env {
+                variable: "GIT_TOKEN".to_owned(),
+            }),
+            git_token_auth: super::super::TokenAuth::default(),
+            git_username: "git".to_owned(),
+            git_mirror_dir: std::path::PathBuf::from("/nonexistent"),
+        }
+    }
+
+    fn options(url: &str, token: bool) -> Result<GitOptions, CredentialError> {
+        let env = |name: &str| (name == "GIT_TOKEN").then(|| "t0ken-s3cret".to_owned());
+        git_options(url, &settings(token), &env, &Redactor::default())
+    }
+
+    #[test]
+    fn a_token_is_refused_on_a_plain_http_remote_of_another_host() {
+        for (url, token) in [
+            ("http://git.example.com/platform/fleet.git", true),
+            (
+                "http://capstan:pa55@git.example.com/platform/fleet.git",
+                false,
+            ),
+        ] {
+            let err = options(url, token).expect_err(url);
+            let chain = crate::status::error_chain(&err);
+            assert!(chain.contains("use https://"), "{chain}");
+            assert!(
+                !chain.contains("pa55") && !chain.contains("s3cret"),
+                "{chain}"
+            );
+        }
+        for (url, token) in [
+            ("https://git.example.com/platform/fleet.git", true),
+            ("http://127.0.0.1:3000/platform/fleet.git", true),
+            ("http://git.example.com/platform/fleet.git", false),
+            ("git://git.example.com/platform/fleet.git", false),
+        ] {
+            assert!(options(url, token).is_ok(), "{url}");
         }
     }
 }

@@ -284,3 +284,28 @@ fn usage_errors_exit_2() {
     capstan(&["validate", "--format", "yaml"]).assert_code(2);
     capstan(&["frobnicate"]).assert_code(2);
 }
+
+#[test]
+fn a_lease_duration_with_a_fraction_of_a_second_is_a_usage_error() {
+    // The Lease holds whole seconds: with 1500ms a standby would take over at 1 s while
+    // this replica went on starting steps until 1.3 s.
+    let repo = examples_repo();
+    let repo = repo.to_str().expect("path");
+    for refused in ["1500ms", "500ms"] {
+        let run = capstan(&[
+            "run",
+            "--repo",
+            repo,
+            "--leader-elect",
+            "--lease-duration",
+            refused,
+        ]);
+        run.assert_code(2);
+        assert!(
+            run.stderr.contains("--lease-duration")
+                && run.stderr.contains("whole number of seconds"),
+            "{}",
+            run.stderr
+        );
+    }
+}

@@ -21,7 +21,12 @@ fn admitted(cluster: &SimCluster, at: &SimCluster) -> AdminKubeconfig {
     let mut text: serde_json::Value =
         serde_saphyr::from_str(&cluster.admin_kubeconfig()).expect("kubeconfig");
     text["clusters"][0]["cluster"]["server"] = serde_json::json!(at.url());
-    AdminKubeconfig::reduce(&text.to_string(), &endpoint).expect("admitted")
+    AdminKubeconfig::reduce(
+        &text.to_string(),
+        &endpoint,
+        &capstan::fingerprint::FingerprintKey::derive([]),
+    )
+    .expect("admitted")
 }
 
 async fn management(lab: &KubeLab) -> KubeClusterClient {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::judges::{self, Judge};
 use crate::kube_support::{Kubectl, drain_world, lab};
-use capstan::fingerprint::secret_sha256;
+use capstan::fingerprint::FingerprintKey;
 use capstan::providers::flux::{
     CLUSTER_ANNOTATION, DeliveryOutcome, EXPIRY_ANNOTATION, FINGERPRINT_ANNOTATION, FluxDeliverer,
     FluxError, FluxTarget, KubeconfigDelivery, REVISION_ANNOTATION, VALUE_KEY, WATCH_LABEL,
@@ -21,7 +21,7 @@ const PROD_ENDPOINT: &str = "k8s-prod.lab.example";
 /// address for prod's endpoint.
 fn admitted_text(cluster: &SimCluster, text: &str) -> AdminKubeconfig {
     let endpoint = ApiEndpoint::declared(PROD_ENDPOINT, 6443).served_at(cluster.local_addr());
-    AdminKubeconfig::reduce(text, &endpoint).expect("admitted")
+    AdminKubeconfig::reduce(text, &endpoint, &key()).expect("admitted")
 }
 
 fn admitted(cluster: &SimCluster) -> AdminKubeconfig {
@@ -37,12 +37,18 @@ fn target() -> FluxTarget {
     FluxTarget::new("prod", &delivery)
 }
 
+/// The fingerprint key of these tests' deliverers, as a daemon derives one from its tokens.
+fn key() -> FingerprintKey {
+    FingerprintKey::derive([&b"a Proxmox token"[..]])
+}
+
 async fn deliverer(lab: &KubeLab) -> FluxDeliverer<KubeClusterClient> {
     let management = lab.management().expect("management");
     FluxDeliverer::new(
         KubeClusterClient::connect(&management.admin_kubeconfig())
             .await
             .expect("management client"),
+        key(),
     )
 }
 
@@ -107,7 +113,7 @@ async fn the_first_delivery_creates_the_secret_flux_reads() {
     assert_eq!(delivered.fingerprint, kubeconfig.fingerprint());
     assert_eq!(
         delivered.fingerprint,
-        secret_sha256(&decoded),
+        key().fingerprint(&decoded),
         "the fingerprint is the delivered text's"
     );
     assert_eq!(delivered.revision.as_deref(), Some("3f2a9c1"));
@@ -225,7 +231,7 @@ async fn a_kubeconfig_that_does_not_authenticate_is_refused() {
     assert!(matches!(err, FluxError::NotAuthenticated { .. }), "{err}");
     let message = err.to_string();
     assert!(
-        message.starts_with("refusing to deliver cluster prod's new kubeconfig (sha256:"),
+        message.starts_with("refusing to deliver cluster prod's new kubeconfig (hmac-sha256:"),
         "{message}"
     );
 

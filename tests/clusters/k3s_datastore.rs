@@ -224,10 +224,13 @@ async fn the_k3s_token_and_datastore_password_are_generated_once_and_found_after
         "capstan"
     );
     use capstan::providers::flux::{FluxDeliverer, KubeconfigDelivery};
-    let held = FluxDeliverer::new(restarted.clone())
-        .held()
-        .await
-        .expect("listed");
+    let held = FluxDeliverer::new(
+        restarted.clone(),
+        capstan::fingerprint::FingerprintKey::derive([]),
+    )
+    .held()
+    .await
+    .expect("listed");
     assert!(
         held.iter().all(|(target, _)| target.namespace != NAMESPACE),
         "the token's Secret is not taken for a delivered kubeconfig: {held:?}"

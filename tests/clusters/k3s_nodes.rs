@@ -279,7 +279,12 @@ async fn capstans_k3s_steps_build_the_seed_cluster_on_a_provisioned_mariadb() {
     let endpoint = ApiEndpoint::declared(ENDPOINT_HOST, 6443)
         .or_node_loopback()
         .served_at(served_at);
-    let admitted = AdminKubeconfig::reduce(&kubeconfig, &endpoint).expect("admitted");
+    let admitted = AdminKubeconfig::reduce(
+        &kubeconfig,
+        &endpoint,
+        &capstan::fingerprint::FingerprintKey::derive([]),
+    )
+    .expect("admitted");
     assert_eq!(admitted.tls_server_name(), Some(ENDPOINT_HOST));
     let kubectl = Kubectl::with_kubeconfig(&kubeconfig);
     let listed = eventually("five Ready nodes", || async {

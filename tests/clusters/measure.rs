@@ -53,6 +53,7 @@ async fn sequential_writes_each_bump_the_revision_once() {
             &DrainOptions {
                 timeout: Duration::from_secs(10),
                 retry_interval: Duration::from_millis(100),
+                ..DrainOptions::new(Duration::ZERO)
             },
         )
         .await

@@ -20,6 +20,7 @@ fn quick(timeout_ms: u64) -> DrainOptions {
     DrainOptions {
         timeout: Duration::from_millis(timeout_ms),
         retry_interval: Duration::from_millis(100),
+        ..DrainOptions::new(Duration::ZERO)
     }
 }
 

@@ -85,6 +85,49 @@ fn the_daemon_container_runs_a_command_line_capstan_accepts() {
     assert!(documents.iter().any(|d| d["kind"] == "PodDisruptionBudget"));
 }
 
+#[test]
+fn secrets_reach_the_daemon_as_files_only_its_user_reads() {
+    let text = std::fs::read_to_string(manifest()).expect("manifest");
+    // As the API server reads it: YAML 1.1, where `0400` is octal.
+    let options = serde_saphyr::options! { legacy_octal_numbers: true };
+    let documents: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple_with_options(&text, options).expect("YAML");
+    let pod = &documents
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .expect("a Deployment")["spec"]["template"]["spec"];
+    let secret_volumes: Vec<&serde_json::Value> = pod["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .filter(|v| v["secret"].is_object())
+        .collect();
+    assert!(!secret_volumes.is_empty());
+    for volume in secret_volumes {
+        assert_eq!(
+            volume["secret"]["defaultMode"], 0o400,
+            "secret volume {} is not 0400",
+            volume["name"]
+        );
+    }
+    // An environment variable is inherited by every process the daemon starts.
+    for container in pod["containers"].as_array().expect("containers") {
+        for variable in container["env"].as_array().into_iter().flatten() {
+            assert!(
+                variable["valueFrom"]["secretKeyRef"].is_null(),
+                "{} takes {} from a Secret",
+                container["name"],
+                variable["name"]
+            );
+        }
+        assert!(
+            container["envFrom"].is_null(),
+            "{} takes its environment from a Secret or ConfigMap",
+            container["name"]
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_api_server_accepts_every_document() {
     if !judges::present("an_api_server_accepts_every_document", &[Judge::Kubectl]) {

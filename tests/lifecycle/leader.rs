@@ -551,6 +551,115 @@ async fn a_leader_cut_off_from_the_management_cluster_stops_before_the_standby_m
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_mid_drain_stops_draining_instead_of_finishing_the_step() {
+    let world = World::new("apiVersion: capstan.dev/v1alpha1\nkind: Fleet\n", &[]).await;
+    world.write_fleet(&fleet(&world));
+    // A drain that would wait ten minutes on a budget allowing no disruption.
+    let spec = |workers: u32| {
+        cluster_yaml("prod", 30, "1.36.2", workers, "debian13-k8s")
+            .replace("drainTimeout: 4s", "drainTimeout: 10m")
+    };
+    world.write_cluster("prod", &spec(3));
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let token = world.lab.lab_file().proxmox.token;
+    let management = world.lab.kube().cluster("management").expect("management");
+    let dir = tempfile::tempdir().expect("dir");
+    let mut tokens = Vec::new();
+    let mut replicas = Vec::new();
+    for identity in ["replica-a", "replica-b"] {
+        let bearer = management.issue_token(identity, &["system:masters"]);
+        let path = dir.path().join(format!("{identity}.kubeconfig"));
+        std::fs::write(&path, management.token_kubeconfig(identity, &bearer)).expect("write");
+        let path = path.to_str().expect("utf-8").to_owned();
+        replicas.push(Replica::start_with(
+            &world,
+            identity,
+            &token,
+            &["--lease-kubeconfig", &path],
+        ));
+        tokens.push(bearer);
+    }
+    let leader = single_leader(&replicas).await;
+    let cluster_status = |status: serde_json::Value| -> Option<capstan::status::ClusterStatus> {
+        let status: capstan::status::FleetStatus = serde_json::from_value(status).ok()?;
+        status.clusters.get("prod").cloned()
+    };
+    let started = Instant::now();
+    loop {
+        let status = replicas[leader].status().await.expect("status");
+        if ready(&serde_json::from_value(status).expect("status"), &["prod"]) {
+            break;
+        }
+        assert!(started.elapsed() < PATIENCE, "prod never Ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let sim = world.lab.kube().cluster("prod").expect("simulated cluster");
+    sim.add_workloads(&SimWorkloads {
+        deployments: vec![SimDeployment {
+            name: "web".into(),
+            namespace: "shop".into(),
+            replicas: 3,
+            pdb_min_available: Some(3),
+            empty_dir: false,
+        }],
+        ..SimWorkloads::default()
+    })
+    .expect("workloads");
+    world.write_cluster("prod", &spec(2));
+    let started = Instant::now();
+    loop {
+        let draining = cluster_status(replicas[leader].status().await.expect("status"))
+            .is_some_and(|c| {
+                c.waiting_on
+                    .iter()
+                    .any(|w| w.step == Some(capstan::plan::ActionKind::Drain))
+            });
+        if draining {
+            break;
+        }
+        assert!(started.elapsed() < PATIENCE, "the drain never started");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Cut off from the Lease while the drain waits on the budget: the replica stops the
+    // drain at its fencing deadline, not ten minutes later, and says why.
+    management.partition_token(&tokens[leader], true);
+    let started = Instant::now();
+    let stopped = loop {
+        let last = cluster_status(replicas[leader].status().await.expect("status"))
+            .and_then(|c| c.last_step);
+        if let Some(last) = last.filter(|l| l.action == capstan::plan::ActionKind::Drain) {
+            break last;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the cut-off replica's drain still runs after {:?}",
+            started.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    eprintln!(
+        "drain stopped {:?} after the cut: {}",
+        started.elapsed(),
+        stopped.message
+    );
+    assert!(
+        stopped.message.contains("this replica no longer leads"),
+        "{stopped:?}"
+    );
+    assert!(!stopped.succeeded);
+    assert_eq!(stopped.failures, 0, "not counted as a failure");
+    let metrics = replicas[leader].get("/metrics").await.unwrap_or_default();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("capstan_steps_total{") && l.contains("stopped")),
+        "{metrics}"
+    );
+    management.partition_token(&tokens[leader], false);
+}
+
 /// Asserts that in `events` (targets in log order) each target's events are consecutive:
 /// work on one target never interleaves with work on another.
 fn assert_disjoint_spans(what: &str, events: &[String]) {

@@ -419,7 +419,9 @@ approvedMinors: [\"1.36\"]
         let sim = self.lab.kube().cluster(cluster).expect("cluster");
         let endpoint = ApiEndpoint::declared(&format!("k8s-{cluster}.lab.example"), 6443)
             .served_at(sim.local_addr());
-        AdminKubeconfig::reduce(&sim.admin_kubeconfig(), &endpoint)
+        // The daemon's key: the lab's connections derive it from the lab's token.
+        let key = capstan::connect::lab_fingerprint_key(&self.lab.lab_file());
+        AdminKubeconfig::reduce(&sim.admin_kubeconfig(), &endpoint, &key)
             .expect("admitted")
             .fingerprint()
             .to_owned()
@@ -785,7 +787,8 @@ fn flux_fingerprint(kube: &capstan_lab::kube::KubeLab, cluster: &str) -> Option<
         &format!("{cluster}-kubeconfig"),
     )?;
     let value = secret["data"]["value"].as_str()?;
-    Some(capstan::fingerprint::secret_sha256(value.as_bytes()))
+    // Only to tell one Secret from the next: the daemon's fingerprints are keyed.
+    Some(capstan::fingerprint::content_sha256(value.as_bytes()))
 }
 
 impl Drop for World {

@@ -10,7 +10,7 @@
 //!   modelled here: the executor tags a VM [`RETIRING_TAG`] before it deletes its Node, and
 //!   annotates a Node [`DRAIN_STARTED_ANNOTATION`] when it starts draining it. No journal.
 //! - Secrets never appear: the admin kubeconfig and the one Flux holds are known by their
-//!   [`crate::fingerprint::secret_sha256`] only.
+//!   [`crate::fingerprint::FingerprintKey::fingerprint`] only.
 
 use std::collections::BTreeMap;
 

@@ -9,7 +9,7 @@ use reqwest::Method;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use super::{PER_PAGE, RestForge};
+use super::{PER_PAGE, RestForge, decode, page_limit};
 use crate::forge::{CommitStatus, ForgeError, ForgeKind, IssueComment, PullHead};
 
 /// A merge request, as `GET /projects/:id/merge_requests` lists it.
@@ -54,7 +54,9 @@ async fn all_pages<T: DeserializeOwned>(
 ) -> Result<Vec<T>, ForgeError> {
     let mut all = Vec::new();
     let mut page = 1;
-    loop {
+    // Pages read, not the page number: a forge naming far-away pages is bounded too.
+    for read in 1.. {
+        page_limit(operation, read)?;
         let response = forge
             .send(operation, || {
                 forge
@@ -68,19 +70,17 @@ async fn all_pages<T: DeserializeOwned>(
             .get("x-next-page")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<usize>().ok());
-        let batch: Vec<T> = response.json().await.map_err(|source| ForgeError::Decode {
-            operation: operation.to_owned(),
-            source: source.without_url(),
-        })?;
+        let batch: Vec<T> = decode(operation, response).await?;
         let full = batch.len() >= PER_PAGE;
         all.extend(batch);
         match next {
             // A forge that omits the header (a proxy stripping it) is paged by a full page.
             Some(next) if next > page => page = next,
             None if full => page += 1,
-            _ => return Ok(all),
+            _ => break,
         }
     }
+    Ok(all)
 }
 
 /// The notes on merge request `iid`, oldest first (system notes included: they never carry

@@ -253,11 +253,15 @@ fn refusal(key: &str) -> &'static str {
 impl AdminKubeconfig {
     /// Parses `text`, a kubeconfig a VM gave, into its server, CA and client credentials,
     /// refusing any other field; its server must be one `endpoint` accepts, and is replaced
-    /// by where capstan dials that endpoint.
+    /// by where capstan dials that endpoint. Its fingerprint is made with `key`, the daemon's.
     ///
     /// # Errors
     /// [`KubeconfigRefused`], naming the field.
-    pub fn reduce(text: &str, endpoint: &ApiEndpoint) -> Result<Self, KubeconfigRefused> {
+    pub fn reduce(
+        text: &str,
+        endpoint: &ApiEndpoint,
+        key: &fingerprint::FingerprintKey,
+    ) -> Result<Self, KubeconfigRefused> {
         if text.len() > MAX_KUBECONFIG_BYTES {
             return Err(KubeconfigRefused::TooLarge { bytes: text.len() });
         }
@@ -329,7 +333,7 @@ impl AdminKubeconfig {
             expiry: Some(expiry),
             fingerprint: String::new(),
         };
-        reduced.fingerprint = fingerprint::secret_sha256(reduced.render().as_bytes());
+        reduced.fingerprint = key.fingerprint(reduced.render().as_bytes());
         Ok(reduced)
     }
 
@@ -369,7 +373,7 @@ impl AdminKubeconfig {
         self.expiry
     }
 
-    /// The fingerprint of [`AdminKubeconfig::render`]: how status and Flux's Secret refer to
+    /// The keyed fingerprint of [`AdminKubeconfig::render`]: how status and Flux's Secret refer to
     /// this kubeconfig.
     pub fn fingerprint(&self) -> &str {
         &self.fingerprint

@@ -384,11 +384,19 @@ impl ClusterClient for KubeClusterClient {
         node: &NodeName,
         options: &DrainOptions,
     ) -> Result<DrainReport, ClusterError> {
+        let fenced = |before: &str| {
+            options
+                .fence
+                .check(format_args!("{before} {node}"))
+                .map_err(ClusterError::NotLeading)
+        };
+        fenced("cordoning")?;
         self.cordon(node).await?;
         let deadline = tokio::time::Instant::now() + options.timeout;
         let mut evicted: BTreeSet<PodRef> = BTreeSet::new();
         info!(node = %node, timeout = ?options.timeout, "drain started");
         loop {
+            fenced("a round of evictions on")?;
             let pods = self.pods_on(node).await?;
             let mut skipped = Vec::new();
             let mut blockers = Vec::new();

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 
+use crate::fence::Fence;
+
 /// How long to wait between rounds of refused evictions: `kubectl drain` similarly waits 5
 /// seconds before retrying an eviction a disruption budget refused.
 pub const EVICTION_RETRY_INTERVAL: Duration = Duration::from_secs(5);
@@ -32,22 +34,31 @@ impl fmt::Display for PodRef {
     }
 }
 
-/// How long a drain may take and how often it retries refused evictions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How long a drain may take, how often it retries refused evictions, and while what holds.
+#[derive(Debug, Clone)]
 pub struct DrainOptions {
     /// Give up after this long (the cluster's `drainTimeout`).
     pub timeout: Duration,
     /// Pause between rounds of evictions.
     pub retry_interval: Duration,
+    /// Checked before the cordon and before each round of evictions: a replica that lost the
+    /// Lease stops draining.
+    pub fence: Fence,
 }
 
 impl DrainOptions {
-    /// A drain with `timeout` and kubectl's retry interval.
+    /// A drain with `timeout` and kubectl's retry interval, never fenced.
     pub fn new(timeout: Duration) -> Self {
         DrainOptions {
             timeout,
             retry_interval: EVICTION_RETRY_INTERVAL,
+            fence: Fence::open(),
         }
+    }
+
+    /// The same drain, stopped once `fence` closes.
+    pub fn fenced(self, fence: Fence) -> Self {
+        DrainOptions { fence, ..self }
     }
 }
 

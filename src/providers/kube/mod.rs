@@ -33,7 +33,6 @@ pub use drain::{DrainBlocker, DrainOptions, DrainReport, PodRef, SkipReason, Ski
 pub use lease::{LeaseClient, LeaseError, LeaseRecord, Written};
 pub use workloads::Workloads;
 
-use crate::fingerprint;
 use crate::model::NodeName;
 
 /// The taint that marks a node as shut down so its volumes and pods can move
@@ -143,7 +142,7 @@ impl fmt::Debug for SecretRecord {
         let data: BTreeMap<&String, String> = self
             .data
             .iter()
-            .map(|(k, v)| (k, fingerprint::secret_sha256(v)))
+            .map(|(k, v)| (k, format!("<{} bytes>", v.len())))
             .collect();
         f.debug_struct("SecretRecord")
             .field("data", &data)
@@ -273,6 +272,9 @@ pub enum ClusterError {
         /// Each pod still on the node and why.
         blockers: Vec<DrainBlocker>,
     },
+    /// The replica lost the Lease: the drain stopped before its next change.
+    #[error("stopped")]
+    NotLeading(#[source] crate::fence::NotLeading),
     /// The credentials were refused (or the review failed).
     #[error("the API server did not accept the credentials")]
     Authenticate(#[source] kube::Error),
@@ -359,7 +361,8 @@ impl ClusterError {
             | ClusterError::Configure(_)
             | ClusterError::AdminKubeconfig { .. }
             | ClusterError::ClientCertificate { .. }
-            | ClusterError::DrainTimedOut { .. } => None,
+            | ClusterError::DrainTimedOut { .. }
+            | ClusterError::NotLeading(_) => None,
             ClusterError::Connect(source)
             | ClusterError::ListNodes(source)
             | ClusterError::Authenticate(source)

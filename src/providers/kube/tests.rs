@@ -183,3 +183,50 @@ async fn a_kubeconfig_that_does_not_parse_is_refused_without_quoting_it() {
         assert!(!chain.contains(token) && !chain.contains(key), "{chain}");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_drain_stops_at_the_next_round_once_its_replica_no_longer_leads() {
+    use std::sync::Arc;
+
+    use crate::fence::{Fence, Switch};
+
+    let licence = Switch::on();
+    let (client, mut handle) = client();
+    let lost = Arc::clone(&licence);
+    let server = tokio::spawn(async move {
+        let (_, send) = handle.next_request().await.expect("cordon");
+        respond(
+            send,
+            200,
+            &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "w1"}}),
+        );
+        let mut evictions = 0;
+        while let Some((request, send)) = handle.next_request().await {
+            if request.method() == http::Method::GET {
+                respond(send, 200, &guarded_pod());
+            } else {
+                evictions += 1;
+                if evictions == 3 {
+                    // The Lease is lost while the third round waits on its answer.
+                    lost.end();
+                }
+                respond(send, 429, &budget_refusal());
+            }
+        }
+        evictions
+    });
+    let options = DrainOptions::new(Duration::from_secs(600)).fenced(Fence::new(licence.clone()));
+    let err = client
+        .drain(&NodeName::from("w1"), &options)
+        .await
+        .expect_err("stopped");
+    drop(client);
+    let evictions = server.await.expect("scenario");
+    assert_eq!(evictions, 3, "no eviction after the Lease was lost");
+    assert!(matches!(err, ClusterError::NotLeading(_)), "{err:?}");
+    assert!(
+        crate::status::error_chain(&err).contains("this replica no longer leads"),
+        "{}",
+        crate::status::error_chain(&err)
+    );
+}

@@ -60,8 +60,9 @@ const PREPARE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 /// kubeadm's own default wait for the control plane is four minutes; leave room around it.
 const KUBEADM_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 
-/// One thing to do on a node.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One thing to do on a node. `Debug` shows a file's path and size, never its content (a
+/// join configuration holds a bootstrap token and a certificate key).
+#[derive(Clone, PartialEq, Eq)]
 pub enum NodeStep {
     /// Write a file (its content may hold a secret: never logged).
     WriteFile {
@@ -77,6 +78,23 @@ pub enum NodeStep {
         /// A check that makes the step a no-op when it succeeds.
         unless: Option<Command>,
     },
+}
+
+impl std::fmt::Debug for NodeStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NodeStep::WriteFile { path, content } => f
+                .debug_struct("WriteFile")
+                .field("path", path)
+                .field("bytes", &content.len())
+                .finish(),
+            NodeStep::Run { command, unless } => f
+                .debug_struct("Run")
+                .field("command", command)
+                .field("unless", unless)
+                .finish(),
+        }
+    }
 }
 
 fn write(path: &str, content: String) -> NodeStep {

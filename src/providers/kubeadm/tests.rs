@@ -306,6 +306,31 @@ fn the_join_configuration_is_created_0600_before_the_token_and_key_are_written()
 }
 
 #[test]
+fn a_join_steps_debug_shows_paths_and_sizes_never_the_token_or_key() {
+    let cluster = example_cluster("platform");
+    let ticket = JoinTicket {
+        api_server_endpoint: "k8s-platform.lab.example:6443".into(),
+        token: "abcdef.0123456789abcdef".into(),
+        ca_cert_hash: "sha256:00ff".into(),
+    };
+    let key = "c0ffee".repeat(10) + "c0ff";
+    let steps = join_node(
+        Role::ControlPlane,
+        &ticket,
+        Some(&key),
+        &cluster.spec,
+        &NodeName::from("c"),
+        address(),
+    );
+    let debug = format!("{steps:?}");
+    assert!(debug.contains(JOIN_CONFIG), "{debug}");
+    assert!(debug.contains("bytes"), "{debug}");
+    for secret in ["0123456789abcdef", "c0ffee"] {
+        assert!(!debug.contains(secret), "{secret} in {debug}");
+    }
+}
+
+#[test]
 fn kube_vip_starts_with_super_admin_during_init_then_switches_to_admin() {
     let cluster = example_cluster("prod");
     let steps = init_control_plane("prod", &cluster.spec, &NodeName::from("n"), address());

@@ -8,6 +8,8 @@
 //!
 //! # Invariants
 //! - The `Authorization` header is marked sensitive and appears in no error or log.
+//! - No redirect is followed (the token would go with it), and no answer is read past
+//!   [`BODY_LIMIT`].
 //! - A request is retried only while its error `is_transient()` and the policy allows.
 
 use std::collections::BTreeMap;
@@ -21,6 +23,11 @@ use serde_json::Value;
 use super::connection::{ConnectionConfig, MismatchSlot, Trust, tls_config};
 use super::error::{ProxmoxError, RetryPolicy, backoff_delay, hint_for};
 use crate::backoff::random_unit;
+
+/// The largest answer read from Proxmox. The largest legitimate ones are `/cluster/resources`
+/// of a big cluster (under 1 KiB per VM) and a guest command's output, which QEMU's guest
+/// agent caps at 16 MiB; past this a server is broken or hostile, and is refused.
+pub(crate) const BODY_LIMIT: usize = 32 << 20;
 
 /// HTTP method of an API call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +78,7 @@ impl Api {
         request_timeout: Duration,
     ) -> Result<Self, ProxmoxError> {
         let (tls, slot) = tls_config(&config.trust)?;
-        let http = reqwest::Client::builder()
+        let http = crate::http_client::builder()
             .tls_backend_preconfigured(tls)
             .timeout(request_timeout)
             .connect_timeout(Duration::from_secs(10))
@@ -172,10 +179,20 @@ impl Api {
             .map(|phrase| String::from_utf8_lossy(phrase.as_bytes()).into_owned())
             .or_else(|| status.canonical_reason().map(str::to_owned))
             .unwrap_or_default();
-        let body = response
-            .bytes()
+        let body = crate::http_client::read_body(response, BODY_LIMIT)
             .await
-            .map_err(|source| self.transport_error(method, path, source))?;
+            .map_err(|err| match err {
+                crate::http_client::BodyError::Read(source) => {
+                    self.transport_error(method, path, source)
+                }
+                too_large @ crate::http_client::BodyError::TooLarge { .. } => {
+                    ProxmoxError::TooLarge {
+                        method: method.as_str(),
+                        path: path.into(),
+                        source: too_large,
+                    }
+                }
+            })?;
         if status.is_success() {
             let envelope: Value =
                 serde_json::from_slice(&body).map_err(|err| ProxmoxError::Decode {
@@ -312,6 +329,115 @@ mod tests {
         assert!(err.is_transient());
         let err = api_error(Method::Get, "/x", 401, "", b"");
         assert!(err.to_string().contains("authentication failure"), "{err}");
+    }
+
+    /// A Proxmox that misbehaves: HTTPS on loopback with a self-signed certificate the client
+    /// pins, serving `router`.
+    async fn hostile(router: axum::Router) -> (capstan_lab::serve::HttpsServer, Api) {
+        let identity = capstan_lab::tls::self_signed_server(
+            "pve1",
+            &["localhost".to_owned()],
+            &[std::net::IpAddr::from([127, 0, 0, 1])],
+            jiff::Timestamp::now() + jiff::SignedDuration::from_hours(24),
+        )
+        .expect("certificate");
+        let server = capstan_lab::serve::HttpsServer::start(
+            "127.0.0.1:0".parse().expect("address"),
+            &identity,
+            None,
+            router,
+        )
+        .await
+        .expect("server");
+        let config = ConnectionConfig::new(
+            &server.url(),
+            "capstan@pve!test",
+            super::super::TokenSecret::new("5ecre7-70ken"),
+            Trust::Fingerprint(identity.fingerprint()),
+        )
+        .expect("config");
+        let retry = RetryPolicy {
+            attempts: 1,
+            ..RetryPolicy::default()
+        };
+        let api = Api::new(&config, retry, Duration::from_secs(60)).expect("client");
+        (server, api)
+    }
+
+    #[tokio::test]
+    async fn a_redirect_is_not_followed_and_the_token_goes_nowhere_else() {
+        use axum::http::{HeaderMap, StatusCode, header};
+        use std::sync::{Arc, Mutex};
+
+        let seen: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+        let record = Arc::clone(&seen);
+        let elsewhere = axum::Router::new().fallback(move |headers: HeaderMap| {
+            let token = headers
+                .get(header::AUTHORIZATION)
+                .map(|v| v.to_str().unwrap_or_default().to_owned());
+            record.lock().expect("seen").push(token);
+            async { "{\"data\": []}" }
+        });
+        let (other, _) = hostile(elsewhere).await;
+        // The same address under another name: another host, as far as HTTP is concerned.
+        let location = format!(
+            "https://localhost:{}/api2/json/cluster/resources",
+            other.local_addr().port()
+        );
+        let redirecting = axum::Router::new().fallback(move || {
+            let location = location.clone();
+            async move { (StatusCode::FOUND, [(header::LOCATION, location)], "") }
+        });
+        let (_server, api) = hostile(redirecting).await;
+        let err = api
+            .call_value(
+                Method::Get,
+                "/cluster/resources",
+                &Vec::new(),
+                Retry::Transient,
+            )
+            .await
+            .expect_err("a redirect is an error");
+        assert!(
+            seen.lock().expect("seen").is_empty(),
+            "the redirect was followed: {:?}",
+            seen.lock().expect("seen")
+        );
+        let text = crate::status::error_chain(&err);
+        assert!(
+            text.contains("302") && text.contains("follows no redirect"),
+            "{text}"
+        );
+        assert!(!text.contains("5ecre7"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn an_endless_answer_is_refused_at_the_body_limit() {
+        use futures_util::StreamExt as _;
+
+        let endless = axum::Router::new().fallback(|| async {
+            let chunk = axum::body::Bytes::from(vec![b' '; 64 << 10]);
+            let stream = futures_util::stream::repeat(chunk).map(Ok::<_, std::convert::Infallible>);
+            axum::body::Body::from_stream(stream)
+        });
+        let (_server, api) = hostile(endless).await;
+        let err = api
+            .call_value(
+                Method::Get,
+                "/cluster/resources",
+                &Vec::new(),
+                Retry::Transient,
+            )
+            .await
+            .expect_err("refused");
+        assert!(
+            matches!(&err, ProxmoxError::TooLarge { path, .. } if path == "/cluster/resources"),
+            "{err:?}"
+        );
+        assert_eq!(
+            crate::status::error_chain(&err),
+            "GET /cluster/resources: refused Proxmox's answer: the answer is larger than 32 MiB"
+        );
     }
 
     #[test]

@@ -16,6 +16,9 @@ use crate::model::VmId;
 /// A failed Proxmox operation.
 #[derive(Debug, thiserror::Error)]
 pub enum ProxmoxError {
+    /// The replica lost the Lease before the call: nothing was sent.
+    #[error("nothing sent to Proxmox")]
+    NotLeading(#[source] crate::fence::NotLeading),
     /// The connection settings cannot work (bad URL, bad token id).
     #[error("invalid Proxmox connection settings: {reason}")]
     Configure {
@@ -94,6 +97,17 @@ pub enum ProxmoxError {
         errors: BTreeMap<String, String>,
         /// What to do about it (empty, or starting with `: `).
         hint: String,
+    },
+    /// Proxmox's answer was larger than capstan reads (a broken or hostile server).
+    #[error("{method} {path}: refused Proxmox's answer")]
+    TooLarge {
+        /// HTTP method.
+        method: &'static str,
+        /// API path.
+        path: String,
+        /// How large it was allowed to be.
+        #[source]
+        source: crate::http_client::BodyError,
     },
     /// Proxmox answered 2xx with a body we cannot read.
     #[error("{method} {path}: unexpected answer from Proxmox: {reason}")]
@@ -320,6 +334,8 @@ pub(crate) fn hint_for(status: u16, message: &str) -> String {
         "grant the token (or its user, when privilege separation is on) the privilege named above on that path"
     } else if status == 400 {
         "a parameter was refused: this is a capstan bug or an unsupported Proxmox version"
+    } else if (300..400).contains(&status) {
+        "capstan follows no redirect (the token would go with it): set url to the address the Proxmox API answers at itself"
     } else if status == 501 {
         "this Proxmox version does not offer this call: upgrade Proxmox VE (capstan needs 8.x or newer)"
     } else if lower.contains("not enough memory") || lower.contains("cannot allocate memory") {

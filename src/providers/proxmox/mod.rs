@@ -17,7 +17,10 @@ mod api;
 mod client;
 pub mod connection;
 pub mod error;
+mod fenced;
 pub mod ownership;
+#[cfg(test)]
+pub(crate) mod recorder;
 mod tasks;
 mod templates;
 pub mod upid;
@@ -35,6 +38,7 @@ use crate::model::{NodeName, Ownership, VmId};
 pub use client::{ClientOptions, ProxmoxClient};
 pub use connection::{ConnectionConfig, TokenSecret, Trust};
 pub use error::{ProxmoxError, RetryPolicy, TaskFailure, backoff_delay};
+pub use fenced::Fenced;
 pub use ownership::VmOwner;
 
 /// A Proxmox VE node (a hypervisor host), e.g. `pve1`.

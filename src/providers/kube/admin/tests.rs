@@ -65,8 +65,17 @@ fn endpoint() -> ApiEndpoint {
     ApiEndpoint::declared(HOST, 6443)
 }
 
+/// The fingerprint key of these tests, as a daemon derives one from its tokens.
+fn key() -> fingerprint::FingerprintKey {
+    fingerprint::FingerprintKey::derive([&b"a Proxmox token"[..]])
+}
+
 fn reduce(document: &Value, endpoint: &ApiEndpoint) -> Result<AdminKubeconfig, KubeconfigRefused> {
-    AdminKubeconfig::reduce(&serde_json::to_string(document).expect("json"), endpoint)
+    AdminKubeconfig::reduce(
+        &serde_json::to_string(document).expect("json"),
+        endpoint,
+        &key(),
+    )
 }
 
 fn refusal(document: &Value) -> String {
@@ -99,11 +108,11 @@ fn kubeadms_admin_conf_is_reduced_to_its_server_ca_and_client_certificate() {
 
     // What Flux receives names nothing but these parts, and reduces to the same again.
     let rendered = reduced.render();
-    let again = AdminKubeconfig::reduce(&rendered, &endpoint()).expect("its own rendering");
+    let again = AdminKubeconfig::reduce(&rendered, &endpoint(), &key()).expect("its own rendering");
     assert_eq!(again, reduced);
     assert_eq!(
         reduced.fingerprint(),
-        fingerprint::secret_sha256(rendered.as_bytes())
+        key().fingerprint(rendered.as_bytes())
     );
 }
 
@@ -116,7 +125,7 @@ fn a_yaml_kubeconfig_as_kubeadm_writes_it_is_accepted() {
         b64(&m.certificate_pem),
         b64(&m.key_pem)
     );
-    let reduced = AdminKubeconfig::reduce(&text, &endpoint()).expect("accepted");
+    let reduced = AdminKubeconfig::reduce(&text, &endpoint(), &key()).expect("accepted");
     assert_eq!(reduced.server(), "https://k8s-prod.lab.example:6443");
 }
 
@@ -290,7 +299,7 @@ fn malformed_documents_are_refused_without_quoting_them() {
     let m = material();
     let secret_line = format!("client-key-data: {}", b64(&m.key_pem));
     let broken = format!("users:\n- name: a\n  user:\n    {secret_line}\n   bad: [\n");
-    let refused = AdminKubeconfig::reduce(&broken, &endpoint()).expect_err("not YAML");
+    let refused = AdminKubeconfig::reduce(&broken, &endpoint(), &key()).expect_err("not YAML");
     assert!(
         matches!(refused, KubeconfigRefused::NotYaml { .. }),
         "{refused}"
@@ -299,7 +308,7 @@ fn malformed_documents_are_refused_without_quoting_them() {
 
     let huge = "#".repeat(MAX_KUBECONFIG_BYTES + 1);
     assert_eq!(
-        AdminKubeconfig::reduce(&huge, &endpoint()).expect_err("too large"),
+        AdminKubeconfig::reduce(&huge, &endpoint(), &key()).expect_err("too large"),
         KubeconfigRefused::TooLarge {
             bytes: MAX_KUBECONFIG_BYTES + 1
         }

@@ -46,7 +46,7 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
         }
         Command::Run(run) => commands::run::run(&run, environment)
             .with_context(|| format!("running on {}", run.repo)),
-        Command::Demo(demo) => commands::run::demo(&demo, environment).context("running the demo"),
+        Command::Demo(demo) => commands::demo::demo(&demo, environment).context("running the demo"),
         Command::Status(status) => {
             commands::status::run(&status, &environment, &mut stdout).context("showing the status")
         }

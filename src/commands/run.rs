@@ -1,47 +1,38 @@
 //! `capstan run` and `capstan demo`: the daemon, against the real connections of capstan.yaml
 //! or an embedded lab.
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cli::{DaemonArgs, DemoArgs, LeaderArgs, RunArgs};
+use crate::cli::{DaemonArgs, LeaderArgs, RunArgs};
 use crate::clock::{Clock, SystemClock};
 use crate::commands::Outcome;
 use crate::config::DaemonConfig;
 use crate::connect::{ConnectError, Connections};
 use crate::daemon::http;
 use crate::daemon::previews::Previewer;
-use crate::daemon::{Daemon, DaemonOptions, StatusBoard};
+use crate::daemon::{Daemon, DaemonOptions};
 use crate::forge::rest::{RestForge, RetryPolicy};
 use crate::leader::{self, Leadership, LeaseTimings};
 use crate::providers::kube::{ClusterError, KubeClusterClient, LeaseClient};
-use crate::secrets::{Admission, Limits, LimitsError, SecretPolicy, SecretReader};
+use crate::secrets::{Admission, Limits, LimitsError, SecretReader};
 use crate::source::verify::{Refusal, Verifier};
 use crate::source::webhook::Webhooks;
 use crate::source::{
     self, CredentialError, GitError, GitSource, Redactor, RepoLocation, Secret, SourceError,
     SourceMetrics, Tracker, VerifyStart,
 };
-use crate::spec::{self, Distribution, Fleet, RepoFiles};
+use crate::spec::{self, Fleet, RepoFiles};
 use crate::status_branch::{
     BranchOptions, CommitSettings, StatusBranchError, StatusRepository, StatusWriter, WriterOptions,
 };
-use capstan_lab::kube::MANAGEMENT;
 use capstan_lab::lab::{ApiAddresses, Lab, LabError, LabOptions};
 use capstan_lab::world::{LabConfig, WorldError};
 
 /// Passes while busy in the lab, where every operation takes milliseconds.
-const LAB_BUSY_INTERVAL: Duration = Duration::from_millis(250);
-
-/// How often the demo polls its remote: a local bare repository answers in a millisecond, and
-/// a newcomer who just pushed should not wait for the fleet's minute.
-const DEMO_POLL_INTERVAL: Duration = Duration::from_secs(2);
-
-/// The branch the demo's remote holds and the daemon follows.
-const DEMO_BRANCH: &str = "main";
+pub(super) const LAB_BUSY_INTERVAL: Duration = Duration::from_millis(250);
 
 /// Running the daemon failed.
 #[derive(Debug, thiserror::Error)]
@@ -276,7 +267,7 @@ pub fn run(args: &RunArgs, env: fn(&str) -> Option<String>) -> Result<Outcome, R
 /// The connections to `lab` for `fleet`. A lab's datastores are real MariaDB servers: their
 /// admin passwords are read as for a real fleet (through `reader`, which also reads the
 /// clusters' `endpointFrom`), and so known to the redactor.
-async fn lab_connections(
+pub(super) async fn lab_connections(
     fleet: &Fleet,
     lab: &Lab,
     reader: &SecretReader,
@@ -291,203 +282,6 @@ async fn lab_connections(
     .await?
     .with_secret_reader(reader.clone())
     .with_datastores(fleet, &passwords)?)
-}
-
-/// Runs `capstan demo`: examples-repo as the first commit of a bare Git repository (the
-/// remote the daemon follows), a working clone for the user, and an embedded lab.
-///
-/// # Errors
-/// When the demo folder cannot be prepared or the lab cannot start.
-pub fn demo(args: &DemoArgs, env: fn(&str) -> Option<String>) -> Result<Outcome, RunError> {
-    let examples = args.examples.clone().unwrap_or_else(default_examples);
-    let state_dir = std::path::absolute(&args.state_dir).map_err(|source| RunError::Prepare {
-        path: args.state_dir.clone(),
-        source,
-    })?;
-    let remote = state_dir.join("remote.git");
-    let clone = state_dir.join("repo");
-    let lab_dir = state_dir.join("lab");
-    if clone.exists() && !clone.join(".git").exists() {
-        return Err(RunError::StaleDemo { path: clone });
-    }
-    if !remote.exists() {
-        source::seed::seed_remote(&examples, &remote, DEMO_BRANCH)?;
-    }
-    if !clone.exists() {
-        source::seed::clone_for_user(&remote, &clone, DEMO_BRANCH)?;
-    }
-    let url = format!("file://{}", remote.display());
-    let redactor = Redactor::default();
-    let git_options = source::GitOptions {
-        url: url.clone(),
-        branch: DEMO_BRANCH.to_owned(),
-        path: None,
-        mirror_root: state_dir.join("mirrors"),
-        credentials: source::GitCredentials::default(),
-        limits: source::Limits::default(),
-    };
-    // The demo's lab: the default policy (`CAPSTAN_` variables for a datastore's password).
-    let admission = Admission::default();
-    let reader = SecretReader::new(Arc::new(SecretPolicy::default()), env);
-    let (fleet, git, snapshot, _) = open_remote(git_options.clone(), &redactor, &admission, None)?;
-    let status = status_branch(&fleet, &git_options, &DaemonArgs::default(), &redactor)?;
-    let lab_names = lab_cluster_names(&snapshot.files);
-    let tracker = Tracker::git(
-        git,
-        Some(DEMO_POLL_INTERVAL),
-        crate::backoff::Backoff::default(),
-    )
-    .starting_from(snapshot);
-    runtime()?.block_on(async {
-        let mut out = std::io::stdout();
-        let lab = start_lab(LabConfig::default(), Some(lab_dir.clone())).await?;
-        let _ = writeln!(
-            out,
-            "capstan demo: the example clusters on an embedded lab, driven by `git push`"
-        );
-        let _ = writeln!(
-            out,
-            "  remote:     {} (a bare Git repository; capstan follows its {DEMO_BRANCH} branch every {}s)",
-            remote.display(),
-            DEMO_POLL_INTERVAL.as_secs()
-        );
-        let _ = writeln!(
-            out,
-            "  your clone: {} (edit, commit and push from here)",
-            clone.display()
-        );
-        let _ = writeln!(
-            out,
-            "  lab:        simulated Proxmox VE at {}, state in {}",
-            lab.proxmox_url(),
-            lab_dir.display()
-        );
-        let connections = lab_connections(&fleet, &lab, &reader).await?;
-        let clock: Arc<dyn Clock> = Arc::new(lab.clock().clone());
-        let mut options = DaemonOptions::new(clone.clone());
-        options.admission = admission;
-        options.busy_interval = LAB_BUSY_INTERVAL;
-        options.poll_interval = Some(DEMO_POLL_INTERVAL);
-        let (repository, writer_options) = status;
-        let writer = StatusWriter::new(repository, writer_options, Arc::clone(&clock));
-        let daemon = Daemon::new(options, Arc::new(connections), clock)
-            .with_tracker(tracker)
-            .with_status_branch(writer)
-            .with_progress(Box::new(std::io::stdout()));
-        let board = daemon.board();
-        let bound = http::serve(args.http, daemon.board()).await?;
-        let _ = writeln!(
-            out,
-            "  status:     capstan status --server http://{bound}\n"
-        );
-        let started = std::time::Instant::now();
-        let announce = announce_when_ready(
-            board,
-            started,
-            (lab_dir.clone(), lab_names),
-            (clone.clone(), url.clone(), fleet.status.branch.clone()),
-            bound,
-            args.exit_when_ready,
-        );
-        let stop: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
-            if args.exit_when_ready {
-                Box::pin(announce)
-            } else {
-                tokio::spawn(announce);
-                Box::pin(stop_signal())
-            };
-        daemon.run(stop).await?;
-        lab.stop();
-        Ok(Outcome::Success)
-    })
-}
-
-/// The name under which the lab keeps each cluster's admin kubeconfig (`<name>.kubeconfig`),
-/// by cluster. A kubeadm cluster carries its own (`clusterName`); a K3s cluster has none, so
-/// the lab names it after its database, or after its endpoint host on the embedded datastore.
-fn lab_cluster_names(files: &RepoFiles) -> BTreeMap<String, String> {
-    let Some(desired) = spec::load(files).desired else {
-        return BTreeMap::new();
-    };
-    desired
-        .clusters
-        .iter()
-        .filter(|(_, cluster)| cluster.spec.kubernetes.distribution == Distribution::K3s)
-        .map(|(name, cluster)| {
-            let datastore = cluster.spec.kubernetes.datastore.as_ref();
-            let lab_name = datastore
-                .and_then(|d| d.database.clone())
-                .unwrap_or_else(|| cluster.spec.endpoint.host.clone());
-            (name.clone(), lab_name)
-        })
-        .collect()
-}
-
-/// Waits for every cluster to be Ready, then prints how to look at them.
-async fn announce_when_ready(
-    board: Arc<StatusBoard>,
-    started: std::time::Instant,
-    (lab_dir, lab_names): (PathBuf, BTreeMap<String, String>),
-    (repo, remote, status_branch): (PathBuf, String, String),
-    http: std::net::SocketAddr,
-    quiet_after: bool,
-) {
-    loop {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let status = board.status();
-        if !status.all_ready() {
-            continue;
-        }
-        let mut out = std::io::stdout();
-        let _ = writeln!(
-            out,
-            "\nall {} clusters Ready in {:.1}s",
-            status.clusters.len(),
-            started.elapsed().as_secs_f64()
-        );
-        for (name, cluster) in &status.clusters {
-            let lab_name = lab_names.get(name).unwrap_or(name);
-            let kubeconfig = lab_dir.join(format!("{lab_name}.kubeconfig"));
-            let version = cluster.version.map(|v| format!("v{v}")).unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "  {name:<10} {} nodes {version}: kubectl --kubeconfig {} get nodes -o wide",
-                cluster.nodes.len(),
-                kubeconfig.display()
-            );
-        }
-        let management = lab_dir.join(format!("{MANAGEMENT}.kubeconfig"));
-        let _ = writeln!(
-            out,
-            "  Flux's kubeconfig Secrets: kubectl --kubeconfig {} -n flux-system get secrets",
-            management.display()
-        );
-        let _ = writeln!(
-            out,
-            "\nchange a cluster the GitOps way: edit, commit, push\n  \
-             cd {}\n  \
-             edit clusters/prod.yaml: under `workers:`, set `replicas: 4` (it says 3)\n  \
-             git commit -am \"prod: 4 workers\"\n  \
-             git push\n\
-             capstan sees the push within {}s and a fourth worker joins prod; \
-             `capstan status prod --server http://{}` shows the commit it acted on (main@sha1:...)",
-            repo.display(),
-            DEMO_POLL_INTERVAL.as_secs(),
-            http
-        );
-        let _ = writeln!(
-            out,
-            "\ncapstan commits each cluster's status to the {status_branch} branch when it changes:\n  \
-             git -C {repo} fetch -q && git -C {repo} log --oneline origin/{status_branch}\n  \
-             capstan status --repo {remote}   (no daemon needed)",
-            repo = repo.display(),
-        );
-        if !quiet_after {
-            let _ = writeln!(out, "  reconciling; stop with Ctrl-C\n");
-        }
-        let _ = out.flush();
-        return;
-    }
 }
 
 /// What the daemon follows: a Git remote (with its webhooks) or, without a tracker, the
@@ -525,7 +319,7 @@ fn previews_forge(
 
 /// The status branch of the remote `options` follows, as the fleet's `status` says, paced by
 /// `args`.
-fn status_branch(
+pub(super) fn status_branch(
     fleet: &Fleet,
     options: &source::GitOptions,
     args: &DaemonArgs,
@@ -700,7 +494,10 @@ async fn serve_daemon(
     Ok(())
 }
 
-async fn start_lab(config: LabConfig, state_dir: Option<PathBuf>) -> Result<Lab, RunError> {
+pub(super) async fn start_lab(
+    config: LabConfig,
+    state_dir: Option<PathBuf>,
+) -> Result<Lab, RunError> {
     let options = LabOptions {
         state_dir,
         ..LabOptions::ephemeral()
@@ -747,7 +544,7 @@ fn fleet_of(files: &RepoFiles, shown: &str, admission: &Admission) -> Result<Fle
 /// With `verifier`, the tip is read only when it passes; else the last revision verified by
 /// an earlier run (kept in the mirror), if its signature still passes; else nothing can be
 /// reconciled and the daemon does not start.
-fn open_remote(
+pub(super) fn open_remote(
     options: source::GitOptions,
     redactor: &Redactor,
     admission: &Admission,
@@ -784,26 +581,16 @@ fn open_remote(
     Ok((fleet, git, snapshot, start))
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, RunError> {
+pub(super) fn runtime() -> Result<tokio::runtime::Runtime, RunError> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(RunError::Runtime)
 }
 
-/// examples-repo/ next to the current folder, or of the checkout this binary was built from.
-fn default_examples() -> PathBuf {
-    let here = PathBuf::from("examples-repo");
-    if here.join(spec::FLEET_FILE).exists() {
-        here
-    } else {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples-repo")
-    }
-}
-
 /// Completes on SIGTERM or Ctrl-C (or at once if the handlers cannot be installed: a daemon
 /// that cannot be stopped cleanly should not start).
-async fn stop_signal() {
+pub(super) async fn stop_signal() {
     #[cfg(unix)]
     {
         let Ok(mut term) =

@@ -53,6 +53,15 @@ const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// What a connection over the cap is told before it is closed.
 const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: 41\r\n\r\ntoo many connections: try again shortly\r\n";
 
+/// How long a connection over the cap is read (and what it sends dropped) after its 503, so
+/// that closing it does not reset the connection before the client has read the answer (a
+/// close with unread bytes sends a TCP reset, which discards the 503 on its way).
+const BUSY_LINGER: Duration = Duration::from_secs(1);
+
+/// Refused connections lingering at once; past it, one is closed at once (a flood gets its
+/// resets, the daemon's file descriptors stay bounded).
+const MAX_LINGERING: usize = 64;
+
 /// How the endpoint protects itself.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
@@ -227,6 +236,7 @@ async fn listen(
 /// Accepts connections for ever, each served in a task of its own while a slot is free.
 async fn accept(listener: tokio::net::TcpListener, router: Router, options: HttpOptions) {
     let slots = Arc::new(tokio::sync::Semaphore::new(options.max_connections.max(1)));
+    let lingering = Arc::new(tokio::sync::Semaphore::new(MAX_LINGERING));
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -239,8 +249,7 @@ async fn accept(listener: tokio::net::TcpListener, router: Router, options: Http
         };
         let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
             tracing::debug!("too many connections: one refused");
-            // A fresh socket's send buffer is empty: this never blocks.
-            let _ = stream.try_write(BUSY);
+            refuse_busy(stream, &lingering);
             continue;
         };
         let router = router.clone();
@@ -263,6 +272,28 @@ async fn accept(listener: tokio::net::TcpListener, router: Router, options: Http
             }
         });
     }
+}
+
+/// Answers a connection over the cap with 503 and closes it, after reading what it sends for
+/// [`BUSY_LINGER`] when a lingering slot is free.
+fn refuse_busy(stream: tokio::net::TcpStream, lingering: &Arc<tokio::sync::Semaphore>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    // A fresh socket's send buffer is empty: this never blocks.
+    let _ = stream.try_write(BUSY);
+    let Ok(permit) = Arc::clone(lingering).try_acquire_owned() else {
+        return;
+    };
+    tokio::spawn(async move {
+        let _permit = permit;
+        let mut stream = stream;
+        // The answer is complete: say so, then drain until the client closes or time is up.
+        let _ = stream.shutdown().await;
+        let mut sink = [0_u8; 4096];
+        let _ = tokio::time::timeout(BUSY_LINGER, async {
+            while matches!(stream.read(&mut sink).await, Ok(read) if read > 0) {}
+        })
+        .await;
+    });
 }
 
 /// Serves one connection: `certified` when its client certificate chains to the client CA.

@@ -359,10 +359,7 @@ impl<Pr: Providers> Daemon<Pr> {
             self.settle(done);
         }
         let now = self.clock.now();
-        let refresh = self
-            .tracker
-            .refresh(self.options.poll_interval.or(self.poll_interval))
-            .await;
+        let refresh = self.tracker.refresh().await;
         if let Some((previous, revision)) = &refresh.forced {
             self.events.push(format!(
                 "force-push: {revision} does not descend from {previous}; taken"
@@ -395,6 +392,11 @@ impl<Pr: Providers> Daemon<Pr> {
             return self.repository_error(errors, Some(revision));
         };
         self.poll_interval = Some(desired.fleet.poll_interval.0);
+        self.tracker.follow_poll_interval(
+            self.options
+                .poll_interval
+                .unwrap_or(desired.fleet.poll_interval.0),
+        );
         let settings = ObserveSettings {
             workloads: self.options.observe_workloads || self.board.workloads_wanted(),
         };

@@ -456,7 +456,7 @@ async fn init_is_skipped_on_a_node_that_was_already_initialised() {
 }
 
 #[tokio::test]
-async fn a_failed_sensitive_command_reports_no_output() {
+async fn a_failed_sensitive_command_says_why_with_its_secrets_redacted() {
     struct Failing;
     impl NodeExec for Failing {
         async fn write_file(&self, _: &NodeTarget, _: &str, _: &str) -> Result<(), ExecError> {
@@ -466,18 +466,29 @@ async fn a_failed_sensitive_command_reports_no_output() {
             Ok(Output {
                 exit_code: 1,
                 stdout: String::new(),
-                stderr: "token abcdef.0123456789abcdef rejected".into(),
+                stderr: format!(
+                    "token sensitive-stderr-0123456789abcdef rejected: {}",
+                    "x".repeat(4096)
+                ),
             })
         }
     }
+    crate::redact::remember("sensitive-stderr-0123456789abcdef");
     let err = Kubeadm::new(Failing)
         .join_ticket(&target())
         .await
         .expect_err("fails");
     let text = format!("{err}");
     assert!(
-        text.contains("create join token on capstan-prod-cp-1a2b3: `kubeadm …` exited 1"),
+        text.contains(
+            "create join token on capstan-prod-cp-1a2b3: `kubeadm …` exited 1: token *** rejected: xxx"
+        ),
         "{text}"
     );
-    assert!(!text.contains("abcdef"), "{text}");
+    assert!(!text.contains("0123456789abcdef"), "{text}");
+    assert!(
+        text.len() < SENSITIVE_STDERR_CAP + 200,
+        "capped: {} bytes",
+        text.len()
+    );
 }

@@ -446,6 +446,9 @@ impl SimState {
             );
             config.insert("cpu".into(), template.cpu.clone());
             config.insert("template".into(), "1".into());
+            if !template.tags.is_empty() {
+                config.insert("tags".into(), template.tags.join(";"));
+            }
             config.insert(
                 "scsi0".into(),
                 format!(

@@ -65,6 +65,7 @@ fn vm(vmid: u32, name: &str, template_k3s: Option<&str>) -> GuestIdentity {
         node: "pve1".to_owned(),
         address: Some(format!("192.168.1.{}", vmid - 100).parse().expect("ip")),
         k3s_airgap: template_k3s.map(str::to_owned),
+        cluster: Some("edge".to_owned()),
     }
 }
 
@@ -332,7 +333,7 @@ async fn capstans_k3s_steps_build_the_seed_cluster_on_a_provisioned_mariadb() {
         .count();
     assert_eq!(servers_listed, 3, "three servers:\n{listed}");
     assert_eq!(
-        lab.kube.cluster("k3s_edge").map(|c| c.version()).as_deref(),
+        lab.kube.cluster("edge").map(|c| c.version()).as_deref(),
         Some(RELEASE)
     );
 
@@ -393,10 +394,7 @@ async fn a_datastore_that_refuses_fails_the_server_as_k3s_does() {
         "{}",
         outcome.stderr
     );
-    assert!(
-        lab.kube.cluster("k3s_edge").is_none(),
-        "no API server started"
-    );
+    assert!(lab.kube.cluster("edge").is_none(), "no API server started");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -649,7 +647,7 @@ async fn capstans_certificate_rotation_on_a_server_issues_a_new_admin_kubeconfig
             .stdout
     };
     let before = read().await;
-    let sim = lab.kube.cluster("k3s_edge").expect("cluster");
+    let sim = lab.kube.cluster("edge").expect("cluster");
     let expiry = sim.admin_certificate_expiry();
 
     lab.clock.advance(Duration::from_secs(200 * 86_400));

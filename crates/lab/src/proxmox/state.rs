@@ -597,6 +597,11 @@ impl SimState {
             node: vm.node.clone(),
             address: self.leases.get(&vmid).copied(),
             k3s_airgap: vm.k3s_airgap.clone(),
+            cluster: vm.config.get("tags").and_then(|tags| {
+                tags.split([';', ',', ' '])
+                    .find_map(|tag| tag.strip_prefix("cluster-"))
+                    .map(str::to_owned)
+            }),
         })
     }
 

@@ -345,3 +345,69 @@ async fn a_revision_that_shortens_the_poll_interval_is_followed_by_a_poll_within
     daemon.pass().await;
     assert_eq!(metrics.ls_remote_total(), 3);
 }
+
+/// A writer the test reads back.
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(
+            &self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+        .into_owned()
+    }
+}
+
+#[tokio::test]
+async fn a_standby_prints_no_progress_lines_and_paces_itself_as_idle() {
+    let repo = tempfile::tempdir().expect("repo");
+    std::fs::create_dir(repo.path().join("clusters")).expect("clusters");
+    write_fleet(repo.path(), "2m");
+    std::fs::write(repo.path().join("clusters/broken.yaml"), "kind: [").expect("file");
+    let (leader_out, standby_out) = (Captured::default(), Captured::default());
+    let mut leader = daemon(repo.path(), None)
+        .await
+        .with_progress(Box::new(leader_out.clone()));
+    let standby_lease = Arc::new(Leadership::new("b".to_owned(), "capstan".to_owned()));
+    let mut standby = daemon(repo.path(), None)
+        .await
+        .with_leadership(standby_lease)
+        .with_progress(Box::new(standby_out.clone()));
+    leader.pass().await;
+    standby.pass().await;
+    assert!(
+        leader_out
+            .text()
+            .contains("repository  clusters/broken.yaml"),
+        "{}",
+        leader_out.text()
+    );
+    assert_eq!(standby_out.text(), "", "the leader prints them");
+
+    let busy = leader.options.busy_interval;
+    assert_eq!(leader.next_delay(false), busy);
+    assert_eq!(leader.next_delay(true), Duration::from_secs(120));
+    assert_eq!(
+        standby.next_delay(false),
+        Duration::from_secs(120),
+        "a standby observes at the resync interval, whatever work the leader has"
+    );
+}

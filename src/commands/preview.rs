@@ -38,7 +38,7 @@ pub enum PreviewError {
     Server {
         /// The daemon.
         url: String,
-        /// Why.
+        /// Why no answer could be read.
         #[source]
         source: crate::http_client::FetchError,
     },
@@ -53,7 +53,7 @@ pub enum PreviewError {
     Post {
         /// The pull request.
         pr: u64,
-        /// Why.
+        /// The forge call that failed, and its cause.
         #[source]
         source: ForgeError,
     },

@@ -45,7 +45,7 @@ pub enum PreviewRoundError {
     Revision {
         /// The pull request.
         pr: u64,
-        /// Why.
+        /// Why the revision could not be read.
         #[source]
         source: RevisionError,
     },

@@ -56,7 +56,7 @@ pub enum StatusBranchError {
     Open {
         /// Its folder.
         path: PathBuf,
-        /// Why.
+        /// What libgit2 said, credentials redacted.
         #[source]
         source: GitFailure,
     },
@@ -70,7 +70,7 @@ pub enum StatusBranchError {
         remote: String,
         /// The branch.
         branch: String,
-        /// Why.
+        /// What libgit2 said, credentials redacted.
         #[source]
         source: GitFailure,
     },
@@ -79,7 +79,7 @@ pub enum StatusBranchError {
     Read {
         /// What.
         what: String,
-        /// Why.
+        /// What libgit2 said, credentials redacted.
         #[source]
         source: GitFailure,
     },
@@ -88,7 +88,7 @@ pub enum StatusBranchError {
     Write {
         /// What.
         what: String,
-        /// Why.
+        /// What libgit2 said, credentials redacted.
         #[source]
         source: GitFailure,
     },
@@ -133,7 +133,7 @@ pub enum StatusBranchError {
     /// The blocking Git work stopped.
     #[error("the status branch work stopped: {message}")]
     Stopped {
-        /// Why.
+        /// How the task ended (a panic's message, or its cancellation).
         message: String,
     },
 }

@@ -86,7 +86,8 @@ async fn configure(lab: &K3sLab, node: &GuestIdentity, settings: &str) {
             .await,
     );
     lab.nodes
-        .write_file(node, "/etc/rancher/k3s/config.yaml", settings.as_bytes());
+        .write_file(node, "/etc/rancher/k3s/config.yaml", settings.as_bytes())
+        .expect("written");
 }
 
 /// The seed's server install, air-gapped: the token and the DSN in K3s's configuration file,
@@ -174,8 +175,13 @@ impl NodeExec for LabNodes {
         content: &str,
     ) -> Result<(), ExecError> {
         self.0
-            .write_file(&identity(target), path, content.as_bytes());
-        Ok(())
+            .write_file(&identity(target), path, content.as_bytes())
+            .map_err(|reason| ExecError::Transport {
+                node: target.to_string(),
+                command: format!("write {path}"),
+                transient: false,
+                source: reason.into(),
+            })
     }
     async fn run(&self, target: &NodeTarget, command: &Command) -> Result<Output, ExecError> {
         let exit = self.0.exec(&identity(target), &command.argv).await;
@@ -460,9 +466,25 @@ async fn the_lab_refuses_a_k3s_secret_on_the_command_line_or_in_a_file_others_ca
         );
     }
 
-    // Written straight through the guest agent, a new file is 0666.
+    // Written straight through the guest agent, a new file is 0666, and its folder must exist.
+    let token = b"token: \"t0k3n-1\"\n";
+    let missing = lab
+        .nodes
+        .write_file(&server, k3s::CONFIG, token)
+        .expect_err("no /etc/rancher/k3s yet");
+    assert!(missing.contains("No such file or directory"), "{missing}");
+    assert_ok(
+        "another file in the folder",
+        &lab.nodes
+            .exec(
+                &server,
+                &words("install -D -m 0644 /dev/null /etc/rancher/k3s/registries.yaml"),
+            )
+            .await,
+    );
     lab.nodes
-        .write_file(&server, k3s::CONFIG, b"token: \"t0k3n-1\"\n");
+        .write_file(&server, k3s::CONFIG, token)
+        .expect("written");
     let refused = lab.nodes.exec(&server, &words(&install)).await;
     assert!(
         refused.stderr.contains("is mode 0666"),

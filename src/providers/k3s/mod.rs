@@ -11,14 +11,14 @@
 //!   agent's uninstall script exists), so a repeated step changes nothing.
 //! - The token and the datastore DSN are never on a command line (QEMU's guest agent logs
 //!   every command line to the guest's syslog, and `/proc/*/cmdline` shows it to every user
-//!   of the node): they are in [`CONFIG`], created mode 0600 before it is written, which K3s
+//!   of the node): they are in [`CONFIG`], of mode 0600 ([`FileMode::Secret`]), which K3s
 //!   reads at every start of a server or an agent.
 
 use std::net::IpAddr;
 use std::time::Duration;
 
-use super::kubeadm::{Kubeadm, KubeadmError, NodeStep, write_secret};
-use super::node_exec::{Command, NodeExec, NodeTarget};
+use super::kubeadm::{Kubeadm, KubeadmError, NodeStep, write_file};
+use super::node_exec::{Command, FileMode, NodeExec, NodeTarget};
 use crate::model::NodeName;
 use crate::spec::ClusterSpec;
 
@@ -113,16 +113,14 @@ pub fn install_server(
         ]
         .map(str::to_owned),
     );
-    let mut steps = vec![NodeStep::WriteFile {
-        path: KUBE_VIP_MANIFEST.to_owned(),
-        content: kube_vip(spec),
-    }];
-    steps.extend(write_secret(CONFIG, config_file(&settings)));
-    steps.push(NodeStep::Run {
-        command: Command::new(&argv).timeout(INSTALL_TIMEOUT),
-        unless: Some(Command::new(&["test", "-f", KUBECONFIG])),
-    });
-    steps
+    vec![
+        write_file(KUBE_VIP_MANIFEST, FileMode::Config, kube_vip(spec)),
+        write_file(CONFIG, FileMode::Secret, config_file(&settings)),
+        NodeStep::Run {
+            command: Command::new(&argv).timeout(INSTALL_TIMEOUT),
+            unless: Some(Command::new(&["test", "-f", KUBECONFIG])),
+        },
+    ]
 }
 
 /// A K3s agent joining the endpoint with the cluster token (from K3s's configuration file).
@@ -150,12 +148,13 @@ pub fn install_agent(
         ]
         .map(str::to_owned),
     );
-    let mut steps = write_secret(CONFIG, config_file(&[("token", token)]));
-    steps.push(NodeStep::Run {
-        command: Command::new(&argv).timeout(INSTALL_TIMEOUT),
-        unless: Some(Command::new(&["test", "-f", AGENT_UNINSTALL_SCRIPT])),
-    });
-    steps
+    vec![
+        write_file(CONFIG, FileMode::Secret, config_file(&[("token", token)])),
+        NodeStep::Run {
+            command: Command::new(&argv).timeout(INSTALL_TIMEOUT),
+            unless: Some(Command::new(&["test", "-f", AGENT_UNINSTALL_SCRIPT])),
+        },
+    ]
 }
 
 /// Runs an install's `steps` (from [`install_server`] or [`install_agent`]) on `target`, cloned
@@ -222,7 +221,9 @@ pub fn rotate_certificates() -> Vec<NodeStep> {
 
 /// Prints the admin kubeconfig a server wrote.
 pub fn read_kubeconfig() -> Command {
-    Command::new(&["cat", KUBECONFIG]).sensitive()
+    Command::new(&["cat", KUBECONFIG])
+        .sensitive()
+        .max_output(crate::providers::kube::MAX_KUBECONFIG_BYTES)
 }
 
 fn kube_vip(spec: &ClusterSpec) -> String {

@@ -210,6 +210,23 @@ pub enum ProxmoxError {
         /// The largest size that fits.
         max: usize,
     },
+    /// A command's output, as the guest agent reported it, is larger than capstan reads:
+    /// the VM (whose root may be hostile) is not believed.
+    #[error(
+        "VM {vmid}'s guest agent answered `{program}` with {bytes} bytes of {stream}, more than the {max} read; refused"
+    )]
+    GuestOutputTooLarge {
+        /// The VMID.
+        vmid: VmId,
+        /// The program (argv[0]).
+        program: String,
+        /// `stdout` or `stderr`.
+        stream: &'static str,
+        /// Its size.
+        bytes: usize,
+        /// The largest size read.
+        max: usize,
+    },
 }
 
 /// A failed Proxmox task: what it was, how it ended and the end of its log.

@@ -35,6 +35,7 @@ use jiff::Timestamp;
 
 use crate::model::{NodeName, Ownership, VmId};
 
+pub use agent::GUEST_OUTPUT_MAX_BYTES;
 pub use client::{ClientOptions, ProxmoxClient};
 pub use connection::{ConnectionConfig, TokenSecret, Trust};
 pub use error::{ProxmoxError, RetryPolicy, TaskFailure, backoff_delay};

@@ -307,8 +307,8 @@ impl GuestSystems {
         let guest = self.guest(vm.vmid);
         // Real K3s points it at https://127.0.0.1:6443; the lab's servers listen on their own
         // loopback ports, so it carries that address, as the lab's admin.conf does for kubeadm.
-        guest.files.insert(paths::K3S_KUBECONFIG.to_owned(), admin);
-        guest.files.insert(
+        guest.put_file(paths::K3S_KUBECONFIG.to_owned(), admin);
+        guest.put_file(
             paths::K3S_UNINSTALL_SCRIPT.to_owned(),
             "#!/bin/sh\n# k3s-uninstall.sh\n".to_owned(),
         );
@@ -395,7 +395,7 @@ impl GuestSystems {
         let node = kubelet(vm, &request.node, request.version, Role::Worker);
         match self.join_k3s(backend, vm, &name, &node, later) {
             Ok(()) => {
-                self.guest(vm.vmid).files.insert(
+                self.guest(vm.vmid).put_file(
                     paths::K3S_AGENT_UNINSTALL_SCRIPT.to_owned(),
                     "#!/bin/sh\n# k3s-agent-uninstall.sh\n".to_owned(),
                 );
@@ -465,7 +465,7 @@ impl GuestSystems {
                 if std::mem::take(&mut guest.k3s_rotation_pending) {
                     match backend.renew_certificates(&member.cluster) {
                         Ok(access) => {
-                            self.guest(vm.vmid).files.insert(
+                            self.guest(vm.vmid).put_file(
                                 paths::K3S_KUBECONFIG.to_owned(),
                                 access.admin_kubeconfig.clone(),
                             );

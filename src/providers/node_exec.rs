@@ -191,7 +191,7 @@ pub enum ExecError {
         command: String,
         /// Whether trying again later may succeed (agent not up yet, API hiccup).
         transient: bool,
-        /// Why.
+        /// What the layer below said.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },

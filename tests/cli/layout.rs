@@ -213,6 +213,57 @@ fn the_core_has_no_io_dependency_and_the_lab_does_not_depend_on_the_daemon() {
     );
 }
 
+/// The folders of the workspace a README path starts with.
+const README_ROOTS: &[&str] = &[
+    "src/",
+    "crates/",
+    "tests/",
+    "benches/",
+    "deploy/",
+    "schemas/",
+    "examples-repo/",
+];
+
+/// Every path the README names under a folder of the workspace (`src/observe/`,
+/// `tests/support/mariadb.rs`), as written: a word starting with one of [`README_ROOTS`],
+/// up to the first character no path here has, without a sentence's closing punctuation.
+fn readme_paths(readme: &str) -> BTreeSet<String> {
+    let is_path_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '/' | '-');
+    let mut paths = BTreeSet::new();
+    for root in README_ROOTS {
+        for (index, _) in readme.match_indices(root) {
+            let preceded = readme[..index].chars().next_back();
+            if preceded.is_some_and(is_path_char) {
+                continue;
+            }
+            let end = readme[index..]
+                .find(|c: char| !is_path_char(c))
+                .map_or(readme.len(), |i| index + i);
+            let path = readme[index..end].trim_end_matches(['.', ',', ':']);
+            paths.insert(path.to_owned());
+        }
+    }
+    paths
+}
+
+#[test]
+fn every_path_the_readme_names_exists() {
+    let readme = std::fs::read_to_string("README.md").expect("read README.md");
+    let paths = readme_paths(&readme);
+    assert!(
+        paths.contains("src/observe/") && paths.contains("crates/core/src/plan/"),
+        "read the README's paths: {paths:?}"
+    );
+    let missing: Vec<&String> = paths
+        .iter()
+        .filter(|path| !Path::new(path.as_str()).exists())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the README names paths that do not exist: {missing:?}"
+    );
+}
+
 /// What shows that a daemon file does I/O (or is the binary's own business): a runtime,
 /// network, Kubernetes, Git, database, file-watching, TLS, command-line or metrics crate;
 /// the standard library's files, network, processes, environment, streams or threads;

@@ -59,6 +59,14 @@ async fn inventory_sees_every_node_and_template_with_capacity() {
             .all(|t| t.storages == ["local-lvm"])
     );
     assert_eq!(inventory.storages.get("local-lvm"), Some(&false));
+    for template in &inventory.templates {
+        let built_for = if template.name == "debian13-k3s" {
+            "k3s"
+        } else {
+            "kubeadm"
+        };
+        assert_eq!(template.tags, [built_for], "{}", template.name);
+    }
     setup.sim.handle().reset_calls();
     let again = setup.client.inventory().await.expect("inventory");
     assert_eq!(again.templates, inventory.templates);

@@ -17,8 +17,8 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use super::kubeadm::{NodeStep, write_file};
-use super::node_exec::{Command, FileMode};
+use super::kubeadm::{Kubeadm, KubeadmError, NodeStep, write_file};
+use super::node_exec::{Command, FileMode, NodeExec, NodeTarget};
 use crate::model::NodeName;
 use crate::spec::ClusterSpec;
 
@@ -26,6 +26,9 @@ use crate::spec::ClusterSpec;
 pub const INSTALL_SCRIPT: &str = "/usr/local/bin/k3s-install.sh";
 /// What the install script leaves to remove a server.
 pub const UNINSTALL_SCRIPT: &str = "/usr/local/bin/k3s-uninstall.sh";
+/// The `k3s` binary a K3s template carries (the air-gap install), where the install script
+/// looks for it.
+pub const BINARY: &str = "/usr/local/bin/k3s";
 /// What the install script leaves to remove an agent.
 pub const AGENT_UNINSTALL_SCRIPT: &str = "/usr/local/bin/k3s-agent-uninstall.sh";
 /// K3s's configuration file, read by `k3s server` and `k3s agent` at every start: it holds the
@@ -152,6 +155,38 @@ pub fn install_agent(
             unless: Some(Command::new(&["test", "-f", AGENT_UNINSTALL_SCRIPT])),
         },
     ]
+}
+
+/// Runs an install's `steps` (from [`install_server`] or [`install_agent`]) on `target`, cloned
+/// from `template`. When a command fails and the node has no [`BINARY`], says that the
+/// template carries no K3s air-gap install, rather than the install script's last words.
+///
+/// # Errors
+/// [`KubeadmError::MissingFromTemplate`] then; otherwise the steps' error.
+pub async fn install<E: NodeExec>(
+    nodes: &Kubeadm<E>,
+    operation: &'static str,
+    target: &NodeTarget,
+    template: &str,
+    steps: &[NodeStep],
+) -> Result<(), KubeadmError> {
+    let err = match nodes.run_steps(operation, target, steps).await {
+        Ok(()) => return Ok(()),
+        Err(err @ KubeadmError::CommandFailed { .. }) => err,
+        Err(err) => return Err(err),
+    };
+    let check = Command::new(&["test", "-e", BINARY]);
+    match nodes.transport().run(target, &check).await {
+        Ok(output) if !output.success() => Err(KubeadmError::MissingFromTemplate {
+            operation,
+            node: target.name.to_string(),
+            template: template.to_owned(),
+            what: "K3s air-gap install",
+            path: BINARY,
+        }),
+        // The binary is there, or the node cannot say: the install's own error stands.
+        _ => Err(err),
+    }
 }
 
 /// Takes K3s off a node (server or agent): the uninstall script the install left.

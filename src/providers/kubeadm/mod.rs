@@ -11,7 +11,9 @@
 //!   `kubeadm reset --force` on a clean node is a no-op.
 //! - Join tokens, certificate keys and kubeconfigs never reach logs or errors: the commands that
 //!   print them are [`Command::sensitive`], and what they print is known to the redactor
-//!   ([`crate::redact`]) as it is read.
+//!   ([`crate::redact`]) as it is read. A sensitive command that fails is reported with the
+//!   end of its standard error (where it says why; the secret goes to its standard output)
+//!   only once the redactor has run over it, capped at [`SENSITIVE_STDERR_CAP`].
 //! - No secret is ever an argument of a command (QEMU's guest agent logs every command line
 //!   to the guest's syslog, and `/proc/*/cmdline` shows it to every user of the node): the
 //!   join configuration that holds the bootstrap token and the certificate key is a file of
@@ -25,6 +27,10 @@ use std::time::Duration;
 use super::node_exec::{Command, ExecError, FileMode, NodeExec, NodeTarget, Output};
 use crate::model::{NodeName, Role};
 use crate::spec::{ClusterSpec, KubeVersion};
+
+/// The most of a failed sensitive command's standard error an error quotes (after the
+/// redactor): enough for the reason it failed (`kubeadm`'s last lines), not a document.
+pub const SENSITIVE_STDERR_CAP: usize = 512;
 
 /// Folder for the files capstan writes on a node.
 pub const CAPSTAN_DIR: &str = "/etc/capstan";
@@ -473,7 +479,7 @@ pub enum KubeadmError {
         operation: &'static str,
         /// The node.
         node: String,
-        /// Why.
+        /// Why the guest agent could not run the command.
         #[source]
         source: ExecError,
     },
@@ -488,8 +494,24 @@ pub enum KubeadmError {
         command: String,
         /// Its exit code.
         exit_code: i32,
-        /// The end of its standard error (empty for sensitive commands).
+        /// The end of its standard error (for a sensitive command, redacted and capped at
+        /// [`SENSITIVE_STDERR_CAP`]).
         stderr_tail: String,
+    },
+    /// A node's template lacks what the step needs (K3s's air-gap install): no retry can help
+    /// until the machine is built from another template.
+    #[error("{operation} on {node}: template {template} has no {what}: {path} not found")]
+    MissingFromTemplate {
+        /// What capstan was doing.
+        operation: &'static str,
+        /// The node.
+        node: String,
+        /// The template the node's VM was cloned from.
+        template: String,
+        /// What the template should carry.
+        what: &'static str,
+        /// The file that is not there.
+        path: &'static str,
     },
     /// A command printed something capstan cannot read.
     #[error("{operation} on {node}: unexpected output from `{command}`")]
@@ -594,7 +616,10 @@ impl<E: NodeExec> Kubeadm<E> {
             command: command.display(),
             exit_code: output.exit_code,
             stderr_tail: if command.sensitive {
-                String::new()
+                crate::redact::cap(
+                    &crate::redact::redact(&output.stderr_tail()),
+                    SENSITIVE_STDERR_CAP,
+                )
             } else {
                 output.stderr_tail()
             },

@@ -512,7 +512,7 @@ async fn every_file_is_created_with_its_mode_and_folder_just_before_it_is_writte
 }
 
 #[tokio::test]
-async fn a_failed_sensitive_command_reports_no_output() {
+async fn a_failed_sensitive_command_says_why_with_its_secrets_redacted() {
     struct Failing;
     impl NodeExec for Failing {
         async fn write_file(&self, _: &NodeTarget, _: &str, _: &str) -> Result<(), ExecError> {
@@ -522,18 +522,29 @@ async fn a_failed_sensitive_command_reports_no_output() {
             Ok(Output {
                 exit_code: 1,
                 stdout: String::new(),
-                stderr: "token abcdef.0123456789abcdef rejected".into(),
+                stderr: format!(
+                    "token sensitive-stderr-0123456789abcdef rejected: {}",
+                    "x".repeat(4096)
+                ),
             })
         }
     }
+    crate::redact::remember("sensitive-stderr-0123456789abcdef");
     let err = Kubeadm::new(Failing)
         .join_ticket(&target())
         .await
         .expect_err("fails");
     let text = format!("{err}");
     assert!(
-        text.contains("create join token on capstan-prod-cp-1a2b3: `kubeadm …` exited 1"),
+        text.contains(
+            "create join token on capstan-prod-cp-1a2b3: `kubeadm …` exited 1: token *** rejected: xxx"
+        ),
         "{text}"
     );
-    assert!(!text.contains("abcdef"), "{text}");
+    assert!(!text.contains("0123456789abcdef"), "{text}");
+    assert!(
+        text.len() < SENSITIVE_STDERR_CAP + 200,
+        "capped: {} bytes",
+        text.len()
+    );
 }

@@ -30,7 +30,7 @@ pub enum ProxmoxError {
     ReadCaFile {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
@@ -43,7 +43,7 @@ pub enum ProxmoxError {
     /// The HTTPS client could not be built.
     #[error("cannot build the HTTPS client")]
     BuildClient {
-        /// Why.
+        /// What the HTTP client said (no answer, or one it could not read).
         #[source]
         source: reqwest::Error,
     },
@@ -77,7 +77,7 @@ pub enum ProxmoxError {
         method: &'static str,
         /// API path (below `/api2/json`).
         path: String,
-        /// Why.
+        /// What the HTTP client said (no answer, or one it could not read).
         #[source]
         source: reqwest::Error,
     },

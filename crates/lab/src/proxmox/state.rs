@@ -450,6 +450,9 @@ impl SimState {
             );
             config.insert("cpu".into(), template.cpu.clone());
             config.insert("template".into(), "1".into());
+            if !template.tags.is_empty() {
+                config.insert("tags".into(), template.tags.join(";"));
+            }
             config.insert(
                 "scsi0".into(),
                 format!(
@@ -598,6 +601,11 @@ impl SimState {
             node: vm.node.clone(),
             address: self.leases.get(&vmid).copied(),
             k3s_airgap: vm.k3s_airgap.clone(),
+            cluster: vm.config.get("tags").and_then(|tags| {
+                tags.split([';', ',', ' '])
+                    .find_map(|tag| tag.strip_prefix("cluster-"))
+                    .map(str::to_owned)
+            }),
         })
     }
 

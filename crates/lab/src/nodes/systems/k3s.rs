@@ -289,7 +289,7 @@ impl GuestSystems {
                 }
                 name
             }
-            None => self.create_k3s_cluster(backend, request)?,
+            None => self.create_k3s_cluster(backend, vm, request)?,
         };
         let state = self
             .clusters
@@ -315,17 +315,23 @@ impl GuestSystems {
         Ok((name, created))
     }
 
+    /// Starts the cluster of a first server, named after the cluster its VM's owner tags
+    /// name, as a kubeadm cluster is after its `clusterName` (K3s knows no cluster name);
+    /// a VM no cluster owns names it after its database, else its endpoint host.
     fn create_k3s_cluster(
         &mut self,
         backend: &impl ClusterBackend,
+        vm: &GuestVm,
         request: &ServerRequest,
     ) -> Result<String, Exit> {
         let endpoint = server_endpoint(request);
         let (host, port) = split_host_port(&endpoint);
-        let name = request
-            .datastore
-            .as_ref()
-            .map_or_else(|| host.clone(), |d| d.database.clone());
+        let name = vm.cluster.clone().unwrap_or_else(|| {
+            request
+                .datastore
+                .as_ref()
+                .map_or_else(|| host.clone(), |d| d.database.clone())
+        });
         let access = backend
             .create_cluster(&NewCluster {
                 name: name.clone(),

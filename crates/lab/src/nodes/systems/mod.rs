@@ -236,7 +236,7 @@ impl GuestSystems {
             "echo" => Exit::success(format!("{}\n", args.join(" "))),
             "hostname" => Exit::success(format!("{}\n", vm.name)),
             "cat" => self.cat(vm.vmid, args),
-            "test" => self.test(vm.vmid, args),
+            "test" => self.test(vm, args),
             "install" => self.install(vm.vmid, args),
             "rm" => self.remove(vm.vmid, args),
             "bash" => self.bash(backend, vm, args, now, &mut later),
@@ -278,11 +278,14 @@ impl GuestSystems {
         Exit::success(out)
     }
 
-    fn test(&mut self, vmid: VmId, args: &[String]) -> Exit {
-        let guest = self.guest(vmid);
+    /// `test -f|-e PATH`: a file written, or what the VM's template carries (the `k3s` binary
+    /// of an air-gap install).
+    fn test(&mut self, vm: &GuestVm, args: &[String]) -> Exit {
+        let carried = |path: &str| path == paths::K3S_BINARY && vm.k3s_airgap.is_some();
+        let guest = self.guest(vm.vmid);
         match args {
             [flag, path] if flag == "-f" || flag == "-e" => Exit {
-                exit_code: i32::from(!guest.files.contains_key(path)),
+                exit_code: i32::from(!guest.files.contains_key(path) && !carried(path)),
                 stdout: String::new(),
                 stderr: String::new(),
             },

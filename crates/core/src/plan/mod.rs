@@ -24,6 +24,7 @@
 
 pub mod bound;
 mod cluster;
+mod effects;
 pub mod placement;
 mod removed;
 mod simulate;
@@ -49,6 +50,7 @@ use jiff::Timestamp;
 use crate::observed::{Observed, ObservedCluster};
 use crate::spec::{ClusterSpec, Desired, MinorVersion};
 
+pub use effects::Changes;
 pub use types::*;
 
 use cluster::{Gate, Input, SpecMemo};

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 
+use crate::distribution::{self, Distribution as _};
 use crate::fingerprint::FingerprintKey;
 use crate::providers::ca_pins::{CaPins, PinError, PinStore};
 use crate::providers::datastore::{AdminAccess, DatastoreError};
@@ -27,7 +28,7 @@ use crate::providers::proxmox::{
     Trust,
 };
 use crate::secrets::{SecretError, SecretReader, SecretUse};
-use crate::spec::{ClusterSpec, Distribution, Fleet, SecretSource};
+use crate::spec::{ClusterSpec, Fleet, SecretSource};
 use capstan_lab::lab::{ApiAddresses, LabFile};
 
 /// Everything observe and execute reach the world through.
@@ -351,10 +352,8 @@ impl Connections {
     /// Where capstan dials `spec`'s endpoint, and which servers a kubeconfig may name.
     fn api_endpoint(&self, spec: &ClusterSpec) -> ApiEndpoint {
         let (host, port) = (&spec.endpoint.host, spec.endpoint.port);
-        let mut endpoint = ApiEndpoint::declared(host, port);
-        if spec.kubernetes.distribution == Distribution::K3s {
-            endpoint = endpoint.or_node_loopback();
-        }
+        let endpoint =
+            distribution::of(Some(spec)).admitted_servers(ApiEndpoint::declared(host, port));
         match self
             .lab_addresses
             .as_ref()

@@ -17,6 +17,7 @@ pub mod commands;
 pub mod config;
 pub mod connect;
 pub mod daemon;
+pub mod distribution;
 pub mod env_vars;
 pub mod execute;
 pub mod fence;

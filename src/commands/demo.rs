@@ -17,9 +17,10 @@ use crate::clock::Clock;
 use crate::commands::Outcome;
 use crate::daemon::http;
 use crate::daemon::{Daemon, DaemonOptions, StatusBoard};
+use crate::distribution::{self, Distribution as _};
 use crate::secrets::{Admission, SecretPolicy, SecretReader};
 use crate::source::{self, Redactor, Tracker};
-use crate::spec::{self, Distribution, RepoFiles};
+use crate::spec::{self, RepoFiles};
 use crate::status_branch::StatusWriter;
 use capstan_lab::kube::MANAGEMENT;
 use capstan_lab::world::LabConfig;
@@ -150,13 +151,10 @@ fn lab_cluster_names(files: &RepoFiles) -> BTreeMap<String, String> {
     desired
         .clusters
         .iter()
-        .filter(|(_, cluster)| cluster.spec.kubernetes.distribution == Distribution::K3s)
-        .map(|(name, cluster)| {
-            let datastore = cluster.spec.kubernetes.datastore.as_ref();
-            let lab_name = datastore
-                .and_then(|d| d.database.clone())
-                .unwrap_or_else(|| cluster.spec.endpoint.host.clone());
-            (name.clone(), lab_name)
+        .filter_map(|(name, cluster)| {
+            let spec = &cluster.spec;
+            let lab_name = distribution::of(Some(spec)).lab_kubeconfig_name(spec)?;
+            Some((name.clone(), lab_name))
         })
         .collect()
 }

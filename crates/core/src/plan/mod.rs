@@ -27,6 +27,7 @@ mod cluster;
 mod effects;
 pub mod placement;
 mod removed;
+pub mod render;
 mod simulate;
 mod types;
 mod window;

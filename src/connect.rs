@@ -15,7 +15,6 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::distribution::{self, Distribution as _};
 use crate::fingerprint::FingerprintKey;
 use crate::providers::ca_pins::{CaPins, PinError, PinStore};
 use crate::providers::datastore::{AdminAccess, DatastoreError};
@@ -352,8 +351,15 @@ impl Connections {
     /// Where capstan dials `spec`'s endpoint, and which servers a kubeconfig may name.
     fn api_endpoint(&self, spec: &ClusterSpec) -> ApiEndpoint {
         let (host, port) = (&spec.endpoint.host, spec.endpoint.port);
-        let endpoint =
-            distribution::of(Some(spec)).admitted_servers(ApiEndpoint::declared(host, port));
+        let mut endpoint = ApiEndpoint::declared(host, port);
+        if spec
+            .kubernetes
+            .distribution
+            .capabilities()
+            .admin_server_on_node_loopback
+        {
+            endpoint = endpoint.or_node_loopback();
+        }
         match self
             .lab_addresses
             .as_ref()

@@ -20,7 +20,6 @@ pub mod commands;
 pub mod config;
 pub mod connect;
 pub mod daemon;
-pub mod distribution;
 pub mod env_vars;
 pub mod execute;
 pub mod fence;

@@ -17,7 +17,7 @@ use crate::clock::Clock;
 use crate::commands::Outcome;
 use crate::daemon::http;
 use crate::daemon::{Daemon, DaemonOptions, StatusBoard};
-use crate::distribution::{self, Distribution as _};
+use crate::execute::distribution::{self, Distribution as _};
 use crate::secrets::{Admission, SecretPolicy, SecretReader};
 use crate::source::{self, Redactor, Tracker};
 use crate::spec::{self, RepoFiles};

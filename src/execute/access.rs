@@ -5,7 +5,7 @@
 use crate::connect::Providers;
 use crate::model::{NodeName, Role};
 use crate::plan::{ActionKind, MachineRef};
-use crate::providers::kube::ClusterError;
+use crate::providers::kube::{AdminKubeconfig, ClusterError};
 use crate::providers::kubeadm::{Kubeadm, KubeadmError, NodeStep};
 use crate::providers::node_exec::{GuestAgent, NodeExec, NodeTarget};
 use crate::providers::proxmox::{
@@ -14,6 +14,34 @@ use crate::providers::proxmox::{
 use crate::spec::ClusterSpec;
 
 use super::{ExecuteError, Executor, StepContext};
+
+/// How the executor reaches one cluster.
+#[derive(Clone, Default)]
+pub struct ClusterAccess {
+    /// The Proxmox connection its VMs live on.
+    pub connection: String,
+    /// The current admin kubeconfig, when a control plane gave one that was admitted.
+    pub kubeconfig: Option<AdminKubeconfig>,
+    /// The control plane it was read from.
+    pub read_from: Option<NodeTarget>,
+    /// Why its API does not answer, when capstan knows more than "it does not answer" (a K3s
+    /// cluster's datastore that is down).
+    pub api_down_because: Option<String>,
+}
+
+impl std::fmt::Debug for ClusterAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterAccess")
+            .field("connection", &self.connection)
+            .field(
+                "kubeconfig",
+                &self.kubeconfig.as_ref().map(AdminKubeconfig::fingerprint),
+            )
+            .field("read_from", &self.read_from)
+            .field("api_down_because", &self.api_down_because)
+            .finish()
+    }
+}
 
 impl<Pr: Providers> Executor<Pr> {
     /// The cluster's Proxmox client, fenced: every change it makes, and every command or

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::connect::Providers;
-use crate::distribution::Distribution as _;
+use crate::execute::distribution::Distribution as _;
 use crate::model::{NodeName, Ownership};
 use crate::observed::{MachineSpec, PREPARED_TAG};
 use crate::plan::{ActionKind, MachineRef};

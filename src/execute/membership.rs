@@ -1,9 +1,9 @@
 //! The executor's steps on cluster membership, each through the cluster's distribution
-//! ([`crate::distribution`]): the first control plane, a join, a Node's deletion (after what
+//! ([`crate::execute::distribution`]): the first control plane, a join, a Node's deletion (after what
 //! its member takes with it), an in-place upgrade, certificate renewal.
 
 use crate::connect::Providers;
-use crate::distribution::Distribution as _;
+use crate::execute::distribution::Distribution as _;
 use crate::model::{NodeName, Role};
 use crate::observed::RETIRING_TAG;
 use crate::plan::{ActionKind, MachineRef};

@@ -1,7 +1,7 @@
 //! Runs one planned [`Step`] through the providers, one file per step family: machines.rs
 //! (VMs: clone, prepare, reset, destroy, fence), membership.rs (the first control plane,
 //! joins, a Node's deletion, upgrades, certificates: through the cluster's
-//! [`crate::distribution`]), drains.rs (cordon and drain), deliveries.rs (the kubeconfig to
+//! [`distribution`]), drains.rs (cordon and drain), deliveries.rs (the kubeconfig to
 //! Flux), removal.rs (a whole cluster); access.rs reaches the cluster's VMs and API, and
 //! bootstrap.rs admits the first admin kubeconfig.
 //!
@@ -24,16 +24,16 @@ use std::sync::Arc;
 
 use crate::clock::Clock;
 use crate::connect::Providers;
-use crate::distribution::{self, Chosen};
 use crate::fence::Fence;
-use crate::observe::ClusterAccess;
 use crate::observed::ObservedCluster;
 use crate::plan::{Action, Step};
 use crate::spec::ClusterSpec;
+use distribution::Chosen;
 
 mod access;
 mod bootstrap;
 mod deliveries;
+pub mod distribution;
 mod drains;
 mod error;
 mod machines;
@@ -41,6 +41,7 @@ mod membership;
 mod removal;
 mod report;
 
+pub use access::ClusterAccess;
 pub(crate) use access::{fenced, kubeadm_failed, node_target, require_spec, run_steps};
 pub use error::ExecuteError;
 pub use report::StepReport;

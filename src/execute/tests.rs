@@ -407,9 +407,15 @@ async fn a_leaving_worker_takes_no_etcd_member_and_a_k3s_server_none_either() {
             fence: &fence,
         };
         let node = NodeName(node.into());
-        crate::distribution::Distribution::leave(&ctx.distribution(), &executor, ctx, &node, role)
-            .await
-            .expect("nothing to remove");
+        crate::execute::distribution::Distribution::leave(
+            &ctx.distribution(),
+            &executor,
+            ctx,
+            &node,
+            role,
+        )
+        .await
+        .expect("nothing to remove");
     }
     assert!(proxmox.calls().is_empty(), "{:?}", proxmox.calls());
     // kubeadm's control plane takes its etcd member, through another Ready control plane:
@@ -422,7 +428,7 @@ async fn a_leaving_worker_takes_no_etcd_member_and_a_k3s_server_none_either() {
         revision: "r1",
         fence: &fence,
     };
-    let err = crate::distribution::Distribution::leave(
+    let err = crate::execute::distribution::Distribution::leave(
         &ctx.distribution(),
         &executor,
         ctx,

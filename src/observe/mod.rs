@@ -31,7 +31,7 @@ use futures_util::StreamExt as _;
 use jiff::Timestamp;
 
 use crate::connect::Providers;
-use crate::distribution::{self, Distribution as _, VersionSource};
+use crate::execute::distribution::{self, Distribution as _, VersionSource};
 use crate::model::{NodeName, Role};
 use crate::observed::{
     BOOTSTRAP_MARKER, DRAIN_STARTED_ANNOTATION, DrainObserved, FluxSecret, FluxTarget, Observed,
@@ -40,7 +40,6 @@ use crate::observed::{
 };
 use crate::providers::flux::{self, KubeconfigDelivery};
 use crate::providers::kube::{AdminKubeconfig, ClusterClient, NodeState};
-use crate::providers::node_exec::NodeTarget;
 use crate::providers::proxmox::{self, ProxmoxProvider, VmInfo};
 use crate::spec::{Cluster, Desired, Endpoint, KubeVersion};
 use guest::{mark_guest_agents, read_admin_kubeconfig, read_built_from};
@@ -66,33 +65,7 @@ pub struct Observation {
     pub guest_agent_calls_total: u64,
 }
 
-/// How the executor reaches one cluster.
-#[derive(Clone, Default)]
-pub struct ClusterAccess {
-    /// The Proxmox connection its VMs live on.
-    pub connection: String,
-    /// The current admin kubeconfig, when a control plane gave one that was admitted.
-    pub kubeconfig: Option<AdminKubeconfig>,
-    /// The control plane it was read from.
-    pub read_from: Option<NodeTarget>,
-    /// Why its API does not answer, when capstan knows more than "it does not answer" (a K3s
-    /// cluster's datastore that is down).
-    pub api_down_because: Option<String>,
-}
-
-impl std::fmt::Debug for ClusterAccess {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClusterAccess")
-            .field("connection", &self.connection)
-            .field(
-                "kubeconfig",
-                &self.kubeconfig.as_ref().map(AdminKubeconfig::fingerprint),
-            )
-            .field("read_from", &self.read_from)
-            .field("api_down_because", &self.api_down_because)
-            .finish()
-    }
-}
+pub use crate::execute::ClusterAccess;
 
 /// What an observation reads beyond what the planner needs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

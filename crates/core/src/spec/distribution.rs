@@ -20,6 +20,10 @@ pub struct Capabilities {
     /// an odd number of members and whose member leaves with its control plane; without, the
     /// servers share a datastore and any number of them (one or more) is valid.
     pub etcd_quorum: bool,
+    /// Whether the admin kubeconfig a control plane writes names the node's own loopback at
+    /// the endpoint's port (K3s's `https://127.0.0.1:6443`) rather than the endpoint: such a
+    /// server is admitted too (capstan still dials the endpoint).
+    pub admin_server_on_node_loopback: bool,
     /// What starts the first control plane, as reasons name it.
     pub init: &'static str,
     /// What undoes a node before its VM shuts down, as reasons name it.
@@ -41,6 +45,7 @@ const KUBEADM: Capabilities = Capabilities {
     tool: "kubeadm",
     upgrades_in_place: true,
     etcd_quorum: true,
+    admin_server_on_node_loopback: false,
     init: "kubeadm init",
     reset: "kubeadm reset",
     prepare: ("install CRI-O and Kubernetes ", ""),
@@ -51,6 +56,7 @@ const K3S: Capabilities = Capabilities {
     tool: "K3s",
     upgrades_in_place: false,
     etcd_quorum: false,
+    admin_server_on_node_loopback: true,
     init: "start the K3s server",
     reset: "K3s uninstall",
     prepare: ("check that K3s ", " is in its template"),
@@ -97,11 +103,13 @@ mod tests {
     }
 
     #[test]
-    fn only_kubeadm_moves_a_version_in_place_and_keeps_an_etcd_quorum() {
+    fn only_kubeadm_moves_a_version_in_place_and_keeps_an_etcd_quorum_and_only_k3s_names_its_loopback()
+     {
         let kubeadm = Distribution::Kubeadm.capabilities();
         let k3s = Distribution::K3s.capabilities();
         assert!(kubeadm.upgrades_in_place && kubeadm.etcd_quorum);
         assert!(!k3s.upgrades_in_place && !k3s.etcd_quorum);
+        assert!(k3s.admin_server_on_node_loopback && !kubeadm.admin_server_on_node_loopback);
         let version: KubeVersion = "1.36.2".parse().expect("a version");
         assert_eq!(
             kubeadm.prepare(version),

@@ -20,7 +20,6 @@ use crate::connect::Providers;
 use crate::execute::{ExecuteError, Executor, StepContext};
 use crate::model::{NodeName, Role};
 use crate::plan::MachineRef;
-use crate::providers::kube::ApiEndpoint;
 use crate::providers::node_exec::Command;
 use crate::spec::{self, ClusterSpec, Endpoint, KubeVersion};
 
@@ -107,10 +106,6 @@ pub trait Distribution: Sync {
 
     /// The command that prints the admin kubeconfig on a control plane.
     fn admin_kubeconfig_read(&self) -> Command;
-
-    /// Which servers an admin kubeconfig read from a control plane may name, from the
-    /// cluster's `declared` endpoint.
-    fn admitted_servers(&self, declared: ApiEndpoint) -> ApiEndpoint;
 
     /// Where the control plane's version is observed.
     fn version_source(&self) -> VersionSource;
@@ -247,10 +242,6 @@ impl Distribution for Chosen {
 
     fn admin_kubeconfig_read(&self) -> Command {
         each!(self, d => d.admin_kubeconfig_read())
-    }
-
-    fn admitted_servers(&self, declared: ApiEndpoint) -> ApiEndpoint {
-        each!(self, d => d.admitted_servers(declared))
     }
 
     fn version_source(&self) -> VersionSource {

@@ -20,7 +20,6 @@ use crate::model::{NodeName, Role};
 use crate::plan::{ActionKind, MachineRef};
 use crate::providers::cluster_secrets::{self, K3sSecrets};
 use crate::providers::k3s::{self as commands, ServerJoin};
-use crate::providers::kube::ApiEndpoint;
 use crate::providers::node_exec::Command;
 use crate::spec::{ClusterSpec, Endpoint, KubeVersion};
 
@@ -192,11 +191,6 @@ impl Distribution for K3s {
 
     fn admin_kubeconfig_read(&self) -> Command {
         commands::read_kubeconfig()
-    }
-
-    /// K3s writes the node's own loopback (`https://127.0.0.1:6443`) into `k3s.yaml`.
-    fn admitted_servers(&self, declared: ApiEndpoint) -> ApiEndpoint {
-        declared.or_node_loopback()
     }
 
     /// K3s keeps no kubeadm-config: its servers' kubelets report the release.

@@ -10,7 +10,6 @@ use crate::execute::{
 };
 use crate::model::{NodeName, Role};
 use crate::plan::{ActionKind, MachineRef};
-use crate::providers::kube::ApiEndpoint;
 use crate::providers::kubeadm::{self, NodeStep};
 use crate::providers::node_exec::Command;
 use crate::spec::{ClusterSpec, Endpoint, KubeVersion};
@@ -181,10 +180,6 @@ impl Distribution for Kubeadm {
 
     fn admin_kubeconfig_read(&self) -> Command {
         kubeadm::read_admin_kubeconfig()
-    }
-
-    fn admitted_servers(&self, declared: ApiEndpoint) -> ApiEndpoint {
-        declared
     }
 
     fn version_source(&self) -> VersionSource {

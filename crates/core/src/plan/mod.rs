@@ -24,10 +24,12 @@
 
 pub mod bound;
 mod cluster;
+mod effects;
 pub mod placement;
 mod removed;
 pub mod render;
 mod simulate;
+mod step_report;
 mod types;
 mod window;
 
@@ -50,6 +52,8 @@ use jiff::Timestamp;
 use crate::observed::{Observed, ObservedCluster};
 use crate::spec::{ClusterSpec, Desired, MinorVersion};
 
+pub use effects::Changes;
+pub use step_report::StepReport;
 pub use types::*;
 
 use cluster::{Gate, Input, SpecMemo};

@@ -12,6 +12,7 @@
 
 pub mod bounds;
 pub mod diagnostic;
+mod distribution;
 mod k3s;
 mod limits;
 pub mod locate;
@@ -23,6 +24,7 @@ pub mod values;
 use std::collections::BTreeMap;
 
 pub use diagnostic::{Diagnostic, Diagnostics, Severity, SourceFile};
+pub use distribution::Capabilities;
 pub use k3s::is_database_name;
 pub use parse::parse_document;
 pub use types::*;

@@ -345,17 +345,9 @@ impl Distribution {
     /// The distribution a word names, as the cluster language spells it (`kubeadm`, `k3s`),
     /// case-insensitive.
     pub fn named(word: &str) -> Option<Self> {
-        [Distribution::Kubeadm, Distribution::K3s]
+        Distribution::ALL
             .into_iter()
             .find(|d| d.name().eq_ignore_ascii_case(word))
-    }
-
-    /// Its name in the cluster language.
-    pub fn name(self) -> &'static str {
-        match self {
-            Distribution::Kubeadm => "kubeadm",
-            Distribution::K3s => "k3s",
-        }
     }
 }
 

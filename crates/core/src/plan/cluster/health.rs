@@ -81,9 +81,10 @@ impl<'a> Ctx<'a> {
         let Some(control_plane) = &self.input.observed.control_plane else {
             return false;
         };
-        // K3s upgrades by replacement alone: the machines' spec hash carries the version, so
-        // they are outdated and replaced (servers first); there is no in-place step.
-        if self.spec().kubernetes.distribution == crate::spec::Distribution::K3s {
+        // A distribution without in-place upgrades (K3s) upgrades by replacement alone: the
+        // machines' spec hash carries the version, so they are outdated and replaced (servers
+        // first); there is no in-place step.
+        if !self.capabilities().upgrades_in_place {
             return false;
         }
         let from = control_plane.version;

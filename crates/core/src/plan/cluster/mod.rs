@@ -15,7 +15,6 @@ mod memo;
 mod quiet;
 mod removal;
 mod version;
-mod words;
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -32,13 +31,12 @@ use super::window::{self, WindowState};
 use crate::model::{NodeName, Ownership, Role};
 use crate::observed::{MachineSpec, ObservedCluster, ObservedMachine, ObservedNode};
 use crate::spec::validate::{CONTROL_PLANE_POOL, VM_NAME_PREFIX};
-use crate::spec::{ClusterSpec, DriftPolicy, KubeVersion, Machine};
+use crate::spec::{Capabilities, ClusterSpec, DriftPolicy, KubeVersion, Machine};
 pub(crate) use classify::Facts;
 use memo::PoolSpecs;
 pub(crate) use memo::SpecMemo;
 pub(crate) use quiet::Quiet;
 use smol_str::SmolStr;
-use words::Words;
 
 /// What gates a candidate step.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -355,9 +353,9 @@ impl<'a> Ctx<'a> {
         self.input.name
     }
 
-    /// How the cluster's distribution names its operations, for the steps' reasons.
-    fn words(&self) -> Words {
-        Words::of(self.spec().kubernetes.distribution)
+    /// The cluster's distribution's rules, and its names for its operations (steps' reasons).
+    fn capabilities(&self) -> &'static Capabilities {
+        self.spec().kubernetes.distribution.capabilities()
     }
 
     fn initialised(&self) -> bool {
@@ -531,7 +529,7 @@ impl<'a> Ctx<'a> {
                     target,
                     [
                         "retiring: its Node is deleted; ",
-                        self.words().reset,
+                        self.capabilities().reset,
                         ", then shut down",
                     ]
                     .concat(),

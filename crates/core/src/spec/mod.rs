@@ -15,6 +15,7 @@ pub mod diagnostic;
 mod k3s;
 mod limits;
 pub mod locate;
+mod maintenance;
 mod parse;
 pub mod types;
 pub mod validate;
@@ -26,7 +27,9 @@ pub use diagnostic::{Diagnostic, Diagnostics, Severity, SourceFile};
 pub use k3s::is_database_name;
 pub use parse::parse_document;
 pub use types::*;
-pub use values::{AddressRange, CronSchedule, HumanDuration, KubeVersion, MinorVersion};
+pub use values::{
+    AddressRange, CronSchedule, HumanDuration, KubeVersion, MinorVersion, TimeZoneName,
+};
 
 /// Name of the fleet file at the repository root.
 pub const FLEET_FILE: &str = "capstan.yaml";

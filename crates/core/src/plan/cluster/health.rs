@@ -165,12 +165,12 @@ impl<'a> Ctx<'a> {
         // cluster: then renewal does not wait.
         let urgent = match self.window {
             WindowState::Open => false,
-            WindowState::Closed { opens } => opens.is_none_or(|opens| opens >= expires),
+            WindowState::Closed(hold) => hold.opens.is_none_or(|opens| opens >= expires),
         };
         if urgent {
             step.disruptive = true;
             step.reason
-                .push_str("; the maintenance window opens too late, so it does not wait");
+                .push_str("; the maintenance windows let it start too late, so it does not wait");
             out.push(step, Gate::Open);
         } else {
             out.push_disruptive(step, self.window);

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use crate::cli::{ObservedSource, PlanArgs, PlanFormat};
 use crate::clock::Clock;
 use crate::observed::Observed;
+use crate::plan::render;
 use crate::plan::{self, Policy};
-use crate::report;
 use crate::source::{self, SettingsError};
 use crate::spec;
 
@@ -25,7 +25,7 @@ pub enum PlanError {
     ReadSnapshot {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
@@ -34,7 +34,7 @@ pub enum PlanError {
     ParseSnapshot {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// Where the JSON does not match what was expected.
         #[source]
         source: serde_json::Error,
     },
@@ -88,9 +88,9 @@ pub fn run(
     let now = args.now.unwrap_or_else(|| clock.now());
     let plan = plan::plan(desired, &observed, &Policy::of(desired), now);
     let text = match args.format {
-        PlanFormat::Text => report::text(&plan, &loaded.diagnostics),
-        PlanFormat::Markdown => report::markdown(&plan, &loaded.diagnostics),
-        PlanFormat::Json => report::json(&plan, &loaded.diagnostics),
+        PlanFormat::Text => render::text(&plan, &loaded.diagnostics),
+        PlanFormat::Markdown => render::markdown(&plan, &loaded.diagnostics),
+        PlanFormat::Json => render::json(&plan, &loaded.diagnostics),
     };
     out.write_all(text.as_bytes()).map_err(PlanError::Output)?;
     Ok(if loaded.is_valid() {

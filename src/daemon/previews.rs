@@ -26,12 +26,12 @@ use crate::backoff::{Backoff, random_unit};
 use crate::clock::Clock;
 use crate::forge::{ForgeApi, PullHead, sticky};
 use crate::observed::Observed;
-use crate::preview::comment::comment;
-use crate::preview::{Limits, Preview, RevisionFiles, limited};
+use crate::preview::{Limits, Preview, RevisionFiles};
 use crate::secrets::Admission;
 use crate::source::GitOptions;
 use crate::source::revisions::{RevisionError, read_remote_ref, verify_remote_head};
 use crate::source::verify::Verifier;
+use crate::timed_preview::build_limited;
 
 use super::StatusBoard;
 
@@ -46,7 +46,7 @@ pub enum PreviewRoundError {
     Revision {
         /// The pull request.
         pr: u64,
-        /// Why.
+        /// Why the revision could not be read.
         #[source]
         source: RevisionError,
     },
@@ -130,7 +130,7 @@ impl<F: ForgeApi> Previewer<F> {
                         .delay(failures, random_unit())
                         .max(self.interval);
                     tracing::warn!(
-                        error = %crate::status::error_chain(&err),
+                        error = %crate::errors::error_chain(&err),
                         retry_in_ms = delay.as_millis(),
                         "previews not posted"
                     );
@@ -162,7 +162,7 @@ impl<F: ForgeApi> Previewer<F> {
             .retain(|number, _| pulls.iter().any(|p| p.number == *number));
         for pull in pulls {
             let (preview, body) = self.preview(&pull, Arc::clone(&observed)).await?;
-            let key = fingerprint(&preview);
+            let key = sticky::fingerprint(&preview);
             if self.posted.get(&pull.number) == Some(&key) {
                 continue;
             }
@@ -222,25 +222,17 @@ impl<F: ForgeApi> Previewer<F> {
                 },
             );
             let mut preview =
-                limited::build_limited(&base, &head, &observed, now, &admission, &limits);
+                build_limited(&base, &head, &observed, now, &admission, &limits);
             if preview.is_over_limits() {
                 tracing::warn!(pr = number, head = %preview.head, summary = %preview.summary, "preview past its planning limits");
             }
             if let Some(refusal) = refusal {
-                preview.refuse_unverified(&crate::status::error_chain(&refusal));
+                preview.refuse_unverified(&crate::errors::error_chain(&refusal));
             }
-            let body = comment(&preview, comment_limit);
+            let body = sticky::sticky_comment(&preview, comment_limit);
             Ok((preview, body))
         })
         .await
         .map_err(PreviewRoundError::Interrupted)?
     }
-}
-
-/// What makes two previews the same post: everything but the time they were planned at.
-fn fingerprint(preview: &Preview) -> String {
-    let mut timeless = preview.clone();
-    timeless.now = jiff::Timestamp::UNIX_EPOCH;
-    let json = serde_json::to_vec(&timeless).unwrap_or_default();
-    crate::fingerprint::content_sha256(&json)
 }

@@ -38,14 +38,14 @@ fn forge(kind: ForgeKind, api_url: &str) -> RestForge {
 }
 
 /// Every token header a request to another host carried.
-type Seen = Arc<Mutex<Vec<String>>>;
+type LeakedHeaders = Arc<Mutex<Vec<String>>>;
 
 #[tokio::test]
 async fn a_redirect_to_another_host_is_not_followed_and_no_token_goes_there() {
     // GitLab first: reqwest drops `Authorization` on its own when it follows a redirect to
     // another host, but not `PRIVATE-TOKEN`.
     for kind in [ForgeKind::Gitlab, ForgeKind::Github] {
-        let seen: Seen = Arc::default();
+        let seen: LeakedHeaders = Arc::default();
         let record = Arc::clone(&seen);
         let elsewhere = axum::Router::new().fallback(move |headers: HeaderMap| {
             let tokens: Vec<String> = ["private-token", "authorization"]
@@ -71,7 +71,7 @@ async fn a_redirect_to_another_host_is_not_followed_and_no_token_goes_there() {
             seen.lock().expect("seen")
         );
         let err = result.expect_err("a redirect is refused");
-        let text = crate::status::error_chain(&err);
+        let text = crate::errors::error_chain(&err);
         assert!(
             text.contains("302") && text.contains("does not follow"),
             "{text}"
@@ -137,7 +137,7 @@ async fn an_endless_answer_is_refused_at_the_body_limit() {
         .expect_err("refused");
     assert!(matches!(err, ForgeError::TooLarge { .. }), "{err:?}");
     assert_eq!(
-        crate::status::error_chain(&err),
+        crate::errors::error_chain(&err),
         "read pull request #7: refused the forge's answer: the answer is larger than 32 MiB"
     );
 }

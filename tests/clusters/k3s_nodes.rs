@@ -153,8 +153,14 @@ impl NodeExec for BareNodes {
         content: &str,
     ) -> Result<(), ExecError> {
         let bare = vm(target.vmid.0, target.name.as_str(), None);
-        self.0.write_file(&bare, path, content.as_bytes());
-        Ok(())
+        self.0
+            .write_file(&bare, path, content.as_bytes())
+            .map_err(|reason| ExecError::Transport {
+                node: target.to_string(),
+                command: format!("write {path}"),
+                transient: false,
+                source: reason.into(),
+            })
     }
     async fn run(&self, target: &NodeTarget, command: &Command) -> Result<Output, ExecError> {
         let bare = vm(target.vmid.0, target.name.as_str(), None);

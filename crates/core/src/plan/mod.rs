@@ -483,6 +483,7 @@ fn plan_cluster<'a>(
         blocked: outcome.blocked,
         waiting_on,
         findings: outcome.findings,
+        remediation_held: outcome.remediation_held,
     };
     (plan, prediction, outcome.orphans)
 }

@@ -81,6 +81,38 @@ pub struct ClusterPlan {
     pub waiting_on: Vec<Waiting>,
     /// Facts worth telling that change nothing (drift reports, cordoned nodes).
     pub findings: Vec<Finding>,
+    /// Fencing held back: more nodes are NotReady than `remediation.maxUnhealthy` allows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remediation_held: Option<RemediationHeld>,
+}
+
+/// Fencing held back because too many nodes are unhealthy at once (a network fault looks like
+/// every node dying): nothing is fenced or replaced for being dead until enough come back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RemediationHeld {
+    /// The NotReady nodes, in name order.
+    pub unhealthy: Vec<NodeName>,
+    /// The cluster's nodes.
+    pub nodes: usize,
+    /// The most that may be unhealthy for fencing to go on (`remediation.maxUnhealthy` of
+    /// `nodes`).
+    pub max_unhealthy: usize,
+}
+
+impl RemediationHeld {
+    /// In words, naming the nodes.
+    pub fn message(&self) -> String {
+        let names: Vec<&str> = self.unhealthy.iter().map(NodeName::as_str).collect();
+        format!(
+            "{} of {} nodes NotReady ({}), over remediation.maxUnhealthy ({}): nothing is fenced or replaced until at most {} are; so many at once looks like the network, not the nodes",
+            self.unhealthy.len(),
+            self.nodes,
+            names.join(", "),
+            self.max_unhealthy,
+            self.max_unhealthy
+        )
+    }
 }
 
 /// One step.

@@ -17,6 +17,7 @@ mod limits;
 pub mod locate;
 mod maintenance;
 mod parse;
+pub mod remediation;
 pub mod types;
 pub mod validate;
 pub mod values;

@@ -632,6 +632,10 @@ pub struct Remediation {
     /// How long a node must be NotReady before it is fenced.
     #[serde(default = "default_fence_after")]
     pub after: HumanDuration,
+    /// When more of the cluster's nodes than this are NotReady, nothing is fenced: so many at
+    /// once looks like the network, not the nodes (a count, or a percentage rounded down).
+    #[serde(default)]
+    pub max_unhealthy: super::remediation::MaxUnhealthy,
 }
 
 impl Default for Remediation {
@@ -639,6 +643,7 @@ impl Default for Remediation {
         Remediation {
             fence: false,
             after: default_fence_after(),
+            max_unhealthy: super::remediation::MaxUnhealthy::default(),
         }
     }
 }

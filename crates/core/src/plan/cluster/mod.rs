@@ -70,6 +70,8 @@ pub(crate) struct Outcome {
     pub initialised: bool,
     /// In a prediction: the machines that may be kept aside ([`Quiet`]), with their facts.
     pub quiet: Vec<(NodeName, Facts)>,
+    /// Fencing held back by `remediation.maxUnhealthy`.
+    pub remediation_held: Option<super::RemediationHeld>,
 }
 
 /// The inputs of one cluster's plan.

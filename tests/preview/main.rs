@@ -20,3 +20,4 @@ mod forge;
 mod judges;
 mod posting;
 mod scenarios;
+mod windows;

@@ -434,10 +434,10 @@ fn plan_cluster<'a>(
         let step_name = candidate.step.kind();
         match &candidate.gate {
             Gate::Open => {}
-            Gate::Window(opens) => waiting_on.push(Waiting {
+            Gate::Window(hold) => waiting_on.push(Waiting {
                 step: Some(step_name),
                 machine: candidate.step.target.machine.clone(),
-                resource: Resource::MaintenanceWindow { opens: *opens },
+                resource: hold.resource(),
                 since: None,
             }),
             Gate::Wait(waiting) => waiting_on.push(waiting.clone()),
@@ -487,6 +487,7 @@ fn plan_cluster<'a>(
         blocked: outcome.blocked,
         waiting_on,
         findings: outcome.findings,
+        remediation_held: outcome.remediation_held,
     };
     (plan, prediction, outcome.orphans)
 }

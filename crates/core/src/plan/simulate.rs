@@ -58,9 +58,9 @@ fn select_into(candidates: Vec<cluster::Candidate>, predict: bool, batch: &mut V
     };
     let with_wait = |candidate: cluster::Candidate| {
         let mut step = candidate.step;
-        if let Gate::Window(opens) = candidate.gate {
+        if let Gate::Window(hold) = candidate.gate {
             step.waits_on = Some(Wait {
-                resource: super::types::Resource::MaintenanceWindow { opens },
+                resource: hold.resource(),
                 since: None,
             });
         }

@@ -16,7 +16,9 @@ mod distribution;
 mod k3s;
 mod limits;
 pub mod locate;
+mod maintenance;
 mod parse;
+pub mod remediation;
 pub mod types;
 pub mod validate;
 pub mod values;
@@ -28,7 +30,9 @@ pub use distribution::Capabilities;
 pub use k3s::is_database_name;
 pub use parse::parse_document;
 pub use types::*;
-pub use values::{AddressRange, CronSchedule, HumanDuration, KubeVersion, MinorVersion};
+pub use values::{
+    AddressRange, CronSchedule, HumanDuration, KubeVersion, MinorVersion, TimeZoneName,
+};
 
 /// Name of the fleet file at the repository root.
 pub const FLEET_FILE: &str = "capstan.yaml";

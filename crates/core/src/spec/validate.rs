@@ -664,14 +664,7 @@ fn rollout(out: &mut Vec<Diagnostic>, spec: &ClusterSpec, file: &SourceFile) {
                 .with_hint("the default is 15m"),
         );
     }
-    if let Some(window) = &rollout.maintenance_window
-        && window.duration.0.is_zero()
-    {
-        out.push(file.error(
-            "spec.rollout.maintenanceWindow.duration",
-            "a window of 0 never opens",
-        ));
-    }
+    super::maintenance::check(out, spec, file);
     let renew_before = spec.certificates.renew_before.0.as_secs() / 86_400;
     if renew_before >= CERTIFICATE_LIFETIME_DAYS {
         out.push(

@@ -205,19 +205,20 @@ async fn a_step_whose_replica_loses_the_lease_sends_no_further_command() {
     )
     .await
     .expect_err("stopped");
+    // The script is created (0700) by the first command sent; the Lease is lost as it runs.
     assert_eq!(
         proxmox.calls(),
-        [
-            format!("write 101 {}", kubeadm::RENEW_SCRIPT),
-            format!("run 101 bash {}", kubeadm::RENEW_SCRIPT),
-        ],
-        "nothing is sent to cp-2 once the Lease is lost"
+        [format!(
+            "run 101 install -D -m 0700 /dev/null {}",
+            kubeadm::RENEW_SCRIPT
+        )],
+        "nothing is sent once the Lease is lost, to cp-1 or cp-2"
     );
     let stopped = err.not_leading().expect("stopped, not failed");
     assert_eq!(
         stopped.to_string(),
         format!(
-            "stopped before writing {} on VM 102: this replica no longer leads",
+            "stopped before writing {} on VM 101: this replica no longer leads",
             kubeadm::RENEW_SCRIPT
         )
     );

@@ -137,6 +137,23 @@ pub fn clusters_dir_of(fleet_text: &str) -> std::path::PathBuf {
         .unwrap_or_else(|| std::path::PathBuf::from("clusters"))
 }
 
+/// The `metadata.name` a cluster file declares, read without validating the rest (a file with
+/// errors is still known by the name it gives). Not validated: a name, not a path.
+pub fn declared_name(cluster_text: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Peek {
+        metadata: Option<PeekMetadata>,
+    }
+    #[derive(serde::Deserialize)]
+    struct PeekMetadata {
+        name: Option<String>,
+    }
+    serde_saphyr::from_str::<Peek>(cluster_text)
+        .ok()?
+        .metadata?
+        .name
+}
+
 /// Parses, defaults and validates a repository.
 pub fn load(files: &RepoFiles) -> Loaded {
     let mut diagnostics = Diagnostics::default();

@@ -188,19 +188,21 @@ async fn a_step_whose_replica_loses_the_lease_sends_no_further_command() {
     )
     .await
     .expect_err("stopped");
+    // The first call (creating the renewal script 0700) loses the Lease: its content, its
+    // run and anything for cp-2 are never sent.
     assert_eq!(
         proxmox.calls(),
-        [
-            format!("write 101 {}", kubeadm::RENEW_SCRIPT),
-            format!("run 101 bash {}", kubeadm::RENEW_SCRIPT),
-        ],
+        [format!(
+            "run 101 install -D -m 0700 /dev/null {}",
+            kubeadm::RENEW_SCRIPT
+        )],
         "nothing is sent to cp-2 once the Lease is lost"
     );
     let stopped = err.not_leading().expect("stopped, not failed");
     assert_eq!(
         stopped.to_string(),
         format!(
-            "stopped before writing {} on VM 102: this replica no longer leads",
+            "stopped before writing {} on VM 101: this replica no longer leads",
             kubeadm::RENEW_SCRIPT
         )
     );

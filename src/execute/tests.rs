@@ -307,9 +307,14 @@ async fn a_kubeadm_machine_is_prepared_by_its_script_then_tagged() {
         .await
         .expect("prepared");
     let calls = proxmox.calls();
+    let script = kubeadm::PREPARE_SCRIPT;
     assert_eq!(
-        calls.first(),
-        Some(&format!("write 201 {}", kubeadm::PREPARE_SCRIPT))
+        calls[..2],
+        [
+            format!("run 201 install -D -m 0700 /dev/null {script}"),
+            format!("write 201 {script}"),
+        ],
+        "the script is created root-only before it is written"
     );
     assert_eq!(calls.last(), Some(&format!("tag 201 {PREPARED_TAG}")));
     assert_eq!(report.action, ActionKind::PrepareNode);

@@ -11,7 +11,7 @@ use crate::providers::kube::ClusterClient;
 use crate::providers::proxmox::ProxmoxProvider;
 use crate::spec::{Endpoint, KubeVersion};
 
-use super::access::{api_failed, fenced, proxmox_failed};
+use super::access::{api_failed, fenced, node_target, proxmox_failed, run_steps};
 use super::{ExecuteError, Executor, StepContext};
 
 impl<Pr: Providers> Executor<Pr> {
@@ -79,6 +79,12 @@ impl<Pr: Providers> Executor<Pr> {
         machines: &[MachineRef],
     ) -> Result<String, ExecuteError> {
         let distribution = ctx.distribution();
-        distribution.renew_certificates(self, ctx, machines).await
+        let nodes = self.nodes(ctx)?;
+        for machine in machines {
+            let target = node_target(machine)?;
+            let steps = distribution.certificate_renewal();
+            run_steps(&nodes, ActionKind::RenewCertificates, &target, &steps).await?;
+        }
+        Ok(distribution.renewed(machines.len()))
     }
 }

@@ -160,22 +160,12 @@ impl Distribution for Kubeadm {
         Ok(format!("kubeadm upgrade apply v{to} on {}", target.name))
     }
 
-    async fn renew_certificates<Pr: Providers>(
-        &self,
-        ex: &Executor<Pr>,
-        ctx: StepContext<'_>,
-        machines: &[MachineRef],
-    ) -> Result<String, ExecuteError> {
-        let nodes = ex.nodes(ctx)?;
-        for machine in machines {
-            let target = node_target(machine)?;
-            let steps = kubeadm::renew_certificates();
-            run_steps(&nodes, ActionKind::RenewCertificates, &target, &steps).await?;
-        }
-        Ok(format!(
-            "certificates renewed on {} control plane(s)",
-            machines.len()
-        ))
+    fn certificate_renewal(&self) -> Vec<NodeStep> {
+        kubeadm::renew_certificates()
+    }
+
+    fn renewed(&self, count: usize) -> String {
+        format!("certificates renewed on {count} control plane(s)")
     }
 
     fn admin_kubeconfig_read(&self) -> Command {

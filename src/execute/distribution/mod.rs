@@ -20,6 +20,7 @@ use crate::connect::Providers;
 use crate::execute::{ExecuteError, Executor, StepContext};
 use crate::model::{NodeName, Role};
 use crate::plan::MachineRef;
+use crate::providers::kubeadm::NodeStep;
 use crate::providers::node_exec::Command;
 use crate::spec::{self, ClusterSpec, Endpoint, KubeVersion};
 
@@ -96,13 +97,11 @@ pub trait Distribution: Sync {
         to: KubeVersion,
     ) -> impl Future<Output = Result<String, ExecuteError>> + Send;
 
-    /// Renews the certificates of the control planes on `machines`, one after the other.
-    fn renew_certificates<Pr: Providers>(
-        &self,
-        ex: &Executor<Pr>,
-        ctx: StepContext<'_>,
-        machines: &[MachineRef],
-    ) -> impl Future<Output = Result<String, ExecuteError>> + Send;
+    /// The commands that renew one control plane's certificates.
+    fn certificate_renewal(&self) -> Vec<NodeStep>;
+
+    /// What renewing the certificates of `count` control planes did, in a few words.
+    fn renewed(&self, count: usize) -> String;
 
     /// The command that prints the admin kubeconfig on a control plane.
     fn admin_kubeconfig_read(&self) -> Command;
@@ -227,13 +226,12 @@ impl Distribution for Chosen {
         each!(self, d => d.upgrade_in_place(ex, ctx, machine, to).await)
     }
 
-    async fn renew_certificates<Pr: Providers>(
-        &self,
-        ex: &Executor<Pr>,
-        ctx: StepContext<'_>,
-        machines: &[MachineRef],
-    ) -> Result<String, ExecuteError> {
-        each!(self, d => d.renew_certificates(ex, ctx, machines).await)
+    fn certificate_renewal(&self) -> Vec<NodeStep> {
+        each!(self, d => d.certificate_renewal())
+    }
+
+    fn renewed(&self, count: usize) -> String {
+        each!(self, d => d.renewed(count))
     }
 
     fn admin_kubeconfig_read(&self) -> Command {

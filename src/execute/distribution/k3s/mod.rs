@@ -20,6 +20,7 @@ use crate::model::{NodeName, Role};
 use crate::plan::{ActionKind, MachineRef};
 use crate::providers::cluster_secrets::{self, K3sSecrets};
 use crate::providers::k3s::{self as commands, ServerJoin};
+use crate::providers::kubeadm::NodeStep;
 use crate::providers::node_exec::Command;
 use crate::spec::{ClusterSpec, Endpoint, KubeVersion};
 
@@ -203,22 +204,12 @@ impl Distribution for K3s {
     }
 
     /// `k3s certificate rotate` on each server, one after the other.
-    async fn renew_certificates<Pr: Providers>(
-        &self,
-        ex: &Executor<Pr>,
-        ctx: StepContext<'_>,
-        machines: &[MachineRef],
-    ) -> Result<String, ExecuteError> {
-        let nodes = ex.nodes(ctx)?;
-        for machine in machines {
-            let target = node_target(machine)?;
-            let steps = commands::rotate_certificates();
-            run_steps(&nodes, ActionKind::RenewCertificates, &target, &steps).await?;
-        }
-        Ok(format!(
-            "K3s certificates rotated on {} server(s)",
-            machines.len()
-        ))
+    fn certificate_renewal(&self) -> Vec<NodeStep> {
+        commands::rotate_certificates()
+    }
+
+    fn renewed(&self, count: usize) -> String {
+        format!("K3s certificates rotated on {count} server(s)")
     }
 
     fn admin_kubeconfig_read(&self) -> Command {

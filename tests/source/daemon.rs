@@ -497,6 +497,53 @@ fn a_daemon_started_while_the_remote_is_down_reconciles_the_mirrors_last_revisio
     assert_eq!(status.revision.as_deref(), Some(revision.as_str()));
 }
 
+#[test]
+fn a_daemon_started_before_its_remote_ever_answered_waits_for_it_and_then_converges() {
+    let remote = Remote::new();
+    let head = git(&remote.work(), &["rev-parse", "HEAD"]);
+    let revision = format!("main@sha1:{head}");
+    // Nothing listens there yet, and no mirror holds a revision.
+    let port = servers::free_port();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("git://127.0.0.1:{port}/fleet.git");
+    let (mut run, addr) = spawn_run(dir.path(), &url);
+    let body = wait_status(&mut run.0, addr, "SourceAvailable=False", &|body| {
+        body.contains("SourceUnreachable")
+    });
+    let status: FleetStatus = serde_json::from_str(&body).expect("status");
+    assert_eq!(status.revision, None);
+    let source = status
+        .conditions
+        .iter()
+        .find(|c| c.kind == "SourceAvailable")
+        .expect("SourceAvailable");
+    assert_eq!(source.status, "False");
+    assert!(
+        source
+            .message
+            .contains("cannot list the refs of git://127.0.0.1")
+            && source.message.contains("no revision read yet"),
+        "{}",
+        source.message
+    );
+    let (code, health) = http_request(addr, "GET", "/healthz", &[], b"");
+    assert_eq!(code, 200, "waiting for the remote is alive: {health}");
+
+    let Some(_server) = servers::git_daemon_on(&remote.root(), port) else {
+        return;
+    };
+    let body = wait_status(&mut run.0, addr, "the remote's tip", &|body| {
+        body.contains(&revision)
+    });
+    let status: FleetStatus = serde_json::from_str(&body).expect("status");
+    let source = status
+        .conditions
+        .iter()
+        .find(|c| c.kind == "SourceAvailable")
+        .expect("SourceAvailable");
+    assert_eq!(source.status, "True", "{}", source.message);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_force_push_is_taken_and_the_status_names_both_revisions() {
     let remote = Remote::new();

@@ -30,8 +30,8 @@ mod simulate;
 mod types;
 mod window;
 
-#[cfg(test)]
-mod fixtures;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use crate::proxmox_support::{
     clone_request, created, expected, fast_world, ownership, start, template_on_pve1,
-    wait_for_agent,
 };
 use capstan::model::{Role, VmId};
 use capstan::providers::proxmox::ownership::{parse_description, parse_tags, split_tags};
@@ -211,7 +210,7 @@ async fn a_started_vm_gets_an_address_and_runs_commands_through_its_agent() {
         .expect("clone");
     setup.client.start_vm(&vm).await.expect("start");
     setup.client.start_vm(&vm).await.expect("start is a no-op");
-    wait_for_agent(&setup.client, &vm).await;
+    capstan_testkit::wait::agent(&setup.client, &vm).await;
     setup.client.agent_ping(&vm).await.expect("ping");
 
     let addresses = setup.client.vm_addresses(&vm).await.expect("addresses");

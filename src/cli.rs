@@ -454,6 +454,7 @@ impl RunArgs {
             Some(env_vars::CAPSTAN_FORGE_TOKEN.to_owned()),
             from_flag(&self.git.git_token_from),
             from_flag(&self.daemon.webhook_secret_from),
+            from_flag(&self.daemon.http_token_from),
         ]
         .into_iter()
         .flatten()
@@ -752,4 +753,41 @@ pub enum PlanFormat {
     Markdown,
     /// For programs.
     Json,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Args, Command};
+    use clap::Parser;
+
+    #[test]
+    fn every_variable_a_daemon_flag_reads_a_secret_from_is_reserved() {
+        let cli = Args::try_parse_from([
+            "capstan",
+            "run",
+            "--git-token-from",
+            "env:CAPSTAN_GIT_SECRET",
+            "--http",
+            "127.0.0.1:8080",
+            "--webhook-secret-from",
+            "env:CAPSTAN_HOOK_SECRET",
+            "--http-token-from",
+            "env:CAPSTAN_PROXMOX_HTTP_TOKEN",
+        ])
+        .expect("the command line parses");
+        let Command::Run(run) = cli.command else {
+            panic!("parsed as another command");
+        };
+        let reserved = run.reserved_variables();
+        for variable in [
+            "CAPSTAN_GIT_SECRET",
+            "CAPSTAN_HOOK_SECRET",
+            "CAPSTAN_PROXMOX_HTTP_TOKEN",
+        ] {
+            assert!(
+                reserved.iter().any(|name| name == variable),
+                "{variable} is not reserved: {reserved:?}"
+            );
+        }
+    }
 }

@@ -586,7 +586,7 @@ mod tests {
         )
         .expect_err("unset");
         assert_eq!(
-            crate::status::error_chain(&err),
+            crate::errors::error_chain(&err),
             "cannot read a secret capstan.yaml names: datastores.mariadb.adminPasswordFrom: the environment variable CAPSTAN_DATASTORE_MARIADB_PASSWORD is not set in capstan's environment"
         );
     }
@@ -606,7 +606,7 @@ mod tests {
 
         let err = resolve_secrets(&fleet(), &reader(&[])).expect_err("unset");
         assert_eq!(
-            crate::status::error_chain(&err),
+            crate::errors::error_chain(&err),
             "cannot read a secret capstan.yaml names: proxmox.homelab.tokenFrom: the environment variable CAPSTAN_PROXMOX_HOMELAB_TOKEN is not set in capstan's environment"
         );
     }
@@ -619,7 +619,7 @@ mod tests {
         }
         let err = resolve_secrets(&fleet, &reader(&[("CAPSTAN_FORGE_TOKEN", "forge-secret")]))
             .expect_err("refused");
-        let shown = crate::status::error_chain(&err);
+        let shown = crate::errors::error_chain(&err);
         assert!(
             shown.contains("proxmox.homelab.tokenFrom: the daemon does not let the token of Proxmox connection `homelab` come from the environment variable CAPSTAN_FORGE_TOKEN"),
             "{shown}"

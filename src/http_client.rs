@@ -192,7 +192,7 @@ mod tests {
             .await
             .expect_err("refused");
         assert!(matches!(err, FetchError::Insecure(_)), "{err:?}");
-        let chain = crate::status::error_chain(&err);
+        let chain = crate::errors::error_chain(&err);
         assert!(
             chain.contains("use https://") && !chain.contains("s3cret"),
             "{chain}"

@@ -286,7 +286,7 @@ pub async fn elect(
         };
         let error = match outcome {
             Ok(Ok(())) => None,
-            Ok(Err(err)) => Some(crate::status::error_chain(&err)),
+            Ok(Err(err)) => Some(crate::errors::error_chain(&err)),
             Err(_) => Some(format!("no answer within {:?}", timings.renew)),
         };
         // Said once per new error (and once when it clears), not at every retry.
@@ -378,7 +378,7 @@ async fn release(lease: &LeaseClient, leadership: &Leadership, identity: &str) {
         Ok(true) => tracing::info!(lease = %lease.describe(), "lease released"),
         Ok(false) => {}
         Err(err) => {
-            tracing::warn!(lease = %lease.describe(), error = %crate::status::error_chain(&err), "lease not released; the standby waits for it to expire")
+            tracing::warn!(lease = %lease.describe(), error = %crate::errors::error_chain(&err), "lease not released; the standby waits for it to expire")
         }
     }
 }

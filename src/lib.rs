@@ -2,13 +2,16 @@
 //! repository declares.
 //!
 //! The pipeline, one module each:
-//! `source` (read the repository) → `spec` (parse, default, validate; pure) → observe → plan
-//! (pure) → execute → report. `cli` turns the command line into typed configuration.
+//! `source` (read the repository) → `spec` (parse, default, validate; pure) → `observe` →
+//! `plan` (pure) → `execute` → `status` (pure) → publish (`daemon`'s `/status` and `/metrics`,
+//! `status_branch`, the previews posted by `forge`). `cli` turns the command line into typed
+//! configuration.
 //!
 //! This crate is the daemon: everything that does I/O. The pure parts (`spec`, `observed`,
-//! `plan`, `model`, `fingerprint`) live in `capstan-core` and are re-exported here under their
-//! usual names; the lab (simulated Proxmox VE and clusters, the main command's default target)
-//! is `capstan-lab`, which never depends on this crate.
+//! `plan` with its rendering, `status`, `preview`, `model`, `fingerprint`, `errors`) live in
+//! `capstan-core` and are re-exported here under their usual names; the lab (simulated Proxmox
+//! VE and clusters, the main command's default target) is `capstan-lab`, which never depends
+//! on this crate.
 
 pub mod backoff;
 pub mod cli;
@@ -25,13 +28,13 @@ pub mod http_client;
 pub mod leader;
 pub mod metrics;
 pub mod observe;
-pub mod preview;
 pub mod providers;
 pub mod redact;
-pub mod report;
 pub mod secrets;
 pub mod source;
-pub mod status;
 pub mod status_branch;
+pub mod timed_preview;
 
-pub use capstan_core::{fingerprint, model, observed, plan, spec, workloads};
+pub use capstan_core::{
+    errors, fingerprint, model, observed, plan, preview, spec, status, workloads,
+};

@@ -370,3 +370,66 @@ impl Collector for ClusterMetrics {
         ConstGauge::new(i64::try_from(status.repository_errors.len()).unwrap_or(0)).encode(errors)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    /// The metric names the README's `/metrics` paragraph gives (`capstan_…` not followed by
+    /// `::`, which is a crate's path).
+    fn readme_metrics() -> BTreeSet<String> {
+        let readme = include_str!("../README.md");
+        readme
+            .match_indices("capstan_")
+            .filter_map(|(at, _)| {
+                let name: String = readme[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
+                    .collect();
+                (!readme[at + name.len()..].starts_with("::")).then_some(name)
+            })
+            .collect()
+    }
+
+    /// The metric names of samples in `exposition`.
+    fn sampled(exposition: &str) -> BTreeSet<String> {
+        exposition
+            .lines()
+            .filter(|line| !line.starts_with('#') && !line.is_empty())
+            .filter_map(|line| line.split(['{', ' ']).next())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[test]
+    fn every_metric_the_readme_lists_is_served_and_every_one_served_is_listed() {
+        let status: FleetStatus = serde_json::from_value(serde_json::json!({
+            "clusters": {"prod": {
+                "phase": "Ready", "conditions": [], "waitingOn": [], "nextSteps": [],
+                "certificateExpiry": "2027-05-01T00:00:00Z",
+                "nodes": [{"name": "capstan-prod-cp-a", "role": "control-plane", "pool": "cp",
+                           "vmId": 101, "proxmoxNode": "pve1", "ready": true, "cordoned": false}]
+            }}
+        }))
+        .expect("a status");
+        let source = Arc::new(SourceMetrics::default());
+        let metrics = Metrics::new(Arc::clone(&source), Arc::new(RwLock::new(status)));
+        metrics.count_pass(1, 1);
+        metrics.count_step(ActionKind::from_name("join-node").expect("an action"), true);
+        metrics.count_status_push("pushed");
+        source.count_ls_remote();
+        source.count_fetch();
+        source.count_parse();
+        source.count_webhook("github", "accepted");
+        source.set_revision("main@sha1:0123");
+        let served = sampled(&metrics.encode());
+        let listed = readme_metrics();
+        assert!(served.len() >= 14, "{served:?}");
+        assert_eq!(
+            served, listed,
+            "the README's /metrics paragraph and the registry"
+        );
+    }
+}

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use crate::cli::{ObservedSource, PlanArgs, PlanFormat};
 use crate::clock::Clock;
 use crate::observed::Observed;
+use crate::plan::render;
 use crate::plan::{self, Policy};
-use crate::report;
 use crate::source::{self, SettingsError};
 use crate::spec;
 
@@ -88,9 +88,9 @@ pub fn run(
     let now = args.now.unwrap_or_else(|| clock.now());
     let plan = plan::plan(desired, &observed, &Policy::of(desired), now);
     let text = match args.format {
-        PlanFormat::Text => report::text(&plan, &loaded.diagnostics),
-        PlanFormat::Markdown => report::markdown(&plan, &loaded.diagnostics),
-        PlanFormat::Json => report::json(&plan, &loaded.diagnostics),
+        PlanFormat::Text => render::text(&plan, &loaded.diagnostics),
+        PlanFormat::Markdown => render::markdown(&plan, &loaded.diagnostics),
+        PlanFormat::Json => render::json(&plan, &loaded.diagnostics),
     };
     out.write_all(text.as_bytes()).map_err(PlanError::Output)?;
     Ok(if loaded.is_valid() {

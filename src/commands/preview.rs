@@ -10,7 +10,7 @@ use crate::forge::rest::{ForgeTarget, RestForge, RetryPolicy};
 use crate::forge::{ForgeError, ForgeKind, sticky};
 use crate::observed::Observed;
 use crate::preview::comment::comment;
-use crate::preview::{self, Preview, RevisionFiles, render};
+use crate::preview::{Preview, RevisionFiles, render};
 use crate::source::revisions::{self, RevisionError};
 
 use super::Outcome;
@@ -106,7 +106,7 @@ pub fn run(
         None => None,
     };
     let now = args.now.unwrap_or_else(|| clock.now());
-    let preview = preview::limited::build_limited(
+    let preview = crate::timed_preview::build_limited(
         &RevisionFiles {
             revision: base.revision,
             files: base.files,

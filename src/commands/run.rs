@@ -561,7 +561,7 @@ pub(super) fn open_remote(
             let Some(tip) = git.mirrored_tip() else {
                 return Err(err.into());
             };
-            tracing::warn!(revision = %tip, "the remote cannot be reached; starting from the mirror's last revision: {}", crate::status::error_chain(&err));
+            tracing::warn!(revision = %tip, "the remote cannot be reached; starting from the mirror's last revision: {}", crate::errors::error_chain(&err));
             tip
         }
         Err(err) => return Err(err.into()),

@@ -129,7 +129,8 @@ fn from_repo(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<FleetStatus, StatusError> {
     use crate::source::{self, RepoLocation};
-    use crate::status_branch::{BranchOptions, StatusRepository, render};
+    use crate::status::branch as render;
+    use crate::status_branch::{BranchOptions, StatusRepository};
     let redactor = source::Redactor::default();
     let settings = args.git.settings();
     let options =
@@ -241,7 +242,7 @@ pub fn render(status: &FleetStatus, now: Timestamp) -> String {
     for error in &status.repository_errors {
         let _ = writeln!(out, "repository error: {error}");
     }
-    for condition in status.conditions.iter().filter(|c| c.status != "True") {
+    for condition in status.conditions.iter().filter(|c| !c.is_true()) {
         let _ = writeln!(
             out,
             "{}={} ({}): {}",
@@ -285,7 +286,7 @@ fn render_cluster(out: &mut String, name: &str, cluster: &ClusterStatus, now: Ti
     for condition in cluster
         .conditions
         .iter()
-        .filter(|c| c.kind == crate::status::conditions::BLOCKED && c.status == "True")
+        .filter(|c| c.kind == crate::status::conditions::BLOCKED && c.is_true())
     {
         let _ = writeln!(out, "│  blocked: {}", condition.message);
     }

@@ -344,7 +344,7 @@ impl StatusBoard {
     /// Publishes `status`, every message of it redacted and capped ([`FleetStatus::redacted`]):
     /// what `/status`, `/metrics`, the status branch and the progress lines read.
     pub(super) fn set(&self, status: FleetStatus) {
-        let status = status.redacted();
+        let status = status.map_messages(crate::redact::message);
         *self
             .status
             .write()

@@ -369,7 +369,7 @@ impl FromRequestParts<Arc<Api>> for Caller {
             Err(err) => {
                 tracing::warn!(
                     "the HTTP token cannot be read, every request is refused: {}",
-                    crate::status::error_chain(&err)
+                    crate::errors::error_chain(&err)
                 );
                 return Err(unauthorized());
             }

@@ -115,7 +115,7 @@ impl<Pr: Providers> Daemon<Pr> {
                     let failure = Failure {
                         action,
                         machine,
-                        message: crate::status::error_chain(&err),
+                        message: crate::errors::error_chain(&err),
                         transient: err.is_transient(),
                         revision: finished.revision.clone(),
                     };

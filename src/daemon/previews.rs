@@ -27,11 +27,12 @@ use crate::clock::Clock;
 use crate::forge::{ForgeApi, PullHead, sticky};
 use crate::observed::Observed;
 use crate::preview::comment::comment;
-use crate::preview::{Limits, Preview, RevisionFiles, limited};
+use crate::preview::{Limits, Preview, RevisionFiles};
 use crate::secrets::Admission;
 use crate::source::GitOptions;
 use crate::source::revisions::{RevisionError, read_remote_ref, verify_remote_head};
 use crate::source::verify::Verifier;
+use crate::timed_preview::build_limited;
 
 use super::StatusBoard;
 
@@ -130,7 +131,7 @@ impl<F: ForgeApi> Previewer<F> {
                         .delay(failures, random_unit())
                         .max(self.interval);
                     tracing::warn!(
-                        error = %crate::status::error_chain(&err),
+                        error = %crate::errors::error_chain(&err),
                         retry_in_ms = delay.as_millis(),
                         "previews not posted"
                     );
@@ -222,12 +223,12 @@ impl<F: ForgeApi> Previewer<F> {
                 },
             );
             let mut preview =
-                limited::build_limited(&base, &head, &observed, now, &admission, &limits);
+                build_limited(&base, &head, &observed, now, &admission, &limits);
             if preview.is_over_limits() {
                 tracing::warn!(pr = number, head = %preview.head, summary = %preview.summary, "preview past its planning limits");
             }
             if let Some(refusal) = refusal {
-                preview.refuse_unverified(&crate::status::error_chain(&refusal));
+                preview.refuse_unverified(&crate::errors::error_chain(&refusal));
             }
             let body = comment(&preview, comment_limit);
             Ok((preview, body))

@@ -70,7 +70,7 @@ pub(super) fn summary(name: &str, cluster: &ClusterStatus) -> String {
     if let Some(blocked) = cluster
         .conditions
         .iter()
-        .find(|c| c.kind == crate::status::conditions::BLOCKED && c.status == "True")
+        .find(|c| c.kind == crate::status::conditions::BLOCKED && c.is_true())
     {
         line.push_str(&format!(" · BLOCKED: {}", blocked.message));
     }

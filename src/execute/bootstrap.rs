@@ -62,7 +62,7 @@ impl<Pr: Providers> Executor<Pr> {
             Ok(true) => ", Ready",
             Ok(false) => ", not Ready yet",
             Err(err) => {
-                tracing::debug!(node = %node, error = %crate::status::error_chain(&err), "cannot watch the new Node; the next pass sees whether it is Ready");
+                tracing::debug!(node = %node, error = %crate::errors::error_chain(&err), "cannot watch the new Node; the next pass sees whether it is Ready");
                 ""
             }
         }

@@ -256,7 +256,7 @@ impl<Pr: Providers> Executor<Pr> {
                 let dsn = self
                     .providers
                     .kine_dsn(cluster, source)
-                    .map_err(|err| no_datastore(crate::status::error_chain(&err)))?;
+                    .map_err(|err| no_datastore(crate::errors::error_chain(&err)))?;
                 KineEndpoint::parse(&dsn)
                     .map(Datastore::Given)
                     .map_err(datastore_failed(action, GIVEN))

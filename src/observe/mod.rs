@@ -194,7 +194,7 @@ impl<Pr: Providers> Observer<Pr> {
                 }
                 Err(err) => {
                     unreachable_connections
-                        .insert(connection.to_owned(), crate::status::error_chain(&err));
+                        .insert(connection.to_owned(), crate::errors::error_chain(&err));
                 }
             }
         }
@@ -299,7 +299,7 @@ impl<Pr: Providers> Observer<Pr> {
                 Err(err) => {
                     unlisted = Some(format!(
                         "management cluster `{management}`: {}",
-                        crate::status::error_chain(&err)
+                        crate::errors::error_chain(&err)
                     ));
                 }
             }
@@ -406,7 +406,7 @@ impl<Pr: Providers> Observer<Pr> {
                     "the admin kubeconfig read from {} (VM {}) is refused: {}",
                     read_from.name,
                     read_from.vmid,
-                    crate::status::error_chain(&err)
+                    crate::errors::error_chain(&err)
                 );
                 tracing::warn!(cluster = name, vm = %read_from.vmid, reason = %message, "admin kubeconfig refused");
                 message
@@ -609,7 +609,7 @@ impl<Pr: Providers> Observer<Pr> {
             format!(
                 "management cluster `{}`: {}",
                 delivery.cluster,
-                crate::status::error_chain(&err)
+                crate::errors::error_chain(&err)
             )
         })?;
         Ok(delivered.map(|held| FluxSecret {
@@ -648,7 +648,7 @@ async fn observe_workloads(name: &str, api: &impl ClusterClient, observed: &mut 
             observed.disruption_budgets = workloads.budgets;
         }
         Err(err) => {
-            tracing::debug!(cluster = name, error = %crate::status::error_chain(&err), "pods and PodDisruptionBudgets not observed: no drain simulation for this cluster");
+            tracing::debug!(cluster = name, error = %crate::errors::error_chain(&err), "pods and PodDisruptionBudgets not observed: no drain simulation for this cluster");
         }
     }
 }

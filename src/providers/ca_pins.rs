@@ -148,7 +148,7 @@ impl CaPins {
                         if last.as_deref() != Some(offered) {
                             return Err(err);
                         }
-                        tracing::warn!(cluster, error = %crate::status::error_chain(&err), "the management cluster does not answer: the CA pinned when it last did is used");
+                        tracing::warn!(cluster, error = %crate::errors::error_chain(&err), "the management cluster does not answer: the CA pinned when it last did is used");
                         offered.to_owned()
                     }
                     Err(err) => return Err(err),

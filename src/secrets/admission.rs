@@ -280,5 +280,16 @@ fn declared_name(text: &str) -> Option<String> {
     serde_saphyr::from_str::<Peek>(text).ok()?.metadata?.name
 }
 
+/// A preview admits both revisions as the daemon would ([`crate::preview::build`]).
+impl crate::preview::Admit for Admission {
+    fn load(&self, files: &RepoFiles) -> Loaded {
+        Admission::load(self, files)
+    }
+
+    fn for_head(&self, base: &Loaded) -> Self {
+        Admission::for_head(self, base)
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -168,7 +168,7 @@ mod tests {
             ),
         ] {
             let err = options(url, token).expect_err(url);
-            let chain = crate::status::error_chain(&err);
+            let chain = crate::errors::error_chain(&err);
             assert!(chain.contains("use https://"), "{chain}");
             assert!(
                 !chain.contains("pa55") && !chain.contains("s3cret"),

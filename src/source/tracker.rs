@@ -24,7 +24,7 @@ use super::tree::Revision;
 use super::verify::{Refusal, Verifier, VerifyReport};
 use super::{Limits, RepoWatcher, Snapshot, SourceError, SourceMetrics};
 use crate::backoff::{Backoff, random_unit};
-use crate::status::error_chain;
+use crate::errors::error_chain;
 
 /// How long a webhook's poll waits for more deliveries: a forge may send several for one push
 /// (one per hook, redeliveries), and one poll a moment later covers them all.

@@ -122,7 +122,7 @@ pub(crate) fn callbacks(
                         blob,
                     },
                 )
-                .map_err(|refused| crate::status::error_chain(&refused)),
+                .map_err(|refused| crate::errors::error_chain(&refused)),
             (Some(_), _, _) => Err("the server's host key could not be read".to_owned()),
         };
         match verdict {

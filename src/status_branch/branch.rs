@@ -21,13 +21,12 @@ use git2::{FetchOptions, Oid, PushOptions, Signature};
 use jiff::Timestamp;
 
 use super::StatusBranchError;
-use super::guard;
-use super::render::{self, Files};
 use crate::backoff::random_unit;
 use crate::source::transport;
 use crate::source::{GitCredentials, GitFailure, Limits, Redactor};
 use crate::spec::{CAPSTAN_SIGNATURE, parse_signature};
 use crate::status::FleetStatus;
+use crate::status::branch::{self as render, Files, guard};
 
 /// Where and how to write the status branch.
 #[derive(Debug, Clone)]
@@ -347,8 +346,14 @@ impl StatusRepository {
     fn check(&self, files: &Files, message: &str) -> Result<(), StatusBranchError> {
         let leak = files
             .iter()
-            .find_map(|(path, text)| guard::find_secret(path, text, &self.redactor))
-            .or_else(|| guard::find_secret("the commit message", message, &self.redactor));
+            .find_map(|(path, text)| guard::find_secret(path, text, &self.redactor.redact(text)))
+            .or_else(|| {
+                guard::find_secret(
+                    "the commit message",
+                    message,
+                    &self.redactor.redact(message),
+                )
+            });
         match leak {
             Some(leak) => {
                 tracing::error!(branch = %self.options.branch, file = %leak.path, what = leak.what, "refusing to commit the status: it would hold a secret");

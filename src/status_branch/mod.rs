@@ -1,12 +1,12 @@
 //! Status back to Git: each cluster's live state committed to the fleet's `status.branch`
 //! (default `capstan-status`) of the remote the daemon follows, only when it changes.
 //!
-//! - [`render`] (pure) turns the daemon's [`FleetStatus`] into `clusters/<name>.yaml` and a
-//!   `README.md` table, and says what changed in the commit message;
-//! - [`guard`] refuses any content that looks like a secret;
+//! - [`capstan_core::status::branch`] (pure) turns the daemon's [`FleetStatus`] into
+//!   `clusters/<name>.yaml` and a `README.md` table, and says what changed in the commit
+//!   message; its `guard` refuses any content that looks like a secret, and its `debounce`
+//!   decides when: a burst becomes one commit, a floor caps the rate, a cluster turning
+//!   Blocked or Ready is written at once;
 //! - [`branch`] commits on top of the branch's tip and pushes, never forcing;
-//! - [`debounce`] (pure) decides when: a burst becomes one commit, a floor caps the rate, a
-//!   cluster turning Blocked or Ready is written at once;
 //! - [`StatusWriter`] runs beside the daemon, fed every status it publishes, and reports the
 //!   outcome as the fleet's `StatusPushed` condition. A failure is reported and reconciling
 //!   carries on: the status branch never stops the daemon.
@@ -15,9 +15,6 @@
 //! the status branch must be another one ([`StatusBranchError::SameBranch`]).
 
 pub mod branch;
-pub mod debounce;
-pub mod guard;
-pub mod render;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -25,13 +22,13 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-pub use branch::{BranchOptions, CommitSettings, Published, StatusRepository};
-use debounce::{Debounce, Decision};
-use render::Files;
-
 use crate::clock::Clock;
+use crate::errors::error_chain;
 use crate::source::{CredentialError, GitFailure};
-use crate::status::{self, Condition, FleetStatus, error_chain};
+use crate::status::branch::debounce::{Debounce, Decision};
+use crate::status::branch::{self as render, Files};
+use crate::status::{self, Condition, FleetStatus};
+pub use branch::{BranchOptions, CommitSettings, Published, StatusRepository};
 
 /// Changes within this window become one commit: a step's burst of status changes (a VM
 /// created, started, joined) reads as one change in the history.
@@ -302,6 +299,12 @@ impl StatusWriter {
                 }
             },
         };
+        for name in render::unwritable_clusters(status) {
+            tracing::warn!(
+                cluster = name.escape_debug().to_string(),
+                "a cluster name that is not a DNS-1123 label gets no status file"
+            );
+        }
         let before = render::parse_clusters(&branch_files);
         let after = render::cluster_files(status, &before);
         let rendered = render::render(&after, status);

@@ -11,11 +11,12 @@ use std::time::Duration;
 use capstan::daemon::StatusBoard;
 use capstan::plan::Phase;
 use capstan::source::{GitCredentials, Redactor};
+use capstan::status::branch as render;
 use capstan::status::{
     ClusterStatus, FleetStatus, NodeStatus, StepRecord, WaitingOn, conditions, reasons,
 };
 use capstan::status_branch::{
-    BranchOptions, CommitSettings, StatusRepository, StatusWriter, WriterOptions, render,
+    BranchOptions, CommitSettings, StatusRepository, StatusWriter, WriterOptions,
 };
 
 use super::servers;
@@ -366,9 +367,9 @@ async fn the_status_is_pushed_over_ssh_with_the_host_key_checked() {
         .publish(&status, &settings, now)
         .expect_err("an unknown host key is refused");
     assert!(
-        capstan::status::error_chain(&refused).contains("host key"),
+        capstan::errors::error_chain(&refused).contains("host key"),
         "{}",
-        capstan::status::error_chain(&refused)
+        capstan::errors::error_chain(&refused)
     );
     assert!(status_commits(&remote.bare()).is_empty());
 

@@ -136,7 +136,7 @@ fn a_pushed_commit_is_seen_over_smart_http_with_a_bearer_token() {
     credentials.token_auth = TokenAuth::Bearer;
     let (mut source, _metrics) = open(remote.options(&url, credentials));
     let err = source.poll().expect_err("a wrong bearer token is refused");
-    let shown = capstan::status::error_chain(&err);
+    let shown = capstan::errors::error_chain(&err);
     assert!(matches!(err, GitError::LsRemote { .. }), "{shown}");
     assert!(!shown.contains(planted), "{shown}");
 }
@@ -156,7 +156,7 @@ fn a_refused_token_is_reported_without_its_value() {
         capstan::source::GitSource::open(remote.options(&url, credentials), redactor, metrics)
             .expect("mirror");
     let err = source.poll().expect_err("refused");
-    let shown = capstan::status::error_chain(&err);
+    let shown = capstan::errors::error_chain(&err);
     assert!(matches!(err, GitError::LsRemote { .. }), "{shown}");
     assert!(err.is_transient());
     assert!(!shown.contains(planted), "{shown}");
@@ -211,9 +211,9 @@ fn a_remote_going_down_is_a_transient_error_and_the_mirror_keeps_the_last_revisi
     let err = source.poll().expect_err("the remote is down");
     assert!(err.is_transient(), "{err}");
     assert!(
-        capstan::status::error_chain(&err).contains("cannot list the refs"),
+        capstan::errors::error_chain(&err).contains("cannot list the refs"),
         "{}",
-        capstan::status::error_chain(&err)
+        capstan::errors::error_chain(&err)
     );
     assert_eq!(source.last(), Some(&first));
     assert!(
@@ -256,7 +256,7 @@ fn a_changed_ssh_host_key_is_refused_with_its_fingerprint() {
     };
     let (mut source, metrics) = open(remote.options(&url, credentials));
     let err = source.poll().expect_err("refused");
-    let shown = capstan::status::error_chain(&err);
+    let shown = capstan::errors::error_chain(&err);
     let server_key = fingerprint_of(&ssh.server.dir.path().join("host_ed25519.pub"));
     assert!(shown.contains("changed"), "{shown}");
     assert!(
@@ -273,7 +273,7 @@ fn a_changed_ssh_host_key_is_refused_with_its_fingerprint() {
         ..GitCredentials::default()
     };
     let (mut source, _metrics) = open(remote.options(&url, credentials));
-    let shown = capstan::status::error_chain(&source.poll().expect_err("unknown host"));
+    let shown = capstan::errors::error_chain(&source.poll().expect_err("unknown host"));
     assert!(shown.contains("is not in known_hosts"), "{shown}");
     assert!(shown.contains(&server_key), "{shown}");
 }

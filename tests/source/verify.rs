@@ -695,8 +695,9 @@ fn the_preview_of_a_head_that_would_not_be_applied_says_so_first() {
             },
             &capstan::observed::Observed::default(),
             jiff::Timestamp::UNIX_EPOCH,
+            &capstan::secrets::Admission::against_base(),
         );
-        preview.refuse_unverified(&capstan::status::error_chain(&refusal));
+        preview.refuse_unverified(&capstan::errors::error_chain(&refusal));
         assert!(preview.is_refused());
         assert!(
             preview.summary.starts_with("not applied"),

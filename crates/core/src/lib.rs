@@ -1,6 +1,12 @@
-//! capstan-core: the pure heart of capstan. The cluster language (`spec`: parse, default,
-//! validate), the observed state (`observed`), the planner (`plan`: desired × observed × policy
-//! × now → steps), the domain identifiers (`model`) and fingerprints.
+//! capstan-core: the pure heart of capstan, the whole pipeline between reading the repository
+//! and acting on the world: the cluster language (`spec`: parse, default, validate), the
+//! observed state (`observed`), the planner (`plan`: desired × observed × policy × now → steps,
+//! and `plan::render` to print them), the status (`status`: conditions, the status branch's
+//! files, when to write them) and pull-request previews (`preview`: both revisions planned,
+//! compared, rendered as a comment), the domain identifiers (`model`) and fingerprints.
+//!
+//! spec → observed → plan → status / preview. The daemon (`capstan`) reads the sources,
+//! observes, executes and publishes; everything it decides in between is computed here.
 //!
 //! No runtime, no network, no filesystem: the crate depends on no async runtime, HTTP, Kubernetes
 //! or Git library, so Cargo itself keeps it pure, and its lints (`clippy.toml`) deny the clock,
@@ -13,5 +19,7 @@ pub mod fingerprint;
 pub mod model;
 pub mod observed;
 pub mod plan;
+pub mod preview;
 pub mod spec;
+pub mod status;
 pub mod workloads;

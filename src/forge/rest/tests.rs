@@ -71,7 +71,7 @@ async fn a_redirect_to_another_host_is_not_followed_and_no_token_goes_there() {
             seen.lock().expect("seen")
         );
         let err = result.expect_err("a redirect is refused");
-        let text = crate::status::error_chain(&err);
+        let text = crate::errors::error_chain(&err);
         assert!(
             text.contains("302") && text.contains("does not follow"),
             "{text}"
@@ -137,7 +137,7 @@ async fn an_endless_answer_is_refused_at_the_body_limit() {
         .expect_err("refused");
     assert!(matches!(err, ForgeError::TooLarge { .. }), "{err:?}");
     assert_eq!(
-        crate::status::error_chain(&err),
+        crate::errors::error_chain(&err),
         "read pull request #7: refused the forge's answer: the answer is larger than 32 MiB"
     );
 }

@@ -398,7 +398,7 @@ impl ClusterError {
         match self.kube_source() {
             Some(kube::Error::Api(status)) => status.code == 401,
             Some(source) => {
-                let chain = crate::status::error_chain(source).to_ascii_lowercase();
+                let chain = crate::errors::error_chain(source).to_ascii_lowercase();
                 chain.contains("certificate") || chain.contains("unknownca")
             }
             None => false,

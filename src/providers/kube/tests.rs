@@ -225,8 +225,8 @@ async fn a_drain_stops_at_the_next_round_once_its_replica_no_longer_leads() {
     assert_eq!(evictions, 3, "no eviction after the Lease was lost");
     assert!(matches!(err, ClusterError::NotLeading(_)), "{err:?}");
     assert!(
-        crate::status::error_chain(&err).contains("this replica no longer leads"),
+        crate::errors::error_chain(&err).contains("this replica no longer leads"),
         "{}",
-        crate::status::error_chain(&err)
+        crate::errors::error_chain(&err)
     );
 }

@@ -403,7 +403,7 @@ mod tests {
             "the redirect was followed: {:?}",
             seen.lock().expect("seen")
         );
-        let text = crate::status::error_chain(&err);
+        let text = crate::errors::error_chain(&err);
         assert!(
             text.contains("302") && text.contains("follows no redirect"),
             "{text}"
@@ -435,7 +435,7 @@ mod tests {
             "{err:?}"
         );
         assert_eq!(
-            crate::status::error_chain(&err),
+            crate::errors::error_chain(&err),
             "GET /cluster/resources: refused Proxmox's answer: the answer is larger than 32 MiB"
         );
     }

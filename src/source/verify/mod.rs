@@ -505,7 +505,7 @@ impl VerifyReport {
         VerifyReport::Refused {
             tip: tip.to_string(),
             reason: refusal.reason(),
-            message: crate::status::error_chain(refusal),
+            message: crate::errors::error_chain(refusal),
             kept: kept.map(ToString::to_string),
         }
     }

@@ -26,6 +26,7 @@ pub mod bound;
 mod cluster;
 pub mod placement;
 mod removed;
+pub mod render;
 mod simulate;
 mod types;
 mod window;

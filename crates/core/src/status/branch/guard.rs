@@ -1,8 +1,7 @@
 //! The last check before anything is committed: content that looks like a secret is refused,
 //! whatever bug put it there. Nothing of the secret is repeated in the refusal: only the file
-//! and the kind of secret.
-
-use crate::source::Redactor;
+//! and the kind of secret. The secrets the daemon holds are its redactor's to know: the
+//! caller passes the text as the redactor returns it.
 
 /// A secret found in content about to be committed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,9 +19,9 @@ impl std::fmt::Display for Leak {
 }
 
 /// The first secret in `text` (the content of `path`): a PEM block, a kubeconfig's
-/// `client-key-data`, a `token:` with a value, or a value `redactor` knows (tokens read, URL
-/// passwords).
-pub fn find_secret(path: &str, text: &str, redactor: &Redactor) -> Option<Leak> {
+/// `client-key-data`, a `token:` with a value, or a value the daemon's redactor knows (tokens
+/// read, URL passwords), which shows as `redacted` (`text` through the redactor) differing.
+pub fn find_secret(path: &str, text: &str, redacted: &str) -> Option<Leak> {
     let leak = |what| {
         Some(Leak {
             path: path.to_owned(),
@@ -38,7 +37,7 @@ pub fn find_secret(path: &str, text: &str, redactor: &Redactor) -> Option<Leak> 
     if has_token_value(text) {
         return leak("a `token:` with a value");
     }
-    if redactor.redact(text) != text {
+    if redacted != text {
         return leak("a secret value capstan holds (a token or a password)");
     }
     None
@@ -61,7 +60,6 @@ mod tests {
 
     #[test]
     fn pem_blocks_kubeconfig_keys_and_tokens_are_found_without_repeating_them() {
-        let redactor = Redactor::default();
         for (text, what) in [
             (
                 "message: -----BEGIN EC PRIVATE KEY-----\nMHc\n",
@@ -80,7 +78,7 @@ mod tests {
                 "a `token:` with a value",
             ),
         ] {
-            let leak = find_secret("clusters/prod.yaml", text, &redactor).expect(what);
+            let leak = find_secret("clusters/prod.yaml", text, text).expect(what);
             assert_eq!(leak.what, what);
             assert!(!leak.to_string().contains("abcdef"), "{leak}");
         }
@@ -88,12 +86,10 @@ mod tests {
 
     #[test]
     fn a_value_the_redactor_knows_is_found() {
-        let redactor = Redactor::default();
-        redactor.remember("ghp_planted0123456789");
         let leak = find_secret(
             "README.md",
             "| prod | failed: ghp_planted0123456789 |",
-            &redactor,
+            "| prod | failed: *** |",
         )
         .expect("found");
         assert_eq!(leak.path, "README.md");
@@ -102,9 +98,7 @@ mod tests {
 
     #[test]
     fn ordinary_status_and_empty_tokens_pass() {
-        let redactor = Redactor::default();
-        redactor.remember("ghp_planted0123456789");
         let text = "phase: Ready\nkubeconfigFingerprint: sha256:0123abcd\ntoken: \"\"\nmessage: created a join token\n";
-        assert_eq!(find_secret("clusters/prod.yaml", text, &redactor), None);
+        assert_eq!(find_secret("clusters/prod.yaml", text, text), None);
     }
 }

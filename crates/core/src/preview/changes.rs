@@ -194,7 +194,7 @@ mod tests {
         let files = crate::spec::RepoFiles {
             fleet: crate::spec::SourceText {
                 path: "capstan.yaml".to_owned(),
-                text: include_str!("../../examples-repo/capstan.yaml").to_owned(),
+                text: include_str!("../../../../examples-repo/capstan.yaml").to_owned(),
             },
             clusters: vec![crate::spec::SourceText {
                 path: "clusters/platform.yaml".to_owned(),
@@ -210,7 +210,7 @@ mod tests {
 
     #[test]
     fn pools_are_compared_by_name_so_only_the_changed_field_is_reported() {
-        let text = include_str!("../../examples-repo/clusters/platform.yaml");
+        let text = include_str!("../../../../examples-repo/clusters/platform.yaml");
         let base = platform(text);
         let mut head = platform(text);
         head.spec.workers.reverse();

@@ -5,8 +5,8 @@
 
 use std::fmt::Write as _;
 
+use crate::plan::render::escape;
 use crate::plan::{Action, Step};
-use crate::report::escape;
 
 use super::{ClusterPreview, Preview, PreviewStep, Refusal};
 

@@ -1,9 +1,17 @@
 //! What the daemon reports about each cluster: phase, conditions, nodes with versions,
 //! certificate expiry, and what it waits on (the step, the resource, since when). Served as
-//! JSON on `/status`, printed by `capstan status`, and (later) committed back to Git.
+//! JSON on `/status`, printed by `capstan status`, committed to the status branch
+//! ([`branch`]: its files, when to write them, the last check for secrets).
 //!
-//! Built by a pure function from the plan and the observation, so it is tested without a
-//! server. Never holds a secret: kubeconfigs are referred to by fingerprint.
+//! Built by pure functions from the plan and the observation, so it is tested without a
+//! server. Never holds a secret: kubeconfigs are referred to by fingerprint, and every message
+//! passes the daemon's redactor ([`FleetStatus::map_messages`]) before it is served.
+//! Condition types and reasons are spelled in [`conditions`] only.
+
+pub mod branch;
+pub mod conditions;
+
+pub use conditions::reasons;
 
 use std::collections::BTreeMap;
 
@@ -15,92 +23,6 @@ use crate::observed::ObservedCluster;
 pub use crate::plan::Phase;
 use crate::plan::{ActionKind, ClusterPlan};
 use crate::spec::KubeVersion;
-
-/// Condition types (one module, so they are spelled one way everywhere).
-pub mod conditions {
-    /// Every node Ready with the declared version, kubeconfig delivered: nothing to do.
-    pub const READY: &str = "Ready";
-    /// The control plane was initialised and its API answers.
-    pub const API_AVAILABLE: &str = "APIAvailable";
-    /// Flux holds the current admin kubeconfig.
-    pub const KUBECONFIG_DELIVERED: &str = "KubeconfigDelivered";
-    /// A person must act: a refusal, a drain past its deadline, a step that keeps failing.
-    pub const BLOCKED: &str = "Blocked";
-    /// The fleet's source (the Git remote) answers; when False, the last good revision is
-    /// still reconciled.
-    pub const SOURCE_AVAILABLE: &str = "SourceAvailable";
-    /// The status branch holds the current status; when False, the last push failed (the
-    /// remote's error says why) and reconciling carries on.
-    pub const STATUS_PUSHED: &str = "StatusPushed";
-    /// With commit verification (`source.verify`): whether the branch's tip is signed by an
-    /// allowed key; when False, the last verified revision is still reconciled.
-    pub const SOURCE_VERIFIED: &str = "SourceVerified";
-}
-
-/// Condition reasons.
-pub mod reasons {
-    /// Converged.
-    pub const CONVERGED: &str = "Converged";
-    /// Work in progress.
-    pub const RECONCILING: &str = "Reconciling";
-    /// Not initialised yet.
-    pub const NOT_INITIALISED: &str = "NotInitialised";
-    /// The API does not answer.
-    pub const UNREACHABLE: &str = "Unreachable";
-    /// The API does not answer because its K3s datastore does not.
-    pub const DATASTORE_UNAVAILABLE: &str = "DatastoreUnavailable";
-    /// The API answers.
-    pub const ANSWERING: &str = "Answering";
-    /// Flux holds the current kubeconfig.
-    pub const CURRENT: &str = "Current";
-    /// Flux holds another kubeconfig, or none.
-    pub const OUTDATED: &str = "Outdated";
-    /// No Flux delivery configured.
-    pub const NOT_CONFIGURED: &str = "NotConfigured";
-    /// A planner rule refuses.
-    pub const REFUSED: &str = "Refused";
-    /// A step failed several times in a row.
-    pub const STEP_FAILING: &str = "StepFailing";
-    /// Nothing blocks.
-    pub const CLEAR: &str = "Clear";
-    /// The cluster could not be observed.
-    pub const OBSERVATION_FAILED: &str = "ObservationFailed";
-    /// The cluster's file has errors.
-    pub const INVALID_FILE: &str = "InvalidFile";
-    /// The source answered the last poll.
-    pub const FOLLOWING: &str = "Following";
-    /// The source did not answer (unreachable, credentials or host key refused).
-    pub const SOURCE_UNREACHABLE: &str = "SourceUnreachable";
-    /// The status branch holds the current status.
-    pub const PUSHED: &str = "Pushed";
-    /// Pushes kept being rejected: someone else kept pushing first.
-    pub const PUSH_REJECTED: &str = "PushRejected";
-    /// The remote refused the push (read-only credentials, a hook).
-    pub const PUSH_REFUSED: &str = "PushRefused";
-    /// The status would have held a secret: nothing was committed.
-    pub const SECRET_REFUSED: &str = "SecretRefused";
-    /// The status branch could not be read or written.
-    pub const STATUS_BRANCH_UNAVAILABLE: &str = "StatusBranchUnavailable";
-    /// The tip is signed by an allowed key (and, mode `all`, every commit it brings).
-    pub const VERIFIED: &str = "Verified";
-    /// A commit is not signed.
-    pub const UNSIGNED: &str = "Unsigned";
-    /// A commit is signed by a key the allowed keys do not hold.
-    pub const KEY_NOT_ALLOWED: &str = "KeyNotAllowed";
-    /// A commit's signature does not match it.
-    pub const BAD_SIGNATURE: &str = "BadSignature";
-    /// An allowed key may not make this signature: revoked, expired, outside its validity or
-    /// namespaces.
-    pub const KEY_NOT_VALID: &str = "KeyNotValid";
-    /// A commit carries a kind of signature capstan does not verify (X.509).
-    pub const UNSUPPORTED_SIGNATURE: &str = "UnsupportedSignature";
-    /// Mode `all`: more commits to verify than `maxCommits`.
-    pub const TOO_MANY_COMMITS: &str = "TooManyCommits";
-    /// The allowed keys cannot be read.
-    pub const KEYS_UNREADABLE: &str = "KeysUnreadable";
-    /// The commits cannot be read from the mirror.
-    pub const UNVERIFIABLE: &str = "Unverifiable";
-}
 
 /// Every cluster's status.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -146,10 +68,11 @@ pub struct LeadershipStatus {
 }
 
 impl FleetStatus {
-    /// This status with every message in it (errors, events, findings, conditions, refusals,
-    /// waits, steps) redacted and capped ([`crate::redact::message`]).
-    pub fn redacted(mut self) -> Self {
-        let clean = |text: &mut String| *text = crate::redact::message(text);
+    /// This status with `clean` applied to every message in it (errors, events, findings,
+    /// conditions, refusals, waits, steps): the daemon passes its redactor, which also caps.
+    #[must_use]
+    pub fn map_messages(mut self, clean: impl Fn(&str) -> String) -> Self {
+        let clean = |text: &mut String| *text = clean(text);
         self.repository_errors.iter_mut().for_each(clean);
         self.findings.iter_mut().for_each(clean);
         self.events.iter_mut().for_each(clean);
@@ -226,12 +149,12 @@ pub struct ClusterStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
-    /// One of [`conditions`].
+    /// One of [`conditions::TYPES`].
     #[serde(rename = "type")]
     pub kind: String,
-    /// `True`, `False` or `Unknown`.
+    /// [`conditions::TRUE`] or [`conditions::FALSE`].
     pub status: String,
-    /// One of [`reasons`].
+    /// One of [`reasons::ALL`].
     pub reason: String,
     /// In plain words.
     pub message: String,
@@ -489,10 +412,22 @@ pub fn cluster_status(input: &StatusInput<'_>) -> ClusterStatus {
     }
 }
 
+impl Condition {
+    /// Whether the condition holds (its status is [`conditions::TRUE`]).
+    pub fn is_true(&self) -> bool {
+        self.status == conditions::TRUE
+    }
+}
+
 fn condition(kind: &str, status: bool, reason: &str, message: &str) -> Condition {
     Condition {
         kind: kind.to_owned(),
-        status: if status { "True" } else { "False" }.to_owned(),
+        status: if status {
+            conditions::TRUE
+        } else {
+            conditions::FALSE
+        }
+        .to_owned(),
         reason: reason.to_owned(),
         message: message.to_owned(),
         last_transition_time: Timestamp::UNIX_EPOCH,
@@ -507,7 +442,7 @@ pub fn source_condition(
     previous: &[Condition],
     now: Timestamp,
 ) -> Condition {
-    let mut condition = match unavailable {
+    let condition = match unavailable {
         None => condition(
             conditions::SOURCE_AVAILABLE,
             true,
@@ -521,11 +456,7 @@ pub fn source_condition(
             &format!("{error}; still reconciling the last revision read"),
         ),
     };
-    condition.last_transition_time = previous
-        .iter()
-        .find(|c| c.kind == condition.kind && c.status == condition.status)
-        .map_or(now, |c| c.last_transition_time);
-    condition
+    keep_fleet_transition(condition, previous, now)
 }
 
 /// The fleet's `SourceVerified` condition (commit verification): True with `Ok(message)`,
@@ -536,7 +467,7 @@ pub fn source_verified_condition(
     previous: &[Condition],
     now: Timestamp,
 ) -> Condition {
-    let mut condition = match outcome {
+    let condition = match outcome {
         Ok(message) => condition(
             conditions::SOURCE_VERIFIED,
             true,
@@ -545,11 +476,7 @@ pub fn source_verified_condition(
         ),
         Err((reason, message)) => condition(conditions::SOURCE_VERIFIED, false, reason, message),
     };
-    condition.last_transition_time = previous
-        .iter()
-        .find(|c| c.kind == condition.kind && c.status == condition.status)
-        .map_or(now, |c| c.last_transition_time);
-    condition
+    keep_fleet_transition(condition, previous, now)
 }
 
 /// The fleet's `StatusPushed` condition: True with `Ok(message)`, False with
@@ -560,7 +487,7 @@ pub fn status_pushed_condition(
     previous: &[Condition],
     now: Timestamp,
 ) -> Condition {
-    let mut condition = match outcome {
+    let condition = match outcome {
         Ok(message) => condition(conditions::STATUS_PUSHED, true, reasons::PUSHED, message),
         Err((reason, message)) => condition(
             conditions::STATUS_PUSHED,
@@ -569,6 +496,16 @@ pub fn status_pushed_condition(
             &format!("{message}; still reconciling"),
         ),
     };
+    keep_fleet_transition(condition, previous, now)
+}
+
+/// `condition` with the transition time of its kind in `previous` (a fleet's conditions) while
+/// its status stays the same, else `now`.
+fn keep_fleet_transition(
+    mut condition: Condition,
+    previous: &[Condition],
+    now: Timestamp,
+) -> Condition {
     condition.last_transition_time = previous
         .iter()
         .find(|c| c.kind == condition.kind && c.status == condition.status)
@@ -677,8 +614,6 @@ fn blocked_as_before(
     status.conditions.push(blocked);
     status
 }
-
-pub use capstan_core::errors::error_chain;
 
 #[cfg(test)]
 mod tests {

@@ -4,15 +4,16 @@
 //! by this change".
 //!
 //! Pure: revisions' files, an observed state and a time in, a [`Preview`] out ([`render`]
-//! prints it). No I/O, no clock; [`limited`] keeps the time on a thread of its own.
+//! prints it, [`comment`] fits it in a pull-request comment). No I/O, no clock: the daemon
+//! keeps the time ([`build_within`]'s `stop`) and posts the comment.
 //!
 //! # Guarantees
 //! - Refusals come first: every validation error of the head (with file:line:column) and every
 //!   refusal of the head's plan, each with its rule and a fix. A preview with any refusal is
 //!   [`Preview::is_refused`].
-//! - The head is held to the operator's limits ([`Admission`]): a connection it changes or
-//!   adds, or a secret source the daemon does not allow, is a refusal, and nothing the head
-//!   names is read or connected to (this module does no I/O at all).
+//! - The head is held to the operator's limits (an [`Admit`]: the daemon's admission): a
+//!   connection it changes or adds, or a secret source the daemon does not allow, is a
+//!   refusal, and nothing the head names is read or connected to (this module does no I/O).
 //! - Whoever opens a pull request chooses its head: planning it stays within [`Limits`] (time
 //!   and predicted steps), and a head past them is a refusal that says which limit, never a
 //!   crash or a hang. Everything after planning is linear in the steps predicted.
@@ -23,7 +24,6 @@ mod changes;
 pub mod comment;
 mod drains;
 mod estimate;
-pub mod limited;
 pub mod render;
 mod summary;
 
@@ -36,12 +36,22 @@ use serde::Serialize;
 
 use crate::observed::Observed;
 use crate::plan::{self, Blocked, Budget, ClusterPlan, Exceeded, Plan, Policy, Rule, Step};
-use crate::secrets::Admission;
 use crate::spec::{self, Cluster, Diagnostic, Loaded, RepoFiles};
 
 pub use changes::FieldChange;
 pub use drains::{DrainBlock, DrainForecast};
 pub use estimate::Estimate;
+
+/// How a revision's files become its desired state: parsed, validated, and held to the
+/// operator's limits on secrets and connections. The daemon's `secrets::Admission` is the one
+/// capstan uses; it does no I/O either, so a preview stays pure.
+pub trait Admit: Sized {
+    /// Parses, validates and admits `files` (a refused file is a validation error).
+    fn load(&self, files: &RepoFiles) -> Loaded;
+    /// How the head of a preview is admitted, its base having loaded as `base` (without the
+    /// daemon's pins, the head is held to its base's connections).
+    fn for_head(&self, base: &Loaded) -> Self;
+}
 
 /// One revision's files, as read from Git.
 #[derive(Debug, Clone)]
@@ -179,7 +189,7 @@ pub const PLANNING_LIMITS: &str = "planning limits";
 /// What planning one preview may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// For both revisions' plans ([`limited::build_limited`] keeps it).
+    /// For both revisions' plans (the daemon keeps it, raising [`build_within`]'s `stop`).
     pub time: Duration,
     /// Steps each revision's predictions may hold in all (each takes some hundreds of bytes).
     pub max_predicted_steps: usize,
@@ -196,26 +206,16 @@ impl Default for Limits {
     }
 }
 
-/// Builds the preview of merging `head` into `base`, both planned against `observed` at `now`,
-/// where the daemon's limits are not known (`capstan preview` in CI): the head may not change
-/// or add a connection its base lacks ([`Admission::against_base`]).
+/// Builds the preview of merging `head` into `base`, both planned against `observed` at `now`
+/// and admitted as `admission` says (`run --previews`: the daemon's own policy and pins;
+/// `capstan preview` in CI: the head held to its base), so a head the daemon would refuse is
+/// refused here, with the same words.
 pub fn build(
     base: &RevisionFiles,
     head: &RevisionFiles,
     observed: &Observed,
     now: Timestamp,
-) -> Preview {
-    build_admitted(base, head, observed, now, &Admission::against_base())
-}
-
-/// [`build`], both revisions admitted as `admission` says (`run --previews`: the daemon's own
-/// policy and pins), so a head the daemon would refuse is refused here, with the same words.
-pub fn build_admitted(
-    base: &RevisionFiles,
-    head: &RevisionFiles,
-    observed: &Observed,
-    now: Timestamp,
-    admission: &Admission,
+    admission: &impl Admit,
 ) -> Preview {
     let unlimited = Limits {
         time: Duration::MAX,
@@ -225,15 +225,15 @@ pub fn build_admitted(
     build_within(base, head, observed, now, admission, &unlimited, &never)
 }
 
-/// [`build_admitted`] within `limits`, stopped as soon as `stop` is raised (the caller keeps
-/// the time): a revision whose plan goes past them makes the preview a refusal that says which
+/// [`build`] within `limits`, stopped as soon as `stop` is raised (the caller keeps the
+/// time): a revision whose plan goes past them makes the preview a refusal that says which
 /// limit.
 pub fn build_within(
     base: &RevisionFiles,
     head: &RevisionFiles,
     observed: &Observed,
     now: Timestamp,
-    admission: &Admission,
+    admission: &impl Admit,
     limits: &Limits,
     stop: &AtomicBool,
 ) -> Preview {

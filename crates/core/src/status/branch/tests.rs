@@ -217,6 +217,7 @@ fn a_cluster_whose_name_is_not_a_dns_label_gets_no_file_and_no_path() {
         !files.values().any(|text| text.contains("injected_metric")),
         "{files:#?}"
     );
+    assert_eq!(unwritable_clusters(&status).collect::<Vec<_>>(), [hostile]);
     assert!(!is_writable_path("clusters/../x.yaml"));
     assert!(!is_writable_path("clusters/a/b.yaml"));
     assert!(is_writable_path("clusters/prod.yaml"));

@@ -1,13 +1,17 @@
 //! The status branch's files, rendered from the daemon's [`FleetStatus`] (pure: no I/O, no
 //! clock): `clusters/<name>.yaml` per cluster and a `README.md` table of them all, and the
 //! commit message that says what changed. Read back into a [`FleetStatus`] for
-//! `capstan status --repo`.
+//! `capstan status --repo`. When to write them is [`debounce`]'s to say; the daemon's writer
+//! (`capstan::status_branch`) commits and pushes them.
 //!
 //! # Guarantees
 //! - Nothing that merely ticks is rendered: no ages, no "observed at", no transition times, no
 //!   time a step ended. An unchanged fleet renders byte-identical files.
 //! - Only fingerprints of kubeconfigs are rendered, never a kubeconfig (the guard in
-//!   [`super::guard`] checks the result anyway).
+//!   [`guard`] checks the result anyway).
+
+pub mod debounce;
+pub mod guard;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -171,8 +175,18 @@ pub fn parse_clusters(files: &Files) -> BTreeMap<String, ClusterFile> {
         .collect()
 }
 
-/// Every cluster's file, from `status`. `previous` (the files on the branch) gives each
-/// cluster's converged revision while it stays Ready.
+/// The clusters of `status` that get no file: their name is not a DNS-1123 label (the writer
+/// says so in its log).
+pub fn unwritable_clusters(status: &FleetStatus) -> impl Iterator<Item = &str> {
+    status
+        .clusters
+        .keys()
+        .map(String::as_str)
+        .filter(|name| !crate::spec::values::is_dns1123_label(name))
+}
+
+/// Every cluster's file, from `status`, but for [`unwritable_clusters`]. `previous` (the files
+/// on the branch) gives each cluster's converged revision while it stays Ready.
 pub fn cluster_files(
     status: &FleetStatus,
     previous: &BTreeMap<String, ClusterFile>,
@@ -180,16 +194,7 @@ pub fn cluster_files(
     status
         .clusters
         .iter()
-        .filter(|(name, _)| {
-            let usable = crate::spec::values::is_dns1123_label(name);
-            if !usable {
-                tracing::warn!(
-                    cluster = name.escape_debug().to_string(),
-                    "a cluster name that is not a DNS-1123 label gets no status file"
-                );
-            }
-            usable
-        })
+        .filter(|(name, _)| crate::spec::values::is_dns1123_label(name))
         .map(|(name, cluster)| {
             let before = previous.get(name);
             let converged = match before {

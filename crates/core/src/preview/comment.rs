@@ -17,7 +17,7 @@ use super::render::{
     cluster_section, collapsed_cluster_section, fleet_section, markdown_collapsing,
     refusal_markdown,
 };
-use crate::report::escape;
+use crate::plan::render::escape;
 
 /// The hidden marker that identifies capstan's comment on a pull request.
 pub const MARKER: &str = "<!-- capstan-preview -->";

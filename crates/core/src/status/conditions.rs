@@ -1,0 +1,155 @@
+//! Every condition capstan reports and every reason it gives, spelled once: the cluster
+//! conditions [`super::cluster_status`] computes, the fleet's own (the source, commit
+//! verification, the status branch), as `/status`, `capstan status`, the status branch and
+//! the metrics show them. Types and reasons are `PascalCase`, as Kubernetes spells them.
+
+/// A condition's `status` when it holds.
+pub const TRUE: &str = "True";
+/// A condition's `status` when it does not.
+pub const FALSE: &str = "False";
+
+/// Every node Ready with the declared version, kubeconfig delivered: nothing to do.
+pub const READY: &str = "Ready";
+/// The control plane was initialised and its API answers.
+pub const API_AVAILABLE: &str = "APIAvailable";
+/// Flux holds the current admin kubeconfig.
+pub const KUBECONFIG_DELIVERED: &str = "KubeconfigDelivered";
+/// A person must act: a refusal, a drain past its deadline, a step that keeps failing.
+pub const BLOCKED: &str = "Blocked";
+/// The fleet's source (the Git remote) answers; when False, the last good revision is
+/// still reconciled.
+pub const SOURCE_AVAILABLE: &str = "SourceAvailable";
+/// The status branch holds the current status; when False, the last push failed (the
+/// remote's error says why) and reconciling carries on.
+pub const STATUS_PUSHED: &str = "StatusPushed";
+/// With commit verification (`source.verify`): whether the branch's tip is signed by an
+/// allowed key; when False, the last verified revision is still reconciled.
+pub const SOURCE_VERIFIED: &str = "SourceVerified";
+
+/// Every condition type: a cluster's (in the order its status lists them), then the fleet's.
+pub const TYPES: [&str; 7] = [
+    READY,
+    API_AVAILABLE,
+    KUBECONFIG_DELIVERED,
+    BLOCKED,
+    SOURCE_AVAILABLE,
+    STATUS_PUSHED,
+    SOURCE_VERIFIED,
+];
+
+/// Why a condition has its status. Each names the condition it explains.
+pub mod reasons {
+    /// `Ready` True: converged.
+    pub const CONVERGED: &str = "Converged";
+    /// `Ready` False: work in progress.
+    pub const RECONCILING: &str = "Reconciling";
+    /// `APIAvailable` False: not initialised yet.
+    pub const NOT_INITIALISED: &str = "NotInitialised";
+    /// `APIAvailable` False: the API does not answer.
+    pub const UNREACHABLE: &str = "Unreachable";
+    /// `APIAvailable` False: the API does not answer because its K3s datastore does not.
+    pub const DATASTORE_UNAVAILABLE: &str = "DatastoreUnavailable";
+    /// `APIAvailable` True: the API answers.
+    pub const ANSWERING: &str = "Answering";
+    /// `KubeconfigDelivered` True: Flux holds the current kubeconfig.
+    pub const CURRENT: &str = "Current";
+    /// `KubeconfigDelivered` False: Flux holds another kubeconfig, or none.
+    pub const OUTDATED: &str = "Outdated";
+    /// `KubeconfigDelivered` False: no Flux delivery configured.
+    pub const NOT_CONFIGURED: &str = "NotConfigured";
+    /// `Blocked` True: a planner rule refuses.
+    pub const REFUSED: &str = "Refused";
+    /// `Blocked` True: a step failed several times in a row.
+    pub const STEP_FAILING: &str = "StepFailing";
+    /// `Blocked` False: nothing blocks.
+    pub const CLEAR: &str = "Clear";
+    /// `Blocked` True: the cluster could not be observed.
+    pub const OBSERVATION_FAILED: &str = "ObservationFailed";
+    /// `Blocked` True: the cluster's file has errors.
+    pub const INVALID_FILE: &str = "InvalidFile";
+    /// `SourceAvailable` True: the source answered the last poll.
+    pub const FOLLOWING: &str = "Following";
+    /// `SourceAvailable` False: the source did not answer (unreachable, credentials or host key refused).
+    pub const SOURCE_UNREACHABLE: &str = "SourceUnreachable";
+    /// `StatusPushed` True: the status branch holds the current status.
+    pub const PUSHED: &str = "Pushed";
+    /// `StatusPushed` False: pushes kept being rejected: someone else kept pushing first.
+    pub const PUSH_REJECTED: &str = "PushRejected";
+    /// `StatusPushed` False: the remote refused the push (read-only credentials, a hook).
+    pub const PUSH_REFUSED: &str = "PushRefused";
+    /// `StatusPushed` False: the status would have held a secret: nothing was committed.
+    pub const SECRET_REFUSED: &str = "SecretRefused";
+    /// `StatusPushed` False: the status branch could not be read or written.
+    pub const STATUS_BRANCH_UNAVAILABLE: &str = "StatusBranchUnavailable";
+    /// `SourceVerified` True: the tip is signed by an allowed key (and, mode `all`, every commit it brings).
+    pub const VERIFIED: &str = "Verified";
+    /// `SourceVerified` False: a commit is not signed.
+    pub const UNSIGNED: &str = "Unsigned";
+    /// `SourceVerified` False: a commit is signed by a key the allowed keys do not hold.
+    pub const KEY_NOT_ALLOWED: &str = "KeyNotAllowed";
+    /// `SourceVerified` False: a commit's signature does not match it.
+    pub const BAD_SIGNATURE: &str = "BadSignature";
+    /// `SourceVerified` False: an allowed key may not make this signature: revoked, expired, outside its validity or
+    /// namespaces.
+    pub const KEY_NOT_VALID: &str = "KeyNotValid";
+    /// `SourceVerified` False: a commit carries a kind of signature capstan does not verify (X.509).
+    pub const UNSUPPORTED_SIGNATURE: &str = "UnsupportedSignature";
+    /// `SourceVerified` False: mode `all`: more commits to verify than `maxCommits`.
+    pub const TOO_MANY_COMMITS: &str = "TooManyCommits";
+    /// `SourceVerified` False: the allowed keys cannot be read.
+    pub const KEYS_UNREADABLE: &str = "KeysUnreadable";
+    /// `SourceVerified` False: the commits cannot be read from the mirror.
+    pub const UNVERIFIABLE: &str = "Unverifiable";
+
+    /// Every reason.
+    pub const ALL: [&str; 30] = [
+        CONVERGED,
+        RECONCILING,
+        NOT_INITIALISED,
+        UNREACHABLE,
+        DATASTORE_UNAVAILABLE,
+        ANSWERING,
+        CURRENT,
+        OUTDATED,
+        NOT_CONFIGURED,
+        REFUSED,
+        STEP_FAILING,
+        CLEAR,
+        OBSERVATION_FAILED,
+        INVALID_FILE,
+        FOLLOWING,
+        SOURCE_UNREACHABLE,
+        PUSHED,
+        PUSH_REJECTED,
+        PUSH_REFUSED,
+        SECRET_REFUSED,
+        STATUS_BRANCH_UNAVAILABLE,
+        VERIFIED,
+        UNSIGNED,
+        KEY_NOT_ALLOWED,
+        BAD_SIGNATURE,
+        KEY_NOT_VALID,
+        UNSUPPORTED_SIGNATURE,
+        TOO_MANY_COMMITS,
+        KEYS_UNREADABLE,
+        UNVERIFIABLE,
+    ];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_type_and_reason_is_spelled_once_in_pascal_case() {
+        let mut seen = std::collections::BTreeSet::new();
+        for name in TYPES.iter().chain(&reasons::ALL) {
+            assert!(seen.insert(*name), "{name} is spelled twice");
+            assert!(
+                name.starts_with(|c: char| c.is_ascii_uppercase())
+                    && name.chars().all(|c| c.is_ascii_alphanumeric()),
+                "{name} is not PascalCase"
+            );
+        }
+    }
+}

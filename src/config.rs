@@ -36,7 +36,7 @@ pub enum ConfigError {
     Read {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },

@@ -126,7 +126,7 @@ pub enum ConnectError {
     Proxmox {
         /// Its name in `capstan.yaml`.
         connection: String,
-        /// Why.
+        /// The Proxmox call that failed, and its cause.
         #[source]
         source: Box<ProxmoxError>,
     },
@@ -135,7 +135,7 @@ pub enum ConnectError {
     Management {
         /// Its name in `capstan.yaml`.
         cluster: String,
-        /// Why.
+        /// The cluster operation that failed, and its cause.
         #[source]
         source: Box<ClusterError>,
     },
@@ -144,7 +144,7 @@ pub enum ConnectError {
     Datastore {
         /// Its name in `capstan.yaml`.
         server: String,
-        /// Why.
+        /// The datastore operation that failed, and its cause.
         #[source]
         source: Box<DatastoreError>,
     },

@@ -2,7 +2,6 @@
 //! push from, and the daemon of `capstan run --lab` following it, announcing when every
 //! cluster is Ready.
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,7 +18,7 @@ use crate::daemon::http;
 use crate::daemon::{Daemon, DaemonOptions, StatusBoard};
 use crate::secrets::{Admission, SecretPolicy, SecretReader};
 use crate::source::{self, Redactor, Tracker};
-use crate::spec::{self, Distribution, RepoFiles};
+use crate::spec;
 use crate::status_branch::StatusWriter;
 use capstan_lab::kube::MANAGEMENT;
 use capstan_lab::world::LabConfig;
@@ -69,7 +68,6 @@ pub fn demo(args: &DemoArgs, env: fn(&str) -> Option<String>) -> Result<Outcome,
     let reader = SecretReader::new(Arc::new(SecretPolicy::default()), env);
     let (fleet, git, snapshot, _) = open_remote(git_options.clone(), &redactor, &admission, None)?;
     let status = status_branch(&fleet, &git_options, &DaemonArgs::default(), &redactor)?;
-    let lab_names = lab_cluster_names(&snapshot.files);
     let tracker = Tracker::git(
         git,
         Some(DEMO_POLL_INTERVAL),
@@ -122,7 +120,7 @@ pub fn demo(args: &DemoArgs, env: fn(&str) -> Option<String>) -> Result<Outcome,
         let announce = announce_when_ready(
             board,
             started,
-            (lab_dir.clone(), lab_names),
+            lab_dir.clone(),
             (clone.clone(), url.clone(), fleet.status.branch.clone()),
             bound,
             args.exit_when_ready,
@@ -140,32 +138,11 @@ pub fn demo(args: &DemoArgs, env: fn(&str) -> Option<String>) -> Result<Outcome,
     })
 }
 
-/// The name under which the lab keeps each cluster's admin kubeconfig (`<name>.kubeconfig`),
-/// by cluster. A kubeadm cluster carries its own (`clusterName`); a K3s cluster has none, so
-/// the lab names it after its database, or after its endpoint host on the embedded datastore.
-fn lab_cluster_names(files: &RepoFiles) -> BTreeMap<String, String> {
-    let Some(desired) = spec::load(files).desired else {
-        return BTreeMap::new();
-    };
-    desired
-        .clusters
-        .iter()
-        .filter(|(_, cluster)| cluster.spec.kubernetes.distribution == Distribution::K3s)
-        .map(|(name, cluster)| {
-            let datastore = cluster.spec.kubernetes.datastore.as_ref();
-            let lab_name = datastore
-                .and_then(|d| d.database.clone())
-                .unwrap_or_else(|| cluster.spec.endpoint.host.clone());
-            (name.clone(), lab_name)
-        })
-        .collect()
-}
-
 /// Waits for every cluster to be Ready, then prints how to look at them.
 async fn announce_when_ready(
     board: Arc<StatusBoard>,
     started: std::time::Instant,
-    (lab_dir, lab_names): (PathBuf, BTreeMap<String, String>),
+    lab_dir: PathBuf,
     (repo, remote, status_branch): (PathBuf, String, String),
     http: std::net::SocketAddr,
     quiet_after: bool,
@@ -184,8 +161,7 @@ async fn announce_when_ready(
             started.elapsed().as_secs_f64()
         );
         for (name, cluster) in &status.clusters {
-            let lab_name = lab_names.get(name).unwrap_or(name);
-            let kubeconfig = lab_dir.join(format!("{lab_name}.kubeconfig"));
+            let kubeconfig = lab_dir.join(format!("{name}.kubeconfig"));
             let version = cluster.version.map(|v| format!("v{v}")).unwrap_or_default();
             let _ = writeln!(
                 out,

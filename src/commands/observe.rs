@@ -39,7 +39,7 @@ pub enum ObserveError {
     LabState {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
@@ -48,7 +48,7 @@ pub enum ObserveError {
     LabFile {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// What in it does not parse.
         reason: String,
     },
     /// The connections could not be built.

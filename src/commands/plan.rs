@@ -25,7 +25,7 @@ pub enum PlanError {
     ReadSnapshot {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
@@ -34,7 +34,7 @@ pub enum PlanError {
     ParseSnapshot {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// Where the JSON does not match what was expected.
         #[source]
         source: serde_json::Error,
     },

@@ -9,7 +9,6 @@ use crate::env_vars;
 use crate::forge::rest::{ForgeTarget, RestForge, RetryPolicy};
 use crate::forge::{ForgeError, ForgeKind, sticky};
 use crate::observed::Observed;
-use crate::preview::comment::comment;
 use crate::preview::{Preview, RevisionFiles, render};
 use crate::source::revisions::{self, RevisionError};
 
@@ -39,7 +38,7 @@ pub enum PreviewError {
     Server {
         /// The daemon.
         url: String,
-        /// Why.
+        /// Why no answer could be read.
         #[source]
         source: crate::http_client::FetchError,
     },
@@ -54,7 +53,7 @@ pub enum PreviewError {
     Post {
         /// The pull request.
         pr: u64,
-        /// Why.
+        /// The forge call that failed, and its cause.
         #[source]
         source: ForgeError,
     },
@@ -226,7 +225,7 @@ async fn post(target: &ForgeTarget, pr: u64, preview: &Preview) -> Result<(), Fo
         &api,
         pr,
         preview.head_commit(),
-        &comment(preview, target.kind.comment_limit()),
+        &sticky::sticky_comment(preview, target.kind.comment_limit()),
         &sticky::status_for(preview),
     )
     .await?;

@@ -100,7 +100,7 @@ pub enum RunError {
     LeaseKubeconfig {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
@@ -143,7 +143,7 @@ pub enum RunError {
     Prepare {
         /// The folder.
         path: PathBuf,
-        /// Why.
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },

@@ -13,7 +13,7 @@ pub enum SchemaError {
     Write {
         /// The file.
         path: std::path::PathBuf,
-        /// Why.
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },

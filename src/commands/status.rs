@@ -20,7 +20,7 @@ pub enum StatusError {
     Fetch {
         /// Its endpoint.
         server: String,
-        /// Why.
+        /// Why no answer could be read.
         #[source]
         source: crate::http_client::FetchError,
     },

@@ -162,13 +162,27 @@ impl StatusBoard {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
         status.leadership = self.leadership.get().map(|l| l.status());
+        self.add_conditions_set_apart(&mut status.conditions);
+        status
+    }
+
+    /// The fleet's conditions as [`StatusBoard::status`] shows them, without copying the
+    /// rest of the status (the status writer reads them after every attempt).
+    pub fn fleet_conditions(&self) -> Vec<Condition> {
+        let mut conditions = self.read_published(|status| status.conditions.clone());
+        self.add_conditions_set_apart(&mut conditions);
+        conditions
+    }
+
+    /// `conditions` (a pass's) with those [`StatusBoard::set_condition`] set in place of
+    /// theirs.
+    fn add_conditions_set_apart(&self, conditions: &mut Vec<Condition>) {
         let extra = self
             .conditions
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        status.conditions.retain(|c| !extra.contains_key(&c.kind));
-        status.conditions.extend(extra.values().cloned());
-        status
+        conditions.retain(|c| !extra.contains_key(&c.kind));
+        conditions.extend(extra.values().cloned());
     }
 
     /// Reads the status as the last pass published it (without the conditions set apart
@@ -341,7 +355,7 @@ impl StatusBoard {
         }
     }
 
-    /// Publishes `status`, every message of it redacted and capped ([`FleetStatus::redacted`]):
+    /// Publishes `status`, every message of it redacted and capped ([`crate::redact::message`]):
     /// what `/status`, `/metrics`, the status branch and the progress lines read.
     pub(super) fn set(&self, status: FleetStatus) {
         let status = status.map_messages(crate::redact::message);
@@ -354,7 +368,7 @@ impl StatusBoard {
 
 impl crate::status_branch::Report for StatusBoard {
     fn fleet_conditions(&self) -> Vec<Condition> {
-        self.status().conditions
+        StatusBoard::fleet_conditions(self)
     }
 
     fn set_condition(&self, condition: Condition) {

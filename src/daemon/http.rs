@@ -160,7 +160,7 @@ pub enum HttpError {
     Bind {
         /// The address.
         addr: SocketAddr,
-        /// Why.
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },

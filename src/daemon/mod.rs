@@ -311,12 +311,10 @@ impl<Pr: Providers> Daemon<Pr> {
             let idle = self.pass().await;
             self.board
                 .pass_completed(self.clock.now(), self.stale_after());
-            let delay = if idle {
+            if idle {
                 memory::release_freed_memory();
-                self.resync_interval()
-            } else {
-                self.options.busy_interval
-            };
+            }
+            let delay = self.next_delay(idle);
             tokio::select! {
                 () = &mut shutdown => break,
                 () = self.tracker.changed() => tracing::debug!("source may have changed"),
@@ -336,6 +334,29 @@ impl<Pr: Providers> Daemon<Pr> {
             let _ = writer.await;
         }
         Ok(())
+    }
+
+    /// The delay until the next pass: the busy interval while this replica's work is in
+    /// progress, else the resync interval. A standby starts no step, so the work its passes
+    /// see is the leader's: it observes at the resync interval (the leader observes busy),
+    /// and a change of leadership wakes it at once.
+    fn next_delay(&self, idle: bool) -> Duration {
+        if idle || !self.leadership.is_leading() {
+            self.resync_interval()
+        } else {
+            self.options.busy_interval
+        }
+    }
+
+    /// Prints the progress lines of the status just published, when this replica leads: a
+    /// standby's would repeat the leader's.
+    fn report_progress(&mut self) {
+        if !self.leadership.is_leading() {
+            return;
+        }
+        if let Some(progress) = &mut self.progress {
+            self.board.read_published(|status| progress.report(status));
+        }
     }
 
     /// How long without a completed pass means the loop is stuck ([`board::stale_after`]).
@@ -359,10 +380,7 @@ impl<Pr: Providers> Daemon<Pr> {
             self.settle(done);
         }
         let now = self.clock.now();
-        let refresh = self
-            .tracker
-            .refresh(self.options.poll_interval.or(self.poll_interval))
-            .await;
+        let refresh = self.tracker.refresh().await;
         if let Some((previous, revision)) = &refresh.forced {
             self.events.push(format!(
                 "force-push: {revision} does not descend from {previous}; taken"
@@ -395,6 +413,11 @@ impl<Pr: Providers> Daemon<Pr> {
             return self.repository_error(errors, Some(revision));
         };
         self.poll_interval = Some(desired.fleet.poll_interval.0);
+        self.tracker.follow_poll_interval(
+            self.options
+                .poll_interval
+                .unwrap_or(desired.fleet.poll_interval.0),
+        );
         let settings = ObserveSettings {
             workloads: self.options.observe_workloads || self.board.workloads_wanted(),
         };
@@ -554,9 +577,7 @@ impl<Pr: Providers> Daemon<Pr> {
         status.revision = revision.or(status.revision);
         status.updated = Some(self.clock.now());
         self.board.set(status);
-        if let Some(progress) = &mut self.progress {
-            self.board.read_published(|status| progress.report(status));
-        }
+        self.report_progress();
         self.feed_status_branch();
         self.in_flight.is_empty()
     }
@@ -640,9 +661,7 @@ impl<Pr: Providers> Daemon<Pr> {
         }
         status.findings = plan.findings.iter().map(|f| f.message.clone()).collect();
         self.board.set(status);
-        if let Some(progress) = &mut self.progress {
-            self.board.read_published(|status| progress.report(status));
-        }
+        self.report_progress();
         self.feed_status_branch();
     }
 

@@ -26,7 +26,6 @@ use crate::backoff::{Backoff, random_unit};
 use crate::clock::Clock;
 use crate::forge::{ForgeApi, PullHead, sticky};
 use crate::observed::Observed;
-use crate::preview::comment::comment;
 use crate::preview::{Limits, Preview, RevisionFiles};
 use crate::secrets::Admission;
 use crate::source::GitOptions;
@@ -47,7 +46,7 @@ pub enum PreviewRoundError {
     Revision {
         /// The pull request.
         pr: u64,
-        /// Why.
+        /// Why the revision could not be read.
         #[source]
         source: RevisionError,
     },
@@ -163,7 +162,7 @@ impl<F: ForgeApi> Previewer<F> {
             .retain(|number, _| pulls.iter().any(|p| p.number == *number));
         for pull in pulls {
             let (preview, body) = self.preview(&pull, Arc::clone(&observed)).await?;
-            let key = fingerprint(&preview);
+            let key = sticky::fingerprint(&preview);
             if self.posted.get(&pull.number) == Some(&key) {
                 continue;
             }
@@ -230,18 +229,10 @@ impl<F: ForgeApi> Previewer<F> {
             if let Some(refusal) = refusal {
                 preview.refuse_unverified(&crate::errors::error_chain(&refusal));
             }
-            let body = comment(&preview, comment_limit);
+            let body = sticky::sticky_comment(&preview, comment_limit);
             Ok((preview, body))
         })
         .await
         .map_err(PreviewRoundError::Interrupted)?
     }
-}
-
-/// What makes two previews the same post: everything but the time they were planned at.
-fn fingerprint(preview: &Preview) -> String {
-    let mut timeless = preview.clone();
-    timeless.now = jiff::Timestamp::UNIX_EPOCH;
-    let json = serde_json::to_vec(&timeless).unwrap_or_default();
-    crate::fingerprint::content_sha256(&json)
 }

@@ -263,3 +263,151 @@ async fn a_step_stopped_by_a_lost_lease_is_no_failure_and_sets_no_backoff() {
         Some(&1)
     );
 }
+
+/// Commits a fleet file polling every `poll_interval` (and an empty clusters folder) on
+/// `main` of the bare repository `remote`.
+fn commit_fleet(remote: &git2::Repository, poll_interval: &str) {
+    let fleet = format!(
+        "apiVersion: capstan.dev/v1alpha1\nkind: Fleet\nclustersDir: clusters\npollInterval: {poll_interval}\n"
+    );
+    let blob = remote.blob(fleet.as_bytes()).expect("blob");
+    let keep = remote.blob(b"").expect("blob");
+    let mut clusters = remote.treebuilder(None).expect("tree");
+    clusters.insert(".keep", keep, 0o100_644).expect("insert");
+    let clusters = clusters.write().expect("tree");
+    let mut root = remote.treebuilder(None).expect("tree");
+    root.insert("capstan.yaml", blob, 0o100_644)
+        .expect("insert");
+    root.insert("clusters", clusters, 0o040_000)
+        .expect("insert");
+    let tree = remote.find_tree(root.write().expect("tree")).expect("tree");
+    let who = git2::Signature::new("t", "t@example", &git2::Time::new(0, 0)).expect("sig");
+    let parent = remote
+        .refname_to_id("refs/heads/main")
+        .ok()
+        .map(|id| remote.find_commit(id).expect("parent"));
+    let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
+    remote
+        .commit(
+            Some("refs/heads/main"),
+            &who,
+            &who,
+            &format!("pollInterval: {poll_interval}"),
+            &tree,
+            &parents,
+        )
+        .expect("commit");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_revision_that_shortens_the_poll_interval_is_followed_by_a_poll_within_the_new_one() {
+    let dir = tempfile::tempdir().expect("dir");
+    let remote = git2::Repository::init_bare(dir.path().join("remote.git")).expect("remote");
+    commit_fleet(&remote, "5m");
+    let options = crate::source::git::GitOptions {
+        url: format!("file://{}", dir.path().join("remote.git").display()),
+        branch: "main".to_owned(),
+        path: None,
+        mirror_root: dir.path().join("mirrors"),
+        credentials: crate::source::GitCredentials::default(),
+        limits: crate::source::Limits::default(),
+    };
+    let metrics = Arc::new(crate::metrics::SourceMetrics::default());
+    let git = crate::source::GitSource::open(
+        options,
+        crate::source::Redactor::default(),
+        Arc::clone(&metrics),
+    )
+    .expect("mirror");
+    let mut daemon =
+        daemon(dir.path(), None)
+            .await
+            .with_tracker(Tracker::git(git, None, Backoff::default()));
+    assert!(daemon.pass().await, "an empty fleet is idle");
+    assert_eq!(metrics.ls_remote_total(), 1);
+
+    // The change arrives as a webhook would bring it.
+    commit_fleet(&remote, "2s");
+    daemon.poll_trigger().request();
+    daemon.tracker.changed().await;
+    daemon.pass().await;
+    assert_eq!(daemon.resync_interval(), Duration::from_secs(2));
+    assert_eq!(metrics.ls_remote_total(), 2);
+
+    // The tracker's clock is tokio's, paused: the wait below lasts no real time.
+    let started = Instant::now();
+    daemon.tracker.changed().await;
+    assert!(
+        started.elapsed() <= Duration::from_secs(2),
+        "the next poll waited {:?}, the old interval's time",
+        started.elapsed()
+    );
+    daemon.pass().await;
+    assert_eq!(metrics.ls_remote_total(), 3);
+}
+
+/// A writer the test reads back.
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(
+            &self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+        .into_owned()
+    }
+}
+
+#[tokio::test]
+async fn a_standby_prints_no_progress_lines_and_paces_itself_as_idle() {
+    let repo = tempfile::tempdir().expect("repo");
+    std::fs::create_dir(repo.path().join("clusters")).expect("clusters");
+    write_fleet(repo.path(), "2m");
+    std::fs::write(repo.path().join("clusters/broken.yaml"), "kind: [").expect("file");
+    let (leader_out, standby_out) = (Captured::default(), Captured::default());
+    let mut leader = daemon(repo.path(), None)
+        .await
+        .with_progress(Box::new(leader_out.clone()));
+    let standby_lease = Arc::new(Leadership::new("b".to_owned(), "capstan".to_owned()));
+    let mut standby = daemon(repo.path(), None)
+        .await
+        .with_leadership(standby_lease)
+        .with_progress(Box::new(standby_out.clone()));
+    leader.pass().await;
+    standby.pass().await;
+    assert!(
+        leader_out
+            .text()
+            .contains("repository  clusters/broken.yaml"),
+        "{}",
+        leader_out.text()
+    );
+    assert_eq!(standby_out.text(), "", "the leader prints them");
+
+    let busy = leader.options.busy_interval;
+    assert_eq!(leader.next_delay(false), busy);
+    assert_eq!(leader.next_delay(true), Duration::from_secs(120));
+    assert_eq!(
+        standby.next_delay(false),
+        Duration::from_secs(120),
+        "a standby observes at the resync interval, whatever work the leader has"
+    );
+}

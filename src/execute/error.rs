@@ -21,7 +21,7 @@ pub enum ExecuteError {
     Proxmox {
         /// What was being done.
         action: &'static str,
-        /// Why.
+        /// The Proxmox call that failed, and its cause.
         #[source]
         source: Box<ProxmoxError>,
     },
@@ -30,7 +30,7 @@ pub enum ExecuteError {
     Kubeadm {
         /// What was being done.
         action: &'static str,
-        /// Why.
+        /// The node operation that failed, and its cause.
         #[source]
         source: Box<KubeadmError>,
     },
@@ -39,7 +39,7 @@ pub enum ExecuteError {
     Cluster {
         /// What was being done.
         action: &'static str,
-        /// Why.
+        /// The cluster operation that failed, and its cause.
         #[source]
         source: Box<ClusterError>,
     },
@@ -62,7 +62,7 @@ pub enum ExecuteError {
         action: ActionKind,
         /// The control plane it was read from.
         machine: NodeName,
-        /// Why.
+        /// Why the kubeconfig was not admitted.
         #[source]
         source: Box<crate::connect::AdmitError>,
     },
@@ -113,7 +113,7 @@ pub enum ExecuteError {
     Secrets {
         /// The step.
         action: ActionKind,
-        /// Why.
+        /// Why the cluster's secrets could not be read or kept.
         #[source]
         source: Box<crate::providers::cluster_secrets::SecretsError>,
     },

@@ -27,6 +27,21 @@ pub(super) fn is_k3s(ctx: StepContext<'_>) -> bool {
         .is_some_and(|spec| spec.kubernetes.distribution == Distribution::K3s)
 }
 
+/// The template `machine` was cloned from: its pool's, as the spec names it.
+fn template_of<'a>(ctx: StepContext<'_>, spec: &'a ClusterSpec, machine: &MachineRef) -> &'a str {
+    let pool = ctx
+        .observed
+        .machines
+        .get(&machine.name)
+        .map(|observed| observed.ownership.pool.as_str());
+    spec.workers
+        .iter()
+        .find(|workers| Some(workers.pool.as_str()) == pool)
+        .map_or(&spec.control_plane.machine.template, |workers| {
+            &workers.machine.template
+        })
+}
+
 impl<Pr: Providers> Executor<Pr> {
     /// Before a VM of a K3s cluster is cloned: its provisioned datastore must accept the admin,
     /// a DSN given whole its own user. Nothing to check for kubeadm or the embedded SQLite.
@@ -73,7 +88,11 @@ impl<Pr: Providers> Executor<Pr> {
             .await?;
         let nodes = self.kubeadm(ctx)?;
         let steps = k3s::install_server(&spec, &join, &target.name, address);
-        run_steps(&nodes, ActionKind::InitControlPlane, &target, &steps).await?;
+        let action = ActionKind::InitControlPlane;
+        let template = template_of(ctx, &spec, machine);
+        k3s::install(&nodes, action.name(), &target, template, &steps)
+            .await
+            .map_err(kubeadm_failed(action.name()))?;
         let read = nodes
             .checked("read k3s.yaml", &target, &k3s::read_kubeconfig())
             .await
@@ -114,7 +133,16 @@ impl<Pr: Providers> Executor<Pr> {
                 k3s::install_agent(spec, &secrets.token, &target.name, address)
             }
         };
-        run_steps(&nodes, ActionKind::JoinNode, &target, &steps).await?;
+        let action = ActionKind::JoinNode;
+        k3s::install(
+            &nodes,
+            action.name(),
+            &target,
+            template_of(ctx, spec, machine),
+            &steps,
+        )
+        .await
+        .map_err(kubeadm_failed(action.name()))?;
         let what = match role {
             Role::ControlPlane => "server",
             Role::Worker => "agent",

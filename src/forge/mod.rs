@@ -74,7 +74,7 @@ pub enum ForgeError {
     Request {
         /// What was being done (`list comments on #7`).
         operation: String,
-        /// Why.
+        /// What the HTTP client said (no answer, or one it could not read).
         #[source]
         source: reqwest::Error,
     },
@@ -101,7 +101,7 @@ pub enum ForgeError {
     Decode {
         /// What was being done.
         operation: String,
-        /// Why.
+        /// Where the JSON does not match what was expected.
         #[source]
         source: serde_json::Error,
     },

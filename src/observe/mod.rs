@@ -667,7 +667,8 @@ fn proxmox_node(host: &proxmox::HostInfo, vms: &[VmInfo]) -> ProxmoxNode {
     }
 }
 
-/// A template copy; it is on shared storage when every volume is on a storage flagged shared.
+/// A template copy; it is on shared storage when every volume is on a storage flagged shared,
+/// and built for the distributions its tags or description name.
 fn observed_template(
     template: &proxmox::TemplateInfo,
     storages: &BTreeMap<String, bool>,
@@ -679,6 +680,10 @@ fn observed_template(
             .storages
             .iter()
             .all(|storage| storages.get(storage).copied().unwrap_or(false)),
+        distributions: ObservedTemplate::declared_distributions(
+            template.tags.iter().map(String::as_str),
+            &template.description,
+        ),
     }
 }
 

@@ -89,7 +89,7 @@ pub enum PinError {
         name: String,
         /// The management cluster.
         management: String,
-        /// Why.
+        /// The cluster operation that failed, and its cause.
         #[source]
         source: Box<ClusterError>,
     },

@@ -57,7 +57,7 @@ pub enum SecretsError {
     Cluster {
         /// The workload cluster.
         cluster: String,
-        /// Why.
+        /// The cluster operation that failed, and its cause.
         #[source]
         source: Box<ClusterError>,
     },

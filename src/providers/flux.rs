@@ -103,7 +103,7 @@ pub enum FluxError {
         namespace: String,
         /// Name.
         name: String,
-        /// Why.
+        /// The cluster operation that failed, and its cause.
         #[source]
         source: ClusterError,
     },
@@ -114,7 +114,7 @@ pub enum FluxError {
         namespace: String,
         /// Name.
         name: String,
-        /// Why.
+        /// The cluster operation that failed, and its cause.
         #[source]
         source: ClusterError,
     },
@@ -128,7 +128,7 @@ pub enum FluxError {
         namespace: String,
         /// Name.
         name: String,
-        /// Why.
+        /// The cluster operation that failed, and its cause.
         #[source]
         source: ClusterError,
     },
@@ -142,7 +142,7 @@ pub enum FluxError {
         cluster: String,
         /// Fingerprint of the refused kubeconfig.
         fingerprint: String,
-        /// Why.
+        /// The cluster operation that failed, and its cause.
         #[source]
         source: ClusterError,
     },

@@ -45,7 +45,14 @@ pub struct Command {
     pub sensitive: bool,
     /// How long the command may run.
     pub timeout: Duration,
+    /// The most output (standard output, and standard error) read of it: past this the
+    /// command fails unread ([`ExecError::OutputTooLarge`]). A VM's root may answer anything.
+    pub max_output: usize,
 }
+
+/// The most output a command's stream may have unless it says otherwise
+/// ([`Command::max_output`]); the guest-agent client refuses more in any case.
+pub const DEFAULT_MAX_OUTPUT: usize = crate::providers::proxmox::GUEST_OUTPUT_MAX_BYTES;
 
 impl Command {
     /// A command from its words, with a default timeout of two minutes.
@@ -54,6 +61,7 @@ impl Command {
             argv: argv.iter().map(|word| word.as_ref().to_owned()).collect(),
             sensitive: false,
             timeout: Duration::from_secs(120),
+            max_output: DEFAULT_MAX_OUTPUT,
         }
     }
 
@@ -66,6 +74,13 @@ impl Command {
     /// Sets how long the command may run.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Sets the most output read of the command (a file read's cap), at most
+    /// [`DEFAULT_MAX_OUTPUT`].
+    pub fn max_output(mut self, bytes: usize) -> Self {
+        self.max_output = bytes.min(DEFAULT_MAX_OUTPUT);
         self
     }
 
@@ -87,6 +102,41 @@ impl fmt::Debug for Command {
             .field("argv", &self.display())
             .field("timeout", &self.timeout)
             .finish()
+    }
+}
+
+/// Who may read, replace or run a file capstan writes into a VM (root owns them all).
+///
+/// QEMU's guest agent creates a file mode 0666 whatever the umask, and creates no folder; so
+/// every file is first created empty, with its mode and its folders, by
+/// [`FileMode::create_command`] (coreutils' `install`, which replaces what was there, mode
+/// included), then filled through the agent's file-write, which keeps the mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileMode {
+    /// A script root runs, 0700: no one else reads it, or swaps it between the write and the
+    /// run.
+    Script,
+    /// A file that holds a secret (a token, a key, a DSN), 0600.
+    Secret,
+    /// Configuration with nothing secret in it, 0644.
+    Config,
+}
+
+impl FileMode {
+    /// The permission bits.
+    pub fn bits(self) -> u32 {
+        match self {
+            FileMode::Script => 0o700,
+            FileMode::Secret => 0o600,
+            FileMode::Config => 0o644,
+        }
+    }
+
+    /// `install -D -m MODE /dev/null PATH`: `path` empty, root's, of this mode, its folders
+    /// created (0755).
+    pub fn create_command(self, path: &str) -> Command {
+        let mode = format!("{:04o}", self.bits());
+        Command::new(&["install", "-D", "-m", &mode, "/dev/null", path])
     }
 }
 
@@ -141,9 +191,21 @@ pub enum ExecError {
         command: String,
         /// Whether trying again later may succeed (agent not up yet, API hiccup).
         transient: bool,
-        /// Why.
+        /// What the layer below said.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The command's output is larger than the command reads ([`Command::max_output`]).
+    #[error("`{command}` on {node} printed {bytes} bytes, more than the {max} read; refused")]
+    OutputTooLarge {
+        /// The VM.
+        node: String,
+        /// The command, as shown in logs.
+        command: String,
+        /// The size of the larger stream.
+        bytes: usize,
+        /// The command's cap.
+        max: usize,
     },
     /// The command did not finish in time.
     #[error("`{command}` on {node} did not finish within {}", humantime::format_duration(*.after))]
@@ -163,6 +225,7 @@ impl ExecError {
         match self {
             ExecError::Transport { transient, .. } => *transient,
             ExecError::Timeout { .. } => true,
+            ExecError::OutputTooLarge { .. } => false,
         }
     }
 }
@@ -173,7 +236,8 @@ impl ExecError {
 /// Implementations never log a [`Command::sensitive`] command's arguments or output, nor the
 /// content of a file (files may hold tokens).
 pub trait NodeExec: Send + Sync {
-    /// Writes `content` to `path` inside the VM (replacing it).
+    /// Writes `content` to `path` inside the VM (replacing it). Over the guest agent a new
+    /// file is 0666 and its folder must exist: create it first ([`FileMode::create_command`]).
     fn write_file(
         &self,
         target: &NodeTarget,
@@ -262,6 +326,52 @@ mod tests {
         assert_eq!(output.exit_code, 137, "128 + SIGKILL, as a shell says");
     }
 
+    #[tokio::test]
+    async fn output_over_the_commands_cap_is_refused_naming_the_vm_and_the_cap() {
+        use crate::model::VmId;
+        use crate::providers::proxmox::CommandOutput;
+        use crate::providers::proxmox::recorder::Recorder;
+
+        let target = NodeTarget {
+            vmid: VmId(101),
+            proxmox_node: "pve1".to_owned(),
+            name: NodeName::from("cp-1"),
+        };
+        let max = crate::providers::kube::MAX_KUBECONFIG_BYTES;
+        let agent = GuestAgent::new(Recorder::new(move |_| CommandOutput {
+            exit_code: Some(0),
+            signal: None,
+            stdout: "apiVersion: v1\n".repeat(max / 10),
+            stderr: String::new(),
+        }));
+        for read in [
+            crate::providers::kubeadm::read_admin_kubeconfig(),
+            crate::providers::k3s::read_kubeconfig(),
+        ] {
+            assert_eq!(read.max_output, max, "a kubeconfig read's cap");
+            let err = agent.run(&target, &read).await.expect_err("too large");
+            let text = err.to_string();
+            assert!(
+                matches!(err, ExecError::OutputTooLarge { .. }) && !err.is_transient(),
+                "{err:?}"
+            );
+            assert!(
+                text.contains("cp-1 (VM 101 on pve1)") && text.contains(&format!("the {max} read")),
+                "{text}"
+            );
+        }
+        let output = agent
+            .run(&target, &Command::new(&["cat", "/etc/os-release"]))
+            .await
+            .expect("under the default cap");
+        assert!(output.success());
+        let capped = Command::new(&["cat", "/x"]).max_output(usize::MAX);
+        assert_eq!(
+            capped.max_output, DEFAULT_MAX_OUTPUT,
+            "never above the client's cap"
+        );
+    }
+
     #[test]
     fn output_debug_never_shows_content() {
         let output = Output {
@@ -325,6 +435,15 @@ impl<P: crate::providers::proxmox::ProxmoxProvider> NodeExec for GuestAgent<P> {
             .run_command(&vm_ref(target), &command.argv, None, command.timeout)
             .await
             .map_err(|err| transport_error(target, command.display(), err))?;
+        let bytes = output.stdout.len().max(output.stderr.len());
+        if bytes > command.max_output {
+            return Err(ExecError::OutputTooLarge {
+                node: target.to_string(),
+                command: command.display(),
+                bytes,
+                max: command.max_output,
+            });
+        }
         Ok(Output {
             exit_code: exit_code_of(output.exit_code, output.signal),
             stdout: output.stdout,

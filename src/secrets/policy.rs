@@ -121,7 +121,7 @@ pub enum PolicyError {
     Dir {
         /// What was given.
         path: PathBuf,
-        /// Why.
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },

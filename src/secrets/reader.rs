@@ -36,7 +36,7 @@ pub enum SecretError {
         field: String,
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
@@ -73,7 +73,7 @@ pub enum SecretError {
         field: String,
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },

@@ -33,7 +33,7 @@ pub enum CredentialError {
     Read {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },

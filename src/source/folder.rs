@@ -27,7 +27,7 @@ pub enum SourceError {
     Watch {
         /// The repository folder.
         repo: PathBuf,
-        /// Why.
+        /// What the file-system watcher said.
         #[source]
         source: notify::Error,
     },
@@ -52,7 +52,7 @@ pub enum SourceError {
     Read {
         /// What was being read.
         path: PathBuf,
-        /// Why.
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },

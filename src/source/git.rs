@@ -34,7 +34,7 @@ pub enum GitError {
     Mirror {
         /// The mirror's folder.
         path: PathBuf,
-        /// Why.
+        /// What libgit2 said, credentials redacted.
         #[source]
         source: GitFailure,
     },
@@ -43,7 +43,7 @@ pub enum GitError {
     LsRemote {
         /// The remote (credentials redacted).
         remote: String,
-        /// Why.
+        /// What libgit2 said, credentials redacted.
         #[source]
         source: GitFailure,
     },
@@ -62,7 +62,7 @@ pub enum GitError {
         remote: String,
         /// The branch.
         branch: String,
-        /// Why.
+        /// What libgit2 said, credentials redacted.
         #[source]
         source: GitFailure,
     },

@@ -26,7 +26,7 @@ pub enum HostKeyError {
     Read {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
@@ -37,7 +37,7 @@ pub enum HostKeyError {
         path: PathBuf,
         /// The line, from 1.
         line: usize,
-        /// Why.
+        /// Why the key does not parse.
         #[source]
         source: ssh_key::Error,
     },
@@ -46,7 +46,7 @@ pub enum HostKeyError {
     Presented {
         /// The key type the server named.
         kind: String,
-        /// Why.
+        /// Why the key does not parse.
         #[source]
         source: ssh_key::Error,
     },

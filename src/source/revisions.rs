@@ -26,7 +26,7 @@ pub enum RevisionError {
     OpenRepository {
         /// The folder.
         path: PathBuf,
-        /// Why.
+        /// What libgit2 said, credentials redacted.
         #[source]
         source: GitFailure,
     },
@@ -37,7 +37,7 @@ pub enum RevisionError {
         reference: String,
         /// The repository (credentials redacted).
         repository: String,
-        /// Why.
+        /// What libgit2 said, credentials redacted.
         #[source]
         source: GitFailure,
     },
@@ -49,7 +49,7 @@ pub enum RevisionError {
     Git {
         /// What was asked for.
         reference: String,
-        /// Why.
+        /// The Git operation that failed, and its cause.
         #[source]
         source: GitError,
     },

@@ -11,7 +11,7 @@ pub enum SeedError {
     Read {
         /// What.
         path: PathBuf,
-        /// Why.
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
@@ -20,7 +20,7 @@ pub enum SeedError {
     Init {
         /// Where.
         path: PathBuf,
-        /// Why.
+        /// What libgit2 said.
         #[source]
         source: git2::Error,
     },
@@ -31,7 +31,7 @@ pub enum SeedError {
         folder: PathBuf,
         /// The repository.
         path: PathBuf,
-        /// Why.
+        /// What libgit2 said.
         #[source]
         source: git2::Error,
     },
@@ -42,7 +42,7 @@ pub enum SeedError {
         remote: PathBuf,
         /// Where.
         path: PathBuf,
-        /// Why.
+        /// What libgit2 said.
         #[source]
         source: git2::Error,
     },

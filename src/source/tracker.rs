@@ -172,12 +172,21 @@ enum Kind {
     Git {
         source: Arc<Mutex<GitSource>>,
         verification: Option<Arc<Mutex<Verification>>>,
+        /// The override of the fleet's `pollInterval` (`run`'s options), if any.
         poll_interval: Option<Duration>,
+        /// The fleet's `pollInterval` as last read ([`Tracker::follow_poll_interval`]).
+        fleet_interval: Option<Duration>,
         next_poll: Option<Instant>,
+        /// When the last poll that reached the remote ended: the next is due one interval
+        /// after it, whatever interval is in force now.
+        polled_at: Option<Instant>,
         failures: u32,
         backoff: Backoff,
     },
 }
+
+/// The interval between polls before a fleet file was read (the default `pollInterval`).
+const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Follows a source for the daemon.
 pub struct Tracker {
@@ -227,7 +236,9 @@ impl Tracker {
                 source: Arc::new(Mutex::new(source)),
                 verification: None,
                 poll_interval,
+                fleet_interval: None,
                 next_poll: None,
+                polled_at: None,
                 failures: 0,
                 backoff,
             },
@@ -297,9 +308,36 @@ impl Tracker {
         }
     }
 
-    /// The current content, polling the remote if a poll is due. `fleet_interval` is the
-    /// fleet's `pollInterval` (once known).
-    pub async fn refresh(&mut self, fleet_interval: Option<Duration>) -> Refresh {
+    /// Follows the fleet's `pollInterval` as the daemon last read it. When that changes the
+    /// interval in force, the next poll is re-scheduled at once, one new interval after the
+    /// last poll: a revision that shortens it is followed by a poll within the new interval,
+    /// not once the old one has run out. (A failing remote keeps its backoff.)
+    pub fn follow_poll_interval(&mut self, interval: Duration) {
+        let Kind::Git {
+            poll_interval,
+            fleet_interval,
+            next_poll,
+            polled_at,
+            failures,
+            ..
+        } = &mut self.kind
+        else {
+            return;
+        };
+        let before = poll_interval.or(*fleet_interval);
+        *fleet_interval = Some(interval);
+        let after = poll_interval.or(*fleet_interval);
+        if before != after
+            && *failures == 0
+            && let (Some(polled_at), Some(after)) = (*polled_at, after)
+        {
+            tracing::debug!(interval = ?after, "poll interval changed; next poll re-scheduled");
+            *next_poll = Some(polled_at + after);
+        }
+    }
+
+    /// The current content, polling the remote if a poll is due.
+    pub async fn refresh(&mut self) -> Refresh {
         let mut forced = None;
         match &mut self.kind {
             Kind::Folder { path, limits } => {
@@ -330,7 +368,9 @@ impl Tracker {
                 source,
                 verification,
                 poll_interval,
+                fleet_interval,
                 next_poll,
+                polled_at,
                 failures,
                 backoff,
             } => {
@@ -338,8 +378,8 @@ impl Tracker {
                 let requested = self.trigger.take();
                 if requested || next_poll.is_none_or(|at| now >= at) {
                     let interval = poll_interval
-                        .or(fleet_interval)
-                        .unwrap_or(Duration::from_secs(60));
+                        .or(*fleet_interval)
+                        .unwrap_or(DEFAULT_POLL_INTERVAL);
                     let source = Arc::clone(source);
                     let verification = verification.clone();
                     let need_content = self.current.is_none();
@@ -350,7 +390,9 @@ impl Tracker {
                     match outcome {
                         Ok(Ok(polled)) => {
                             *failures = 0;
-                            *next_poll = Some(Instant::now() + interval);
+                            let at = Instant::now();
+                            *polled_at = Some(at);
+                            *next_poll = Some(at + interval);
                             self.unavailable = None;
                             if let Some(content) = polled.content {
                                 self.current = Some(content);

@@ -79,7 +79,7 @@ pub enum TreeError {
         what: String,
         /// The revision.
         revision: String,
-        /// Why.
+        /// What libgit2 said, credentials redacted.
         #[source]
         source: GitFailure,
     },

@@ -53,7 +53,7 @@ pub enum StatusBranchError {
     Open {
         /// Its folder.
         path: PathBuf,
-        /// Why.
+        /// What libgit2 said, credentials redacted.
         #[source]
         source: GitFailure,
     },
@@ -67,7 +67,7 @@ pub enum StatusBranchError {
         remote: String,
         /// The branch.
         branch: String,
-        /// Why.
+        /// What libgit2 said, credentials redacted.
         #[source]
         source: GitFailure,
     },
@@ -76,7 +76,7 @@ pub enum StatusBranchError {
     Read {
         /// What.
         what: String,
-        /// Why.
+        /// What libgit2 said, credentials redacted.
         #[source]
         source: GitFailure,
     },
@@ -85,7 +85,7 @@ pub enum StatusBranchError {
     Write {
         /// What.
         what: String,
-        /// Why.
+        /// What libgit2 said, credentials redacted.
         #[source]
         source: GitFailure,
     },
@@ -130,7 +130,7 @@ pub enum StatusBranchError {
     /// The blocking Git work stopped.
     #[error("the status branch work stopped: {message}")]
     Stopped {
-        /// Why.
+        /// How the task ended (a panic's message, or its cancellation).
         message: String,
     },
 }

@@ -1,8 +1,10 @@
 //! The layout rules of the workspace, checked on the source files: no file under a crate's
-//! `src/` over 800 lines, and no import cycle between the files of one module (a file that
+//! `src/` over 800 lines; no import cycle between the files of one module (a file that
 //! needs a sibling which needs it back is one concern split in two, or two concerns tangled);
-//! the crates depend on each other as the README's layout says; the test binaries share
-//! helpers through the test kit, never by including each other's files.
+//! capstan-core free of I/O crates; no pure module left in the daemon crate (pure code
+//! belongs in capstan-core, whose lints keep it pure) but those listed with a reason; the
+//! test kit a dev-dependency adding no crate; and the test binaries sharing helpers through
+//! the kit, never by including each other's files.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -269,4 +271,192 @@ fn test_binaries_share_helpers_through_the_kit_and_say_what_belongs_in_them() {
             );
         }
     }
+}
+
+/// The folders of the workspace a README path starts with.
+const README_ROOTS: &[&str] = &[
+    "src/",
+    "crates/",
+    "tests/",
+    "benches/",
+    "deploy/",
+    "schemas/",
+    "examples-repo/",
+];
+
+/// Every path the README names under a folder of the workspace (`src/observe/`,
+/// `tests/support/mariadb.rs`), as written: a word starting with one of [`README_ROOTS`],
+/// up to the first character no path here has, without a sentence's closing punctuation.
+fn readme_paths(readme: &str) -> BTreeSet<String> {
+    let is_path_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '/' | '-');
+    let mut paths = BTreeSet::new();
+    for root in README_ROOTS {
+        for (index, _) in readme.match_indices(root) {
+            let preceded = readme[..index].chars().next_back();
+            if preceded.is_some_and(is_path_char) {
+                continue;
+            }
+            let end = readme[index..]
+                .find(|c: char| !is_path_char(c))
+                .map_or(readme.len(), |i| index + i);
+            let path = readme[index..end].trim_end_matches(['.', ',', ':']);
+            paths.insert(path.to_owned());
+        }
+    }
+    paths
+}
+
+#[test]
+fn every_path_the_readme_names_exists() {
+    let readme = std::fs::read_to_string("README.md").expect("read README.md");
+    let paths = readme_paths(&readme);
+    assert!(
+        paths.contains("src/observe/") && paths.contains("crates/core/src/plan/"),
+        "read the README's paths: {paths:?}"
+    );
+    let missing: Vec<&String> = paths
+        .iter()
+        .filter(|path| !Path::new(path.as_str()).exists())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the README names paths that do not exist: {missing:?}"
+    );
+}
+
+/// What shows that a daemon file does I/O (or is the binary's own business): a runtime,
+/// network, Kubernetes, Git, database, file-watching, TLS, command-line or metrics crate;
+/// the standard library's files, network, processes, environment, streams or threads;
+/// async code; randomness; a clock read.
+const IO_MARKERS: &[&str] = &[
+    "tokio",
+    "reqwest",
+    "kube::",
+    "k8s_openapi",
+    "git2",
+    "hyper",
+    "axum",
+    "mysql_async",
+    "notify::",
+    "rustls",
+    "libc::",
+    "getrandom",
+    "clap::",
+    "prometheus_client",
+    "tracing_subscriber",
+    "std::fs",
+    "std::net",
+    "std::process",
+    "std::env",
+    "std::io",
+    "std::thread",
+    "async fn",
+    ".await",
+    "impl Future",
+    "Timestamp::now",
+    "SystemTime",
+    "Instant::now",
+];
+
+/// The daemon's files that do no I/O, and why each stays in the daemon rather than in
+/// capstan-core (where pure code belongs: its lints keep it pure).
+const PURE_IN_THE_DAEMON: &[(&str, &str)] = &[
+    (
+        "src/lib.rs",
+        "the daemon crate's root: its modules and core's re-exports",
+    ),
+    ("src/commands/mod.rs", "names the subcommands' modules"),
+    ("src/providers/mod.rs", "names the providers' modules"),
+    (
+        "src/source/mod.rs",
+        "where the repository is and the source's shared types; its modules read Git and folders",
+    ),
+    (
+        "src/secrets/mod.rs",
+        "the operator's limits as the daemon's flags give them; the reader beside them reads files",
+    ),
+    (
+        "src/secrets/admission.rs",
+        "the operator's limits on a revision, beside the reader that checks them again as it \
+         reads; core's preview takes them through preview::Admit",
+    ),
+    (
+        "src/secrets/pins.rs",
+        "the connections the operator pinned (flags), for admission.rs",
+    ),
+    (
+        "src/env_vars.rs",
+        "the names of the variables main and cli read, beside the command line (STYLE §7)",
+    ),
+    (
+        "src/daemon/timings.rs",
+        "the daemon's memory of measured steps, kept between passes; previews read its medians \
+         as core's observed::StepDuration",
+    ),
+    (
+        "src/providers/proxmox/ownership.rs",
+        "Proxmox's tags: only the Proxmox client knows Proxmox's formats (STYLE §1)",
+    ),
+    (
+        "src/providers/proxmox/upid.rs",
+        "Proxmox's task ids: only the Proxmox client knows Proxmox's formats (STYLE §1)",
+    ),
+    (
+        "src/providers/proxmox/wire.rs",
+        "Proxmox's JSON shapes: only the Proxmox client knows Proxmox's formats (STYLE §1)",
+    ),
+];
+
+/// Whether `text` (a file's code, its `mod tests` left out) shows I/O.
+fn does_io(text: &str) -> bool {
+    let code = text
+        .split("#[cfg(test)]\nmod tests")
+        .next()
+        .unwrap_or_default();
+    IO_MARKERS.iter().any(|marker| code.contains(marker))
+}
+
+#[test]
+fn no_pure_module_is_left_in_the_daemon_but_those_listed_with_a_reason() {
+    let mut files = Vec::new();
+    rust_files(Path::new("src"), &mut files);
+    let pure: BTreeSet<String> = files
+        .iter()
+        // A module's tests (`tests.rs`, `tests/`) go with the module.
+        .filter(|file| {
+            !file
+                .components()
+                .any(|c| c.as_os_str() == "tests" || c.as_os_str() == "tests.rs")
+        })
+        .filter(|file| !does_io(&std::fs::read_to_string(file).expect("read source file")))
+        .map(|file| file.to_string_lossy().replace('\\', "/"))
+        .collect();
+    let listed: BTreeSet<String> = PURE_IN_THE_DAEMON
+        .iter()
+        .map(|(path, _)| (*path).to_owned())
+        .collect();
+    let unlisted: Vec<&String> = pure.difference(&listed).collect();
+    assert!(
+        unlisted.is_empty(),
+        "pure modules belong in crates/core (or in PURE_IN_THE_DAEMON, with the reason they \
+         stay): {unlisted:?}"
+    );
+    let stale: Vec<&String> = listed.difference(&pure).collect();
+    assert!(
+        stale.is_empty(),
+        "listed as pure but gone or doing I/O now, take them off PURE_IN_THE_DAEMON: {stale:?}"
+    );
+}
+
+#[test]
+fn the_io_markers_tell_a_pure_file_from_one_doing_io() {
+    assert!(does_io("use tokio::sync::watch;\n"));
+    assert!(does_io("fn f() { std::fs::read(\"x\"); }\n"));
+    assert!(does_io("async fn poll() {}\n"));
+    assert!(!does_io(
+        "use crate::plan::Plan;\npub fn f(plan: &Plan) {}\n"
+    ));
+    assert!(!does_io(
+        "pub fn f() {}\n#[cfg(test)]\nmod tests {\n    use tokio::time;\n}\n"
+    ));
 }

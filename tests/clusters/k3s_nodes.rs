@@ -65,6 +65,7 @@ fn vm(vmid: u32, name: &str, template_k3s: Option<&str>) -> GuestIdentity {
         node: "pve1".to_owned(),
         address: Some(format!("192.168.1.{}", vmid - 100).parse().expect("ip")),
         k3s_airgap: template_k3s.map(str::to_owned),
+        cluster: Some("edge".to_owned()),
     }
 }
 
@@ -85,7 +86,8 @@ async fn configure(lab: &K3sLab, node: &GuestIdentity, settings: &str) {
             .await,
     );
     lab.nodes
-        .write_file(node, "/etc/rancher/k3s/config.yaml", settings.as_bytes());
+        .write_file(node, "/etc/rancher/k3s/config.yaml", settings.as_bytes())
+        .expect("written");
 }
 
 /// The seed's server install, air-gapped: the token and the DSN in K3s's configuration file,
@@ -140,6 +142,37 @@ fn identity(target: &NodeTarget) -> GuestIdentity {
     vm(target.vmid.0, target.name.as_str(), Some(RELEASE))
 }
 
+/// The same transport, each VM cloned from a template that carries no K3s.
+struct BareNodes(NodeSoftware<LabBackend>);
+
+impl NodeExec for BareNodes {
+    async fn write_file(
+        &self,
+        target: &NodeTarget,
+        path: &str,
+        content: &str,
+    ) -> Result<(), ExecError> {
+        let bare = vm(target.vmid.0, target.name.as_str(), None);
+        self.0
+            .write_file(&bare, path, content.as_bytes())
+            .map_err(|reason| ExecError::Transport {
+                node: target.to_string(),
+                command: format!("write {path}"),
+                transient: false,
+                source: reason.into(),
+            })
+    }
+    async fn run(&self, target: &NodeTarget, command: &Command) -> Result<Output, ExecError> {
+        let bare = vm(target.vmid.0, target.name.as_str(), None);
+        let exit = self.0.exec(&bare, &command.argv).await;
+        Ok(Output {
+            exit_code: exit.exit_code,
+            stdout: exit.stdout,
+            stderr: exit.stderr,
+        })
+    }
+}
+
 impl NodeExec for LabNodes {
     async fn write_file(
         &self,
@@ -148,8 +181,13 @@ impl NodeExec for LabNodes {
         content: &str,
     ) -> Result<(), ExecError> {
         self.0
-            .write_file(&identity(target), path, content.as_bytes());
-        Ok(())
+            .write_file(&identity(target), path, content.as_bytes())
+            .map_err(|reason| ExecError::Transport {
+                node: target.to_string(),
+                command: format!("write {path}"),
+                transient: false,
+                source: reason.into(),
+            })
     }
     async fn run(&self, target: &NodeTarget, command: &Command) -> Result<Output, ExecError> {
         let exit = self.0.exec(&identity(target), &command.argv).await;
@@ -304,7 +342,7 @@ async fn capstans_k3s_steps_build_the_seed_cluster_on_a_provisioned_mariadb() {
         .count();
     assert_eq!(servers_listed, 3, "three servers:\n{listed}");
     assert_eq!(
-        lab.kube.cluster("k3s_edge").map(|c| c.version()).as_deref(),
+        lab.kube.cluster("edge").map(|c| c.version()).as_deref(),
         Some(RELEASE)
     );
 
@@ -362,10 +400,7 @@ async fn a_datastore_that_refuses_fails_the_server_as_k3s_does() {
         "{}",
         outcome.stderr
     );
-    assert!(
-        lab.kube.cluster("k3s_edge").is_none(),
-        "no API server started"
-    );
+    assert!(lab.kube.cluster("edge").is_none(), "no API server started");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -428,9 +463,25 @@ async fn the_lab_refuses_a_k3s_secret_on_the_command_line_or_in_a_file_others_ca
         );
     }
 
-    // Written straight through the guest agent, a new file is 0666.
+    // Written straight through the guest agent, a new file is 0666, and its folder must exist.
+    let token = b"token: \"t0k3n-1\"\n";
+    let missing = lab
+        .nodes
+        .write_file(&server, k3s::CONFIG, token)
+        .expect_err("no /etc/rancher/k3s yet");
+    assert!(missing.contains("No such file or directory"), "{missing}");
+    assert_ok(
+        "another file in the folder",
+        &lab.nodes
+            .exec(
+                &server,
+                &words("install -D -m 0644 /dev/null /etc/rancher/k3s/registries.yaml"),
+            )
+            .await,
+    );
     lab.nodes
-        .write_file(&server, k3s::CONFIG, b"token: \"t0k3n-1\"\n");
+        .write_file(&server, k3s::CONFIG, token)
+        .expect("written");
     let refused = lab.nodes.exec(&server, &words(&install)).await;
     assert!(
         refused.stderr.contains("is mode 0666"),
@@ -481,6 +532,57 @@ async fn the_air_gapped_install_needs_skip_download_and_the_template_binary() {
     );
     let outcome = lab.nodes.exec(&carrying, &unknown).await;
     assert!(outcome.stderr.contains("--tls-sans"), "{outcome:?}");
+}
+
+#[tokio::test]
+async fn an_install_on_a_template_without_k3s_says_what_the_template_lacks() {
+    let lab = k3s_lab().await;
+    let cluster: capstan::spec::Cluster = serde_saphyr::from_str(&format!(
+            "apiVersion: capstan.dev/v1alpha1\nkind: Cluster\nmetadata: {{name: edge}}\nspec:\n  proxmox: homelab\n  kubernetes: {{distribution: k3s, version: {RELEASE}}}\n  endpoint: {{host: {ENDPOINT_HOST}, address: 192.168.1.25}}\n  network: {{nodes: 192.168.1.0/24}}\n  controlPlane:\n    machine: {{template: debian13-k8s, cores: 2, memoryMiB: 4096, placement: [pve1]}}\n  workers: []\n"
+        ))
+        .expect("cluster");
+    let spec = cluster.spec;
+    let join = ServerJoin {
+        token: "t0k3n-for-a-bare-template".to_owned(),
+        datastore_endpoint: None,
+    };
+    let node = target(121, "capstan-edge-cp-0");
+    let steps = k3s::install_server(
+        &spec,
+        &join,
+        &node.name,
+        "192.168.1.21".parse().expect("ip"),
+    );
+    let err = k3s::install(
+        &Kubeadm::new(BareNodes(lab.nodes.clone())),
+        "init-control-plane",
+        &node,
+        "debian13-k8s",
+        &steps,
+    )
+    .await
+    .expect_err("no K3s on the template");
+    assert_eq!(
+        err.to_string(),
+        "init-control-plane on capstan-edge-cp-0: template debian13-k8s has no K3s air-gap install: /usr/local/bin/k3s not found"
+    );
+
+    // On a template that carries K3s, a failing install keeps its own words.
+    let carrying = Kubeadm::new(LabNodes(lab.nodes.clone()));
+    let mut wrong = steps.clone();
+    if let Some(capstan::providers::kubeadm::NodeStep::Run { command, .. }) = wrong.last_mut() {
+        command.argv.push("--tls-sans".to_owned());
+    }
+    let err = k3s::install(
+        &carrying,
+        "init-control-plane",
+        &node,
+        "debian13-k3s",
+        &wrong,
+    )
+    .await
+    .expect_err("an unknown flag");
+    assert!(err.to_string().contains("--tls-sans"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -558,7 +660,7 @@ async fn capstans_certificate_rotation_on_a_server_issues_a_new_admin_kubeconfig
             .stdout
     };
     let before = read().await;
-    let sim = lab.kube.cluster("k3s_edge").expect("cluster");
+    let sim = lab.kube.cluster("edge").expect("cluster");
     let expiry = sim.admin_certificate_expiry();
 
     lab.clock.advance(Duration::from_secs(200 * 86_400));

@@ -104,6 +104,7 @@ fn guest(target: &NodeTarget) -> GuestIdentity {
         node: target.proxmox_node.clone(),
         address: Some("192.168.1.100".parse().expect("ip")),
         k3s_airgap: None,
+        cluster: None,
     }
 }
 
@@ -114,8 +115,14 @@ impl NodeExec for Local {
         path: &str,
         content: &str,
     ) -> Result<(), ExecError> {
-        self.0.write_file(&guest(target), path, content.as_bytes());
-        Ok(())
+        self.0
+            .write_file(&guest(target), path, content.as_bytes())
+            .map_err(|reason| ExecError::Transport {
+                node: target.to_string(),
+                command: format!("write {path}"),
+                transient: false,
+                source: reason.into(),
+            })
     }
     async fn run(&self, target: &NodeTarget, command: &Command) -> Result<Output, ExecError> {
         let exit = self.0.exec(&guest(target), &command.argv).await;
@@ -301,7 +308,9 @@ async fn the_join_token_and_certificate_key_reach_the_node_in_a_file_only_root_r
     lab.prepare(&second).await;
     let software = lab_software(&lab);
     // A file the guest agent writes anew is 0666: an older file there keeps that mode.
-    software.write_file(&guest(&second), steps::JOIN_CONFIG, b"stale");
+    software
+        .write_file(&guest(&second), steps::JOIN_CONFIG, b"stale")
+        .expect("written");
     assert_eq!(
         software.file_mode(second.vmid, steps::JOIN_CONFIG),
         Some(0o666)
@@ -316,10 +325,15 @@ async fn the_join_token_and_certificate_key_reach_the_node_in_a_file_only_root_r
         &second.name,
         address(),
     );
+    // Up to the join: the file holds the token and the key, and only root reads it.
+    let (written, _) = join.split_at(1);
+    assert!(
+        matches!(&written[0], steps::NodeStep::WriteFile { path, .. } if path == steps::JOIN_CONFIG)
+    );
     lab.kubeadm
-        .run_steps("join", &second, &join)
+        .run_steps("join", &second, written)
         .await
-        .expect("control-plane join");
+        .expect("written");
     let config = software
         .file(second.vmid, steps::JOIN_CONFIG)
         .expect("the join configuration");
@@ -328,6 +342,15 @@ async fn the_join_token_and_certificate_key_reach_the_node_in_a_file_only_root_r
         software.file_mode(second.vmid, steps::JOIN_CONFIG),
         Some(0o600),
         "root's only"
+    );
+    lab.kubeadm
+        .run_steps("join", &second, &join)
+        .await
+        .expect("control-plane join");
+    assert_eq!(
+        software.file(second.vmid, steps::JOIN_CONFIG),
+        None,
+        "the token and key leave the node with the file once it has joined"
     );
 
     // The lab refuses a command line carrying what it issued (the guest agent logs it).

@@ -64,6 +64,7 @@ fn control_plane(world: &World) -> GuestIdentity {
         node: vm.node.clone(),
         address: vm.address,
         k3s_airgap: None,
+        cluster: None,
     }
 }
 
@@ -76,11 +77,12 @@ fn status_text(world: &World) -> String {
 async fn plant(world: &mut World, kubeconfig: &Value) {
     let text = serde_json::to_string_pretty(kubeconfig).expect("json");
     world.kill_daemon().await;
-    world.lab.nodes().expect("lab nodes").write_file(
-        &control_plane(world),
-        ADMIN_CONF,
-        text.as_bytes(),
-    );
+    world
+        .lab
+        .nodes()
+        .expect("lab nodes")
+        .write_file(&control_plane(world), ADMIN_CONF, text.as_bytes())
+        .expect("planted");
     world.start_daemon().await;
 }
 

@@ -58,6 +58,14 @@ async fn inventory_sees_every_node_and_template_with_capacity() {
             .all(|t| t.storages == ["local-lvm"])
     );
     assert_eq!(inventory.storages.get("local-lvm"), Some(&false));
+    for template in &inventory.templates {
+        let built_for = if template.name == "debian13-k3s" {
+            "k3s"
+        } else {
+            "kubeadm"
+        };
+        assert_eq!(template.tags, [built_for], "{}", template.name);
+    }
     setup.sim.handle().reset_calls();
     let again = setup.client.inventory().await.expect("inventory");
     assert_eq!(again.templates, inventory.templates);
@@ -81,10 +89,12 @@ async fn a_clone_carries_its_name_and_ownership_from_the_first_call() {
         "the clone lock is gone"
     );
     let description = sim_vm.config.get("description").expect("description");
-    let from_description = parse_description(description).expect("owner in description");
+    let from_description = parse_description(description)
+        .expect("valid")
+        .expect("owner in description");
     assert_eq!(from_description.ownership, request.ownership);
     let tags = split_tags(sim_vm.config.get("tags").expect("tags"));
-    let from_tags = parse_tags(&tags).expect("owner in tags");
+    let from_tags = parse_tags(&tags).expect("valid").expect("owner in tags");
     assert_eq!(from_tags.ownership, request.ownership);
     assert_eq!(from_tags.created, Some(created()));
     // The clone call itself carried name and description.
@@ -454,4 +464,131 @@ async fn a_tag_is_added_once_and_ownership_is_kept() {
         .add_tag(&expected, "capstan-retiring")
         .await
         .expect("a gone VM is fine");
+}
+
+#[tokio::test]
+async fn vms_whose_ownership_tags_no_spec_could_declare_are_nobodys() {
+    use capstan_lab::world::WorldVm;
+    let setup = start(fast_world()).await;
+    let vm = |vmid: u32, name: &str, tags: Option<&str>, description: Option<&str>| WorldVm {
+        vmid,
+        name: name.to_owned(),
+        node: "pve1".to_owned(),
+        cores: 2,
+        memory_mib: 2048,
+        disk_gib: 20,
+        tags: tags.map(str::to_owned),
+        description: description.map(str::to_owned),
+        running: false,
+    };
+    let long = "a".repeat(60);
+    let hostile = [
+        // Valid Proxmox tags (`[a-z0-9_][a-z0-9_\-\+\.]*`) a Proxmox user may set.
+        vm(
+            801,
+            "web01",
+            Some("capstan;cluster-..;role-worker;pool-general;spec-0123456789ab"),
+            None,
+        ),
+        vm(
+            802,
+            "web02",
+            Some("capstan;cluster-prod;role-worker;pool-x.y;spec-0123456789ab"),
+            None,
+        ),
+        vm(
+            803,
+            "web03",
+            Some(&format!(
+                "capstan;cluster-{long};role-worker;pool-general;spec-0123456789ab"
+            )),
+            None,
+        ),
+        // Refused tags are not overruled by the description.
+        vm(
+            804,
+            "capstan-prod-general-aaaaa",
+            Some("capstan;cluster-prod;role-worker;pool-general;spec-../x"),
+            Some("capstan.dev/owner: cluster=prod role=worker pool=general spec=0123456789ab"),
+        ),
+        // Untagged, named like ours: the description is read, and refused.
+        vm(
+            805,
+            "capstan-prod-general-bbbbb",
+            None,
+            Some("capstan.dev/owner: cluster=../../etc role=worker pool=general spec=0123456789ab"),
+        ),
+    ];
+    for added in &hostile {
+        setup.sim.handle().add_vm(added).expect("added");
+    }
+    setup
+        .sim
+        .handle()
+        .add_vm(&vm(
+            806,
+            "capstan-prod-general-ccccc",
+            Some("capstan;cluster-prod;role-worker;pool-general;spec-0123456789ab"),
+            None,
+        ))
+        .expect("added");
+    let inventory = setup.client.inventory().await.expect("inventory");
+    for added in &hostile {
+        let seen = inventory
+            .vms
+            .iter()
+            .find(|vm| vm.vmid == VmId(added.vmid))
+            .expect("listed");
+        assert_eq!(seen.owner, None, "VM {} is nobody's", added.vmid);
+    }
+    let ours = inventory
+        .vms
+        .iter()
+        .find(|vm| vm.vmid == VmId(806))
+        .expect("listed");
+    assert_eq!(
+        ours.owner.as_ref().map(|o| o.ownership.cluster.as_str()),
+        Some("prod")
+    );
+}
+
+#[tokio::test]
+async fn a_flood_of_guest_output_is_refused_naming_the_vm_and_the_cap() {
+    use capstan::providers::proxmox::GUEST_OUTPUT_MAX_BYTES;
+    let setup = start(fast_world()).await;
+    let request = clone_request("prod", "general", "flood", "pve1");
+    let vm = setup.client.clone_vm(&request).await.expect("clone");
+    setup.client.start_vm(&vm).await.expect("start");
+    capstan_testkit::wait::agent(&setup.client, &vm).await;
+    let faults = setup.sim.faults();
+    faults.flooding_agent("capstan-prod-general-flood", "echo", GUEST_OUTPUT_MAX_BYTES);
+    let argv = vec!["echo".to_owned(), "hi".to_owned()];
+    let output = setup
+        .client
+        .run_command(&vm, &argv, None, Duration::from_secs(5))
+        .await
+        .expect("at the cap: read");
+    assert_eq!(output.stdout.len(), GUEST_OUTPUT_MAX_BYTES);
+
+    faults.clear();
+    faults.flooding_agent(
+        "capstan-prod-general-flood",
+        "echo",
+        GUEST_OUTPUT_MAX_BYTES + 1,
+    );
+    let err = setup
+        .client
+        .run_command(&vm, &argv, None, Duration::from_secs(5))
+        .await
+        .expect_err("over the cap");
+    assert!(
+        matches!(err, ProxmoxError::GuestOutputTooLarge { .. }) && !err.is_transient(),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("VM {}", vm.vmid))
+            && text.contains(&format!("the {GUEST_OUTPUT_MAX_BYTES} read")),
+        "{text}"
+    );
 }

@@ -126,6 +126,36 @@ pub struct ObservedTemplate {
     /// then can Proxmox clone it to another node ("can't clone VM to node ... (VM uses local
     /// storage)" otherwise).
     pub shared_storage: bool,
+    /// The distributions the template says it is built for, in its tags (`k3s`, `kubeadm`)
+    /// or a line of its description (`distribution: k3s`); empty when it says nothing, and
+    /// then it is not judged before a clone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub distributions: Vec<Distribution>,
+}
+
+impl ObservedTemplate {
+    /// The distributions Proxmox `tags` and a `description` declare a template is built for:
+    /// a tag named after a distribution, or a description line `distribution: NAME[, NAME]`
+    /// (case-insensitive), in [`Distribution`]'s order, each once.
+    pub fn declared_distributions<'a>(
+        tags: impl IntoIterator<Item = &'a str>,
+        description: &'a str,
+    ) -> Vec<Distribution> {
+        let in_description = description.lines().filter_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            key.trim()
+                .eq_ignore_ascii_case("distribution")
+                .then_some(value.split(','))
+        });
+        let mut declared: Vec<Distribution> = tags
+            .into_iter()
+            .chain(in_description.flatten())
+            .filter_map(|word| Distribution::named(word.trim()))
+            .collect();
+        declared.sort_unstable_by_key(|d| *d as u8);
+        declared.dedup();
+        declared
+    }
 }
 
 /// A Proxmox storage, as the storage configuration declares it.

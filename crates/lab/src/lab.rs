@@ -59,7 +59,7 @@ pub enum LabError {
     WriteState {
         /// The file or directory.
         path: PathBuf,
-        /// Why.
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },

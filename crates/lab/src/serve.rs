@@ -30,7 +30,7 @@ pub enum ServeError {
     Bind {
         /// The address.
         addr: SocketAddr,
-        /// Why.
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },

@@ -26,7 +26,7 @@ pub enum TlsError {
     Issue {
         /// Common name of the certificate.
         subject: String,
-        /// Why.
+        /// What the certificate generator said.
         #[source]
         source: rcgen::Error,
     },

@@ -25,7 +25,7 @@ pub enum WorldError {
     Read {
         /// The file.
         path: std::path::PathBuf,
-        /// Why.
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
@@ -175,21 +175,23 @@ impl Default for ProxmoxWorld {
 
 impl ProxmoxWorld {
     /// The templates: the configured ones, or the default three on every node
-    /// (`debian13-k8s` at 9000+i, `debian13-k8s-v2` at 9100+i, and `debian13-k3s` at 9200+i,
-    /// which carries the air-gap install of [`DEFAULT_K3S_RELEASE`] for examples-repo's `edge`).
+    /// (`debian13-k8s` at 9000+i, `debian13-k8s-v2` at 9100+i, both tagged `kubeadm`, and
+    /// `debian13-k3s` at 9200+i, tagged `k3s`, which carries the air-gap install of
+    /// [`DEFAULT_K3S_RELEASE`] for examples-repo's `edge`).
     pub fn effective_templates(&self) -> Vec<WorldTemplate> {
         if let Some(templates) = &self.templates {
             return templates.clone();
         }
         let mut templates = Vec::new();
-        for (base, name, k3s) in [
-            (9000, "debian13-k8s", None),
-            (9100, "debian13-k8s-v2", None),
-            (9200, "debian13-k3s", Some(DEFAULT_K3S_RELEASE)),
+        for (base, name, k3s, tag) in [
+            (9000, "debian13-k8s", None, "kubeadm"),
+            (9100, "debian13-k8s-v2", None, "kubeadm"),
+            (9200, "debian13-k3s", Some(DEFAULT_K3S_RELEASE), "k3s"),
         ] {
             for (index, node) in self.nodes.iter().enumerate() {
                 templates.push(WorldTemplate {
                     k3s: k3s.map(str::to_owned),
+                    tags: vec![tag.to_owned()],
                     ..WorldTemplate::new(name, base + index as u32, &node.name)
                 });
             }
@@ -363,6 +365,10 @@ pub struct WorldTemplate {
     /// binary, its images and the install script, as K3s's air-gap install asks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub k3s: Option<String>,
+    /// Its Proxmox tags (a template may say which distribution it is built for: `kubeadm`,
+    /// `k3s`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
 }
 
 impl WorldTemplate {
@@ -379,6 +385,7 @@ impl WorldTemplate {
             cpu: default_template_cpu(),
             storage: None,
             k3s: None,
+            tags: Vec::new(),
         }
     }
 }

@@ -35,7 +35,7 @@ pub enum TlsError {
         what: &'static str,
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// Where the PEM does not parse.
         #[source]
         source: rustls::pki_types::pem::Error,
     },
@@ -44,7 +44,7 @@ pub enum TlsError {
     ClientCa {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// Why rustls refused the client CAs.
         #[source]
         source: rustls::server::VerifierBuilderError,
     },
@@ -55,7 +55,7 @@ pub enum TlsError {
         cert: PathBuf,
         /// The key file.
         key: PathBuf,
-        /// Why.
+        /// What rustls said.
         #[source]
         source: rustls::Error,
     },

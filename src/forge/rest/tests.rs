@@ -38,14 +38,14 @@ fn forge(kind: ForgeKind, api_url: &str) -> RestForge {
 }
 
 /// Every token header a request to another host carried.
-type Seen = Arc<Mutex<Vec<String>>>;
+type LeakedHeaders = Arc<Mutex<Vec<String>>>;
 
 #[tokio::test]
 async fn a_redirect_to_another_host_is_not_followed_and_no_token_goes_there() {
     // GitLab first: reqwest drops `Authorization` on its own when it follows a redirect to
     // another host, but not `PRIVATE-TOKEN`.
     for kind in [ForgeKind::Gitlab, ForgeKind::Github] {
-        let seen: Seen = Arc::default();
+        let seen: LeakedHeaders = Arc::default();
         let record = Arc::clone(&seen);
         let elsewhere = axum::Router::new().fallback(move |headers: HeaderMap| {
             let tokens: Vec<String> = ["private-token", "authorization"]

@@ -3,6 +3,7 @@ use std::sync::Mutex;
 use super::*;
 use crate::forge::{ForgeKind, IssueComment, PullHead};
 use crate::preview::Refusal;
+use crate::preview::comment::GITHUB_COMMENT_LIMIT;
 
 /// A forge in memory, counting calls by verb.
 #[derive(Default)]
@@ -201,4 +202,55 @@ async fn a_secret_capstan_generated_reaches_the_forge_only_as_stars() {
         CommentAction::Unchanged,
         "the redacted comment is found equal to the redacted text"
     );
+}
+
+#[tokio::test]
+async fn a_preview_planned_again_at_another_time_edits_nothing() {
+    let forge = Fake::default();
+    let earlier = preview(Vec::new());
+    let later = Preview {
+        now: jiff::Timestamp::from_second(3_600).expect("time"),
+        ..earlier.clone()
+    };
+    let (first, second) = (
+        sticky_comment(&earlier, GITHUB_COMMENT_LIMIT),
+        sticky_comment(&later, GITHUB_COMMENT_LIMIT),
+    );
+    assert_ne!(first, second, "the comment shows when it was planned");
+    assert!(first.starts_with(MARKER), "{first}");
+    post(&forge, 7, "abc", &first, &success())
+        .await
+        .expect("post");
+    let again = post(&forge, 7, "abc", &second, &success())
+        .await
+        .expect("post");
+    assert_eq!(again.action, CommentAction::Unchanged);
+    assert_eq!(forge.count("edit"), 0);
+
+    let changed = Preview {
+        summary: "prod: +2 workers".into(),
+        ..later
+    };
+    let edited = post(
+        &forge,
+        7,
+        "abc",
+        &sticky_comment(&changed, GITHUB_COMMENT_LIMIT),
+        &success(),
+    )
+    .await
+    .expect("post");
+    assert_eq!(edited.action, CommentAction::Edited);
+}
+
+#[test]
+fn the_sticky_comment_keeps_within_the_forges_limit() {
+    let long = Preview {
+        fleet_diff: "+ a line of the fleet file\n".repeat(400),
+        ..preview(Vec::new())
+    };
+    let limit = 2_000;
+    let body = sticky_comment(&long, limit);
+    assert!(body.chars().count() <= limit, "{}", body.chars().count());
+    assert!(fingerprint_in(&body).is_some(), "{body}");
 }

@@ -11,14 +11,14 @@
 //!   agent's uninstall script exists), so a repeated step changes nothing.
 //! - The token and the datastore DSN are never on a command line (QEMU's guest agent logs
 //!   every command line to the guest's syslog, and `/proc/*/cmdline` shows it to every user
-//!   of the node): they are in [`CONFIG`], created mode 0600 before it is written, which K3s
+//!   of the node): they are in [`CONFIG`], of mode 0600 ([`FileMode::Secret`]), which K3s
 //!   reads at every start of a server or an agent.
 
 use std::net::IpAddr;
 use std::time::Duration;
 
-use super::kubeadm::{NodeStep, write_secret};
-use super::node_exec::Command;
+use super::kubeadm::{Kubeadm, KubeadmError, NodeStep, write_file};
+use super::node_exec::{Command, FileMode, NodeExec, NodeTarget};
 use crate::model::NodeName;
 use crate::spec::ClusterSpec;
 
@@ -26,6 +26,9 @@ use crate::spec::ClusterSpec;
 pub const INSTALL_SCRIPT: &str = "/usr/local/bin/k3s-install.sh";
 /// What the install script leaves to remove a server.
 pub const UNINSTALL_SCRIPT: &str = "/usr/local/bin/k3s-uninstall.sh";
+/// The `k3s` binary a K3s template carries (the air-gap install), where the install script
+/// looks for it.
+pub const BINARY: &str = "/usr/local/bin/k3s";
 /// What the install script leaves to remove an agent.
 pub const AGENT_UNINSTALL_SCRIPT: &str = "/usr/local/bin/k3s-agent-uninstall.sh";
 /// K3s's configuration file, read by `k3s server` and `k3s agent` at every start: it holds the
@@ -110,16 +113,14 @@ pub fn install_server(
         ]
         .map(str::to_owned),
     );
-    let mut steps = vec![NodeStep::WriteFile {
-        path: KUBE_VIP_MANIFEST.to_owned(),
-        content: kube_vip(spec),
-    }];
-    steps.extend(write_secret(CONFIG, config_file(&settings)));
-    steps.push(NodeStep::Run {
-        command: Command::new(&argv).timeout(INSTALL_TIMEOUT),
-        unless: Some(Command::new(&["test", "-f", KUBECONFIG])),
-    });
-    steps
+    vec![
+        write_file(KUBE_VIP_MANIFEST, FileMode::Config, kube_vip(spec)),
+        write_file(CONFIG, FileMode::Secret, config_file(&settings)),
+        NodeStep::Run {
+            command: Command::new(&argv).timeout(INSTALL_TIMEOUT),
+            unless: Some(Command::new(&["test", "-f", KUBECONFIG])),
+        },
+    ]
 }
 
 /// A K3s agent joining the endpoint with the cluster token (from K3s's configuration file).
@@ -147,12 +148,45 @@ pub fn install_agent(
         ]
         .map(str::to_owned),
     );
-    let mut steps = write_secret(CONFIG, config_file(&[("token", token)]));
-    steps.push(NodeStep::Run {
-        command: Command::new(&argv).timeout(INSTALL_TIMEOUT),
-        unless: Some(Command::new(&["test", "-f", AGENT_UNINSTALL_SCRIPT])),
-    });
-    steps
+    vec![
+        write_file(CONFIG, FileMode::Secret, config_file(&[("token", token)])),
+        NodeStep::Run {
+            command: Command::new(&argv).timeout(INSTALL_TIMEOUT),
+            unless: Some(Command::new(&["test", "-f", AGENT_UNINSTALL_SCRIPT])),
+        },
+    ]
+}
+
+/// Runs an install's `steps` (from [`install_server`] or [`install_agent`]) on `target`, cloned
+/// from `template`. When a command fails and the node has no [`BINARY`], says that the
+/// template carries no K3s air-gap install, rather than the install script's last words.
+///
+/// # Errors
+/// [`KubeadmError::MissingFromTemplate`] then; otherwise the steps' error.
+pub async fn install<E: NodeExec>(
+    nodes: &Kubeadm<E>,
+    operation: &'static str,
+    target: &NodeTarget,
+    template: &str,
+    steps: &[NodeStep],
+) -> Result<(), KubeadmError> {
+    let err = match nodes.run_steps(operation, target, steps).await {
+        Ok(()) => return Ok(()),
+        Err(err @ KubeadmError::CommandFailed { .. }) => err,
+        Err(err) => return Err(err),
+    };
+    let check = Command::new(&["test", "-e", BINARY]);
+    match nodes.transport().run(target, &check).await {
+        Ok(output) if !output.success() => Err(KubeadmError::MissingFromTemplate {
+            operation,
+            node: target.name.to_string(),
+            template: template.to_owned(),
+            what: "K3s air-gap install",
+            path: BINARY,
+        }),
+        // The binary is there, or the node cannot say: the install's own error stands.
+        _ => Err(err),
+    }
 }
 
 /// Takes K3s off a node (server or agent): the uninstall script the install left.
@@ -187,7 +221,9 @@ pub fn rotate_certificates() -> Vec<NodeStep> {
 
 /// Prints the admin kubeconfig a server wrote.
 pub fn read_kubeconfig() -> Command {
-    Command::new(&["cat", KUBECONFIG]).sensitive()
+    Command::new(&["cat", KUBECONFIG])
+        .sensitive()
+        .max_output(crate::providers::kube::MAX_KUBECONFIG_BYTES)
 }
 
 fn kube_vip(spec: &ClusterSpec) -> String {

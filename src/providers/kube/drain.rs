@@ -76,7 +76,7 @@ pub enum SkipReason {
 pub struct SkippedPod {
     /// The pod.
     pub pod: PodRef,
-    /// Why.
+    /// Why the drain left it (a DaemonSet's pod, a mirror pod).
     pub reason: SkipReason,
 }
 

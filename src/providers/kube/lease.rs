@@ -19,7 +19,7 @@ pub enum LeaseError {
         namespace: String,
         /// Name.
         name: String,
-        /// Why.
+        /// What the API server (or the connection to it) said.
         #[source]
         source: kube::Error,
     },
@@ -30,7 +30,7 @@ pub enum LeaseError {
         namespace: String,
         /// Name.
         name: String,
-        /// Why.
+        /// What the API server (or the connection to it) said.
         #[source]
         source: kube::Error,
     },

@@ -200,7 +200,7 @@ pub enum ClusterError {
     Cordon {
         /// Node.
         node: NodeName,
-        /// Why.
+        /// What the API server (or the connection to it) said.
         #[source]
         source: kube::Error,
     },
@@ -209,7 +209,7 @@ pub enum ClusterError {
     DeleteNode {
         /// Node.
         node: NodeName,
-        /// Why.
+        /// What the API server (or the connection to it) said.
         #[source]
         source: kube::Error,
     },
@@ -218,7 +218,7 @@ pub enum ClusterError {
     Taint {
         /// Node.
         node: NodeName,
-        /// Why.
+        /// What the API server (or the connection to it) said.
         #[source]
         source: kube::Error,
     },
@@ -227,7 +227,7 @@ pub enum ClusterError {
     Annotate {
         /// Node.
         node: NodeName,
-        /// Why.
+        /// What the API server (or the connection to it) said.
         #[source]
         source: kube::Error,
     },
@@ -236,7 +236,7 @@ pub enum ClusterError {
     ListPods {
         /// Node.
         node: NodeName,
-        /// Why.
+        /// What the API server (or the connection to it) said.
         #[source]
         source: kube::Error,
     },
@@ -245,7 +245,7 @@ pub enum ClusterError {
     ListWorkloads {
         /// `pods` or `PodDisruptionBudgets`.
         what: &'static str,
-        /// Why.
+        /// What the API server (or the connection to it) said.
         #[source]
         source: kube::Error,
     },
@@ -254,7 +254,7 @@ pub enum ClusterError {
     Evict {
         /// The pod.
         pod: PodRef,
-        /// Why.
+        /// What the API server (or the connection to it) said.
         #[source]
         source: kube::Error,
     },
@@ -285,7 +285,7 @@ pub enum ClusterError {
         namespace: String,
         /// Name.
         name: String,
-        /// Why.
+        /// What the API server (or the connection to it) said.
         #[source]
         source: kube::Error,
     },
@@ -296,7 +296,7 @@ pub enum ClusterError {
         namespace: String,
         /// Name.
         name: String,
-        /// Why.
+        /// What the API server (or the connection to it) said.
         #[source]
         source: kube::Error,
     },
@@ -307,7 +307,7 @@ pub enum ClusterError {
         namespace: String,
         /// Name.
         name: String,
-        /// Why.
+        /// What the API server (or the connection to it) said.
         #[source]
         source: kube::Error,
     },
@@ -316,7 +316,7 @@ pub enum ClusterError {
     ListSecrets {
         /// The label selector.
         selector: String,
-        /// Why.
+        /// What the API server (or the connection to it) said.
         #[source]
         source: kube::Error,
     },
@@ -327,7 +327,7 @@ pub enum ClusterError {
         namespace: String,
         /// Name.
         name: String,
-        /// Why.
+        /// What the API server (or the connection to it) said.
         #[source]
         source: kube::Error,
     },
@@ -338,7 +338,7 @@ pub enum ClusterError {
         namespace: String,
         /// Name.
         name: String,
-        /// Why.
+        /// What the API server (or the connection to it) said.
         #[source]
         source: kube::Error,
     },

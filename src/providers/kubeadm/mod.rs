@@ -11,18 +11,26 @@
 //!   `kubeadm reset --force` on a clean node is a no-op.
 //! - Join tokens, certificate keys and kubeconfigs never reach logs or errors: the commands that
 //!   print them are [`Command::sensitive`], and what they print is known to the redactor
-//!   ([`crate::redact`]) as it is read.
+//!   ([`crate::redact`]) as it is read. A sensitive command that fails is reported with the
+//!   end of its standard error (where it says why; the secret goes to its standard output)
+//!   only once the redactor has run over it, capped at [`SENSITIVE_STDERR_CAP`].
 //! - No secret is ever an argument of a command (QEMU's guest agent logs every command line
 //!   to the guest's syslog, and `/proc/*/cmdline` shows it to every user of the node): the
-//!   join configuration that holds the bootstrap token and the certificate key is a file,
-//!   created mode 0600 before it is written ([`write_secret`]).
+//!   join configuration that holds the bootstrap token and the certificate key is a file of
+//!   mode 0600, removed once the join is done.
+//! - Every file written into a VM is first created with its mode and folder
+//!   ([`NodeStep::WriteFile`]): scripts root runs are 0700, secrets 0600, the rest 0644.
 
 use std::net::IpAddr;
 use std::time::Duration;
 
-use super::node_exec::{Command, ExecError, NodeExec, NodeTarget, Output};
+use super::node_exec::{Command, ExecError, FileMode, NodeExec, NodeTarget, Output};
 use crate::model::{NodeName, Role};
 use crate::spec::{ClusterSpec, KubeVersion};
+
+/// The most of a failed sensitive command's standard error an error quotes (after the
+/// redactor): enough for the reason it failed (`kubeadm`'s last lines), not a document.
+pub const SENSITIVE_STDERR_CAP: usize = 512;
 
 /// Folder for the files capstan writes on a node.
 pub const CAPSTAN_DIR: &str = "/etc/capstan";
@@ -33,7 +41,7 @@ pub const RENEW_SCRIPT: &str = "/etc/capstan/renew-certificates.sh";
 /// `kubeadm init --config`.
 pub const INIT_CONFIG: &str = "/etc/capstan/kubeadm-init.yaml";
 /// `kubeadm join --config` (holds a bootstrap token, and a control plane's certificate key:
-/// written mode 0600 by [`write_secret`]).
+/// mode 0600, removed after the join).
 pub const JOIN_CONFIG: &str = "/etc/capstan/kubeadm-join.yaml";
 /// Calico's Installation resource.
 pub const CALICO_INSTALLATION: &str = "/etc/capstan/calico-installation.yaml";
@@ -64,10 +72,16 @@ const KUBEADM_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 /// join configuration holds a bootstrap token and a certificate key).
 #[derive(Clone, PartialEq, Eq)]
 pub enum NodeStep {
-    /// Write a file (its content may hold a secret: never logged).
+    /// Write a file (its content may hold a secret: never logged). The runner first creates
+    /// it empty with `mode` and its folders ([`FileMode::create_command`]), then fills it
+    /// through the transport: written directly, a new file would be 0666 (QEMU's guest agent
+    /// creates files with that mode whatever the umask), a file left by an earlier step would
+    /// keep whatever mode it had, and a missing folder would fail the write.
     WriteFile {
         /// Absolute path.
         path: String,
+        /// Who may read, replace or run it.
+        mode: FileMode,
         /// Content.
         content: String,
     },
@@ -83,9 +97,14 @@ pub enum NodeStep {
 impl std::fmt::Debug for NodeStep {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            NodeStep::WriteFile { path, content } => f
+            NodeStep::WriteFile {
+                path,
+                mode,
+                content,
+            } => f
                 .debug_struct("WriteFile")
                 .field("path", path)
+                .field("mode", mode)
                 .field("bytes", &content.len())
                 .finish(),
             NodeStep::Run { command, unless } => f
@@ -97,30 +116,13 @@ impl std::fmt::Debug for NodeStep {
     }
 }
 
-fn write(path: &str, content: String) -> NodeStep {
+/// Writes `path` with `mode` (see [`NodeStep::WriteFile`]).
+pub fn write_file(path: &str, mode: FileMode, content: String) -> NodeStep {
     NodeStep::WriteFile {
         path: path.to_owned(),
+        mode,
         content,
     }
-}
-
-/// Writes a file that holds a secret: first created empty, root's and mode 0600 (`install -D`
-/// also creates its folder), then filled through the guest agent's file-write, which keeps the
-/// mode of a file that exists. Written directly, a new file would be 0666: QEMU's guest agent
-/// creates files with that mode whatever the umask, and a file left by an earlier step keeps
-/// whatever mode it had.
-pub fn write_secret(path: &str, content: String) -> Vec<NodeStep> {
-    vec![
-        run(Command::new(&[
-            "install",
-            "-D",
-            "-m",
-            "0600",
-            "/dev/null",
-            path,
-        ])),
-        write(path, content),
-    ]
 }
 
 fn run(command: Command) -> NodeStep {
@@ -175,7 +177,11 @@ fn node_values(node: &NodeName, address: IpAddr) -> Vec<(&'static str, String)> 
 /// Phase 2: CRI-O and kubelet/kubeadm/kubectl of `version`.
 pub fn prepare_node(version: KubeVersion) -> Vec<NodeStep> {
     vec![
-        write(PREPARE_SCRIPT, PREPARE_SCRIPT_TEXT.to_owned()),
+        write_file(
+            PREPARE_SCRIPT,
+            FileMode::Script,
+            PREPARE_SCRIPT_TEXT.to_owned(),
+        ),
         run(Command::new(&["bash", PREPARE_SCRIPT, &version.to_string()]).timeout(PREPARE_TIMEOUT)),
     ]
 }
@@ -195,21 +201,33 @@ pub fn init_control_plane(
         render(KUBE_VIP_TEMPLATE, &values)
     };
     vec![
-        write(INIT_CONFIG, render(INIT_TEMPLATE, &values)),
-        write(KUBE_VIP_MANIFEST, kube_vip("super-admin.conf")),
+        write_file(
+            INIT_CONFIG,
+            FileMode::Config,
+            render(INIT_TEMPLATE, &values),
+        ),
+        write_file(
+            KUBE_VIP_MANIFEST,
+            FileMode::Config,
+            kube_vip("super-admin.conf"),
+        ),
         run_unless_file(
             Command::new(&["kubeadm", "init", "--config", INIT_CONFIG, "--upload-certs"])
                 .timeout(KUBEADM_TIMEOUT),
             ADMIN_CONF,
         ),
-        write(KUBE_VIP_MANIFEST, kube_vip("admin.conf")),
+        write_file(KUBE_VIP_MANIFEST, FileMode::Config, kube_vip("admin.conf")),
         run(kubectl(&[
             "apply",
             "--server-side",
             "-f",
             TIGERA_OPERATOR_URL,
         ])),
-        write(CALICO_INSTALLATION, render(CALICO_TEMPLATE, &values)),
+        write_file(
+            CALICO_INSTALLATION,
+            FileMode::Config,
+            render(CALICO_TEMPLATE, &values),
+        ),
         run(kubectl(&["apply", "-f", CALICO_INSTALLATION])),
     ]
 }
@@ -309,13 +327,22 @@ pub fn join_node(
         Role::ControlPlane => JOIN_CONTROL_PLANE_TEMPLATE,
         Role::Worker => JOIN_WORKER_TEMPLATE,
     };
-    let mut steps = write_secret(JOIN_CONFIG, render(template, &values));
-    steps.push(run_unless_file(
-        Command::new(&["kubeadm", "join", "--config", JOIN_CONFIG]).timeout(KUBEADM_TIMEOUT),
-        KUBELET_CONF,
-    ));
+    let mut steps = vec![
+        write_file(JOIN_CONFIG, FileMode::Secret, render(template, &values)),
+        run_unless_file(
+            Command::new(&["kubeadm", "join", "--config", JOIN_CONFIG]).timeout(KUBEADM_TIMEOUT),
+            KUBELET_CONF,
+        ),
+        // The bootstrap token (and a control plane's certificate key) is of no use on the
+        // node once it has joined.
+        run(Command::new(&["rm", "-f", JOIN_CONFIG])),
+    ];
     if role == Role::ControlPlane {
-        steps.push(write(KUBE_VIP_MANIFEST, render(KUBE_VIP_TEMPLATE, &values)));
+        steps.push(write_file(
+            KUBE_VIP_MANIFEST,
+            FileMode::Config,
+            render(KUBE_VIP_TEMPLATE, &values),
+        ));
     }
     steps
 }
@@ -404,7 +431,11 @@ pub fn etcd_member_remove(control_plane: &NodeName, member: &EtcdMember) -> Comm
 /// Moves the control plane to `version` in place (nodes are replaced afterwards).
 pub fn upgrade_control_plane(version: KubeVersion) -> Vec<NodeStep> {
     vec![
-        write(PREPARE_SCRIPT, PREPARE_SCRIPT_TEXT.to_owned()),
+        write_file(
+            PREPARE_SCRIPT,
+            FileMode::Script,
+            PREPARE_SCRIPT_TEXT.to_owned(),
+        ),
         run(Command::new(&[
             "bash",
             PREPARE_SCRIPT,
@@ -426,14 +457,16 @@ pub fn upgrade_control_plane(version: KubeVersion) -> Vec<NodeStep> {
 /// Renews every kubeadm certificate on a control plane and restarts its static pods.
 pub fn renew_certificates() -> Vec<NodeStep> {
     vec![
-        write(RENEW_SCRIPT, RENEW_SCRIPT_TEXT.to_owned()),
+        write_file(RENEW_SCRIPT, FileMode::Script, RENEW_SCRIPT_TEXT.to_owned()),
         run(Command::new(&["bash", RENEW_SCRIPT]).timeout(KUBEADM_TIMEOUT)),
     ]
 }
 
 /// Prints the cluster-admin kubeconfig.
 pub fn read_admin_kubeconfig() -> Command {
-    Command::new(&["cat", ADMIN_CONF]).sensitive()
+    Command::new(&["cat", ADMIN_CONF])
+        .sensitive()
+        .max_output(crate::providers::kube::MAX_KUBECONFIG_BYTES)
 }
 
 /// A kubeadm operation on a node failed.
@@ -446,7 +479,7 @@ pub enum KubeadmError {
         operation: &'static str,
         /// The node.
         node: String,
-        /// Why.
+        /// Why the guest agent could not run the command.
         #[source]
         source: ExecError,
     },
@@ -461,8 +494,24 @@ pub enum KubeadmError {
         command: String,
         /// Its exit code.
         exit_code: i32,
-        /// The end of its standard error (empty for sensitive commands).
+        /// The end of its standard error (for a sensitive command, redacted and capped at
+        /// [`SENSITIVE_STDERR_CAP`]).
         stderr_tail: String,
+    },
+    /// A node's template lacks what the step needs (K3s's air-gap install): no retry can help
+    /// until the machine is built from another template.
+    #[error("{operation} on {node}: template {template} has no {what}: {path} not found")]
+    MissingFromTemplate {
+        /// What capstan was doing.
+        operation: &'static str,
+        /// The node.
+        node: String,
+        /// The template the node's VM was cloned from.
+        template: String,
+        /// What the template should carry.
+        what: &'static str,
+        /// The file that is not there.
+        path: &'static str,
     },
     /// A command printed something capstan cannot read.
     #[error("{operation} on {node}: unexpected output from `{command}`")]
@@ -521,11 +570,18 @@ impl<E: NodeExec> Kubeadm<E> {
     ) -> Result<(), KubeadmError> {
         for step in steps {
             match step {
-                NodeStep::WriteFile { path, content } => self
-                    .exec
-                    .write_file(target, path, content)
-                    .await
-                    .map_err(|source| exec_error(operation, target, source))?,
+                NodeStep::WriteFile {
+                    path,
+                    mode,
+                    content,
+                } => {
+                    self.checked(operation, target, &mode.create_command(path))
+                        .await?;
+                    self.exec
+                        .write_file(target, path, content)
+                        .await
+                        .map_err(|source| exec_error(operation, target, source))?;
+                }
                 NodeStep::Run { command, unless } => {
                     if let Some(check) = unless
                         && self.output(operation, target, check).await?.success()
@@ -560,7 +616,10 @@ impl<E: NodeExec> Kubeadm<E> {
             command: command.display(),
             exit_code: output.exit_code,
             stderr_tail: if command.sensitive {
-                String::new()
+                crate::redact::cap(
+                    &crate::redact::redact(&output.stderr_tail()),
+                    SENSITIVE_STDERR_CAP,
+                )
             } else {
                 output.stderr_tail()
             },

@@ -38,7 +38,9 @@ fn written(steps: &[NodeStep], path: &str) -> String {
         .iter()
         .rev()
         .find_map(|step| match step {
-            NodeStep::WriteFile { path: p, content } if p == path => Some(content.clone()),
+            NodeStep::WriteFile {
+                path: p, content, ..
+            } if p == path => Some(content.clone()),
             _ => None,
         })
         .unwrap_or_else(|| panic!("{path} is written"))
@@ -267,7 +269,7 @@ fn join_configurations_use_kubeadm_field_names() {
 }
 
 #[test]
-fn the_join_configuration_is_created_0600_before_the_token_and_key_are_written() {
+fn the_join_configuration_is_a_secret_file_removed_after_the_join() {
     let cluster = example_cluster("platform");
     let ticket = JoinTicket {
         api_server_endpoint: "k8s-platform.lab.example:6443".into(),
@@ -288,9 +290,23 @@ fn the_join_configuration_is_created_0600_before_the_token_and_key_are_written()
         .position(|s| matches!(s, NodeStep::WriteFile { path, .. } if path == JOIN_CONFIG))
         .expect("the join configuration is written");
     assert!(
-        matches!(&steps[config_at - 1], NodeStep::Run { command, unless: None }
-            if command.argv == ["install", "-D", "-m", "0600", "/dev/null", JOIN_CONFIG]),
-        "created empty and 0600 first (the guest agent would create it 0666): {steps:?}"
+        matches!(
+            &steps[config_at],
+            NodeStep::WriteFile {
+                mode: FileMode::Secret,
+                ..
+            }
+        ),
+        "root's only: {steps:?}"
+    );
+    let joined_at = steps
+        .iter()
+        .position(|s| matches!(s, NodeStep::Run { command, .. } if command.argv[..2] == ["kubeadm", "join"]))
+        .expect("the join");
+    assert!(
+        matches!(&steps[joined_at + 1], NodeStep::Run { command, unless: None }
+            if command.argv == ["rm", "-f", JOIN_CONFIG]),
+        "the token is removed right after the join: {steps:?}"
     );
     for step in &steps {
         if let NodeStep::Run { command, unless } = step {
@@ -337,7 +353,7 @@ fn kube_vip_starts_with_super_admin_during_init_then_switches_to_admin() {
     let manifests: Vec<&String> = steps
         .iter()
         .filter_map(|s| match s {
-            NodeStep::WriteFile { path, content } if path == KUBE_VIP_MANIFEST => Some(content),
+            NodeStep::WriteFile { path, content, .. } if path == KUBE_VIP_MANIFEST => Some(content),
             _ => None,
         })
         .collect();
@@ -456,7 +472,47 @@ async fn init_is_skipped_on_a_node_that_was_already_initialised() {
 }
 
 #[tokio::test]
-async fn a_failed_sensitive_command_reports_no_output() {
+async fn every_file_is_created_with_its_mode_and_folder_just_before_it_is_written() {
+    let cluster = example_cluster("prod");
+    let version = cluster.spec.kubernetes.version;
+    let mut steps = prepare_node(version);
+    steps.extend(init_control_plane(
+        "prod",
+        &cluster.spec,
+        &target().name,
+        address(),
+    ));
+    steps.extend(renew_certificates());
+    let node = Kubeadm::new(ScriptedNode::default());
+    node.run_steps("init", &target(), &steps)
+        .await
+        .expect("init");
+    let log = node.exec.log.lock().expect("log").clone();
+    let mut modes = Vec::new();
+    for (at, line) in log.iter().enumerate() {
+        if let Some(path) = line.strip_prefix("write ") {
+            let created = at
+                .checked_sub(1)
+                .and_then(|before| log[before].strip_prefix("install -D -m "))
+                .and_then(|rest| rest.strip_suffix(&format!(" /dev/null {path}")))
+                .unwrap_or_else(|| panic!("{path} created first: {log:#?}"));
+            modes.push((path.to_owned(), created.to_owned()));
+        }
+    }
+    let mode_of = |path: &str| {
+        modes
+            .iter()
+            .find(|(p, _)| p == path)
+            .map(|(_, mode)| mode.as_str())
+    };
+    assert_eq!(mode_of(PREPARE_SCRIPT), Some("0700"), "root runs it");
+    assert_eq!(mode_of(RENEW_SCRIPT), Some("0700"), "root runs it");
+    assert_eq!(mode_of(INIT_CONFIG), Some("0644"));
+    assert_eq!(mode_of(KUBE_VIP_MANIFEST), Some("0644"));
+}
+
+#[tokio::test]
+async fn a_failed_sensitive_command_says_why_with_its_secrets_redacted() {
     struct Failing;
     impl NodeExec for Failing {
         async fn write_file(&self, _: &NodeTarget, _: &str, _: &str) -> Result<(), ExecError> {
@@ -466,18 +522,29 @@ async fn a_failed_sensitive_command_reports_no_output() {
             Ok(Output {
                 exit_code: 1,
                 stdout: String::new(),
-                stderr: "token abcdef.0123456789abcdef rejected".into(),
+                stderr: format!(
+                    "token sensitive-stderr-0123456789abcdef rejected: {}",
+                    "x".repeat(4096)
+                ),
             })
         }
     }
+    crate::redact::remember("sensitive-stderr-0123456789abcdef");
     let err = Kubeadm::new(Failing)
         .join_ticket(&target())
         .await
         .expect_err("fails");
     let text = format!("{err}");
     assert!(
-        text.contains("create join token on capstan-prod-cp-1a2b3: `kubeadm …` exited 1"),
+        text.contains(
+            "create join token on capstan-prod-cp-1a2b3: `kubeadm …` exited 1: token *** rejected: xxx"
+        ),
         "{text}"
     );
-    assert!(!text.contains("abcdef"), "{text}");
+    assert!(!text.contains("0123456789abcdef"), "{text}");
+    assert!(
+        text.len() < SENSITIVE_STDERR_CAP + 200,
+        "capped: {} bytes",
+        text.len()
+    );
 }

@@ -10,6 +10,12 @@ use super::error::ProxmoxError;
 use super::wire::{flag, text, uint, uint_signed, vm_path};
 use super::{CommandOutput, ExecPid, ExecStatus, VmRef};
 
+/// The most output (each of standard output and standard error) read of a command run in a
+/// VM. Capstan's commands print kilobytes (the prepare script's package installs the most, a
+/// few hundred); a guest may answer with anything up to the API body limit, and its text goes
+/// on into redaction, parsers and errors, so past this it is refused unread.
+pub const GUEST_OUTPUT_MAX_BYTES: usize = 1024 * 1024;
+
 impl ProxmoxClient {
     /// Guest-agent requests this client (and its clones) made so far.
     pub fn guest_agent_calls(&self) -> u64 {
@@ -59,11 +65,17 @@ impl ProxmoxClient {
             })
     }
 
-    /// Reads the state of a command started by `agent_exec`.
+    /// Reads the state of a command started by `agent_exec` (`program` is its argv[0], for
+    /// errors).
+    ///
+    /// # Errors
+    /// Besides the API's: [`ProxmoxError::GuestOutputTooLarge`] when either stream is over
+    /// [`GUEST_OUTPUT_MAX_BYTES`].
     pub(super) async fn agent_exec_status(
         &self,
         vm: &VmRef,
         pid: ExecPid,
+        program: &str,
     ) -> Result<ExecStatus, ProxmoxError> {
         let params: Params = vec![("pid".into(), pid.0.to_string())];
         let data = self
@@ -71,6 +83,18 @@ impl ProxmoxClient {
             .await?;
         if !flag(&data, "exited") {
             return Ok(ExecStatus::Running);
+        }
+        for (key, stream) in [("out-data", "stdout"), ("err-data", "stderr")] {
+            let bytes = data.get(key).and_then(Value::as_str).map_or(0, str::len);
+            if bytes > GUEST_OUTPUT_MAX_BYTES {
+                return Err(ProxmoxError::GuestOutputTooLarge {
+                    vmid: vm.vmid,
+                    program: program.to_owned(),
+                    stream,
+                    bytes,
+                    max: GUEST_OUTPUT_MAX_BYTES,
+                });
+            }
         }
         Ok(ExecStatus::Exited(CommandOutput {
             exit_code: uint_signed(&data, "exitcode"),

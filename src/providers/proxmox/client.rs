@@ -20,7 +20,7 @@ use super::connection::ConnectionConfig;
 use super::error::{ProxmoxError, RetryPolicy};
 use super::ownership::{self, VmOwner};
 use super::templates::TemplateCache;
-use super::wire::{as_u64, boot_disk, flag, float, owner_of, text, uint, vm_path};
+use super::wire::{accepted, as_u64, boot_disk, flag, float, owner_of, text, uint, vm_path};
 use super::{
     CloneRequest, CommandOutput, ExecStatus, ExpectedVm, HostInfo, Inventory, PowerState,
     ProxmoxProvider, PveNode, ResizeOutcome, VmInfo, VmRef, VmSettings,
@@ -184,7 +184,7 @@ impl ProxmoxClient {
                 expected.name
             )));
         }
-        let owner = owner_of(&config);
+        let owner = owner_of(at.vmid, &config);
         match owner {
             Some(VmOwner { ownership, .. })
                 if ownership.cluster == expected.ownership.cluster
@@ -337,16 +337,18 @@ impl ProxmoxProvider for ProxmoxClient {
                 Some("stopped") => PowerState::Stopped,
                 _ => PowerState::Unknown,
             };
-            let mut owner = ownership::parse_tags(&tags);
+            let parsed = ownership::parse_tags(&tags);
+            let refused = parsed.is_err();
+            let mut owner = accepted(VmId(vmid), parsed);
             // A VM named like ours but not (fully) tagged: a crash between clone and tag.
             // Its description, written by the clone call itself, tells.
-            if owner.is_none() && ownership::has_capstan_name(&name) && online(&node) {
+            if owner.is_none() && !refused && ownership::has_capstan_name(&name) && online(&node) {
                 let vm = VmRef {
                     node: PveNode(node.clone()),
                     vmid: VmId(vmid),
                 };
                 match self.vm_config(&vm).await {
-                    Ok(config) => owner = owner_of(&config),
+                    Ok(config) => owner = owner_of(VmId(vmid), &config),
                     Err(err) if err.is_not_found() => continue,
                     Err(err) => return Err(err),
                 }
@@ -696,8 +698,9 @@ impl ProxmoxProvider for ProxmoxClient {
     ) -> Result<CommandOutput, ProxmoxError> {
         let started = Instant::now();
         let pid = self.agent_exec(vm, command, input).await?;
+        let program = command.first().map_or("", String::as_str);
         loop {
-            if let ExecStatus::Exited(output) = self.agent_exec_status(vm, pid).await? {
+            if let ExecStatus::Exited(output) = self.agent_exec_status(vm, pid, program).await? {
                 return Ok(output);
             }
             if started.elapsed() >= timeout {

@@ -30,7 +30,7 @@ pub enum ProxmoxError {
     ReadCaFile {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
@@ -43,7 +43,7 @@ pub enum ProxmoxError {
     /// The HTTPS client could not be built.
     #[error("cannot build the HTTPS client")]
     BuildClient {
-        /// Why.
+        /// What the HTTP client said (no answer, or one it could not read).
         #[source]
         source: reqwest::Error,
     },
@@ -77,7 +77,7 @@ pub enum ProxmoxError {
         method: &'static str,
         /// API path (below `/api2/json`).
         path: String,
-        /// Why.
+        /// What the HTTP client said (no answer, or one it could not read).
         #[source]
         source: reqwest::Error,
     },
@@ -208,6 +208,23 @@ pub enum ProxmoxError {
         /// Its size.
         bytes: usize,
         /// The largest size that fits.
+        max: usize,
+    },
+    /// A command's output, as the guest agent reported it, is larger than capstan reads:
+    /// the VM (whose root may be hostile) is not believed.
+    #[error(
+        "VM {vmid}'s guest agent answered `{program}` with {bytes} bytes of {stream}, more than the {max} read; refused"
+    )]
+    GuestOutputTooLarge {
+        /// The VMID.
+        vmid: VmId,
+        /// The program (argv[0]).
+        program: String,
+        /// `stdout` or `stderr`.
+        stream: &'static str,
+        /// Its size.
+        bytes: usize,
+        /// The largest size read.
         max: usize,
     },
 }

@@ -35,6 +35,7 @@ use jiff::Timestamp;
 
 use crate::model::{NodeName, Ownership, VmId};
 
+pub use agent::GUEST_OUTPUT_MAX_BYTES;
 pub use client::{ClientOptions, ProxmoxClient};
 pub use connection::{ConnectionConfig, TokenSecret, Trust};
 pub use error::{ProxmoxError, RetryPolicy, TaskFailure, backoff_delay};
@@ -89,6 +90,10 @@ pub struct TemplateInfo {
     /// The storage of each volume (disks, cloud-init drive), deduplicated and sorted; a
     /// volume given as a path has the storage `""`.
     pub storages: Vec<String>,
+    /// Its tags (from `/cluster/resources`).
+    pub tags: Vec<String>,
+    /// Its description, as its config held it when the template was first seen.
+    pub description: String,
 }
 
 impl Inventory {

@@ -8,11 +8,18 @@
 //!
 //! # Invariants
 //! - Every tag produced here matches Proxmox's `pve-tag` format `[a-z0-9_][a-z0-9_\-\+\.]*`.
-//! - `parse_tags(encode_tags(o, t)) == Some(o, t)` and the same for descriptions.
+//! - `parse_tags(encode_tags(o, t)) == Ok(Some(o, t))` and the same for descriptions.
+//! - Whoever may tag a VM (or edit its description) in Proxmox writes what is read here: a
+//!   cluster or pool name read back is one the spec could have declared (a DNS-1123 label,
+//!   short enough for a VM name) and a spec hash is a short run of letters and digits, or the
+//!   VM is refused ([`RefusedOwner`]), never read as anyone's. Paths, labels and status
+//!   entries are built from these names.
 
 use jiff::Timestamp;
 
 use crate::model::{NodeName, Ownership, Role};
+use crate::spec::validate::fits_vm_name;
+use crate::spec::values::is_dns1123_label;
 
 /// The tag every capstan VM carries.
 pub const OWNER_TAG: &str = "capstan";
@@ -35,6 +42,70 @@ pub struct VmOwner {
     /// When capstan created the VM (absent when an older writer left it out).
     pub created: Option<Timestamp>,
 }
+
+/// A VM marked as capstan's whose tag (or description field) holds a value capstan never
+/// writes: someone who may tag VMs in Proxmox wrote it. The VM is nobody's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{} is not {reason}", shown(.found))]
+pub struct RefusedOwner {
+    /// The tag (`cluster-…`) or description field (`cluster=…`) as found.
+    pub found: String,
+    /// What the value must be.
+    pub reason: &'static str,
+}
+
+/// Longest spec hash accepted (capstan writes 12 hex digits).
+const MAX_SPEC_HASH_LEN: usize = 64;
+/// How much of a refused value a message quotes.
+const SHOWN_CHARS: usize = 80;
+
+/// `found` quoted and escaped (it came from someone else), cut to [`SHOWN_CHARS`].
+fn shown(found: &str) -> String {
+    let cut: String = found.chars().take(SHOWN_CHARS).collect();
+    if cut.len() < found.len() {
+        format!("{cut:?}…")
+    } else {
+        format!("{cut:?}")
+    }
+}
+
+/// `ownership` if every value is one capstan could have written; `field` shows how the
+/// source spells a field (`cluster-` in tags, `cluster=` in a description).
+fn checked(ownership: Ownership, field: fn(&str) -> String) -> Result<Ownership, RefusedOwner> {
+    let refuse = |key: &str, value: &str, reason: &'static str| RefusedOwner {
+        found: format!("{}{value}", field(key)),
+        reason,
+    };
+    if !is_dns1123_label(&ownership.cluster) {
+        return Err(refuse("cluster", &ownership.cluster, DNS_LABEL));
+    }
+    if !is_dns1123_label(&ownership.pool) {
+        return Err(refuse("pool", &ownership.pool, DNS_LABEL));
+    }
+    if !fits_vm_name(&ownership.cluster, &ownership.pool) {
+        return Err(refuse(
+            "pool",
+            &ownership.pool,
+            "short enough, with the cluster's name, for a VM name of 63 characters",
+        ));
+    }
+    let hash = &ownership.spec_hash;
+    if hash.len() > MAX_SPEC_HASH_LEN
+        || !hash
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+    {
+        return Err(refuse(
+            "spec",
+            hash,
+            "a spec hash (lowercase letters and digits, at most 64)",
+        ));
+    }
+    Ok(ownership)
+}
+
+const DNS_LABEL: &str =
+    "a DNS-1123 label (lowercase letters, digits and `-`, at most 63 characters)";
 
 /// The name of a capstan VM: `capstan-<cluster>-<pool>-<suffix>`.
 pub fn vm_name(cluster: &str, pool: &str, suffix: &str) -> NodeName {
@@ -82,27 +153,36 @@ pub fn encode_tags(ownership: &Ownership, created: Timestamp) -> Vec<String> {
     ]
 }
 
-/// Reads ownership back from tags. `None` unless the `capstan` tag and every one of cluster,
-/// role, pool and spec are present.
-pub fn parse_tags(tags: &[String]) -> Option<VmOwner> {
+/// Reads ownership back from tags. `Ok(None)` unless the `capstan` tag and every one of
+/// cluster, role, pool and spec are present.
+///
+/// # Errors
+/// When a value is not one capstan writes (see [`RefusedOwner`]).
+pub fn parse_tags(tags: &[String]) -> Result<Option<VmOwner>, RefusedOwner> {
     if !tags.iter().any(|tag| tag == OWNER_TAG) {
-        return None;
+        return Ok(None);
     }
     let value = |prefix: &str| {
         tags.iter()
             .find_map(|tag| tag.strip_prefix(prefix))
             .filter(|value| !value.is_empty())
     };
-    let ownership = Ownership {
-        cluster: value(CLUSTER_TAG)?.into(),
-        role: parse_role(value(ROLE_TAG)?)?,
-        pool: value(POOL_TAG)?.into(),
-        spec_hash: value(SPEC_TAG)?.into(),
+    let read = || {
+        Some(Ownership {
+            cluster: value(CLUSTER_TAG)?.into(),
+            role: parse_role(value(ROLE_TAG)?)?,
+            pool: value(POOL_TAG)?.into(),
+            spec_hash: value(SPEC_TAG)?.into(),
+        })
     };
+    let Some(ownership) = read() else {
+        return Ok(None);
+    };
+    let ownership = checked(ownership, |key| format!("{key}-"))?;
     let created = value(CREATED_TAG)
         .and_then(|seconds| seconds.parse::<i64>().ok())
         .and_then(|seconds| Timestamp::from_second(seconds).ok());
-    Some(VmOwner { ownership, created })
+    Ok(Some(VmOwner { ownership, created }))
 }
 
 /// Marks the description line that says what the VM was built from.
@@ -140,24 +220,36 @@ pub fn parse_built_from(description: &str) -> Option<&str> {
         .map(str::trim)
 }
 
-/// Reads ownership back from a description; `None` when it has no complete marker line.
-pub fn parse_description(description: &str) -> Option<VmOwner> {
-    let line = description
+/// Reads ownership back from a description; `Ok(None)` when it has no complete marker line.
+///
+/// # Errors
+/// When a value is not one capstan writes (see [`RefusedOwner`]).
+pub fn parse_description(description: &str) -> Result<Option<VmOwner>, RefusedOwner> {
+    let Some(line) = description
         .lines()
-        .find_map(|line| line.trim().strip_prefix(DESCRIPTION_MARKER))?;
+        .find_map(|line| line.trim().strip_prefix(DESCRIPTION_MARKER))
+    else {
+        return Ok(None);
+    };
     let field = |key: &str| {
         line.split_whitespace()
             .find_map(|pair| pair.strip_prefix(key)?.strip_prefix('='))
             .filter(|value| !value.is_empty())
     };
-    let ownership = Ownership {
-        cluster: field("cluster")?.into(),
-        role: parse_role(field("role")?)?,
-        pool: field("pool")?.into(),
-        spec_hash: field("spec")?.into(),
+    let read = || {
+        Some(Ownership {
+            cluster: field("cluster")?.into(),
+            role: parse_role(field("role")?)?,
+            pool: field("pool")?.into(),
+            spec_hash: field("spec")?.into(),
+        })
     };
+    let Some(ownership) = read() else {
+        return Ok(None);
+    };
+    let ownership = checked(ownership, |key| format!("{key}="))?;
     let created = field("created").and_then(|text| text.parse::<Timestamp>().ok());
-    Some(VmOwner { ownership, created })
+    Ok(Some(VmOwner { ownership, created }))
 }
 
 fn parse_role(text: &str) -> Option<Role> {
@@ -199,10 +291,10 @@ mod tests {
         assert!(tags.iter().all(|tag| is_valid_tag(tag)), "{tags:?}");
         assert_eq!(
             parse_tags(&tags),
-            Some(VmOwner {
+            Ok(Some(VmOwner {
                 ownership: owner(),
                 created: Some(created())
-            })
+            }))
         );
     }
 
@@ -211,25 +303,27 @@ mod tests {
         let mut tags = encode_tags(&owner(), created());
         tags.reverse();
         let joined = tags.join(";");
-        let parsed = parse_tags(&split_tags(&joined)).expect("owned");
+        let parsed = parse_tags(&split_tags(&joined))
+            .expect("valid")
+            .expect("owned");
         assert_eq!(parsed.ownership, owner());
     }
 
     #[test]
     fn incomplete_or_foreign_tags_are_not_ownership() {
-        assert_eq!(parse_tags(&split_tags("capstan;cluster-prod")), None);
+        assert_eq!(parse_tags(&split_tags("capstan;cluster-prod")), Ok(None));
         assert_eq!(
             parse_tags(&split_tags(
                 "cluster-prod;role-worker;pool-general;spec-abc"
             )),
-            None,
+            Ok(None),
             "without the capstan tag a VM is not ours"
         );
         assert_eq!(
             parse_tags(&split_tags(
                 "capstan;cluster-prod;role-boss;pool-general;spec-abc"
             )),
-            None
+            Ok(None)
         );
     }
 
@@ -246,15 +340,70 @@ mod tests {
         assert_eq!(parse_built_from("Notes only"), None);
         assert_eq!(
             parse_description(&text),
-            Some(VmOwner {
+            Ok(Some(VmOwner {
                 ownership: owner(),
                 created: Some(created())
-            })
+            }))
         );
-        assert_eq!(parse_description("just a VM"), None);
+        assert_eq!(parse_description("just a VM"), Ok(None));
         assert_eq!(
             parse_description("capstan.dev/owner: cluster=prod role=worker"),
-            None
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn names_no_spec_could_declare_are_refused_naming_the_tag() {
+        let long = "a".repeat(200);
+        let fits_alone = "b".repeat(40);
+        for (tags, found) in [
+            (
+                "capstan;cluster-..;role-worker;pool-general;spec-abc",
+                "cluster-..",
+            ),
+            (
+                "capstan;cluster-prod;role-worker;pool-.hidden;spec-abc",
+                "pool-.hidden",
+            ),
+            (
+                "capstan;cluster-a.b;role-worker;pool-general;spec-abc",
+                "cluster-a.b",
+            ),
+            (
+                "capstan;cluster-prod;role-worker;pool-x+y;spec-abc",
+                "pool-x+y",
+            ),
+            (
+                "capstan;cluster-prod-;role-worker;pool-general;spec-abc",
+                "cluster-prod-",
+            ),
+            (
+                "capstan;cluster-prod;role-worker;pool-general;spec-a.b",
+                "spec-a.b",
+            ),
+        ] {
+            let refused = parse_tags(&split_tags(tags)).expect_err(tags);
+            assert_eq!(refused.found, found, "{tags}");
+            assert!(
+                refused
+                    .to_string()
+                    .starts_with(&format!("{found:?} is not")),
+                "{refused}"
+            );
+        }
+        let tags = format!("capstan;cluster-{long};role-worker;pool-general;spec-abc");
+        let refused = parse_tags(&split_tags(&tags)).expect_err("too long");
+        assert!(refused.to_string().contains('…'), "cut: {refused}");
+        assert!(refused.to_string().len() < 200, "{refused}");
+        let tags = format!("capstan;cluster-{fits_alone};role-worker;pool-{fits_alone};spec-abc");
+        assert!(
+            parse_tags(&split_tags(&tags)).is_err(),
+            "no VM name could hold both"
+        );
+        let hostile = "capstan.dev/owner: cluster=../../etc role=worker pool=general spec=abc";
+        assert_eq!(
+            parse_description(hostile).expect_err("refused").found,
+            "cluster=../../etc"
         );
     }
 

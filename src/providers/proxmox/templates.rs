@@ -1,6 +1,6 @@
-//! Where templates keep their volumes: read once per template from its config and kept for
-//! as long as the template is seen at the same node and VMID, so a pass reads no config for
-//! templates it already knows.
+//! Where templates keep their volumes, and what their descriptions say: read once per template
+//! from its config and kept for as long as the template is seen at the same node and VMID, so
+//! a pass reads no config for templates it already knows.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -13,8 +13,17 @@ use super::wire::{flag, text, uint};
 use super::{PveNode, TemplateInfo, VmRef};
 use crate::model::VmId;
 
-/// The storages of a template's volumes, by (node, VMID).
-type KnownVolumes = BTreeMap<(String, u32), Vec<String>>;
+/// What a template's config said when it was first read.
+#[derive(Debug, Clone)]
+struct KnownTemplate {
+    /// The storages of its volumes.
+    storages: Vec<String>,
+    /// Its description (Proxmox's notes).
+    description: String,
+}
+
+/// What each known template's config said, by (node, VMID).
+type KnownVolumes = BTreeMap<(String, u32), KnownTemplate>;
 
 /// The storages each known template's volumes are on; shared by the clones of a client.
 #[derive(Debug, Clone, Default)]
@@ -58,23 +67,30 @@ impl TemplateCache {
             };
             let key = (node, vmid);
             let known = self.known().get(&key).cloned();
-            let storages = match known {
-                Some(storages) => storages,
+            let known = match known {
+                Some(known) => known,
                 None => {
-                    let storages = match read_config(vm.clone()).await {
-                        Ok(config) => volume_storages(&config),
+                    let known = match read_config(vm.clone()).await {
+                        Ok(config) => KnownTemplate {
+                            storages: volume_storages(&config),
+                            description: text(&config, "description").unwrap_or_default(),
+                        },
                         Err(err) if err.is_not_found() => continue,
                         Err(err) => return Err(err),
                     };
-                    self.known().insert(key.clone(), storages.clone());
-                    storages
+                    self.known().insert(key.clone(), known.clone());
+                    known
                 }
             };
             seen.insert(key);
             templates.push(TemplateInfo {
                 vm,
                 name: text(entry, "name").unwrap_or_default(),
-                storages,
+                storages: known.storages,
+                tags: text(entry, "tags")
+                    .map(|tags| super::ownership::split_tags(&tags))
+                    .unwrap_or_default(),
+                description: known.description,
             });
         }
         // A template gone (or moved) is read again if it comes back.
@@ -101,7 +117,7 @@ impl TemplateCache {
         let on_shared_storage = |node: &str, vmid: u32| {
             known
                 .get(&(node.to_owned(), vmid))
-                .is_some_and(|volumes| volumes.iter().all(|s| shared.get(s) == Some(&true)))
+                .is_some_and(|known| known.storages.iter().all(|s| shared.get(s) == Some(&true)))
         };
         listing
             .iter()

@@ -5,7 +5,8 @@ use serde_json::Value;
 
 use super::VmRef;
 use super::api::segment;
-use super::ownership::{self, VmOwner};
+use super::ownership::{self, RefusedOwner, VmOwner};
+use crate::model::VmId;
 
 pub(super) const MIB: u64 = 1024 * 1024;
 pub(super) const GIB: u64 = 1024 * MIB;
@@ -14,13 +15,36 @@ pub(super) fn vm_path(vm: &VmRef, suffix: &str) -> String {
     format!("/nodes/{}/qemu/{}{suffix}", segment(&vm.node.0), vm.vmid)
 }
 
-/// Ownership from a VM config: tags first, the description as the fallback.
-pub(super) fn owner_of(config: &Value) -> Option<VmOwner> {
+/// Ownership from a VM config: tags first, the description as the fallback (not read when
+/// the tags were refused).
+pub(super) fn owner_of(vmid: VmId, config: &Value) -> Option<VmOwner> {
     let tags = text(config, "tags")
         .map(|raw| ownership::split_tags(&raw))
         .unwrap_or_default();
-    ownership::parse_tags(&tags)
-        .or_else(|| text(config, "description").and_then(|d| ownership::parse_description(&d)))
+    match ownership::parse_tags(&tags) {
+        Ok(None) => accepted(
+            vmid,
+            text(config, "description").map_or(Ok(None), |d| ownership::parse_description(&d)),
+        ),
+        parsed => accepted(vmid, parsed),
+    }
+}
+
+/// `parsed`, or no owner when it was refused: whoever may tag the VM in Proxmox wrote a value
+/// capstan never writes, so the VM is nobody's (never adopted, changed or destroyed), with a
+/// warning naming the VM and the tag.
+pub(super) fn accepted(
+    vmid: VmId,
+    parsed: Result<Option<VmOwner>, RefusedOwner>,
+) -> Option<VmOwner> {
+    parsed.unwrap_or_else(|refused| {
+        tracing::warn!(
+            vm = %vmid,
+            %refused,
+            "vm ignored: its ownership tag holds a value capstan never writes"
+        );
+        None
+    })
 }
 
 /// The boot disk's key and size in bytes: the first of scsi0, virtio0, sata0, ide0 that is not

@@ -77,7 +77,7 @@ pub enum KeyFileError {
     Read {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
@@ -151,7 +151,7 @@ pub enum Refusal {
         commit: Oid,
         /// The signing key's fingerprint.
         fingerprint: String,
-        /// Why.
+        /// Which limit of the key the signature is outside (revoked, expired, namespace).
         why: String,
     },
     /// A commit carries a kind of signature capstan does not verify.
@@ -180,7 +180,7 @@ pub enum Refusal {
     Repository {
         /// The commit.
         commit: Oid,
-        /// Why.
+        /// What libgit2 said.
         #[source]
         source: git2::Error,
     },

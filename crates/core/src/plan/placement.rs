@@ -12,6 +12,7 @@ use sha1::{Digest, Sha1};
 
 use crate::model::NodeName;
 use crate::observed::{Observed, ObservedStorage, ObservedTemplate};
+use crate::spec::Distribution;
 use crate::spec::validate::VM_NAME_PREFIX;
 
 const SUFFIX_LEN: u32 = 5;
@@ -101,22 +102,41 @@ impl Capacity {
     /// The nodes of `placement` (in its order) where Proxmox can make a full clone of
     /// `template` written to `storage` (the template's own storage when `None`): a node holding
     /// a copy of the template, or any node when a copy is on shared storage and the clone is
-    /// written to shared storage too. The error names the template, where it is, the nodes
-    /// refused and the fix.
+    /// written to shared storage too. A copy that says it is built for other distributions
+    /// than `distribution` (its tags or description) is no source. The error names the
+    /// template, where it is, the nodes refused and the fix.
     pub(crate) fn clone_targets(
         &self,
         template: &str,
         storage: Option<&str>,
         placement: &[String],
+        distribution: Distribution,
     ) -> Result<Vec<String>, String> {
         let Some(sites) = &self.templates else {
             return Ok(placement.to_vec());
         };
-        let copies = sites.templates.get(template).map_or(&[][..], Vec::as_slice);
-        if copies.is_empty() {
+        let all = sites.templates.get(template).map_or(&[][..], Vec::as_slice);
+        if all.is_empty() {
             return Err(format!(
                 "template {template} exists on no Proxmox node; create it (on shared storage, or on each node of placement {}) or name an existing template in machine.template",
                 placement.join(", ")
+            ));
+        }
+        let fits = |copy: &&ObservedTemplate| {
+            copy.distributions.is_empty() || copy.distributions.contains(&distribution)
+        };
+        let copies: Vec<&ObservedTemplate> = all.iter().filter(fits).collect();
+        if copies.is_empty() {
+            let declared: Vec<&str> = all
+                .iter()
+                .flat_map(|copy| copy.distributions.iter().map(|d| d.name()))
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            let wanted = distribution.name();
+            return Err(format!(
+                "template {template} is built for {} (its tags or description say so), not {wanted}: its clones could not run {wanted}; name a {wanted} template in machine.template, or tag this one {wanted} once it carries {wanted}",
+                declared.join(" and ")
             ));
         }
         // An unknown storage is not judged here: the clone reports it.
@@ -300,6 +320,7 @@ mod tests {
                     proxmox_node: (*node).to_owned(),
                     vm_id: crate::model::VmId(9000 + u32::try_from(index).expect("small")),
                     shared_storage: *shared,
+                    distributions: Vec::new(),
                 });
         }
         Capacity::of(&Observed {
@@ -317,22 +338,27 @@ mod tests {
         let placement: Vec<String> = ["pve1", "pve2", "pve3"].map(String::from).to_vec();
         let local = with_templates(&[("debian", "pve2", false), ("debian", "pve3", false)]);
         assert_eq!(
-            local.clone_targets("debian", None, &placement),
+            local.clone_targets("debian", None, &placement, Distribution::Kubeadm),
             Ok(vec!["pve2".to_owned(), "pve3".to_owned()])
         );
         let shared = with_templates(&[("debian", "pve2", true)]);
         assert_eq!(
-            shared.clone_targets("debian", Some("ceph"), &placement),
+            shared.clone_targets("debian", Some("ceph"), &placement, Distribution::Kubeadm),
             Ok(placement.clone())
         );
         // A full clone to another node must also write to shared storage.
         assert_eq!(
-            shared.clone_targets("debian", Some("local-lvm"), &placement),
+            shared.clone_targets(
+                "debian",
+                Some("local-lvm"),
+                &placement,
+                Distribution::Kubeadm
+            ),
             Ok(vec!["pve2".to_owned()])
         );
         let unobserved = Capacity::of(&Observed::default());
         assert_eq!(
-            unobserved.clone_targets("debian", None, &placement),
+            unobserved.clone_targets("debian", None, &placement, Distribution::Kubeadm),
             Ok(placement.clone())
         );
     }
@@ -342,18 +368,89 @@ mod tests {
         let capacity = with_templates(&[("debian", "pve1", false)]);
         let placement: Vec<String> = ["pve2", "pve3"].map(String::from).to_vec();
         let refusal = capacity
-            .clone_targets("debian", None, &placement)
+            .clone_targets("debian", None, &placement, Distribution::Kubeadm)
             .expect_err("refused");
         assert_eq!(
             refusal,
             "template debian is on pve1 (VM 9000, local storage) and cannot be cloned to placement pve2, pve3 (a template on local storage can only be cloned on its own node); add pve1 to placement, copy the template to a node of placement, or put it on shared storage"
         );
         let missing = capacity
-            .clone_targets("ubuntu", None, &placement)
+            .clone_targets("ubuntu", None, &placement, Distribution::Kubeadm)
             .expect_err("refused");
         assert!(
             missing.starts_with("template ubuntu exists on no Proxmox node"),
             "{missing}"
         );
+    }
+
+    #[test]
+    fn a_template_built_for_another_distribution_is_no_source_for_a_clone() {
+        let placement: Vec<String> = ["pve1", "pve2"].map(String::from).to_vec();
+        let mut capacity = Observed {
+            proxmox_templates: Some(BTreeMap::from([(
+                "debian13-k8s".to_owned(),
+                ["pve1", "pve2"]
+                    .iter()
+                    .zip(9000..)
+                    .map(|(node, vm_id)| ObservedTemplate {
+                        proxmox_node: (*node).to_owned(),
+                        vm_id: crate::model::VmId(vm_id),
+                        shared_storage: false,
+                        distributions: vec![Distribution::Kubeadm],
+                    })
+                    .collect(),
+            )])),
+            ..Observed::default()
+        };
+        let refusal = Capacity::of(&capacity)
+            .clone_targets("debian13-k8s", None, &placement, Distribution::K3s)
+            .expect_err("refused");
+        assert_eq!(
+            refusal,
+            "template debian13-k8s is built for kubeadm (its tags or description say so), not k3s: its clones could not run k3s; name a k3s template in machine.template, or tag this one k3s once it carries k3s"
+        );
+        assert_eq!(
+            Capacity::of(&capacity).clone_targets(
+                "debian13-k8s",
+                None,
+                &placement,
+                Distribution::Kubeadm
+            ),
+            Ok(placement.clone())
+        );
+        // The copy on pve2 says it carries both: only it is a source.
+        if let Some(copies) = capacity
+            .proxmox_templates
+            .as_mut()
+            .and_then(|t| t.get_mut("debian13-k8s"))
+        {
+            copies[1].distributions = vec![Distribution::Kubeadm, Distribution::K3s];
+        }
+        assert_eq!(
+            Capacity::of(&capacity).clone_targets(
+                "debian13-k8s",
+                None,
+                &placement,
+                Distribution::K3s
+            ),
+            Ok(vec!["pve2".to_owned()])
+        );
+    }
+
+    #[test]
+    fn a_template_declares_its_distributions_in_its_tags_or_its_description() {
+        let declared = |tags: &[&str], description: &str| {
+            ObservedTemplate::declared_distributions(tags.iter().copied(), description)
+        };
+        assert_eq!(declared(&["debian", "K3s"], ""), vec![Distribution::K3s]);
+        assert_eq!(
+            declared(
+                &["kubeadm"],
+                "Debian 13 with CRI-O\nDistribution: k3s, kubeadm\n"
+            ),
+            vec![Distribution::Kubeadm, Distribution::K3s]
+        );
+        assert_eq!(declared(&[], "built 2026-05-01"), Vec::new());
+        assert_eq!(declared(&["talos"], "distribution: talos"), Vec::new());
     }
 }

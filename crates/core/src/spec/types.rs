@@ -341,6 +341,24 @@ pub enum Distribution {
     K3s,
 }
 
+impl Distribution {
+    /// The distribution a word names, as the cluster language spells it (`kubeadm`, `k3s`),
+    /// case-insensitive.
+    pub fn named(word: &str) -> Option<Self> {
+        [Distribution::Kubeadm, Distribution::K3s]
+            .into_iter()
+            .find(|d| d.name().eq_ignore_ascii_case(word))
+    }
+
+    /// Its name in the cluster language.
+    pub fn name(self) -> &'static str {
+        match self {
+            Distribution::Kubeadm => "kubeadm",
+            Distribution::K3s => "k3s",
+        }
+    }
+}
+
 /// The API endpoint: a DNS name reserved for the cluster and the address kube-vip holds on the
 /// active control plane. `kubeadm init` writes it into every certificate, kubeconfig and join,
 /// so it never changes after the cluster exists.

@@ -34,6 +34,16 @@ const CPU_TYPES_WITHOUT_X86_64_V2: &[&str] = &[
     "coreduo", "core2duo", "n270", "phenom",
 ];
 
+/// Whether the VMs of `pool` in `cluster` get names a hostname allows:
+/// `capstan-<cluster>-<pool>-xxxxx`, at most 63 characters.
+pub fn fits_vm_name(cluster: &str, pool: &str) -> bool {
+    vm_name_length(cluster, pool) <= MAX_VM_NAME_LEN
+}
+
+fn vm_name_length(cluster: &str, pool: &str) -> usize {
+    VM_NAME_PREFIX.len() + cluster.len() + 1 + pool.len() + VM_NAME_SUFFIX_LEN
+}
+
 /// Rules of `capstan.yaml` alone.
 pub fn fleet(fleet: &Fleet, file: &SourceFile) -> Vec<Diagnostic> {
     let mut out = Vec::new();
@@ -512,8 +522,8 @@ fn workers(out: &mut Vec<Diagnostic>, cluster: &str, spec: &ClusterSpec, file: &
         .map(|p| p.pool.as_str())
         .chain([CONTROL_PLANE_POOL])
     {
-        let length = VM_NAME_PREFIX.len() + cluster.len() + 1 + pool.len() + VM_NAME_SUFFIX_LEN;
-        if length > MAX_VM_NAME_LEN {
+        if !fits_vm_name(cluster, pool) {
+            let length = vm_name_length(cluster, pool);
             out.push(
                 file.error("metadata.name", format!("VM names `{VM_NAME_PREFIX}{cluster}-{pool}-xxxxx` would be {length} characters, over the {MAX_VM_NAME_LEN} a hostname allows"))
                     .with_hint("shorten the cluster or pool name"),

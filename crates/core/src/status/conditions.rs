@@ -152,4 +152,31 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn the_readme_table_lists_every_type_and_every_reason() {
+        let readme = include_str!("../../../../README.md");
+        let rows: Vec<Vec<&str>> = readme
+            .lines()
+            .skip_while(|line| !line.starts_with("| condition | of |"))
+            .skip(2)
+            .take_while(|line| line.starts_with('|'))
+            .map(|line| line.split('|').map(str::trim).collect())
+            .collect();
+        let names = |cell: &str| -> Vec<String> {
+            cell.split(',')
+                .map(|name| name.trim().trim_matches('`').to_owned())
+                .collect()
+        };
+        let types: Vec<String> = rows.iter().flat_map(|row| names(row[1])).collect();
+        assert_eq!(types, TYPES);
+        let mut listed: Vec<String> = rows
+            .iter()
+            .flat_map(|row| names(row[3]).into_iter().chain(names(row[4])))
+            .collect();
+        listed.sort();
+        let mut all: Vec<&str> = reasons::ALL.to_vec();
+        all.sort_unstable();
+        assert_eq!(listed, all);
+    }
 }

@@ -48,7 +48,7 @@ pub enum SimKubeError {
     Certificates {
         /// Cluster name.
         cluster: String,
-        /// Why.
+        /// The TLS setting that could not be loaded.
         #[source]
         source: TlsError,
     },
@@ -57,7 +57,7 @@ pub enum SimKubeError {
     Serve {
         /// Cluster name.
         cluster: String,
-        /// Why.
+        /// Why the listener could not serve.
         #[source]
         source: ServeError,
     },
@@ -88,7 +88,7 @@ pub enum SimKubeError {
     WriteKubeconfig {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },

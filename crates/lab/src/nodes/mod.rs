@@ -238,17 +238,13 @@ impl<B: ClusterBackend> NodeSoftware<B> {
 
     /// Writes a file inside `vm` (the guest agent's `file-write`), as QEMU's guest agent
     /// does: a new file is created mode 0666 whatever the umask (`guest-file-open` sets it with
-    /// `fchmod`), a file that exists keeps its mode.
-    pub fn write_file(&self, vm: &GuestIdentity, path: &str, content: &[u8]) {
+    /// `fchmod`), a file that exists keeps its mode, and no folder is created.
+    ///
+    /// # Errors
+    /// The agent's message when the file's folder does not exist (or the path is a folder).
+    pub fn write_file(&self, vm: &GuestIdentity, path: &str, content: &[u8]) -> Result<(), String> {
         let text = String::from_utf8_lossy(content).into_owned();
-        let mut world = self.world();
-        let guest = world.guest(vm.vmid);
-        if !guest.files.contains_key(path) {
-            guest
-                .modes
-                .insert(path.to_owned(), GUEST_AGENT_NEW_FILE_MODE);
-        }
-        guest.files.insert(path.to_owned(), text);
+        self.world().guest(vm.vmid).agent_write(path, text)
     }
 
     /// The content of `path` inside VM `vmid`, if it exists.
@@ -405,8 +401,13 @@ impl<B: ClusterBackend> GuestSoftware for NodeSoftware<B> {
         Box::pin(async move { software.exec(&guest, &command).await })
     }
 
-    fn file_written(&self, guest: &GuestIdentity, path: &str, content: &[u8]) {
-        self.write_file(guest, path, content);
+    fn file_written(
+        &self,
+        guest: &GuestIdentity,
+        path: &str,
+        content: &[u8],
+    ) -> Result<(), String> {
+        self.write_file(guest, path, content)
     }
 
     fn power_event(&self, guest: &GuestIdentity, event: PowerEvent) {
@@ -416,7 +417,7 @@ impl<B: ClusterBackend> GuestSoftware for NodeSoftware<B> {
 
 /// The mode QEMU's guest agent gives a file `guest-file-open` creates (qga's
 /// `DEFAULT_NEW_FILE_MODE`, applied with `fchmod`, so the umask does not narrow it).
-const GUEST_AGENT_NEW_FILE_MODE: u32 = 0o666;
+pub(super) const GUEST_AGENT_NEW_FILE_MODE: u32 = 0o666;
 
 /// The lab's refusal of a command line carrying a secret its nodes hold or issued.
 fn secret_on_command_line(world: &systems::GuestSystems, argv: &[String]) -> Option<ExecOutcome> {

@@ -15,6 +15,8 @@ pub const ADMIN_CONF: &str = "/etc/kubernetes/admin.conf";
 /// air-gap install); run as `env INSTALL_K3S_SKIP_DOWNLOAD=true ... sh K3S_INSTALL_SCRIPT
 /// server|agent FLAGS`.
 pub const K3S_INSTALL_SCRIPT: &str = "/usr/local/bin/k3s-install.sh";
+/// The `k3s` binary of K3s's air-gap install, where its install script looks for it.
+pub const K3S_BINARY: &str = "/usr/local/bin/k3s";
 /// What the install script leaves to remove a K3s server.
 pub const K3S_UNINSTALL_SCRIPT: &str = "/usr/local/bin/k3s-uninstall.sh";
 /// What the install script leaves to remove a K3s agent.

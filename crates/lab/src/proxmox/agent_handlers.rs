@@ -87,8 +87,11 @@ pub(super) async fn agent(
                 return Err(ApiFail::param("command", "no command specified"));
             }
             let input = p.text("input-data").map(str::to_owned);
-            let (pid, identity) = {
+            let (pid, identity, flood) = {
                 let mut state = shared.lock();
+                let flood = argv
+                    .first()
+                    .and_then(|program| state.flood_of(vmid, program));
                 if state.is_hostile(vmid, argv.first().map(String::as_str)) {
                     let received = state
                         .vm_on(&node, vmid)
@@ -108,7 +111,7 @@ pub(super) async fn agent(
                 vm.next_exec_pid += 1;
                 let pid = vm.next_exec_pid;
                 vm.execs.insert(pid, ExecState::Running);
-                (pid, identity)
+                (pid, identity, flood)
             };
             let Some(identity) = identity else {
                 return Err(super::state::missing_config(&node, vmid));
@@ -116,7 +119,10 @@ pub(super) async fn agent(
             let future = shared.guest.exec(&identity, &argv, input.as_deref());
             let shared = shared.clone();
             tokio::spawn(async move {
-                let outcome = future.await;
+                let mut outcome = future.await;
+                if let Some(bytes) = flood {
+                    outcome.stdout = "A".repeat(bytes);
+                }
                 let mut state = shared.lock();
                 if let Some(vm) = state.vms.get_mut(&vmid)
                     && let Some(entry) = vm.execs.get_mut(&pid)
@@ -171,7 +177,14 @@ pub(super) async fn agent(
                 state.identity(vmid)
             };
             if let Some(identity) = identity {
-                shared.guest.file_written(&identity, &file, &bytes);
+                shared
+                    .guest
+                    .file_written(&identity, &file, &bytes)
+                    .map_err(|reason| {
+                        ApiFail::die(format!(
+                            "VM {vmid} qmp command 'guest-file-open' failed - {reason}"
+                        ))
+                    })?;
             }
             Reply::data(Value::Null)
         }

@@ -24,6 +24,9 @@ pub struct GuestIdentity {
     pub address: Option<Ipv4Addr>,
     /// The K3s release whose air-gap install its disk carries (from its template).
     pub k3s_airgap: Option<String>,
+    /// The cluster its owner's tags name (`cluster-<name>`), if any: what the lab names a
+    /// cluster it starts after (K3s itself knows no cluster name).
+    pub cluster: Option<String>,
 }
 
 /// How a command ended.
@@ -82,14 +85,19 @@ pub trait GuestSoftware: Send + Sync + 'static {
     fn exec(&self, guest: &GuestIdentity, command: &[String], input: Option<&str>) -> ExecFuture;
 
     /// A file was written through the agent's `file-write`.
-    fn file_written(&self, guest: &GuestIdentity, path: &str, content: &[u8]);
+    ///
+    /// # Errors
+    /// The agent's message when the file cannot be opened (its folder does not exist).
+    fn file_written(&self, guest: &GuestIdentity, path: &str, content: &[u8])
+    -> Result<(), String>;
 
     /// The VM's power changed.
     fn power_event(&self, guest: &GuestIdentity, event: PowerEvent);
 }
 
 /// A minimal shell: `true`, `false`, `echo`, `hostname`, `cat` of files written through the
-/// agent; anything else exits 127, "command not found". Files vanish with the VM.
+/// agent; anything else exits 127, "command not found". Files vanish with the VM. It has no
+/// folders (every write succeeds): the lab's node software ([`crate::nodes`]) models them.
 #[derive(Debug, Default)]
 pub struct DefaultShell {
     files: Mutex<HashMap<VmId, BTreeMap<String, Vec<u8>>>>,
@@ -139,13 +147,19 @@ impl GuestSoftware for DefaultShell {
         Box::pin(async move { outcome })
     }
 
-    fn file_written(&self, guest: &GuestIdentity, path: &str, content: &[u8]) {
+    fn file_written(
+        &self,
+        guest: &GuestIdentity,
+        path: &str,
+        content: &[u8],
+    ) -> Result<(), String> {
         self.files
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .entry(guest.vmid)
             .or_default()
             .insert(path.to_owned(), content.to_vec());
+        Ok(())
     }
 
     fn power_event(&self, guest: &GuestIdentity, event: PowerEvent) {
@@ -169,6 +183,7 @@ mod tests {
             node: "pve1".into(),
             address: None,
             k3s_airgap: None,
+            cluster: None,
         }
     }
 
@@ -192,7 +207,9 @@ mod tests {
     #[test]
     fn cat_reads_files_written_through_the_agent_until_the_vm_is_destroyed() {
         let shell = DefaultShell::new();
-        shell.file_written(&guest(), "/etc/x", b"hello\n");
+        shell
+            .file_written(&guest(), "/etc/x", b"hello\n")
+            .expect("written");
         assert_eq!(run(&shell, &["cat", "/etc/x"]).stdout, "hello\n");
         let missing = run(&shell, &["cat", "/etc/y"]);
         assert_eq!(missing.exit_code, 1);

@@ -416,6 +416,17 @@ impl FaultHandle {
             .push((selector.to_owned(), program.to_owned()));
     }
 
+    /// The guest agents of VMs matching `selector` are root's to play with and answer every
+    /// exec of `program` with `bytes` of output (a `cat` of a kubeconfig that is a 100 MiB
+    /// file): what a VM sends back must be bounded before it is read.
+    pub fn flooding_agent(&self, selector: &str, program: &str, bytes: usize) {
+        self.shared
+            .lock()
+            .faults
+            .flooding
+            .push((selector.to_owned(), program.to_owned(), bytes));
+    }
+
     /// VMs matching `selector` hang: the agent never answers, a clean shutdown times out.
     pub fn hang_vm(&self, selector: &str) {
         self.shared.lock().faults.hung.push(selector.to_owned());

@@ -305,6 +305,9 @@ pub(super) struct Faults {
     /// (selector, program): the agents of these VMs answer an exec of that program with an
     /// error that echoes everything they were sent.
     pub hostile: Vec<(String, String)>,
+    /// (selector, program, bytes): the agents of these VMs answer an exec of that program
+    /// with that many bytes of output.
+    pub flooding: Vec<(String, String, usize)>,
 }
 
 impl Faults {
@@ -423,6 +426,7 @@ impl SimState {
                 hung: world.faults.hung_vms.clone(),
                 steal_next_vmid: 0,
                 hostile: Vec::new(),
+                flooding: Vec::new(),
             },
             calls: BTreeMap::new(),
             exchanges: Vec::new(),
@@ -446,6 +450,9 @@ impl SimState {
             );
             config.insert("cpu".into(), template.cpu.clone());
             config.insert("template".into(), "1".into());
+            if !template.tags.is_empty() {
+                config.insert("tags".into(), template.tags.join(";"));
+            }
             config.insert(
                 "scsi0".into(),
                 format!(
@@ -594,6 +601,11 @@ impl SimState {
             node: vm.node.clone(),
             address: self.leases.get(&vmid).copied(),
             k3s_airgap: vm.k3s_airgap.clone(),
+            cluster: vm.config.get("tags").and_then(|tags| {
+                tags.split([';', ',', ' '])
+                    .find_map(|tag| tag.strip_prefix("cluster-"))
+                    .map(str::to_owned)
+            }),
         })
     }
 
@@ -700,6 +712,21 @@ impl SimState {
             program.is_none_or(|p| p == target)
                 && selects(std::slice::from_ref(selector), vmid, &name)
         })
+    }
+}
+
+impl SimState {
+    /// How many bytes of output a flooding agent fault makes VM `vmid` answer `program` with.
+    pub fn flood_of(&self, vmid: u32, program: &str) -> Option<usize> {
+        let vm = self.vms.get(&vmid)?;
+        let name = vm.name();
+        self.faults
+            .flooding
+            .iter()
+            .find(|(selector, target, _)| {
+                target == program && selects(std::slice::from_ref(selector), vmid, &name)
+            })
+            .map(|(_, _, bytes)| *bytes)
     }
 }
 

@@ -253,6 +253,7 @@ impl<'a> Ctx<'a> {
                 &desired.machine.template,
                 desired.machine.storage.as_deref(),
                 &desired.machine.placement,
+                self.spec().kubernetes.distribution,
             ) {
                 Ok(placement) => placement,
                 Err(why) => {

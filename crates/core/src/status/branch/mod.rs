@@ -135,7 +135,7 @@ pub struct FileCondition {
     pub kind: String,
     /// `True`, `False` or `Unknown`.
     pub status: String,
-    /// Why.
+    /// One CamelCase word saying why the condition has its status.
     pub reason: String,
     /// In plain words.
     pub message: String,

@@ -289,7 +289,7 @@ impl GuestSystems {
                 }
                 name
             }
-            None => self.create_k3s_cluster(backend, request)?,
+            None => self.create_k3s_cluster(backend, vm, request)?,
         };
         let state = self
             .clusters
@@ -307,25 +307,31 @@ impl GuestSystems {
         let guest = self.guest(vm.vmid);
         // Real K3s points it at https://127.0.0.1:6443; the lab's servers listen on their own
         // loopback ports, so it carries that address, as the lab's admin.conf does for kubeadm.
-        guest.files.insert(paths::K3S_KUBECONFIG.to_owned(), admin);
-        guest.files.insert(
+        guest.put_file(paths::K3S_KUBECONFIG.to_owned(), admin);
+        guest.put_file(
             paths::K3S_UNINSTALL_SCRIPT.to_owned(),
             "#!/bin/sh\n# k3s-uninstall.sh\n".to_owned(),
         );
         Ok((name, created))
     }
 
+    /// Starts the cluster of a first server, named after the cluster its VM's owner tags
+    /// name, as a kubeadm cluster is after its `clusterName` (K3s knows no cluster name);
+    /// a VM no cluster owns names it after its database, else its endpoint host.
     fn create_k3s_cluster(
         &mut self,
         backend: &impl ClusterBackend,
+        vm: &GuestVm,
         request: &ServerRequest,
     ) -> Result<String, Exit> {
         let endpoint = server_endpoint(request);
         let (host, port) = split_host_port(&endpoint);
-        let name = request
-            .datastore
-            .as_ref()
-            .map_or_else(|| host.clone(), |d| d.database.clone());
+        let name = vm.cluster.clone().unwrap_or_else(|| {
+            request
+                .datastore
+                .as_ref()
+                .map_or_else(|| host.clone(), |d| d.database.clone())
+        });
         let access = backend
             .create_cluster(&NewCluster {
                 name: name.clone(),
@@ -389,7 +395,7 @@ impl GuestSystems {
         let node = kubelet(vm, &request.node, request.version, Role::Worker);
         match self.join_k3s(backend, vm, &name, &node, later) {
             Ok(()) => {
-                self.guest(vm.vmid).files.insert(
+                self.guest(vm.vmid).put_file(
                     paths::K3S_AGENT_UNINSTALL_SCRIPT.to_owned(),
                     "#!/bin/sh\n# k3s-agent-uninstall.sh\n".to_owned(),
                 );
@@ -459,7 +465,7 @@ impl GuestSystems {
                 if std::mem::take(&mut guest.k3s_rotation_pending) {
                     match backend.renew_certificates(&member.cluster) {
                         Ok(access) => {
-                            self.guest(vm.vmid).files.insert(
+                            self.guest(vm.vmid).put_file(
                                 paths::K3S_KUBECONFIG.to_owned(),
                                 access.admin_kubeconfig.clone(),
                             );

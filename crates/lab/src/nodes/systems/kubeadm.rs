@@ -293,24 +293,20 @@ impl GuestSystems {
                 ready: false,
             },
         )?;
-        guest.files.insert(
+        guest.put_file(
             paths::KUBELET_CONF.to_owned(),
             format!("# kubelet kubeconfig for {node}\n"),
         );
         if role == Role::ControlPlane {
-            guest
-                .files
-                .insert(paths::ADMIN_CONF.to_owned(), admin.clone());
-            guest
-                .files
-                .insert("/etc/kubernetes/super-admin.conf".to_owned(), admin);
+            guest.put_file(paths::ADMIN_CONF.to_owned(), admin.clone());
+            guest.put_file("/etc/kubernetes/super-admin.conf".to_owned(), admin);
             for component in [
                 "kube-apiserver",
                 "kube-controller-manager",
                 "kube-scheduler",
                 "etcd",
             ] {
-                guest.files.insert(
+                guest.put_file(
                     format!("/etc/kubernetes/manifests/{component}.yaml"),
                     format!("# static pod {component}\n"),
                 );
@@ -637,7 +633,7 @@ impl GuestSystems {
         let access = backend
             .renew_certificates(cluster)
             .map_err(|message| Exit::failure(1, format!("{message}\n")))?;
-        self.guest(vmid).files.insert(
+        self.guest(vmid).put_file(
             paths::ADMIN_CONF.to_owned(),
             access.admin_kubeconfig.clone(),
         );

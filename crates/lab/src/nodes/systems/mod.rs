@@ -11,7 +11,7 @@ pub(super) mod k3s;
 mod kubeadm;
 mod kubectl;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -56,6 +56,10 @@ pub(super) struct Guest {
     /// Permission bits of the files written through the guest agent or `install` (others are
     /// the lab's own and carry no mode). Read only while the file exists.
     pub(super) modes: BTreeMap<String, u32>,
+    /// The folders that exist: the image's ([`IMAGE_FOLDERS`]), those `install -D` created and
+    /// the parents of every file the node's own software wrote. The guest agent's file-write
+    /// creates no folder.
+    folders: BTreeSet<String>,
     kubelet: Option<KubeVersion>,
     kubeadm: Option<KubeVersion>,
     member: Option<Member>,
@@ -71,12 +75,90 @@ impl Default for Guest {
         Guest {
             files: BTreeMap::new(),
             modes: BTreeMap::new(),
+            folders: IMAGE_FOLDERS.iter().map(|f| (*f).to_owned()).collect(),
             kubelet: None,
             kubeadm: None,
             member: None,
             running: true,
             k3s_stopped: false,
             k3s_rotation_pending: false,
+        }
+    }
+}
+
+/// The folders of a fresh VM from the lab's Debian template (no Kubernetes, no K3s folders:
+/// their packages and install scripts make those).
+const IMAGE_FOLDERS: &[&str] = &[
+    "/",
+    "/etc",
+    "/root",
+    "/run",
+    "/tmp",
+    "/usr",
+    "/usr/local",
+    "/usr/local/bin",
+    "/var",
+    "/var/lib",
+];
+
+/// The folder `path` is in (`/` for a file at the root); `None` for a relative path.
+fn parent_of(path: &str) -> Option<&str> {
+    let (parent, _) = path.rsplit_once('/')?;
+    Some(if parent.is_empty() { "/" } else { parent })
+}
+
+impl Guest {
+    /// The node's own software (kubeadm, K3s, a package) writes `path`, creating its folders
+    /// as those tools do.
+    pub(super) fn put_file(&mut self, path: String, content: String) {
+        self.make_folders(&path);
+        self.files.insert(path, content);
+    }
+
+    /// The guest agent's `guest-file-open` (mode `wb`) and `guest-file-write`: a new file is
+    /// created mode 0666 whatever the umask (qga sets it with `fchmod`), a file that exists keeps
+    /// its mode, and a file in a folder that does not exist is not created: `fopen` fails.
+    ///
+    /// # Errors
+    /// qga's message when the file cannot be opened.
+    pub(super) fn agent_write(&mut self, path: &str, content: String) -> Result<(), String> {
+        let folder_exists = parent_of(path).is_some_and(|folder| self.folders.contains(folder));
+        if !folder_exists || self.folders.contains(path) {
+            let why = if folder_exists {
+                "Is a directory"
+            } else {
+                "No such file or directory"
+            };
+            return Err(format!("failed to open file '{path}' (mode: 'wb'): {why}"));
+        }
+        if !self.files.contains_key(path) {
+            self.modes
+                .insert(path.to_owned(), super::GUEST_AGENT_NEW_FILE_MODE);
+        }
+        self.files.insert(path.to_owned(), content);
+        Ok(())
+    }
+
+    /// Whether `path` is a folder of this VM.
+    pub(super) fn has_folder(&self, path: &str) -> bool {
+        self.folders.contains(path)
+    }
+
+    /// `mkdir -p` of the folder `path` is in.
+    fn make_folders(&mut self, path: &str) {
+        if let Some(folder) = parent_of(path) {
+            self.make_folder(folder);
+        }
+    }
+
+    /// `mkdir -p FOLDER`.
+    fn make_folder(&mut self, folder: &str) {
+        let mut folder = Some(folder);
+        while let Some(current) = folder {
+            if !self.folders.insert(current.to_owned()) {
+                break;
+            }
+            folder = parent_of(current);
         }
     }
 }
@@ -154,8 +236,9 @@ impl GuestSystems {
             "echo" => Exit::success(format!("{}\n", args.join(" "))),
             "hostname" => Exit::success(format!("{}\n", vm.name)),
             "cat" => self.cat(vm.vmid, args),
-            "test" => self.test(vm.vmid, args),
+            "test" => self.test(vm, args),
             "install" => self.install(vm.vmid, args),
+            "rm" => self.remove(vm.vmid, args),
             "bash" => self.bash(backend, vm, args, now, &mut later),
             "kubeadm" | "kubectl" if self.guest(vm.vmid).kubeadm.is_none() => {
                 Exit::failure(127, format!("bash: line 1: {program}: command not found\n"))
@@ -195,11 +278,14 @@ impl GuestSystems {
         Exit::success(out)
     }
 
-    fn test(&mut self, vmid: VmId, args: &[String]) -> Exit {
-        let guest = self.guest(vmid);
+    /// `test -f|-e PATH`: a file written, or what the VM's template carries (the `k3s` binary
+    /// of an air-gap install).
+    fn test(&mut self, vm: &GuestVm, args: &[String]) -> Exit {
+        let carried = |path: &str| path == paths::K3S_BINARY && vm.k3s_airgap.is_some();
+        let guest = self.guest(vm.vmid);
         match args {
             [flag, path] if flag == "-f" || flag == "-e" => Exit {
-                exit_code: i32::from(!guest.files.contains_key(path)),
+                exit_code: i32::from(!guest.files.contains_key(path) && !carried(path)),
                 stdout: String::new(),
                 stderr: String::new(),
             },
@@ -208,9 +294,10 @@ impl GuestSystems {
     }
 
     /// coreutils' `install [-D] -m MODE /dev/null PATH`: an empty file of that mode (the
-    /// destination is replaced, not opened: its old mode does not survive), its folders
-    /// created with `-D`. The lab has no folders, so `-D` is accepted and nothing else to do.
+    /// destination is replaced, not opened: its old mode does not survive); its folders are
+    /// created (mode 0755) with `-D`, and without it a missing folder fails as coreutils does.
     fn install(&mut self, vmid: VmId, args: &[String]) -> Exit {
+        let create_folders = args.iter().any(|word| word == "-D");
         let words: Vec<&str> = args
             .iter()
             .map(String::as_str)
@@ -229,8 +316,41 @@ impl GuestSystems {
             return Exit::failure(1, format!("install: invalid mode '{mode}'\n"));
         };
         let guest = self.guest(vmid);
+        let Some(folder) = parent_of(path) else {
+            return Exit::failure(1, "install: the lab takes only absolute paths\n");
+        };
+        if create_folders {
+            guest.make_folders(path);
+        } else if !guest.has_folder(folder) {
+            return Exit::failure(
+                1,
+                format!(
+                    "install: cannot create regular file '{path}': No such file or directory\n"
+                ),
+            );
+        }
         guest.files.insert(path.to_owned(), String::new());
         guest.modes.insert(path.to_owned(), mode);
+        Exit::success("")
+    }
+
+    /// `rm [-f] PATH...` of files (`-f`: a missing file is no error).
+    fn remove(&mut self, vmid: VmId, args: &[String]) -> Exit {
+        let force = args.first().is_some_and(|word| word == "-f");
+        let paths = if force { &args[1..] } else { args };
+        let guest = self.guest(vmid);
+        for path in paths {
+            if path.starts_with('-') {
+                return Exit::failure(1, "rm: the lab runs only `rm [-f] PATH...`\n");
+            }
+            if guest.files.remove(path).is_none() && !force {
+                return Exit::failure(
+                    1,
+                    format!("rm: cannot remove '{path}': No such file or directory\n"),
+                );
+            }
+            guest.modes.remove(path);
+        }
         Exit::success("")
     }
 
@@ -302,6 +422,8 @@ impl GuestSystems {
         };
         let guest = self.guest(vm.vmid);
         guest.kubeadm = Some(version);
+        // The kubelet package's folder for static pods (kube-vip's goes there before `init`).
+        guest.make_folder("/etc/kubernetes/manifests");
         if !kubeadm_only {
             guest.kubelet = Some(version);
             // A running kubelet of a member restarts with the new package.
@@ -378,5 +500,85 @@ impl GuestSystems {
         if still_member && cni {
             backend.set_node_ready(cluster, node, true);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(text: &str) -> Vec<String> {
+        text.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn the_guest_agent_creates_no_folder_and_new_files_0666() {
+        let mut systems = GuestSystems::default();
+        let vmid = VmId(101);
+        let missing = systems
+            .guest(vmid)
+            .agent_write("/etc/capstan/prepare-node.sh", "#!/bin/sh\n".into())
+            .expect_err("no /etc/capstan on a fresh VM");
+        assert_eq!(
+            missing,
+            "failed to open file '/etc/capstan/prepare-node.sh' (mode: 'wb'): No such file or directory"
+        );
+        let guest = systems.guest(vmid);
+        assert!(!guest.files.contains_key("/etc/capstan/prepare-node.sh"));
+        guest
+            .agent_write("/etc/motd", "hi\n".into())
+            .expect("/etc exists");
+        assert_eq!(guest.modes.get("/etc/motd"), Some(&0o666));
+        assert!(
+            guest.agent_write("/etc", String::new()).is_err(),
+            "a folder"
+        );
+    }
+
+    #[test]
+    fn install_creates_folders_only_with_dash_d_and_the_agent_keeps_its_mode() {
+        let mut systems = GuestSystems::default();
+        let vmid = VmId(101);
+        let path = "/etc/capstan/kubeadm-join.yaml";
+        let without = systems.install(vmid, &words(&format!("-m 0600 /dev/null {path}")));
+        assert_eq!(without.exit_code, 1, "{without:?}");
+        assert!(without.stderr.contains("No such file or directory"));
+        let with = systems.install(vmid, &words(&format!("-D -m 0600 /dev/null {path}")));
+        assert_eq!(with.exit_code, 0, "{with:?}");
+        let guest = systems.guest(vmid);
+        assert!(guest.has_folder("/etc/capstan"));
+        guest
+            .agent_write(path, "token: t\n".into())
+            .expect("its folder exists now");
+        assert_eq!(guest.modes.get(path), Some(&0o600), "kept by the write");
+        assert_eq!(
+            guest.files.get(path).map(String::as_str),
+            Some("token: t\n")
+        );
+    }
+
+    #[test]
+    fn rm_removes_files_and_dash_f_ignores_missing_ones() {
+        let mut systems = GuestSystems::default();
+        let vmid = VmId(101);
+        let path = "/etc/capstan/kubeadm-join.yaml";
+        systems.install(vmid, &words(&format!("-D -m 0600 /dev/null {path}")));
+        assert_eq!(
+            systems
+                .remove(vmid, &words(&format!("-f {path}")))
+                .exit_code,
+            0
+        );
+        assert!(!systems.guest(vmid).files.contains_key(path));
+        assert!(!systems.guest(vmid).modes.contains_key(path));
+        assert_eq!(
+            systems
+                .remove(vmid, &words(&format!("-f {path}")))
+                .exit_code,
+            0
+        );
+        let missing = systems.remove(vmid, &words(path));
+        assert_eq!(missing.exit_code, 1);
+        assert!(missing.stderr.contains("cannot remove"), "{missing:?}");
     }
 }

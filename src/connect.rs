@@ -27,7 +27,7 @@ use crate::providers::proxmox::{
     Trust,
 };
 use crate::secrets::{SecretError, SecretReader, SecretUse};
-use crate::spec::{ClusterSpec, Distribution, Fleet, SecretSource};
+use crate::spec::{ClusterSpec, Fleet, SecretSource};
 use capstan_lab::lab::{ApiAddresses, LabFile};
 
 /// Everything observe and execute reach the world through.
@@ -352,7 +352,12 @@ impl Connections {
     fn api_endpoint(&self, spec: &ClusterSpec) -> ApiEndpoint {
         let (host, port) = (&spec.endpoint.host, spec.endpoint.port);
         let mut endpoint = ApiEndpoint::declared(host, port);
-        if spec.kubernetes.distribution == Distribution::K3s {
+        if spec
+            .kubernetes
+            .distribution
+            .capabilities()
+            .admin_server_on_node_loopback
+        {
             endpoint = endpoint.or_node_loopback();
         }
         match self

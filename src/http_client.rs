@@ -175,6 +175,18 @@ pub async fn get_json<T: serde::de::DeserializeOwned>(
     serde_json::from_slice(&body).map_err(FetchError::Decode)
 }
 
+/// A server that answers every request with a body that never ends (64 KiB chunks of
+/// spaces, without `Content-Length`): what a hostile or broken server may send.
+#[cfg(test)]
+pub(crate) fn endless_answers() -> axum::Router {
+    use futures_util::StreamExt as _;
+    axum::Router::new().fallback(|| async {
+        let chunk = axum::body::Bytes::from(vec![b' '; 64 << 10]);
+        let stream = futures_util::stream::repeat(chunk).map(Ok::<_, std::convert::Infallible>);
+        axum::body::Body::from_stream(stream)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -45,7 +45,7 @@ use tokio::time::Instant;
 use crate::backoff::Backoff;
 use crate::clock::Clock;
 use crate::connect::Providers;
-use crate::execute::{ExecuteError, Executor, StepContext};
+use crate::execute::{ExecuteError, Executor, StepContext, StepReport};
 use crate::fence::{Fence, NotLeading};
 use crate::leader::Leadership;
 use crate::observe::{Observation, ObserveSettings, Observer};
@@ -116,13 +116,17 @@ struct Finished {
     outcome: Option<StepOutcome>,
 }
 
-/// One step's action, machine, result and wall time.
-type StepOutcome = (
-    ActionKind,
-    Option<crate::model::NodeName>,
-    Result<String, ExecuteError>,
-    Duration,
-);
+/// How one step ended.
+struct StepOutcome {
+    /// The step's action.
+    action: ActionKind,
+    /// The machine it worked on.
+    machine: Option<crate::model::NodeName>,
+    /// What it did, or why it failed.
+    result: Result<StepReport, ExecuteError>,
+    /// Its wall time.
+    took: Duration,
+}
 
 /// What a step task in flight works on, to account for it when it ends without reporting
 /// (it panicked, or was cancelled).
@@ -523,12 +527,12 @@ impl<Pr: Providers> Daemon<Pr> {
                         before: "the rest of the step".to_owned(),
                     })),
                 };
-                Some((
-                    step.kind(),
-                    step.target.machine.clone(),
+                Some(StepOutcome {
+                    action: step.kind(),
+                    machine: step.target.machine.clone(),
                     result,
-                    started.elapsed(),
-                ))
+                    took: started.elapsed(),
+                })
             } else {
                 tracing::info!(cluster = %name, action = step.kind().name(), "not leading any more; step not started");
                 None

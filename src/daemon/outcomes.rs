@@ -5,7 +5,7 @@
 use tokio::task::JoinError;
 use tokio::time::Instant;
 
-use super::{Daemon, Failure, Finished};
+use super::{Daemon, Failure, Finished, StepOutcome};
 use crate::backoff::random_unit;
 use crate::connect::Providers;
 use crate::fence::NotLeading;
@@ -64,18 +64,21 @@ impl<Pr: Providers> Daemon<Pr> {
 
     pub(super) fn record(&mut self, finished: Finished) {
         let now = self.clock.now();
-        // These steps rewrite admin.conf (even when they fail part-way): read it again.
-        if finished.outcome.iter().any(|(action, _, _, _)| {
-            matches!(
-                action,
-                ActionKind::InitControlPlane
-                    | ActionKind::RenewCertificates
-                    | ActionKind::UpgradeControlPlane
-            )
-        }) {
+        // Steps that rewrite admin.conf (even when they fail part-way): read it again.
+        if finished
+            .outcome
+            .as_ref()
+            .is_some_and(|outcome| outcome.action.changes().admin_credentials)
+        {
             self.observer.forget_admin(&finished.cluster);
         }
-        if let Some((action, machine, result, took)) = finished.outcome {
+        if let Some(StepOutcome {
+            action,
+            machine,
+            result,
+            took,
+        }) = finished.outcome
+        {
             if let Err(err) = &result
                 && let Some(stopped) = err.not_leading()
             {
@@ -96,7 +99,7 @@ impl<Pr: Providers> Daemon<Pr> {
             }
             self.board.metrics().count_step(action, ok);
             match result {
-                Ok(message) => {
+                Ok(report) => {
                     let retry = self.retries.entry(finished.cluster.clone()).or_default();
                     retry.failures = 0;
                     retry.not_before = None;
@@ -104,7 +107,7 @@ impl<Pr: Providers> Daemon<Pr> {
                     retry.last = Some(StepRecord {
                         action,
                         machine,
-                        message,
+                        message: report.summary,
                         succeeded: true,
                         failures: 0,
                         at: now,

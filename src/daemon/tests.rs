@@ -239,12 +239,12 @@ async fn a_step_stopped_by_a_lost_lease_is_no_failure_and_sets_no_backoff() {
         cluster: "prod".to_owned(),
         revision: "r1".to_owned(),
         spec: None,
-        outcome: Some((
-            ActionKind::DestroyMachine,
-            None,
-            Err(ExecuteError::NotLeading(stopped)),
-            Duration::from_millis(5),
-        )),
+        outcome: Some(StepOutcome {
+            action: ActionKind::DestroyMachine,
+            machine: None,
+            result: Err(ExecuteError::NotLeading(stopped)),
+            took: Duration::from_millis(5),
+        }),
     });
     let retry = daemon.retries.get("prod").expect("recorded");
     assert_eq!(retry.failures, 0, "not counted toward Blocked");

@@ -12,7 +12,8 @@ use crate::providers::kube::{AdminKubeconfig, ClusterClient};
 use crate::providers::node_exec::NodeTarget;
 use crate::spec::ClusterSpec;
 
-use super::{ExecuteError, Executor, StepContext, api_failed, fenced};
+use super::access::{api_failed, fenced};
+use super::{ExecuteError, Executor, StepContext};
 
 /// How long `init-control-plane` and `join-node` wait for their Node to be Ready once kubeadm
 /// is done. A new Node is usually Ready within seconds (the CNI starts); waiting for it here
@@ -24,7 +25,7 @@ const READY_WAIT: Duration = Duration::from_secs(30);
 impl<Pr: Providers> Executor<Pr> {
     /// Records in the cluster that its bootstrap finished (kube-vip and the CNI in place), the
     /// fact the planner reads to stop re-running `init-control-plane`.
-    pub(super) async fn mark_bootstrapped(
+    pub(crate) async fn mark_bootstrapped(
         &self,
         ctx: StepContext<'_>,
         kubeconfig: &AdminKubeconfig,
@@ -48,7 +49,7 @@ impl<Pr: Providers> Executor<Pr> {
     /// Waits up to [`READY_WAIT`] for `node` to be Ready; says how that went, for the
     /// step's message. The step succeeded either way: the planner sees a Node that is not
     /// Ready yet and waits for it.
-    pub(super) async fn await_ready(
+    pub(crate) async fn await_ready(
         &self,
         kubeconfig: &AdminKubeconfig,
         node: &NodeName,
@@ -70,7 +71,7 @@ impl<Pr: Providers> Executor<Pr> {
 
     /// The admin kubeconfig `read` from the control plane `from`, admitted: reduced, its
     /// server and CA pinned (the CA pinned now, for a cluster just initialised).
-    pub(super) async fn admit(
+    pub(crate) async fn admit(
         &self,
         ctx: StepContext<'_>,
         spec: &ClusterSpec,

@@ -126,6 +126,15 @@ pub enum ExecuteError {
     /// The replica lost the Lease: the step stopped before its next change.
     #[error("step stopped")]
     NotLeading(#[source] crate::fence::NotLeading),
+    /// An in-place upgrade asked of a distribution that upgrades by replacing machines (the
+    /// planner never plans one).
+    #[error("{action}: {tool} upgrades by replacing machines, not in place")]
+    NotInPlace {
+        /// The step.
+        action: ActionKind,
+        /// The distribution's software.
+        tool: &'static str,
+    },
     /// A step that needs the cluster's spec on a removed cluster.
     #[error("{action} needs the cluster file, which is gone")]
     NoSpec {
@@ -162,6 +171,7 @@ impl ExecuteError {
             | ExecuteError::NoManagement { .. }
             | ExecuteError::UnknownVm { .. }
             | ExecuteError::NoSpec { .. }
+            | ExecuteError::NotInPlace { .. }
             | ExecuteError::NoDatastore { .. } => false,
             ExecuteError::NotLeading(_) => true,
         }

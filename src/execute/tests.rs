@@ -9,14 +9,20 @@ use std::time::{Duration, Instant};
 use super::*;
 use crate::connect::AdmitError;
 use crate::leader::Leadership;
+use crate::model::{NodeName, Role};
 use crate::model::{Ownership, VmId};
+use crate::observed::PREPARED_TAG;
 use crate::observed::{ObservedMachine, PowerState};
 use crate::plan::Target;
+use crate::plan::{ActionKind, MachineRef};
 use crate::providers::ca_pins::PinError;
 use crate::providers::datastore::AdminAccess;
 use crate::providers::flux::FluxDeliverer;
+use crate::providers::kube::ClusterError;
 use crate::providers::kube::{AdminKubeconfig, KubeClusterClient};
+use crate::providers::kubeadm;
 use crate::providers::proxmox::recorder::{Recorder, exited};
+use crate::spec::{ClusterSpec, Distribution};
 
 /// One Proxmox connection, `p`, and nothing else.
 struct Fake {
@@ -144,7 +150,18 @@ async fn run(
     leadership: &Arc<Leadership>,
     machines: &[(&str, u32)],
     action: Action,
-) -> Result<String, ExecuteError> {
+) -> Result<StepReport, ExecuteError> {
+    run_with(None, proxmox, leadership, machines, action).await
+}
+
+/// [`run`] on a cluster whose file says `spec`.
+async fn run_with(
+    spec: Option<&ClusterSpec>,
+    proxmox: &Recorder,
+    leadership: &Arc<Leadership>,
+    machines: &[(&str, u32)],
+    action: Action,
+) -> Result<StepReport, ExecuteError> {
     let executor = Executor::new(
         Arc::new(Fake {
             proxmox: proxmox.clone(),
@@ -159,7 +176,7 @@ async fn run(
     let fence = Fence::new(leadership.clone());
     let ctx = StepContext {
         cluster: "prod",
-        spec: None,
+        spec,
         observed: &observed,
         access: &access,
         revision: "r1",
@@ -188,19 +205,20 @@ async fn a_step_whose_replica_loses_the_lease_sends_no_further_command() {
     )
     .await
     .expect_err("stopped");
+    // The script is created (0700) by the first command sent; the Lease is lost as it runs.
     assert_eq!(
         proxmox.calls(),
-        [
-            format!("write 101 {}", kubeadm::RENEW_SCRIPT),
-            format!("run 101 bash {}", kubeadm::RENEW_SCRIPT),
-        ],
-        "nothing is sent to cp-2 once the Lease is lost"
+        [format!(
+            "run 101 install -D -m 0700 /dev/null {}",
+            kubeadm::RENEW_SCRIPT
+        )],
+        "nothing is sent once the Lease is lost, to cp-1 or cp-2"
     );
     let stopped = err.not_leading().expect("stopped, not failed");
     assert_eq!(
         stopped.to_string(),
         format!(
-            "stopped before writing {} on VM 102: this replica no longer leads",
+            "stopped before writing {} on VM 101: this replica no longer leads",
             kubeadm::RENEW_SCRIPT
         )
     );
@@ -265,5 +283,168 @@ async fn a_leader_runs_the_whole_step() {
     assert_eq!(
         proxmox.calls(),
         ["run 201 kubeadm reset --force", "shutdown 201"]
+    );
+}
+
+fn spec_of(distribution: Distribution) -> ClusterSpec {
+    let mut spec = kubeadm::tests::example_cluster("prod").spec;
+    spec.kubernetes.distribution = distribution;
+    if distribution == Distribution::K3s {
+        spec.kubernetes.version = "v1.36.2+k3s1".parse().expect("version");
+    }
+    spec
+}
+
+#[tokio::test]
+async fn a_kubeadm_machine_is_prepared_by_its_script_then_tagged() {
+    let proxmox = Recorder::new(|_| exited(0));
+    let spec = spec_of(Distribution::Kubeadm);
+    let action = Action::PrepareNode {
+        machine: machine("w-1", 201),
+        version: spec.kubernetes.version,
+    };
+    let report = run_with(Some(&spec), &proxmox, &leading(), &[("w-1", 201)], action)
+        .await
+        .expect("prepared");
+    let calls = proxmox.calls();
+    let script = kubeadm::PREPARE_SCRIPT;
+    assert_eq!(
+        calls[..2],
+        [
+            format!("run 201 install -D -m 0700 /dev/null {script}"),
+            format!("write 201 {script}"),
+        ],
+        "the script is created root-only before it is written"
+    );
+    assert_eq!(calls.last(), Some(&format!("tag 201 {PREPARED_TAG}")));
+    assert_eq!(report.action, ActionKind::PrepareNode);
+    assert_eq!(
+        report.summary,
+        format!(
+            "w-1 prepared: CRI-O and Kubernetes {}",
+            spec.kubernetes.version
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_k3s_machine_is_prepared_by_its_template_and_only_tagged() {
+    let proxmox = Recorder::new(|_| exited(0));
+    let spec = spec_of(Distribution::K3s);
+    let action = Action::PrepareNode {
+        machine: machine("w-1", 201),
+        version: spec.kubernetes.version,
+    };
+    let report = run_with(Some(&spec), &proxmox, &leading(), &[("w-1", 201)], action)
+        .await
+        .expect("prepared");
+    assert_eq!(proxmox.calls(), [format!("tag 201 {PREPARED_TAG}")]);
+    assert_eq!(
+        report.to_string(),
+        "w-1 prepared: K3s 1.36.2+k3s1 is in its template"
+    );
+}
+
+#[tokio::test]
+async fn a_k3s_control_plane_is_never_upgraded_in_place() {
+    let proxmox = Recorder::new(|_| exited(0));
+    let spec = spec_of(Distribution::K3s);
+    let action = Action::UpgradeControlPlane {
+        machine: machine("cp-1", 101),
+        from: "v1.35.1+k3s1".parse().expect("version"),
+        to: spec.kubernetes.version,
+    };
+    let err = run_with(Some(&spec), &proxmox, &leading(), &[("cp-1", 101)], action)
+        .await
+        .expect_err("refused");
+    assert!(proxmox.calls().is_empty(), "{:?}", proxmox.calls());
+    assert!(matches!(err, ExecuteError::NotInPlace { .. }), "{err:?}");
+    assert!(!err.is_transient());
+    assert_eq!(
+        err.to_string(),
+        "upgrade-control-plane: K3s upgrades by replacing machines, not in place"
+    );
+}
+
+#[tokio::test]
+async fn a_k3s_server_is_reset_by_its_uninstall_script() {
+    let proxmox = Recorder::new(|_| exited(0));
+    let spec = spec_of(Distribution::K3s);
+    let action = Action::ResetNode {
+        machine: machine("cp-1", 101),
+    };
+    run_with(Some(&spec), &proxmox, &leading(), &[("cp-1", 101)], action)
+        .await
+        .expect("reset");
+    assert_eq!(
+        proxmox.calls(),
+        ["run 101 sh /usr/local/bin/k3s-uninstall.sh", "shutdown 101"]
+    );
+}
+
+#[tokio::test]
+async fn a_leaving_worker_takes_no_etcd_member_and_a_k3s_server_none_either() {
+    let proxmox = Recorder::new(|_| exited(0));
+    let observed = observed(&[("cp-1", 101), ("w-1", 201)]);
+    let access = ClusterAccess {
+        connection: "p".to_owned(),
+        ..ClusterAccess::default()
+    };
+    let fence = Fence::new(leading());
+    let executor = Executor::new(
+        Arc::new(Fake {
+            proxmox: proxmox.clone(),
+        }),
+        Arc::new(crate::clock::SystemClock),
+    );
+    let kubeadm_spec = spec_of(Distribution::Kubeadm);
+    let k3s_spec = spec_of(Distribution::K3s);
+    for (spec, role, node) in [
+        (&kubeadm_spec, Role::Worker, "w-1"),
+        (&k3s_spec, Role::Worker, "w-1"),
+        (&k3s_spec, Role::ControlPlane, "cp-1"),
+    ] {
+        let ctx = StepContext {
+            cluster: "prod",
+            spec: Some(spec),
+            observed: &observed,
+            access: &access,
+            revision: "r1",
+            fence: &fence,
+        };
+        let node = NodeName(node.into());
+        crate::execute::distribution::Distribution::leave(
+            &ctx.distribution(),
+            &executor,
+            ctx,
+            &node,
+            role,
+        )
+        .await
+        .expect("nothing to remove");
+    }
+    assert!(proxmox.calls().is_empty(), "{:?}", proxmox.calls());
+    // kubeadm's control plane takes its etcd member, through another Ready control plane:
+    // none here, so it refuses rather than delete the Node with its member left behind.
+    let ctx = StepContext {
+        cluster: "prod",
+        spec: Some(&kubeadm_spec),
+        observed: &observed,
+        access: &access,
+        revision: "r1",
+        fence: &fence,
+    };
+    let err = crate::execute::distribution::Distribution::leave(
+        &ctx.distribution(),
+        &executor,
+        ctx,
+        &NodeName("cp-1".into()),
+        Role::ControlPlane,
+    )
+    .await
+    .expect_err("no control plane to remove the member through");
+    assert!(
+        matches!(err, ExecuteError::NoControlPlane { .. }),
+        "{err:?}"
     );
 }

@@ -8,8 +8,6 @@ use crate::model::{NodeName, Role};
 use crate::observed::{MachineSpec, ObservedCluster};
 use crate::providers::node_exec::{Command, GuestAgent, NodeExec, NodeTarget};
 use crate::providers::proxmox::{self, ProxmoxProvider, VmInfo, ownership};
-use crate::providers::{k3s, kubeadm};
-use crate::spec::{Cluster, Distribution};
 
 /// How long reading admin.conf through a guest agent may take before trying another control
 /// plane.
@@ -55,19 +53,6 @@ pub(super) async fn read_admin_kubeconfig<P: ProxmoxProvider + Clone>(
         }
     }
     None
-}
-
-pub(super) fn is_k3s(cluster: &Cluster) -> bool {
-    cluster.spec.kubernetes.distribution == Distribution::K3s
-}
-
-/// Where a cluster's admin kubeconfig is read: kubeadm's admin.conf or K3s's k3s.yaml.
-pub(super) fn admin_kubeconfig_read(cluster: &Cluster) -> Command {
-    if is_k3s(cluster) {
-        k3s::read_kubeconfig()
-    } else {
-        kubeadm::read_admin_kubeconfig()
-    }
 }
 
 /// Pings the guest agent of each running VM whose Node is not Ready; a Ready Node's VM answers

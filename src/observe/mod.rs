@@ -31,6 +31,7 @@ use futures_util::StreamExt as _;
 use jiff::Timestamp;
 
 use crate::connect::Providers;
+use crate::execute::distribution::{self, Distribution as _, VersionSource};
 use crate::model::{NodeName, Role};
 use crate::observed::{
     BOOTSTRAP_MARKER, DRAIN_STARTED_ANNOTATION, DrainObserved, FluxSecret, FluxTarget, Observed,
@@ -39,12 +40,9 @@ use crate::observed::{
 };
 use crate::providers::flux::{self, KubeconfigDelivery};
 use crate::providers::kube::{AdminKubeconfig, ClusterClient, NodeState};
-use crate::providers::node_exec::NodeTarget;
 use crate::providers::proxmox::{self, ProxmoxProvider, VmInfo};
 use crate::spec::{Cluster, Desired, Endpoint, KubeVersion};
-use guest::{
-    admin_kubeconfig_read, is_k3s, mark_guest_agents, read_admin_kubeconfig, read_built_from,
-};
+use guest::{mark_guest_agents, read_admin_kubeconfig, read_built_from};
 
 /// How many clusters one pass observes at the same time.
 const CLUSTERS_OBSERVED_AT_ONCE: usize = 8;
@@ -67,33 +65,7 @@ pub struct Observation {
     pub guest_agent_calls_total: u64,
 }
 
-/// How the executor reaches one cluster.
-#[derive(Clone, Default)]
-pub struct ClusterAccess {
-    /// The Proxmox connection its VMs live on.
-    pub connection: String,
-    /// The current admin kubeconfig, when a control plane gave one that was admitted.
-    pub kubeconfig: Option<AdminKubeconfig>,
-    /// The control plane it was read from.
-    pub read_from: Option<NodeTarget>,
-    /// Why its API does not answer, when capstan knows more than "it does not answer" (a K3s
-    /// cluster's datastore that is down).
-    pub api_down_because: Option<String>,
-}
-
-impl std::fmt::Debug for ClusterAccess {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClusterAccess")
-            .field("connection", &self.connection)
-            .field(
-                "kubeconfig",
-                &self.kubeconfig.as_ref().map(AdminKubeconfig::fingerprint),
-            )
-            .field("read_from", &self.read_from)
-            .field("api_down_because", &self.api_down_because)
-            .finish()
-    }
-}
+pub use crate::execute::ClusterAccess;
 
 /// What an observation reads beyond what the planner needs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -367,7 +339,9 @@ impl<Pr: Providers> Observer<Pr> {
             .as_ref()
             .is_some_and(|cp| cp.unreachable_since.is_some());
         if api_down && let Some(cluster) = cluster {
-            access.api_down_because = self.datastore_down(name, cluster).await;
+            access.api_down_because = distribution::of(Some(&cluster.spec))
+                .unreachable_because(&*self.providers, name, &cluster.spec)
+                .await;
         }
         if let Some(client) = client {
             mark_guest_agents(client, vms, &mut observed).await;
@@ -393,7 +367,7 @@ impl<Pr: Providers> Observer<Pr> {
         client: &Pr::Proxmox,
         vms: &[VmInfo],
     ) -> Result<Option<admin::CachedAdmin>, String> {
-        let read = admin_kubeconfig_read(cluster);
+        let read = distribution::of(Some(&cluster.spec)).admin_kubeconfig_read();
         let Some((read_from, text)) = read_admin_kubeconfig(client, vms, &read).await else {
             return Ok(None);
         };
@@ -489,25 +463,30 @@ impl<Pr: Providers> Observer<Pr> {
         match (session, nodes) {
             (Some(session), Some(nodes)) => {
                 let api = &session.client;
-                if let Ok(Some(config)) = api.config_map("kube-system", "kubeadm-config").await
-                    && let Some((endpoint, version)) = config
-                        .get("ClusterConfiguration")
-                        .and_then(|text| session.cluster_configuration(text))
-                {
-                    control_plane.endpoint = Endpoint {
-                        address: endpoint
-                            .address
-                            .or(cluster.map(|c| c.spec.endpoint.address))
-                            .unwrap_or(control_plane.endpoint.address),
-                        host: endpoint.host,
-                        port: endpoint.port,
-                    };
-                    control_plane.version = version;
-                } else if cluster.is_some_and(is_k3s)
-                    && let Some(version) = servers_version(&nodes, observed)
-                {
-                    // K3s keeps no kubeadm-config: its servers' kubelets report the release.
-                    control_plane.version = version;
+                match distribution::of(cluster.map(|c| &c.spec)).version_source() {
+                    VersionSource::ClusterConfiguration => {
+                        if let Ok(Some(config)) =
+                            api.config_map("kube-system", "kubeadm-config").await
+                            && let Some((endpoint, version)) = config
+                                .get("ClusterConfiguration")
+                                .and_then(|text| session.cluster_configuration(text))
+                        {
+                            control_plane.endpoint = Endpoint {
+                                address: endpoint
+                                    .address
+                                    .or(cluster.map(|c| c.spec.endpoint.address))
+                                    .unwrap_or(control_plane.endpoint.address),
+                                host: endpoint.host,
+                                port: endpoint.port,
+                            };
+                            control_plane.version = version;
+                        }
+                    }
+                    VersionSource::ServerKubelets => {
+                        if let Some(version) = servers_version(&nodes, observed) {
+                            control_plane.version = version;
+                        }
+                    }
                 }
                 let (namespace, marker) = BOOTSTRAP_MARKER;
                 control_plane.bootstrap_incomplete =
@@ -533,34 +512,6 @@ impl<Pr: Providers> Observer<Pr> {
         self.remember(name, &control_plane);
         observed.control_plane = Some(control_plane);
         refused
-    }
-
-    /// Whether a K3s cluster whose API does not answer has lost its datastore (its servers
-    /// answer 503 without it): the admin preflight of a provisioned one, the user's own
-    /// connection for a DSN given whole, with the server's words.
-    async fn datastore_down(&self, name: &str, cluster: &Cluster) -> Option<String> {
-        use crate::spec::DatastoreChoice;
-        if !is_k3s(cluster) {
-            return None;
-        }
-        match cluster.spec.kubernetes.datastore.as_ref()?.choice()? {
-            DatastoreChoice::Provisioned { server, database } => {
-                let admin = self.providers.datastore(server)?;
-                let err = admin.preflight().await.err()?;
-                Some(format!(
-                    "its K3s datastore `{server}` (database `{database}`) is unavailable: {err}"
-                ))
-            }
-            DatastoreChoice::Given(source) => {
-                let dsn = self.providers.kine_dsn(name, source).ok()?;
-                let endpoint = crate::providers::datastore::KineEndpoint::parse(&dsn).ok()?;
-                let err = endpoint.check().await.err()?;
-                Some(format!(
-                    "its K3s datastore given by endpointFrom (database `{}`) is unavailable: {err}",
-                    endpoint.database
-                ))
-            }
-        }
     }
 
     async fn observe_drain(&self, api: &Pr::Cluster, node: &NodeState) -> Option<DrainObserved> {
@@ -731,7 +682,7 @@ fn observed_node(node: &NodeState, drain: Option<DrainObserved>, now: Timestamp)
     }
 }
 
-/// The oldest release the K3s servers' kubelets report (the cluster's version while an
+/// The oldest release the control planes' kubelets report (the cluster's version while an
 /// upgrade by replacement is under way).
 fn servers_version(nodes: &[NodeState], observed: &ObservedCluster) -> Option<KubeVersion> {
     nodes

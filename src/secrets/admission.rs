@@ -109,11 +109,9 @@ impl Admission {
                     let source = source.endpoint_from.as_ref()?;
                     let refusal = policy.check(SecretUse::KineDsn(name), source).err()?;
                     let field = SecretUse::KineDsn(name).field();
-                    let diagnostic = match files
-                        .clusters
-                        .iter()
-                        .find(|file| declared_name(&file.text).as_deref() == Some(name))
-                    {
+                    let diagnostic = match files.clusters.iter().find(|file| {
+                        crate::spec::declared_name(&file.text).as_deref() == Some(name)
+                    }) {
                         Some(text) => {
                             SourceFile::new(&text.path, &text.text).error(&field, refusal.message)
                         }
@@ -265,19 +263,6 @@ fn held(
         ),
     };
     Some(file.error(field, message).with_hint(hint))
-}
-
-/// The `metadata.name` a cluster file declares, read without validating the rest.
-fn declared_name(text: &str) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Peek {
-        metadata: Option<PeekMetadata>,
-    }
-    #[derive(serde::Deserialize)]
-    struct PeekMetadata {
-        name: Option<String>,
-    }
-    serde_saphyr::from_str::<Peek>(text).ok()?.metadata?.name
 }
 
 /// A preview admits both revisions as the daemon would ([`crate::preview::build`]).

@@ -2,9 +2,10 @@
 //! `src/` over 800 lines; no import cycle between the files of one module (a file that
 //! needs a sibling which needs it back is one concern split in two, or two concerns tangled);
 //! capstan-core free of I/O crates; no pure module left in the daemon crate (pure code
-//! belongs in capstan-core, whose lints keep it pure) but those listed with a reason; the
-//! test kit a dev-dependency adding no crate; and the test binaries sharing helpers through
-//! the kit, never by including each other's files.
+//! belongs in capstan-core, whose lints keep it pure) but those listed with a reason; no
+//! question of which distribution a cluster runs outside the distribution modules; the test kit
+//! a dev-dependency adding no crate; and the test binaries sharing helpers through the kit,
+//! never by including each other's files.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -18,6 +19,45 @@ const SOURCE_ROOTS: &[&str] = &[
 ];
 
 const MAX_LINES: usize = 800;
+
+/// The only places that may ask which distribution a cluster runs, each with why; everything
+/// else calls the `Distribution` interface or reads core's `Capabilities`.
+const DISTRIBUTION_MODULES: &[(&str, &str)] = &[
+    (
+        "src/execute/distribution/",
+        "the Distribution trait, its kubeadm and K3s implementations, and `of`, which chooses one per cluster",
+    ),
+    ("src/providers/kubeadm/", "kubeadm's node commands"),
+    ("src/providers/k3s/", "K3s's node commands"),
+    (
+        "crates/core/src/spec/distribution.rs",
+        "each distribution's Capabilities: the one description the planner and the validator read",
+    ),
+    (
+        "crates/core/src/spec/k3s.rs",
+        "validation of the fields one distribution has and the other refuses (a K3s build in the version, a datastore)",
+    ),
+];
+
+/// Whether `line` asks which distribution a cluster runs: names a variant, tests for K3s, or
+/// matches on a distribution.
+fn asks_the_distribution(line: &str) -> bool {
+    let code = line.split("//").next().unwrap_or_default();
+    code.contains("is_k3s")
+        || code.contains("Distribution::K3s")
+        || code.contains("Distribution::Kubeadm")
+        || (code.contains("match ") && code.trim_end().ends_with("distribution {"))
+}
+
+/// Whether `file` holds tests only (test files, fixtures, property tests).
+fn is_test_file(file: &Path) -> bool {
+    let name = file
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    matches!(name, "tests.rs" | "fixtures.rs" | "proptests.rs")
+        || file.components().any(|c| c.as_os_str() == "tests")
+}
 
 /// A module path inside a crate: `["plan", "cluster", "version"]`.
 type ModulePath = Vec<String>;
@@ -180,6 +220,62 @@ fn no_two_files_of_a_module_import_each_other() {
         }
     }
     assert!(cycles.is_empty(), "import cycles: {cycles:?}");
+}
+
+#[test]
+fn no_code_outside_the_distribution_modules_asks_which_distribution_a_cluster_runs() {
+    for (module, why) in DISTRIBUTION_MODULES {
+        assert!(Path::new(module).exists(), "{module} ({why}) is gone");
+    }
+    let mut branches = Vec::new();
+    for root in SOURCE_ROOTS {
+        let mut files = Vec::new();
+        rust_files(Path::new(root), &mut files);
+        for file in files {
+            let path = file.to_string_lossy().replace('\\', "/");
+            if is_test_file(&file)
+                || DISTRIBUTION_MODULES
+                    .iter()
+                    .any(|(module, _)| path.starts_with(module))
+            {
+                continue;
+            }
+            let text = std::fs::read_to_string(&file).expect("read source file");
+            let code = text
+                .split("#[cfg(test)]\nmod tests {")
+                .next()
+                .unwrap_or_default();
+            for (index, line) in code.lines().enumerate() {
+                if asks_the_distribution(line) {
+                    branches.push(format!("{path}:{}: {}", index + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        branches.is_empty(),
+        "ask the Distribution interface (src/execute/distribution/) or Capabilities instead: {branches:#?}"
+    );
+}
+
+#[test]
+fn a_distribution_branch_is_recognised() {
+    for branch in [
+        "if k3s::is_k3s(ctx) {",
+        "        if spec.kubernetes.distribution == Distribution::K3s {",
+        "    Distribution::Kubeadm => \"kubeadm\",",
+        "    match spec.kubernetes.distribution {",
+    ] {
+        assert!(asks_the_distribution(branch), "{branch}");
+    }
+    for other in [
+        "let distribution = spec.kubernetes.distribution;",
+        "\"distribution {} → {}\",",
+        "// Distribution::K3s in a comment",
+        "if !self.capabilities().upgrades_in_place {",
+    ] {
+        assert!(!asks_the_distribution(other), "{other}");
+    }
 }
 
 /// The `[dependencies]` names of a crate's manifest.

@@ -307,6 +307,11 @@ async fn the_join_token_and_certificate_key_reach_the_node_in_a_file_only_root_r
     lab.init(&first).await;
     lab.prepare(&second).await;
     let software = lab_software(&lab);
+    assert_eq!(
+        software.file_mode(second.vmid, steps::PREPARE_SCRIPT),
+        Some(0o700),
+        "a script root runs: no one else reads or swaps it"
+    );
     // A file the guest agent writes anew is 0666: an older file there keeps that mode.
     software
         .write_file(&guest(&second), steps::JOIN_CONFIG, b"stale")

@@ -185,7 +185,7 @@ async fn fewest_ready_servers_until(
     let mut fewest_ready_servers = usize::MAX;
     let deadline = std::time::Instant::now() + capstan_testkit::PATIENCE;
     loop {
-        let nodes = world.nodes_of("k3s_edge");
+        let nodes = world.nodes_of("edge");
         let servers = nodes.iter().filter(|n| n.control_plane && n.ready).count();
         fewest_ready_servers = fewest_ready_servers.min(servers);
         if done(&nodes) && ready(&world.status(), &["edge"]) {
@@ -232,7 +232,7 @@ async fn k3s_agents_scale_and_a_template_replaces_the_servers_with_one_ready_at_
     );
     let names = |control_plane: bool| -> Vec<String> {
         let mut names: Vec<String> = world
-            .nodes_of("k3s_edge")
+            .nodes_of("edge")
             .into_iter()
             .filter(|n| n.control_plane == control_plane)
             .map(|n| n.name)

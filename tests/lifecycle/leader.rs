@@ -165,16 +165,20 @@ async fn one_replica_leads_the_other_stands_by_and_sigterm_hands_over_at_once() 
     let (leader, standby) = loop {
         let a = role_of(&replicas[0]).await;
         let b = role_of(&replicas[1]).await;
-        let ready = replicas[0]
-            .status()
-            .await
-            .is_some_and(|s| s["clusters"]["prod"]["phase"] == "Ready");
+        // Read from the leader: a standby observes at the idle pace, so its status lags.
+        let mut ready = [false; 2];
+        for (replica, ready) in replicas.iter().zip(&mut ready) {
+            *ready = replica
+                .status()
+                .await
+                .is_some_and(|s| s["clusters"]["prod"]["phase"] == "Ready");
+        }
         match (a, b) {
-            (Some((ra, _)), Some((rb, lb))) if ready && ra == "leader" && rb == "standby" => {
+            (Some((ra, _)), Some((rb, lb))) if ready[0] && ra == "leader" && rb == "standby" => {
                 assert_eq!(lb.as_deref(), Some("replica-a"));
                 break (0, 1);
             }
-            (Some((ra, la)), Some((rb, _))) if ready && rb == "leader" && ra == "standby" => {
+            (Some((ra, la)), Some((rb, _))) if ready[1] && rb == "leader" && ra == "standby" => {
                 assert_eq!(la.as_deref(), Some("replica-b"));
                 break (1, 0);
             }

@@ -133,6 +133,17 @@ impl Fleet {
         self
     }
 
+    /// A branch `branch` off `main` with every edit of `edits` made to `file`.
+    pub fn branch_with(&self, branch: &str, file: &str, edits: &[(&str, &str)]) -> &Self {
+        git(self.path(), &["checkout", "--quiet", "-b", branch, "main"]);
+        for (from, to) in edits {
+            self.repo.edit(file, from, to);
+        }
+        git(self.path(), &["commit", "--quiet", "-am", branch]);
+        git(self.path(), &["checkout", "--quiet", "main"]);
+        self
+    }
+
     /// `capstan preview` of `head` onto `main`.
     pub fn preview(&self, head: &str, format: &str) -> Run {
         let repo = self.path().display().to_string();

@@ -15,3 +15,4 @@ mod forge;
 mod judges;
 mod posting;
 mod scenarios;
+mod windows;

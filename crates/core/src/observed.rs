@@ -343,10 +343,7 @@ impl MachineSpec {
     /// The spec hash stored on the VM ([`Ownership::spec_hash`]): the first 12 hex digits of
     /// the sha1 of the normalised spec, one `field=value` line each in a fixed order.
     pub fn spec_hash(&self) -> SmolStr {
-        let distribution = match self.distribution {
-            Distribution::Kubeadm => "kubeadm",
-            Distribution::K3s => "k3s",
-        };
+        let distribution = self.distribution.name();
         let normalised = format!(
             "template={}\ncores={}\nmemoryMiB={}\ndiskGiB={}\ncpu={}\nkubernetes={}\ndistribution={}\nrole={}\n",
             self.template.trim(),
@@ -374,10 +371,7 @@ impl MachineSpec {
     /// One line naming every field (`template=debian13-k8s cores=4 ...`): what the executor
     /// writes into a new VM's description, read back by [`MachineSpec::parse_summary`].
     pub fn summary(&self) -> String {
-        let distribution = match self.distribution {
-            Distribution::Kubeadm => "kubeadm",
-            Distribution::K3s => "k3s",
-        };
+        let distribution = self.distribution.name();
         format!(
             "template={} cores={} memoryMiB={} diskGiB={} cpu={} kubernetes={} distribution={distribution} role={}",
             self.template,
@@ -404,11 +398,7 @@ impl MachineSpec {
             disk_gib: field("diskGiB")?.parse().ok()?,
             cpu: field("cpu")?.into(),
             kubernetes: field("kubernetes")?.parse().ok()?,
-            distribution: match field("distribution")? {
-                "kubeadm" => Distribution::Kubeadm,
-                "k3s" => Distribution::K3s,
-                _ => return None,
-            },
+            distribution: Distribution::from_name(field("distribution")?)?,
             role: match field("role")? {
                 "control-plane" => Role::ControlPlane,
                 "worker" => Role::Worker,

@@ -6,7 +6,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::http::{HeaderMap, StatusCode, header};
-use futures_util::StreamExt as _;
 
 use super::*;
 
@@ -125,12 +124,7 @@ async fn a_listing_that_never_ends_stops_after_the_page_limit() {
 
 #[tokio::test]
 async fn an_endless_answer_is_refused_at_the_body_limit() {
-    let endless = axum::Router::new().fallback(|| async {
-        let chunk = axum::body::Bytes::from(vec![b' '; 64 << 10]);
-        let stream = futures_util::stream::repeat(chunk).map(Ok::<_, std::convert::Infallible>);
-        axum::body::Body::from_stream(stream)
-    });
-    let (url, _task) = serve(endless).await;
+    let (url, _task) = serve(crate::http_client::endless_answers()).await;
     let err = forge(ForgeKind::Github, &url)
         .pull(7)
         .await

@@ -226,22 +226,32 @@ fn init_configuration_uses_kubeadm_field_names_and_the_cluster_values() {
     );
 }
 
-#[test]
-fn join_configurations_use_kubeadm_field_names() {
+/// The steps that join a node (`w` or `c`, by role) to the example `platform` cluster with the
+/// bootstrap token `abcdef.0123456789abcdef`.
+fn platform_join(role: Role, certificate_key: Option<&str>) -> Vec<NodeStep> {
     let cluster = example_cluster("platform");
     let ticket = JoinTicket {
         api_server_endpoint: "k8s-platform.lab.example:6443".into(),
         token: "abcdef.0123456789abcdef".into(),
         ca_cert_hash: "sha256:00ff".into(),
     };
-    let worker = join_node(
-        Role::Worker,
+    let node = match role {
+        Role::Worker => "w",
+        Role::ControlPlane => "c",
+    };
+    join_node(
+        role,
         &ticket,
-        None,
+        certificate_key,
         &cluster.spec,
-        &NodeName::from("w"),
+        &NodeName::from(node),
         address(),
-    );
+    )
+}
+
+#[test]
+fn join_configurations_use_kubeadm_field_names() {
+    let worker = platform_join(Role::Worker, None);
     assert_kubeadm_fields(&written(&worker, JOIN_CONFIG), &["JoinConfiguration"]);
     assert!(
         !worker
@@ -250,14 +260,7 @@ fn join_configurations_use_kubeadm_field_names() {
     );
 
     let key = "a".repeat(64);
-    let control_plane = join_node(
-        Role::ControlPlane,
-        &ticket,
-        Some(&key),
-        &cluster.spec,
-        &NodeName::from("c"),
-        address(),
-    );
+    let control_plane = platform_join(Role::ControlPlane, Some(&key));
     let config = written(&control_plane, JOIN_CONFIG);
     assert_kubeadm_fields(&config, &["JoinConfiguration"]);
     assert!(config.contains(&format!("certificateKey: {key}")));
@@ -270,21 +273,8 @@ fn join_configurations_use_kubeadm_field_names() {
 
 #[test]
 fn the_join_configuration_is_a_secret_file_removed_after_the_join() {
-    let cluster = example_cluster("platform");
-    let ticket = JoinTicket {
-        api_server_endpoint: "k8s-platform.lab.example:6443".into(),
-        token: "abcdef.0123456789abcdef".into(),
-        ca_cert_hash: "sha256:00ff".into(),
-    };
     let key = "b".repeat(64);
-    let steps = join_node(
-        Role::ControlPlane,
-        &ticket,
-        Some(&key),
-        &cluster.spec,
-        &NodeName::from("c"),
-        address(),
-    );
+    let steps = platform_join(Role::ControlPlane, Some(&key));
     let config_at = steps
         .iter()
         .position(|s| matches!(s, NodeStep::WriteFile { path, .. } if path == JOIN_CONFIG))
@@ -323,21 +313,8 @@ fn the_join_configuration_is_a_secret_file_removed_after_the_join() {
 
 #[test]
 fn a_join_steps_debug_shows_paths_and_sizes_never_the_token_or_key() {
-    let cluster = example_cluster("platform");
-    let ticket = JoinTicket {
-        api_server_endpoint: "k8s-platform.lab.example:6443".into(),
-        token: "abcdef.0123456789abcdef".into(),
-        ca_cert_hash: "sha256:00ff".into(),
-    };
     let key = "c0ffee".repeat(10) + "c0ff";
-    let steps = join_node(
-        Role::ControlPlane,
-        &ticket,
-        Some(&key),
-        &cluster.spec,
-        &NodeName::from("c"),
-        address(),
-    );
+    let steps = platform_join(Role::ControlPlane, Some(&key));
     let debug = format!("{steps:?}");
     assert!(debug.contains(JOIN_CONFIG), "{debug}");
     assert!(debug.contains("bytes"), "{debug}");

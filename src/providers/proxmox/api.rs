@@ -364,6 +364,18 @@ mod tests {
         (server, api)
     }
 
+    /// `/cluster/resources`, which the test's server must make fail.
+    async fn refused_resources(api: &Api) -> ProxmoxError {
+        api.call_value(
+            Method::Get,
+            "/cluster/resources",
+            &Vec::new(),
+            Retry::Transient,
+        )
+        .await
+        .expect_err("refused")
+    }
+
     #[tokio::test]
     async fn a_redirect_is_not_followed_and_the_token_goes_nowhere_else() {
         use axum::http::{HeaderMap, StatusCode, header};
@@ -389,15 +401,7 @@ mod tests {
             async move { (StatusCode::FOUND, [(header::LOCATION, location)], "") }
         });
         let (_server, api) = hostile(redirecting).await;
-        let err = api
-            .call_value(
-                Method::Get,
-                "/cluster/resources",
-                &Vec::new(),
-                Retry::Transient,
-            )
-            .await
-            .expect_err("a redirect is an error");
+        let err = refused_resources(&api).await;
         assert!(
             seen.lock().expect("seen").is_empty(),
             "the redirect was followed: {:?}",
@@ -413,23 +417,8 @@ mod tests {
 
     #[tokio::test]
     async fn an_endless_answer_is_refused_at_the_body_limit() {
-        use futures_util::StreamExt as _;
-
-        let endless = axum::Router::new().fallback(|| async {
-            let chunk = axum::body::Bytes::from(vec![b' '; 64 << 10]);
-            let stream = futures_util::stream::repeat(chunk).map(Ok::<_, std::convert::Infallible>);
-            axum::body::Body::from_stream(stream)
-        });
-        let (_server, api) = hostile(endless).await;
-        let err = api
-            .call_value(
-                Method::Get,
-                "/cluster/resources",
-                &Vec::new(),
-                Retry::Transient,
-            )
-            .await
-            .expect_err("refused");
+        let (_server, api) = hostile(crate::http_client::endless_answers()).await;
+        let err = refused_resources(&api).await;
         assert!(
             matches!(&err, ProxmoxError::TooLarge { path, .. } if path == "/cluster/resources"),
             "{err:?}"

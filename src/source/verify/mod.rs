@@ -201,6 +201,44 @@ impl Refusal {
             Refusal::Repository { .. } => reasons::UNVERIFIABLE,
         }
     }
+
+    /// A `kind` (`SSH`, `OpenPGP`) signature that does not parse: its key is unknown.
+    fn unparsable(commit: Oid, kind: &str, err: impl std::fmt::Display) -> Self {
+        Refusal::BadSignature {
+            commit,
+            fingerprint: "unknown key".to_owned(),
+            detail: format!("the {kind} signature does not parse: {err}"),
+        }
+    }
+
+    /// A signature by an allowed, valid key that does not match the commit.
+    fn mismatch(commit: Oid, fingerprint: &str, err: impl std::fmt::Display) -> Self {
+        Refusal::BadSignature {
+            commit,
+            fingerprint: fingerprint.to_owned(),
+            detail: format!("it does not match the commit ({err})"),
+        }
+    }
+
+    /// A signature by a key that `file`, the file of allowed keys, does not hold (`None`:
+    /// no such file is configured; `setting` names it, `kind` the signatures it is for).
+    fn not_allowed(
+        commit: Oid,
+        fingerprint: String,
+        file: Option<&Path>,
+        setting: &str,
+        kind: &str,
+    ) -> Self {
+        let allowed = match file {
+            Some(path) => format!("not in {}", path.display()),
+            None => format!("no {setting} file is configured for {kind} signatures"),
+        };
+        Refusal::KeyNotAllowed {
+            commit,
+            fingerprint,
+            allowed,
+        }
+    }
 }
 
 /// A revision that passed.

@@ -229,29 +229,18 @@ pub(super) fn verify(
     signed: &[u8],
     now: SystemTime,
 ) -> Result<Signer, Refusal> {
-    let (signature, _) =
-        DetachedSignature::from_armor_single(armored.as_bytes()).map_err(|err| {
-            Refusal::BadSignature {
-                commit,
-                fingerprint: "unknown key".to_owned(),
-                detail: format!("the OpenPGP signature does not parse: {err}"),
-            }
-        })?;
+    let (signature, _) = DetachedSignature::from_armor_single(armored.as_bytes())
+        .map_err(|err| Refusal::unparsable(commit, "OpenPGP", err))?;
     let signature = signature.signature;
     let issuer = issuer(&signature);
+    let not_allowed = |file: Option<&Path>| {
+        Refusal::not_allowed(commit, issuer.clone(), file, "openpgpKeys", "OpenPGP")
+    };
     let Some(allowed) = allowed else {
-        return Err(Refusal::KeyNotAllowed {
-            commit,
-            fingerprint: issuer,
-            allowed: "no openpgpKeys file is configured for OpenPGP signatures".to_owned(),
-        });
+        return Err(not_allowed(None));
     };
     let Some((certificate, key)) = allowed.signing_key(&signature) else {
-        return Err(Refusal::KeyNotAllowed {
-            commit,
-            fingerprint: issuer,
-            allowed: format!("not in {}", allowed.path.display()),
-        });
+        return Err(not_allowed(Some(&allowed.path)));
     };
     let fingerprint = certificate.fingerprint.clone();
     let not_valid = |why: String| Refusal::KeyNotValid {
@@ -291,11 +280,7 @@ pub(super) fn verify(
         SigningKey::Primary => signature.verify(&certificate.primary, signed),
         SigningKey::Subkey(subkey) => signature.verify(&subkey.key, signed),
     };
-    checked.map_err(|err| Refusal::BadSignature {
-        commit,
-        fingerprint: fingerprint.clone(),
-        detail: format!("it does not match the commit ({err})"),
-    })?;
+    checked.map_err(|err| Refusal::mismatch(commit, &fingerprint, err))?;
     Ok(Signer {
         fingerprint,
         identity: certificate.identity.clone(),

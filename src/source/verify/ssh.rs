@@ -200,21 +200,17 @@ pub(super) fn verify(
     signed: &[u8],
     committed: i64,
 ) -> Result<Signer, Refusal> {
-    let signature = SshSig::from_pem(armored).map_err(|err| Refusal::BadSignature {
-        commit,
-        fingerprint: "unknown key".to_owned(),
-        detail: format!("the SSH signature does not parse: {err}"),
-    })?;
+    let signature =
+        SshSig::from_pem(armored).map_err(|err| Refusal::unparsable(commit, "SSH", err))?;
     let fingerprint = signature
         .public_key()
         .fingerprint(HashAlg::Sha256)
         .to_string();
+    let not_allowed = |file: Option<&Path>, fingerprint: String| {
+        Refusal::not_allowed(commit, fingerprint, file, "allowedSigners", "SSH")
+    };
     let Some(allowed) = allowed else {
-        return Err(Refusal::KeyNotAllowed {
-            commit,
-            fingerprint,
-            allowed: "no allowedSigners file is configured for SSH signatures".to_owned(),
-        });
+        return Err(not_allowed(None, fingerprint));
     };
     let lines: Vec<&AllowedSigner> = allowed
         .lines
@@ -222,11 +218,7 @@ pub(super) fn verify(
         .filter(|line| line.key.key_data() == signature.public_key())
         .collect();
     if lines.is_empty() {
-        return Err(Refusal::KeyNotAllowed {
-            commit,
-            fingerprint,
-            allowed: format!("not in {}", allowed.path.display()),
-        });
+        return Err(not_allowed(Some(&allowed.path), fingerprint));
     }
     let mut why = String::new();
     let Some(line) = lines
@@ -257,11 +249,7 @@ pub(super) fn verify(
     }
     line.key
         .verify(GIT_NAMESPACE, signed, &signature)
-        .map_err(|err| Refusal::BadSignature {
-            commit,
-            fingerprint: fingerprint.clone(),
-            detail: format!("it does not match the commit ({err})"),
-        })?;
+        .map_err(|err| Refusal::mismatch(commit, &fingerprint, err))?;
     Ok(Signer {
         fingerprint,
         identity: line.principals.clone(),

@@ -12,7 +12,7 @@ use crate::model::{NodeName, Role, VmId};
 use crate::observed::{MachineSpec, Observed, ObservedCluster, ProxmoxNode};
 use crate::spec::{
     ApiVersion, Certificates, Cluster, ClusterKind, ClusterSpec, Delivery, Desired, Distribution,
-    Endpoint, Fleet, FleetKind, FluxDelivery, HumanDuration, KubernetesSpec, Machine,
+    Endpoint, Fleet, FleetKind, FluxDelivery, HumanDuration, KubernetesSpec, Machine, Maintenance,
     MaintenanceWindow, Metadata, Network, Remediation, Rollout, StatusSettings, WorkerPool,
 };
 
@@ -79,6 +79,7 @@ impl Cluster {
                     machine: machine("debian13-k8s", 4, 8192),
                 }],
                 rollout: Rollout::default(),
+                maintenance: Maintenance::default(),
                 certificates: Certificates::default(),
                 remediation: Remediation::default(),
                 delivery: Delivery {
@@ -159,6 +160,16 @@ impl Cluster {
         self.spec.rollout.maintenance_window = Some(MaintenanceWindow {
             schedule: "0 0 1 * * Sat".parse().expect("cron"),
             duration: HumanDuration::minutes(240),
+        });
+        self
+    }
+
+    /// A deny window: `schedule` for `hours`, read in `time_zone`.
+    pub fn with_deny(mut self, schedule: &str, hours: u64, time_zone: &str) -> Self {
+        self.spec.maintenance.time_zone = time_zone.parse().expect("zone");
+        self.spec.maintenance.deny.push(MaintenanceWindow {
+            schedule: schedule.parse().expect("cron"),
+            duration: HumanDuration::minutes(hours * 60),
         });
         self
     }

@@ -24,10 +24,12 @@
 
 pub mod bound;
 mod cluster;
+mod effects;
 pub mod placement;
 mod removed;
 pub mod render;
 mod simulate;
+mod step_report;
 mod types;
 mod window;
 
@@ -50,6 +52,8 @@ use jiff::Timestamp;
 use crate::observed::{Observed, ObservedCluster};
 use crate::spec::{ClusterSpec, Desired, MinorVersion};
 
+pub use effects::Changes;
+pub use step_report::StepReport;
 pub use types::*;
 
 use cluster::{Gate, Input, SpecMemo};
@@ -430,10 +434,10 @@ fn plan_cluster<'a>(
         let step_name = candidate.step.kind();
         match &candidate.gate {
             Gate::Open => {}
-            Gate::Window(opens) => waiting_on.push(Waiting {
+            Gate::Window(hold) => waiting_on.push(Waiting {
                 step: Some(step_name),
                 machine: candidate.step.target.machine.clone(),
-                resource: Resource::MaintenanceWindow { opens: *opens },
+                resource: hold.resource(),
                 since: None,
             }),
             Gate::Wait(waiting) => waiting_on.push(waiting.clone()),
@@ -483,6 +487,7 @@ fn plan_cluster<'a>(
         blocked: outcome.blocked,
         waiting_on,
         findings: outcome.findings,
+        remediation_held: outcome.remediation_held,
     };
     (plan, prediction, outcome.orphans)
 }

@@ -69,5 +69,6 @@ pub(crate) fn plan(
         blocked: Vec::new(),
         waiting_on: Vec::new(),
         findings: Vec::new(),
+        remediation_held: None,
     }))
 }

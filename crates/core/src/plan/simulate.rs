@@ -58,9 +58,9 @@ fn select_into(candidates: Vec<cluster::Candidate>, predict: bool, batch: &mut V
     };
     let with_wait = |candidate: cluster::Candidate| {
         let mut step = candidate.step;
-        if let Gate::Window(opens) = candidate.gate {
+        if let Gate::Window(hold) = candidate.gate {
             step.waits_on = Some(Wait {
-                resource: super::types::Resource::MaintenanceWindow { opens },
+                resource: hold.resource(),
                 since: None,
             });
         }
@@ -216,12 +216,7 @@ fn machines_named(step: &Step) -> Vec<NodeName> {
 /// Whether `step` changes what every machine is judged by: the version the machines are
 /// built at, or the cluster as a whole.
 fn changes_every_machine(step: &Step) -> bool {
-    matches!(
-        step.action,
-        Action::UpgradeControlPlane { .. }
-            | Action::InitControlPlane { .. }
-            | Action::DeleteCluster { .. }
-    )
+    step.kind().changes().every_machine
 }
 
 /// [`predict`] the way it was first written, planning every machine at every batch: what
@@ -459,12 +454,17 @@ pub(crate) fn apply(
             version,
             ..
         } => {
+            // Certificates and the admin kubeconfig are new: see below.
+            let admin_kubeconfig = state
+                .control_plane
+                .take()
+                .and_then(|cp| cp.admin_kubeconfig);
             state.control_plane = Some(ObservedControlPlane {
                 endpoint: endpoint.clone(),
                 version: *version,
                 unreachable_since: None,
-                certificates_expire: renewed(now),
-                admin_kubeconfig: new_admin(state.control_plane.as_ref()),
+                certificates_expire: None,
+                admin_kubeconfig,
                 bootstrap_incomplete: false,
             });
             state
@@ -534,16 +534,10 @@ pub(crate) fn apply(
         Action::UpgradeControlPlane { to, .. } => {
             if let Some(control_plane) = &mut state.control_plane {
                 control_plane.version = *to;
-                control_plane.certificates_expire = renewed(now);
-                control_plane.admin_kubeconfig = new_admin(Some(control_plane));
             }
         }
-        Action::RenewCertificates { .. } => {
-            if let Some(control_plane) = &mut state.control_plane {
-                control_plane.certificates_expire = renewed(now);
-                control_plane.admin_kubeconfig = new_admin(Some(control_plane));
-            }
-        }
+        // Its certificates and admin kubeconfig: below.
+        Action::RenewCertificates { .. } => {}
         Action::DeliverKubeconfig { flux } => {
             let kubeconfig = state
                 .control_plane
@@ -577,6 +571,15 @@ pub(crate) fn apply(
                 capacity.release(&vm.proxmox_node, memory_of(vm));
             }
             *state = ObservedCluster::default();
+        }
+    }
+    let changes = step.kind().changes();
+    if let Some(control_plane) = &mut state.control_plane {
+        if changes.certificates {
+            control_plane.certificates_expire = renewed(now);
+        }
+        if changes.admin_credentials {
+            control_plane.admin_kubeconfig = new_admin(Some(control_plane));
         }
     }
 }

@@ -81,6 +81,38 @@ pub struct ClusterPlan {
     pub waiting_on: Vec<Waiting>,
     /// Facts worth telling that change nothing (drift reports, cordoned nodes).
     pub findings: Vec<Finding>,
+    /// Fencing held back: more nodes are NotReady than `remediation.maxUnhealthy` allows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remediation_held: Option<RemediationHeld>,
+}
+
+/// Fencing held back because too many nodes are unhealthy at once (a network fault looks like
+/// every node dying): nothing is fenced or replaced for being dead until enough come back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RemediationHeld {
+    /// The NotReady nodes, in name order.
+    pub unhealthy: Vec<NodeName>,
+    /// The cluster's nodes.
+    pub nodes: usize,
+    /// The most that may be unhealthy for fencing to go on (`remediation.maxUnhealthy` of
+    /// `nodes`).
+    pub max_unhealthy: usize,
+}
+
+impl RemediationHeld {
+    /// In words, naming the nodes.
+    pub fn message(&self) -> String {
+        let names: Vec<&str> = self.unhealthy.iter().map(NodeName::as_str).collect();
+        format!(
+            "{} of {} nodes NotReady ({}), over remediation.maxUnhealthy ({}): nothing is fenced or replaced until at most {} are; so many at once looks like the network, not the nodes",
+            self.unhealthy.len(),
+            self.nodes,
+            names.join(", "),
+            self.max_unhealthy,
+            self.max_unhealthy
+        )
+    }
 }
 
 /// One step.
@@ -480,12 +512,18 @@ pub enum Resource {
         /// `host:port`.
         endpoint: String,
     },
-    /// The maintenance window (rule 11).
+    /// The maintenance windows (rule 11): no allow window is open, or a deny window is.
     #[serde(rename_all = "camelCase")]
     MaintenanceWindow {
-        /// When it next opens.
+        /// When a disruptive step may start next (absent: the schedules leave no time).
         #[serde(skip_serializing_if = "Option::is_none")]
         opens: Option<Timestamp>,
+        /// The schedule of the deny window that holds it; absent when no allow window is open.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        deny: Option<String>,
+        /// The time zone the schedules are read in, when it is not UTC.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        time_zone: Option<String>,
     },
     /// New workers, before a removal may leave fewer than `rollout.minWorkers` (rule 3).
     #[serde(rename_all = "camelCase")]
@@ -517,18 +555,97 @@ impl fmt::Display for Resource {
             Resource::ApiEndpoint { endpoint } => {
                 write!(f, "API endpoint {endpoint}: not answering")
             }
-            Resource::MaintenanceWindow { opens: Some(opens) } => {
-                write!(f, "maintenance window (opens {opens})")
-            }
-            Resource::MaintenanceWindow { opens: None } => {
-                write!(f, "maintenance window (never opens again)")
-            }
+            Resource::MaintenanceWindow {
+                opens,
+                deny: None,
+                time_zone,
+            } => match (opens, time_zone) {
+                (Some(opens), None) => write!(f, "maintenance window (opens {opens})"),
+                (Some(opens), Some(zone)) => {
+                    write!(f, "maintenance window (opens {})", local_time(*opens, zone))
+                }
+                (None, _) => write!(f, "maintenance window (never opens again)"),
+            },
+            Resource::MaintenanceWindow {
+                opens,
+                deny: Some(deny),
+                time_zone,
+            } => match opens {
+                Some(opens) => write!(
+                    f,
+                    "deny window `{deny}` (until {})",
+                    local_time(*opens, time_zone.as_deref().unwrap_or("UTC"))
+                ),
+                None => write!(f, "deny window `{deny}` (no time left to start)"),
+            },
             Resource::NewWorker { ready, minimum } => write!(
                 f,
                 "a new worker ({ready} Ready, schedulable; rollout.minWorkers {minimum})"
             ),
         }
     }
+}
+
+impl Resource {
+    /// For a step a maintenance or deny window holds, how, in words for a preview: "held for
+    /// the maintenance window (Sat 2026-05-02 01:00 UTC)", "held by deny window `0 0 20 12 *`
+    /// until Sun 2027-01-03 00:00 Europe/Rome"; `None` for any other resource.
+    pub fn hold_phrase(&self) -> Option<String> {
+        let Resource::MaintenanceWindow { deny, .. } = self else {
+            return None;
+        };
+        let when = self.window_opens_local();
+        Some(match (deny, when) {
+            (None, Some(when)) => format!("held for the maintenance window ({when})"),
+            (None, None) => "held for a maintenance window that never opens again".to_owned(),
+            (Some(deny), Some(when)) => format!("held by deny window `{deny}` until {when}"),
+            (Some(deny), None) => {
+                format!("held by deny window `{deny}`, which leaves no time to start")
+            }
+        })
+    }
+}
+
+impl Resource {
+    /// For a step a maintenance or deny window holds, when it may start, on the clock of the
+    /// schedules' zone: `Sat 2026-05-02 01:00 UTC`; `None` for any other resource, or when
+    /// the schedules leave no time.
+    pub fn window_opens_local(&self) -> Option<String> {
+        let Resource::MaintenanceWindow {
+            opens: Some(opens),
+            time_zone,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let zone = time_zone.as_deref().unwrap_or("UTC");
+        Some(format!("{} {zone}", day_and_time(*opens, zone)))
+    }
+}
+
+/// `at` on the wall clock of `zone` (a name validation accepted), with the zone:
+/// `2027-01-03 00:00 Europe/Rome`.
+fn local_time(at: Timestamp, zone: &str) -> String {
+    let wall = at
+        .to_zoned(time_zone(zone))
+        .strftime("%Y-%m-%d %H:%M")
+        .to_string();
+    format!("{wall} {zone}")
+}
+
+/// `at` with its weekday on the wall clock of `zone`: `Sun 2027-01-03 00:00`.
+fn day_and_time(at: Timestamp, zone: &str) -> String {
+    at.to_zoned(time_zone(zone))
+        .strftime("%a %Y-%m-%d %H:%M")
+        .to_string()
+}
+
+fn time_zone(name: &str) -> jiff::tz::TimeZone {
+    // Names come from validated specs; UTC stands in for any other, as it did before zones.
+    crate::spec::values::bundled_time_zones()
+        .get(name)
+        .unwrap_or(jiff::tz::TimeZone::UTC)
 }
 
 /// What a cluster waits on now.
@@ -663,47 +780,4 @@ pub struct Finding {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn action_kinds_are_named_as_the_actions_serialise() {
-        let names: Vec<&str> = ActionKind::ALL.iter().map(|kind| kind.name()).collect();
-        assert_eq!(
-            names,
-            [
-                "create-machine",
-                "init-control-plane",
-                "prepare-node",
-                "join-node",
-                "cordon",
-                "drain",
-                "delete-node",
-                "reset-node",
-                "destroy-machine",
-                "upgrade-control-plane",
-                "renew-certificates",
-                "deliver-kubeconfig",
-                "fence-machine",
-                "delete-cluster",
-            ]
-        );
-        for kind in ActionKind::ALL {
-            let json = serde_json::to_string(&kind).expect("serialise");
-            assert_eq!(json, format!("\"{kind}\""));
-            let back: ActionKind = serde_json::from_str(&json).expect("deserialise");
-            assert_eq!(back, kind);
-        }
-        assert!(serde_json::from_str::<ActionKind>("\"clone\"").is_err());
-    }
-
-    #[test]
-    fn action_kinds_sort_by_name() {
-        let mut kinds = ActionKind::ALL.to_vec();
-        kinds.sort();
-        let names: Vec<&str> = kinds.iter().map(|kind| kind.name()).collect();
-        let mut sorted = names.clone();
-        sorted.sort_unstable();
-        assert_eq!(names, sorted);
-    }
-}
+mod tests;

@@ -68,7 +68,7 @@ pub fn estimate(
     }
     let window = predicted.iter().find_map(|step| match &step.step.waits_on {
         Some(wait) => match &wait.resource {
-            Resource::MaintenanceWindow { opens } => Some(*opens),
+            held @ Resource::MaintenanceWindow { opens, .. } => Some((*opens, held)),
             _ => None,
         },
         None => None,
@@ -79,11 +79,11 @@ pub fn estimate(
         rounds: rounds.len(),
         measured_steps,
         unmeasured: unmeasured.into_iter().collect(),
-        starts: window.flatten(),
-        never_starts: matches!(window, Some(None)),
+        starts: window.and_then(|(opens, _)| opens),
+        never_starts: matches!(window, Some((None, _))),
         explanation: String::new(),
     };
-    estimate.explanation = explain(&estimate, predicted.len());
+    estimate.explanation = explain(&estimate, predicted.len(), window.map(|(_, held)| held));
     Some(estimate)
 }
 
@@ -115,7 +115,8 @@ fn rounds(predicted: &[PreviewStep]) -> Vec<Vec<&PreviewStep>> {
     rounds
 }
 
-fn explain(estimate: &Estimate, steps: usize) -> String {
+/// The estimate in words; `held` is the maintenance or deny window holding the steps.
+fn explain(estimate: &Estimate, steps: usize, held: Option<&Resource>) -> String {
     let mut text = if estimate.measured_steps == 0 {
         format!("unknown: the daemon has measured none of these {steps} step(s)' actions yet")
     } else {
@@ -131,13 +132,20 @@ fn explain(estimate: &Estimate, steps: usize) -> String {
             estimate.unmeasured.join(", ")
         ));
     }
-    if let Some(starts) = estimate.starts {
-        text.push_str(&format!(
-            "; held for the maintenance window: starts {}",
-            starts.strftime("%a %Y-%m-%d %H:%M UTC")
-        ));
-    } else if estimate.never_starts {
-        text.push_str("; held for a maintenance window that never opens again");
+    match held {
+        Some(held @ Resource::MaintenanceWindow { deny: None, .. })
+            if estimate.starts.is_some() =>
+        {
+            let when = held.window_opens_local().unwrap_or_default();
+            text.push_str(&format!("; held for the maintenance window: starts {when}"));
+        }
+        Some(held) => {
+            if let Some(phrase) = held.hold_phrase() {
+                text.push_str("; ");
+                text.push_str(&phrase);
+            }
+        }
+        None => {}
     }
     text
 }

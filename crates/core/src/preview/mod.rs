@@ -429,21 +429,11 @@ fn files_by_cluster(
     files: &RepoFiles,
     names_by_path: &BTreeMap<String, String>,
 ) -> BTreeMap<String, spec::SourceText> {
-    #[derive(serde::Deserialize)]
-    struct Peek {
-        metadata: Option<PeekMetadata>,
-    }
-    #[derive(serde::Deserialize)]
-    struct PeekMetadata {
-        name: Option<String>,
-    }
     files
         .clusters
         .iter()
         .map(|file| {
-            let name = serde_saphyr::from_str::<Peek>(&file.text)
-                .ok()
-                .and_then(|peek| peek.metadata?.name)
+            let name = spec::declared_name(&file.text)
                 .or_else(|| names_by_path.get(&file.path).cloned())
                 .unwrap_or_else(|| file.path.clone());
             (name, file.clone())

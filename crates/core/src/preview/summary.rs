@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::plan::{Action, Resource};
+use crate::plan::Action;
 
 use super::{DrainForecast, FieldChange, PreviewStep, Refusal};
 
@@ -62,21 +62,15 @@ pub(super) fn cluster(facts: &Facts<'_>) -> String {
     } else {
         parts.join(", ")
     };
-    let held = added.iter().find_map(|s| match &s.step.waits_on {
-        Some(wait) => match &wait.resource {
-            Resource::MaintenanceWindow { opens } => Some(*opens),
-            _ => None,
-        },
-        None => None,
+    let held = added.iter().find_map(|s| {
+        s.step
+            .waits_on
+            .as_ref()
+            .and_then(|wait| wait.resource.hold_phrase())
     });
-    if let Some(opens) = held {
-        match opens {
-            Some(opens) => text.push_str(&format!(
-                " — held for the maintenance window ({})",
-                opens.strftime("%a %Y-%m-%d %H:%M UTC")
-            )),
-            None => text.push_str(" — held for a maintenance window that never opens again"),
-        }
+    if let Some(held) = held {
+        text.push_str(" — ");
+        text.push_str(&held);
     }
     let mut blockers: Vec<&str> = facts
         .drains

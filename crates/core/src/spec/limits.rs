@@ -24,6 +24,9 @@ pub const MAX_MEMORY_MIB: u32 = 4 * 1024 * 1024;
 pub const MAX_DISK_GIB: u32 = 64 * 1024;
 /// Proxmox nodes in one `placement`: Proxmox VE clusters run in the dozens of nodes.
 pub const MAX_PLACEMENT: usize = 100;
+/// Allow windows, and deny windows, of one cluster's `maintenance`: each is a cron schedule
+/// the planner reads at every plan; a week's worth of distinct windows fits well within it.
+pub const MAX_WINDOWS: usize = 32;
 /// Ranges in `network.reserved`.
 pub const MAX_RESERVED_RANGES: usize = 100;
 /// Cluster files in one repository: the daemon observes every cluster at each pass and keeps

@@ -12,10 +12,13 @@
 
 pub mod bounds;
 pub mod diagnostic;
+mod distribution;
 mod k3s;
 mod limits;
 pub mod locate;
+mod maintenance;
 mod parse;
+pub mod remediation;
 pub mod types;
 pub mod validate;
 pub mod values;
@@ -23,10 +26,13 @@ pub mod values;
 use std::collections::BTreeMap;
 
 pub use diagnostic::{Diagnostic, Diagnostics, Severity, SourceFile};
+pub use distribution::Capabilities;
 pub use k3s::is_database_name;
 pub use parse::parse_document;
 pub use types::*;
-pub use values::{AddressRange, CronSchedule, HumanDuration, KubeVersion, MinorVersion};
+pub use values::{
+    AddressRange, CronSchedule, HumanDuration, KubeVersion, MinorVersion, TimeZoneName,
+};
 
 /// Name of the fleet file at the repository root.
 pub const FLEET_FILE: &str = "capstan.yaml";
@@ -129,6 +135,23 @@ pub fn clusters_dir_of(fleet_text: &str) -> std::path::PathBuf {
         .ok()
         .and_then(|peek| peek.clusters_dir)
         .unwrap_or_else(|| std::path::PathBuf::from("clusters"))
+}
+
+/// The `metadata.name` a cluster file declares, read without validating the rest (a file with
+/// errors is still known by the name it gives). Not validated: a name, not a path.
+pub fn declared_name(cluster_text: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Peek {
+        metadata: Option<PeekMetadata>,
+    }
+    #[derive(serde::Deserialize)]
+    struct PeekMetadata {
+        name: Option<String>,
+    }
+    serde_saphyr::from_str::<Peek>(cluster_text)
+        .ok()?
+        .metadata?
+        .name
 }
 
 /// Parses, defaults and validates a repository.

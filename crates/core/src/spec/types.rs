@@ -12,7 +12,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::limits as bounds;
-use super::values::{AddressRange, CronSchedule, HumanDuration, KubeVersion, MinorVersion};
+use super::values::{
+    AddressRange, CronSchedule, HumanDuration, KubeVersion, MinorVersion, TimeZoneName,
+};
 
 /// The only `apiVersion` this release reads.
 pub const API_VERSION: &str = "capstan.dev/v1alpha1";
@@ -260,6 +262,10 @@ pub struct ClusterSpec {
     /// How changes roll out.
     #[serde(default)]
     pub rollout: Rollout,
+    /// When disruptive steps may start: allow and deny windows, and the time zone their
+    /// schedules are read in.
+    #[serde(default, skip_serializing_if = "Maintenance::is_default")]
+    pub maintenance: Maintenance,
     /// Certificate renewal.
     #[serde(default)]
     pub certificates: Certificates,
@@ -345,17 +351,9 @@ impl Distribution {
     /// The distribution a word names, as the cluster language spells it (`kubeadm`, `k3s`),
     /// case-insensitive.
     pub fn named(word: &str) -> Option<Self> {
-        [Distribution::Kubeadm, Distribution::K3s]
+        Distribution::ALL
             .into_iter()
             .find(|d| d.name().eq_ignore_ascii_case(word))
-    }
-
-    /// Its name in the cluster language.
-    pub fn name(self) -> &'static str {
-        match self {
-            Distribution::Kubeadm => "kubeadm",
-            Distribution::K3s => "k3s",
-        }
     }
 }
 
@@ -503,7 +501,8 @@ pub struct Rollout {
     /// How long a new machine may take to join; past it, it is destroyed and created again.
     #[serde(default = "default_join_timeout")]
     pub join_timeout: HumanDuration,
-    /// When disruptive steps may run. Without one they may run at any time.
+    /// When disruptive steps may run. Without one they may run at any time. The older
+    /// spelling of a single `maintenance.allow` window (and read in `maintenance.timeZone`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maintenance_window: Option<MaintenanceWindow>,
     /// What to do with a VM whose Proxmox config was changed outside capstan.
@@ -546,14 +545,40 @@ fn default_join_timeout() -> HumanDuration {
     HumanDuration::minutes(15)
 }
 
-/// A recurring window for disruptive steps.
+/// A recurring window: it opens each time its schedule fires and lasts its duration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MaintenanceWindow {
-    /// When a window opens (cron with seconds, UTC).
+    /// When a window opens (cron, read in `maintenance.timeZone`).
     pub schedule: CronSchedule,
     /// How long it stays open.
     pub duration: HumanDuration,
+}
+
+/// When disruptive steps (drains, control-plane restarts) may start. Steps already running
+/// finish; nothing else waits.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Maintenance {
+    /// The IANA time zone schedules are read in (`Europe/Rome`); daylight saving time moves
+    /// them with the clocks. Default UTC.
+    #[serde(default, skip_serializing_if = "TimeZoneName::is_utc")]
+    pub time_zone: TimeZoneName,
+    /// Disruptive steps start only inside one of these (none: at any time not denied).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = bounds::MAX_WINDOWS))]
+    pub allow: Vec<MaintenanceWindow>,
+    /// No disruptive step starts inside one of these, whatever the allow windows say (a
+    /// freeze: `{schedule: "0 0 20 12 *", duration: 336h}`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = bounds::MAX_WINDOWS))]
+    pub deny: Vec<MaintenanceWindow>,
+}
+
+impl Maintenance {
+    fn is_default(&self) -> bool {
+        self == &Maintenance::default()
+    }
 }
 
 /// What to do with a drifted VM.
@@ -599,6 +624,10 @@ pub struct Remediation {
     /// How long a node must be NotReady before it is fenced.
     #[serde(default = "default_fence_after")]
     pub after: HumanDuration,
+    /// When more of the cluster's nodes than this are NotReady, nothing is fenced: so many at
+    /// once looks like the network, not the nodes (a count, or a percentage rounded down).
+    #[serde(default)]
+    pub max_unhealthy: super::remediation::MaxUnhealthy,
 }
 
 impl Default for Remediation {
@@ -606,6 +635,7 @@ impl Default for Remediation {
         Remediation {
             fence: false,
             after: default_fence_after(),
+            max_unhealthy: super::remediation::MaxUnhealthy::default(),
         }
     }
 }

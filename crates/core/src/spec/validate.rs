@@ -9,8 +9,7 @@ use ipnet::IpNet;
 
 use super::diagnostic::{Diagnostic, SourceFile};
 use super::types::{
-    Cluster, ClusterSpec, DatastoreChoice, DatastoreServer, Distribution, Fleet, Machine,
-    SecretSource,
+    Cluster, ClusterSpec, DatastoreChoice, DatastoreServer, Fleet, Machine, SecretSource,
 };
 use super::values::{is_dns1123_label, is_dns1123_subdomain};
 
@@ -432,18 +431,17 @@ fn endpoint(out: &mut Vec<Diagnostic>, spec: &ClusterSpec, file: &SourceFile) {
 
 fn control_plane(out: &mut Vec<Diagnostic>, spec: &ClusterSpec, file: &SourceFile) {
     let replicas = spec.control_plane.replicas;
-    let tool = match spec.kubernetes.distribution {
-        Distribution::Kubeadm => "kubeadm",
-        Distribution::K3s => "K3s",
-    };
-    if replicas == 0 && spec.kubernetes.distribution == Distribution::K3s {
+    let capabilities = spec.kubernetes.distribution.capabilities();
+    let tool = capabilities.tool;
+    if replicas == 0 && !capabilities.etcd_quorum {
         out.push(
-            file.error("spec.controlPlane.replicas", "a K3s cluster needs a server")
-                .with_hint("use 1 server, or 2 or more with an external datastore"),
+            file.error(
+                "spec.controlPlane.replicas",
+                format!("a {tool} cluster needs a server"),
+            )
+            .with_hint("use 1 server, or 2 or more with an external datastore"),
         );
-    } else if spec.kubernetes.distribution == Distribution::Kubeadm
-        && (replicas == 0 || replicas.is_multiple_of(2))
-    {
+    } else if capabilities.etcd_quorum && (replicas == 0 || replicas.is_multiple_of(2)) {
         out.push(
             file.error(
                 "spec.controlPlane.replicas",
@@ -666,14 +664,7 @@ fn rollout(out: &mut Vec<Diagnostic>, spec: &ClusterSpec, file: &SourceFile) {
                 .with_hint("the default is 15m"),
         );
     }
-    if let Some(window) = &rollout.maintenance_window
-        && window.duration.0.is_zero()
-    {
-        out.push(file.error(
-            "spec.rollout.maintenanceWindow.duration",
-            "a window of 0 never opens",
-        ));
-    }
+    super::maintenance::check(out, spec, file);
     let renew_before = spec.certificates.renew_before.0.as_secs() / 86_400;
     if renew_before >= CERTIFICATE_LIFETIME_DAYS {
         out.push(

@@ -216,8 +216,10 @@ string_value!(
     "Duration such as 30s, 10m, 4h or 30d"
 );
 
-/// A cron schedule with seconds: `SEC MIN HOUR DAY-OF-MONTH MONTH DAY-OF-WEEK [YEAR]`
-/// (e.g. `0 0 1 * * Sat`: Saturdays at 01:00 UTC).
+/// A cron schedule with seconds, `SEC MIN HOUR DAY-OF-MONTH MONTH DAY-OF-WEEK [YEAR]` (e.g.
+/// `0 0 1 * * Sat`: Saturdays at 01:00), or the crontab form of five fields without seconds,
+/// `MIN HOUR DAY-OF-MONTH MONTH DAY-OF-WEEK` (e.g. `0 0 20 12 *`: 20 December at midnight). It
+/// is read in the cluster's `maintenance.timeZone` (UTC by default).
 #[derive(Debug, Clone)]
 pub struct CronSchedule {
     text: String,
@@ -249,15 +251,23 @@ impl FromStr for CronSchedule {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        cron::Schedule::from_str(text)
+        // Five fields are the crontab form: it fires at second 0.
+        let fields = text.split_whitespace().count();
+        let with_seconds = if fields == 5 {
+            Cow::Owned(format!("0 {text}"))
+        } else {
+            Cow::Borrowed(text)
+        };
+        cron::Schedule::from_str(&with_seconds)
             .map(|schedule| CronSchedule {
                 text: text.to_owned(),
                 schedule,
             })
             .map_err(|err| {
                 format!(
-                    "`{text}` is not a cron schedule ({err}): write six fields \
-                     SEC MIN HOUR DAY-OF-MONTH MONTH DAY-OF-WEEK, e.g. `0 0 1 * * Sat`"
+                    "`{text}` is not a cron schedule ({err}): write five fields \
+                     MIN HOUR DAY-OF-MONTH MONTH DAY-OF-WEEK (`0 0 20 12 *`) or six with \
+                     seconds first (`0 0 1 * * Sat`)"
                 )
             })
     }
@@ -267,7 +277,110 @@ string_value!(
     CronSchedule,
     "CronSchedule",
     None,
-    "Cron schedule with seconds: SEC MIN HOUR DAY-OF-MONTH MONTH DAY-OF-WEEK [YEAR], in UTC"
+    "Cron schedule: MIN HOUR DAY-OF-MONTH MONTH DAY-OF-WEEK, or with seconds SEC MIN HOUR DAY-OF-MONTH MONTH DAY-OF-WEEK [YEAR]; read in maintenance.timeZone (UTC by default)"
+);
+
+/// An IANA time zone (`Europe/Rome`, `UTC`), looked up in the database bundled into capstan:
+/// no file is read, so a site without `/usr/share/zoneinfo` reads schedules the same way.
+#[derive(Debug, Clone)]
+pub struct TimeZoneName {
+    name: String,
+    zone: jiff::tz::TimeZone,
+}
+
+impl TimeZoneName {
+    /// UTC, the zone schedules are read in unless a cluster names another.
+    pub fn utc() -> Self {
+        TimeZoneName {
+            name: "UTC".to_owned(),
+            zone: jiff::tz::TimeZone::UTC,
+        }
+    }
+
+    /// The zone, to read schedules in.
+    pub fn zone(&self) -> &jiff::tz::TimeZone {
+        &self.zone
+    }
+
+    /// Whether it is UTC (times are then written as before zones existed).
+    pub fn is_utc(&self) -> bool {
+        self.zone == jiff::tz::TimeZone::UTC
+    }
+
+    /// The name as written.
+    pub fn as_str(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Default for TimeZoneName {
+    fn default() -> Self {
+        TimeZoneName::utc()
+    }
+}
+
+impl PartialEq for TimeZoneName {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for TimeZoneName {}
+
+impl fmt::Display for TimeZoneName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
+impl FromStr for TimeZoneName {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let database = bundled_time_zones();
+        // A name is a short path of letters; anything else is refused before the lookup.
+        let plausible = !text.is_empty()
+            && text.len() <= 64
+            && text
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '_' | '-' | '+'));
+        if plausible && let Ok(zone) = database.get(text) {
+            return Ok(TimeZoneName {
+                name: text.to_owned(),
+                zone,
+            });
+        }
+        let mut message = format!("`{text}` is not a time zone of the IANA database");
+        let closest = database
+            .available()
+            .map(|name| {
+                let name = name.as_str().to_owned();
+                (
+                    strsim::jaro_winkler(&name.to_lowercase(), &text.to_lowercase()),
+                    name,
+                )
+            })
+            .filter(|(score, _)| *score > 0.8)
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        match closest {
+            Some((_, name)) => message.push_str(&format!(": did you mean `{name}`?")),
+            None => message.push_str(": write an Area/City name such as `Europe/Rome`, or `UTC`"),
+        }
+        Err(message)
+    }
+}
+
+/// The IANA database compiled into capstan (never the system's files: the planner reads none).
+pub(crate) fn bundled_time_zones() -> &'static jiff::tz::TimeZoneDatabase {
+    static DATABASE: std::sync::OnceLock<jiff::tz::TimeZoneDatabase> = std::sync::OnceLock::new();
+    DATABASE.get_or_init(jiff::tz::TimeZoneDatabase::bundled)
+}
+
+string_value!(
+    TimeZoneName,
+    "TimeZone",
+    None,
+    "IANA time zone such as Europe/Rome (default UTC), from the database bundled into capstan"
 );
 
 /// A range of addresses a cluster must not use: `192.168.1.170-192.168.1.189`,
@@ -410,12 +523,39 @@ mod tests {
     }
 
     #[test]
-    fn cron_schedules_need_the_seconds_field() {
+    fn cron_schedules_take_five_fields_or_six_with_seconds() {
+        use cron::TimeUnitSpec;
         assert!("0 0 1 * * Sat".parse::<CronSchedule>().is_ok());
+        let crontab: CronSchedule = "0 0 20 12 *".parse().expect("crontab form");
+        assert_eq!(crontab.to_string(), "0 0 20 12 *");
+        // Read as minute 0, hour 0, 20 December: not second 0, minute 0, 20:00 on the 12th.
+        assert!(crontab.schedule().hours().includes(0));
+        assert!(crontab.schedule().days_of_month().includes(20));
+        assert!(crontab.schedule().months().includes(12));
         let err = "every saturday"
             .parse::<CronSchedule>()
             .expect_err("not cron");
-        assert!(err.contains("SEC MIN HOUR"), "{err}");
+        assert!(err.contains("MIN HOUR DAY-OF-MONTH"), "{err}");
+    }
+
+    #[test]
+    fn time_zones_come_from_the_bundled_database_and_misspellings_get_a_hint() {
+        let rome: TimeZoneName = "Europe/Rome".parse().expect("a zone");
+        assert_eq!(rome.to_string(), "Europe/Rome");
+        assert!(!rome.is_utc());
+        assert!("UTC".parse::<TimeZoneName>().expect("utc").is_utc());
+        let err = "Europe/Roma".parse::<TimeZoneName>().expect_err("unknown");
+        assert_eq!(
+            err,
+            "`Europe/Roma` is not a time zone of the IANA database: did you mean `Europe/Rome`?"
+        );
+        let err = "../../etc/passwd"
+            .parse::<TimeZoneName>()
+            .expect_err("not a name");
+        assert!(
+            err.starts_with("`../../etc/passwd` is not a time zone"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -26,12 +26,17 @@ pub const STATUS_PUSHED: &str = "StatusPushed";
 /// allowed key; when False, the last verified revision is still reconciled.
 pub const SOURCE_VERIFIED: &str = "SourceVerified";
 
+/// Fencing is held back: more nodes are NotReady than `remediation.maxUnhealthy` allows (the
+/// message names them). Listed only while it holds, so a notification can fire when it appears.
+pub const REMEDIATION_HELD: &str = "RemediationHeld";
+
 /// Every condition type: a cluster's (in the order its status lists them), then the fleet's.
-pub const TYPES: [&str; 7] = [
+pub const TYPES: [&str; 8] = [
     READY,
     API_AVAILABLE,
     KUBECONFIG_DELIVERED,
     BLOCKED,
+    REMEDIATION_HELD,
     SOURCE_AVAILABLE,
     STATUS_PUSHED,
     SOURCE_VERIFIED,
@@ -61,6 +66,8 @@ pub mod reasons {
     pub const REFUSED: &str = "Refused";
     /// `Blocked` True: a step failed several times in a row.
     pub const STEP_FAILING: &str = "StepFailing";
+    /// `RemediationHeld` True: too many nodes are NotReady at once to fence any.
+    pub const TOO_MANY_UNHEALTHY: &str = "TooManyUnhealthy";
     /// `Blocked` False: nothing blocks.
     pub const CLEAR: &str = "Clear";
     /// `Blocked` True: the cluster could not be observed.
@@ -102,7 +109,8 @@ pub mod reasons {
     pub const UNVERIFIABLE: &str = "Unverifiable";
 
     /// Every reason.
-    pub const ALL: [&str; 30] = [
+    pub const ALL: [&str; 31] = [
+        TOO_MANY_UNHEALTHY,
         CONVERGED,
         RECONCILING,
         NOT_INITIALISED,
@@ -164,8 +172,10 @@ mod tests {
             .map(|line| line.split('|').map(str::trim).collect())
             .collect();
         let names = |cell: &str| -> Vec<String> {
+            // An empty cell: the condition is listed only while it holds.
             cell.split(',')
                 .map(|name| name.trim().trim_matches('`').to_owned())
+                .filter(|name| !name.is_empty())
                 .collect()
         };
         let types: Vec<String> = rows.iter().flat_map(|row| names(row[1])).collect();

@@ -368,6 +368,14 @@ pub fn cluster_status(input: &StatusInput<'_>) -> ClusterStatus {
         };
         condition(conditions::BLOCKED, true, reason, &blocked_message)
     });
+    if let Some(held) = &plan.remediation_held {
+        conditions.push(condition(
+            conditions::REMEDIATION_HELD,
+            true,
+            reasons::TOO_MANY_UNHEALTHY,
+            &held.message(),
+        ));
+    }
     for condition in &mut conditions {
         condition.last_transition_time = transition_time(input.previous, condition, input.now);
     }
@@ -644,6 +652,65 @@ mod tests {
             next_steps: vec!["cordon capstan-prod-general-a".into()],
             last_step: None,
         }
+    }
+
+    #[test]
+    fn held_remediation_is_a_condition_naming_the_unhealthy_nodes() {
+        let now = at("2026-05-02T00:00:00Z");
+        let held = crate::plan::RemediationHeld {
+            unhealthy: vec![
+                NodeName("capstan-prod-general-a".into()),
+                NodeName("capstan-prod-general-b".into()),
+                NodeName("capstan-prod-general-c".into()),
+            ],
+            nodes: 6,
+            max_unhealthy: 2,
+        };
+        let plan = ClusterPlan {
+            name: "prod".to_owned(),
+            phase: Phase::Updating,
+            steps: Vec::new(),
+            predicted: Vec::new(),
+            blocked: Vec::new(),
+            waiting_on: Vec::new(),
+            findings: Vec::new(),
+            remediation_held: Some(held.clone()),
+        };
+        let input = StatusInput {
+            plan: &plan,
+            observed: None,
+            delivers_to_flux: false,
+            declared_nodes: Some(6),
+            last_step: None,
+            failures_to_block: 3,
+            previous: None,
+            api_down_because: None,
+            now,
+        };
+        let status = cluster_status(&input);
+        let condition = status
+            .conditions
+            .iter()
+            .find(|c| c.kind == conditions::REMEDIATION_HELD)
+            .expect("held");
+        assert_eq!(condition.status, "True");
+        assert_eq!(condition.reason, reasons::TOO_MANY_UNHEALTHY);
+        assert_eq!(condition.message, held.message());
+        assert!(condition.message.contains("capstan-prod-general-c"));
+        let clear = ClusterPlan {
+            remediation_held: None,
+            ..plan.clone()
+        };
+        let status = cluster_status(&StatusInput {
+            plan: &clear,
+            ..input
+        });
+        assert!(
+            status
+                .conditions
+                .iter()
+                .all(|c| c.kind != conditions::REMEDIATION_HELD)
+        );
     }
 
     #[test]

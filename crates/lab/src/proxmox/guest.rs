@@ -97,7 +97,7 @@ pub trait GuestSoftware: Send + Sync + 'static {
 
 /// A minimal shell: `true`, `false`, `echo`, `hostname`, `cat` of files written through the
 /// agent; anything else exits 127, "command not found". Files vanish with the VM. It has no
-/// folders (every write succeeds): the lab's node software ([`crate::nodes`]) models them.
+/// folders (every write succeeds): the lab's node software (the `nodes` module) models them.
 #[derive(Debug, Default)]
 pub struct DefaultShell {
     files: Mutex<HashMap<VmId, BTreeMap<String, Vec<u8>>>>,

@@ -699,9 +699,7 @@ impl SimState {
             _ => Err(ApiFail::die("QEMU guest agent is not running")),
         }
     }
-}
 
-impl SimState {
     /// Whether a hostile agent fault selects VM `vmid` for `program` (any program: `None`).
     pub fn is_hostile(&self, vmid: u32, program: Option<&str>) -> bool {
         let Some(vm) = self.vms.get(&vmid) else {
@@ -713,9 +711,7 @@ impl SimState {
                 && selects(std::slice::from_ref(selector), vmid, &name)
         })
     }
-}
 
-impl SimState {
     /// How many bytes of output a flooding agent fault makes VM `vmid` answer `program` with.
     pub fn flood_of(&self, vmid: u32, program: &str) -> Option<usize> {
         let vm = self.vms.get(&vmid)?;

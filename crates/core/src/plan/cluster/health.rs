@@ -12,6 +12,9 @@ impl<'a> Ctx<'a> {
             return;
         }
         let remediation = &self.spec().remediation;
+        if remediation.fence && self.remediation_held(out) {
+            return;
+        }
         let mut steps = Vec::new();
         for view in &self.views {
             let Some(node) = view.node else { continue };
@@ -58,6 +61,43 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// `remediation.maxUnhealthy`: when more nodes are NotReady than it allows and one of
+    /// them would be fenced, nothing is, and the outcome says which nodes are down. Returns
+    /// whether fencing is held.
+    fn remediation_held(&self, out: &mut Outcome) -> bool {
+        let remediation = &self.spec().remediation;
+        let members = || {
+            self.views
+                .iter()
+                .filter(|v| v.node.is_some() && !v.retiring)
+        };
+        let unhealthy: Vec<NodeName> = members()
+            .filter(|v| v.node.is_some_and(|node| !node.ready))
+            .map(|v| v.name.clone())
+            .collect();
+        let nodes = members().count();
+        let max_unhealthy = remediation.max_unhealthy.of(nodes);
+        if unhealthy.len() <= max_unhealthy {
+            return false;
+        }
+        let would_fence = members().any(|v| {
+            v.node.is_some_and(|node| {
+                !node.ready
+                    && !v.fenced
+                    && (!v.machine.is_running() || !v.machine.guest_agent)
+                    && self.input.now >= add(node.ready_since, remediation.after.0)
+            })
+        });
+        if would_fence {
+            out.remediation_held = Some(super::super::RemediationHeld {
+                unhealthy,
+                nodes,
+                max_unhealthy,
+            });
+        }
+        true
+    }
+
     /// Control planes with a Node, in name order.
     pub(super) fn control_plane_members(&self) -> impl Iterator<Item = &View<'a>> {
         self.control_planes
@@ -81,9 +121,10 @@ impl<'a> Ctx<'a> {
         let Some(control_plane) = &self.input.observed.control_plane else {
             return false;
         };
-        // K3s upgrades by replacement alone: the machines' spec hash carries the version, so
-        // they are outdated and replaced (servers first); there is no in-place step.
-        if self.spec().kubernetes.distribution == crate::spec::Distribution::K3s {
+        // A distribution without in-place upgrades (K3s) upgrades by replacement alone: the
+        // machines' spec hash carries the version, so they are outdated and replaced (servers
+        // first); there is no in-place step.
+        if !self.capabilities().upgrades_in_place {
             return false;
         }
         let from = control_plane.version;
@@ -165,12 +206,12 @@ impl<'a> Ctx<'a> {
         // cluster: then renewal does not wait.
         let urgent = match self.window {
             WindowState::Open => false,
-            WindowState::Closed { opens } => opens.is_none_or(|opens| opens >= expires),
+            WindowState::Closed(hold) => hold.opens.is_none_or(|opens| opens >= expires),
         };
         if urgent {
             step.disruptive = true;
             step.reason
-                .push_str("; the maintenance window opens too late, so it does not wait");
+                .push_str("; the maintenance windows let it start too late, so it does not wait");
             out.push(step, Gate::Open);
         } else {
             out.push_disruptive(step, self.window);

@@ -39,7 +39,7 @@ impl<'a> Ctx<'a> {
             self.target(view),
             format!(
                 "bootstrap: {} on the first of {} control plane(s), endpoint {} ({}:{})",
-                self.words().init,
+                self.capabilities().init,
                 spec.control_plane.replicas,
                 spec.endpoint.host,
                 spec.endpoint.address,
@@ -84,7 +84,7 @@ impl<'a> Ctx<'a> {
                     "new ",
                     view.role().as_str(),
                     ": ",
-                    &self.words().prepare(version),
+                    &self.capabilities().prepare(version),
                     " while it waits to join",
                 ]
                 .concat(),

@@ -7,6 +7,9 @@ use std::rc::Rc;
 
 use smol_str::{SmolStr, format_smolstr};
 
+use jiff::Timestamp;
+
+use super::super::window::{self, WindowState};
 use super::placement;
 use crate::model::{NodeName, Role};
 use crate::observed::{FluxTarget, MachineSpec};
@@ -27,6 +30,8 @@ pub(crate) struct SpecMemo {
     outdated: RefCell<Vec<(MachineSpec, MachineSpec, Option<SmolStr>)>>,
     /// Where Flux gets the admin kubeconfig (`None`: no delivery).
     flux_target: OnceCell<Option<FluxTarget>>,
+    /// The maintenance windows at the plan's time (the same at every batch).
+    window: OnceCell<WindowState>,
 }
 
 impl SpecMemo {
@@ -51,6 +56,11 @@ impl SpecMemo {
             .borrow_mut()
             .push((version, Rc::clone(&specs)));
         specs
+    }
+
+    /// The state of the maintenance windows at `now` (one memo serves one plan's time).
+    pub(super) fn window(&self, spec: &ClusterSpec, now: Timestamp) -> &WindowState {
+        self.window.get_or_init(|| window::state(spec, now))
     }
 
     /// The Secret Flux reads the admin kubeconfig from, when the spec delivers to Flux.

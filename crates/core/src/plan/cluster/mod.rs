@@ -15,7 +15,6 @@ mod memo;
 mod quiet;
 mod removal;
 mod version;
-mod words;
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -28,25 +27,24 @@ use super::types::{
     Action, ActionKind, Blocked, Finding, FindingKind, MachineRef, Resource, Rule, Step, Target,
     Wait, Waiting,
 };
-use super::window::{self, WindowState};
+use super::window::{Hold, WindowState};
 use crate::model::{NodeName, Ownership, Role};
 use crate::observed::{MachineSpec, ObservedCluster, ObservedMachine, ObservedNode};
 use crate::spec::validate::{CONTROL_PLANE_POOL, VM_NAME_PREFIX};
-use crate::spec::{ClusterSpec, DriftPolicy, KubeVersion, Machine};
+use crate::spec::{Capabilities, ClusterSpec, DriftPolicy, KubeVersion, Machine};
 pub(crate) use classify::Facts;
 use memo::PoolSpecs;
 pub(crate) use memo::SpecMemo;
 pub(crate) use quiet::Quiet;
 use smol_str::SmolStr;
-use words::Words;
 
 /// What gates a candidate step.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Gate {
     /// It may run now.
     Open,
-    /// Disruptive, outside the maintenance window (rule 11).
-    Window(Option<Timestamp>),
+    /// Disruptive, held by the maintenance windows (rule 11).
+    Window(Hold),
     /// Something in the world must happen first.
     Wait(Waiting),
 }
@@ -70,6 +68,8 @@ pub(crate) struct Outcome {
     pub initialised: bool,
     /// In a prediction: the machines that may be kept aside ([`Quiet`]), with their facts.
     pub quiet: Vec<(NodeName, Facts)>,
+    /// Fencing held back by `remediation.maxUnhealthy`.
+    pub remediation_held: Option<super::RemediationHeld>,
 }
 
 /// The inputs of one cluster's plan.
@@ -219,7 +219,7 @@ struct Ctx<'a> {
     /// Every owned VM, in name order (the order of `observed.machines`): sorts rely on it.
     views: Vec<View<'a>>,
     target_version: KubeVersion,
-    window: WindowState,
+    window: &'a WindowState,
     initialised: bool,
     /// Nodes with no VM of their name, in name order (found by `classify`'s walk).
     machineless_nodes: Vec<&'a NodeName>,
@@ -251,12 +251,12 @@ impl Outcome {
         self.candidates.push(Candidate { step, gate });
     }
 
-    /// Pushes a disruptive step, gated by the maintenance window (rule 11).
-    fn push_disruptive(&mut self, mut step: Step, window: WindowState) {
+    /// Pushes a disruptive step, gated by the maintenance windows (rule 11).
+    fn push_disruptive(&mut self, mut step: Step, window: &WindowState) {
         step.disruptive = true;
         let gate = match window {
             WindowState::Open => Gate::Open,
-            WindowState::Closed { opens } => Gate::Window(opens),
+            WindowState::Closed(hold) => Gate::Window(hold.clone()),
         };
         self.push(step, gate);
     }
@@ -293,7 +293,7 @@ pub(crate) fn candidates(input: &Input<'_>, capacity: &Capacity) -> Outcome {
         pools: Vec::new(),
         views: Vec::with_capacity(input.observed.machines.len()),
         target_version,
-        window: window::state(input.spec.rollout.maintenance_window.as_ref(), input.now),
+        window: input.memo.window(input.spec, input.now),
         initialised: out.initialised,
         machineless_nodes: Vec::new(),
         census: Census::default(),
@@ -355,9 +355,9 @@ impl<'a> Ctx<'a> {
         self.input.name
     }
 
-    /// How the cluster's distribution names its operations, for the steps' reasons.
-    fn words(&self) -> Words {
-        Words::of(self.spec().kubernetes.distribution)
+    /// The cluster's distribution's rules, and its names for its operations (steps' reasons).
+    fn capabilities(&self) -> &'static Capabilities {
+        self.spec().kubernetes.distribution.capabilities()
     }
 
     fn initialised(&self) -> bool {
@@ -531,7 +531,7 @@ impl<'a> Ctx<'a> {
                     target,
                     [
                         "retiring: its Node is deleted; ",
-                        self.words().reset,
+                        self.capabilities().reset,
                         ", then shut down",
                     ]
                     .concat(),

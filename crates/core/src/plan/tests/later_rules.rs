@@ -301,20 +301,83 @@ fn rule_11_disruptive_steps_wait_for_the_window_and_the_rest_proceeds() {
         vec![Waiting {
             step: Some(ActionKind::Cordon),
             machine: Some(old_first.clone()),
-            resource: Resource::MaintenanceWindow { opens: Some(opens) },
+            resource: Resource::MaintenanceWindow {
+                opens: Some(opens),
+                deny: None,
+                time_zone: None,
+            },
             since: None,
         }]
     );
     assert_eq!(
         cluster.predicted[0].waits_on,
         Some(Wait {
-            resource: Resource::MaintenanceWindow { opens: Some(opens) },
+            resource: Resource::MaintenanceWindow {
+                opens: Some(opens),
+                deny: None,
+                time_zone: None,
+            },
             since: None
         })
     );
     // Inside the window it runs.
     let plan = plan_at(&desired, &observed, opens);
     assert_eq!(shape(&plan.clusters[0].steps), vec![s("cordon", old_first)]);
+}
+
+// Rule 11: a deny window holds disruptive steps whatever the allow windows say, and says
+// until when, on the zone's clock.
+#[test]
+fn rule_11_a_deny_window_holds_a_template_change_and_says_until_when() {
+    // A week's freeze from Monday 27 April, midnight in Rome (UTC+2 then).
+    let before = Cluster::test("prod").with_workers("general", 2).with_deny(
+        "0 0 27 4 *",
+        7 * 24,
+        "Europe/Rome",
+    );
+    let mut observed = built(&desired(vec![before.clone()]));
+    let after = before.with_template("general", "debian13-k8s-v2");
+    let desired = desired(vec![after]);
+    let first = plan_at(&desired, &observed, now());
+    for step in &first.clusters[0].predicted[..3] {
+        expected_effect(&mut observed, step, now());
+    }
+    let plan = plan_at(&desired, &observed, now());
+    let cluster = plan.cluster("prod").expect("planned");
+    assert_eq!(cluster.steps, vec![], "the cordon waits");
+    let until: jiff::Timestamp = "2026-05-03T22:00:00Z".parse().expect("time");
+    let held = Resource::MaintenanceWindow {
+        opens: Some(until),
+        deny: Some("0 0 27 4 *".to_owned()),
+        time_zone: Some("Europe/Rome".to_owned()),
+    };
+    assert_eq!(cluster.waiting_on.len(), 1);
+    assert_eq!(cluster.waiting_on[0].step, Some(ActionKind::Cordon));
+    assert_eq!(cluster.waiting_on[0].resource, held);
+    assert_eq!(
+        held.to_string(),
+        "deny window `0 0 27 4 *` (until 2026-05-04 00:00 Europe/Rome)"
+    );
+    assert_eq!(
+        held.hold_phrase().as_deref(),
+        Some("held by deny window `0 0 27 4 *` until Mon 2026-05-04 00:00 Europe/Rome")
+    );
+    assert!(
+        cluster
+            .predicted
+            .iter()
+            .filter(|s| s.disruptive)
+            .all(|s| s.waits_on
+                == Some(Wait {
+                    resource: held.clone(),
+                    since: None
+                })),
+        "every disruptive step of the prediction is held: {:?}",
+        cluster.predicted
+    );
+    // Once it ends the cordon starts.
+    let plan = plan_at(&desired, &observed, until);
+    assert_eq!(plan.clusters[0].steps[0].name(), "cordon");
 }
 
 // Rule 12: removed cluster files.

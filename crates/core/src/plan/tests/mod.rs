@@ -3,6 +3,7 @@
 
 mod later_rules;
 mod predictions;
+mod remediation;
 
 use super::fixtures::*;
 use super::*;

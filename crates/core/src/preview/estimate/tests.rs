@@ -89,7 +89,11 @@ fn unmeasured_actions_are_named_and_a_window_says_when_the_steps_start() {
     let opens: Timestamp = "2026-05-02T01:00:00Z".parse().expect("time");
     let mut held = drain("w1");
     held.step.waits_on = Some(Wait {
-        resource: Resource::MaintenanceWindow { opens: Some(opens) },
+        resource: Resource::MaintenanceWindow {
+            opens: Some(opens),
+            deny: None,
+            time_zone: None,
+        },
         since: None,
     });
     let predicted = [cordon("w1"), held];
@@ -128,4 +132,27 @@ fn durations_read_in_minutes_and_hours() {
     assert_eq!(roughly(59), "under a minute");
     assert_eq!(roughly(61), "about 2 min");
     assert_eq!(roughly(3 * 3600 + 5 * 60), "about 3 h 05 min");
+}
+
+#[test]
+fn a_deny_window_says_which_holds_the_steps_and_until_when_on_its_clock() {
+    let until: Timestamp = "2027-01-02T23:00:00Z".parse().expect("time");
+    let mut held = drain("w1");
+    held.step.waits_on = Some(Wait {
+        resource: Resource::MaintenanceWindow {
+            opens: Some(until),
+            deny: Some("0 0 20 12 *".to_owned()),
+            time_zone: Some("Europe/Rome".to_owned()),
+        },
+        since: None,
+    });
+    let estimate = estimate(&[held], &medians(&[("drain", 60_000)])).expect("an estimate");
+    assert_eq!(estimate.starts, Some(until));
+    assert!(
+        estimate.explanation.ends_with(
+            "; held by deny window `0 0 20 12 *` until Sun 2027-01-03 00:00 Europe/Rome"
+        ),
+        "{}",
+        estimate.explanation
+    );
 }

@@ -1,0 +1,171 @@
+use super::*;
+use crate::spec::{Cluster, HumanDuration, Maintenance};
+
+fn window(schedule: &str, hours: u64) -> MaintenanceWindow {
+    MaintenanceWindow {
+        schedule: schedule.parse().expect("cron"),
+        duration: HumanDuration::minutes(hours * 60),
+    }
+}
+
+/// A cluster whose maintenance is `allow` and `deny`, read in `zone`.
+fn spec(zone: &str, allow: &[(&str, u64)], deny: &[(&str, u64)]) -> ClusterSpec {
+    let mut spec = Cluster::test("prod").spec;
+    spec.maintenance = Maintenance {
+        time_zone: zone.parse().expect("zone"),
+        allow: allow.iter().map(|(s, h)| window(s, *h)).collect(),
+        deny: deny.iter().map(|(s, h)| window(s, *h)).collect(),
+    };
+    spec
+}
+
+fn at(text: &str) -> Timestamp {
+    text.parse().expect("time")
+}
+
+fn opens_at(text: &str, deny: Option<&str>, zone: Option<&str>) -> WindowState {
+    WindowState::Closed(Hold {
+        opens: Some(at(text)),
+        deny: deny.map(SmolStr::new),
+        time_zone: zone.map(SmolStr::new),
+    })
+}
+
+#[test]
+fn a_window_is_open_from_its_start_for_its_duration() {
+    let mut spec = Cluster::test("prod").spec;
+    spec.rollout.maintenance_window = Some(window("0 0 1 * * Sat", 4));
+    // 2026-05-02 is a Saturday.
+    assert_eq!(state(&spec, at("2026-05-02T01:00:00Z")), WindowState::Open);
+    assert_eq!(state(&spec, at("2026-05-02T04:59:59Z")), WindowState::Open);
+    assert_eq!(
+        state(&spec, at("2026-05-02T05:00:00Z")),
+        opens_at("2026-05-09T01:00:00Z", None, None)
+    );
+    assert_eq!(
+        state(&spec, at("2026-04-29T12:00:00Z")),
+        opens_at("2026-05-02T01:00:00Z", None, None)
+    );
+}
+
+#[test]
+fn without_a_window_everything_may_run() {
+    let spec = Cluster::test("prod").spec;
+    assert_eq!(state(&spec, at("2026-04-29T12:00:00Z")), WindowState::Open);
+}
+
+#[test]
+fn schedules_follow_the_zone_across_a_change_to_summer_time() {
+    // Saturdays 01:00 in Rome: UTC+1 until Sunday 2026-03-29, UTC+2 after.
+    let spec = spec("Europe/Rome", &[("0 0 1 * * Sat", 4)], &[]);
+    assert_eq!(
+        state(&spec, at("2026-03-18T12:00:00Z")),
+        opens_at("2026-03-21T00:00:00Z", None, Some("Europe/Rome"))
+    );
+    assert_eq!(
+        state(&spec, at("2026-03-30T12:00:00Z")),
+        opens_at("2026-04-03T23:00:00Z", None, Some("Europe/Rome"))
+    );
+    assert_eq!(state(&spec, at("2026-04-04T02:59:59Z")), WindowState::Open);
+}
+
+#[test]
+fn a_time_the_clocks_skip_fires_when_they_resume_and_a_repeated_one_fires_once() {
+    // Daily 02:30 in Rome for 10 minutes. On 2026-03-29 the clocks go 02:00 → 03:00: it fires
+    // at 03:30 local (01:30 UTC), whether asked before the jump or just after it.
+    let spec = spec("Europe/Rome", &[("0 30 2 * * *", 0)], &[]);
+    let mut spec = spec;
+    spec.maintenance.allow[0].duration = HumanDuration::minutes(10);
+    let zone = Some("Europe/Rome");
+    assert_eq!(
+        state(&spec, at("2026-03-29T00:45:00Z")),
+        opens_at("2026-03-29T01:30:00Z", None, zone)
+    );
+    assert_eq!(
+        state(&spec, at("2026-03-29T01:10:00Z")),
+        opens_at("2026-03-29T01:30:00Z", None, zone)
+    );
+    // On 2026-10-25 the clocks go 03:00 → 02:00: 02:30 comes twice, the window opens once
+    // (02:30 summer time, 00:30 UTC); during the second 02:30 it is closed.
+    assert_eq!(state(&spec, at("2026-10-25T00:35:00Z")), WindowState::Open);
+    assert_eq!(
+        state(&spec, at("2026-10-25T01:35:00Z")),
+        opens_at("2026-10-26T01:30:00Z", None, zone)
+    );
+}
+
+#[test]
+fn a_deny_window_holds_whatever_the_allow_windows_say_and_names_itself() {
+    // A freeze from 20 December for two weeks, in Rome; allow windows every day.
+    let spec = spec(
+        "Europe/Rome",
+        &[("0 0 0 * * *", 24)],
+        &[("0 0 20 12 *", 336)],
+    );
+    assert_eq!(state(&spec, at("2026-12-19T22:59:59Z")), WindowState::Open);
+    // 20 December 00:00 in Rome is 19 December 23:00 UTC; it ends 3 January 00:00 in Rome.
+    assert_eq!(
+        state(&spec, at("2026-12-24T10:00:00Z")),
+        opens_at(
+            "2027-01-02T23:00:00Z",
+            Some("0 0 20 12 *"),
+            Some("Europe/Rome")
+        )
+    );
+    assert_eq!(state(&spec, at("2027-01-02T23:00:00Z")), WindowState::Open);
+}
+
+#[test]
+fn after_a_deny_window_the_next_allow_window_is_when_steps_start() {
+    // Saturdays 01:00 for 4 h; the freeze ends Sunday 2027-01-03, so the next Saturday.
+    let spec = spec(
+        "Europe/Rome",
+        &[("0 0 1 * * Sat", 4)],
+        &[("0 0 20 12 *", 336)],
+    );
+    assert_eq!(
+        state(&spec, at("2026-12-24T10:00:00Z")),
+        opens_at(
+            "2027-01-09T00:00:00Z",
+            Some("0 0 20 12 *"),
+            Some("Europe/Rome")
+        )
+    );
+    // An allow window inside the freeze is closed too, and outside the freeze but before the
+    // next allow window it is the allow window that holds.
+    assert_eq!(
+        state(&spec, at("2026-12-26T01:30:00Z")),
+        opens_at(
+            "2027-01-09T00:00:00Z",
+            Some("0 0 20 12 *"),
+            Some("Europe/Rome")
+        )
+    );
+    assert_eq!(
+        state(&spec, at("2027-01-05T12:00:00Z")),
+        opens_at("2027-01-09T00:00:00Z", None, Some("Europe/Rome"))
+    );
+}
+
+#[test]
+fn deny_windows_that_follow_each_other_hold_until_the_last_ends() {
+    // Two freezes in UTC: 1–3 June and 3–5 June.
+    let spec = spec("UTC", &[], &[("0 0 1 6 *", 48), ("0 0 3 6 *", 48)]);
+    assert_eq!(
+        state(&spec, at("2026-06-01T12:00:00Z")),
+        opens_at("2026-06-05T00:00:00Z", Some("0 0 1 6 *"), None)
+    );
+}
+
+#[test]
+fn a_deny_window_as_long_as_its_period_never_opens() {
+    let spec = spec("UTC", &[], &[("0 * * * *", 2)]);
+    assert_eq!(
+        state(&spec, at("2026-06-01T12:00:00Z")),
+        WindowState::Closed(Hold {
+            opens: None,
+            deny: Some(SmolStr::new("0 * * * *")),
+            time_zone: None,
+        })
+    );
+}

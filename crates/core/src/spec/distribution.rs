@@ -1,0 +1,123 @@
+//! What the planner and the validator know of each distribution, in one description per
+//! distribution ([`Capabilities`]): the rules read it instead of asking which distribution a
+//! cluster runs. A new distribution is a variant of [`Distribution`] and an arm of
+//! [`Distribution::capabilities`]; the compiler finds the rest.
+
+use super::types::Distribution;
+use super::values::KubeVersion;
+
+/// A distribution's rules and words, as the planner and the validator read them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Its name in cluster files, spec hashes and VM descriptions (`kubeadm`, `k3s`).
+    pub name: &'static str,
+    /// How messages name the software (`kubeadm`, `K3s`).
+    pub tool: &'static str,
+    /// Whether a new Kubernetes version moves in place on the control plane (`kubeadm upgrade
+    /// apply`); without, the machines' spec hash carries the version and they are replaced.
+    pub upgrades_in_place: bool,
+    /// Whether the control planes keep the cluster state in a stacked etcd, whose quorum wants
+    /// an odd number of members and whose member leaves with its control plane; without, the
+    /// servers share a datastore and any number of them (one or more) is valid.
+    pub etcd_quorum: bool,
+    /// Whether the admin kubeconfig a control plane writes names the node's own loopback at
+    /// the endpoint's port (K3s's `https://127.0.0.1:6443`) rather than the endpoint: such a
+    /// server is admitted too (capstan still dials the endpoint).
+    pub admin_server_on_node_loopback: bool,
+    /// What starts the first control plane, as reasons name it.
+    pub init: &'static str,
+    /// What undoes a node before its VM shuts down, as reasons name it.
+    pub reset: &'static str,
+    /// What preparing a new machine does, around its version: (before, after).
+    prepare: (&'static str, &'static str),
+}
+
+impl Capabilities {
+    /// What preparing a new machine for `version` does, as reasons name it.
+    pub fn prepare(&self, version: KubeVersion) -> String {
+        let (before, after) = self.prepare;
+        format!("{before}{version}{after}")
+    }
+}
+
+const KUBEADM: Capabilities = Capabilities {
+    name: "kubeadm",
+    tool: "kubeadm",
+    upgrades_in_place: true,
+    etcd_quorum: true,
+    admin_server_on_node_loopback: false,
+    init: "kubeadm init",
+    reset: "kubeadm reset",
+    prepare: ("install CRI-O and Kubernetes ", ""),
+};
+
+const K3S: Capabilities = Capabilities {
+    name: "k3s",
+    tool: "K3s",
+    upgrades_in_place: false,
+    etcd_quorum: false,
+    admin_server_on_node_loopback: true,
+    init: "start the K3s server",
+    reset: "K3s uninstall",
+    prepare: ("check that K3s ", " is in its template"),
+};
+
+impl Distribution {
+    /// Every distribution, in declaration order.
+    pub const ALL: [Distribution; 2] = [Distribution::Kubeadm, Distribution::K3s];
+
+    /// This distribution's rules and words.
+    pub const fn capabilities(self) -> &'static Capabilities {
+        match self {
+            Distribution::Kubeadm => &KUBEADM,
+            Distribution::K3s => &K3S,
+        }
+    }
+
+    /// Its name in cluster files, spec hashes and VM descriptions.
+    pub const fn name(self) -> &'static str {
+        self.capabilities().name
+    }
+
+    /// The distribution named `name` ([`Distribution::name`]), if any.
+    pub fn from_name(name: &str) -> Option<Distribution> {
+        Distribution::ALL.into_iter().find(|d| d.name() == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_distribution_is_found_by_the_name_it_is_written_with() {
+        for distribution in Distribution::ALL {
+            let written = serde_json::to_value(distribution).expect("serialises");
+            assert_eq!(written, distribution.name(), "the cluster file's spelling");
+            assert_eq!(
+                Distribution::from_name(distribution.name()),
+                Some(distribution)
+            );
+        }
+        assert_eq!(Distribution::from_name("talos"), None);
+    }
+
+    #[test]
+    fn only_kubeadm_moves_a_version_in_place_and_keeps_an_etcd_quorum_and_only_k3s_names_its_loopback()
+     {
+        let kubeadm = Distribution::Kubeadm.capabilities();
+        let k3s = Distribution::K3s.capabilities();
+        assert!(kubeadm.upgrades_in_place && kubeadm.etcd_quorum);
+        assert!(!k3s.upgrades_in_place && !k3s.etcd_quorum);
+        assert!(k3s.admin_server_on_node_loopback && !kubeadm.admin_server_on_node_loopback);
+        let version: KubeVersion = "1.36.2".parse().expect("a version");
+        assert_eq!(
+            kubeadm.prepare(version),
+            "install CRI-O and Kubernetes 1.36.2"
+        );
+        assert_eq!(
+            k3s.prepare(version),
+            "check that K3s 1.36.2 is in its template"
+        );
+    }
+}

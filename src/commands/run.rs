@@ -13,7 +13,7 @@ use crate::config::DaemonConfig;
 use crate::connect::{ConnectError, Connections};
 use crate::daemon::http;
 use crate::daemon::previews::Previewer;
-use crate::daemon::{Daemon, DaemonOptions};
+use crate::daemon::{Daemon, DaemonOptions, StatusBoard};
 use crate::forge::rest::{RestForge, RetryPolicy};
 use crate::leader::{self, Leadership, LeaseTimings};
 use crate::providers::kube::{ClusterError, KubeClusterClient, LeaseClient};
@@ -21,8 +21,8 @@ use crate::secrets::{Admission, Limits, LimitsError, SecretReader};
 use crate::source::verify::{Refusal, Verifier};
 use crate::source::webhook::Webhooks;
 use crate::source::{
-    self, CredentialError, GitError, GitSource, Redactor, RepoLocation, Secret, SourceError,
-    SourceMetrics, Tracker, VerifyStart,
+    self, CredentialError, GitError, GitSource, PollTrigger, Redactor, RepoLocation, Secret,
+    SourceError, SourceMetrics, Tracker, VerifyStart,
 };
 use crate::spec::{self, Fleet, RepoFiles};
 use crate::status_branch::{
@@ -162,23 +162,70 @@ pub fn run(args: &RunArgs, env: fn(&str) -> Option<String>) -> Result<Outcome, R
         .limits(args.target.lab, args.reserved_variables())?;
     let reader = SecretReader::new(policy, env);
     let verifier = DaemonConfig::verifier_of(args.config.as_deref(), args.repo.is_remote())?;
+    let webhooks = match &args.daemon.webhook_secret_from {
+        Some(origin) => Some(Secret::resolve(origin.clone(), &env, &redactor)?),
+        None => None,
+    };
+    let listeners = args.daemon.listeners(&env, &redactor)?;
+    // One board and one poll trigger from the start: HTTP is served (and webhooks heard)
+    // while the remote is waited for, and the daemon goes on with them.
+    let metrics = Arc::new(SourceMetrics::default());
+    let board = Arc::new(StatusBoard::with_source_metrics(Arc::clone(&metrics)));
+    let trigger = Arc::new(PollTrigger::default());
+    let runtime = runtime()?;
     let mut previews = None;
     let (fleet, tracker, folder) = match &args.repo {
         RepoLocation::Folder(path) => {
             if args.previews {
                 return Err(RunError::PreviewsNeedRemote);
             }
-            (load_fleet(path, &admission)?, None, path.clone())
+            let fleet = load_fleet(path, &admission)?;
+            if webhooks.is_some() {
+                tracing::warn!(
+                    "--webhook-secret-from is ignored for a folder: file-system events are used instead"
+                );
+            }
+            runtime.block_on(listeners.serve(Arc::clone(&board), None))?;
+            (fleet, None, path.clone())
         }
         RepoLocation::Remote(url) => {
             let options = source::git_options(url, &args.git.settings(), &env, &redactor)?;
+            // What waiting cannot fix is said now, before any waiting.
+            options.credentials.check_readable()?;
             if args.previews {
                 let forge = previews_forge(args, &env, &redactor)?;
                 previews = Some((forge, options.clone(), verifier.clone()));
             }
-            let (fleet, source, snapshot, start) =
-                open_remote(options.clone(), &redactor, &admission, verifier.as_deref())?;
+            let hooks = webhooks.map(|secret| {
+                let webhooks = Webhooks::new(
+                    secret,
+                    args.git.branch.clone(),
+                    Arc::clone(&trigger),
+                    Arc::clone(&metrics),
+                )
+                .with_read_timeout(listeners.options.read_timeout);
+                Arc::new(webhooks).router()
+            });
+            runtime.block_on(listeners.serve(Arc::clone(&board), hooks))?;
+            let first = FirstRevision {
+                options: options.clone(),
+                redactor: &redactor,
+                admission: &admission,
+                verifier: verifier.as_deref(),
+                metrics: Arc::clone(&metrics),
+            };
+            let waited = runtime.block_on(first.wait(
+                &board,
+                &trigger,
+                &mut std::io::stdout(),
+                stop_signal(),
+            ));
+            let Some((fleet, source, snapshot, start)) = waited? else {
+                // Stopped before the remote ever answered: nothing was started.
+                return Ok(Outcome::Success);
+            };
             let mut tracker = Tracker::git(source, None, crate::backoff::Backoff::default())
+                .with_trigger(Arc::clone(&trigger))
                 .starting_from(snapshot);
             if let Some(verifier) = &verifier {
                 tracker = tracker.verifying(Arc::clone(verifier), start);
@@ -194,20 +241,14 @@ pub fn run(args: &RunArgs, env: fn(&str) -> Option<String>) -> Result<Outcome, R
             (None, None)
         }
     };
-    let webhooks = match &args.daemon.webhook_secret_from {
-        Some(origin) => Some(Secret::resolve(origin.clone(), &env, &redactor)?),
-        None => None,
-    };
-    let listeners = args.daemon.listeners(&env, &redactor)?;
     let source = DaemonSource {
         tracker,
-        webhooks,
-        branch: args.git.branch.clone(),
+        board,
         status_branch,
         previews: previews.map(|(forge, git, verify)| (forge, git, fleet.poll_interval.0, verify)),
         preview_limits: args.preview_limits.limits(),
     };
-    runtime()?.block_on(async {
+    runtime.block_on(async {
         let mut options = daemon_options(&folder, &args.daemon);
         options.observe_workloads = source.previews.is_some();
         options.admission = admission;
@@ -228,16 +269,7 @@ pub fn run(args: &RunArgs, env: fn(&str) -> Option<String>) -> Result<Outcome, R
             let election = election(&args.leader, Some(lab.management_kubeconfig())).await?;
             let connections = lab_connections(&fleet, &lab, &reader).await?;
             let clock: Arc<dyn Clock> = Arc::new(lab.clock().clone());
-            serve_daemon(
-                options,
-                connections,
-                clock,
-                listeners,
-                source,
-                election,
-                stop_signal(),
-            )
-            .await?;
+            serve_daemon(options, connections, clock, source, election, stop_signal()).await?;
             lab.stop();
         } else {
             // Every secret read is known to the redactor from now on (the status branch's
@@ -253,7 +285,6 @@ pub fn run(args: &RunArgs, env: fn(&str) -> Option<String>) -> Result<Outcome, R
                 options,
                 connections,
                 Arc::new(SystemClock),
-                listeners,
                 source,
                 election,
                 stop_signal(),
@@ -288,8 +319,8 @@ pub(super) async fn lab_connections(
 /// folder of the options.
 struct DaemonSource {
     tracker: Option<Tracker>,
-    webhooks: Option<Secret>,
-    branch: String,
+    /// What the daemon publishes on, served since before it started.
+    board: Arc<StatusBoard>,
     /// Where the status is committed (a Git remote only).
     status_branch: Option<(StatusRepository, WriterOptions)>,
     /// `--previews`: the forge, the remote pulls' heads are fetched from, how often, and the
@@ -426,7 +457,6 @@ async fn serve_daemon(
     options: DaemonOptions,
     connections: Connections,
     clock: Arc<dyn Clock>,
-    listeners: http::Listeners,
     source: DaemonSource,
     election: Option<Election>,
     stop: impl std::future::Future<Output = ()>,
@@ -452,21 +482,10 @@ async fn serve_daemon(
             leader::elect(election.lease, &election.leadership, election.timings, stop).await;
         }));
     }
-    let mut hooks = None;
     if let Some(tracker) = source.tracker {
-        let metrics = tracker.metrics();
         daemon = daemon.with_tracker(tracker);
-        if let Some(secret) = source.webhooks {
-            let webhooks = Webhooks::new(secret, source.branch, daemon.poll_trigger(), metrics)
-                .with_read_timeout(listeners.options.read_timeout);
-            hooks = Some(Arc::new(webhooks).router());
-        }
-    } else if source.webhooks.is_some() {
-        tracing::warn!(
-            "--webhook-secret-from is ignored for a folder: file-system events are used instead"
-        );
     }
-    listeners.serve(daemon.board(), hooks).await?;
+    daemon = daemon.with_board(source.board);
     let previewer = source.previews.map(|(forge, git, interval, verifier)| {
         // Heads are previewed under the limits the daemon applies revisions under.
         let previewer = Previewer::new(forge, git, daemon.board(), clock, interval, admission)
@@ -549,12 +568,28 @@ pub(super) fn open_remote(
     redactor: &Redactor,
     admission: &Admission,
     verifier: Option<&Verifier>,
-) -> Result<(Fleet, GitSource, source::Snapshot, VerifyStart), RunError> {
-    let mut git = GitSource::open(
+) -> Result<Opened, RunError> {
+    open_remote_counted(
         options,
-        redactor.clone(),
+        redactor,
+        admission,
+        verifier,
         Arc::new(SourceMetrics::default()),
-    )?;
+    )
+}
+
+/// A remote's mirror, opened, with the fleet, snapshot and verification of the revision read.
+pub(super) type Opened = (Fleet, GitSource, source::Snapshot, VerifyStart);
+
+/// [`open_remote`], counting into `metrics`.
+fn open_remote_counted(
+    options: source::GitOptions,
+    redactor: &Redactor,
+    admission: &Admission,
+    verifier: Option<&Verifier>,
+    metrics: Arc<SourceMetrics>,
+) -> Result<Opened, RunError> {
+    let mut git = GitSource::open(options, redactor.clone(), metrics)?;
     let revision = match git.poll() {
         Ok(outcome) => outcome.revision().clone(),
         Err(err) if err.is_transient() => {
@@ -579,6 +614,85 @@ pub(super) fn open_remote(
         files: commit.files,
     };
     Ok((fleet, git, snapshot, start))
+}
+
+/// The first revision of a remote, waited for: `capstan run` started while the remote does
+/// not answer and no mirror holds a revision yet keeps trying.
+struct FirstRevision<'a> {
+    options: source::GitOptions,
+    redactor: &'a Redactor,
+    admission: &'a Admission,
+    verifier: Option<&'a Verifier>,
+    metrics: Arc<SourceMetrics>,
+}
+
+impl FirstRevision<'_> {
+    /// Opens the remote ([`open_remote`]); while it cannot be reached (and no earlier run left
+    /// a revision in the mirror), tries again with capped backoff (at once when `trigger` is
+    /// pulled, by a webhook), publishing `SourceAvailable=False` with the reason on `board`
+    /// (which keeps `/healthz` alive) and a line on `out`. `None` when `stop` completes first.
+    ///
+    /// # Errors
+    /// What trying again cannot fix: the mirror cannot be made, the revision is invalid,
+    /// refused or unverified.
+    async fn wait(
+        self,
+        board: &StatusBoard,
+        trigger: &PollTrigger,
+        out: &mut dyn Write,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Result<Option<Opened>, RunError> {
+        let backoff = crate::backoff::Backoff::default();
+        let remote = self.redactor.redact(&self.options.url);
+        tokio::pin!(stop);
+        let mut failures = 0_u32;
+        loop {
+            // libgit2 blocks; this runs on `block_on`'s own thread, so the runtime's workers
+            // go on serving HTTP meanwhile.
+            let err = match open_remote_counted(
+                self.options.clone(),
+                self.redactor,
+                self.admission,
+                self.verifier,
+                Arc::clone(&self.metrics),
+            ) {
+                Ok(opened) => {
+                    if failures > 0 {
+                        let _ = writeln!(out, "source       {remote} answers");
+                    }
+                    return Ok(Some(opened));
+                }
+                Err(RunError::Git(err)) if is_worth_waiting_for(&err) => err,
+                Err(err) => return Err(err),
+            };
+            failures = failures.saturating_add(1);
+            let delay = backoff.delay(failures, crate::backoff::random_unit());
+            let reason = self.redactor.redact(&crate::errors::error_chain(&err));
+            board.source_unreachable_before_first_revision(&reason, SystemClock.now(), delay);
+            tracing::warn!(remote = %remote, retry_in = ?delay, "git remote unavailable, no revision read yet: {reason}");
+            let _ = writeln!(
+                out,
+                "{}",
+                crate::redact::message(&format!(
+                    "source       {reason}; no revision yet, trying again in {}s",
+                    delay.as_secs().max(1)
+                ))
+            );
+            let _ = out.flush();
+            tokio::select! {
+                () = &mut stop => return Ok(None),
+                () = trigger.pulled() => tracing::debug!("a webhook asks for a poll"),
+                () = tokio::time::sleep(delay) => {}
+            }
+        }
+    }
+}
+
+/// Whether `capstan run` should wait for the remote rather than exit: it does not answer,
+/// or has no such branch yet. An unreadable credential is not waited for: it is the
+/// operator's to fix, and is said at once.
+fn is_worth_waiting_for(err: &GitError) -> bool {
+    err.is_transient() && !matches!(err, GitError::Credentials(_))
 }
 
 pub(super) fn runtime() -> Result<tokio::runtime::Runtime, RunError> {

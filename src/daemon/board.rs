@@ -281,6 +281,28 @@ impl StatusBoard {
         };
     }
 
+    /// Publishes that the source has not answered before any revision could be read:
+    /// `SourceAvailable=False` with `error` (redacted here, as every message). Each attempt
+    /// counts as the loop's heartbeat, so `/healthz` says alive while the next attempt,
+    /// `retry_in` from now, comes in time ([`stale_after`]).
+    pub fn source_unreachable_before_first_revision(
+        &self,
+        error: &str,
+        now: jiff::Timestamp,
+        retry_in: Duration,
+    ) {
+        let previous = self.read_published(|status| status.conditions.clone());
+        let mut condition = crate::status::source_condition(Some(error), &previous, now);
+        condition.message =
+            format!("{error}; no revision read yet: nothing is reconciled until it answers");
+        self.set(FleetStatus {
+            updated: Some(now),
+            conditions: vec![condition],
+            ..FleetStatus::default()
+        });
+        self.pass_completed(now, stale_after(retry_in, DEFAULT_STALL_ALLOWANCE));
+    }
+
     /// The state the last pass observed (`None` before the first observation). It holds no
     /// secret: kubeconfigs are known by fingerprint only.
     pub fn observed(&self) -> Option<Arc<Observed>> {

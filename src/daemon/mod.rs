@@ -277,6 +277,14 @@ impl<Pr: Providers> Daemon<Pr> {
         self
     }
 
+    /// Publishes on `board` (one served since before the daemon started, e.g. while the
+    /// remote was waited for); its source counters must be the tracker's.
+    pub fn with_board(mut self, board: Arc<StatusBoard>) -> Self {
+        self.board = board;
+        self.share_leadership();
+        self
+    }
+
     /// Commits every status published to the status branch (debounced), in a task beside
     /// the passes: a failure there is reported as `StatusPushed=False`, never stops them.
     pub fn with_status_branch(mut self, writer: StatusWriter) -> Self {

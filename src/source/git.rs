@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use git2::{Direction, FetchOptions, RemoteCallbacks};
 
 use super::credentials::{CredentialError, Redactor};
+use super::gc::GcPolicy;
 use super::transport::{GitCredentials, TokenAuth};
 use super::tree::{CommitFiles, GitFailure, Revision, TreeError};
 use super::verify::{Refusal, Verified, Verifier};
@@ -137,6 +138,7 @@ pub struct GitSource {
     last: Option<Revision>,
     redactor: Redactor,
     metrics: Arc<SourceMetrics>,
+    gc: GcPolicy,
 }
 
 impl std::fmt::Debug for GitSource {
@@ -204,7 +206,36 @@ impl GitSource {
             last: None,
             redactor,
             metrics,
+            gc: GcPolicy::default(),
         })
+    }
+
+    /// Collects the mirror as `policy` says (instead of [`GcPolicy::default`]).
+    pub fn with_gc(mut self, policy: GcPolicy) -> Self {
+        self.gc = policy;
+        self
+    }
+
+    /// Collects the mirror when it is due ([`super::gc`]), then opens it afresh (libgit2
+    /// would otherwise keep looking in the packs removed). A failure is logged: the mirror is
+    /// whole either way, and the next poll that fetches tries again.
+    fn collect_garbage(&mut self) {
+        match super::gc::collect_if_due(&self.mirror, &self.mirror_path, &self.gc) {
+            Ok(None) => {}
+            Ok(Some(_)) => match git2::Repository::open_bare(&self.mirror_path) {
+                Ok(mirror) => self.mirror = mirror,
+                Err(err) => tracing::warn!(
+                    mirror = %self.mirror_path.display(),
+                    "cannot reopen the collected git mirror: {}",
+                    GitFailure::new(&err, &self.redactor)
+                ),
+            },
+            Err(err) => tracing::warn!(
+                mirror = %self.mirror_path.display(),
+                "cannot collect the git mirror: {}",
+                crate::errors::error_chain(&err)
+            ),
+        }
     }
 
     /// The remote, credentials redacted.
@@ -370,6 +401,9 @@ impl GitSource {
             commit: tip,
         };
         self.last = Some(revision.clone());
+        // Only a moved tip brings objects (a fetch adds a pack), so only then may the mirror
+        // have grown past its bounds.
+        self.collect_garbage();
         Ok(PollOutcome::Moved {
             revision,
             previous: previous.filter(|p| p.commit != tip),

@@ -11,6 +11,7 @@
 
 pub mod credentials;
 pub mod folder;
+pub mod gc;
 pub mod git;
 pub mod known_hosts;
 pub mod revisions;
@@ -53,16 +54,72 @@ impl RepoLocation {
     }
 }
 
+/// A remote URL that no retry can make reachable: refused as it is given, so `capstan run`
+/// exits at once instead of waiting for a remote that cannot answer.
+#[derive(Debug, thiserror::Error)]
+pub enum MalformedRemote {
+    /// The scheme is not one libgit2 speaks.
+    #[error(
+        "`{scheme}://` is not a Git transport capstan speaks (https://, http://, ssh://, git://, file://)"
+    )]
+    Scheme {
+        /// The scheme given.
+        scheme: String,
+    },
+    /// The text after the scheme is not a URL.
+    #[error("`{url}` is not a valid URL")]
+    Url {
+        /// The remote (password redacted).
+        url: String,
+        /// What the URL parser said.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A network URL without a host.
+    #[error("`{url}` names no host")]
+    NoHost {
+        /// The remote (password redacted).
+        url: String,
+    },
+}
+
+/// The transports libgit2 (as built here) speaks.
+const GIT_SCHEMES: [&str; 7] = ["https", "http", "ssh", "git", "file", "ssh+git", "git+ssh"];
+
 impl std::str::FromStr for RepoLocation {
-    type Err = std::convert::Infallible;
+    type Err = MalformedRemote;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        Ok(if looks_like_remote(text) {
-            RepoLocation::Remote(text.to_owned())
-        } else {
-            RepoLocation::Folder(PathBuf::from(text))
-        })
+        if !looks_like_remote(text) {
+            return Ok(RepoLocation::Folder(PathBuf::from(text)));
+        }
+        check_remote(text)?;
+        Ok(RepoLocation::Remote(text.to_owned()))
     }
+}
+
+/// Refuses a `scheme://` remote whose scheme libgit2 does not speak, that does not parse, or
+/// that names no host (but `file://`). The scp-like `user@host:path` has nothing to check.
+fn check_remote(text: &str) -> Result<(), MalformedRemote> {
+    let Some((scheme, _)) = text.split_once("://") else {
+        return Ok(());
+    };
+    let scheme = scheme.to_ascii_lowercase();
+    if !GIT_SCHEMES.contains(&scheme.as_str()) {
+        return Err(MalformedRemote::Scheme { scheme });
+    }
+    if scheme == "file" {
+        return Ok(());
+    }
+    let shown = || capstan_core::errors::redact_url_passwords(text);
+    let url = reqwest::Url::parse(text).map_err(|source| MalformedRemote::Url {
+        url: shown(),
+        source: Box::new(source),
+    })?;
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(MalformedRemote::NoHost { url: shown() });
+    }
+    Ok(())
 }
 
 impl std::fmt::Display for RepoLocation {
@@ -142,6 +199,27 @@ mod tests {
                 folder.parse::<RepoLocation>().is_ok_and(|l| !l.is_remote()),
                 "{folder}"
             );
+        }
+    }
+
+    #[test]
+    fn a_remote_no_retry_can_reach_is_refused_as_given() {
+        for (text, says) in [
+            (
+                "htps://git.example/fleet.git",
+                "`htps://` is not a Git transport",
+            ),
+            ("ssh:///srv/fleet.git", "names no host"),
+            ("ssh://git@exa mple:22/fleet.git", "is not a valid URL"),
+            (
+                "https://bob:hunter22@[::1/fleet.git",
+                "`https://bob:***@[::1/fleet.git` is not a valid URL",
+            ),
+        ] {
+            let refused = text.parse::<RepoLocation>().expect_err(text);
+            let message = refused.to_string();
+            assert!(message.contains(says), "{text}: {message}");
+            assert!(!message.contains("hunter22"), "{message}");
         }
     }
 

@@ -44,6 +44,12 @@ impl PollTrigger {
         self.notify.notify_one();
     }
 
+    /// Completes when a poll is asked for, and takes the request.
+    pub async fn pulled(&self) {
+        self.requested().await;
+        self.take();
+    }
+
     fn take(&self) -> bool {
         self.requested.swap(false, Ordering::SeqCst)
     }
@@ -267,6 +273,13 @@ impl Tracker {
                 report: start.report,
             })));
         }
+        self
+    }
+
+    /// Polls when `trigger` is pulled (instead of a trigger of its own): webhooks served
+    /// before the tracker was made.
+    pub fn with_trigger(mut self, trigger: Arc<PollTrigger>) -> Self {
+        self.trigger = trigger;
         self
     }
 

@@ -55,6 +55,28 @@ pub struct GitCredentials {
     pub username: String,
 }
 
+impl GitCredentials {
+    /// Reads the token and opens the SSH key and known_hosts files once, so that a missing
+    /// or unreadable one is reported when capstan starts rather than as a remote that does
+    /// not answer.
+    ///
+    /// # Errors
+    /// The first credential that cannot be read.
+    pub fn check_readable(&self) -> Result<(), CredentialError> {
+        if let Some(token) = &self.token {
+            token.read()?;
+        }
+        let known_hosts = self
+            .known_hosts
+            .as_ref()
+            .map(|hosts| hosts.path().to_owned());
+        for path in self.ssh_key.iter().cloned().chain(known_hosts) {
+            std::fs::File::open(&path).map_err(|source| CredentialError::Read { path, source })?;
+        }
+        Ok(())
+    }
+}
+
 /// Callbacks answering `url`'s requests for credentials and checking its host key; a host-key
 /// refusal's message is left in `rejection`.
 ///

@@ -464,10 +464,6 @@ const PURE_IN_THE_DAEMON: &[(&str, &str)] = &[
     ("src/commands/mod.rs", "names the subcommands' modules"),
     ("src/providers/mod.rs", "names the providers' modules"),
     (
-        "src/source/mod.rs",
-        "where the repository is and the source's shared types; its modules read Git and folders",
-    ),
-    (
         "src/secrets/mod.rs",
         "the operator's limits as the daemon's flags give them; the reader beside them reads files",
     ),

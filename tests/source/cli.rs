@@ -65,3 +65,40 @@ fn validate_and_plan_read_the_tip_of_a_remote_branch() {
     // Read-only: the remote's branch is where it was.
     assert_eq!(git(&remote.bare(), &["rev-parse", "main"]), head);
 }
+
+#[test]
+fn run_exits_at_once_on_what_waiting_cannot_fix() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mirrors = dir.path().join("mirrors");
+    let mirrors = mirrors.to_str().expect("path");
+    let (code, stdout, stderr) = capstan(&[
+        "run",
+        "--repo",
+        "htps://git.example/fleet.git",
+        "--git-mirror-dir",
+        mirrors,
+    ]);
+    assert_ne!(code, 0, "{stdout}");
+    assert!(
+        stderr.contains("`htps://` is not a Git transport"),
+        "{stderr}"
+    );
+    let missing = dir.path().join("no-such-token");
+    let (code, stdout, stderr) = capstan(&[
+        "run",
+        "--repo",
+        // Nothing listens there: the missing token is said before any attempt.
+        "http://127.0.0.1:9/fleet.git",
+        "--git-token-from",
+        &format!("file:{}", missing.display()),
+        "--git-mirror-dir",
+        mirrors,
+        "--http",
+        "127.0.0.1:0",
+    ]);
+    assert_ne!(code, 0, "{stdout}");
+    assert!(
+        stderr.contains(&format!("cannot read {}", missing.display())),
+        "{stderr}"
+    );
+}

@@ -273,6 +273,51 @@ fn a_daemon_started_while_the_remote_is_down_reconciles_the_mirrors_last_revisio
     assert_eq!(status.revision.as_deref(), Some(revision.as_str()));
 }
 
+#[test]
+fn a_daemon_started_before_its_remote_ever_answered_waits_for_it_and_then_converges() {
+    let remote = Remote::new();
+    let revision = format!("main@sha1:{}", remote.head());
+    // Nothing listens there yet, and no mirror holds a revision.
+    let port = servers::free_port();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("git://127.0.0.1:{port}/fleet.git");
+    let mut run = CapstanRun::lab(dir.path(), &url);
+    let addr = run.address();
+    let body = run.wait_status(addr, "SourceAvailable=False", &|body| {
+        body.contains("SourceUnreachable")
+    });
+    let status: FleetStatus = serde_json::from_str(&body).expect("status");
+    assert_eq!(status.revision, None);
+    let source = source_condition(&status);
+    assert_eq!(source.status, "False");
+    assert!(
+        source
+            .message
+            .contains("cannot list the refs of git://127.0.0.1")
+            && source.message.contains("no revision read yet"),
+        "{}",
+        source.message
+    );
+    let (code, health) = http_request(addr, "GET", "/healthz", &[], b"");
+    assert_eq!(code, 200, "waiting for the remote is alive: {health}");
+
+    let Some(_server) = servers::git_daemon_on(&remote.root(), port) else {
+        return;
+    };
+    let body = run.wait_status(addr, "the remote's tip", &|body| body.contains(&revision));
+    let status: FleetStatus = serde_json::from_str(&body).expect("status");
+    let source = source_condition(&status);
+    assert_eq!(source.status, "True", "{}", source.message);
+}
+
+fn source_condition(status: &FleetStatus) -> &capstan::status::Condition {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.kind == "SourceAvailable")
+        .expect("a SourceAvailable condition")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_force_push_is_taken_and_the_status_names_both_revisions() {
     let remote = Remote::new();

@@ -91,11 +91,15 @@ fn git_exec_path() -> PathBuf {
 
 /// `git daemon` exporting every repository under `root`.
 pub fn git_daemon(root: &Path) -> Option<Server> {
+    git_daemon_on(root, free_port())
+}
+
+/// `git daemon` exporting every repository under `root`, on `port` of 127.0.0.1.
+pub fn git_daemon_on(root: &Path, port: u16) -> Option<Server> {
     // The `git-daemon` binary itself: `git daemon` would run it as a child that outlives a
     // kill of the wrapper, and the remote would never go down.
     let daemon = git_exec_path().join("git-daemon");
     let daemon = require(daemon.to_str()?, "git")?;
-    let port = free_port();
     let dir = tempfile::tempdir().expect("temp dir");
     let mut child = Command::new(daemon)
         .args([

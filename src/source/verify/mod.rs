@@ -87,6 +87,17 @@ pub enum KeyFileError {
         /// The file.
         path: PathBuf,
     },
+    /// A line of an allowed-signers file is not valid.
+    #[error("{path}:{line}")]
+    Line {
+        /// The file.
+        path: PathBuf,
+        /// The line, counted from 1.
+        line: usize,
+        /// What is wrong with it and how to fix it.
+        #[source]
+        source: ssh::InvalidLine,
+    },
     /// A line (or, for OpenPGP, a key) is not valid.
     #[error("{path}{}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default())]
     Invalid {

@@ -50,20 +50,19 @@ impl AllowedSigners {
     /// The first line that is not `principals [options] keytype base64 [comment]`, or uses an
     /// option capstan does not implement.
     pub fn parse(path: &Path, contents: &[u8]) -> Result<Self, KeyFileError> {
-        let invalid = |line: usize, message: String| KeyFileError::Invalid {
+        let invalid = |line: usize, source: InvalidLine| KeyFileError::Line {
             path: path.to_owned(),
-            line: Some(line),
-            message,
+            line,
+            source,
         };
-        let text =
-            std::str::from_utf8(contents).map_err(|_| invalid(1, "not UTF-8 text".to_owned()))?;
+        let text = std::str::from_utf8(contents).map_err(|_| invalid(1, InvalidLine::NotText))?;
         let mut lines = Vec::new();
         for (index, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            lines.push(parse_line(line).map_err(|message| invalid(index + 1, message))?);
+            lines.push(parse_line(line).map_err(|source| invalid(index + 1, source))?);
         }
         Ok(AllowedSigners {
             path: path.to_owned(),
@@ -72,19 +71,48 @@ impl AllowedSigners {
     }
 }
 
+/// What is wrong with a line of an allowed-signers file.
+#[derive(Debug, thiserror::Error)]
+pub enum InvalidLine {
+    /// The file is not UTF-8.
+    #[error("not UTF-8 text")]
+    NotText,
+    /// Principals and nothing else.
+    #[error("a line is `principals [options] keytype base64-key`; no key here")]
+    NoKey,
+    /// The key is not an OpenSSH public key.
+    #[error("the key does not parse")]
+    Key(#[source] ssh_key::Error),
+    /// `cert-authority`: certificates are not checked.
+    #[error("cert-authority is not supported: list each signer's own key instead")]
+    CertAuthority,
+    /// An option capstan does not implement: the key would be allowed more widely than the
+    /// file says.
+    #[error("unknown option `{option}` (namespaces=, valid-after=, valid-before= are known)")]
+    UnknownOption {
+        /// The option as written.
+        option: String,
+    },
+    /// `valid-after=` or `valid-before=` is not a time.
+    #[error("`{text}` is not a time YYYYMMDD[HHMM[SS]][Z]")]
+    Time {
+        /// The value as written.
+        text: String,
+    },
+}
+
 /// `principals [options] keytype base64 [comment]`.
-fn parse_line(line: &str) -> Result<AllowedSigner, String> {
+fn parse_line(line: &str) -> Result<AllowedSigner, InvalidLine> {
     let (principals, rest) = next_field(line);
     if rest.is_empty() {
-        return Err("a line is `principals [options] keytype base64-key`; no key here".to_owned());
+        return Err(InvalidLine::NoKey);
     }
     // As ssh-keygen reads it: a key right after the principals, else options then a key.
     let (options, key) = match PublicKey::from_openssh(rest) {
         Ok(key) => ("", key),
         Err(_) => {
             let (options, key) = next_field(rest);
-            let key = PublicKey::from_openssh(key)
-                .map_err(|err| format!("the key does not parse: {err}"))?;
+            let key = PublicKey::from_openssh(key).map_err(InvalidLine::Key)?;
             (options, key)
         }
     };
@@ -114,7 +142,7 @@ fn next_field(text: &str) -> (&str, &str) {
 }
 
 /// Applies `namespaces="..."`, `valid-after=...`, `valid-before=...`.
-fn apply_options(signer: &mut AllowedSigner, options: &str) -> Result<(), String> {
+fn apply_options(signer: &mut AllowedSigner, options: &str) -> Result<(), InvalidLine> {
     for option in split_options(options) {
         let (name, value) = match option.split_once('=') {
             Some((name, value)) => (name, Some(value.trim_matches('"'))),
@@ -126,16 +154,11 @@ fn apply_options(signer: &mut AllowedSigner, options: &str) -> Result<(), String
             }
             ("valid-after", Some(time)) => signer.valid_after = Some(parse_time(time)?),
             ("valid-before", Some(time)) => signer.valid_before = Some(parse_time(time)?),
-            ("cert-authority", None) => {
-                return Err(
-                    "cert-authority is not supported: list each signer's own key instead"
-                        .to_owned(),
-                );
-            }
+            ("cert-authority", None) => return Err(InvalidLine::CertAuthority),
             _ => {
-                return Err(format!(
-                    "unknown option `{option}` (namespaces=, valid-after=, valid-before= are known)"
-                ));
+                return Err(InvalidLine::UnknownOption {
+                    option: option.to_owned(),
+                });
             }
         }
     }
@@ -162,8 +185,10 @@ fn split_options(options: &str) -> Vec<&str> {
 
 /// `YYYYMMDD[HHMM[SS]][Z]`: UTC with `Z`, else the system's time zone (as ssh-keygen reads
 /// it); seconds since the epoch.
-fn parse_time(text: &str) -> Result<i64, String> {
-    let bad = || format!("`{text}` is not a time YYYYMMDD[HHMM[SS]][Z]");
+fn parse_time(text: &str) -> Result<i64, InvalidLine> {
+    let bad = || InvalidLine::Time {
+        text: text.to_owned(),
+    };
     let (digits, utc) = match text.strip_suffix(['Z', 'z']) {
         Some(digits) => (digits, true),
         None => (text, false),
@@ -171,7 +196,7 @@ fn parse_time(text: &str) -> Result<i64, String> {
     if !digits.bytes().all(|b| b.is_ascii_digit()) || ![8, 12, 14].contains(&digits.len()) {
         return Err(bad());
     }
-    let field = |range: std::ops::Range<usize>| -> Result<i8, String> {
+    let field = |range: std::ops::Range<usize>| -> Result<i8, InvalidLine> {
         digits
             .get(range)
             .map_or(Ok(0), |d| d.parse().map_err(|_| bad()))
@@ -295,6 +320,7 @@ impl AllowedSigner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::errors::error_chain;
 
     const KEY: &str =
         "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIP1T+vMO67DccdZHaZWQyfyyliKhWvXbjo0/q1dKyf4G";
@@ -349,29 +375,33 @@ mod tests {
     fn cert_authority_and_unknown_options_are_refused_with_their_line() {
         let err = parse(&format!("a {KEY}\n*@example.com cert-authority {KEY}\n"))
             .expect_err("cert-authority");
+        let said = error_chain(&err);
         assert!(
-            err.to_string()
-                .starts_with("/etc/capstan/allowed_signers:2:"),
-            "{err}"
+            said.starts_with("/etc/capstan/allowed_signers:2: cert-authority is not supported"),
+            "{said}"
         );
-        assert!(err.to_string().contains("cert-authority"), "{err}");
         let err = parse(&format!("a verify-required {KEY}\n")).expect_err("unknown");
-        assert!(err.to_string().contains("unknown option"), "{err}");
+        let said = error_chain(&err);
+        assert!(
+            said.contains(":1: unknown option `verify-required`"),
+            "{said}"
+        );
     }
 
     #[test]
     fn a_line_without_a_key_is_refused() {
         let err = parse("alice@example.com\n").expect_err("no key");
-        assert!(err.to_string().contains(":1:"), "{err}");
+        assert!(error_chain(&err).contains(":1: a line is"), "{err}");
         let err = parse("alice@example.com ssh-ed25519 notbase64!\n").expect_err("bad key");
-        assert!(err.to_string().contains("does not parse"), "{err}");
+        let said = error_chain(&err);
+        assert!(said.contains(":1: the key does not parse: "), "{said}");
     }
 
     #[test]
     fn times_are_read_as_ssh_keygen_reads_them() {
-        assert_eq!(parse_time("20260101Z"), Ok(1_767_225_600));
-        assert_eq!(parse_time("202601010130Z"), Ok(1_767_231_000));
-        assert_eq!(parse_time("20260101013005Z"), Ok(1_767_231_005));
+        assert_eq!(parse_time("20260101Z").ok(), Some(1_767_225_600));
+        assert_eq!(parse_time("202601010130Z").ok(), Some(1_767_231_000));
+        assert_eq!(parse_time("20260101013005Z").ok(), Some(1_767_231_005));
         assert!(parse_time("2026").is_err());
         assert!(parse_time("20261301Z").is_err());
     }

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::{NodeName, Role};
 use crate::observed::ObservedCluster;
 pub use crate::plan::Phase;
-use crate::plan::{ActionKind, ClusterPlan};
+use crate::plan::{ActionKind, ClusterPlan, Suspension, SuspensionSource};
 use crate::spec::KubeVersion;
 
 /// Every cluster's status.
@@ -93,6 +93,11 @@ impl FleetStatus {
                 .iter_mut()
                 .for_each(|w| clean(&mut w.resource));
             cluster.next_steps.iter_mut().for_each(clean);
+            cluster
+                .suspended
+                .iter_mut()
+                .filter_map(|s| s.reason.as_mut())
+                .for_each(clean);
             if let Some(step) = &mut cluster.last_step {
                 clean(&mut step.message);
             }
@@ -143,6 +148,10 @@ pub struct ClusterStatus {
     /// The last step that ran and how it ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_step: Option<StepRecord>,
+    /// Its suspensions, Git's first: where each was set and, at runtime, who set it, when
+    /// and why. No step starts while there is one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub suspended: Vec<Suspension>,
 }
 
 /// A status condition, as Kubernetes spells them.
@@ -376,6 +385,19 @@ pub fn cluster_status(input: &StatusInput<'_>) -> ClusterStatus {
             &held.message(),
         ));
     }
+    if let Some(first) = plan.suspended.first() {
+        let reason = match first.source {
+            SuspensionSource::Git => reasons::SUSPENDED_IN_GIT,
+            SuspensionSource::Runtime => reasons::SUSPENDED_AT_RUNTIME,
+        };
+        let message = plan
+            .suspended
+            .iter()
+            .map(|s| s.message(&plan.name))
+            .collect::<Vec<_>>()
+            .join("; ");
+        conditions.push(condition(conditions::SUSPENDED, true, reason, &message));
+    }
     for condition in &mut conditions {
         condition.last_transition_time = transition_time(input.previous, condition, input.now);
     }
@@ -417,6 +439,7 @@ pub fn cluster_status(input: &StatusInput<'_>) -> ClusterStatus {
             })
             .collect(),
         last_step: input.last_step.cloned(),
+        suspended: plan.suspended.clone(),
     }
 }
 
@@ -603,6 +626,7 @@ fn blocked_as_before(
         waiting_on: Vec::new(),
         next_steps: Vec::new(),
         last_step: None,
+        suspended: Vec::new(),
     });
     status.phase = Phase::Blocked;
     status.next_steps.clear();
@@ -651,7 +675,91 @@ mod tests {
             waiting_on: Vec::new(),
             next_steps: vec!["cordon capstan-prod-general-a".into()],
             last_step: None,
+            suspended: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_suspended_cluster_reports_suspended_with_where_who_when_and_why() {
+        let now = at("2026-05-02T00:00:00Z");
+        let runtime = Suspension {
+            source: SuspensionSource::Runtime,
+            by: Some("bearer token, user alice".to_owned()),
+            declared: true,
+            at: Some(at("2026-05-01T23:00:00Z")),
+            reason: Some("incident 42".to_owned()),
+        };
+        let plan = ClusterPlan {
+            name: "prod".to_owned(),
+            phase: Phase::Ready,
+            steps: Vec::new(),
+            predicted: Vec::new(),
+            blocked: Vec::new(),
+            waiting_on: Vec::new(),
+            findings: Vec::new(),
+            remediation_held: None,
+            suspended: vec![runtime.clone()],
+        };
+        let input = StatusInput {
+            plan: &plan,
+            observed: None,
+            delivers_to_flux: false,
+            declared_nodes: Some(6),
+            last_step: None,
+            failures_to_block: 3,
+            previous: None,
+            api_down_because: None,
+            now,
+        };
+        let status = cluster_status(&input);
+        let condition = status
+            .conditions
+            .iter()
+            .find(|c| c.kind == conditions::SUSPENDED)
+            .expect("suspended");
+        assert_eq!(condition.status, "True");
+        assert_eq!(condition.reason, reasons::SUSPENDED_AT_RUNTIME);
+        assert_eq!(
+            condition.message,
+            "suspended at runtime by bearer token, user alice (declared, not proven) at 2026-05-01T23:00:00Z: incident 42; no step starts; `capstan resume prod` resumes"
+        );
+        assert_eq!(status.suspended, vec![runtime.clone()]);
+        // Git's first, and the reason says Git.
+        let both = ClusterPlan {
+            suspended: vec![Suspension::git(), runtime],
+            ..plan.clone()
+        };
+        let status = cluster_status(&StatusInput {
+            plan: &both,
+            ..input
+        });
+        let condition = status
+            .conditions
+            .iter()
+            .find(|c| c.kind == conditions::SUSPENDED)
+            .expect("suspended");
+        assert_eq!(condition.reason, reasons::SUSPENDED_IN_GIT);
+        assert!(
+            condition
+                .message
+                .starts_with("suspended in Git (spec.suspend: true)")
+        );
+        assert!(condition.message.contains("incident 42"));
+        // Resumed: the condition is gone.
+        let resumed = ClusterPlan {
+            suspended: Vec::new(),
+            ..plan.clone()
+        };
+        let status = cluster_status(&StatusInput {
+            plan: &resumed,
+            ..input
+        });
+        assert!(
+            status
+                .conditions
+                .iter()
+                .all(|c| c.kind != conditions::SUSPENDED)
+        );
     }
 
     #[test]
@@ -675,6 +783,7 @@ mod tests {
             waiting_on: Vec::new(),
             findings: Vec::new(),
             remediation_held: Some(held.clone()),
+            suspended: Vec::new(),
         };
         let input = StatusInput {
             plan: &plan,

@@ -34,8 +34,8 @@ mod suspension;
 mod types;
 mod window;
 
-#[cfg(test)]
-mod fixtures;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]

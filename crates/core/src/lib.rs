@@ -22,4 +22,5 @@ pub mod plan;
 pub mod preview;
 pub mod spec;
 pub mod status;
+pub mod talos;
 pub mod workloads;

@@ -10,6 +10,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::env_vars;
 use crate::source::{RepoLocation, SecretFrom, TokenAuth};
 
+mod server;
+pub use server::{ReconcileArgs, ResumeArgs, ServerArgs, StatusArgs, SuspendArgs};
+
 /// capstan keeps Kubernetes clusters on Proxmox VE in the state a Git repository declares.
 ///
 /// A repository holds `capstan.yaml` (connections and policy) and one YAML file per cluster.
@@ -131,6 +134,20 @@ pub enum Command {
     /// `capstan status --repo git@git.example:org/fleet.git --git-ssh-key id_ed25519
     /// --git-known-hosts known_hosts`
     Status(StatusArgs),
+    /// Suspend clusters on a running daemon, for an incident, without a commit: they are
+    /// observed and reported (`Suspended`: who, when, why), no step starts, a running one
+    /// finishes; kept in the management cluster until `capstan resume` (or `spec.suspend`).
+    ///
+    /// Example: `capstan suspend prod --reason "INC-42" --server-token-from env:TOKEN`
+    Suspend(SuspendArgs),
+    /// Resume clusters `capstan suspend` held (not those whose file says `spec.suspend`).
+    ///
+    /// Example: `capstan resume prod --server-token-from env:TOKEN`
+    Resume(ResumeArgs),
+    /// Make a running daemon poll its Git remote and run a pass now; prints the revision.
+    ///
+    /// Example: `capstan reconcile --server-token-from env:TOKEN`
+    Reconcile(ReconcileArgs),
     /// Print the observed state (VMs, nodes, versions, certificates, Flux) as the JSON snapshot
     /// `capstan plan --observed` reads, from the real connections or from a running lab.
     ///
@@ -564,34 +581,6 @@ pub struct DemoArgs {
     /// Stop once every cluster is Ready (for scripts), instead of reconciling until Ctrl-C.
     #[arg(long)]
     pub exit_when_ready: bool,
-}
-
-/// `capstan status`.
-#[derive(Debug, clap::Args)]
-pub struct StatusArgs {
-    /// Only this cluster.
-    pub cluster: Option<String>,
-    /// The daemon's HTTP endpoint.
-    #[arg(long, default_value = "http://127.0.0.1:9464", env = env_vars::CAPSTAN_SERVER)]
-    pub server: String,
-    /// The bearer token the daemon requires (its `--http-token-from`), from `env:VARIABLE`
-    /// or `file:PATH`; sent only over `https://`, or plain `http://` to a loopback address.
-    #[arg(long, conflicts_with = "repo", env = env_vars::CAPSTAN_SERVER_TOKEN_FROM)]
-    pub server_token_from: Option<SecretFrom>,
-    /// Read the status branch of this Git remote instead of asking a daemon (no daemon
-    /// needed): the status as of capstan's last status commit.
-    #[arg(long, conflicts_with = "server", env = env_vars::CAPSTAN_STATUS_REPO)]
-    pub repo: Option<String>,
-    /// With `--repo`: the status branch (default: `status.branch` of the capstan.yaml on
-    /// `--branch`).
-    #[arg(long, requires = "repo", env = env_vars::CAPSTAN_STATUS_BRANCH)]
-    pub status_branch: Option<String>,
-    /// With `--repo`: reaching the remote.
-    #[command(flatten)]
-    pub git: GitArgs,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = ReportFormat::Text, env = env_vars::CAPSTAN_FORMAT)]
-    pub format: ReportFormat,
 }
 
 /// `capstan observe`.

@@ -75,6 +75,10 @@ pub const CAPSTAN_STATUS_REPO: &str = "CAPSTAN_STATUS_REPO";
 pub const CAPSTAN_STATUS_BRANCH: &str = "CAPSTAN_STATUS_BRANCH";
 /// `capstan status`: the daemon's endpoint.
 pub const CAPSTAN_SERVER: &str = "CAPSTAN_SERVER";
+/// `capstan suspend`: why (shown in the status).
+pub const CAPSTAN_SUSPEND_REASON: &str = "CAPSTAN_SUSPEND_REASON";
+/// `capstan suspend`: the user name sent with a bearer token (recorded as declared).
+pub const CAPSTAN_USER: &str = "CAPSTAN_USER";
 /// `capstan run`: elect a leader on a Lease before starting steps.
 pub const CAPSTAN_LEADER_ELECT: &str = "CAPSTAN_LEADER_ELECT";
 /// The Lease's namespace.

@@ -50,6 +50,16 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
         Command::Status(status) => {
             commands::status::run(&status, &environment, &mut stdout).context("showing the status")
         }
+        Command::Suspend(suspend) => {
+            commands::actions::suspend(&suspend, &environment, &mut stdout).context("suspending")
+        }
+        Command::Resume(resume) => {
+            commands::actions::resume(&resume, &environment, &mut stdout).context("resuming")
+        }
+        Command::Reconcile(reconcile) => {
+            commands::actions::reconcile(&reconcile, &environment, &mut stdout)
+                .context("asking for a reconcile")
+        }
         Command::Observe(observe) => commands::observe::run(&observe, environment, &mut stdout)
             .with_context(|| format!("observing {}", observe.repo)),
         Command::Lab(lab) => commands::lab::run(&lab, &mut stdout).context("running the lab"),

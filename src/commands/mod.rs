@@ -1,6 +1,7 @@
 //! What each subcommand does once its arguments are parsed. Each returns an [`Outcome`] or a
 //! typed error; `main` maps them to exit codes.
 
+pub mod actions;
 pub mod demo;
 pub mod lab;
 pub mod observe;

@@ -11,6 +11,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::commands::Outcome;
 use crate::config::DaemonConfig;
 use crate::connect::{ConnectError, Connections};
+use crate::daemon::actions::{Actions, InCluster};
 use crate::daemon::http;
 use crate::daemon::previews::Previewer;
 use crate::daemon::{Daemon, DaemonOptions, StatusBoard};
@@ -462,7 +463,14 @@ async fn serve_daemon(
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<(), RunError> {
     let admission = options.admission.clone();
+    // Runtime suspensions are kept beside the CA pins, in the management cluster, so they
+    // outlive this process; without one, in memory.
+    let actions = match crate::connect::Providers::management(&connections, None).cloned() {
+        Some(management) => Actions::new(Box::new(InCluster(management)), true),
+        None => Actions::default(),
+    };
     let mut daemon = Daemon::new(options, Arc::new(connections), Arc::clone(&clock))
+        .with_actions(Arc::new(actions))
         .with_progress(Box::new(std::io::stdout()));
     if let Some((repository, writer_options)) = source.status_branch {
         daemon = daemon.with_status_branch(StatusWriter::new(

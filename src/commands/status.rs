@@ -290,6 +290,13 @@ fn render_cluster(out: &mut String, name: &str, cluster: &ClusterStatus, now: Ti
     {
         let _ = writeln!(out, "│  blocked: {}", condition.message);
     }
+    for condition in cluster
+        .conditions
+        .iter()
+        .filter(|c| c.kind == crate::status::conditions::SUSPENDED && c.is_true())
+    {
+        let _ = writeln!(out, "│  {}", condition.message);
+    }
     let _ = writeln!(out, "├─ nodes");
     let name_width = cluster
         .nodes

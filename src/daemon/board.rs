@@ -23,6 +23,8 @@ pub struct StatusBoard {
     status: Arc<RwLock<FleetStatus>>,
     /// Set under leader election: `/status` says leader or standby.
     leadership: std::sync::OnceLock<Arc<Leadership>>,
+    /// The actions `POST /actions/...` take (the daemon's).
+    actions: Mutex<Option<Arc<super::actions::Actions>>>,
     /// Fleet conditions set apart from the passes (the status branch's), by type.
     conditions: Mutex<BTreeMap<String, Condition>>,
     metrics: Metrics,
@@ -130,6 +132,7 @@ impl StatusBoard {
             metrics: Metrics::new(source, Arc::clone(&status)),
             status,
             leadership: std::sync::OnceLock::new(),
+            actions: Mutex::default(),
             conditions: Mutex::default(),
             liveness: Mutex::new(Liveness {
                 last_pass: None,
@@ -209,6 +212,22 @@ impl StatusBoard {
     /// Reports `leadership`'s role in every status from now on (once per board).
     pub(super) fn share_leadership(&self, leadership: Arc<Leadership>) {
         let _ = self.leadership.set(leadership);
+    }
+
+    /// Takes `POST /actions/...` through `actions` (the daemon's, replacing any before).
+    pub(super) fn share_actions(&self, actions: Arc<super::actions::Actions>) {
+        *self
+            .actions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(actions);
+    }
+
+    /// The actions `POST /actions/...` take; `None` for a board no daemon serves.
+    pub fn actions(&self) -> Option<Arc<super::actions::Actions>> {
+        self.actions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Whether this replica leads (always, without leader election).

@@ -28,7 +28,7 @@ use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use subtle::ConstantTimeEq as _;
 
 use hyper_util::rt::TokioIo;
@@ -195,6 +195,9 @@ pub async fn serve_with(
         .route("/observed", get(observed))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
+        .route("/actions/suspend", post(actions::suspend))
+        .route("/actions/resume", post(actions::resume))
+        .route("/actions/reconcile", post(actions::reconcile))
         .with_state(api)
         .merge(extra);
     listen(addr, router, options).await
@@ -258,14 +261,19 @@ async fn accept(listener: tokio::net::TcpListener, router: Router, options: Http
         tokio::spawn(async move {
             let _slot = slot;
             let Some(tls) = tls else {
-                return serve_connection(TokioIo::new(stream), router, false, read_timeout).await;
+                return serve_connection(TokioIo::new(stream), router, None, read_timeout).await;
             };
             // The handshake is part of the head: it gets the same time to arrive.
             match tokio::time::timeout(read_timeout, tls.accept(stream)).await {
                 Ok(Ok(stream)) => {
                     // rustls hands over only a certificate its verifier accepted.
-                    let verified = stream.get_ref().1.peer_certificates().is_some();
-                    serve_connection(TokioIo::new(stream), router, verified, read_timeout).await;
+                    let subject = stream
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(<[_]>::first)
+                        .map(|certificate| certificate_subject(certificate.as_ref()));
+                    serve_connection(TokioIo::new(stream), router, subject, read_timeout).await;
                 }
                 Ok(Err(err)) => tracing::debug!(error = %err, "TLS handshake failed"),
                 Err(_) => tracing::debug!("TLS handshake timed out"),
@@ -296,16 +304,36 @@ fn refuse_busy(stream: tokio::net::TcpStream, lingering: &Arc<tokio::sync::Semap
     });
 }
 
-/// Serves one connection: `certified` when its client certificate chains to the client CA.
-async fn serve_connection<I>(io: I, router: Router, certified: bool, read_timeout: Duration)
-where
+/// The longest certificate subject kept as who took an action.
+const MAX_SUBJECT: usize = 256;
+
+/// A client certificate's subject (`CN=alice, O=ops`), as who took an action.
+fn certificate_subject(der: &[u8]) -> Arc<str> {
+    let subject = x509_parser::parse_x509_certificate(der)
+        .map(|(_, certificate)| certificate.subject().to_string())
+        .ok()
+        .filter(|subject| !subject.is_empty())
+        .unwrap_or_else(|| "a client certificate of --http-client-ca".to_owned());
+    crate::redact::cap(&subject, MAX_SUBJECT).into()
+}
+
+/// Serves one connection: `certified` (its subject) when its client certificate chains to
+/// the client CA.
+async fn serve_connection<I>(
+    io: I,
+    router: Router,
+    certified: Option<Arc<str>>,
+    read_timeout: Duration,
+) where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     use tower::ServiceExt as _;
     // An extension, not a header: nothing a client sends can set it.
     let router = router.map_request(move |mut request: axum::http::Request<_>| {
-        if certified {
-            request.extensions_mut().insert(Certified);
+        if let Some(subject) = &certified {
+            request
+                .extensions_mut()
+                .insert(Certified(Arc::clone(subject)));
         }
         request
     });
@@ -330,9 +358,10 @@ where
     }
 }
 
-/// Marks a request that came over a connection with a verified client certificate.
-#[derive(Debug, Clone, Copy)]
-struct Certified;
+/// Marks a request that came over a connection with a verified client certificate, with
+/// that certificate's subject.
+#[derive(Debug, Clone)]
+struct Certified(Arc<str>);
 
 /// What the routes share.
 struct Api {
@@ -345,15 +374,18 @@ struct Api {
 /// Who asks: `authenticated` when it presented the token or a client certificate.
 struct Caller {
     authenticated: bool,
+    /// How: the client certificate's subject, or `None` for the token (or nothing).
+    subject: Option<Arc<str>>,
 }
 
 impl FromRequestParts<Arc<Api>> for Caller {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, api: &Arc<Api>) -> Result<Self, Response> {
-        if parts.extensions.get::<Certified>().is_some() {
+        if let Some(Certified(subject)) = parts.extensions.get::<Certified>() {
             return Ok(Caller {
                 authenticated: true,
+                subject: Some(Arc::clone(subject)),
             });
         }
         let Some(token) = &api.token else {
@@ -362,6 +394,7 @@ impl FromRequestParts<Arc<Api>> for Caller {
             }
             return Ok(Caller {
                 authenticated: false,
+                subject: None,
             });
         };
         let expected = match token.read() {
@@ -383,6 +416,7 @@ impl FromRequestParts<Arc<Api>> for Caller {
         match given {
             Some(given) if bool::from(given.as_bytes().ct_eq(expected.as_bytes())) => Ok(Caller {
                 authenticated: true,
+                subject: None,
             }),
             _ => Err(unauthorized()),
         }
@@ -451,7 +485,10 @@ pub fn render_metrics(board: &StatusBoard) -> String {
     board.metrics().encode()
 }
 
+mod actions;
 pub mod tls;
+
+pub use actions::{ActionAnswer, ActionRequest};
 
 #[cfg(test)]
 mod tests;

@@ -21,6 +21,7 @@
 //! - A step runs only while its replica leads: it checks its [`Fence`] before each change, and
 //!   is stopped the moment leadership ends; a stopped step is no failure ([`outcomes`]).
 
+pub mod actions;
 mod board;
 pub mod http;
 mod inflight;
@@ -213,6 +214,8 @@ pub struct Daemon<Pr: Providers> {
     status_out: Option<watch::Sender<Option<FleetStatus>>>,
     /// Recent successful steps' durations, exported in the observed state.
     timings: timings::StepTimings,
+    /// Runtime suspensions and `reconcile` requests, shared with the HTTP endpoint.
+    actions: Arc<actions::Actions>,
 }
 
 /// Source events kept in the status.
@@ -232,6 +235,7 @@ impl<Pr: Providers> Daemon<Pr> {
             status_writer: None,
             status_out: None,
             timings: timings::StepTimings::default(),
+            actions: Arc::default(),
             observer: Observer::new(Arc::clone(&providers)),
             executor: Arc::new(Executor::new(providers, Arc::clone(&clock))),
             clock,
@@ -246,6 +250,20 @@ impl<Pr: Providers> Daemon<Pr> {
             leadership: Arc::new(Leadership::always(String::new())),
             options,
         }
+        .sharing_actions()
+    }
+
+    /// Keeps runtime suspensions in `actions`' store (a management cluster's, for them to
+    /// survive restarts) instead of this process's memory.
+    pub fn with_actions(mut self, actions: Arc<actions::Actions>) -> Self {
+        self.actions = actions;
+        self.sharing_actions()
+    }
+
+    /// The actions the HTTP endpoint takes, through the board it serves.
+    fn sharing_actions(self) -> Self {
+        self.board.share_actions(Arc::clone(&self.actions));
+        self
     }
 
     /// Starts steps only while `leadership` says this replica leads; observes, plans and
@@ -274,7 +292,7 @@ impl<Pr: Providers> Daemon<Pr> {
         self.board = Arc::new(StatusBoard::with_source_metrics(tracker.metrics()));
         self.tracker = tracker;
         self.share_leadership();
-        self
+        self.sharing_actions()
     }
 
     /// Publishes on `board` (one served since before the daemon started, e.g. while the
@@ -318,9 +336,12 @@ impl<Pr: Providers> Daemon<Pr> {
             let board: Arc<dyn crate::status_branch::Report> = self.board.clone();
             tokio::spawn(writer.run(statuses, board))
         });
+        self.actions.set_trigger(self.tracker.trigger());
         tokio::pin!(shutdown);
         loop {
+            let number = self.actions.pass_started();
             let idle = self.pass().await;
+            self.actions.pass_completed(number);
             self.board
                 .pass_completed(self.clock.now(), self.stale_after());
             if idle {
@@ -333,6 +354,7 @@ impl<Pr: Providers> Daemon<Pr> {
                 () = self.leadership.changed() => tracing::debug!("leadership changed"),
                 () = self.board.woken_for_workloads() => tracing::debug!("GET /observed asks for pods and PodDisruptionBudgets"),
                 () = self.executor.changed() => tracing::debug!("a step in flight changed the world"),
+                () = self.actions.woken() => tracing::debug!("an action asks for a pass"),
                 Some(done) = self.in_flight.join_next_with_id(), if !self.in_flight.is_empty() => {
                     self.settle(done);
                 }
@@ -436,7 +458,9 @@ impl<Pr: Providers> Daemon<Pr> {
         self.observer.set_settings(settings);
         let mut observation = self.observer.observe(desired, now).await;
         observation.observed.step_durations = self.timings.medians();
-        let plan = plan::plan(desired, &observation.observed, &Policy::of(desired), now);
+        let mut policy = Policy::of(desired);
+        policy.suspended = self.actions.suspended().await;
+        let plan = plan::plan(desired, &observation.observed, &policy, now);
         self.board
             .set_observed(observation.observed.clone(), settings.workloads);
         let mut work = false;

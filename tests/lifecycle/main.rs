@@ -23,5 +23,6 @@ mod replace;
 mod scale;
 mod status_observe;
 mod surge;
+mod suspend;
 mod templates;
 mod upgrade;

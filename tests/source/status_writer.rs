@@ -68,6 +68,7 @@ fn planted_status(token: &str) -> FleetStatus {
                 at: jiff::Timestamp::UNIX_EPOCH,
                 revision: None,
             }),
+            suspended: Vec::new(),
         },
     );
     status

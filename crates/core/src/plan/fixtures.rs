@@ -51,6 +51,7 @@ impl Cluster {
                 name: name.to_owned(),
             },
             spec: ClusterSpec {
+                suspend: false,
                 proxmox: "homelab".to_owned(),
                 kubernetes: KubernetesSpec {
                     version: "1.36.2".parse().expect("version"),

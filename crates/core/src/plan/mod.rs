@@ -30,6 +30,7 @@ mod removed;
 pub mod render;
 mod simulate;
 mod step_report;
+mod suspension;
 mod types;
 mod window;
 
@@ -40,7 +41,7 @@ mod proptests;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -54,6 +55,7 @@ use crate::spec::{ClusterSpec, Desired, MinorVersion};
 
 pub use effects::Changes;
 pub use step_report::StepReport;
+pub use suspension::{Suspension, SuspensionSource};
 pub use types::*;
 
 use cluster::{Gate, Input, SpecMemo};
@@ -68,6 +70,9 @@ pub struct Policy {
     pub prune: bool,
     /// Some cluster file is invalid: nothing is deleted for being absent.
     pub incomplete: bool,
+    /// Clusters suspended at runtime (`capstan suspend`), by name: their steps are held as
+    /// those of a cluster whose file says `spec.suspend: true`.
+    pub suspended: BTreeMap<String, Suspension>,
 }
 
 impl Policy {
@@ -77,6 +82,7 @@ impl Policy {
             approved_minors: desired.fleet.approved_minors.clone(),
             prune: desired.fleet.prune,
             incomplete: desired.incomplete,
+            suspended: BTreeMap::new(),
         }
     }
 }
@@ -434,10 +440,10 @@ fn plan_cluster<'a>(
         let step_name = candidate.step.kind();
         match &candidate.gate {
             Gate::Open => {}
-            Gate::Window(hold) => waiting_on.push(Waiting {
+            Gate::Held(resource) => waiting_on.push(Waiting {
                 step: Some(step_name),
                 machine: candidate.step.target.machine.clone(),
-                resource: hold.resource(),
+                resource: resource.clone(),
                 since: None,
             }),
             Gate::Wait(waiting) => waiting_on.push(waiting.clone()),
@@ -488,6 +494,7 @@ fn plan_cluster<'a>(
         waiting_on,
         findings: outcome.findings,
         remediation_held: outcome.remediation_held,
+        suspended: suspension::of(name, spec, policy),
     };
     (plan, prediction, outcome.orphans)
 }

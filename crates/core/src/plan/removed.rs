@@ -70,5 +70,6 @@ pub(crate) fn plan(
         waiting_on: Vec::new(),
         findings: Vec::new(),
         remediation_held: None,
+        suspended: Vec::new(),
     }))
 }

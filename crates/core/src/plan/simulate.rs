@@ -42,7 +42,7 @@ const CERTIFICATE_LIFETIME: SignedDuration = SignedDuration::from_hours(365 * 24
 
 /// Picks the batch that may run: every open non-disruptive step, or else the first open
 /// disruptive one alone (rule 2). In a prediction, steps held only by the maintenance window
-/// count as open, with that wait recorded on them.
+/// or a suspension count as open, with that wait recorded on them.
 pub(crate) fn select(candidates: Vec<cluster::Candidate>, predict: bool) -> Vec<Step> {
     let mut batch = Vec::new();
     select_into(candidates, predict, &mut batch);
@@ -53,14 +53,14 @@ pub(crate) fn select(candidates: Vec<cluster::Candidate>, predict: bool) -> Vec<
 fn select_into(candidates: Vec<cluster::Candidate>, predict: bool, batch: &mut Vec<Step>) {
     let runnable = |candidate: &cluster::Candidate| match &candidate.gate {
         Gate::Open => true,
-        Gate::Window(_) => predict,
+        Gate::Held(_) => predict,
         Gate::Wait(_) => false,
     };
     let with_wait = |candidate: cluster::Candidate| {
         let mut step = candidate.step;
-        if let Gate::Window(hold) = candidate.gate {
+        if let Gate::Held(resource) = candidate.gate {
             step.waits_on = Some(Wait {
-                resource: hold.resource(),
+                resource,
                 since: None,
             });
         }

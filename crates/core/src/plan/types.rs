@@ -9,6 +9,7 @@ use jiff::Timestamp;
 use serde::Serialize;
 use smol_str::SmolStr;
 
+use super::Suspension;
 use crate::model::{NodeName, Ownership, Role, VmId};
 use crate::observed::{FluxTarget, MachineSpec, PodRef};
 use crate::spec::{Endpoint, KubeVersion};
@@ -84,6 +85,10 @@ pub struct ClusterPlan {
     /// Fencing held back: more nodes are NotReady than `remediation.maxUnhealthy` allows.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remediation_held: Option<RemediationHeld>,
+    /// Its suspensions (Git's first, then the runtime one): while there is one, every step
+    /// is held and `steps` is empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub suspended: Vec<Suspension>,
 }
 
 /// Fencing held back because too many nodes are unhealthy at once (a network fault looks like
@@ -525,6 +530,8 @@ pub enum Resource {
         #[serde(skip_serializing_if = "Option::is_none")]
         time_zone: Option<String>,
     },
+    /// The cluster is suspended (in Git or at runtime): no step starts until it is resumed.
+    Suspended(super::Suspension),
     /// New workers, before a removal may leave fewer than `rollout.minWorkers` (rule 3).
     #[serde(rename_all = "camelCase")]
     NewWorker {
@@ -578,6 +585,7 @@ impl fmt::Display for Resource {
                 ),
                 None => write!(f, "deny window `{deny}` (no time left to start)"),
             },
+            Resource::Suspended(suspension) => write!(f, "{suspension}"),
             Resource::NewWorker { ready, minimum } => write!(
                 f,
                 "a new worker ({ready} Ready, schedulable; rollout.minWorkers {minimum})"
@@ -587,10 +595,14 @@ impl fmt::Display for Resource {
 }
 
 impl Resource {
-    /// For a step a maintenance or deny window holds, how, in words for a preview: "held for
+    /// For a step a maintenance or deny window or a suspension holds, how, in words for a
+    /// preview: "suspended: no step starts (suspended in Git (spec.suspend: true))", "held for
     /// the maintenance window (Sat 2026-05-02 01:00 UTC)", "held by deny window `0 0 20 12 *`
     /// until Sun 2027-01-03 00:00 Europe/Rome"; `None` for any other resource.
     pub fn hold_phrase(&self) -> Option<String> {
+        if let Resource::Suspended(suspension) = self {
+            return Some(format!("suspended: no step starts ({suspension})"));
+        }
         let Resource::MaintenanceWindow { deny, .. } = self else {
             return None;
         };

@@ -246,6 +246,11 @@ pub struct Metadata {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClusterSpec {
+    /// Suspend the cluster: capstan keeps observing it and reporting it (condition
+    /// `Suspended`) but starts no step on it; a step already running finishes. Set it back to
+    /// `false` (or remove it) to resume. `capstan suspend` does the same without a commit.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub suspend: bool,
     /// Name of a connection under `proxmox:` in `capstan.yaml`.
     pub proxmox: String,
     /// Kubernetes version and distribution.

@@ -30,13 +30,19 @@ pub const SOURCE_VERIFIED: &str = "SourceVerified";
 /// message names them). Listed only while it holds, so a notification can fire when it appears.
 pub const REMEDIATION_HELD: &str = "RemediationHeld";
 
+/// The cluster is suspended (`spec.suspend: true` in Git, or `capstan suspend`): it is
+/// observed and reported, and no step starts on it. The message says which, who, when and
+/// why. Listed only while it holds, so a notification can fire when it appears and clears.
+pub const SUSPENDED: &str = "Suspended";
+
 /// Every condition type: a cluster's (in the order its status lists them), then the fleet's.
-pub const TYPES: [&str; 8] = [
+pub const TYPES: [&str; 9] = [
     READY,
     API_AVAILABLE,
     KUBECONFIG_DELIVERED,
     BLOCKED,
     REMEDIATION_HELD,
+    SUSPENDED,
     SOURCE_AVAILABLE,
     STATUS_PUSHED,
     SOURCE_VERIFIED,
@@ -68,6 +74,12 @@ pub mod reasons {
     pub const STEP_FAILING: &str = "StepFailing";
     /// `RemediationHeld` True: too many nodes are NotReady at once to fence any.
     pub const TOO_MANY_UNHEALTHY: &str = "TooManyUnhealthy";
+    /// `Suspended` True: the cluster's file says `spec.suspend: true` (and perhaps it was
+    /// suspended at runtime too: the message says so).
+    pub const SUSPENDED_IN_GIT: &str = "SuspendedInGit";
+    /// `Suspended` True: `capstan suspend` suspended the cluster (the message says who, when
+    /// and why).
+    pub const SUSPENDED_AT_RUNTIME: &str = "SuspendedAtRuntime";
     /// `Blocked` False: nothing blocks.
     pub const CLEAR: &str = "Clear";
     /// `Blocked` True: the cluster could not be observed.
@@ -109,8 +121,10 @@ pub mod reasons {
     pub const UNVERIFIABLE: &str = "Unverifiable";
 
     /// Every reason.
-    pub const ALL: [&str; 31] = [
+    pub const ALL: [&str; 33] = [
         TOO_MANY_UNHEALTHY,
+        SUSPENDED_IN_GIT,
+        SUSPENDED_AT_RUNTIME,
         CONVERGED,
         RECONCILING,
         NOT_INITIALISED,

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::{NodeName, Role};
 use crate::observed::ObservedCluster;
 pub use crate::plan::Phase;
-use crate::plan::{ActionKind, ClusterPlan};
+use crate::plan::{ActionKind, ClusterPlan, Suspension, SuspensionSource};
 use crate::spec::KubeVersion;
 
 /// Every cluster's status.
@@ -93,6 +93,11 @@ impl FleetStatus {
                 .iter_mut()
                 .for_each(|w| clean(&mut w.resource));
             cluster.next_steps.iter_mut().for_each(clean);
+            cluster
+                .suspended
+                .iter_mut()
+                .filter_map(|s| s.reason.as_mut())
+                .for_each(clean);
             if let Some(step) = &mut cluster.last_step {
                 clean(&mut step.message);
             }
@@ -143,6 +148,10 @@ pub struct ClusterStatus {
     /// The last step that ran and how it ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_step: Option<StepRecord>,
+    /// Its suspensions, Git's first: where each was set and, at runtime, who set it, when
+    /// and why. No step starts while there is one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub suspended: Vec<Suspension>,
 }
 
 /// A status condition, as Kubernetes spells them.
@@ -376,6 +385,19 @@ pub fn cluster_status(input: &StatusInput<'_>) -> ClusterStatus {
             &held.message(),
         ));
     }
+    if let Some(first) = plan.suspended.first() {
+        let reason = match first.source {
+            SuspensionSource::Git => reasons::SUSPENDED_IN_GIT,
+            SuspensionSource::Runtime => reasons::SUSPENDED_AT_RUNTIME,
+        };
+        let message = plan
+            .suspended
+            .iter()
+            .map(|s| s.message(&plan.name))
+            .collect::<Vec<_>>()
+            .join("; ");
+        conditions.push(condition(conditions::SUSPENDED, true, reason, &message));
+    }
     for condition in &mut conditions {
         condition.last_transition_time = transition_time(input.previous, condition, input.now);
     }
@@ -417,6 +439,7 @@ pub fn cluster_status(input: &StatusInput<'_>) -> ClusterStatus {
             })
             .collect(),
         last_step: input.last_step.cloned(),
+        suspended: plan.suspended.clone(),
     }
 }
 
@@ -603,6 +626,7 @@ fn blocked_as_before(
         waiting_on: Vec::new(),
         next_steps: Vec::new(),
         last_step: None,
+        suspended: Vec::new(),
     });
     status.phase = Phase::Blocked;
     status.next_steps.clear();
@@ -624,172 +648,4 @@ fn blocked_as_before(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::{Ownership, VmId};
-    use crate::observed::{ObservedMachine, ObservedNode, PowerState};
-
-    fn at(text: &str) -> Timestamp {
-        text.parse().expect("time")
-    }
-
-    fn ready_before() -> ClusterStatus {
-        let mut ready = condition(conditions::READY, true, reasons::CONVERGED, "phase Ready");
-        ready.last_transition_time = at("2026-05-01T00:00:00Z");
-        let mut blocked = condition(conditions::BLOCKED, false, reasons::CLEAR, "nothing blocks");
-        blocked.last_transition_time = at("2026-05-01T00:00:00Z");
-        ClusterStatus {
-            phase: Phase::Ready,
-            conditions: vec![ready, blocked],
-            version: None,
-            certificate_expiry: None,
-            kubeconfig_fingerprint: None,
-            flux_kubeconfig_fingerprint: None,
-            nodes: Vec::new(),
-            declared_nodes: Some(4),
-            refusals: Vec::new(),
-            waiting_on: Vec::new(),
-            next_steps: vec!["cordon capstan-prod-general-a".into()],
-            last_step: None,
-        }
-    }
-
-    #[test]
-    fn held_remediation_is_a_condition_naming_the_unhealthy_nodes() {
-        let now = at("2026-05-02T00:00:00Z");
-        let held = crate::plan::RemediationHeld {
-            unhealthy: vec![
-                NodeName("capstan-prod-general-a".into()),
-                NodeName("capstan-prod-general-b".into()),
-                NodeName("capstan-prod-general-c".into()),
-            ],
-            nodes: 6,
-            max_unhealthy: 2,
-        };
-        let plan = ClusterPlan {
-            name: "prod".to_owned(),
-            phase: Phase::Updating,
-            steps: Vec::new(),
-            predicted: Vec::new(),
-            blocked: Vec::new(),
-            waiting_on: Vec::new(),
-            findings: Vec::new(),
-            remediation_held: Some(held.clone()),
-        };
-        let input = StatusInput {
-            plan: &plan,
-            observed: None,
-            delivers_to_flux: false,
-            declared_nodes: Some(6),
-            last_step: None,
-            failures_to_block: 3,
-            previous: None,
-            api_down_because: None,
-            now,
-        };
-        let status = cluster_status(&input);
-        let condition = status
-            .conditions
-            .iter()
-            .find(|c| c.kind == conditions::REMEDIATION_HELD)
-            .expect("held");
-        assert_eq!(condition.status, "True");
-        assert_eq!(condition.reason, reasons::TOO_MANY_UNHEALTHY);
-        assert_eq!(condition.message, held.message());
-        assert!(condition.message.contains("capstan-prod-general-c"));
-        let clear = ClusterPlan {
-            remediation_held: None,
-            ..plan.clone()
-        };
-        let status = cluster_status(&StatusInput {
-            plan: &clear,
-            ..input
-        });
-        assert!(
-            status
-                .conditions
-                .iter()
-                .all(|c| c.kind != conditions::REMEDIATION_HELD)
-        );
-    }
-
-    #[test]
-    fn a_cluster_whose_file_has_errors_stays_in_the_status_blocked_on_its_file() {
-        let now = at("2026-05-02T00:00:00Z");
-        let mut observed = ObservedCluster::default();
-        let name = NodeName("capstan-prod-general-a".into());
-        observed.machines.insert(
-            name.clone(),
-            ObservedMachine {
-                vm_id: VmId(101),
-                proxmox_node: "pve1".into(),
-                ownership: Ownership {
-                    cluster: "prod".into(),
-                    role: Role::Worker,
-                    pool: "general".into(),
-                    spec_hash: "0123456789ab".into(),
-                },
-                tags: Vec::new(),
-                power: PowerState::Running,
-                created: now,
-                guest_agent: true,
-                built_from: None,
-                config: None,
-                task: None,
-            },
-        );
-        observed.nodes.insert(
-            name.clone(),
-            ObservedNode {
-                ready: true,
-                ready_since: now,
-                kubelet_version: Some("1.36.2".parse().expect("version")),
-                unschedulable: false,
-                taints: Vec::new(),
-                drain: None,
-            },
-        );
-        let status = invalid_file(
-            "clusters/prod.yaml has errors",
-            Some(&observed),
-            Some(&ready_before()),
-            now,
-        );
-        assert_eq!(status.phase, Phase::Blocked);
-        assert!(status.next_steps.is_empty());
-        let kinds: Vec<(&str, &str, &str)> = status
-            .conditions
-            .iter()
-            .map(|c| (c.kind.as_str(), c.status.as_str(), c.reason.as_str()))
-            .collect();
-        assert_eq!(
-            kinds,
-            [
-                (conditions::READY, "False", reasons::RECONCILING),
-                (conditions::BLOCKED, "True", reasons::INVALID_FILE),
-            ]
-        );
-        assert!(
-            status
-                .conditions
-                .iter()
-                .all(|c| c.last_transition_time == now)
-        );
-        assert_eq!(
-            status.conditions[1].message,
-            "clusters/prod.yaml has errors"
-        );
-        assert_eq!(status.nodes.len(), 1);
-        assert_eq!(status.nodes[0].name, name);
-        assert_eq!(status.nodes[0].ready, Some(true));
-
-        // A second pass keeps the transition times.
-        let again = invalid_file(
-            "clusters/prod.yaml has errors",
-            Some(&observed),
-            Some(&status),
-            at("2026-05-03T00:00:00Z"),
-        );
-        assert_eq!(again.conditions, status.conditions);
-    }
-}
+mod tests;

@@ -27,7 +27,7 @@ use super::types::{
     Action, ActionKind, Blocked, Finding, FindingKind, MachineRef, Resource, Rule, Step, Target,
     Wait, Waiting,
 };
-use super::window::{Hold, WindowState};
+use super::window::WindowState;
 use crate::model::{NodeName, Ownership, Role};
 use crate::observed::{MachineSpec, ObservedCluster, ObservedMachine, ObservedNode};
 use crate::spec::validate::{CONTROL_PLANE_POOL, VM_NAME_PREFIX};
@@ -43,8 +43,10 @@ use smol_str::SmolStr;
 pub(crate) enum Gate {
     /// It may run now.
     Open,
-    /// Disruptive, held by the maintenance windows (rule 11).
-    Window(Hold),
+    /// Held by what this resource says: a disruptive step by the maintenance windows (rule
+    /// 11), any step of a suspended cluster by its suspension. A prediction runs it, with
+    /// that wait recorded on it.
+    Held(Resource),
     /// Something in the world must happen first.
     Wait(Waiting),
 }
@@ -256,7 +258,7 @@ impl Outcome {
         step.disruptive = true;
         let gate = match window {
             WindowState::Open => Gate::Open,
-            WindowState::Closed(hold) => Gate::Window(hold.clone()),
+            WindowState::Closed(hold) => Gate::Held(hold.resource()),
         };
         self.push(step, gate);
     }
@@ -307,7 +309,25 @@ pub(crate) fn candidates(input: &Input<'_>, capacity: &Capacity) -> Outcome {
     if input.quiet.is_some() && ctx.initialised() {
         out.quiet = ctx.quiet_facts();
     }
+    hold_if_suspended(input, &mut out);
     out
+}
+
+/// A suspended cluster starts no step: every step that could start is held by the suspension
+/// instead (one waiting on the world still waits on it first).
+fn hold_if_suspended(input: &Input<'_>, out: &mut Outcome) {
+    let Some(first) = super::suspension::of(input.name, input.spec, input.policy)
+        .into_iter()
+        .next()
+    else {
+        return;
+    };
+    let held = Resource::Suspended(first);
+    for candidate in &mut out.candidates {
+        if !matches!(candidate.gate, Gate::Wait(_)) {
+            candidate.gate = Gate::Held(held.clone());
+        }
+    }
 }
 
 fn endpoint_changed(input: &Input<'_>) -> Option<Blocked> {

@@ -112,6 +112,10 @@ pub struct ClusterFile {
     /// What the planner refuses, with its rule.
     #[serde(default)]
     pub refusals: Vec<Refusal>,
+    /// Its suspensions, Git's first: where each was set and, at runtime, who set it, when
+    /// and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub suspended: Vec<crate::plan::Suspension>,
 }
 
 /// Revisions of the tracked branch.
@@ -258,6 +262,7 @@ fn cluster_file(name: &str, cluster: &ClusterStatus, converged: Option<String>) 
             revision: s.revision.clone(),
         }),
         refusals: cluster.refusals.clone(),
+        suspended: cluster.suspended.clone(),
     }
 }
 
@@ -462,6 +467,7 @@ fn cluster_status(file: ClusterFile) -> ClusterStatus {
             at: Timestamp::UNIX_EPOCH,
             revision: s.revision,
         }),
+        suspended: file.suspended,
     }
 }
 

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use capstan::providers::talos::secrets::{admin_credentials, generate_bundle};
+use capstan::providers::talos::{admin_credentials, generate_bundle};
 use capstan_core::talos::{ClusterFacts, MachineRole, NodeFacts, render_machine_config};
 use capstan_testkit::judge::{self, Judge};
 

@@ -1,3 +1,8 @@
+//! Talos Linux's daemon side, what needs randomness or a clock and so cannot be in core
+//! (which renders every machine config from the bundle made here). Talos is not a distribution
+//! a cluster file can ask for yet: nothing calls this until the executor and the lab can build
+//! a Talos cluster.
+//!
 //! A Talos cluster's secrets, generated once: the four CAs (the OS CA Ed25519 as Talos makes
 //! it; Kubernetes, etcd and aggregator ECDSA P-256), the service-account key, the bootstrap
 //! and trustd tokens, the secretbox key and the discovery id and secret; and `os:admin`

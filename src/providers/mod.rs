@@ -11,3 +11,4 @@ pub mod kube;
 pub mod kubeadm;
 pub mod node_exec;
 pub mod proxmox;
+pub mod talos;

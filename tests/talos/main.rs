@@ -6,3 +6,4 @@
 //! The shared helpers are the test kit's (`capstan_testkit`, crates/testkit).
 
 mod cidata;
+mod secrets;

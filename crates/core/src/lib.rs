@@ -17,6 +17,7 @@ pub mod clock;
 pub mod errors;
 pub mod fingerprint;
 pub mod model;
+pub mod notify;
 pub mod observed;
 pub mod plan;
 pub mod preview;

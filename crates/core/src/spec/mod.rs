@@ -17,6 +17,7 @@ mod k3s;
 mod limits;
 pub mod locate;
 mod maintenance;
+pub mod notifications;
 mod parse;
 pub mod remediation;
 pub mod types;
@@ -28,6 +29,9 @@ use std::collections::BTreeMap;
 pub use diagnostic::{Diagnostic, Diagnostics, Severity, SourceFile};
 pub use distribution::Capabilities;
 pub use k3s::is_database_name;
+pub use notifications::{
+    Alert, EventKind, EventSeverity, NotificationProvider, Notifications, ProviderKind,
+};
 pub use parse::parse_document;
 pub use types::*;
 pub use values::{

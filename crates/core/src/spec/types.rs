@@ -80,6 +80,13 @@ pub struct Fleet {
     /// How often the repository is polled for new commits.
     #[serde(default = "default_poll_interval")]
     pub poll_interval: HumanDuration,
+    /// Where capstan tells people that something needs them (Slack, Teams, Discord, a signed
+    /// JSON webhook, Alertmanager), and which events it tells.
+    #[serde(
+        default,
+        skip_serializing_if = "super::notifications::Notifications::is_empty"
+    )]
+    pub notifications: super::notifications::Notifications,
 }
 
 fn default_clusters_dir() -> PathBuf {

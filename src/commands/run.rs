@@ -206,6 +206,7 @@ pub fn run(args: &RunArgs, env: fn(&str) -> Option<String>) -> Result<Outcome, R
         status_branch,
         previews: previews.map(|(forge, git, verify)| (forge, git, fleet.poll_interval.0, verify)),
         preview_limits: args.preview_limits.limits(),
+        reader: reader.clone(),
     };
     runtime()?.block_on(async {
         let mut options = daemon_options(&folder, &args.daemon);
@@ -302,6 +303,8 @@ struct DaemonSource {
     )>,
     /// What planning a preview may take.
     preview_limits: crate::preview::Limits,
+    /// Reads the secrets of notification providers (their addresses and signing keys).
+    reader: SecretReader,
 }
 
 /// The forge `--previews` posts to; its token is remembered by the redactor, so the status
@@ -432,8 +435,14 @@ async fn serve_daemon(
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<(), RunError> {
     let admission = options.admission.clone();
+    let notifier = crate::notify::Notifier::new(
+        source.reader.clone(),
+        crate::notify::NotifyOptions::default(),
+        Arc::clone(&clock),
+    );
     let mut daemon = Daemon::new(options, Arc::new(connections), Arc::clone(&clock))
-        .with_progress(Box::new(std::io::stdout()));
+        .with_progress(Box::new(std::io::stdout()))
+        .with_notifier(notifier);
     if let Some((repository, writer_options)) = source.status_branch {
         daemon = daemon.with_status_branch(StatusWriter::new(
             repository,

@@ -8,16 +8,13 @@
 //! prod` runs only the scenarios whose name holds `prod`. With `RUST_LOG=capstan=info` each
 //! step's end and duration is logged to stderr, to see where a rollout waits.
 
-#[path = "../tests/lifecycle/lifecycle_support.rs"]
-mod lifecycle_support;
-
 use std::time::{Duration, Instant};
 
 use capstan::model::{NodeName, Role};
 use capstan::plan::bound::{self, StepDurations};
 use capstan_lab::values::LabDuration;
 use capstan_lab::world::{LabConfig, Timings};
-use lifecycle_support::{World, cluster_yaml, fleet_yaml, ready};
+use capstan_testkit::{World, cluster_yaml, fleet_yaml, ready};
 
 /// Real timings are divided by this, so the bench takes minutes, not a quarter of an hour.
 const SCALE: f64 = 8.0;

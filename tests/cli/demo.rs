@@ -5,7 +5,7 @@
 fn the_demo_brings_every_example_cluster_up_and_says_how_to_look() {
     let dir = tempfile::tempdir().expect("temp dir");
     let state = dir.path().join("demo");
-    let run = crate::support::capstan(&[
+    let run = capstan_testkit::cli::capstan(&[
         "demo",
         "--state-dir",
         state.to_str().expect("path"),

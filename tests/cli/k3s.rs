@@ -2,7 +2,7 @@
 //! server of `capstan.yaml`, or a kine DSN given whole), server counts without a quorum rule, the
 //! `+k3sN` version, and the vCPU preflight, each named by file, line, column and field.
 
-use crate::support::ScratchRepo;
+use capstan_testkit::cli::ScratchRepo;
 
 const EDGE: &str = "clusters/edge.yaml";
 

@@ -2,14 +2,21 @@
 //! `src/` over 800 lines; no import cycle between the files of one module (a file that
 //! needs a sibling which needs it back is one concern split in two, or two concerns tangled);
 //! capstan-core free of I/O crates; no pure module left in the daemon crate (pure code
-//! belongs in capstan-core, whose lints keep it pure) but those listed with a reason; and no
-//! question of which distribution a cluster runs outside the distribution modules.
+//! belongs in capstan-core, whose lints keep it pure) but those listed with a reason; no
+//! question of which distribution a cluster runs outside the distribution modules; the test kit
+//! a dev-dependency adding no crate; and the test binaries sharing helpers through the kit,
+//! never by including each other's files.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Where each crate's sources are.
-const SOURCE_ROOTS: &[&str] = &["src", "crates/core/src", "crates/lab/src"];
+const SOURCE_ROOTS: &[&str] = &[
+    "src",
+    "crates/core/src",
+    "crates/lab/src",
+    "crates/testkit/src",
+];
 
 const MAX_LINES: usize = 800;
 
@@ -307,6 +314,59 @@ fn the_core_has_no_io_dependency_and_the_lab_does_not_depend_on_the_daemon() {
         !lab.iter().any(|name| name == "capstan"),
         "the lab judges the daemon, so it must not depend on it"
     );
+}
+
+#[test]
+fn the_test_kit_is_a_dev_dependency_that_adds_no_crate_to_the_build() {
+    let daemon = dependencies("Cargo.toml");
+    assert!(daemon.contains(&"tokio".to_owned()), "{daemon:?}");
+    assert!(
+        !daemon.iter().any(|name| name == "capstan-testkit"),
+        "the test kit is for tests only: a dev-dependency"
+    );
+    let manifest = std::fs::read_to_string("Cargo.toml").expect("read manifest");
+    let dev = manifest
+        .split_once("\n[dev-dependencies]\n")
+        .map(|(_, section)| section)
+        .unwrap_or_default();
+    assert!(
+        dev.lines().any(|line| line.starts_with("capstan-testkit")),
+        "tests/ reach the kit as a dev-dependency"
+    );
+    let kit = dependencies("crates/testkit/Cargo.toml");
+    assert!(kit.contains(&"capstan".to_owned()), "{kit:?}");
+    for name in &kit {
+        assert!(
+            daemon.contains(name) || ["capstan", "tempfile"].contains(&name.as_str()),
+            "the test kit depends on {name}, which the daemon does not build"
+        );
+    }
+}
+
+#[test]
+fn test_binaries_share_helpers_through_the_kit_and_say_what_belongs_in_them() {
+    let mut files = Vec::new();
+    rust_files(Path::new("tests"), &mut files);
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("read test file");
+        assert!(
+            !text.contains(concat!("#[path", " =")),
+            "{} includes another file by path: share it through crates/testkit",
+            file.display()
+        );
+        assert!(
+            !text.contains(concat!("allow(dead", "_code)")),
+            "{} silences dead code: a helper no test uses goes",
+            file.display()
+        );
+        if file.file_name().is_some_and(|name| name == "main.rs") {
+            assert!(
+                text.contains("//! Belongs here:"),
+                "{} says in a line what belongs in its binary",
+                file.display()
+            );
+        }
+    }
 }
 
 /// The folders of the workspace a README path starts with.

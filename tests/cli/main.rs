@@ -1,8 +1,7 @@
-//! The command line as users run it: the real `capstan` binary on examples-repo/ and broken
-//! copies of it (validate, plan, schema, demo), and the workspace's layout rules (`layout`).
-
-#[path = "../support/mod.rs"]
-mod support;
+//! Belongs here: the `capstan` binary run as users run it on examples-repo/ or a broken copy,
+//! no lab, no daemon (validate, plan, schema, demo), and the workspace's layout rules.
+//!
+//! The shared helpers are the test kit's (`capstan_testkit`, crates/testkit).
 
 mod demo;
 mod k3s;

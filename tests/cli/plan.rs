@@ -2,7 +2,7 @@
 //! cluster), against the documented example snapshot, in each format; and the snapshot's
 //! committed schema stays current.
 
-use crate::support::{capstan, examples_repo};
+use capstan_testkit::cli::{capstan, examples_repo};
 
 const NOW: &str = "2026-04-29T12:00:00Z";
 
@@ -11,7 +11,7 @@ fn repo() -> String {
 }
 
 /// `capstan plan` of the example repository from nothing, in markdown.
-fn plan_from_nothing() -> crate::support::Run {
+fn plan_from_nothing() -> capstan_testkit::cli::Run {
     capstan(&[
         "plan",
         &repo(),
@@ -122,7 +122,7 @@ fn json_lists_clusters_with_phase_steps_and_blocked() {
 
 #[test]
 fn a_changed_endpoint_is_refused_in_plain_words() {
-    let repo = crate::support::ScratchRepo::from_examples();
+    let repo = capstan_testkit::cli::ScratchRepo::from_examples();
     repo.edit(
         "clusters/prod.yaml",
         "address: 192.168.1.23",

@@ -17,7 +17,7 @@ fn committed_schemas_match_the_types() {
 
 #[test]
 fn every_example_file_validates_against_its_schema() {
-    let repo = crate::support::examples_repo();
+    let repo = capstan_testkit::cli::examples_repo();
     let schemas: std::collections::BTreeMap<_, _> =
         capstan::spec::json_schemas().into_iter().collect();
     let check = |file: &Path, schema: &serde_json::Value| {
@@ -65,7 +65,7 @@ fn the_schema_states_the_bounds_validation_enforces() {
         capstan::spec::json_schemas().into_iter().collect();
     let validator =
         jsonschema::validator_for(&schemas["cluster.schema.json"]).expect("schema compiles");
-    let repo = crate::support::examples_repo();
+    let repo = capstan_testkit::cli::examples_repo();
     let text = std::fs::read_to_string(repo.join("clusters/prod.yaml")).expect("read example");
     let prod: serde_json::Value = serde_saphyr::from_str(&text).expect("example is YAML");
     assert!(validator.is_valid(&prod));

@@ -1,7 +1,7 @@
 //! `capstan validate` on broken copies of the example repository: every error class names the
 //! file, the line and column where one exists, the field path and what to do, and exits 1.
 
-use crate::support::{ScratchRepo, capstan, examples_repo};
+use capstan_testkit::cli::{ScratchRepo, capstan, examples_repo};
 
 const PROD: &str = "clusters/prod.yaml";
 const PLATFORM: &str = "clusters/platform.yaml";

@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use crate::judges::{self, Judge};
 use crate::kube_support::{Kubectl, drain_world, lab};
 use capstan::fingerprint::FingerprintKey;
 use capstan::providers::flux::{
@@ -13,6 +12,7 @@ use capstan::providers::flux::{
 use capstan::providers::kube::{AdminKubeconfig, ApiEndpoint, KubeClusterClient};
 use capstan::spec::FluxDelivery;
 use capstan_lab::kube::{KubeLab, SimCluster};
+use capstan_testkit::judge::{self, Judge};
 
 /// prod's endpoint in `drain_world`.
 const PROD_ENDPOINT: &str = "k8s-prod.lab.example";
@@ -67,10 +67,7 @@ fn resource_version(lab: &KubeLab) -> String {
 
 #[tokio::test]
 async fn the_first_delivery_creates_the_secret_flux_reads() {
-    if !judges::present(
-        "the_first_delivery_creates_the_secret_flux_reads",
-        &[Judge::Kubectl],
-    ) {
+    if !judge::present(&[Judge::Kubectl]) {
         return;
     }
     let lab = lab(&drain_world(false)).await;

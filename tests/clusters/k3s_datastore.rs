@@ -4,13 +4,13 @@
 
 use std::process::Command;
 
-use crate::judges::{self, Judge};
 use crate::kube_support::{drain_world, lab};
-use crate::mariadb::MariaDb;
 use capstan::providers::cluster_secrets::{self, K3sSecrets, NAMESPACE, k3s_secrets};
 use capstan::providers::datastore::{AdminAccess, DatastoreError, KineEndpoint, generate_secret};
 use capstan::providers::kube::KubeClusterClient;
 use capstan::spec::{DatastoreServer, SecretSource};
+use capstan_testkit::judge::{self, Judge};
+use capstan_testkit::mariadb::MariaDb;
 
 fn admin(server: &MariaDb, password: &str) -> AdminAccess {
     let declared = DatastoreServer {
@@ -48,10 +48,7 @@ fn as_user(server: &MariaDb, user: &str, password: &str, sql: &str) -> (bool, St
 
 #[tokio::test]
 async fn capstan_provisions_a_database_and_a_user_limited_to_it_twice_without_change() {
-    if !judges::present(
-        "capstan_provisions_a_database_and_a_user_limited_to_it_twice_without_change",
-        &[Judge::Mariadb],
-    ) {
+    if !judge::present(&[Judge::Mariadb]) {
         return;
     }
     let server = MariaDb::start();
@@ -109,10 +106,7 @@ async fn capstan_provisions_a_database_and_a_user_limited_to_it_twice_without_ch
 
 #[tokio::test]
 async fn wrong_admin_credentials_are_refused_with_the_mariadb_error_and_no_password() {
-    if !judges::present(
-        "wrong_admin_credentials_are_refused_with_the_mariadb_error_and_no_password",
-        &[Judge::Mariadb],
-    ) {
+    if !judge::present(&[Judge::Mariadb]) {
         return;
     }
     let server = MariaDb::start();
@@ -136,10 +130,7 @@ async fn wrong_admin_credentials_are_refused_with_the_mariadb_error_and_no_passw
 
 #[tokio::test]
 async fn a_given_dsn_is_checked_as_its_own_user_and_an_unknown_database_is_named() {
-    if !judges::present(
-        "a_given_dsn_is_checked_as_its_own_user_and_an_unknown_database_is_named",
-        &[Judge::Mariadb],
-    ) {
+    if !judge::present(&[Judge::Mariadb]) {
         return;
     }
     let server = MariaDb::start();
@@ -169,10 +160,7 @@ async fn a_given_dsn_is_checked_as_its_own_user_and_an_unknown_database_is_named
 
 #[tokio::test]
 async fn a_stopped_datastore_does_not_answer_and_answers_again_once_back() {
-    if !judges::present(
-        "a_stopped_datastore_does_not_answer_and_answers_again_once_back",
-        &[Judge::Mariadb],
-    ) {
+    if !judge::present(&[Judge::Mariadb]) {
         return;
     }
     let mut server = MariaDb::start();

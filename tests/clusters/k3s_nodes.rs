@@ -8,10 +8,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::judges::{self, Judge};
 use crate::kube_support::Kubectl;
 use crate::lab_support::eventually;
-use crate::mariadb::MariaDb;
 use capstan::model::NodeName;
 use capstan::providers::cluster_secrets::k3s_secrets;
 use capstan::providers::datastore::{AdminAccess, generate_secret};
@@ -26,6 +24,8 @@ use capstan_lab::kube::KubeLab;
 use capstan_lab::lab::LabBackend;
 use capstan_lab::nodes::{NodeSoftware, NodeTimings};
 use capstan_lab::proxmox::{ExecOutcome, GuestIdentity};
+use capstan_testkit::judge::{self, Judge};
+use capstan_testkit::mariadb::MariaDb;
 
 const RELEASE: &str = "v1.36.2+k3s1";
 const ENDPOINT_HOST: &str = "k8s-edge.lab.example";
@@ -223,10 +223,7 @@ fn edge_spec(mariadb: &MariaDb) -> (capstan::spec::Fleet, capstan::spec::Cluster
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn capstans_k3s_steps_build_the_seed_cluster_on_a_provisioned_mariadb() {
-    if !judges::present(
-        "capstans_k3s_steps_build_the_seed_cluster_on_a_provisioned_mariadb",
-        &[Judge::Mariadb, Judge::Kubectl],
-    ) {
+    if !judge::present(&[Judge::Mariadb, Judge::Kubectl]) {
         return;
     }
     let mariadb = MariaDb::start();
@@ -376,10 +373,7 @@ async fn capstans_k3s_steps_build_the_seed_cluster_on_a_provisioned_mariadb() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_datastore_that_refuses_fails_the_server_as_k3s_does() {
-    if !judges::present(
-        "a_datastore_that_refuses_fails_the_server_as_k3s_does",
-        &[Judge::Mariadb],
-    ) {
+    if !judge::present(&[Judge::Mariadb]) {
         return;
     }
     let mariadb = MariaDb::start();
@@ -411,10 +405,7 @@ async fn a_datastore_that_refuses_fails_the_server_as_k3s_does() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_with_another_token_finds_the_bootstrap_data_and_is_refused() {
-    if !judges::present(
-        "a_server_with_another_token_finds_the_bootstrap_data_and_is_refused",
-        &[Judge::Mariadb],
-    ) {
+    if !judge::present(&[Judge::Mariadb]) {
         return;
     }
     let mariadb = MariaDb::start();
@@ -596,10 +587,7 @@ async fn an_install_on_a_template_without_k3s_says_what_the_template_lacks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_answers_503_while_the_datastore_is_away_and_serves_again_once_back() {
-    if !judges::present(
-        "the_api_answers_503_while_the_datastore_is_away_and_serves_again_once_back",
-        &[Judge::Mariadb, Judge::Kubectl],
-    ) {
+    if !judge::present(&[Judge::Mariadb, Judge::Kubectl]) {
         return;
     }
     let mut mariadb = MariaDb::start();
@@ -642,10 +630,7 @@ async fn the_api_answers_503_while_the_datastore_is_away_and_serves_again_once_b
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn capstans_certificate_rotation_on_a_server_issues_a_new_admin_kubeconfig() {
-    if !judges::present(
-        "capstans_certificate_rotation_on_a_server_issues_a_new_admin_kubeconfig",
-        &[Judge::Mariadb, Judge::Kubectl],
-    ) {
+    if !judge::present(&[Judge::Mariadb, Judge::Kubectl]) {
         return;
     }
     let mariadb = MariaDb::start();

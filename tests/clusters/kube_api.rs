@@ -1,16 +1,13 @@
 //! The simulated API server's wire behaviour as a raw HTTP client sees it: Status errors with
 //! the real reasons and codes, selectors, dry runs, patch formats.
 
-use crate::judges::{self, Judge};
 use crate::kube_support::{curl_admin, lab};
+use capstan_testkit::judge::{self, Judge};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_are_status_objects_with_the_real_reasons() {
-    if !judges::present(
-        "errors_are_status_objects_with_the_real_reasons",
-        &[Judge::Curl],
-    ) {
+    if !judge::present(&[Judge::Curl]) {
         return;
     }
     let lab = lab("").await;
@@ -120,10 +117,7 @@ async fn errors_are_status_objects_with_the_real_reasons() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn selectors_dry_runs_and_patches_behave_like_the_real_server() {
-    if !judges::present(
-        "selectors_dry_runs_and_patches_behave_like_the_real_server",
-        &[Judge::Curl],
-    ) {
+    if !judge::present(&[Judge::Curl]) {
         return;
     }
     let lab = lab("").await;

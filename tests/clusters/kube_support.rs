@@ -1,11 +1,9 @@
 //! Helpers for the tests against simulated clusters: a lab with the default world, and the
 //! stock `kubectl` run against a cluster with its own HOME (so its discovery cache is fresh).
-#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::Arc;
 
 use capstan_lab::clock::LabClock;
 use capstan_lab::kube::{KubeLab, SimCluster, SimClusterConfig};
@@ -88,9 +86,6 @@ impl Kubectl {
         .expect("kubectl task")
     }
 }
-
-/// Keeps the compiler quiet about an unused import in files that only need `lab`.
-pub fn keep(_: &Arc<SimCluster>) {}
 
 /// Runs curl (no client certificate, server certificate not checked) and returns the HTTP
 /// status code and body.

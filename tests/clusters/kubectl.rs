@@ -1,16 +1,13 @@
 //! The stock `kubectl` against the simulated API servers: the judge of their fidelity.
 
-use crate::judges::{self, Judge};
 use crate::kube_support::{
     Kubectl, curl_insecure, drain_world, lab, open_spare_workers, pods_named,
 };
+use capstan_testkit::judge::{self, Judge};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_nodes_wide_shows_status_roles_versions_and_addresses() {
-    if !judges::present(
-        "get_nodes_wide_shows_status_roles_versions_and_addresses",
-        &[Judge::Kubectl],
-    ) {
+    if !judge::present(&[Judge::Kubectl]) {
         return;
     }
     let lab = lab(&drain_world(false)).await;
@@ -54,7 +51,7 @@ async fn get_nodes_wide_shows_status_roles_versions_and_addresses() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cordon_marks_the_node_unschedulable() {
-    if !judges::present("cordon_marks_the_node_unschedulable", &[Judge::Kubectl]) {
+    if !judge::present(&[Judge::Kubectl]) {
         return;
     }
     let lab = lab(&drain_world(false)).await;
@@ -72,10 +69,7 @@ async fn cordon_marks_the_node_unschedulable() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drain_moves_every_pod_but_daemons_when_budgets_allow() {
-    if !judges::present(
-        "drain_moves_every_pod_but_daemons_when_budgets_allow",
-        &[Judge::Kubectl],
-    ) {
+    if !judge::present(&[Judge::Kubectl]) {
         return;
     }
     let lab = lab(&drain_world(false)).await;
@@ -113,10 +107,7 @@ async fn drain_moves_every_pod_but_daemons_when_budgets_allow() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drain_blocked_by_a_budget_times_out_with_the_real_message() {
-    if !judges::present(
-        "drain_blocked_by_a_budget_times_out_with_the_real_message",
-        &[Judge::Kubectl],
-    ) {
+    if !judge::present(&[Judge::Kubectl]) {
         return;
     }
     let lab = lab(&drain_world(true)).await;
@@ -158,10 +149,7 @@ async fn drain_blocked_by_a_budget_times_out_with_the_real_message() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn created_deployments_get_pods_and_budgets_count_them() {
-    if !judges::present(
-        "created_deployments_get_pods_and_budgets_count_them",
-        &[Judge::Kubectl],
-    ) {
+    if !judge::present(&[Judge::Kubectl]) {
         return;
     }
     let lab = lab(&drain_world(false)).await;
@@ -218,10 +206,7 @@ async fn created_deployments_get_pods_and_budgets_count_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secrets_on_the_management_cluster_read_back_as_yaml() {
-    if !judges::present(
-        "secrets_on_the_management_cluster_read_back_as_yaml",
-        &[Judge::Kubectl],
-    ) {
+    if !judge::present(&[Judge::Kubectl]) {
         return;
     }
     let lab = lab("").await;
@@ -259,10 +244,7 @@ async fn secrets_on_the_management_cluster_read_back_as_yaml() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_without_valid_credentials_are_refused_with_401() {
-    if !judges::present(
-        "requests_without_valid_credentials_are_refused_with_401",
-        &[Judge::Kubectl],
-    ) {
+    if !judge::present(&[Judge::Kubectl]) {
         return;
     }
     let lab = lab("").await;
@@ -288,10 +270,7 @@ async fn requests_without_valid_credentials_are_refused_with_401() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_only_user_may_list_nodes_but_not_read_secrets() {
-    if !judges::present(
-        "a_read_only_user_may_list_nodes_but_not_read_secrets",
-        &[Judge::Kubectl],
-    ) {
+    if !judge::present(&[Judge::Kubectl]) {
         return;
     }
     let lab = lab("").await;
@@ -313,7 +292,7 @@ async fn a_read_only_user_may_list_nodes_but_not_read_secrets() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_replace_conflicts() {
-    if !judges::present("a_stale_replace_conflicts", &[Judge::Kubectl]) {
+    if !judge::present(&[Judge::Kubectl]) {
         return;
     }
     let lab = lab("").await;
@@ -340,7 +319,7 @@ async fn a_stale_replace_conflicts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apply_creates_then_updates_a_deployment() {
-    if !judges::present("apply_creates_then_updates_a_deployment", &[Judge::Kubectl]) {
+    if !judge::present(&[Judge::Kubectl]) {
         return;
     }
     let lab = lab(&drain_world(false)).await;
@@ -377,10 +356,7 @@ async fn apply_creates_then_updates_a_deployment() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scale_rollout_status_and_wait_see_the_controllers_work() {
-    if !judges::present(
-        "scale_rollout_status_and_wait_see_the_controllers_work",
-        &[Judge::Kubectl],
-    ) {
+    if !judge::present(&[Judge::Kubectl]) {
         return;
     }
     let lab = lab(&drain_world(false)).await;

@@ -6,7 +6,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use crate::judges::{self, Judge};
 use crate::lab_support::{
     CLUSTER, PATIENCE, UpCluster, bring_up, eventually, kubectl, ready_status,
 };
@@ -14,6 +13,7 @@ use capstan::clock::Clock as _;
 use capstan::providers::kube::{ClusterClient, KubeClusterClient, client_certificate_expiry};
 use capstan::providers::kubeadm;
 use capstan::providers::proxmox::ProxmoxProvider;
+use capstan_testkit::judge::{self, Judge};
 
 const VERSION: &str = "v1.36.2";
 const ENDPOINT: &str = "k8s-prod.lab.example:6443";
@@ -91,10 +91,7 @@ fn openssl_ca_hash(kubeconfig: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_built_over_the_guest_agent_is_ready_for_kubectl_and_capstan() {
-    if !judges::present(
-        "a_cluster_built_over_the_guest_agent_is_ready_for_kubectl_and_capstan",
-        &[Judge::Kubectl, Judge::Openssl],
-    ) {
+    if !judge::present(&[Judge::Kubectl, Judge::Openssl]) {
         return;
     }
     let up = bring_up().await;
@@ -221,10 +218,7 @@ async fn a_cluster_built_over_the_guest_agent_is_ready_for_kubectl_and_capstan()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_certificate_renewal_moves_the_expiry_and_lab_json_keeps_working() {
-    if !judges::present(
-        "a_certificate_renewal_moves_the_expiry_and_lab_json_keeps_working",
-        &[Judge::Kubectl],
-    ) {
+    if !judge::present(&[Judge::Kubectl]) {
         return;
     }
     let up = bring_up().await;
@@ -286,10 +280,7 @@ async fn a_certificate_renewal_moves_the_expiry_and_lab_json_keeps_working() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn destroying_a_vm_makes_its_node_not_ready() {
-    if !judges::present(
-        "destroying_a_vm_makes_its_node_not_ready",
-        &[Judge::Kubectl],
-    ) {
+    if !judge::present(&[Judge::Kubectl]) {
         return;
     }
     let up = bring_up().await;

@@ -1,7 +1,6 @@
 //! Shared setup of the whole-lab tests: a lab with a state directory, capstan's real Proxmox
 //! client and kubeadm steps over the guest agent, and the stock `kubectl` pointed at the
 //! kubeconfig files `lab.json` lists.
-#![allow(dead_code)]
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
@@ -18,6 +17,7 @@ use capstan::providers::proxmox::{
 use capstan::spec::{ClusterSpec, Machine};
 use capstan_lab::lab::{LAB_FILE, Lab, LabFile, LabOptions};
 use capstan_lab::world::LabConfig;
+use capstan_testkit::wait;
 
 /// The example cluster the tests build (its spec comes from `examples-repo/clusters/prod.yaml`).
 pub const CLUSTER: &str = "prod";
@@ -49,7 +49,6 @@ impl Vm {
 /// A cluster brought up through capstan's real steps.
 pub struct UpCluster {
     pub setup: Setup,
-    pub spec: ClusterSpec,
     pub control_plane: Vm,
     pub workers: Vec<Vm>,
 }
@@ -137,7 +136,7 @@ impl Setup {
             .await
             .expect("resize");
         client.start_vm(&vm).await.expect("start");
-        wait_for_agent(client, &vm).await;
+        wait::agent(client, &vm).await;
         let address = *client
             .vm_addresses(&vm)
             .await
@@ -244,7 +243,6 @@ pub async fn bring_up() -> UpCluster {
     );
     UpCluster {
         setup,
-        spec,
         control_plane,
         workers,
     }
@@ -310,27 +308,8 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "gave up waiting: {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Waits until the guest agent of a started VM answers a ping; fails the test after
-/// [`PATIENCE`].
-async fn wait_for_agent(client: &ProxmoxClient, vm: &capstan::providers::proxmox::VmRef) {
-    let started = Instant::now();
-    loop {
-        match client.agent_ping(vm).await {
-            Ok(()) => return,
-            Err(err) if err.is_agent_unavailable() && started.elapsed() < PATIENCE => {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            Err(err) => panic!("the guest agent of VM {} does not answer: {err}", vm.vmid),
-        }
-    }
+    wait::on(what)
+        .within(PATIENCE)
+        .until(async || check().await.ok_or_else(|| "not yet".to_owned()))
+        .await
 }

@@ -1,13 +1,11 @@
-//! The clusters' side: the lab's simulated API servers judged by the stock kubectl and raw
-//! HTTP, capstan's node operations and drain, Flux delivery, and capstan's kubeadm steps run
-//! against the lab's node software, and K3s datastores on a real MariaDB.
+//! Belongs here: one cluster's side without the daemon: the lab's simulated API servers judged
+//! by the stock kubectl and raw HTTP, capstan's node operations, drain and Flux delivery, its
+//! kubeadm and K3s steps against the lab's node software, K3s datastores on a real MariaDB.
+//!
+//! The shared helpers are the test kit's (`capstan_testkit`, crates/testkit).
 
-#[path = "../support/judges.rs"]
-mod judges;
 mod kube_support;
 mod lab_support;
-#[path = "../support/mariadb.rs"]
-mod mariadb;
 
 mod ca_pins;
 mod flux_delivery;

@@ -1,8 +1,8 @@
 //! Server-side apply on the simulated API servers, judged by the stock kubectl
 //! (`kubectl apply --server-side`, `--field-manager`, `--force-conflicts`).
 
-use crate::judges::{self, Judge};
 use crate::kube_support::{Kubectl, lab};
+use capstan_testkit::judge::{self, Judge};
 
 fn config_map(data: &str) -> String {
     format!(
@@ -12,10 +12,7 @@ fn config_map(data: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_server_side_apply_creates_tracks_managers_and_reports_conflicts() {
-    if !judges::present(
-        "kubectl_server_side_apply_creates_tracks_managers_and_reports_conflicts",
-        &[Judge::Kubectl],
-    ) {
+    if !judge::present(&[Judge::Kubectl]) {
         return;
     }
     let lab = lab("").await;

@@ -4,11 +4,11 @@
 
 use std::path::Path;
 
-use crate::judges::{self, Judge};
-use crate::lifecycle_support::{World, kubectl_with, ready};
 use capstan::connect::{Connections, Providers};
 use capstan::model::{NodeName, VmId};
 use capstan::providers::node_exec::{Command, GuestAgent, NodeExec, NodeTarget};
+use capstan_testkit::judge::{self, Judge};
+use capstan_testkit::{World, kubectl_with, ready};
 
 fn example(path: &str) -> String {
     std::fs::read_to_string(
@@ -21,10 +21,7 @@ fn example(path: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_clusters_come_up_from_nothing_and_flux_gets_working_kubeconfigs() {
-    if !judges::present(
-        "the_example_clusters_come_up_from_nothing_and_flux_gets_working_kubeconfigs",
-        &[Judge::Kubectl],
-    ) {
+    if !judge::present(&[Judge::Kubectl]) {
         return;
     }
     let mut world = World::new(

@@ -4,19 +4,16 @@
 
 use std::time::Duration;
 
-use crate::judges::{self, Judge};
-use crate::lifecycle_support::{World, cluster_yaml, fleet_yaml, kubectl_with, ready};
 use capstan::clock::Clock as _;
+use capstan_testkit::judge::{self, Judge};
+use capstan_testkit::{World, cluster_yaml, fleet_yaml, kubectl_with, ready};
 
 const CLUSTER: &str = "certs";
 const DAY: Duration = Duration::from_secs(86_400);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_days_before_expiry_the_certificates_are_renewed_and_redelivered() {
-    if !judges::present(
-        "twenty_days_before_expiry_the_certificates_are_renewed_and_redelivered",
-        &[Judge::Kubectl],
-    ) {
+    if !judge::present(&[Judge::Kubectl]) {
         return;
     }
     let mut world = World::new(

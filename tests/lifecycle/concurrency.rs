@@ -2,8 +2,8 @@
 //! itself. The control plane initialises and the other workers join and become Ready while
 //! it is still running its prepare script.
 
-use crate::lifecycle_support::{World, cluster_yaml, fleet_yaml};
 use capstan::observed::PREPARED_TAG;
+use capstan_testkit::{World, cluster_yaml, fleet_yaml};
 
 const CLUSTER: &str = "prod";
 
@@ -26,13 +26,13 @@ async fn a_machine_slow_to_prepare_holds_back_only_itself() {
     let timeline = recorder.finish().await;
     world.kill_daemon().await;
 
-    let slow_prepared = |sample: &crate::lifecycle_support::Sample| {
+    let slow_prepared = |sample: &capstan_testkit::Sample| {
         sample
             .vms
             .iter()
             .any(|vm| vm.pool() == "slow" && vm.tags.iter().any(|t| t == PREPARED_TAG))
     };
-    let others_ready = |sample: &crate::lifecycle_support::Sample| {
+    let others_ready = |sample: &capstan_testkit::Sample| {
         sample.nodes.len() == 3
             && sample.nodes.iter().all(|n| n.ready)
             && sample.nodes.iter().all(|n| !n.name.contains("-slow-"))

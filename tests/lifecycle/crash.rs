@@ -6,21 +6,18 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use crate::judges::{self, Judge};
-use crate::lifecycle_support::{World, cluster_yaml, fleet_yaml, ready};
 use capstan::backoff::random_unit;
 use capstan::model::Role;
 use capstan::observed::{MachineSpec, RETIRING_TAG};
 use capstan::spec::{Distribution, KubeVersion, Machine};
+use capstan_testkit::judge::{self, Judge};
+use capstan_testkit::{World, cluster_yaml, fleet_yaml, ready};
 
 const KILLS_PER_PHASE: usize = 12;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_daemon_at_random_points_leaves_no_orphan_and_no_duplicate() {
-    if !judges::present(
-        "killing_the_daemon_at_random_points_leaves_no_orphan_and_no_duplicate",
-        &[Judge::Kubectl],
-    ) {
+    if !judge::present(&[Judge::Kubectl]) {
         return;
     }
     let mut world = World::new(

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::judges::{self, Judge};
+use capstan_testkit::judge::{self, Judge};
 use clap::Parser as _;
 
 fn manifest() -> std::path::PathBuf {
@@ -130,14 +130,11 @@ fn secrets_reach_the_daemon_as_files_only_its_user_reads() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_api_server_accepts_every_document() {
-    if !judges::present("an_api_server_accepts_every_document", &[Judge::Kubectl]) {
+    if !judge::present(&[Judge::Kubectl]) {
         return;
     }
-    let world = crate::lifecycle_support::World::new(
-        &crate::lifecycle_support::fleet_yaml(&["1.36"], false),
-        &[],
-    )
-    .await;
+    let world =
+        capstan_testkit::World::new(&capstan_testkit::fleet_yaml(&["1.36"], false), &[]).await;
     let management = world.kubeconfig("management");
     let path = manifest();
     let kubeconfig = management.clone();

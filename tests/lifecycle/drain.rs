@@ -2,11 +2,11 @@
 //! status names the pod and the budget (while the drain runs, and once it is past
 //! `drainTimeout`); deleting the budget lets the drain finish and the rollout converge.
 
-use crate::judges::{self, Judge};
-use crate::lifecycle_support::{World, cluster_yaml, fleet_yaml, ready};
 use capstan::plan::ActionKind;
 use capstan::status::{Phase, conditions};
 use capstan_lab::kube::{SimDeployment, SimWorkloads};
+use capstan_testkit::judge::{self, Judge};
+use capstan_testkit::{World, cluster_yaml, fleet_yaml, ready};
 
 const CLUSTER: &str = "pdb";
 
@@ -16,10 +16,7 @@ fn spec(workers: u32) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_blocked_by_a_budget_keeps_the_node_cordoned_and_finishes_once_it_goes() {
-    if !judges::present(
-        "a_drain_blocked_by_a_budget_keeps_the_node_cordoned_and_finishes_once_it_goes",
-        &[Judge::Kubectl],
-    ) {
+    if !judge::present(&[Judge::Kubectl]) {
         return;
     }
     let mut world = World::new(&fleet_yaml(&["1.36"], false), &[(CLUSTER, spec(3))]).await;

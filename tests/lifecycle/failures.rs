@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use crate::lifecycle_support::{World, cluster_yaml, fleet_yaml, ready};
 use capstan::connect::{AdmitError, Connections, Providers};
 use capstan::plan::ActionKind;
 use capstan::providers::kube::{AdminKubeconfig, ClusterError};
@@ -17,6 +16,7 @@ use capstan::providers::proxmox::{
     ProxmoxProvider, ResizeOutcome, VmRef, VmSettings,
 };
 use capstan::status::Phase;
+use capstan_testkit::{World, cluster_yaml, fleet_yaml, ready};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_whose_steps_keep_failing_is_blocked_and_the_others_carry_on() {

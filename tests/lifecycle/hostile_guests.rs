@@ -12,10 +12,10 @@ use std::sync::{Arc, Mutex};
 use base64::Engine as _;
 use capstan::status::{FleetStatus, Phase};
 
-use crate::judges::{self, Judge};
-use crate::lifecycle_support::{World, fleet_yaml};
-use crate::mariadb::{MariaDb, seed_k3s_cluster};
 use capstan_lab::world::LabConfig;
+use capstan_testkit::judge::{self, Judge};
+use capstan_testkit::mariadb::{MariaDb, seed_k3s_cluster};
+use capstan_testkit::{World, fleet_yaml};
 
 /// The log lines of the daemon, as a subscriber without any redaction of its own writes them.
 #[derive(Clone, Default)]
@@ -145,10 +145,7 @@ async fn a_k3s_token_echoed_by_a_hostile_guest_reaches_status_blocked_and_log_on
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_generated_datastore_password_echoed_by_a_hostile_guest_never_shows() {
-    if !judges::present(
-        "a_generated_datastore_password_echoed_by_a_hostile_guest_never_shows",
-        &[Judge::Mariadb],
-    ) {
+    if !judge::present(&[Judge::Mariadb]) {
         return;
     }
     let mariadb = MariaDb::start();

@@ -5,10 +5,10 @@
 //! kine DSN given whole; scale, a template replacement and an upgrade with a server Ready at
 //! every sampled moment.
 
-use crate::judges::{self, Judge};
-use crate::lifecycle_support::{NodeView, World, fleet_yaml, kubectl_with, ready};
-use crate::mariadb::{MariaDb, seed_k3s_cluster};
 use capstan_lab::world::{LabConfig, WorldTemplate};
+use capstan_testkit::judge::{self, Judge};
+use capstan_testkit::mariadb::{MariaDb, seed_k3s_cluster};
+use capstan_testkit::{NodeView, World, fleet_yaml, kubectl_with, ready};
 
 const RELEASE: &str = capstan_lab::world::DEFAULT_K3S_RELEASE;
 
@@ -45,10 +45,7 @@ async fn world(mariadb: &MariaDb, password: &str, record: bool) -> World {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_seed_k3s_cluster_comes_up_on_a_provisioned_mariadb_and_flux_gets_a_working_kubeconfig()
 {
-    if !judges::present(
-        "the_seed_k3s_cluster_comes_up_on_a_provisioned_mariadb_and_flux_gets_a_working_kubeconfig",
-        &[Judge::Mariadb, Judge::Kubectl],
-    ) {
+    if !judge::present(&[Judge::Mariadb, Judge::Kubectl]) {
         return;
     }
     let mariadb = MariaDb::start();
@@ -122,10 +119,7 @@ async fn the_seed_k3s_cluster_comes_up_on_a_provisioned_mariadb_and_flux_gets_a_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_datastore_credentials_are_refused_before_any_vm_is_cloned() {
-    if !judges::present(
-        "wrong_datastore_credentials_are_refused_before_any_vm_is_cloned",
-        &[Judge::Mariadb],
-    ) {
+    if !judge::present(&[Judge::Mariadb]) {
         return;
     }
     let mariadb = MariaDb::start();
@@ -145,10 +139,7 @@ async fn wrong_datastore_credentials_are_refused_before_any_vm_is_cloned() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approved_k3s_minor_upgrade_replaces_the_machines_with_a_server_ready_at_every_moment() {
-    if !judges::present(
-        "an_approved_k3s_minor_upgrade_replaces_the_machines_with_a_server_ready_at_every_moment",
-        &[Judge::Mariadb],
-    ) {
+    if !judge::present(&[Judge::Mariadb]) {
         return;
     }
     // The next minor, approved by the fleet (`approvedMinors: ["1.36", "1.37"]`).
@@ -192,7 +183,7 @@ async fn fewest_ready_servers_until(
     done: impl Fn(&[NodeView]) -> bool,
 ) -> usize {
     let mut fewest_ready_servers = usize::MAX;
-    let deadline = std::time::Instant::now() + crate::lifecycle_support::PATIENCE;
+    let deadline = std::time::Instant::now() + capstan_testkit::PATIENCE;
     loop {
         let nodes = world.nodes_of("edge");
         let servers = nodes.iter().filter(|n| n.control_plane && n.ready).count();
@@ -211,10 +202,7 @@ async fn fewest_ready_servers_until(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn k3s_agents_scale_and_a_template_replaces_the_servers_with_one_ready_at_every_moment() {
-    if !judges::present(
-        "k3s_agents_scale_and_a_template_replaces_the_servers_with_one_ready_at_every_moment",
-        &[Judge::Mariadb],
-    ) {
+    if !judge::present(&[Judge::Mariadb]) {
         return;
     }
     let mariadb = MariaDb::start();
@@ -280,10 +268,7 @@ async fn k3s_agents_scale_and_a_template_replaces_the_servers_with_one_ready_at_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_mariadb_makes_capstan_wait_naming_the_datastore_and_it_resumes_when_back() {
-    if !judges::present(
-        "a_stopped_mariadb_makes_capstan_wait_naming_the_datastore_and_it_resumes_when_back",
-        &[Judge::Mariadb],
-    ) {
+    if !judge::present(&[Judge::Mariadb]) {
         return;
     }
     let mut mariadb = MariaDb::start();
@@ -333,10 +318,7 @@ async fn a_stopped_mariadb_makes_capstan_wait_naming_the_datastore_and_it_resume
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_single_k3s_server_on_the_embedded_sqlite_needs_no_datastore() {
-    if !judges::present(
-        "a_single_k3s_server_on_the_embedded_sqlite_needs_no_datastore",
-        &[Judge::Kubectl],
-    ) {
+    if !judge::present(&[Judge::Kubectl]) {
         return;
     }
     let single = seed_k3s_cluster()
@@ -405,10 +387,7 @@ async fn given_world(mariadb: &MariaDb, password: &str) -> (World, tempfile::Tem
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kine_dsn_given_whole_brings_the_cluster_up_on_its_database() {
-    if !judges::present(
-        "a_kine_dsn_given_whole_brings_the_cluster_up_on_its_database",
-        &[Judge::Mariadb],
-    ) {
+    if !judge::present(&[Judge::Mariadb]) {
         return;
     }
     let mariadb = MariaDb::start();
@@ -439,10 +418,7 @@ async fn a_kine_dsn_given_whole_brings_the_cluster_up_on_its_database() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_kine_dsn_is_refused_before_any_clone_with_mariadbs_error() {
-    if !judges::present(
-        "a_wrong_kine_dsn_is_refused_before_any_clone_with_mariadbs_error",
-        &[Judge::Mariadb],
-    ) {
+    if !judge::present(&[Judge::Mariadb]) {
         return;
     }
     let mariadb = MariaDb::start();
@@ -546,7 +522,7 @@ async fn one_clusters_endpoint_from_cannot_read_another_clusters_dsn() {
     // A cluster to build meanwhile, so passes come every --busy-interval.
     std::fs::write(
         repo.path().join("clusters/prod.yaml"),
-        crate::lifecycle_support::cluster_yaml("prod", 30, "1.36.2", 2, "debian13-k8s"),
+        capstan_testkit::cluster_yaml("prod", 30, "1.36.2", 2, "debian13-k8s"),
     )
     .expect("prod.yaml");
     let prods_datastore = Hostile::bind();

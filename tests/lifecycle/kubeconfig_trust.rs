@@ -13,7 +13,7 @@ use base64::Engine as _;
 use capstan_lab::proxmox::GuestIdentity;
 use serde_json::{Value, json};
 
-use crate::lifecycle_support::{World, cluster_yaml, fleet_yaml, ready};
+use capstan_testkit::{World, cluster_yaml, fleet_yaml, ready};
 
 const CLUSTER: &str = "trust";
 const ADMIN_CONF: &str = "/etc/kubernetes/admin.conf";

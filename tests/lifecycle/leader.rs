@@ -15,8 +15,8 @@ const BUSY_INTERVAL: Duration = Duration::from_millis(100);
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::lifecycle_support::{PATIENCE, World, cluster_yaml, ready};
 use capstan_lab::kube::{SimDeployment, SimWorkloads};
+use capstan_testkit::{PATIENCE, World, cluster_yaml, ready};
 
 /// One replica: the process and its `/status` URL.
 struct Replica {

@@ -1,14 +1,8 @@
-//! The whole daemon on the lab: bootstrap, scale, replacement, upgrades, certificates, drains,
-//! prune, failures and crashes, `capstan status`/`observe` against a running daemon, and the
-//! deploy manifests.
-
-#[path = "../support/judges.rs"]
-mod judges;
-mod lifecycle_support;
-#[path = "../support/mariadb.rs"]
-mod mariadb;
-#[path = "../support/mod.rs"]
-mod support;
+//! Belongs here: the whole daemon on the lab reconciling a folder (`capstan_testkit::World`):
+//! bootstrap, scale, replacement, upgrades, certificates, drains, prune, failures and crashes,
+//! `capstan status`/`observe` against a running daemon, and the deploy manifests.
+//!
+//! The shared helpers are the test kit's (`capstan_testkit`, crates/testkit).
 
 mod bootstrap;
 mod certificates;

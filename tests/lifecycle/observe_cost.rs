@@ -8,7 +8,7 @@ use capstan::clock::Clock as _;
 use capstan::daemon::http::render_metrics;
 use capstan_lab::proxmox::GuestIdentity;
 
-use crate::lifecycle_support::{World, cluster_yaml, fleet_yaml};
+use capstan_testkit::{World, cluster_yaml, fleet_yaml};
 
 const CLUSTER: &str = "quiet";
 const DAY: Duration = Duration::from_secs(86_400);

@@ -4,32 +4,15 @@
 //! pod that will block a drain of the change, with an estimated duration. `capstan observe
 //! --workloads` puts the same pods and budgets in a snapshot file.
 
-use std::path::Path;
-
 use capstan::clock::Clock as _;
 use capstan_lab::kube::{SimDaemonSet, SimDeployment, SimWorkloads};
 
-use crate::lifecycle_support::{World, cluster_yaml, fleet_yaml};
+use capstan_testkit::{World, cluster_yaml, fleet_yaml, git};
 
 const CLUSTER: &str = "live";
 
 fn spec(template: &str) -> String {
     cluster_yaml(CLUSTER, 36, "1.36.2", 3, template)
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let output = std::process::Command::new("git")
-        .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
-        .args(["-c", "init.defaultBranch=main"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("git runs");
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
 }
 
 async fn observed(server: &str) -> serde_json::Value {
@@ -135,7 +118,7 @@ async fn a_preview_against_the_daemon_names_the_blocking_budget_and_estimates_th
     let now = world.lab.clock().now().to_string();
     let dir = repo.path().display().to_string();
     let run = tokio::task::spawn_blocking(move || {
-        crate::support::capstan(&[
+        capstan_testkit::cli::capstan(&[
             "preview", "--repo", &dir, "--base", "main", "--head", "template", "--server", &server,
             "--now", &now, "--format", "json",
         ])
@@ -187,7 +170,7 @@ async fn a_preview_against_the_daemon_names_the_blocking_budget_and_estimates_th
     let repo = world.repo.path().display().to_string();
     let state = world.state.path().display().to_string();
     let snapshot = tokio::task::spawn_blocking(move || {
-        crate::support::capstan(&[
+        capstan_testkit::cli::capstan(&[
             "observe",
             "--repo",
             &repo,

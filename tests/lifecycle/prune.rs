@@ -3,7 +3,7 @@
 //! left alone. A Secret left by an interrupted deletion (its VMs already gone) is withdrawn
 //! too. A deleted cluster's pinned CA goes with it: a new cluster of that name has its own.
 
-use crate::lifecycle_support::{World, cluster_yaml, fleet_yaml, ready};
+use capstan_testkit::{World, cluster_yaml, fleet_yaml, ready};
 
 const GONE: &str = "gone";
 const STAYS: &str = "stays";

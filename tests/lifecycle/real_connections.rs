@@ -8,7 +8,7 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::lifecycle_support::{World, cluster_yaml};
+use capstan_testkit::{World, cluster_yaml};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_uses_the_connections_of_capstan_yaml_and_stops_on_sigterm() {
@@ -63,7 +63,7 @@ async fn run_uses_the_connections_of_capstan_yaml_and_stops_on_sigterm() {
         {
             break status;
         }
-        if started.elapsed() > crate::lifecycle_support::PATIENCE {
+        if started.elapsed() > capstan_testkit::PATIENCE {
             let _ = daemon.kill();
             let output = daemon.wait_with_output().expect("output");
             panic!(
@@ -150,7 +150,7 @@ fn spawn_run(world: &World, port: u16, args: &[String], token: &str) -> std::pro
 }
 
 /// Polls the daemon's `/status` until `done` holds, failing (with its logs) after
-/// [`crate::lifecycle_support::PATIENCE`].
+/// [`capstan_testkit::PATIENCE`].
 pub async fn status_until(
     daemon: &mut std::process::Child,
     port: u16,
@@ -167,7 +167,7 @@ pub async fn status_until(
         {
             return status;
         }
-        if started.elapsed() > crate::lifecycle_support::PATIENCE {
+        if started.elapsed() > capstan_testkit::PATIENCE {
             let _ = daemon.kill();
             let mut logs = String::new();
             if let Some(stderr) = daemon.stderr.as_mut() {
@@ -231,7 +231,7 @@ async fn a_commit_pointing_the_proxmox_url_elsewhere_is_refused_and_no_restart_s
         if let Some(exit) = restarted.try_wait().expect("wait") {
             break exit;
         }
-        if started.elapsed() > crate::lifecycle_support::PATIENCE {
+        if started.elapsed() > capstan_testkit::PATIENCE {
             let _ = restarted.kill();
             panic!("the restarted daemon ran on the commit that moved the Proxmox URL");
         }

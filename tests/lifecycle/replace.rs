@@ -2,10 +2,10 @@
 //! Ready before an old one is cordoned, old machines leave one at a time, and at the end every
 //! worker VM is built from the new template.
 
-use crate::lifecycle_support::{World, cluster_yaml, fleet_yaml, ready};
 use capstan::model::Role;
 use capstan::observed::MachineSpec;
 use capstan::spec::{RepoFiles, SourceText};
+use capstan_testkit::{World, cluster_yaml, fleet_yaml, ready};
 
 const CLUSTER: &str = "tmpl";
 

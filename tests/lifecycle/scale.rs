@@ -2,7 +2,7 @@
 //! worker at a time and never goes below `rollout.minWorkers`; a spec below `minWorkers` is
 //! refused as `capstan validate` refuses it, and nothing is drained.
 
-use crate::lifecycle_support::{World, cluster_yaml, fleet_yaml, ready};
+use capstan_testkit::{World, cluster_yaml, fleet_yaml, ready};
 
 const CLUSTER: &str = "scale";
 

@@ -1,7 +1,7 @@
 //! `capstan status` against a running daemon's endpoint, and `capstan observe` against a
 //! running lab, as a user runs them (the real binary).
 
-use crate::lifecycle_support::{World, cluster_yaml, fleet_yaml, ready};
+use capstan_testkit::{World, cluster_yaml, fleet_yaml, ready};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_and_observe_show_what_the_daemon_and_the_lab_hold() {
@@ -45,7 +45,7 @@ async fn status_and_observe_show_what_the_daemon_and_the_lab_hold() {
 
     let tree = tokio::task::spawn_blocking({
         let server = server.clone();
-        move || crate::support::capstan(&["status", "prod", "--server", &server])
+        move || capstan_testkit::cli::capstan(&["status", "prod", "--server", &server])
     })
     .await
     .expect("joined");
@@ -62,7 +62,7 @@ async fn status_and_observe_show_what_the_daemon_and_the_lab_hold() {
 
     let json = tokio::task::spawn_blocking({
         let server = server.clone();
-        move || crate::support::capstan(&["status", "--format", "json", "--server", &server])
+        move || capstan_testkit::cli::capstan(&["status", "--format", "json", "--server", &server])
     })
     .await
     .expect("joined");
@@ -70,7 +70,7 @@ async fn status_and_observe_show_what_the_daemon_and_the_lab_hold() {
     assert_eq!(status["clusters"]["prod"]["phase"], "Ready");
 
     let unknown = tokio::task::spawn_blocking(move || {
-        crate::support::capstan(&["status", "nope", "--server", &server])
+        capstan_testkit::cli::capstan(&["status", "nope", "--server", &server])
     })
     .await
     .expect("joined");
@@ -86,7 +86,7 @@ async fn status_and_observe_show_what_the_daemon_and_the_lab_hold() {
     let repo = world.repo.path().to_owned();
     let state = world.state.path().to_owned();
     let observed = tokio::task::spawn_blocking(move || {
-        crate::support::capstan(&[
+        capstan_testkit::cli::capstan(&[
             "observe",
             "--repo",
             repo.to_str().expect("path"),
@@ -112,7 +112,7 @@ async fn status_and_observe_show_what_the_daemon_and_the_lab_hold() {
     std::fs::write(&file, &observed.stdout).expect("write snapshot");
     let repo = world.repo.path().to_owned();
     let plan = tokio::task::spawn_blocking(move || {
-        crate::support::capstan(&[
+        capstan_testkit::cli::capstan(&[
             "plan",
             repo.to_str().expect("path"),
             "--observed",
@@ -165,10 +165,10 @@ proxmox:
 
 /// `capstan observe` on [`unreachable_proxmox_repo`], with the flags that allow its token and
 /// connection.
-fn observe_unreachable(path: &str, log_format: &str) -> crate::support::Run {
+fn observe_unreachable(path: &str, log_format: &str) -> capstan_testkit::cli::Run {
     let secrets = format!("{path}/secrets");
     let fingerprint = format!("proxmox.homelab.tlsFingerprint={UNREACHABLE_FINGERPRINT}");
-    crate::support::capstan(&[
+    capstan_testkit::cli::capstan(&[
         "--log",
         "debug",
         "--log-format",

@@ -1,8 +1,8 @@
 //! `rollout.maxSurge`: while a pool is replaced, the cluster never holds more than that many
 //! VMs above its declared count, at any sampled moment; with a surge of 2 replacements overlap.
 
-use crate::lifecycle_support::{World, cluster_yaml, fleet_yaml, ready};
 use capstan::model::Role;
+use capstan_testkit::{World, cluster_yaml, fleet_yaml, ready};
 
 const CLUSTER: &str = "surge";
 /// One control plane and three workers.

@@ -7,7 +7,7 @@ use capstan::plan::{Action, Rule};
 use capstan_lab::proxmox::Exchange;
 use capstan_lab::world::{LabConfig, WorldTemplate};
 
-use crate::lifecycle_support::{World, cluster_yaml, fleet_yaml};
+use capstan_testkit::{World, cluster_yaml, fleet_yaml};
 
 const CLUSTER: &str = "solo";
 

@@ -3,8 +3,8 @@
 //! renewed kubeconfig, then every machine is replaced, the control plane first. A minor that
 //! is not approved, and one that skips a minor, are refused and nothing changes.
 
-use crate::judges::{self, Judge};
-use crate::lifecycle_support::{Timeline, World, cluster_yaml, fleet_yaml, ready};
+use capstan_testkit::judge::{self, Judge};
+use capstan_testkit::{Timeline, World, cluster_yaml, fleet_yaml, ready};
 
 fn spec(cluster: &str, octet: u8, version: &str) -> String {
     cluster_yaml(cluster, octet, version, 2, "debian13-k8s")
@@ -13,7 +13,7 @@ fn spec(cluster: &str, octet: u8, version: &str) -> String {
 /// Asserts the order of an upgrade to `to` on a recorded timeline: version in place, then the
 /// kubeconfig delivery, then the control plane replaced, then the workers; every machine
 /// replaced and at `to` at the end.
-fn assert_upgrade_order(timeline: &Timeline, old: &[crate::lifecycle_support::VmView], to: &str) {
+fn assert_upgrade_order(timeline: &Timeline, old: &[capstan_testkit::VmView], to: &str) {
     let dump = timeline.dump();
     let is_old = |name: &str| old.iter().any(|vm| vm.name == name);
     let old_cp = old
@@ -217,11 +217,7 @@ async fn a_patch_upgrade_moves_the_control_plane_first_and_refused_minors_change
     world.kill_daemon().await;
 }
 
-fn assert_nothing_changes(
-    timeline: &Timeline,
-    vms: &[crate::lifecycle_support::VmView],
-    version: &str,
-) {
+fn assert_nothing_changes(timeline: &Timeline, vms: &[capstan_testkit::VmView], version: &str) {
     for sample in &timeline.0 {
         assert_eq!(sample.vms, vms, "no VM changes:\n{}", timeline.dump());
         assert_eq!(
@@ -249,10 +245,7 @@ fn assert_nothing_changes(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approved_minor_upgrade_moves_the_control_plane_first_then_replaces_every_node() {
-    if !judges::present(
-        "an_approved_minor_upgrade_moves_the_control_plane_first_then_replaces_every_node",
-        &[Judge::Kubectl],
-    ) {
+    if !judge::present(&[Judge::Kubectl]) {
         return;
     }
     const CLUSTER: &str = "minor";
@@ -276,7 +269,7 @@ async fn an_approved_minor_upgrade_moves_the_control_plane_first_then_replaces_e
     let delivered = world.flux_kubeconfig(CLUSTER).expect("delivered");
     let file = world.state.path().join("minor-from-flux.kubeconfig");
     std::fs::write(&file, delivered).expect("write");
-    let version = crate::lifecycle_support::kubectl_with(&file, &["version", "-o", "json"]);
+    let version = capstan_testkit::kubectl_with(&file, &["version", "-o", "json"]);
     let version: serde_json::Value = serde_json::from_str(&version).expect("json");
     assert_eq!(version["serverVersion"]["gitVersion"], "v1.37.0");
     world.kill_daemon().await;

@@ -4,112 +4,48 @@
 //! serves the state it plans against, which `capstan preview --server` reads.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use capstan::observed::Observed;
 use capstan_lab::forge::Fault;
+use capstan_testkit::process::CapstanRun;
+use capstan_testkit::{announced, git, wait};
 
-use crate::announced;
-use crate::fixture::{Fleet, git};
+use crate::fixture::Fleet;
 use crate::forge::{Flavour, NAME, OWNER, OnForge, TOKEN};
 
 const PROD: &str = "clusters/prod.yaml";
 
-/// How long the daemon may take to post (a poll every 2 s; the first pass observes the lab).
-const PATIENCE: Duration = Duration::from_secs(90);
-
-/// Kills the daemon when dropped, printing its log when the test failed.
-struct Daemon {
-    child: Child,
-    log: std::path::PathBuf,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            let tail: Vec<&str> = log.lines().rev().take(40).collect();
-            eprintln!(
-                "--- capstan run's log (last lines, newest first)\n{}",
-                tail.join("\n")
-            );
-        }
-    }
-}
-
-/// Starts `capstan run` on a port the system picks (see `announced`).
-fn spawn_daemon(on: &OnForge, flavour: Flavour, dir: &Path) -> Daemon {
+/// Starts `capstan run --lab --previews` on the lab forge (see `announced`).
+fn spawn_daemon(on: &OnForge, flavour: Flavour, dir: &Path) -> CapstanRun {
     spawn_daemon_with(on, flavour, dir, &[])
 }
 
 /// [`spawn_daemon`] with `extra` arguments.
-fn spawn_daemon_with(on: &OnForge, flavour: Flavour, dir: &Path, extra: &[&str]) -> Daemon {
-    let log = dir.join("stderr");
-    let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args([
-            "run",
-            "--lab",
-            "--log",
-            &format!(
-                "warn,capstan::daemon::previews=debug,{}",
-                announced::ANNOUNCING
-            ),
-            "--previews",
-        ])
-        .arg("--repo")
-        .arg(format!("file://{}", on.bare().display()))
-        .arg("--state-dir")
-        .arg(dir.join("lab"))
-        .arg("--git-mirror-dir")
-        .arg(dir.join("mirrors"))
-        .args(["--http", "127.0.0.1:0"])
-        .args([
-            "--forge",
-            flavour.name(),
-            "--forge-repo",
-            &format!("{OWNER}/{NAME}"),
-        ])
-        .args(["--forge-url", &flavour.api(&on.forge)])
-        .args(extra)
-        .env("CAPSTAN_FORGE_TOKEN", TOKEN)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log file"))
-        .spawn()
-        .expect("capstan run starts");
-    Daemon { child, log }
-}
-
-impl Daemon {
-    /// The address the daemon serves HTTP on, once its log announces it.
-    async fn address(&mut self) -> std::net::SocketAddr {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            if let Some(address) = announced::http_address(&log) {
-                return address;
-            }
-            assert!(
-                self.child.try_wait().ok().flatten().is_none(),
-                "capstan run exited before serving HTTP"
-            );
-            assert!(Instant::now() < deadline, "capstan run never served HTTP");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-async fn wait_for(daemon: &mut Daemon, what: &str, done: impl Fn() -> bool) {
-    let deadline = Instant::now() + PATIENCE;
-    while !done() {
-        if let Ok(Some(status)) = daemon.child.try_wait() {
-            panic!("capstan run exited while waiting for {what}: {status}");
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+fn spawn_daemon_with(on: &OnForge, flavour: Flavour, dir: &Path, extra: &[&str]) -> CapstanRun {
+    CapstanRun::start(dir, |command| {
+        command
+            .args([
+                "--lab",
+                "--log",
+                &format!(
+                    "warn,capstan::daemon::previews=debug,{}",
+                    announced::ANNOUNCING
+                ),
+                "--previews",
+            ])
+            .arg("--repo")
+            .arg(format!("file://{}", on.bare().display()))
+            .args([
+                "--forge",
+                flavour.name(),
+                "--forge-repo",
+                &format!("{OWNER}/{NAME}"),
+            ])
+            .args(["--forge-url", &flavour.api(&on.forge)])
+            .args(extra)
+            .env("CAPSTAN_FORGE_TOKEN", TOKEN);
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -149,7 +85,7 @@ async fn posts_and_updates_after_a_push(flavour: Flavour) {
         .forge
         .open_pull("Scale prod", "scale", "main")
         .expect("pull");
-    let url = format!("http://{}", daemon.address().await);
+    let url = format!("http://{}", daemon.address());
     let prod_ready = || async {
         let Ok(response) = reqwest::get(format!("{url}/status")).await else {
             return false;
@@ -157,15 +93,17 @@ async fn posts_and_updates_after_a_push(flavour: Flavour) {
         let status: serde_json::Value = response.json().await.unwrap_or_default();
         status["clusters"]["prod"]["phase"] == "Ready"
     };
-    let deadline = Instant::now() + PATIENCE;
-    while !prod_ready().await {
-        assert!(
-            daemon.child.try_wait().ok().flatten().is_none(),
-            "capstan run exited"
-        );
-        assert!(Instant::now() < deadline, "prod never became Ready");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait::on("prod Ready")
+        .every(Duration::from_millis(200))
+        .until(async || {
+            assert!(daemon.is_running(), "capstan run exited");
+            if prod_ready().await {
+                Ok(())
+            } else {
+                Err(String::new())
+            }
+        })
+        .await;
     assert!(on.forge.comments(pr).is_empty());
     assert!(
         on.forge.requests().iter().any(|r| r.status == 503),
@@ -185,15 +123,16 @@ async fn posts_and_updates_after_a_push(flavour: Flavour) {
                 .iter()
                 .any(|s| s.context == "capstan/preview")
     };
-    wait_for(&mut daemon, "the first preview", || posted_for(&head)).await;
+    daemon
+        .wait_until("the first preview", || posted_for(&head))
+        .await;
     let first = on.forge.comments(pr);
     assert!(first[0].body.starts_with("<!-- capstan-preview -->"));
 
     let new_head = on.push_edit("scale", PROD, "replicas: 4", "replicas: 5");
-    wait_for(&mut daemon, "the preview of the pushed head", || {
-        posted_for(&new_head)
-    })
-    .await;
+    daemon
+        .wait_until("the preview of the pushed head", || posted_for(&new_head))
+        .await;
     let comments = on.forge.comments(pr);
     assert_eq!(comments.len(), 1, "one sticky comment, edited in place");
     assert_eq!(comments[0].id, first[0].id);
@@ -210,7 +149,7 @@ async fn posts_and_updates_after_a_push(flavour: Flavour) {
     assert!(!body.contains(TOKEN));
     let bare = on.bare().display().to_string();
     let run = tokio::task::spawn_blocking(move || {
-        crate::support::capstan(&[
+        capstan_testkit::cli::capstan(&[
             "preview", "--repo", &bare, "--base", "main", "--head", "scale", "--server", &url,
             "--format", "json",
         ])
@@ -238,24 +177,24 @@ async fn prod_status(url: &str) -> Option<(String, usize)> {
 }
 
 /// Waits until prod is Ready with `nodes` Nodes (any count when `None`); returns the count.
-async fn prod_ready(daemon: &mut Daemon, url: &str, nodes: Option<usize>) -> usize {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        if let Some((phase, count)) = prod_status(url).await
-            && phase == "Ready"
-            && nodes.is_none_or(|wanted| wanted == count)
-        {
-            return count;
-        }
-        if let Ok(Some(status)) = daemon.child.try_wait() {
-            panic!("capstan run exited while prod was to become Ready: {status}");
-        }
-        assert!(
-            Instant::now() < deadline,
-            "prod never became Ready with {nodes:?} Nodes"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+async fn prod_ready(daemon: &mut CapstanRun, url: &str, nodes: Option<usize>) -> usize {
+    wait::on(format!("prod Ready with {nodes:?} Nodes"))
+        .every(Duration::from_millis(200))
+        .until(async || {
+            assert!(
+                daemon.is_running(),
+                "capstan run exited while prod was to become Ready"
+            );
+            match prod_status(url).await {
+                Some((phase, count))
+                    if phase == "Ready" && nodes.is_none_or(|wanted| wanted == count) =>
+                {
+                    Ok(count)
+                }
+                seen => Err(format!("{seen:?}")),
+            }
+        })
+        .await
 }
 
 /// Whether every cluster of the daemon's `GET /status` is Ready.
@@ -296,7 +235,7 @@ async fn hostile_pull_requests_are_refused_and_the_daemon_keeps_reconciling() {
     );
     let huge = on.forge.open_pull("Huge", "huge", "main").expect("pull");
     let wide = on.forge.open_pull("Wide", "wide", "main").expect("pull");
-    let url = format!("http://{}", daemon.address().await);
+    let url = format!("http://{}", daemon.address());
     let nodes = prod_ready(&mut daemon, &url, None).await;
 
     let refused = |pr: u64, text: &str| {
@@ -312,25 +251,29 @@ async fn hostile_pull_requests_are_refused_and_the_daemon_keeps_reconciling() {
                 .is_some_and(|s| s.context == "capstan/preview" && s.state == "failure")
     };
     let too_many = "clusters/prod.yaml:34:7` `spec.workers[0].replicas`: 1000000000 workers: a cluster has at most 5000 machines";
-    wait_for(&mut daemon, "the refusal of a billion workers", || {
-        refused(huge, too_many)
-    })
-    .await;
-    let deadline = Instant::now() + PATIENCE;
-    while !fleet_ready(&url).await {
-        assert!(Instant::now() < deadline, "the fleet was never built");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    daemon
+        .wait_until("the refusal of a billion workers", || {
+            refused(huge, too_many)
+        })
+        .await;
+    wait::on("the fleet built")
+        .every(Duration::from_millis(200))
+        .until(async || {
+            if fleet_ready(&url).await {
+                Ok(())
+            } else {
+                Err(String::new())
+            }
+        })
+        .await;
     let past_limit = "planning the head revision exceeded 20 predicted steps: refused";
-    wait_for(&mut daemon, "the refusal of a plan past its limit", || {
-        refused(wide, past_limit)
-    })
-    .await;
+    daemon
+        .wait_until("the refusal of a plan past its limit", || {
+            refused(wide, past_limit)
+        })
+        .await;
 
     on.push_edit("main", PROD, "replicas: 3", "replicas: 4");
     prod_ready(&mut daemon, &url, Some(nodes + 1)).await;
-    assert!(
-        daemon.child.try_wait().ok().flatten().is_none(),
-        "capstan run is still running"
-    );
+    assert!(daemon.is_running(), "capstan run is still running");
 }

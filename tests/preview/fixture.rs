@@ -2,39 +2,16 @@
 //! observed-state snapshot in which `main` has converged.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use capstan::observed::Observed;
 use capstan::plan::{self, Policy};
 use capstan::spec;
 
-use crate::support::{Run, ScratchRepo, capstan};
+use capstan_testkit::cli::{Run, ScratchRepo, capstan};
+pub use capstan_testkit::git;
 
 /// A Wednesday noon: prod's maintenance window (Saturdays 01:00 UTC) is closed.
 pub const NOW: &str = "2026-04-29T12:00:00Z";
-
-/// Runs `git` in `dir`, failing loudly.
-pub fn git(dir: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .args([
-            "-c",
-            "user.name=Test",
-            "-c",
-            "user.email=test@example.com",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("git runs");
-    assert!(
-        output.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_owned()
-}
 
 /// The repository and the snapshot.
 pub struct Fleet {

@@ -2,12 +2,11 @@
 //! --pr` posting to it through the real binary.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use capstan_lab::forge::{ForgeOptions, SimForge};
 
 use crate::fixture::{Fleet, NOW, git};
-use crate::support::Run;
+use capstan_testkit::cli::Run;
 
 /// The token the lab forge accepts.
 pub const TOKEN: &str = "lab-forge-token-0123456789";
@@ -208,18 +207,13 @@ impl OnForge {
 
 /// Runs the binary with `args`, `env` and the forge token in `CAPSTAN_FORGE_TOKEN`.
 pub fn capstan_with_token(args: &[String], env: &[(String, String)]) -> Run {
-    let output = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args(args)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .env("CAPSTAN_FORGE_TOKEN", TOKEN)
-        .env("CAPSTAN_LOG", "info")
-        .output()
-        .expect("run capstan");
-    Run {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+    Run::of(
+        capstan_testkit::cli::command()
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .env("CAPSTAN_FORGE_TOKEN", TOKEN)
+            .env("CAPSTAN_LOG", "info"),
+    )
 }
 
 /// The reference description of GitHub's REST API the forge is judged against.

@@ -5,7 +5,7 @@
 use std::process::Command;
 
 use crate::forge::{NAME, OWNER, OnForge, TOKEN};
-use crate::judge::{Judge, present};
+use capstan_testkit::judge::{Judge, present};
 
 /// Posts the preview of a refused change (a skipped minor) and returns the forge, the pull
 /// request and its head.
@@ -28,10 +28,7 @@ fn output(command: &mut Command) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pygithub_reads_the_sticky_comment_and_the_failed_status() {
-    if !present(
-        "pygithub_reads_the_sticky_comment_and_the_failed_status",
-        &[Judge::PyGithub],
-    ) {
+    if !present(&[Judge::PyGithub]) {
         return;
     }
     let (on, pr, head) = posted_refusal().await;
@@ -73,10 +70,7 @@ print(preview[0].description)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gh_reads_the_comment_and_status_as_an_enterprise_host() {
-    if !present(
-        "gh_reads_the_comment_and_status_as_an_enterprise_host",
-        &[Judge::Gh],
-    ) {
+    if !present(&[Judge::Gh]) {
         return;
     }
     let (on, pr, head) = posted_refusal().await;

@@ -2,14 +2,9 @@
 //! `git` CLI: one branch per pull-request scenario, previewed against a converged snapshot;
 //! posted to the lab forge (judged by GitHub's OpenAPI description, PyGithub and `gh`), by the
 //! command and by the daemon's `--previews`.
-
-#[path = "../support/announced.rs"]
-mod announced;
-#[path = "../support/mod.rs"]
-mod support;
-
-#[path = "../support/judges.rs"]
-mod judge;
+//!
+//! Belongs here: what `capstan preview` says and posts. The shared helpers are the test kit's
+//! (`capstan_testkit`, crates/testkit).
 
 mod daemon;
 mod drains;

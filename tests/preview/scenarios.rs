@@ -184,7 +184,7 @@ fn a_remote_branch_is_previewed_like_a_local_one() {
     let mirrors = tempfile::tempdir().expect("temp dir");
     let url = format!("file://{}", fleet.path().display());
     let snapshot = fleet.snapshot().display().to_string();
-    let run = crate::support::capstan(&[
+    let run = capstan_testkit::cli::capstan(&[
         "preview",
         "--repo",
         &url,
@@ -221,8 +221,8 @@ fn steps_the_base_would_take_anyway_are_marked_pending_and_only_the_new_ones_add
     fleet.branch("scale", PROD, "replicas: 3", "replicas: 4");
     // In the example snapshot prod runs 1.36.1: the base already upgrades it to 1.36.2 and
     // replaces its three workers.
-    let snapshot = crate::support::examples_repo().join("observed.example.json");
-    let run = crate::support::capstan(&[
+    let snapshot = capstan_testkit::cli::examples_repo().join("observed.example.json");
+    let run = capstan_testkit::cli::capstan(&[
         "preview",
         "--repo",
         &fleet.path().display().to_string(),

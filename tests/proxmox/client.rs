@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use crate::proxmox_support::{
     clone_request, created, expected, fast_world, ownership, start, template_on_pve1,
-    wait_for_agent,
 };
 use capstan::model::{Role, VmId};
 use capstan::providers::proxmox::ownership::{parse_description, parse_tags, split_tags};
@@ -221,7 +220,7 @@ async fn a_started_vm_gets_an_address_and_runs_commands_through_its_agent() {
         .expect("clone");
     setup.client.start_vm(&vm).await.expect("start");
     setup.client.start_vm(&vm).await.expect("start is a no-op");
-    wait_for_agent(&setup.client, &vm).await;
+    capstan_testkit::wait::agent(&setup.client, &vm).await;
     setup.client.agent_ping(&vm).await.expect("ping");
 
     let addresses = setup.client.vm_addresses(&vm).await.expect("addresses");
@@ -560,7 +559,7 @@ async fn a_flood_of_guest_output_is_refused_naming_the_vm_and_the_cap() {
     let request = clone_request("prod", "general", "flood", "pve1");
     let vm = setup.client.clone_vm(&request).await.expect("clone");
     setup.client.start_vm(&vm).await.expect("start");
-    wait_for_agent(&setup.client, &vm).await;
+    capstan_testkit::wait::agent(&setup.client, &vm).await;
     let faults = setup.sim.faults();
     faults.flooding_agent("capstan-prod-general-flood", "echo", GUEST_OUTPUT_MAX_BYTES);
     let argv = vec!["echo".to_owned(), "hi".to_owned()];

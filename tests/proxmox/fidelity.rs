@@ -14,9 +14,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::proxmox_support::{
-    clone_request, created, expected, fast_world, ownership, start_with, wait_for_agent,
-};
+use crate::proxmox_support::{clone_request, created, expected, fast_world, ownership, start_with};
 use capstan::model::Role;
 use capstan::providers::proxmox::ownership::encode_description;
 use capstan::providers::proxmox::{CloudInit, ProxmoxProvider, VmSettings};
@@ -262,7 +260,7 @@ async fn scenario() -> Vec<Exchange> {
     client.resize_disk(&vm, 30).await.expect("resize");
     client.vm_description(&vm).await.expect("description");
     client.start_vm(&vm).await.expect("start");
-    wait_for_agent(client, &vm).await;
+    capstan_testkit::wait::agent(client, &vm).await;
     let argv = vec!["echo".to_owned(), "fidelity".to_owned()];
     client
         .run_command(&vm, &argv, Some("stdin"), Duration::from_secs(5))

@@ -2,7 +2,7 @@
 //! management cluster, writes `lab.json`, serves curl with the printed token and kubectl with
 //! the listed kubeconfig, and exits 0 on SIGTERM.
 
-use crate::judges::{self, Judge};
+use capstan_testkit::judge::{self, Judge};
 use std::io::Read as _;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -79,10 +79,7 @@ fn terminate(child: &mut Child) -> (i32, String) {
 
 #[test]
 fn the_lab_prints_its_token_serves_curl_and_stops_cleanly_on_sigterm() {
-    if !judges::present(
-        "the_lab_prints_its_token_serves_curl_and_stops_cleanly_on_sigterm",
-        &[Judge::Kubectl, Judge::Curl],
-    ) {
+    if !judge::present(&[Judge::Kubectl, Judge::Curl]) {
         return;
     }
     let dir = tempfile::tempdir().expect("dir");
@@ -165,10 +162,7 @@ fn the_lab_prints_its_token_serves_curl_and_stops_cleanly_on_sigterm() {
 
 #[test]
 fn a_lab_config_describes_the_world_and_typos_are_refused() {
-    if !judges::present(
-        "a_lab_config_describes_the_world_and_typos_are_refused",
-        &[Judge::Curl],
-    ) {
+    if !judge::present(&[Judge::Curl]) {
         return;
     }
     let dir = tempfile::tempdir().expect("dir");

@@ -1,8 +1,9 @@
-//! Proxmox VE: capstan's REST client against the lab's simulated Proxmox, the simulation's
-//! fidelity to the real API schema, and third-party clients (curl, proxmoxer) as judges.
+//! Belongs here: Proxmox VE alone: capstan's REST client against the lab's simulated Proxmox,
+//! the simulation's fidelity to the real API schema, and third-party clients (curl,
+//! proxmoxer) as judges.
+//!
+//! The shared helpers are the test kit's (`capstan_testkit`, crates/testkit).
 
-#[path = "../support/judges.rs"]
-mod judges;
 mod proxmox_support;
 
 mod client;

@@ -1,13 +1,12 @@
 //! Shared setup of the Proxmox tests: a simulated Proxmox with fast tasks and a real client
 //! pinned to its certificate.
-#![allow(dead_code)]
 
 use std::sync::Arc;
 
 use capstan::model::{NodeName, Ownership, Role};
 use capstan::providers::proxmox::{
-    ClientOptions, CloneRequest, ConnectionConfig, ExpectedVm, ProxmoxClient, ProxmoxProvider,
-    PveNode, TokenSecret, Trust, VmRef,
+    ClientOptions, CloneRequest, ConnectionConfig, ExpectedVm, ProxmoxClient, PveNode, TokenSecret,
+    Trust, VmRef,
 };
 use capstan_lab::clock::LabClock;
 use capstan_lab::proxmox::{DefaultShell, GuestSoftware, SimOptions, SimProxmox};
@@ -101,17 +100,6 @@ pub fn expected(vm: &VmRef, request: &CloneRequest) -> ExpectedVm {
         name: request.name.clone(),
         ownership: request.ownership.clone(),
     }
-}
-
-/// Waits until the guest agent of a started VM answers a ping (it boots in milliseconds in
-/// the fast world); fails the test when it does not within the lab client's `agent_wait`.
-pub async fn wait_for_agent(client: &ProxmoxClient, vm: &VmRef) {
-    let answered = client.await_agent(vm).await.expect("ping");
-    assert!(
-        answered,
-        "the guest agent of VM {} does not answer",
-        vm.vmid
-    );
 }
 
 /// The `debian13-k8s` template (VMID 9000) on pve1, its disk on `storage` (the first of the

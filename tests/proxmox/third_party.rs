@@ -8,9 +8,9 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::judges::{self, Judge};
 use crate::proxmox_support::{SECRET, TOKEN_ID, fast_world, start_with};
 use capstan_lab::proxmox::DefaultShell;
+use capstan_testkit::judge::{self, Judge};
 
 struct Curl {
     url: String,
@@ -64,10 +64,7 @@ fn json(body: &str) -> serde_json::Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curl_lists_nodes_clones_and_reads_tasks_with_the_token() {
-    if !judges::present(
-        "curl_lists_nodes_clones_and_reads_tasks_with_the_token",
-        &[Judge::Curl],
-    ) {
+    if !judge::present(&[Judge::Curl]) {
         return;
     }
     let setup = start_with(fast_world(), Arc::new(DefaultShell::new()), false).await;
@@ -137,7 +134,7 @@ async fn curl_lists_nodes_clones_and_reads_tasks_with_the_token() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curl_sees_real_error_answers() {
-    if !judges::present("curl_sees_real_error_answers", &[Judge::Curl]) {
+    if !judge::present(&[Judge::Curl]) {
         return;
     }
     let mut world = fast_world();
@@ -210,10 +207,7 @@ async fn curl_sees_real_error_answers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxmoxer_lists_nodes_and_vms_and_clones() {
-    if !judges::present(
-        "proxmoxer_lists_nodes_and_vms_and_clones",
-        &[Judge::Proxmoxer],
-    ) {
+    if !judge::present(&[Judge::Proxmoxer]) {
         return;
     }
     let setup = start_with(fast_world(), Arc::new(DefaultShell::new()), false).await;

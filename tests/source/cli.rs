@@ -2,7 +2,7 @@
 
 use std::process::Command;
 
-use super::fixture::{Remote, git};
+use capstan_testkit::{Remote, git};
 
 fn capstan(args: &[&str]) -> (i32, String, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_capstan"))
@@ -19,7 +19,10 @@ fn capstan(args: &[&str]) -> (i32, String, String) {
 #[test]
 fn validate_and_plan_read_the_tip_of_a_remote_branch() {
     let remote = Remote::new();
-    remote.write("clusters/prod.yaml", &super::daemon::lab_cluster("prod", 2));
+    remote.write(
+        "clusters/prod.yaml",
+        &capstan_testkit::lab_cluster("prod", 2),
+    );
     let head = remote.commit_and_push("prod");
     let url = format!("file://{}", remote.bare().display());
     let mirrors = remote.work().join("../cli-mirrors");

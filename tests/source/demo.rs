@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::daemon::http_request;
-use super::fixture::{Spawned, git};
+use capstan_testkit::git;
+use capstan_testkit::process::{Spawned, http_request};
 
 #[test]
 fn the_demo_walkthrough_scales_prod_with_a_git_push() {

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-use super::daemon::http_request;
-use super::fixture::{Remote, Spawned};
 use super::webhooks::sign;
+use capstan_testkit::Remote;
+use capstan_testkit::process::{Spawned, http_request};
 
 /// The daemon's `--http-read-timeout`.
 const READ_TIMEOUT: Duration = Duration::from_secs(2);
@@ -115,7 +115,7 @@ async fn slow_and_unfinished_requests_are_closed_in_time_and_memory_stays_bounde
         .args(["--http-token-from", "env:TEST_HTTP_TOKEN"])
         .args(["--webhook-secret-from", "env:TEST_HOOK_SECRET"])
         .args(["--http-read-timeout", "2s", "--http-max-connections", "600"])
-        .args(["--log", crate::announced::ANNOUNCING])
+        .args(["--log", capstan_testkit::announced::ANNOUNCING])
         .env("TEST_HTTP_TOKEN", TOKEN)
         .env("TEST_HOOK_SECRET", HOOK_SECRET)
         .stdout(std::process::Stdio::null())

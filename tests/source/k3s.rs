@@ -3,11 +3,10 @@
 //! `adminPasswordFrom` says, and Flux's Secret on the lab's management cluster holds a
 //! kubeconfig the stock kubectl uses to see the five nodes Ready.
 
-use super::daemon::wait_status;
-use super::fixture::{Remote, Spawned};
-use super::judges::{self, Judge};
-use super::mariadb::{MariaDb, seed_k3s_cluster};
-use super::servers;
+use capstan_testkit::Remote;
+use capstan_testkit::judge::{self, Judge};
+use capstan_testkit::mariadb::{MariaDb, seed_k3s_cluster};
+use capstan_testkit::process::CapstanRun;
 
 fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> String {
     let out = std::process::Command::new("kubectl")
@@ -27,10 +26,7 @@ fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> String {
 
 #[test]
 fn run_lab_builds_the_seed_k3s_cluster_from_a_pushed_commit() {
-    if !judges::present(
-        "run_lab_builds_the_seed_k3s_cluster_from_a_pushed_commit",
-        &[Judge::Mariadb, Judge::Kubectl],
-    ) {
+    if !judge::present(&[Judge::Mariadb, Judge::Kubectl]) {
         return;
     }
     let mariadb = MariaDb::start();
@@ -45,37 +41,26 @@ fn run_lab_builds_the_seed_k3s_cluster_from_a_pushed_commit() {
 
     let dir = tempfile::tempdir().expect("temp dir");
     let url = format!("file://{}", remote.bare().display());
-    let log = dir.path().join("stderr");
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args(["run", "--repo", &url, "--lab", "--log"])
-        .arg(format!("warn,{}", crate::announced::ANNOUNCING))
-        .arg("--state-dir")
-        .arg(dir.path().join("lab"))
-        .arg("--git-mirror-dir")
-        .arg(dir.path().join("mirrors"))
-        .args(["--http", "127.0.0.1:0"])
-        .env(super::mariadb::PASSWORD_VARIABLE, &mariadb.root_password)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log file"))
-        .spawn()
-        .expect("capstan run starts");
-    let mut child = Spawned(child);
-    let addr = servers::announced_address(&mut child.0, &log);
-    let status = wait_status(
-        &mut child.0,
-        addr,
-        "edge Ready at the pushed commit",
-        &|body| {
-            let Ok(status) = serde_json::from_str::<capstan::status::FleetStatus>(body) else {
-                return false;
-            };
-            status.revision.as_deref() == Some(&format!("main@sha1:{head}"))
-                && status
-                    .clusters
-                    .get("edge")
-                    .is_some_and(|c| c.phase == capstan::plan::Phase::Ready)
-        },
-    );
+    let mut child = CapstanRun::start(dir.path(), |command| {
+        command
+            .args(["--repo", &url, "--lab", "--log"])
+            .arg(format!("warn,{}", capstan_testkit::announced::ANNOUNCING))
+            .env(
+                capstan_testkit::mariadb::PASSWORD_VARIABLE,
+                &mariadb.root_password,
+            );
+    });
+    let addr = child.address();
+    let status = child.wait_status(addr, "edge Ready at the pushed commit", &|body| {
+        let Ok(status) = serde_json::from_str::<capstan::status::FleetStatus>(body) else {
+            return false;
+        };
+        status.revision.as_deref() == Some(&format!("main@sha1:{head}"))
+            && status
+                .clusters
+                .get("edge")
+                .is_some_and(|c| c.phase == capstan::plan::Phase::Ready)
+    });
     assert!(
         !status.contains(&mariadb.root_password),
         "no admin password in the status"

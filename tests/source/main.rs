@@ -1,4 +1,4 @@
-//! capstan follows a Git remote: real servers on loopback (`git daemon`, OpenSSH's `sshd`,
+//! Belongs here: capstan following a Git remote: real servers on loopback (`git daemon`, OpenSSH's `sshd`,
 //! lighttpd serving `git http-backend`), commits made with the stock `git` CLI.
 //!
 //! - `transports`: a pushed commit is seen over each transport; force-push, remote down,
@@ -19,19 +19,15 @@
 //! - `verify`: verified commits (SSH and OpenPGP signatures) with `git verify-commit`,
 //!   `ssh-keygen` and GnuPG as judges; the daemon refusing unsigned and unknown-key revisions,
 //!   taking a rotated key without a restart, and a force-push to an unsigned commit.
+//!
+//! The shared helpers are the test kit's (`capstan_testkit`, crates/testkit): the in-process
+//! daemon (`World` with `Setup::git`), `capstan run` as a process, the remote, the waits.
 
-#[path = "../support/announced.rs"]
-mod announced;
 mod cli;
 mod daemon;
 mod demo;
-mod fixture;
 mod http_limits;
-#[path = "../support/judges.rs"]
-mod judges;
 mod k3s;
-#[path = "../support/mariadb.rs"]
-mod mariadb;
 mod servers;
 mod status_branch;
 mod status_writer;

@@ -18,10 +18,7 @@ pub fn require(path: &str, package: &str) -> Option<PathBuf> {
     if found {
         return Some(PathBuf::from(path));
     }
-    let test = std::thread::current()
-        .name()
-        .unwrap_or("a source test")
-        .to_owned();
+    let test = capstan_testkit::judge::test_name();
     let message = format!("missing {path} (apt-get install -y {package})");
     if std::env::var("CAPSTAN_REQUIRE_JUDGES").as_deref() == Ok("1") {
         panic!("{test}: {message}; CAPSTAN_REQUIRE_JUDGES=1, so this fails instead of skipping");
@@ -32,28 +29,6 @@ pub fn require(path: &str, package: &str) -> Option<PathBuf> {
 }
 
 /// A free port on 127.0.0.1 (bound then released: a server binds it next).
-/// Waits until `capstan run`, logging to `log` with [`announced::ANNOUNCING`], says where it
-/// serves HTTP (it was given `--http 127.0.0.1:0`).
-///
-/// [`announced::ANNOUNCING`]: crate::announced::ANNOUNCING
-pub fn announced_address(child: &mut Child, log: &Path) -> SocketAddr {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let text = std::fs::read_to_string(log).unwrap_or_default();
-        if let Some(address) = crate::announced::http_address(&text) {
-            return address;
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("capstan run exited before serving HTTP: {status}\n{text}");
-        }
-        assert!(
-            Instant::now() < deadline,
-            "capstan run never served HTTP:\n{text}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .expect("bind a free port")

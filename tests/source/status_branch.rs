@@ -3,203 +3,36 @@
 //! token), only on change, never forcing, never a secret; a remote refusing pushes is
 //! reported and reconciling goes on; `capstan status --repo` reads what `--server` shows.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use capstan::daemon::{Daemon, DaemonOptions, StatusBoard, http};
 use capstan::plan::Phase;
-use capstan::source::{
-    GitCredentials, GitOptions, GitSource, Redactor, Secret, SecretFrom, SourceMetrics, TokenAuth,
-    Tracker,
-};
-use capstan::status::{FleetStatus, conditions, reasons};
-use capstan::status_branch::{
-    BranchOptions, CommitSettings, StatusRepository, StatusWriter, WriterOptions,
-};
-use capstan_lab::lab::Lab;
+use capstan::source::{GitCredentials, GitOptions, Redactor, Secret, SecretFrom, TokenAuth};
+use capstan::status::{conditions, reasons};
 use capstan_lab::world::LabConfig;
+use capstan_testkit::cli::capstan_ok as capstan;
+use capstan_testkit::git::bare_git;
+use capstan_testkit::process::http_request;
+use capstan_testkit::world::{condition, ready_with};
+use capstan_testkit::{FleetYaml, Remote, Setup, World, git, lab_cluster, wait};
 
-use super::daemon::{http_request, lab_cluster};
-use super::fixture::{LabAtTip, Remote, TEST_BACKOFF, git, lab_at_tip};
 use super::servers;
-
-/// How long a wait may take (the lab builds a cluster in seconds).
-const PATIENCE: Duration = Duration::from_secs(90);
 
 pub const BRANCH: &str = "capstan-status";
 
 /// capstan.yaml with a status author and `[skip ci]`.
-pub const FLEET: &str = "apiVersion: capstan.dev/v1alpha1
-kind: Fleet
-clustersDir: clusters
-proxmox:
-  homelab:
-    url: https://pve1.lab.example:8006
-    tokenId: capstan@pve!reconciler
-    tokenFrom: {env: CAPSTAN_PROXMOX_HOMELAB_TOKEN}
-managementClusters:
-  management:
-    kubeconfigFrom: {file: /etc/capstan/management.kubeconfig}
-approvedMinors: [\"1.36\"]
-status:
-  branch: capstan-status
-  author: Platform Team <platform@example.com>
-  skipCI: true
-pollInterval: 1m
-";
-
-/// A lab and a daemon following a remote and writing its status branch, in this process.
-struct Writing {
-    board: Arc<StatusBoard>,
-    http: SocketAddr,
-    _lab: Lab,
-    _state: tempfile::TempDir,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
+pub fn fleet() -> String {
+    FleetYaml::new().status_branch().render()
 }
 
-impl Drop for Writing {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
-}
-
-impl Writing {
-    /// Starts a lab and a daemon following `options` (polled every 200 ms), writing the
-    /// status branch with a `window` and a `floor` in lab time.
-    async fn start(
-        options: GitOptions,
-        redactor: Redactor,
-        window: Duration,
-        floor: Duration,
-    ) -> Writing {
-        Writing::start_on(LabConfig::default(), options, redactor, window, floor, None).await
-    }
-
-    /// As [`Writing::start`], on a lab described by `config`.
-    async fn start_on(
-        config: LabConfig,
-        options: GitOptions,
-        redactor: Redactor,
-        window: Duration,
-        floor: Duration,
-        leadership: Option<Arc<capstan::leader::Leadership>>,
-    ) -> Writing {
-        let mut source = GitSource::open(
-            options.clone(),
-            redactor.clone(),
-            Arc::new(SourceMetrics::default()),
-        )
-        .expect("mirror opens");
-        let LabAtTip {
-            state,
-            lab,
-            fleet,
-            connections,
-        } = lab_at_tip(config, &mut source).await;
-        let backoff = TEST_BACKOFF;
-        let poll = Duration::from_millis(200);
-        let tracker = Tracker::git(source, Some(poll), backoff);
-        let repository = StatusRepository::open(
-            BranchOptions {
-                url: options.url.clone(),
-                branch: fleet.status.branch.clone(),
-                credentials: options.credentials.clone(),
-                mirror_root: options.mirror_root.clone(),
-            },
-            redactor,
-        )
-        .expect("status repository opens");
-        let clock: Arc<dyn capstan::clock::Clock> = Arc::new(lab.clock().clone());
-        let writer = StatusWriter::new(
-            repository,
-            WriterOptions {
-                commit: CommitSettings {
-                    author: fleet.status.author.clone(),
-                    skip_ci: fleet.status.skip_ci,
-                    max_attempts: 5,
-                },
-                window,
-                floor,
-            },
-            Arc::clone(&clock),
-        );
-        let mut daemon_options = DaemonOptions::new(PathBuf::new());
-        daemon_options.busy_interval = Duration::from_millis(100);
-        daemon_options.resync = Some(Duration::from_millis(50));
-        daemon_options.poll_interval = Some(poll);
-        daemon_options.backoff = backoff;
-        let mut daemon = Daemon::new(daemon_options, Arc::new(connections), clock)
-            .with_tracker(tracker)
-            .with_status_branch(writer);
-        if let Some(leadership) = leadership {
-            daemon = daemon.with_leadership(leadership);
-        }
-        let board = daemon.board();
-        let http = http::serve_with(
-            "127.0.0.1:0".parse().expect("addr"),
-            daemon.board(),
-            axum::Router::new(),
-            &http::HttpOptions::default(),
-        )
-        .await
-        .expect("http serves");
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(async move {
-            daemon
-                .run(async {
-                    let _ = stopped.await;
-                })
-                .await
-                .expect("daemon runs");
-        });
-        Writing {
-            board,
-            http,
-            _lab: lab,
-            _state: state,
-            stop: Some(stop),
-        }
-    }
-
-    /// Waits until `done` holds of the status, failing after [`PATIENCE`] with `what`.
-    async fn wait_for(&self, what: &str, done: impl Fn(&FleetStatus) -> bool) -> FleetStatus {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            let status = self.board.status();
-            if done(&status) {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}: {}",
-                serde_json::to_string_pretty(&status).unwrap_or_default()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    fn passes(&self) -> u64 {
-        self.board.counters().passes
-    }
-}
-
-/// `git` in the bare repository, or `None` when it fails (e.g. no such branch).
-pub fn bare_git(bare: &Path, args: &[&str]) -> Option<String> {
-    let output = Command::new("git")
-        .arg("--git-dir")
-        .arg(bare)
-        .args(args)
-        .output()
-        .expect("git runs");
-    output
-        .status
-        .success()
-        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+/// A daemon following `options` (polled every 200 ms, passes every 50 ms when converged),
+/// writing the status branch with a `window` and a `floor` in lab time.
+fn writing(options: GitOptions, redactor: Redactor, window: Duration, floor: Duration) -> Setup {
+    Setup::git(options, Duration::from_millis(200))
+        .redactor(redactor)
+        .resync(Duration::from_millis(50))
+        .status_branch(window, floor)
 }
 
 /// The status branch's commits, newest first.
@@ -212,22 +45,6 @@ pub fn status_commits(bare: &Path) -> Vec<String> {
 /// A file at the status branch's tip.
 fn status_file(bare: &Path, path: &str) -> Option<String> {
     bare_git(bare, &["show", &format!("{BRANCH}:{path}")])
-}
-
-fn condition<'a>(status: &'a FleetStatus, kind: &str) -> Option<(&'a str, &'a str)> {
-    status
-        .conditions
-        .iter()
-        .find(|c| c.kind == kind)
-        .map(|c| (c.status.as_str(), c.reason.as_str()))
-}
-
-fn ready_with(status: &FleetStatus, cluster: &str, nodes: usize) -> bool {
-    status.clusters.get(cluster).is_some_and(|c| {
-        c.phase == Phase::Ready
-            && c.nodes.len() == nodes
-            && c.nodes.iter().all(|n| n.ready == Some(true))
-    })
 }
 
 /// A token in a file, as `--git-token-from file:PATH` gives it, remembered by `redactor`.
@@ -246,34 +63,24 @@ fn token_credentials(dir: &Path, token: &str, redactor: &Redactor) -> (GitCreden
 
 /// Waits (in real time, for the writer's task) until `done` holds of the bare repository.
 async fn wait_for_branch(bare: &Path, what: &str, done: impl Fn(&Path) -> bool) {
-    let deadline = Instant::now() + PATIENCE;
-    while !done(bare) {
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for the status branch: {what}; it holds {:?}",
-            bare_git(bare, &["log", "--format=%h %s", BRANCH])
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-pub fn capstan(args: &[&str]) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args(args)
-        .output()
-        .expect("capstan runs");
-    assert!(
-        output.status.success(),
-        "capstan {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).expect("utf-8")
+    wait::on(format!("the status branch: {what}"))
+        .until(async || {
+            if done(bare) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "it holds {:?}",
+                    bare_git(bare, &["log", "--format=%h %s", BRANCH])
+                ))
+            }
+        })
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_status_branch_follows_bootstrap_idle_scale_up_and_a_concurrent_writer() {
     let remote = Remote::new();
-    remote.write("capstan.yaml", FLEET);
+    remote.write("capstan.yaml", &fleet());
     remote.write("clusters/prod.yaml", &lab_cluster("prod", 2));
     remote.commit_and_push("prod: 2 workers");
     let token = "status-writer-token-0c1d";
@@ -284,11 +91,14 @@ async fn the_status_branch_follows_bootstrap_idle_scale_up_and_a_concurrent_writ
     let redactor = Redactor::default();
     let (credentials, token_file) = token_credentials(server.dir.path(), token, &redactor);
     let bare = remote.bare();
-    let writing = Writing::start(
-        remote.options(&url, credentials),
-        redactor,
-        Duration::from_millis(300),
-        Duration::from_millis(1500),
+    let writing = World::following(
+        LabConfig::default(),
+        writing(
+            remote.options(&url, credentials),
+            redactor,
+            Duration::from_millis(300),
+            Duration::from_millis(1500),
+        ),
     )
     .await;
 
@@ -330,7 +140,7 @@ async fn the_status_branch_follows_bootstrap_idle_scale_up_and_a_concurrent_writ
     let mirror_dir = mirrors.path().display().to_string();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let from_server = capstan(&["status", "--server", &format!("http://{}", writing.http)]);
+        let from_server = capstan(&["status", "--server", &format!("http://{}", writing.http())]);
         let from_repo = capstan(&[
             "status",
             "--repo",
@@ -461,7 +271,7 @@ async fn the_status_branch_follows_bootstrap_idle_scale_up_and_a_concurrent_writ
         &["rev-list", "--count", "--committer=capstan", BRANCH],
     )
     .expect("count");
-    let (_, metrics) = http_request(writing.http, "GET", "/metrics", &[], b"");
+    let (_, metrics) = http_request(writing.http(), "GET", "/metrics", &[], b"");
     assert!(
         metrics.contains(&format!(
             "capstan_status_pushes_total{{outcome=\"pushed\"}} {capstan_commits}\n"
@@ -475,7 +285,7 @@ async fn the_status_branch_follows_bootstrap_idle_scale_up_and_a_concurrent_writ
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_refusing_pushes_is_reported_and_reconciling_goes_on() {
     let remote = Remote::new();
-    remote.write("capstan.yaml", FLEET);
+    remote.write("capstan.yaml", &fleet());
     remote.write("clusters/prod.yaml", &lab_cluster("prod", 2));
     remote.commit_and_push("prod: 2 workers");
     // A bearer token reads; git http-backend lets no anonymous user push (read-only).
@@ -487,11 +297,14 @@ async fn a_remote_refusing_pushes_is_reported_and_reconciling_goes_on() {
     let redactor = Redactor::default();
     let (mut credentials, _) = token_credentials(server.dir.path(), token, &redactor);
     credentials.token_auth = TokenAuth::Bearer;
-    let writing = Writing::start(
-        remote.options(&url, credentials),
-        redactor,
-        Duration::from_millis(200),
-        Duration::from_millis(500),
+    let writing = World::following(
+        LabConfig::default(),
+        writing(
+            remote.options(&url, credentials),
+            redactor,
+            Duration::from_millis(200),
+            Duration::from_millis(500),
+        ),
     )
     .await;
     let status = writing
@@ -517,7 +330,7 @@ async fn a_remote_refusing_pushes_is_reported_and_reconciling_goes_on() {
     );
     assert!(!pushed.message.contains(token), "{}", pushed.message);
     assert!(status_commits(&remote.bare()).is_empty(), "nothing landed");
-    let (_, metrics) = http_request(writing.http, "GET", "/metrics", &[], b"");
+    let (_, metrics) = http_request(writing.http(), "GET", "/metrics", &[], b"");
     assert!(
         metrics.contains("capstan_status_pushes_total{outcome=\"PushRefused\"}"),
         "{metrics}"
@@ -528,7 +341,7 @@ async fn a_remote_refusing_pushes_is_reported_and_reconciling_goes_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_planted_in_what_proxmox_answers_never_reaches_the_branch() {
     let remote = Remote::new();
-    remote.write("capstan.yaml", FLEET);
+    remote.write("capstan.yaml", &fleet());
     remote.write("clusters/prod.yaml", &lab_cluster("prod", 2));
     remote.commit_and_push("prod: 2 workers");
     let token = "planted-git-token-4b7e";
@@ -549,13 +362,14 @@ async fn a_token_planted_in_what_proxmox_answers_never_reaches_the_branch() {
     )
     .expect("lab config");
     let config = LabConfig::load(&config_file).expect("lab config loads");
-    let writing = Writing::start_on(
+    let writing = World::following(
         config,
-        remote.options(&url, credentials),
-        redactor,
-        Duration::from_millis(100),
-        Duration::from_millis(300),
-        None,
+        writing(
+            remote.options(&url, credentials),
+            redactor,
+            Duration::from_millis(100),
+            Duration::from_millis(300),
+        ),
     )
     .await;
     let status = writing
@@ -587,7 +401,7 @@ async fn a_token_planted_in_what_proxmox_answers_never_reaches_the_branch() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_replica_writes_no_status() {
     let remote = Remote::new();
-    remote.write("capstan.yaml", FLEET);
+    remote.write("capstan.yaml", &fleet());
     remote.write("clusters/prod.yaml", &lab_cluster("prod", 2));
     remote.commit_and_push("prod: 2 workers");
     let url = format!("file://{}", remote.bare().display());
@@ -596,13 +410,15 @@ async fn a_standby_replica_writes_no_status() {
         "capstan-b".to_owned(),
         "capstan-system/capstan".to_owned(),
     ));
-    let writing = Writing::start_on(
+    let writing = World::following(
         LabConfig::default(),
-        remote.options(&url, GitCredentials::default()),
-        Redactor::default(),
-        Duration::ZERO,
-        Duration::ZERO,
-        Some(standby),
+        writing(
+            remote.options(&url, GitCredentials::default()),
+            Redactor::default(),
+            Duration::ZERO,
+            Duration::ZERO,
+        )
+        .leadership(standby),
     )
     .await;
     writing

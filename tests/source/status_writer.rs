@@ -19,9 +19,12 @@ use capstan::status_branch::{
     BranchOptions, CommitSettings, StatusRepository, StatusWriter, WriterOptions,
 };
 
-use super::fixture::{Remote, git};
 use super::servers;
-use super::status_branch::{BRANCH, FLEET, bare_git, capstan, status_commits};
+use capstan_testkit::cli::capstan_ok as capstan;
+use capstan_testkit::git::bare_git;
+use capstan_testkit::{Remote, git};
+
+use super::status_branch::{BRANCH, fleet, status_commits};
 
 /// A status whose observed data carries a planted token and a kubeconfig key.
 fn planted_status(token: &str) -> FleetStatus {
@@ -163,7 +166,7 @@ fn the_demo_commits_its_status_and_status_repo_reads_it() {
 #[test]
 fn a_status_branch_that_is_the_followed_branch_is_refused_before_anything_runs() {
     let remote = Remote::new();
-    remote.write("capstan.yaml", FLEET);
+    remote.write("capstan.yaml", &fleet());
     remote.commit_and_push("fleet");
     remote.push_to(BRANCH);
     let state = tempfile::tempdir().expect("state");

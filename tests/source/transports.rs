@@ -5,8 +5,9 @@ use capstan::source::{
     GitCredentials, GitError, KnownHosts, PollOutcome, Redactor, Secret, TokenAuth,
 };
 
-use super::fixture::{Remote, cluster, git, open};
 use super::servers;
+use capstan_testkit::git::open;
+use capstan_testkit::{Remote, git, lab_cluster};
 
 /// Polls, pushes a commit that scales `prod`, polls again: the new revision is the pushed
 /// commit, its files say so, and a third poll is one ls-remote and no fetch.
@@ -16,7 +17,7 @@ fn a_pushed_commit_is_seen(remote: &Remote, url: &str, credentials: GitCredentia
     let first = source.poll().expect("first poll");
     assert_eq!(first.revision().to_string(), format!("main@sha1:{head}"));
 
-    remote.write("clusters/prod.yaml", &cluster("prod", 3));
+    remote.write("clusters/prod.yaml", &lab_cluster("prod", 3));
     let pushed = remote.commit_and_push("prod: 3 workers");
     let PollOutcome::Moved {
         revision,
@@ -168,10 +169,10 @@ fn a_force_push_is_taken_and_reported_with_both_revisions() {
     let remote = Remote::new();
     let url = format!("file://{}", remote.bare().display());
     let (mut source, _metrics) = open(remote.options(&url, GitCredentials::default()));
-    remote.write("clusters/prod.yaml", &cluster("prod", 2));
+    remote.write("clusters/prod.yaml", &lab_cluster("prod", 2));
     let before = remote.commit_and_push("prod");
     source.poll().expect("first poll");
-    remote.write("clusters/prod.yaml", &cluster("prod", 4));
+    remote.write("clusters/prod.yaml", &lab_cluster("prod", 4));
     let after = remote.amend_and_force_push("prod, rewritten");
     let outcome = source.poll().expect("the rewritten branch is taken");
     let PollOutcome::Moved {
@@ -191,7 +192,7 @@ fn a_force_push_is_taken_and_reported_with_both_revisions() {
     let files = source.read(&revision).expect("read");
     assert!(files.files.clusters[0].text.contains("replicas: 4"));
     // The mirror keeps working after the rewrite: a normal push on top is followed.
-    remote.write("clusters/prod.yaml", &cluster("prod", 5));
+    remote.write("clusters/prod.yaml", &lab_cluster("prod", 5));
     let next = remote.commit_and_push("prod: 5");
     let outcome = source.poll().expect("poll after the rewrite");
     assert_eq!(outcome.revision().to_string(), format!("main@sha1:{next}"));
@@ -338,7 +339,7 @@ fn a_symlink_or_submodule_in_the_tree_is_never_read() {
     let remote = Remote::new();
     std::os::unix::fs::symlink("/etc/shadow", remote.work().join("clusters/evil.yaml"))
         .expect("symlink");
-    remote.write("clusters/prod.yaml", &cluster("prod", 2));
+    remote.write("clusters/prod.yaml", &lab_cluster("prod", 2));
     // A submodule entry (gitlink) named like a cluster file.
     let some_commit = git(&remote.work(), &["rev-parse", "HEAD"]);
     git(
@@ -396,8 +397,8 @@ fn only_the_path_given_is_read() {
     let remote = Remote::new();
     let fleet = std::fs::read_to_string(remote.work().join("capstan.yaml")).expect("fleet");
     remote.write("fleets/lab/capstan.yaml", &fleet);
-    remote.write("fleets/lab/clusters/lab.yaml", &cluster("lab", 2));
-    remote.write("clusters/prod.yaml", &cluster("prod", 2));
+    remote.write("fleets/lab/clusters/lab.yaml", &lab_cluster("lab", 2));
+    remote.write("clusters/prod.yaml", &lab_cluster("prod", 2));
     remote.commit_and_push("two fleets");
     let url = format!("file://{}", remote.bare().display());
     let mut options = remote.options(&url, GitCredentials::default());

@@ -10,10 +10,10 @@ use std::process::Command;
 
 use capstan::source::verify::{Mode, Refusal, Verifier, VerifyPolicy};
 
-use super::daemon::wait_status;
-use super::fixture::{Remote, Spawned, git};
-use super::judges::{self, Judge};
 use super::servers;
+use capstan_testkit::judge::{self, Judge};
+use capstan_testkit::process::CapstanRun;
+use capstan_testkit::{Remote, git};
 
 /// Signing keys made for one test: SSH keys, and GnuPG keys in a throwaway GNUPGHOME.
 struct Keys {
@@ -235,10 +235,7 @@ fn oid(commit: &str) -> git2::Oid {
 
 #[test]
 fn capstan_and_git_verify_commit_agree_on_every_signed_commit() {
-    if !judges::present(
-        "capstan_and_git_verify_commit_agree_on_every_signed_commit",
-        &[Judge::Gpg, Judge::SshKeygen],
-    ) {
+    if !judge::present(&[Judge::Gpg, Judge::SshKeygen]) {
         return;
     }
     let keys = Keys::new();
@@ -376,10 +373,7 @@ fn capstan_and_git_verify_commit_agree_on_every_signed_commit() {
 
 #[test]
 fn mode_all_verifies_every_commit_a_tip_brings_and_says_when_there_are_too_many() {
-    if !judges::present(
-        "mode_all_verifies_every_commit_a_tip_brings_and_says_when_there_are_too_many",
-        &[Judge::SshKeygen],
-    ) {
+    if !judge::present(&[Judge::SshKeygen]) {
         return;
     }
     let keys = Keys::new();
@@ -430,25 +424,16 @@ fn mode_all_verifies_every_commit_a_tip_brings_and_says_when_there_are_too_many(
 }
 
 /// `capstan run --lab --config CONFIG` on `url`, its lab and mirrors in `dir`.
-fn spawn_verifying(dir: &Path, url: &str, config: &Path) -> (Spawned, std::net::SocketAddr) {
-    let log = dir.join("stderr");
-    let child = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args(["run", "--repo", url, "--lab", "--log"])
-        .arg(format!("warn,{}", crate::announced::ANNOUNCING))
-        .arg("--config")
-        .arg(config)
-        .arg("--state-dir")
-        .arg(dir.join("lab"))
-        .arg("--git-mirror-dir")
-        .arg(dir.join("mirrors"))
-        .args(["--http", "127.0.0.1:0"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log file"))
-        .spawn()
-        .expect("capstan run starts");
-    let mut spawned = Spawned(child);
-    let address = servers::announced_address(&mut spawned.0, &log);
-    (spawned, address)
+fn spawn_verifying(dir: &Path, url: &str, config: &Path) -> (CapstanRun, std::net::SocketAddr) {
+    let mut run = CapstanRun::start(dir, |command| {
+        command
+            .args(["--repo", url, "--lab", "--log"])
+            .arg(format!("warn,{}", capstan_testkit::announced::ANNOUNCING))
+            .arg("--config")
+            .arg(config);
+    });
+    let address = run.address();
+    (run, address)
 }
 
 /// The fleet's `SourceVerified` condition in a `/status` body: (status, reason, message).
@@ -473,10 +458,7 @@ fn revision_of(body: &str) -> Option<String> {
 #[test]
 fn the_daemon_applies_only_signed_revisions_takes_a_rotated_key_and_refuses_a_force_pushed_unsigned_tip()
  {
-    if !judges::present(
-        "the_daemon_applies_only_signed_revisions_takes_a_rotated_key_and_refuses_a_force_pushed_unsigned_tip",
-        &[Judge::SshKeygen],
-    ) {
+    if !judge::present(&[Judge::SshKeygen]) {
         return;
     }
     let keys = Keys::new();
@@ -510,20 +492,15 @@ fn the_daemon_applies_only_signed_revisions_takes_a_rotated_key_and_refuses_a_fo
     let dir = tempfile::tempdir().expect("temp dir");
     let (mut daemon, addr) = spawn_verifying(dir.path(), &url, &config);
     let signed_revision = format!("main@sha1:{signed}");
-    wait_status(
-        &mut daemon.0,
-        addr,
-        "the signed revision, verified",
-        &|body| {
-            revision_of(body).as_deref() == Some(signed_revision.as_str())
-                && source_verified(body).is_some_and(|(status, _, message)| {
-                    status == "True" && message.contains("alice@example.com")
-                })
-        },
-    );
+    daemon.wait_status(addr, "the signed revision, verified", &|body| {
+        revision_of(body).as_deref() == Some(signed_revision.as_str())
+            && source_verified(body).is_some_and(|(status, _, message)| {
+                status == "True" && message.contains("alice@example.com")
+            })
+    });
 
     // bob is not allowed yet: his commit is not applied, and the status says who and why.
-    remote.write("clusters/bob.yaml", &super::fixture::cluster("bob", 2));
+    remote.write("clusters/bob.yaml", &capstan_testkit::lab_cluster("bob", 2));
     let by_bob = commit(&work, &keys, &Sign::Ssh(&bob), "signed by bob");
     git(&work, &["push", "-q", "origin", "HEAD:main"]);
     assert!(!git_verifies(&work, &keys, &allowed_signers, &by_bob));
@@ -535,7 +512,7 @@ fn the_daemon_applies_only_signed_revisions_takes_a_rotated_key_and_refuses_a_fo
         .nth(1)
         .expect("fingerprint")
         .to_owned();
-    let body = wait_status(&mut daemon.0, addr, "bob's commit refused", &|body| {
+    let body = daemon.wait_status(addr, "bob's commit refused", &|body| {
         source_verified(body).is_some_and(|(status, reason, message)| {
             status == "False"
                 && reason == "KeyNotAllowed"
@@ -561,19 +538,17 @@ fn the_daemon_applies_only_signed_revisions_takes_a_rotated_key_and_refuses_a_fo
     .expect("rotate");
     assert!(git_verifies(&work, &keys, &allowed_signers, &by_bob));
     let bob_revision = format!("main@sha1:{by_bob}");
-    let body = wait_status(
-        &mut daemon.0,
-        addr,
-        "bob's commit applied after the rotation",
-        &|body| {
-            revision_of(body).as_deref() == Some(bob_revision.as_str())
-                && source_verified(body).is_some_and(|(status, _, _)| status == "True")
-        },
-    );
+    let body = daemon.wait_status(addr, "bob's commit applied after the rotation", &|body| {
+        revision_of(body).as_deref() == Some(bob_revision.as_str())
+            && source_verified(body).is_some_and(|(status, _, _)| status == "True")
+    });
     assert!(body.contains("\"bob\""), "bob's cluster is applied: {body}");
 
     // A force-push to an unsigned commit that adds a cluster: not applied.
-    remote.write("clusters/evil.yaml", &super::fixture::cluster("evil", 2));
+    remote.write(
+        "clusters/evil.yaml",
+        &capstan_testkit::lab_cluster("evil", 2),
+    );
     git(&work, &["add", "-A"]);
     git(
         &work,
@@ -597,12 +572,7 @@ fn the_daemon_applies_only_signed_revisions_takes_a_rotated_key_and_refuses_a_fo
                 && message.contains(&bob_revision)
         })
     };
-    let body = wait_status(
-        &mut daemon.0,
-        addr,
-        "the unsigned force-push refused",
-        &refused,
-    );
+    let body = daemon.wait_status(addr, "the unsigned force-push refused", &refused);
     assert_eq!(
         revision_of(&body).as_deref(),
         Some(bob_revision.as_str()),
@@ -620,12 +590,7 @@ fn the_daemon_applies_only_signed_revisions_takes_a_rotated_key_and_refuses_a_fo
     // A restarted daemon resumes from the last verified revision, not the unsigned tip.
     drop(daemon);
     let (mut daemon, addr) = spawn_verifying(dir.path(), &url, &config);
-    let body = wait_status(
-        &mut daemon.0,
-        addr,
-        "the restart keeps bob's revision",
-        &refused,
-    );
+    let body = daemon.wait_status(addr, "the restart keeps bob's revision", &refused);
     assert_eq!(
         revision_of(&body).as_deref(),
         Some(bob_revision.as_str()),
@@ -636,10 +601,7 @@ fn the_daemon_applies_only_signed_revisions_takes_a_rotated_key_and_refuses_a_fo
 
 #[test]
 fn a_daemon_with_no_verified_revision_refuses_to_start_and_says_why() {
-    if !judges::present(
-        "a_daemon_with_no_verified_revision_refuses_to_start_and_says_why",
-        &[Judge::SshKeygen],
-    ) {
+    if !judge::present(&[Judge::SshKeygen]) {
         return;
     }
     let keys = Keys::new();
@@ -684,10 +646,7 @@ fn a_daemon_with_no_verified_revision_refuses_to_start_and_says_why() {
 
 #[test]
 fn the_preview_of_a_head_that_would_not_be_applied_says_so_first() {
-    if !judges::present(
-        "the_preview_of_a_head_that_would_not_be_applied_says_so_first",
-        &[Judge::SshKeygen],
-    ) {
+    if !judge::present(&[Judge::SshKeygen]) {
         return;
     }
     let keys = Keys::new();
@@ -702,7 +661,10 @@ fn the_preview_of_a_head_that_would_not_be_applied_says_so_first() {
     .expect("allowed signers");
     commit(&work, &keys, &Sign::Ssh(&alice), "signed base");
     git(&work, &["push", "-q", "origin", "HEAD:main"]);
-    remote.write("clusters/prod.yaml", &super::fixture::cluster("prod", 2));
+    remote.write(
+        "clusters/prod.yaml",
+        &capstan_testkit::lab_cluster("prod", 2),
+    );
     let head = commit(&work, &keys, &Sign::Unsigned, "an unsigned pull request");
     git(&work, &["push", "-q", "origin", "HEAD:refs/pull/7/head"]);
     let url = format!("file://{}", remote.bare().display());

@@ -1,5 +1,7 @@
 //! Builders for planner tests: clusters (`Cluster::test("prod").with_workers(..)`), fleets, and
-//! worlds played forward to convergence with the planner's own expected effects.
+//! worlds played forward to convergence with the planner's own expected effects. Built for
+//! core's own tests, and for other crates' tests with the `fixtures` feature (the test kit,
+//! crates/testkit, turns it on).
 
 use std::collections::BTreeMap;
 
@@ -15,18 +17,19 @@ use crate::spec::{
 };
 
 /// The time every test plans at: Wednesday 2026-04-29 12:00 UTC.
-pub(crate) fn now() -> Timestamp {
+pub fn now() -> Timestamp {
     "2026-04-29T12:00:00Z".parse().expect("time")
 }
 
 /// `now` plus (or minus, when negative) some minutes.
-pub(crate) fn minutes(delta: i64) -> Timestamp {
+pub fn minutes(delta: i64) -> Timestamp {
     now()
         .checked_add(jiff::SignedDuration::from_mins(delta))
         .expect("in range")
 }
 
-pub(crate) fn machine(template: &str, cores: u32, memory_mib: u32) -> Machine {
+/// A machine on `template` with `cores` and `memory_mib`, 50 GiB, over pve1 and pve2.
+pub fn machine(template: &str, cores: u32, memory_mib: u32) -> Machine {
     Machine {
         template: template.to_owned(),
         cores,
@@ -40,7 +43,7 @@ pub(crate) fn machine(template: &str, cores: u32, memory_mib: u32) -> Machine {
 
 impl Cluster {
     /// One control plane and pool `general` of 3 workers, 1.36.2, delivered to Flux.
-    pub(crate) fn test(name: &str) -> Cluster {
+    pub fn test(name: &str) -> Cluster {
         Cluster {
             api_version: ApiVersion::V1alpha1,
             kind: ClusterKind::Cluster,
@@ -90,13 +93,14 @@ impl Cluster {
         }
     }
 
-    pub(crate) fn with_control_planes(mut self, replicas: u32) -> Self {
+    /// Sets the number of control planes.
+    pub fn with_control_planes(mut self, replicas: u32) -> Self {
         self.spec.control_plane.replicas = replicas;
         self
     }
 
     /// Sets (or adds) a worker pool's size.
-    pub(crate) fn with_workers(mut self, pool: &str, replicas: u32) -> Self {
+    pub fn with_workers(mut self, pool: &str, replicas: u32) -> Self {
         match self.spec.workers.iter_mut().find(|p| p.pool == pool) {
             Some(existing) => existing.replicas = replicas,
             None => self.spec.workers.push(WorkerPool {
@@ -108,13 +112,14 @@ impl Cluster {
         self
     }
 
-    pub(crate) fn without_pool(mut self, pool: &str) -> Self {
+    /// Removes a worker pool.
+    pub fn without_pool(mut self, pool: &str) -> Self {
         self.spec.workers.retain(|p| p.pool != pool);
         self
     }
 
     /// Sets the template of a pool (`cp` for the control plane).
-    pub(crate) fn with_template(mut self, pool: &str, template: &str) -> Self {
+    pub fn with_template(mut self, pool: &str, template: &str) -> Self {
         self.machine_mut(pool).template = template.to_owned();
         self
     }
@@ -132,23 +137,26 @@ impl Cluster {
             .machine
     }
 
-    pub(crate) fn with_version(mut self, version: &str) -> Self {
+    /// Sets the Kubernetes version (`1.36.3`).
+    pub fn with_version(mut self, version: &str) -> Self {
         self.spec.kubernetes.version = version.parse().expect("version");
         self
     }
 
-    pub(crate) fn with_min_workers(mut self, minimum: u32) -> Self {
+    /// Sets `rollout.minWorkers`.
+    pub fn with_min_workers(mut self, minimum: u32) -> Self {
         self.spec.rollout.min_workers = minimum;
         self
     }
 
-    pub(crate) fn with_max_surge(mut self, surge: u32) -> Self {
+    /// Sets `rollout.maxSurge`.
+    pub fn with_max_surge(mut self, surge: u32) -> Self {
         self.spec.rollout.max_surge = surge;
         self
     }
 
     /// Saturdays 01:00 UTC for four hours.
-    pub(crate) fn with_window(mut self) -> Self {
+    pub fn with_window(mut self) -> Self {
         self.spec.rollout.maintenance_window = Some(MaintenanceWindow {
             schedule: "0 0 1 * * Sat".parse().expect("cron"),
             duration: HumanDuration::minutes(240),
@@ -157,7 +165,7 @@ impl Cluster {
     }
 
     /// A deny window: `schedule` for `hours`, read in `time_zone`.
-    pub(crate) fn with_deny(mut self, schedule: &str, hours: u64, time_zone: &str) -> Self {
+    pub fn with_deny(mut self, schedule: &str, hours: u64, time_zone: &str) -> Self {
         self.spec.maintenance.time_zone = time_zone.parse().expect("zone");
         self.spec.maintenance.deny.push(MaintenanceWindow {
             schedule: schedule.parse().expect("cron"),
@@ -166,22 +174,25 @@ impl Cluster {
         self
     }
 
-    pub(crate) fn with_fencing(mut self) -> Self {
+    /// Fences unhealthy machines (`remediation.fence`).
+    pub fn with_fencing(mut self) -> Self {
         self.spec.remediation.fence = true;
         self
     }
 
-    pub(crate) fn with_drift_replace(mut self) -> Self {
+    /// Replaces drifted machines (`rollout.onDrift: Replace`).
+    pub fn with_drift_replace(mut self) -> Self {
         self.spec.rollout.on_drift = crate::spec::DriftPolicy::Replace;
         self
     }
 
     /// The spec hash of a pool's machines at the spec's version.
-    pub(crate) fn hash(&self, pool: &str) -> smol_str::SmolStr {
+    pub fn hash(&self, pool: &str) -> smol_str::SmolStr {
         self.machine_spec(pool).spec_hash()
     }
 
-    pub(crate) fn machine_spec(&self, pool: &str) -> MachineSpec {
+    /// What a pool's machines are made from (`cp` for the control plane).
+    pub fn machine_spec(&self, pool: &str) -> MachineSpec {
         let (machine, role) = if pool == "cp" {
             (&self.spec.control_plane.machine, Role::ControlPlane)
         } else {
@@ -202,13 +213,13 @@ impl Cluster {
     }
 
     /// The `ordinal`-th machine name of a pool at the current spec.
-    pub(crate) fn name_of(&self, pool: &str, ordinal: u32) -> NodeName {
+    pub fn name_of(&self, pool: &str, ordinal: u32) -> NodeName {
         super::placement::machine_name(&self.metadata.name, pool, &self.hash(pool), ordinal)
     }
 }
 
 /// A fleet of `clusters`, approving 1.36.
-pub(crate) fn desired(clusters: Vec<Cluster>) -> Desired {
+pub fn desired(clusters: Vec<Cluster>) -> Desired {
     Desired {
         fleet: Fleet {
             api_version: ApiVersion::V1alpha1,
@@ -232,14 +243,15 @@ pub(crate) fn desired(clusters: Vec<Cluster>) -> Desired {
     }
 }
 
-pub(crate) fn plan_at(desired: &Desired, observed: &Observed, now: Timestamp) -> Plan {
+/// The plan of `desired` against `observed` at `now`, under the fleet's policy.
+pub fn plan_at(desired: &Desired, observed: &Observed, now: Timestamp) -> Plan {
     plan(desired, observed, &Policy::of(desired), now)
 }
 
 /// Plays plans forward from `observed` (running every cluster's `steps` with their expected
 /// effects) until no cluster has a step, and numbers new VMs from 100. Panics if it does not
 /// settle.
-pub(crate) fn play(desired: &Desired, mut observed: Observed) -> Observed {
+pub fn play(desired: &Desired, mut observed: Observed) -> Observed {
     for _ in 0..500 {
         let plan = plan_at(desired, &observed, now());
         let steps: Vec<_> = plan.clusters.iter().flat_map(|c| c.steps.clone()).collect();
@@ -275,7 +287,7 @@ fn renumber(observed: &mut Observed) {
 
 /// The world once `desired` is built from nothing, with real-looking fingerprints and
 /// certificates.
-pub(crate) fn built(desired: &Desired) -> Observed {
+pub fn built(desired: &Desired) -> Observed {
     let mut observed = play(desired, Observed::nothing());
     let long_ago: Timestamp = "2026-01-05T09:00:00Z".parse().expect("time");
     for cluster in observed.clusters.values_mut() {
@@ -296,12 +308,13 @@ pub(crate) fn built(desired: &Desired) -> Observed {
     observed
 }
 
-pub(crate) fn cluster_mut<'a>(observed: &'a mut Observed, name: &str) -> &'a mut ObservedCluster {
+/// A cluster of the observed world, to change in place.
+pub fn cluster_mut<'a>(observed: &'a mut Observed, name: &str) -> &'a mut ObservedCluster {
     observed.clusters.get_mut(name).expect("cluster observed")
 }
 
 /// Proxmox nodes `pve1`, `pve2` with `free_mib` each.
-pub(crate) fn proxmox(free_mib: &[(&str, u64)]) -> Option<BTreeMap<String, ProxmoxNode>> {
+pub fn proxmox(free_mib: &[(&str, u64)]) -> Option<BTreeMap<String, ProxmoxNode>> {
     Some(
         free_mib
             .iter()
@@ -321,7 +334,7 @@ pub(crate) fn proxmox(free_mib: &[(&str, u64)]) -> Option<BTreeMap<String, Proxm
 }
 
 /// `(action, machine)` of each step: the shape of a plan, for whole-sequence assertions.
-pub(crate) fn shape(steps: &[super::Step]) -> Vec<(&'static str, String)> {
+pub fn shape(steps: &[super::Step]) -> Vec<(&'static str, String)> {
     steps
         .iter()
         .map(|s| {
@@ -338,7 +351,7 @@ pub(crate) fn shape(steps: &[super::Step]) -> Vec<(&'static str, String)> {
 }
 
 /// Machine names of a pool in the observed world, sorted.
-pub(crate) fn machines_of(observed: &Observed, cluster: &str, pool: &str) -> Vec<NodeName> {
+pub fn machines_of(observed: &Observed, cluster: &str, pool: &str) -> Vec<NodeName> {
     observed.clusters[cluster]
         .machines
         .iter()

@@ -33,8 +33,8 @@ mod step_report;
 mod types;
 mod window;
 
-#[cfg(test)]
-mod fixtures;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]

@@ -1,86 +1,31 @@
-//! The whole lifecycle in one process: a lab (simulated Proxmox, clusters, node software), a
-//! repository in a temporary folder, and capstan's daemon reconciling it, with helpers to edit
-//! the repository, wait on the daemon's status, kill and restart the daemon, and look at the
-//! world with the stock kubectl.
+//! The one in-process harness: a lab (simulated Proxmox, clusters, node software), a
+//! repository in a temporary folder, and capstan's daemon reconciling it (or following a Git
+//! remote instead, see [`Setup`]), with helpers to edit the repository, wait on the daemon's
+//! status, kill and restart the daemon, and look at the world with the stock kubectl.
 //!
-//! Rollout rules ("one at a time", "new before old") are asserted on a [`Timeline`]: a
-//! [`Recorder`] samples a cluster's Nodes, VMs, served version, Flux Secret and daemon status
-//! every 10 ms and keeps each change. The daemon observes afresh between two steps of a
-//! cluster, so a state a rollout passes through usually lasts longer than the sampling period;
-//! the safety properties are asserted on every sample taken (a state shorter than 10 ms may
-//! go unseen: sampling can miss a violation, never invent one).
-#![allow(dead_code)]
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use capstan::backoff::Backoff;
 use capstan::connect::Connections;
-use capstan::daemon::{Counters, Daemon, DaemonOptions, StatusBoard};
+use capstan::daemon::{Counters, Daemon, DaemonOptions, StatusBoard, http};
+use capstan::leader::Leadership;
+use capstan::source::webhook::Webhooks;
+use capstan::source::{GitOptions, GitSource, Redactor, Secret, SourceMetrics, Tracker};
 use capstan::status::FleetStatus;
+use capstan::status_branch::{
+    BranchOptions, CommitSettings, StatusRepository, StatusWriter, WriterOptions,
+};
 use capstan_lab::lab::{Lab, LabOptions};
 use capstan_lab::proxmox::SimVm;
+
 use capstan_lab::world::LabConfig;
 
-/// How long a wait may take before the test fails (the lab builds a cluster in seconds).
-pub const PATIENCE: Duration = Duration::from_secs(60);
-
-/// `capstan.yaml` of the test repositories: the example fleet, with 1.37 approved or not.
-pub fn fleet_yaml(approved: &[&str], prune: bool) -> String {
-    let minors: Vec<String> = approved.iter().map(|m| format!("\"{m}\"")).collect();
-    format!(
-        "apiVersion: capstan.dev/v1alpha1
-kind: Fleet
-clustersDir: clusters
-proxmox:
-  homelab:
-    url: https://pve1.lab.example:8006
-    tokenId: capstan@pve!reconciler
-    tokenFrom: {{env: CAPSTAN_PROXMOX_HOMELAB_TOKEN}}
-managementClusters:
-  management:
-    kubeconfigFrom: {{file: /etc/capstan/management.kubeconfig}}
-approvedMinors: [{}]
-prune: {prune}
-pollInterval: 1m
-",
-        minors.join(", ")
-    )
-}
-
-/// A small cluster file: one control plane, `workers` workers in pool `general`, no
-/// maintenance window, short timeouts (the lab is fast).
-pub fn cluster_yaml(
-    name: &str,
-    address_octet: u8,
-    version: &str,
-    workers: u32,
-    template: &str,
-) -> String {
-    format!(
-        "apiVersion: capstan.dev/v1alpha1
-kind: Cluster
-metadata: {{name: {name}}}
-spec:
-  proxmox: homelab
-  kubernetes: {{version: {version}}}
-  endpoint: {{host: k8s-{name}.lab.example, address: 192.168.1.{address_octet}}}
-  network: {{nodes: 192.168.1.0/24, reserved: [\"192.168.1.170-192.168.1.189\"]}}
-  controlPlane:
-    replicas: 1
-    machine: {{template: debian13-k8s, cores: 2, memoryMiB: 4096, placement: [pve1]}}
-  workers:
-    - pool: general
-      replicas: {workers}
-      machine: {{template: {template}, cores: 2, memoryMiB: 4096, placement: [pve1, pve2, pve3]}}
-  rollout: {{minWorkers: 2, drainTimeout: 4s, joinTimeout: 2m}}
-  delivery:
-    flux: {{cluster: management}}
-"
-    )
-}
+use crate::timeline::{NodeView, Recorder, VmView, kubeadm_config_version, nodes_of, vm_views};
 
 /// A lab, a repository and (while started) a daemon, all in this process.
 pub struct World {
@@ -98,8 +43,112 @@ pub struct World {
     /// empty environment, no files).
     pub secret_reader: capstan::secrets::SecretReader,
     board: Option<Arc<StatusBoard>>,
+    http: Option<SocketAddr>,
     daemon: Option<tokio::task::JoinHandle<()>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// How a [`World`]'s daemon runs: what it follows (the world's folder, or a Git remote), how
+/// often it looks, and what it adds (webhooks, the status branch, leader election, HTTP).
+/// Datastores come from [`World::datastore_passwords`], secrets from [`World::secret_reader`].
+#[derive(Clone)]
+pub struct Setup {
+    follow: Option<GitOptions>,
+    redactor: Redactor,
+    poll_interval: Option<Duration>,
+    resync: Duration,
+    backoff: Backoff,
+    webhook_secret: Option<Secret>,
+    status_branch: Option<(Duration, Duration)>,
+    leadership: Option<Arc<Leadership>>,
+    http: bool,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup::folder()
+    }
+}
+
+impl Setup {
+    /// The world's folder, passes every 100 ms while busy and every 300 ms when converged
+    /// (so a test can watch the daemon decide "nothing to do"), failures retried after
+    /// 200 ms doubling to 2 s; no HTTP.
+    pub fn folder() -> Setup {
+        Setup {
+            follow: None,
+            redactor: Redactor::default(),
+            poll_interval: None,
+            resync: Duration::from_millis(300),
+            backoff: Backoff {
+                base: Duration::from_millis(200),
+                cap: Duration::from_secs(2),
+            },
+            webhook_secret: None,
+            status_branch: None,
+            leadership: None,
+            http: false,
+        }
+    }
+
+    /// Follows the Git remote `options` name, polled every `poll_interval`, failures retried
+    /// after 50 ms doubling to 500 ms; serves HTTP (`/status`, `/metrics`).
+    pub fn git(options: GitOptions, poll_interval: Duration) -> Setup {
+        Setup {
+            follow: Some(options),
+            poll_interval: Some(poll_interval),
+            backoff: Backoff {
+                base: Duration::from_millis(50),
+                cap: Duration::from_millis(500),
+            },
+            http: true,
+            ..Setup::folder()
+        }
+    }
+
+    /// Passes at least every `resync` when converged.
+    #[must_use]
+    pub fn resync(mut self, resync: Duration) -> Setup {
+        self.resync = resync;
+        self
+    }
+
+    /// The redactor the source and the status branch know the secrets by.
+    #[must_use]
+    pub fn redactor(mut self, redactor: Redactor) -> Setup {
+        self.redactor = redactor;
+        self
+    }
+
+    /// Serves forge webhooks under `/hooks/` checked with `secret` (a Git remote only).
+    #[must_use]
+    pub fn webhooks(mut self, secret: Secret) -> Setup {
+        self.webhook_secret = Some(secret);
+        self.http = true;
+        self
+    }
+
+    /// Commits the status to the remote's status branch, debounced over `window` and at most
+    /// once a `floor` (both in lab time; a Git remote only).
+    #[must_use]
+    pub fn status_branch(mut self, window: Duration, floor: Duration) -> Setup {
+        self.status_branch = Some((window, floor));
+        self
+    }
+
+    /// Acts only while `leadership` leads.
+    #[must_use]
+    pub fn leadership(mut self, leadership: Arc<Leadership>) -> Setup {
+        self.leadership = Some(leadership);
+        self
+    }
+
+    /// Serves HTTP (`/status`, `/metrics`) on a loopback port the system picks.
+    #[must_use]
+    pub fn http(mut self) -> Setup {
+        self.http = true;
+        self
+    }
 }
 
 impl World {
@@ -141,6 +190,7 @@ impl World {
             datastore_passwords: std::collections::BTreeMap::new(),
             secret_reader: capstan::secrets::SecretReader::default(),
             board: None,
+            http: None,
             daemon: None,
             stop: None,
         };
@@ -168,7 +218,53 @@ impl World {
         &mut self,
         wrap: impl FnOnce(Connections) -> Pr,
     ) {
-        let files = capstan::source::read_repo(self.repo.path()).expect("repo reads");
+        self.start_daemon_as(Setup::folder(), wrap).await;
+    }
+
+    /// A lab built from `config` and a daemon following the Git remote of `setup` (see
+    /// [`Setup::git`]); the world's folder stays empty.
+    pub async fn following(config: LabConfig, setup: Setup) -> World {
+        let mut world = World::with_lab(config, "", &[], false).await;
+        world
+            .start_daemon_as(setup, |connections| connections)
+            .await;
+        world
+    }
+
+    /// Starts a daemon as `setup` says, through the providers `wrap` makes of the lab's
+    /// connections.
+    pub async fn start_daemon_as<Pr: capstan::connect::Providers>(
+        &mut self,
+        setup: Setup,
+        wrap: impl FnOnce(Connections) -> Pr,
+    ) {
+        assert!(
+            setup.follow.is_some()
+                || (setup.webhook_secret.is_none() && setup.status_branch.is_none()),
+            "webhooks and the status branch need a Git remote to follow (Setup::git)"
+        );
+        let (files, source) = match &setup.follow {
+            None => (
+                capstan::source::read_repo(self.repo.path()).expect("repo reads"),
+                None,
+            ),
+            Some(options) => {
+                let metrics = Arc::new(SourceMetrics::default());
+                let mut source = GitSource::open(
+                    options.clone(),
+                    setup.redactor.clone(),
+                    Arc::clone(&metrics),
+                )
+                .expect("mirror opens");
+                let tip = source
+                    .poll()
+                    .expect("the remote answers")
+                    .revision()
+                    .clone();
+                let files = source.read(&tip).expect("the tip reads").files;
+                (files, Some((source, metrics)))
+            }
+        };
         let fleet = capstan::spec::load(&files)
             .desired
             .expect("valid fleet")
@@ -184,20 +280,57 @@ impl World {
         .with_secret_reader(self.secret_reader.clone())
         .with_datastores(&fleet, &self.datastore_passwords)
         .expect("datastore access");
-        let mut options = DaemonOptions::new(self.repo.path().to_owned());
+        let mut options = DaemonOptions::new(if source.is_none() {
+            self.repo.path().to_owned()
+        } else {
+            PathBuf::new()
+        });
         options.admission =
             capstan::secrets::Admission::lab(std::sync::Arc::clone(self.secret_reader.policy()));
         options.busy_interval = Duration::from_millis(100);
-        // Converged passes come often too, so a test can watch the daemon decide "nothing to
-        // do" (the default waits for the fleet's pollInterval, a minute).
-        options.resync = Some(Duration::from_millis(300));
-        options.backoff = capstan::backoff::Backoff {
-            base: Duration::from_millis(200),
-            cap: Duration::from_secs(2),
-        };
+        options.resync = Some(setup.resync);
+        options.poll_interval = setup.poll_interval;
+        options.backoff = setup.backoff;
         let clock: Arc<dyn capstan::clock::Clock> = Arc::new(self.lab.clock().clone());
-        let daemon = Daemon::new(options, Arc::new(wrap(connections)), clock);
+        let mut daemon = Daemon::new(options, Arc::new(wrap(connections)), Arc::clone(&clock));
+        let mut hooks = axum::Router::new();
+        if let (Some((source, metrics)), Some(follow)) = (source, &setup.follow) {
+            daemon = daemon.with_tracker(Tracker::git(source, setup.poll_interval, setup.backoff));
+            if let Some(secret) = &setup.webhook_secret {
+                hooks = Arc::new(Webhooks::new(
+                    secret.clone(),
+                    follow.branch.clone(),
+                    daemon.poll_trigger(),
+                    metrics,
+                ))
+                .router();
+            }
+            if let Some((window, floor)) = setup.status_branch {
+                daemon = daemon.with_status_branch(status_writer(
+                    follow,
+                    &fleet,
+                    &setup.redactor,
+                    (window, floor),
+                    clock,
+                ));
+            }
+        }
+        if let Some(leadership) = setup.leadership {
+            daemon = daemon.with_leadership(leadership);
+        }
         self.board = Some(daemon.board());
+        self.http = None;
+        if setup.http {
+            let address = http::serve_with(
+                "127.0.0.1:0".parse().expect("an address"),
+                daemon.board(),
+                hooks,
+                &http::HttpOptions::default(),
+            )
+            .await
+            .expect("http serves");
+            self.http = Some(address);
+        }
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         self.stop = Some(stop);
         self.daemon = Some(tokio::spawn(async move {
@@ -208,6 +341,11 @@ impl World {
                 .await
                 .expect("daemon runs");
         }));
+    }
+
+    /// Where the daemon serves HTTP (see [`Setup::http`]).
+    pub fn http(&self) -> SocketAddr {
+        self.http.expect("a daemon serving HTTP")
     }
 
     /// Kills the daemon where it stands: its steps in flight are dropped mid-way, as with
@@ -269,6 +407,11 @@ impl World {
             .unwrap_or(0)
     }
 
+    /// How many passes the daemon has run.
+    pub fn passes(&self) -> u64 {
+        self.counters().passes
+    }
+
     /// Waits until the daemon has run `passes` more passes (each re-reads, observes and
     /// plans), so a test can assert that nothing happened over them.
     pub async fn wait_passes(&self, passes: u64) {
@@ -280,9 +423,10 @@ impl World {
     }
 
     /// Waits until `done` holds for the daemon's status; fails the test with the last status
-    /// after [`PATIENCE`].
+    /// after [`crate::wait::PATIENCE`].
     pub async fn wait_for(&self, what: &str, done: impl Fn(&FleetStatus) -> bool) -> FleetStatus {
-        self.wait_for_within(what, PATIENCE, done).await
+        self.wait_for_within(what, crate::wait::PATIENCE, done)
+            .await
     }
 
     /// [`World::wait_for`] with its own patience.
@@ -292,19 +436,20 @@ impl World {
         patience: Duration,
         done: impl Fn(&FleetStatus) -> bool,
     ) -> FleetStatus {
-        let started = tokio::time::Instant::now();
-        loop {
-            let status = self.status();
-            if done(&status) {
-                return status;
-            }
-            assert!(
-                started.elapsed() < patience,
-                "timed out waiting for {what}; status:\n{}",
-                serde_json::to_string_pretty(&status).unwrap_or_default()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        crate::wait::on(what)
+            .within(patience)
+            .until(async || {
+                let status = self.status();
+                if done(&status) {
+                    Ok(status)
+                } else {
+                    Err(format!(
+                        "status:\n{}",
+                        serde_json::to_string_pretty(&status).unwrap_or_default()
+                    ))
+                }
+            })
+            .await
     }
 
     /// Writes (or replaces) `clusters/<name>.yaml`.
@@ -412,7 +557,7 @@ approvedMinors: [\"1.36\"]
     }
 
     /// The fingerprint capstan shows for `cluster`'s current admin kubeconfig (a cluster of
-    /// [`cluster_yaml`], endpoint `k8s-<name>.lab.example:6443`): that of the form capstan
+    /// [`crate::fleet::cluster_yaml`], endpoint `k8s-<name>.lab.example:6443`): that of the form capstan
     /// admits and rebuilds, not of the file on the node.
     pub fn admin_fingerprint(&self, cluster: &str) -> String {
         use capstan::providers::kube::{AdminKubeconfig, ApiEndpoint};
@@ -469,326 +614,13 @@ impl World {
     /// Starts recording a timeline of one cluster: every change of its Nodes, VMs, served
     /// version, Flux Secret and daemon status, sampled every few milliseconds.
     pub fn record(&self, cluster: &str) -> Recorder {
-        let kube = Arc::clone(self.lab.kube());
-        let proxmox = self.lab.proxmox();
-        let board = self.board.clone();
-        let cluster = cluster.to_owned();
-        let samples = Arc::new(Mutex::new(Vec::<Sample>::new()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let task = {
-            let samples = Arc::clone(&samples);
-            let stop = Arc::clone(&stop);
-            tokio::spawn(async move {
-                let started = tokio::time::Instant::now();
-                loop {
-                    let sample = Sample {
-                        at: started.elapsed(),
-                        status: board
-                            .as_ref()
-                            .and_then(|b| b.status().clusters.get(&cluster).cloned()),
-                        nodes: nodes_of(&kube, &cluster),
-                        vms: vm_views(&proxmox, &cluster),
-                        version: kube.cluster(&cluster).map(|c| c.version()),
-                        kubeadm_config_version: kubeadm_config_version(&kube, &cluster),
-                        flux: flux_fingerprint(&kube, &cluster),
-                    };
-                    {
-                        let mut samples = samples.lock().expect("samples");
-                        if samples.last().is_none_or(|last| !last.same_world(&sample)) {
-                            samples.push(sample);
-                        }
-                    }
-                    if stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-            })
-        };
-        Recorder {
-            samples,
-            stop,
-            task: Some(task),
-        }
-    }
-}
-
-/// A Node as the simulated API server holds it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeView {
-    /// Node name (= VM name).
-    pub name: String,
-    /// `Ready` is `True`.
-    pub ready: bool,
-    /// `spec.unschedulable`.
-    pub cordoned: bool,
-    /// `status.nodeInfo.kubeletVersion`.
-    pub kubelet: String,
-    /// Labelled as a control plane.
-    pub control_plane: bool,
-}
-
-impl NodeView {
-    /// Ready and schedulable: it carries workloads.
-    pub fn is_serving(&self) -> bool {
-        self.ready && !self.cordoned
-    }
-}
-
-/// A VM of a cluster, with its ownership tags.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VmView {
-    /// VM name.
-    pub name: String,
-    /// VMID.
-    pub vmid: u32,
-    /// Running.
-    pub running: bool,
-    /// Tags.
-    pub tags: Vec<String>,
-}
-
-impl VmView {
-    /// The `spec-<hash>` tag's hash.
-    pub fn spec_hash(&self) -> Option<&str> {
-        self.tags.iter().find_map(|t| t.strip_prefix("spec-"))
-    }
-
-    /// Tagged as on its way out.
-    pub fn is_retiring(&self) -> bool {
-        self.tags
-            .iter()
-            .any(|t| t == capstan::observed::RETIRING_TAG)
-    }
-
-    /// Its pool, from its name (`capstan-<cluster>-<pool>-<suffix>`): a fresh clone carries
-    /// no tags until its config call.
-    pub fn pool(&self) -> &str {
-        self.name.rsplit('-').nth(1).unwrap_or_default()
-    }
-
-    /// A worker (any pool but the control plane's `cp`).
-    pub fn is_worker(&self) -> bool {
-        !self.is_control_plane()
-    }
-
-    /// A control plane (pool `cp`).
-    pub fn is_control_plane(&self) -> bool {
-        self.pool() == "cp"
-    }
-}
-
-/// One moment of a recorded timeline.
-#[derive(Debug, Clone)]
-pub struct Sample {
-    /// Since the recording started.
-    pub at: Duration,
-    /// The daemon's status of the cluster.
-    pub status: Option<capstan::status::ClusterStatus>,
-    /// Its Nodes.
-    pub nodes: Vec<NodeView>,
-    /// Its VMs.
-    pub vms: Vec<VmView>,
-    /// `/version`.
-    pub version: Option<String>,
-    /// `kubeadm-config`'s `kubernetesVersion`.
-    pub kubeadm_config_version: Option<String>,
-    /// Fingerprint of the kubeconfig in Flux's Secret.
-    pub flux: Option<String>,
-}
-
-impl Sample {
-    fn same_world(&self, other: &Sample) -> bool {
-        self.status == other.status
-            && self.nodes == other.nodes
-            && self.vms == other.vms
-            && self.version == other.version
-            && self.kubeadm_config_version == other.kubeadm_config_version
-            && self.flux == other.flux
-    }
-
-    /// A Node by name.
-    pub fn node(&self, name: &str) -> Option<&NodeView> {
-        self.nodes.iter().find(|n| n.name == name)
-    }
-
-    /// Worker Nodes that are Ready and schedulable.
-    pub fn serving_workers(&self) -> usize {
-        self.nodes
-            .iter()
-            .filter(|n| !n.control_plane && n.is_serving())
-            .count()
-    }
-
-    /// A one-line summary, for failure messages.
-    pub fn summary(&self) -> String {
-        let nodes: Vec<String> = self
-            .nodes
-            .iter()
-            .map(|n| {
-                format!(
-                    "{}{}{}",
-                    n.name,
-                    if n.ready { "" } else { "(NotReady)" },
-                    if n.cordoned { "(cordoned)" } else { "" }
-                )
-            })
-            .collect();
-        let vms: Vec<String> = self
-            .vms
-            .iter()
-            .map(|v| {
-                format!(
-                    "{}{}{}",
-                    v.name,
-                    if v.running { "" } else { "(stopped)" },
-                    if v.is_retiring() { "(retiring)" } else { "" }
-                )
-            })
-            .collect();
-        let next = self
-            .status
-            .as_ref()
-            .map(|s| format!("{} next {:?}", s.phase, s.next_steps))
-            .unwrap_or_default();
-        format!(
-            "{:>6}ms {} nodes [{}] vms [{}] {next}",
-            self.at.as_millis(),
-            self.version.as_deref().unwrap_or("-"),
-            nodes.join(" "),
-            vms.join(" ")
+        Recorder::start(
+            Arc::clone(self.lab.kube()),
+            self.lab.proxmox(),
+            self.board.clone(),
+            cluster,
         )
     }
-}
-
-/// A timeline being recorded; [`Recorder::finish`] stops it and hands the samples over.
-pub struct Recorder {
-    samples: Arc<Mutex<Vec<Sample>>>,
-    stop: Arc<AtomicBool>,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl Recorder {
-    /// Stops recording (after one last sample) and returns the timeline.
-    pub async fn finish(mut self) -> Timeline {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(task) = self.task.take() {
-            task.await.expect("recorder runs");
-        }
-        let samples = std::mem::take(&mut *self.samples.lock().expect("samples"));
-        Timeline(samples)
-    }
-}
-
-impl Drop for Recorder {
-    fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
-    }
-}
-
-/// Recorded samples, each differing from the one before.
-#[derive(Debug, Clone)]
-pub struct Timeline(pub Vec<Sample>);
-
-impl Timeline {
-    /// The whole timeline, one line per sample, for failure messages.
-    pub fn dump(&self) -> String {
-        self.0
-            .iter()
-            .map(Sample::summary)
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    /// Index of the first sample where `what` holds.
-    pub fn first(&self, what: impl Fn(&Sample) -> bool) -> Option<usize> {
-        self.0.iter().position(what)
-    }
-
-    /// The last sample.
-    pub fn last(&self) -> &Sample {
-        self.0.last().expect("a timeline has at least one sample")
-    }
-}
-
-fn nodes_of(kube: &capstan_lab::kube::KubeLab, cluster: &str) -> Vec<NodeView> {
-    let Some(sim) = kube.cluster(cluster) else {
-        return Vec::new();
-    };
-    let mut nodes: Vec<NodeView> = sim
-        .objects("nodes", None)
-        .iter()
-        .map(|node| NodeView {
-            name: node["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-            ready: node["status"]["conditions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True"),
-            cordoned: node["spec"]["unschedulable"] == true,
-            kubelet: node["status"]["nodeInfo"]["kubeletVersion"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-            control_plane: node["metadata"]["labels"]
-                .get("node-role.kubernetes.io/control-plane")
-                .is_some(),
-        })
-        .collect();
-    nodes.sort_by(|a, b| a.name.cmp(&b.name));
-    nodes
-}
-
-fn vm_views(proxmox: &capstan_lab::proxmox::SimHandle, cluster: &str) -> Vec<VmView> {
-    let prefix = format!("capstan-{cluster}-");
-    let mut vms: Vec<VmView> = proxmox
-        .vms()
-        .into_iter()
-        .filter(|vm| !vm.template && vm.name.starts_with(&prefix))
-        .map(|vm| VmView {
-            tags: vm
-                .config
-                .get("tags")
-                .map(|t| {
-                    t.split([';', ',', ' '])
-                        .filter(|t| !t.is_empty())
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default(),
-            name: vm.name,
-            vmid: vm.vmid,
-            running: vm.running,
-        })
-        .collect();
-    vms.sort_by(|a, b| a.name.cmp(&b.name));
-    vms
-}
-
-fn kubeadm_config_version(kube: &capstan_lab::kube::KubeLab, cluster: &str) -> Option<String> {
-    let config =
-        kube.cluster(cluster)?
-            .object("configmaps", Some("kube-system"), "kubeadm-config")?;
-    let text = config["data"]["ClusterConfiguration"].as_str()?;
-    // YAML from `kubeadm init`; an upgrade may store it as JSON, which is YAML too.
-    let document: serde_json::Value = serde_saphyr::from_str(text).ok()?;
-    document["kubernetesVersion"].as_str().map(str::to_owned)
-}
-
-fn flux_fingerprint(kube: &capstan_lab::kube::KubeLab, cluster: &str) -> Option<String> {
-    let secret = kube.management()?.object(
-        "secrets",
-        Some("flux-system"),
-        &format!("{cluster}-kubeconfig"),
-    )?;
-    let value = secret["data"]["value"].as_str()?;
-    // Only to tell one Secret from the next: the daemon's fingerprints are keyed.
-    Some(capstan::fingerprint::content_sha256(value.as_bytes()))
 }
 
 impl Drop for World {
@@ -798,6 +630,40 @@ impl Drop for World {
         }
         self.lab.stop();
     }
+}
+
+/// The status writer of a daemon following `follow`, as `capstan run` makes it from the
+/// fleet's `status:` settings.
+fn status_writer(
+    follow: &GitOptions,
+    fleet: &capstan::spec::Fleet,
+    redactor: &Redactor,
+    (window, floor): (Duration, Duration),
+    clock: Arc<dyn capstan::clock::Clock>,
+) -> StatusWriter {
+    let repository = StatusRepository::open(
+        BranchOptions {
+            url: follow.url.clone(),
+            branch: fleet.status.branch.clone(),
+            credentials: follow.credentials.clone(),
+            mirror_root: follow.mirror_root.clone(),
+        },
+        redactor.clone(),
+    )
+    .expect("status repository opens");
+    StatusWriter::new(
+        repository,
+        WriterOptions {
+            commit: CommitSettings {
+                author: fleet.status.author.clone(),
+                skip_ci: fleet.status.skip_ci,
+                max_attempts: 5,
+            },
+            window,
+            floor,
+        },
+        clock,
+    )
 }
 
 /// Replaces a file the way Git and git-sync do (a new file renamed over the old one), so the
@@ -833,4 +699,22 @@ pub fn ready(status: &FleetStatus, clusters: &[&str]) -> bool {
             .get(*name)
             .is_some_and(|c| c.phase == capstan::status::Phase::Ready)
     })
+}
+
+/// Whether `cluster` is Ready with `nodes` Nodes, every one Ready.
+pub fn ready_with(status: &FleetStatus, cluster: &str, nodes: usize) -> bool {
+    status.clusters.get(cluster).is_some_and(|c| {
+        c.phase == capstan::status::Phase::Ready
+            && c.nodes.len() == nodes
+            && c.nodes.iter().all(|n| n.ready == Some(true))
+    })
+}
+
+/// The fleet condition `kind`: (status, reason).
+pub fn condition<'a>(status: &'a FleetStatus, kind: &str) -> Option<(&'a str, &'a str)> {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.kind == kind)
+        .map(|c| (c.status.as_str(), c.reason.as_str()))
 }

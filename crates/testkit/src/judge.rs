@@ -1,12 +1,8 @@
 //! Third-party programs that judge the lab and capstan from outside (the stock kubectl, curl,
 //! openssl, Debian's python3-proxmoxer, python3-github, gh, mariadb-server, gnupg and OpenSSH's
-//! ssh-keygen). A test that needs
-//! one asks [`present`] first: on a machine without it the test says what it skipped and how to
-//! install it, and passes; with
+//! ssh-keygen). A test that needs one asks [`present`] first: on a machine without it the test
+//! says what it skipped (naming itself) and how to install it, and passes; with
 //! `CAPSTAN_REQUIRE_JUDGES=1` (CI sets it) a missing judge fails the test, so CI never skips.
-
-// Each test binary that includes this file uses only some of the judges.
-#![allow(dead_code)]
 
 use std::io::Write as _;
 use std::process::{Command, Stdio};
@@ -94,8 +90,9 @@ impl Judge {
 
 /// Whether every judge in `judges` is installed. When one is not, says on the terminal (past
 /// the test harness's capture, so a passing run still shows it) which test skipped and why;
-/// panics instead when `CAPSTAN_REQUIRE_JUDGES` is set.
-pub fn present(test: &str, judges: &[Judge]) -> bool {
+/// panics instead when `CAPSTAN_REQUIRE_JUDGES` is set. The test is named after the thread
+/// the test harness runs it on (see [`test_name`]).
+pub fn present(judges: &[Judge]) -> bool {
     let missing: Vec<Judge> = judges
         .iter()
         .copied()
@@ -104,6 +101,7 @@ pub fn present(test: &str, judges: &[Judge]) -> bool {
     if missing.is_empty() {
         return true;
     }
+    let test = test_name();
     let list = missing
         .iter()
         .map(|judge| format!("{} ({})", judge.name(), judge.install_hint()))
@@ -115,4 +113,37 @@ pub fn present(test: &str, judges: &[Judge]) -> bool {
     );
     let _ = writeln!(std::io::stderr(), "skipped {test}: missing {list}");
     false
+}
+
+/// The name of the running test: the test harness runs each test on a thread named after it
+/// (`module::test_name`); "a test" on any other thread (a task of a multi-thread runtime).
+pub fn test_name() -> String {
+    match std::thread::current().name() {
+        Some(name) if name != "main" && !name.starts_with("tokio-runtime") => name.to_owned(),
+        _ => "a test".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_test_is_named_after_its_thread() {
+        assert_eq!(
+            test_name(),
+            "judge::tests::a_test_is_named_after_its_thread"
+        );
+    }
+
+    #[test]
+    fn a_thread_of_its_own_has_no_test_name() {
+        let name = std::thread::Builder::new()
+            .name("tokio-runtime-worker".to_owned())
+            .spawn(test_name)
+            .expect("a thread")
+            .join()
+            .expect("it ends");
+        assert_eq!(name, "a test");
+    }
 }

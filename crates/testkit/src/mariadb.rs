@@ -3,9 +3,6 @@
 //! test. Its `root` user reached over TCP has a password, as a homelab's MariaDB does; the
 //! socket (as the OS user root) is how the harness itself sets that up and looks inside.
 
-// Each test binary that includes this file uses only some of it.
-#![allow(dead_code)]
-
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

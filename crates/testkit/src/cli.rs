@@ -1,6 +1,5 @@
-//! Helpers shared by the integration tests: a scratch copy of `examples-repo/` to break on
-//! purpose, and running the real `capstan` binary on it.
-#![allow(dead_code)]
+//! The command line as users run it: a scratch copy of `examples-repo/` to break on purpose,
+//! and the real `capstan` binary run on it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -59,7 +58,7 @@ impl ScratchRepo {
 
 /// The repository's `examples-repo/`.
 pub fn examples_repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples-repo")
+    workspace().join("examples-repo")
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -86,6 +85,16 @@ pub struct Run {
 }
 
 impl Run {
+    /// Runs `command` (the binary, see [`command`]) to its end.
+    pub fn of(command: &mut Command) -> Run {
+        let output = command.output().expect("run capstan");
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
     /// Asserts that stdout holds `needle`, printing everything when it does not.
     pub fn assert_reports(&self, needle: &str) -> &Self {
         assert!(
@@ -108,15 +117,40 @@ impl Run {
     }
 }
 
+/// The workspace's root folder.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The `capstan` binary Cargo built for the running test: `CARGO_BIN_EXE_capstan` when Cargo
+/// sets it, else beside the test binary's `deps/` folder (where Cargo puts it).
+pub fn binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("CARGO_BIN_EXE_capstan") {
+        return PathBuf::from(path);
+    }
+    let test = std::env::current_exe().expect("the test binary's path");
+    let deps = test.parent().expect("the test binary's folder");
+    let profile = if deps.ends_with("deps") {
+        deps.parent().expect("the profile folder")
+    } else {
+        deps
+    };
+    profile.join(format!("capstan{}", std::env::consts::EXE_SUFFIX))
+}
+
+/// The `capstan` binary as a command, to add arguments to.
+pub fn command() -> Command {
+    Command::new(binary())
+}
+
 /// Runs the `capstan` binary with `args`.
 pub fn capstan(args: &[&str]) -> Run {
-    let output = Command::new(env!("CARGO_BIN_EXE_capstan"))
-        .args(args)
-        .output()
-        .expect("run capstan");
-    Run {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+    Run::of(command().args(args))
+}
+
+/// Runs the `capstan` binary with `args`, failing the test unless it succeeds; its stdout.
+pub fn capstan_ok(args: &[&str]) -> String {
+    let run = capstan(args);
+    run.assert_code(0);
+    run.stdout
 }

@@ -428,7 +428,8 @@ impl<Pr: Providers> Daemon<Pr> {
         };
         self.poll_interval = Some(desired.fleet.poll_interval.0);
         if let Some(notifier) = &mut self.notifier {
-            notifier.configure(&desired.fleet.notifications, &self.board, &self.leadership);
+            let outcomes: Arc<dyn crate::notify::Outcomes> = self.board.clone();
+            notifier.configure(&desired.fleet.notifications, &outcomes, &self.leadership);
         }
         self.tracker.follow_poll_interval(
             self.options

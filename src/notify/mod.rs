@@ -37,7 +37,6 @@ use tokio::sync::{mpsc, watch};
 
 use crate::backoff::Backoff;
 use crate::clock::Clock;
-use crate::daemon::StatusBoard;
 use crate::leader::Leadership;
 use crate::secrets::{SecretReader, SecretUse};
 use crate::status::{FleetStatus, StepRecord};
@@ -91,6 +90,26 @@ impl Default for NotifyOptions {
     }
 }
 
+/// Where delivery outcomes are counted: the daemon's metrics
+/// (`capstan_notifications_total{provider,outcome}`).
+pub trait Outcomes: Send + Sync {
+    /// Counts one `outcome` of `provider`.
+    fn count(&self, provider: &str, outcome: &'static str);
+}
+
+impl Outcomes for crate::metrics::Metrics {
+    fn count(&self, provider: &str, outcome: &'static str) {
+        self.count_notification(provider, outcome);
+    }
+}
+
+/// Counts nowhere (a notifier not configured yet).
+struct Uncounted;
+
+impl Outcomes for Uncounted {
+    fn count(&self, _: &str, _: &'static str) {}
+}
+
 /// What one provider task needs.
 #[derive(Clone)]
 struct Target {
@@ -100,13 +119,13 @@ struct Target {
     signing_key: Option<String>,
     client: reqwest::Client,
     options: NotifyOptions,
-    board: Arc<StatusBoard>,
+    outcomes: Arc<dyn Outcomes>,
     leadership: Arc<Leadership>,
 }
 
 impl Target {
     fn count(&self, outcome: &'static str) {
-        self.board.metrics().count_notification(&self.name, outcome);
+        self.outcomes.count(&self.name, outcome);
     }
 }
 
@@ -129,7 +148,7 @@ pub struct Notifier {
     options: NotifyOptions,
     clock: Arc<dyn Clock>,
     /// Where outcomes are counted, and who may send (the daemon's, as of [`Notifier::configure`]).
-    board: Arc<StatusBoard>,
+    outcomes: Arc<dyn Outcomes>,
     leadership: Arc<Leadership>,
     client: Option<reqwest::Client>,
     /// The configuration the running providers were made from.
@@ -146,7 +165,7 @@ impl Notifier {
             reader,
             options,
             clock,
-            board: Arc::default(),
+            outcomes: Arc::new(Uncounted),
             leadership: Arc::new(Leadership::always(String::new())),
             client: None,
             configured: None,
@@ -155,23 +174,23 @@ impl Notifier {
         }
     }
 
-    /// Follows `notifications` (a revision's), counting into `board`'s metrics and sending
+    /// Follows `notifications` (a revision's), counting into `outcomes` and sending
     /// only while `leadership` leads: the providers are made again when any of them changed
     /// (their secrets read again), left running otherwise. A provider whose secret cannot be
     /// read, or whose address is refused, is left out with a warning in the log.
     pub fn configure(
         &mut self,
         notifications: &Notifications,
-        board: &Arc<StatusBoard>,
+        outcomes: &Arc<dyn Outcomes>,
         leadership: &Arc<Leadership>,
     ) {
         if self.configured.as_ref() == Some(notifications)
-            && Arc::ptr_eq(&self.board, board)
+            && Arc::ptr_eq(&self.outcomes, outcomes)
             && Arc::ptr_eq(&self.leadership, leadership)
         {
             return;
         }
-        self.board = Arc::clone(board);
+        self.outcomes = Arc::clone(outcomes);
         self.leadership = Arc::clone(leadership);
         self.running.clear();
         self.alerts.clone_from(&notifications.alerts);
@@ -184,9 +203,7 @@ impl Notifier {
                 }
                 Err(why) => {
                     tracing::warn!(provider = %name, error = %crate::redact::message(&why), "notification provider left out");
-                    self.board
-                        .metrics()
-                        .count_notification(name, "unconfigured");
+                    self.outcomes.count(name, "unconfigured");
                 }
             }
         }
@@ -245,7 +262,7 @@ impl Notifier {
             signing_key,
             client,
             options: self.options.clone(),
-            board: Arc::clone(&self.board),
+            outcomes: Arc::clone(&self.outcomes),
             leadership: Arc::clone(&self.leadership),
         })
     }
@@ -337,7 +354,7 @@ impl Notifier {
             }
             if events.try_send(event.clone()).is_err() {
                 tracing::warn!(provider = %name, kind = event.kind.name(), "notification queue full; event dropped");
-                self.board.metrics().count_notification(name, "dropped");
+                self.outcomes.count(name, "dropped");
             }
         }
     }

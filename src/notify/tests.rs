@@ -118,15 +118,16 @@ fn fast() -> NotifyOptions {
     }
 }
 
-fn configure(notifier: &mut Notifier, yaml: &str) -> Arc<crate::daemon::StatusBoard> {
+fn configure(notifier: &mut Notifier, yaml: &str) -> Arc<crate::metrics::Metrics> {
     let notifications: Notifications = serde_saphyr::from_str(yaml).expect("notifications");
-    let board = Arc::new(crate::daemon::StatusBoard::default());
+    let metrics = Arc::new(crate::metrics::Metrics::new(Arc::default(), Arc::default()));
+    let outcomes: Arc<dyn Outcomes> = metrics.clone();
     notifier.configure(
         &notifications,
-        &board,
+        &outcomes,
         &Arc::new(Leadership::always(String::new())),
     );
-    board
+    metrics
 }
 
 fn cluster(phase: Phase) -> ClusterStatus {
@@ -213,7 +214,7 @@ async fn a_429_is_retried_once_its_retry_after_has_passed_and_the_event_arrives_
         "mentions are escaped: {text}"
     );
     assert_no_secret(&got[1].body, &slack);
-    let metrics = board.metrics();
+    let metrics = board;
     assert_eq!(metrics.notifications("chat", "sent"), 1);
     assert_eq!(metrics.notifications("chat", "rate_limited"), 1);
 }
@@ -282,7 +283,7 @@ alerts:
         "the latest: {}",
         bodies[1]
     );
-    assert_eq!(board.metrics().notifications("hook", "folded"), 2);
+    assert_eq!(board.notifications("hook", "folded"), 2);
     for request in &got {
         let signature = request
             .headers
@@ -319,7 +320,7 @@ async fn a_redirect_is_not_followed_and_a_refusal_is_not_retried() {
     hook.wait_for(2).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(hook.got().len(), 2);
-    assert_eq!(board.metrics().notifications("chat", "rejected"), 2);
+    assert_eq!(board.notifications("chat", "rejected"), 2);
 }
 
 #[tokio::test]
@@ -336,7 +337,7 @@ async fn a_webhook_url_over_plain_http_to_another_host_is_refused() {
         "providers:\n  chat: {type: slack, addressFrom: {env: CAPSTAN_NOTIFICATION_CHAT_ADDRESS}}\nalerts:\n  - providers: [chat]\n",
     );
     assert!(!notifier.is_active());
-    assert_eq!(board.metrics().notifications("chat", "unconfigured"), 1);
+    assert_eq!(board.notifications("chat", "unconfigured"), 1);
 }
 
 #[tokio::test]
@@ -382,4 +383,101 @@ async fn alertmanager_is_told_while_an_alert_fires_and_once_more_when_it_resolve
         before + 1,
         "nothing fires: nothing more is posted"
     );
+}
+
+/// Checks `body` against what the receiver of `kind` documents: required fields, their types
+/// and their size limits.
+fn check_format(kind: &str, body: &serde_json::Value) {
+    let chars = |value: &serde_json::Value| value.as_str().map(|s| s.chars().count());
+    match kind {
+        "slack" => {
+            assert!(chars(&body["text"]).is_some_and(|n| (1..=40_000).contains(&n)));
+            let blocks = body["blocks"].as_array().expect("blocks is an array");
+            assert!(!blocks.is_empty() && blocks.len() <= 50);
+            for block in blocks {
+                match block["type"].as_str() {
+                    Some("section") => {
+                        assert_eq!(block["text"]["type"], "mrkdwn");
+                        assert!(chars(&block["text"]["text"]).is_some_and(|n| n <= 3_000));
+                    }
+                    Some("context") => {
+                        let elements = block["elements"].as_array().expect("elements");
+                        assert!(!elements.is_empty() && elements.len() <= 10);
+                    }
+                    other => panic!("unexpected block {other:?}"),
+                }
+            }
+        }
+        "msteams" => {
+            assert_eq!(body["type"], "message");
+            let attachments = body["attachments"].as_array().expect("attachments");
+            assert_eq!(attachments.len(), 1);
+            assert_eq!(
+                attachments[0]["contentType"],
+                "application/vnd.microsoft.card.adaptive"
+            );
+            let card = &attachments[0]["content"];
+            assert_eq!(card["type"], "AdaptiveCard");
+            assert!(card["version"].is_string());
+            let blocks = card["body"].as_array().expect("card body");
+            assert!(
+                blocks
+                    .iter()
+                    .all(|b| b["type"] == "TextBlock" && b["text"].is_string())
+            );
+            assert!(
+                body.to_string().len() < 28 * 1024,
+                "Teams takes at most 28 KB"
+            );
+        }
+        "discord" => {
+            assert!(chars(&body["content"]).is_some_and(|n| n <= 2_000));
+            let embeds = body["embeds"].as_array().expect("embeds");
+            assert!(embeds.len() <= 10);
+            let mut total = 0;
+            for embed in embeds {
+                let title = chars(&embed["title"]).expect("title");
+                let description = chars(&embed["description"]).expect("description");
+                assert!(title <= 256 && description <= 4_096);
+                assert!(embed["color"].is_u64());
+                total += title + description + chars(&embed["footer"]["text"]).unwrap_or(0);
+            }
+            assert!(
+                total <= 6_000,
+                "an embed's text is at most 6,000 characters"
+            );
+            assert_eq!(body["allowed_mentions"]["parse"], serde_json::json!([]));
+        }
+        other => panic!("no format for {other}"),
+    }
+}
+
+#[tokio::test]
+async fn slack_teams_and_discord_receive_bodies_in_their_documented_formats() {
+    for kind in ["slack", "msteams", "discord"] {
+        let receiver = Receiver::start(Vec::new()).await;
+        let mut notifier = notifier(
+            BTreeMap::from([(
+                "CAPSTAN_NOTIFICATION_CHAT_ADDRESS".to_owned(),
+                receiver.url.clone(),
+            )]),
+            fast(),
+        );
+        configure(
+            &mut notifier,
+            &format!(
+                "providers:\n  chat: {{type: {kind}, addressFrom: {{env: CAPSTAN_NOTIFICATION_CHAT_ADDRESS}}}}\nalerts:\n  - providers: [chat]\n"
+            ),
+        );
+        let mut blocked = fleet(Phase::Blocked);
+        // A message far past every limit: a VM's error text can be anything.
+        if let Some(cluster) = blocked.clusters.get_mut("prod") {
+            cluster.conditions[0].message = "x".repeat(60_000);
+        }
+        notifier.status_published(&fleet(Phase::Updating), &blocked);
+        let got = receiver.wait_for(1).await;
+        let body: serde_json::Value = serde_json::from_str(&got[0].body).expect("JSON");
+        check_format(kind, &body);
+        assert_no_secret(&got[0].body, &receiver);
+    }
 }

@@ -20,6 +20,7 @@ mod maintenance;
 pub mod notifications;
 mod parse;
 pub mod remediation;
+mod secret_source;
 pub mod types;
 pub mod validate;
 pub mod values;

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::diagnostic::{Diagnostic, SourceFile};
 use super::limits::{MAX_ALERT_SELECTORS, MAX_ALERTS, MAX_NOTIFICATION_PROVIDERS};
-use super::types::SecretSource;
+use super::secret_source::SecretSource;
 use super::values::is_dns1123_label;
 
 /// Where and what capstan notifies.

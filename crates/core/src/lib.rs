@@ -24,4 +24,5 @@ pub mod plan;
 pub mod preview;
 pub mod spec;
 pub mod status;
+pub mod talos;
 pub mod workloads;

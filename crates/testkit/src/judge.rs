@@ -1,6 +1,6 @@
 //! Third-party programs that judge the lab and capstan from outside (the stock kubectl, curl,
-//! openssl, Debian's python3-proxmoxer, python3-github, gh, mariadb-server, gnupg and OpenSSH's
-//! ssh-keygen). A test that needs one asks [`present`] first: on a machine without it the test
+//! openssl, Debian's python3-proxmoxer, python3-github, gh, mariadb-server, gnupg, xorriso
+//! and OpenSSH's ssh-keygen). A test that needs one asks [`present`] first: on a machine without it the test
 //! says what it skipped (naming itself) and how to install it, and passes; with
 //! `CAPSTAN_REQUIRE_JUDGES=1` (CI sets it) a missing judge fails the test, so CI never skips.
 
@@ -32,6 +32,8 @@ pub enum Judge {
     /// OpenSSH's `ssh-keygen` (Debian's `openssh-client`): `git` signs and verifies SSH
     /// signatures through it.
     SshKeygen,
+    /// GNU xorriso (Debian's `xorriso`): reads ISO 9660 images capstan writes.
+    Xorriso,
 }
 
 impl Judge {
@@ -47,6 +49,7 @@ impl Judge {
             Judge::Alertmanager => "prometheus-alertmanager",
             Judge::Gpg => "gpg",
             Judge::SshKeygen => "ssh-keygen",
+            Judge::Xorriso => "xorriso",
         }
     }
 
@@ -62,6 +65,7 @@ impl Judge {
             Judge::Alertmanager => "apt-get install prometheus-alertmanager",
             Judge::Gpg => "apt-get install gnupg",
             Judge::SshKeygen => "apt-get install openssh-client",
+            Judge::Xorriso => "apt-get install xorriso",
         }
     }
 
@@ -78,6 +82,7 @@ impl Judge {
             Judge::Gpg => ("gpg", &["--version"]),
             // `ssh-keygen` has no version flag; `-Y` with no operation fails only when absent.
             Judge::SshKeygen => ("sh", &["-c", "command -v ssh-keygen"]),
+            Judge::Xorriso => ("xorriso", &["-version"]),
         };
         Command::new(program)
             .args(args)
@@ -88,7 +93,7 @@ impl Judge {
     }
 
     fn is_installed(self) -> bool {
-        static FOUND: [OnceLock<bool>; 9] = [const { OnceLock::new() }; 9];
+        static FOUND: [OnceLock<bool>; 10] = [const { OnceLock::new() }; 10];
         *FOUND[self as usize].get_or_init(|| self.probe())
     }
 }

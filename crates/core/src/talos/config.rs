@@ -1,0 +1,170 @@
+//! Talos machine configs (pure): the v1alpha1 document and the network documents beside it,
+//! rendered from the secrets bundle and the facts, for a control plane or a worker.
+//!
+//! Every config is one YAML stream of documents, all valid under Talos v1.13.9's published
+//! schema (`reference/config.schema.json`; the tests validate every rendering against it):
+//! - `v1alpha1`: the machine (type, trustd token, the OS CA, certificate SANs, kubelet, install
+//!   disk and image) and the cluster (name, endpoint, network, bootstrap token, CAs, images);
+//! - `HostnameConfig`: the hostname (Talos 1.13 has no `machine.network`);
+//! - `LinkAliasConfig`: names the interface with the node's MAC address `net0`, so what
+//!   follows does not depend on the name Linux gives it;
+//! - `Layer2VIPConfig` (control planes): the endpoint address, announced on `net0` by one
+//!   control plane at a time (Talos's own VIP, not kube-vip).
+//!
+//! Workers get only what they need: the CA certificates without their keys, no etcd,
+//! aggregator, service-account or encryption secret.
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+use super::facts::{ClusterFacts, FactsProblem, MachineRole, NodeFacts};
+use super::secrets::{BundleShape, CertificateAuthority, SecretsBundle};
+
+/// The alias the node's interface gets, named by its MAC address.
+pub const LINK_ALIAS: &str = "net0";
+
+/// Kubernetes's own image registry, where Talos takes the control-plane images from.
+const KUBERNETES_REGISTRY: &str = "registry.k8s.io";
+
+/// A config that cannot be rendered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RenderProblem {
+    /// The facts are not valid.
+    #[error("cannot render a Talos machine config")]
+    Facts(#[source] FactsProblem),
+    /// The secrets bundle is malformed.
+    #[error("cannot render a Talos machine config")]
+    Bundle(#[source] BundleShape),
+    /// The YAML serializer refused a document (a defect: every value here is a string, number
+    /// or boolean).
+    #[error("cannot write the Talos machine config as YAML: {0}")]
+    Yaml(String),
+}
+
+/// The machine config for one node: a YAML stream of documents (see the module's docs).
+///
+/// # Errors
+///
+/// [`RenderProblem`] when the facts or the bundle are not valid.
+pub fn render_machine_config(
+    cluster: &ClusterFacts,
+    node: &NodeFacts,
+    secrets: &SecretsBundle,
+) -> Result<String, RenderProblem> {
+    cluster.check().map_err(RenderProblem::Facts)?;
+    node.check().map_err(RenderProblem::Facts)?;
+    secrets.check().map_err(RenderProblem::Bundle)?;
+    let mut documents = vec![v1alpha1(cluster, node, secrets)];
+    documents.push(json!({
+        "apiVersion": "v1alpha1",
+        "kind": "HostnameConfig",
+        "hostname": node.hostname,
+    }));
+    documents.push(json!({
+        "apiVersion": "v1alpha1",
+        "kind": "LinkAliasConfig",
+        "name": LINK_ALIAS,
+        "selector": {"match": format!("mac(link.permanent_addr) == \"{}\"", node.mac_address)},
+    }));
+    if node.role == MachineRole::ControlPlane {
+        documents.push(json!({
+            "apiVersion": "v1alpha1",
+            "kind": "Layer2VIPConfig",
+            "name": cluster.endpoint_address.to_string(),
+            "link": LINK_ALIAS,
+        }));
+    }
+    let mut out = String::new();
+    for document in &documents {
+        let yaml = serde_saphyr::to_string(document)
+            .map_err(|err| RenderProblem::Yaml(err.to_string()))?;
+        out.push_str("---\n");
+        out.push_str(&yaml);
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    Ok(out)
+}
+
+fn v1alpha1(cluster: &ClusterFacts, node: &NodeFacts, secrets: &SecretsBundle) -> Value {
+    let is_control_plane = node.role == MachineRole::ControlPlane;
+    let kubernetes = format!("v{}", cluster.kubernetes_version);
+    let installer = cluster
+        .installer_image
+        .clone()
+        .unwrap_or_else(|| format!("ghcr.io/siderolabs/installer:{}", cluster.talos_version));
+    // The endpoint's name and address in the Talos API's and the API server's certificates,
+    // so clients may use either.
+    let sans = json!([cluster.endpoint_host, cluster.endpoint_address.to_string()]);
+    let machine = json!({
+        "type": node.role.as_talos(),
+        "token": secrets.trustd_token,
+        "ca": authority(&secrets.os_ca, is_control_plane),
+        "certSANs": sans,
+        "kubelet": {
+            "image": format!("ghcr.io/siderolabs/kubelet:{kubernetes}"),
+            "defaultRuntimeSeccompProfileEnabled": true,
+        },
+        "install": {
+            "disk": node.install_disk,
+            "image": installer,
+            "wipe": false,
+        },
+    });
+    let mut cluster_section = json!({
+        "id": secrets.cluster_id,
+        "secret": secrets.cluster_secret,
+        "controlPlane": {"endpoint": cluster.endpoint_url()},
+        "clusterName": cluster.cluster_name,
+        "network": {
+            "dnsDomain": "cluster.local",
+            "podSubnets": ["10.244.0.0/16"],
+            "serviceSubnets": ["10.96.0.0/12"],
+        },
+        "token": secrets.bootstrap_token,
+        "ca": authority(&secrets.kubernetes_ca, is_control_plane),
+        "proxy": {"image": format!("{KUBERNETES_REGISTRY}/kube-proxy:{kubernetes}")},
+        // Membership comes from the endpoint and etcd, not from Talos's discovery service
+        // (an outside service an air-gapped site cannot reach).
+        "discovery": {"enabled": false},
+    });
+    if is_control_plane && let Value::Object(section) = &mut cluster_section {
+        let control_plane_only = json!({
+            "secretboxEncryptionSecret": secrets.secretbox_encryption_secret,
+            "aggregatorCA": authority(&secrets.aggregator_ca, true),
+            "serviceAccount": {"key": base64_of(&secrets.service_account_key_pem)},
+            "apiServer": {
+                "image": format!("{KUBERNETES_REGISTRY}/kube-apiserver:{kubernetes}"),
+                "certSANs": sans,
+            },
+            "controllerManager": {
+                "image": format!("{KUBERNETES_REGISTRY}/kube-controller-manager:{kubernetes}"),
+            },
+            "scheduler": {"image": format!("{KUBERNETES_REGISTRY}/kube-scheduler:{kubernetes}")},
+            "etcd": {"ca": authority(&secrets.etcd_ca, true)},
+        });
+        if let Value::Object(extra) = control_plane_only {
+            section.extend(extra);
+        }
+    }
+    json!({
+        "version": "v1alpha1",
+        "debug": false,
+        "machine": machine,
+        "cluster": cluster_section,
+    })
+}
+
+/// A CA as Talos writes it: base64 of the PEM; the key only where the node signs with it.
+fn authority(ca: &CertificateAuthority, with_key: bool) -> Value {
+    if with_key {
+        json!({"crt": base64_of(&ca.certificate_pem), "key": base64_of(&ca.key_pem)})
+    } else {
+        json!({"crt": base64_of(&ca.certificate_pem)})
+    }
+}
+
+fn base64_of(text: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(text.as_bytes())
+}

@@ -1,0 +1,29 @@
+//! Talos Linux, purely: the Talos/Kubernetes support window (`versions`), the secrets bundle
+//! as data (`secrets`), the facts a machine config is made from (`facts`) and the machine
+//! configs themselves (`config`), and the NoCloud `cidata` volume that delivers one (`nocloud`,
+//! written by a small ISO 9660 writer, `iso9660`), each a function of its inputs. The daemon generates the
+//! bundle (core takes no randomness) and delivers the configs.
+//!
+//! `reference/` holds Talos's published machine-config JSON schema (v1.13.9), which the tests
+//! validate every rendered config against; its README names the source and the sha256.
+//!
+//! Talos is not a distribution a cluster file can ask for yet: nothing in `spec` accepts it
+//! until the executor and the lab can build one.
+
+pub mod config;
+pub mod facts;
+pub mod iso9660;
+pub mod nocloud;
+pub mod secrets;
+pub mod versions;
+
+#[cfg(test)]
+pub(crate) mod fixtures;
+#[cfg(test)]
+mod tests;
+
+pub use config::{RenderProblem, render_machine_config};
+pub use facts::{ClusterFacts, FactsProblem, MacAddress, MachineRole, NodeFacts, StaticAddress};
+pub use nocloud::{CidataFiles, CidataProblem, cidata_files, cidata_image};
+pub use secrets::{BundleShape, CertificateAuthority, SecretsBundle};
+pub use versions::{TalosVersion, VersionSupport, check_support};

@@ -1,0 +1,386 @@
+//! Machine configs judged by Talos's published JSON schema: every rendering, for each role and
+//! for any valid facts (property test), is a stream of documents the schema accepts, and reads
+//! back with the cluster name, endpoint and role it was made for.
+
+use std::sync::OnceLock;
+
+use proptest::prelude::*;
+use serde_json::Value;
+
+use super::config::render_machine_config;
+use super::facts::{ClusterFacts, FactsProblem, MachineRole, NodeFacts, StaticAddress};
+use super::fixtures::{bundle, cluster, node};
+use super::versions::VersionSupport;
+
+/// Talos v1.13.9's machine-config schema, compiled once. The `jsonschema` crate judges rather
+/// than Debian's python3-jsonschema: it is already the workspace's schema judge (tests/cli), it
+/// supports the schema's draft 2020-12, and in-process the property test checks hundreds of
+/// configs in well under a second, where a Python process per config would take minutes.
+fn schema() -> &'static jsonschema::Validator {
+    static SCHEMA: OnceLock<jsonschema::Validator> = OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        let text = include_str!("reference/config.schema.json");
+        let schema: Value = serde_json::from_str(text).expect("the schema is JSON");
+        jsonschema::validator_for(&schema).expect("the schema compiles")
+    })
+}
+
+/// The documents of a YAML stream, each checked against the schema; panics naming the errors.
+fn schema_checked(config: &str) -> Vec<Value> {
+    let documents: Vec<Value> =
+        serde_saphyr::from_str_multiple(config).expect("the config is YAML");
+    for document in &documents {
+        let errors: Vec<String> = schema()
+            .iter_errors(document)
+            .map(|err| format!("{} at {}", err, err.instance_path()))
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "schema errors: {errors:#?}\nin\n{config}"
+        );
+    }
+    documents
+}
+
+fn kind(document: &Value) -> &str {
+    document["kind"].as_str().unwrap_or("v1alpha1")
+}
+
+fn kinds(documents: &[Value]) -> Vec<&str> {
+    documents.iter().map(kind).collect()
+}
+
+#[test]
+fn the_schema_refuses_what_talos_refuses() {
+    // The judge judges: a field Talos does not know, or a wrong machine type, fails.
+    let config =
+        render_machine_config(&cluster(), &node(MachineRole::Worker), &bundle()).expect("renders");
+    let mut documents: Vec<Value> = serde_saphyr::from_str_multiple(&config).expect("YAML");
+    documents[0]["machine"]["type"] = "init".into();
+    assert!(!schema().is_valid(&documents[0]));
+    documents[0]["machine"]["type"] = "worker".into();
+    documents[0]["machine"]["network"] = serde_json::json!({"hostname": "x"});
+    assert!(!schema().is_valid(&documents[0]));
+}
+
+#[test]
+fn a_control_plane_config_is_valid_and_announces_the_vip_on_its_own_link() {
+    let config = render_machine_config(&cluster(), &node(MachineRole::ControlPlane), &bundle())
+        .expect("renders");
+    let documents = schema_checked(&config);
+    assert_eq!(
+        kinds(&documents),
+        [
+            "v1alpha1",
+            "HostnameConfig",
+            "LinkAliasConfig",
+            "Layer2VIPConfig"
+        ]
+    );
+    let [v1, hostname, alias, vip] = &documents[..] else {
+        unreachable!("four documents")
+    };
+    assert_eq!(v1["machine"]["type"], "controlplane");
+    assert_eq!(
+        v1["cluster"]["controlPlane"]["endpoint"],
+        "https://k8s-talos.lab.example:6443"
+    );
+    let sans = serde_json::json!(["k8s-talos.lab.example", "10.20.0.10"]);
+    assert_eq!(v1["machine"]["certSANs"], sans);
+    assert_eq!(v1["cluster"]["apiServer"]["certSANs"], sans);
+    assert_eq!(
+        v1["cluster"]["apiServer"]["image"],
+        "registry.k8s.io/kube-apiserver:v1.36.3"
+    );
+    assert_eq!(
+        v1["machine"]["kubelet"]["image"],
+        "ghcr.io/siderolabs/kubelet:v1.36.3"
+    );
+    assert_eq!(
+        v1["machine"]["install"]["image"],
+        "ghcr.io/siderolabs/installer:v1.13.9"
+    );
+    assert_eq!(v1["machine"]["install"]["disk"], "/dev/sda");
+    assert_eq!(hostname["hostname"], "talos-prod-cp-1");
+    assert_eq!(alias["name"], "net0");
+    assert_eq!(
+        alias["selector"]["match"],
+        r#"mac(link.permanent_addr) == "bc:24:11:00:00:01""#
+    );
+    assert_eq!(vip["name"], "10.20.0.10");
+    assert_eq!(vip["link"], "net0");
+}
+
+#[test]
+fn a_control_plane_carries_every_ca_key_as_base64_pem() {
+    use base64::Engine as _;
+    let config = render_machine_config(&cluster(), &node(MachineRole::ControlPlane), &bundle())
+        .expect("renders");
+    let v1 = &schema_checked(&config)[0];
+    let decode = |value: &Value| {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(value.as_str().expect("a string"))
+            .expect("base64");
+        String::from_utf8(bytes).expect("UTF-8")
+    };
+    let secrets = bundle();
+    assert_eq!(decode(&v1["machine"]["ca"]["key"]), secrets.os_ca.key_pem);
+    assert_eq!(
+        decode(&v1["cluster"]["ca"]["crt"]),
+        secrets.kubernetes_ca.certificate_pem
+    );
+    assert_eq!(
+        decode(&v1["cluster"]["etcd"]["ca"]["key"]),
+        secrets.etcd_ca.key_pem
+    );
+    assert_eq!(
+        decode(&v1["cluster"]["aggregatorCA"]["key"]),
+        secrets.aggregator_ca.key_pem
+    );
+    assert_eq!(
+        decode(&v1["cluster"]["serviceAccount"]["key"]),
+        secrets.service_account_key_pem
+    );
+    assert_eq!(
+        v1["cluster"]["secretboxEncryptionSecret"],
+        secrets.secretbox_encryption_secret.as_str()
+    );
+    assert_eq!(v1["machine"]["token"], secrets.trustd_token.as_str());
+    assert_eq!(v1["cluster"]["token"], secrets.bootstrap_token.as_str());
+}
+
+#[test]
+fn a_worker_config_is_valid_and_holds_no_ca_key_nor_control_plane_secret() {
+    let config =
+        render_machine_config(&cluster(), &node(MachineRole::Worker), &bundle()).expect("renders");
+    let documents = schema_checked(&config);
+    assert_eq!(
+        kinds(&documents),
+        ["v1alpha1", "HostnameConfig", "LinkAliasConfig"]
+    );
+    let v1 = &documents[0];
+    assert_eq!(v1["machine"]["type"], "worker");
+    assert_eq!(
+        v1["cluster"]["controlPlane"]["endpoint"],
+        "https://k8s-talos.lab.example:6443"
+    );
+    for secret in bundle().secret_values() {
+        let needs = [
+            bundle().trustd_token,
+            bundle().bootstrap_token,
+            bundle().cluster_id,
+            bundle().cluster_secret,
+        ];
+        if needs.iter().any(|needed| needed == secret) {
+            continue;
+        }
+        use base64::Engine as _;
+        let encoded = base64::engine::general_purpose::STANDARD.encode(secret);
+        assert!(
+            !config.contains(secret) && !config.contains(&encoded),
+            "a worker holds a control plane's secret"
+        );
+    }
+    assert!(v1["cluster"]["ca"].get("key").is_none());
+    assert!(v1["machine"]["ca"].get("key").is_none());
+}
+
+#[test]
+fn an_ipv6_endpoint_host_is_bracketed_in_the_url() {
+    let mut facts = cluster();
+    facts.endpoint_host = "fd00::10".into();
+    facts.endpoint_address = "fd00::10".parse().expect("an address");
+    let config = render_machine_config(&facts, &node(MachineRole::ControlPlane), &bundle())
+        .expect("renders");
+    let documents = schema_checked(&config);
+    assert_eq!(
+        documents[0]["cluster"]["controlPlane"]["endpoint"],
+        "https://[fd00::10]:6443"
+    );
+    assert_eq!(documents[3]["name"], "fd00::10");
+}
+
+#[test]
+fn an_unsupported_version_pair_is_refused_before_rendering() {
+    let mut facts = cluster();
+    facts.kubernetes_version = "1.30.2".parse().expect("a version");
+    let err = render_machine_config(&facts, &node(MachineRole::Worker), &bundle())
+        .expect_err("1.30 on Talos 1.13");
+    assert!(matches!(
+        err,
+        super::RenderProblem::Facts(FactsProblem::Versions(
+            VersionSupport::KubernetesOutsideWindow { .. }
+        ))
+    ));
+    assert_eq!(
+        capstan_error_chain(&err),
+        "cannot render a Talos machine config: Talos v1.13.9 does not support Kubernetes 1.30.2: it supports Kubernetes 1.31 to 1.36"
+    );
+}
+
+fn capstan_error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    crate::errors::error_chain(err)
+}
+
+/// A change made to valid facts.
+type FactsChange = dyn Fn(&mut ClusterFacts, &mut NodeFacts);
+
+#[test]
+fn invalid_facts_are_refused_naming_the_fact() {
+    let cases: Vec<(Box<FactsChange>, &str)> = vec![
+        (
+            Box::new(|c, _| c.cluster_name = "Prod_1".into()),
+            "the cluster name `Prod_1` is not a DNS label",
+        ),
+        (
+            Box::new(|c, _| c.endpoint_host = "k8s prod".into()),
+            "the endpoint host `k8s prod` is not a DNS name",
+        ),
+        (
+            Box::new(|_, n| n.hostname = "-cp".into()),
+            "the hostname `-cp` is not a DNS name",
+        ),
+        (
+            Box::new(|_, n| n.install_disk = "/dev/../etc".into()),
+            "the install disk `/dev/../etc` is not a device path",
+        ),
+        (
+            Box::new(|_, n| n.install_disk = "sda".into()),
+            "the install disk `sda` is not a device path",
+        ),
+        (
+            Box::new(|c, _| c.endpoint_port = 0),
+            "the endpoint port must be between 1 and 65535",
+        ),
+        (
+            Box::new(|c, _| c.installer_image = Some("a b".into())),
+            "the installer image `a b` is not an image reference",
+        ),
+        (
+            Box::new(|_, n| {
+                n.static_address = Some(StaticAddress {
+                    address: "10.20.0.50/24".parse().expect("net"),
+                    gateway: "10.30.0.1".parse().expect("ip"),
+                    nameservers: vec![],
+                })
+            }),
+            "the gateway 10.30.0.1 is not in the network of the static address 10.20.0.50/24",
+        ),
+        (
+            Box::new(|_, n| {
+                n.static_address = Some(StaticAddress {
+                    address: "10.20.0.0/24".parse().expect("net"),
+                    gateway: "10.20.0.1".parse().expect("ip"),
+                    nameservers: vec![],
+                })
+            }),
+            "the static address 10.20.0.0/24 is not a host address",
+        ),
+    ];
+    for (change, expected) in cases {
+        let (mut facts, mut machine) = (cluster(), node(MachineRole::ControlPlane));
+        change(&mut facts, &mut machine);
+        let err = render_machine_config(&facts, &machine, &bundle()).expect_err(expected);
+        let chain = capstan_error_chain(&err);
+        assert!(chain.contains(expected), "{chain} does not say {expected}");
+    }
+}
+
+#[test]
+fn rendering_is_deterministic() {
+    let render = || render_machine_config(&cluster(), &node(MachineRole::ControlPlane), &bundle());
+    assert_eq!(render(), render());
+}
+
+fn dns_label() -> impl Strategy<Value = String> {
+    "[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?"
+}
+
+fn dns_name() -> impl Strategy<Value = String> {
+    prop::collection::vec(dns_label(), 1..4).prop_map(|labels| labels.join("."))
+}
+
+fn ip_address() -> impl Strategy<Value = std::net::IpAddr> {
+    prop_oneof![
+        any::<[u8; 4]>().prop_map(std::net::IpAddr::from),
+        any::<[u16; 8]>().prop_map(std::net::IpAddr::from),
+    ]
+}
+
+fn static_address() -> impl Strategy<Value = Option<StaticAddress>> {
+    let fixed = (
+        any::<[u8; 4]>(),
+        8u8..=24,
+        1u32..100,
+        100u32..200,
+        prop::collection::vec(ip_address(), 0..3),
+    )
+        .prop_map(|(base, prefix, host, gateway, nameservers)| {
+            let network = u32::from_be_bytes(base) & (u32::MAX << (32 - prefix));
+            StaticAddress {
+                address: ipnet::IpNet::new(std::net::Ipv4Addr::from(network + host).into(), prefix)
+                    .expect("a prefix within 32"),
+                gateway: std::net::Ipv4Addr::from(network + gateway).into(),
+                nameservers,
+            }
+        });
+    prop::option::of(fixed)
+}
+
+prop_compose! {
+    fn facts()(
+        cluster_name in dns_label(),
+        endpoint_host in prop_oneof![dns_name(), ip_address().prop_map(|ip| ip.to_string())],
+        endpoint_address in ip_address(),
+        endpoint_port in 1u16..,
+        talos_minor in 0u32..=13,
+        talos_patch in 0u32..20,
+        kube_offset in 0u32..6,
+        kube_patch in 0u32..20,
+        installer in prop::option::of("[a-z0-9./:@-]{1,60}"),
+        is_control_plane in any::<bool>(),
+        hostname in dns_name(),
+        disk in "/dev/(sd|vd|nvme0n)[a-z1-9]",
+        mac in any::<[u8; 6]>(),
+        static_address in static_address(),
+    ) -> (ClusterFacts, NodeFacts) {
+        let kube_minor = talos_minor + 23 - kube_offset;
+        let cluster = ClusterFacts {
+            cluster_name,
+            endpoint_host,
+            endpoint_address,
+            endpoint_port,
+            kubernetes_version: format!("1.{kube_minor}.{kube_patch}").parse().expect("a version"),
+            talos_version: format!("v1.{talos_minor}.{talos_patch}").parse().expect("a version"),
+            installer_image: installer,
+        };
+        let node = NodeFacts {
+            role: if is_control_plane { MachineRole::ControlPlane } else { MachineRole::Worker },
+            hostname,
+            install_disk: disk,
+            mac_address: super::facts::MacAddress(mac),
+            static_address,
+        };
+        (cluster, node)
+    }
+}
+
+proptest! {
+    #[test]
+    fn any_valid_facts_render_a_config_the_schema_accepts_and_that_reads_back((cluster, node) in facts()) {
+        let config = render_machine_config(&cluster, &node, &bundle()).expect("valid facts render");
+        let documents = schema_checked(&config);
+        let v1 = &documents[0];
+        prop_assert_eq!(v1["cluster"]["clusterName"].as_str(), Some(cluster.cluster_name.as_str()));
+        let endpoint = cluster.endpoint_url();
+        prop_assert_eq!(v1["cluster"]["controlPlane"]["endpoint"].as_str(), Some(endpoint.as_str()));
+        prop_assert_eq!(v1["machine"]["type"].as_str(), Some(node.role.as_talos()));
+        let vips: Vec<&Value> = documents.iter().filter(|d| kind(d) == "Layer2VIPConfig").collect();
+        let expected_vips = usize::from(node.role == MachineRole::ControlPlane);
+        prop_assert_eq!(vips.len(), expected_vips);
+        let address = cluster.endpoint_address.to_string();
+        for vip in vips {
+            prop_assert_eq!(vip["name"].as_str(), Some(address.as_str()));
+        }
+    }
+}

@@ -27,6 +27,7 @@ pub mod forge;
 pub mod http_client;
 pub mod leader;
 pub mod metrics;
+pub mod notify;
 pub mod observe;
 pub mod providers;
 pub mod redact;

@@ -40,6 +40,13 @@ struct OutcomeLabels {
     outcome: &'static str,
 }
 
+/// Notifications by provider and outcome.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NotificationLabels {
+    provider: String,
+    outcome: &'static str,
+}
+
 /// Webhook requests by provider and result.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WebhookLabels {
@@ -174,6 +181,7 @@ pub struct Metrics {
     pass_guest_agent_calls: Gauge,
     steps: Family<StepLabels, Counter>,
     status_pushes: Family<OutcomeLabels, Counter>,
+    notifications: Family<NotificationLabels, Counter>,
     source: Arc<SourceMetrics>,
 }
 
@@ -212,6 +220,12 @@ impl Metrics {
             "Attempts to write the status branch, by outcome (pushed, unchanged, or why not)",
             status_pushes.clone(),
         );
+        let notifications = Family::default();
+        registry.register(
+            "capstan_notifications",
+            "Notifications by provider and outcome (sent, folded, rate_limited, retried, failed, rejected, dropped, not_leading, unconfigured)",
+            notifications.clone(),
+        );
         source.register(&mut registry);
         registry.register_collector(Box::new(ClusterMetrics(published)));
         Metrics {
@@ -221,6 +235,7 @@ impl Metrics {
             pass_guest_agent_calls,
             steps,
             status_pushes,
+            notifications,
             source,
         }
     }
@@ -296,6 +311,26 @@ impl Metrics {
     pub fn status_pushes(&self, outcome: &'static str) -> u64 {
         self.status_pushes
             .get(&OutcomeLabels { outcome })
+            .map_or(0, |counter| counter.get())
+    }
+
+    /// Counts a notification to `provider` by outcome.
+    pub fn count_notification(&self, provider: &str, outcome: &'static str) {
+        self.notifications
+            .get_or_create(&NotificationLabels {
+                provider: provider.to_owned(),
+                outcome,
+            })
+            .inc();
+    }
+
+    /// Notifications to `provider` with `outcome` so far.
+    pub fn notifications(&self, provider: &str, outcome: &'static str) -> u64 {
+        self.notifications
+            .get(&NotificationLabels {
+                provider: provider.to_owned(),
+                outcome,
+            })
             .map_or(0, |counter| counter.get())
     }
 

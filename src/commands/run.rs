@@ -248,6 +248,7 @@ pub fn run(args: &RunArgs, env: fn(&str) -> Option<String>) -> Result<Outcome, R
         status_branch,
         previews: previews.map(|(forge, git, verify)| (forge, git, fleet.poll_interval.0, verify)),
         preview_limits: args.preview_limits.limits(),
+        reader: reader.clone(),
     };
     runtime.block_on(async {
         let mut options = daemon_options(&folder, &args.daemon);
@@ -334,6 +335,8 @@ struct DaemonSource {
     )>,
     /// What planning a preview may take.
     preview_limits: crate::preview::Limits,
+    /// Reads the secrets of notification providers (their addresses and signing keys).
+    reader: SecretReader,
 }
 
 /// The forge `--previews` posts to; its token is remembered by the redactor, so the status
@@ -469,9 +472,15 @@ async fn serve_daemon(
         Some(management) => Actions::new(Box::new(InCluster(management)), true),
         None => Actions::default(),
     };
+    let notifier = crate::notify::Notifier::new(
+        source.reader.clone(),
+        crate::notify::NotifyOptions::default(),
+        Arc::clone(&clock),
+    );
     let mut daemon = Daemon::new(options, Arc::new(connections), Arc::clone(&clock))
         .with_actions(Arc::new(actions))
-        .with_progress(Box::new(std::io::stdout()));
+        .with_progress(Box::new(std::io::stdout()))
+        .with_notifier(notifier);
     if let Some((repository, writer_options)) = source.status_branch {
         daemon = daemon.with_status_branch(StatusWriter::new(
             repository,

@@ -421,6 +421,13 @@ impl crate::status_branch::Report for StatusBoard {
     }
 }
 
+/// Notifications count into the board's registry.
+impl crate::notify::Outcomes for StatusBoard {
+    fn count(&self, provider: &str, outcome: &'static str) {
+        self.metrics.count_notification(provider, outcome);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

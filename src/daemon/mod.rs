@@ -216,6 +216,8 @@ pub struct Daemon<Pr: Providers> {
     timings: timings::StepTimings,
     /// Runtime suspensions and `reconcile` requests, shared with the HTTP endpoint.
     actions: Arc<actions::Actions>,
+    /// Sends notifications, when the daemon was given one.
+    notifier: Option<crate::notify::Notifier>,
 }
 
 /// Source events kept in the status.
@@ -236,6 +238,7 @@ impl<Pr: Providers> Daemon<Pr> {
             status_out: None,
             timings: timings::StepTimings::default(),
             actions: Arc::default(),
+            notifier: None,
             observer: Observer::new(Arc::clone(&providers)),
             executor: Arc::new(Executor::new(providers, Arc::clone(&clock))),
             clock,
@@ -307,6 +310,13 @@ impl<Pr: Providers> Daemon<Pr> {
     /// the passes: a failure there is reported as `StatusPushed=False`, never stops them.
     pub fn with_status_branch(mut self, writer: StatusWriter) -> Self {
         self.status_writer = Some(writer);
+        self
+    }
+
+    /// Sends the notifications each revision's `notifications:` asks for, through `notifier`
+    /// (only while this replica leads; see [`crate::notify`]).
+    pub fn with_notifier(mut self, notifier: crate::notify::Notifier) -> Self {
+        self.notifier = Some(notifier);
         self
     }
 
@@ -447,6 +457,10 @@ impl<Pr: Providers> Daemon<Pr> {
             return self.repository_error(errors, Some(revision));
         };
         self.poll_interval = Some(desired.fleet.poll_interval.0);
+        if let Some(notifier) = &mut self.notifier {
+            let outcomes: Arc<dyn crate::notify::Outcomes> = self.board.clone();
+            notifier.configure(&desired.fleet.notifications, &outcomes, &self.leadership);
+        }
         self.tracker.follow_poll_interval(
             self.options
                 .poll_interval
@@ -607,12 +621,14 @@ impl<Pr: Providers> Daemon<Pr> {
     }
 
     fn repository_error(&mut self, errors: Vec<String>, revision: Option<String>) -> bool {
-        let mut status = self.board.status();
+        let previous = self.board.status();
+        let mut status = previous.clone();
         self.source_report(&mut status);
         status.repository_errors = errors;
         status.revision = revision.or(status.revision);
         status.updated = Some(self.clock.now());
         self.board.set(status);
+        self.notify_published(&previous);
         self.report_progress();
         self.feed_status_branch();
         self.in_flight.is_empty()
@@ -697,8 +713,16 @@ impl<Pr: Providers> Daemon<Pr> {
         }
         status.findings = plan.findings.iter().map(|f| f.message.clone()).collect();
         self.board.set(status);
+        self.notify_published(&previous);
         self.report_progress();
         self.feed_status_branch();
+    }
+
+    /// Hands the news between `previous` and the status just published to the notifier.
+    fn notify_published(&self, previous: &FleetStatus) {
+        if let Some(notifier) = &self.notifier {
+            notifier.status_published(previous, &self.board.status());
+        }
     }
 
     /// Hands the status just published to the status branch writer, while this replica leads:

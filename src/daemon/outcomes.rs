@@ -113,6 +113,7 @@ impl<Pr: Providers> Daemon<Pr> {
                         at: now,
                         revision: Some(finished.revision.clone()),
                     });
+                    self.notify_step(&finished.cluster);
                 }
                 Err(err) => {
                     let failure = Failure {
@@ -183,6 +184,17 @@ impl<Pr: Providers> Daemon<Pr> {
             at: self.clock.now(),
             revision: Some(revision),
         });
+        self.notify_step(cluster);
+    }
+
+    /// Hands the step `cluster` just finished to the notifier (a failure, a node fenced).
+    fn notify_step(&self, cluster: &str) {
+        if let (Some(notifier), Some(last)) = (
+            &self.notifier,
+            self.retries.get(cluster).and_then(|r| r.last.as_ref()),
+        ) {
+            notifier.step_finished(cluster, last);
+        }
     }
 }
 

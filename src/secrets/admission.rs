@@ -176,6 +176,15 @@ impl Admission {
                 policy.check(password, &server.admin_password_from),
             );
         }
+        // Receivers are real servers, with a lab as without one.
+        for (name, provider) in &fleet.notifications.providers {
+            let address = SecretUse::NotificationAddress(name);
+            check(address, policy.check(address, &provider.address_from));
+            if let Some(key) = &provider.signing_key_from {
+                let signing = SecretUse::NotificationSigningKey(name);
+                check(signing, policy.check(signing, key));
+            }
+        }
         out
     }
 

@@ -30,6 +30,12 @@ pub enum SecretUse<'a> {
     ManagementKubeconfig(&'a str),
     /// `spec.kubernetes.datastore.endpointFrom` of the cluster NAME: its kine DSN.
     KineDsn(&'a str),
+    /// `notifications.providers.NAME.addressFrom`: a receiver's address (a webhook URL is a
+    /// credential).
+    NotificationAddress(&'a str),
+    /// `notifications.providers.NAME.signingKeyFrom`: the key a generic receiver's payloads
+    /// are signed with.
+    NotificationSigningKey(&'a str),
 }
 
 impl SecretUse<'_> {
@@ -43,6 +49,12 @@ impl SecretUse<'_> {
                 format!("managementClusters.{name}.kubeconfigFrom")
             }
             SecretUse::KineDsn(_) => "spec.kubernetes.datastore.endpointFrom".to_owned(),
+            SecretUse::NotificationAddress(name) => {
+                format!("notifications.providers.{name}.addressFrom")
+            }
+            SecretUse::NotificationSigningKey(name) => {
+                format!("notifications.providers.{name}.signingKeyFrom")
+            }
         }
     }
 
@@ -58,6 +70,12 @@ impl SecretUse<'_> {
                 format!("the kubeconfig of management cluster `{name}`")
             }
             SecretUse::KineDsn(name) => format!("the kine DSN of cluster `{name}`"),
+            SecretUse::NotificationAddress(name) => {
+                format!("the address of notification provider `{name}`")
+            }
+            SecretUse::NotificationSigningKey(name) => {
+                format!("the signing key of notification provider `{name}`")
+            }
         }
     }
 
@@ -68,6 +86,9 @@ impl SecretUse<'_> {
             SecretUse::DatastorePassword(name) => ("datastores", name),
             SecretUse::ManagementKubeconfig(name) => ("managementClusters", name),
             SecretUse::KineDsn(name) => ("clusters", name),
+            SecretUse::NotificationAddress(name) | SecretUse::NotificationSigningKey(name) => {
+                ("notifications", name)
+            }
         };
         Path::new(kind).join(name)
     }
@@ -84,6 +105,8 @@ impl SecretUse<'_> {
             SecretUse::DatastorePassword(name) => ("DATASTORE", name, "PASSWORD"),
             SecretUse::ManagementKubeconfig(name) => ("MANAGEMENT", name, "KUBECONFIG"),
             SecretUse::KineDsn(name) => ("CLUSTER", name, "DATASTORE_ENDPOINT"),
+            SecretUse::NotificationAddress(name) => ("NOTIFICATION", name, "ADDRESS"),
+            SecretUse::NotificationSigningKey(name) => ("NOTIFICATION", name, "SIGNING_KEY"),
         };
         let name = name.to_ascii_uppercase().replace('-', "_");
         Some(format!("{prefix}{kind}_{name}_{field}"))
@@ -357,12 +380,18 @@ mod tests {
             SecretUse::KineDsn("homelab"),
             SecretUse::KineDsn("edge"),
             SecretUse::KineDsn("edge-2"),
+            SecretUse::NotificationAddress("homelab"),
+            SecretUse::NotificationSigningKey("homelab"),
         ];
         let names: BTreeSet<String> = uses.iter().filter_map(|u| u.variable("CAPSTAN_")).collect();
         assert_eq!(names.len(), uses.len());
         assert_eq!(
             SecretUse::ProxmoxToken("homelab").variable("CAPSTAN_"),
             Some("CAPSTAN_PROXMOX_HOMELAB_TOKEN".to_owned())
+        );
+        assert_eq!(
+            SecretUse::NotificationAddress("team-slack").variable("CAPSTAN_"),
+            Some("CAPSTAN_NOTIFICATION_TEAM_SLACK_ADDRESS".to_owned())
         );
         assert_eq!(
             SecretUse::KineDsn("edge-2").variable("FLEET_"),

@@ -15,6 +15,7 @@ mod hostile_guests;
 mod k3s;
 mod kubeconfig_trust;
 mod leader;
+mod notifications;
 mod observe_cost;
 mod preview_live;
 mod prune;

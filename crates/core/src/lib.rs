@@ -3,7 +3,8 @@
 //! observed state (`observed`), the planner (`plan`: desired × observed × policy × now → steps,
 //! and `plan::render` to print them), the status (`status`: conditions, the status branch's
 //! files, when to write them) and pull-request previews (`preview`: both revisions planned,
-//! compared, rendered as a comment), the domain identifiers (`model`) and fingerprints.
+//! compared, rendered as a comment), notifications (`notify`: events from two statuses, each
+//! receiver's payload), the domain identifiers (`model`) and fingerprints.
 //!
 //! spec → observed → plan → status / preview. The daemon (`capstan`) reads the sources,
 //! observes, executes and publishes; everything it decides in between is computed here.
@@ -17,6 +18,7 @@ pub mod clock;
 pub mod errors;
 pub mod fingerprint;
 pub mod model;
+pub mod notify;
 pub mod observed;
 pub mod plan;
 pub mod preview;

@@ -25,6 +25,8 @@ pub enum Judge {
     Gh,
     /// Debian's MariaDB server (`mariadb-install-db`, `mariadbd`, the `mariadb` client).
     Mariadb,
+    /// Debian's `prometheus-alertmanager` (the server, and `amtool` to query it).
+    Alertmanager,
     /// GnuPG's `gpg` (Debian's `gnupg`): signs commits, and judges them with `git verify-commit`.
     Gpg,
     /// OpenSSH's `ssh-keygen` (Debian's `openssh-client`): `git` signs and verifies SSH
@@ -44,6 +46,7 @@ impl Judge {
             Judge::PyGithub => "python3-github",
             Judge::Gh => "gh",
             Judge::Mariadb => "mariadb-server",
+            Judge::Alertmanager => "prometheus-alertmanager",
             Judge::Gpg => "gpg",
             Judge::SshKeygen => "ssh-keygen",
             Judge::Xorriso => "xorriso",
@@ -59,6 +62,7 @@ impl Judge {
             Judge::PyGithub => "apt-get install python3-github",
             Judge::Gh => "apt-get install gh",
             Judge::Mariadb => "apt-get install mariadb-server",
+            Judge::Alertmanager => "apt-get install prometheus-alertmanager",
             Judge::Gpg => "apt-get install gnupg",
             Judge::SshKeygen => "apt-get install openssh-client",
             Judge::Xorriso => "apt-get install xorriso",
@@ -74,6 +78,7 @@ impl Judge {
             Judge::PyGithub => ("/usr/bin/python3", &["-c", "import github"]),
             Judge::Gh => ("gh", &["--version"]),
             Judge::Mariadb => ("/usr/sbin/mariadbd", &["--version"]),
+            Judge::Alertmanager => ("amtool", &["--version"]),
             Judge::Gpg => ("gpg", &["--version"]),
             // `ssh-keygen` has no version flag; `-Y` with no operation fails only when absent.
             Judge::SshKeygen => ("sh", &["-c", "command -v ssh-keygen"]),

@@ -62,6 +62,7 @@ pub struct Setup {
     status_branch: Option<(Duration, Duration)>,
     leadership: Option<Arc<Leadership>>,
     http: bool,
+    notify: Option<capstan::notify::NotifyOptions>,
 }
 
 impl Default for Setup {
@@ -88,6 +89,7 @@ impl Setup {
             status_branch: None,
             leadership: None,
             http: false,
+            notify: None,
         }
     }
 
@@ -140,6 +142,14 @@ impl Setup {
     #[must_use]
     pub fn leadership(mut self, leadership: Arc<Leadership>) -> Setup {
         self.leadership = Some(leadership);
+        self
+    }
+
+    /// Sends the notifications the fleet's `notifications:` asks for, paced by `options`,
+    /// reading the receivers' addresses through [`World::secret_reader`].
+    #[must_use]
+    pub fn notify(mut self, options: capstan::notify::NotifyOptions) -> Setup {
+        self.notify = Some(options);
         self
     }
 
@@ -293,6 +303,13 @@ impl World {
         options.backoff = setup.backoff;
         let clock: Arc<dyn capstan::clock::Clock> = Arc::new(self.lab.clock().clone());
         let mut daemon = Daemon::new(options, Arc::new(wrap(connections)), Arc::clone(&clock));
+        if let Some(options) = &setup.notify {
+            daemon = daemon.with_notifier(capstan::notify::Notifier::new(
+                self.secret_reader.clone(),
+                options.clone(),
+                Arc::clone(&clock),
+            ));
+        }
         let mut hooks = axum::Router::new();
         if let (Some((source, metrics)), Some(follow)) = (source, &setup.follow) {
             daemon = daemon.with_tracker(Tracker::git(source, setup.poll_interval, setup.backoff));

@@ -262,3 +262,50 @@ fn a_preview_head_is_held_to_its_base() {
         .load(&files(&fleet_text("https://pve1.lab.example:8006"), vec![]));
     assert!(errors(&unchanged).is_empty());
 }
+
+#[test]
+fn a_notification_address_or_key_is_read_only_from_its_providers_own_source() {
+    let notifications = "notifications:
+  providers:
+    chat: {type: slack, addressFrom: {env: CAPSTAN_NOTIFICATION_CHAT_ADDRESS}}
+    hook:
+      type: generic
+      addressFrom: {env: CAPSTAN_NOTIFICATION_HOOK_ADDRESS}
+      signingKeyFrom: {env: CAPSTAN_NOTIFICATION_HOOK_SIGNING_KEY}
+  alerts:
+    - providers: [chat, hook]
+";
+    let fleet = format!(
+        "{}{notifications}",
+        fleet_text("https://pve1.lab.example:8006")
+    );
+    // A lab reads receivers' secrets too: they are real servers.
+    for admission in [real_fleet(), Admission::default()] {
+        let loaded = admission.load(&files(&fleet, vec![]));
+        assert!(errors(&loaded).is_empty(), "{}", loaded.diagnostics);
+        // A commit pointing the chat at the Proxmox token, or the key at the hook's address.
+        let stolen = fleet
+            .replace(
+                "CAPSTAN_NOTIFICATION_CHAT_ADDRESS",
+                "CAPSTAN_PROXMOX_HOMELAB_TOKEN",
+            )
+            .replace(
+                "CAPSTAN_NOTIFICATION_HOOK_SIGNING_KEY",
+                "CAPSTAN_NOTIFICATION_HOOK_ADDRESS",
+            );
+        let loaded = admission.load(&files(&stolen, vec![]));
+        assert!(loaded.desired.is_none(), "nothing of it is applied");
+        assert_eq!(
+            errors(&loaded)
+                .iter()
+                .map(|d| d.field.as_deref())
+                .collect::<Vec<_>>(),
+            [
+                Some("notifications.providers.chat.addressFrom"),
+                Some("notifications.providers.hook.signingKeyFrom")
+            ],
+            "{}",
+            loaded.diagnostics
+        );
+    }
+}

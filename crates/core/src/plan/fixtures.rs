@@ -233,6 +233,7 @@ pub fn desired(clusters: Vec<Cluster>) -> Desired {
             prune: false,
             status: StatusSettings::default(),
             poll_interval: HumanDuration::minutes(1),
+            notifications: crate::spec::Notifications::default(),
         },
         clusters: clusters
             .into_iter()

@@ -35,3 +35,11 @@ pub const MAX_CLUSTERS: usize = 1_000;
 /// Machines declared by all clusters of a repository: planning is linear in machines, and this
 /// keeps a whole fleet's plan (every machine replaced at once) within tens of megabytes.
 pub const MAX_MACHINES_PER_REPOSITORY: u64 = 20_000;
+/// Notification providers of a fleet: each has a queue and a task in the daemon; a team's
+/// channels, a pager and an Alertmanager or two are a handful.
+pub const MAX_NOTIFICATION_PROVIDERS: usize = 20;
+/// Alerts (event selections) of a fleet: each event is matched against every one.
+pub const MAX_ALERTS: usize = 50;
+/// Entries of one alert's `providers`, `clusters` or `kinds` list: a fleet has at most
+/// `MAX_CLUSTERS` clusters to name.
+pub const MAX_ALERT_SELECTORS: usize = MAX_CLUSTERS;

@@ -17,8 +17,10 @@ mod k3s;
 mod limits;
 pub mod locate;
 mod maintenance;
+pub mod notifications;
 mod parse;
 pub mod remediation;
+mod secret_source;
 pub mod types;
 pub mod validate;
 pub mod values;
@@ -28,6 +30,9 @@ use std::collections::BTreeMap;
 pub use diagnostic::{Diagnostic, Diagnostics, Severity, SourceFile};
 pub use distribution::Capabilities;
 pub use k3s::is_database_name;
+pub use notifications::{
+    Alert, EventKind, EventSeverity, NotificationProvider, Notifications, ProviderKind,
+};
 pub use parse::parse_document;
 pub use types::*;
 pub use values::{

@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::limits as bounds;
+pub use super::secret_source::SecretSource;
 use super::values::{
     AddressRange, CronSchedule, HumanDuration, KubeVersion, MinorVersion, TimeZoneName,
 };
@@ -80,6 +81,13 @@ pub struct Fleet {
     /// How often the repository is polled for new commits.
     #[serde(default = "default_poll_interval")]
     pub poll_interval: HumanDuration,
+    /// Where capstan tells people that something needs them (Slack, Teams, Discord, a signed
+    /// JSON webhook, Alertmanager), and which events it tells.
+    #[serde(
+        default,
+        skip_serializing_if = "super::notifications::Notifications::is_empty"
+    )]
+    pub notifications: super::notifications::Notifications,
 }
 
 fn default_clusters_dir() -> PathBuf {
@@ -107,16 +115,6 @@ pub struct ProxmoxConnection {
     /// PEM file of the CA that signed the server certificate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_file: Option<PathBuf>,
-}
-
-/// Where a secret is read from at run time. Secrets never live in the repository.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub enum SecretSource {
-    /// An environment variable of the capstan process.
-    Env(String),
-    /// A file on the machine (or a mounted Kubernetes Secret) that capstan runs on.
-    File(PathBuf),
 }
 
 /// A MySQL or MariaDB server that capstan administers to provision K3s datastores.

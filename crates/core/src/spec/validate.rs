@@ -119,6 +119,19 @@ pub fn fleet(fleet: &Fleet, file: &SourceFile) -> Vec<Diagnostic> {
     for (name, server) in &fleet.datastores {
         datastore_server(&mut out, file, name, server);
     }
+    out.extend(super::notifications::validate(&fleet.notifications, file));
+    for (name, provider) in &fleet.notifications.providers {
+        let path = format!("notifications.providers.{name}");
+        check_secret_source(
+            &mut out,
+            file,
+            &format!("{path}.addressFrom"),
+            &provider.address_from,
+        );
+        if let Some(key) = &provider.signing_key_from {
+            check_secret_source(&mut out, file, &format!("{path}.signingKeyFrom"), key);
+        }
+    }
     let mut seen = std::collections::BTreeSet::new();
     for (index, minor) in fleet.approved_minors.iter().enumerate() {
         if !seen.insert(*minor) {

@@ -385,6 +385,16 @@ impl FaultHandle {
         });
     }
 
+    /// Tasks of type `kind` fail no more: the faults [`FaultHandle::fail_tasks`] left for it
+    /// are dropped (a fault that was cleared, as an operator fixes a storage).
+    pub fn clear_tasks(&self, kind: &str) {
+        self.shared
+            .lock()
+            .faults
+            .tasks
+            .retain(|fault| fault.kind != kind);
+    }
+
     /// The next calls (see [`CallFault`]) get an error answer instead of being served.
     pub fn fail_calls(&self, fault: CallFault) {
         self.shared.lock().faults.calls.push(fault);

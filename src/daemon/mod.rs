@@ -303,7 +303,7 @@ impl<Pr: Providers> Daemon<Pr> {
     pub fn with_board(mut self, board: Arc<StatusBoard>) -> Self {
         self.board = board;
         self.share_leadership();
-        self
+        self.sharing_actions()
     }
 
     /// Commits every status published to the status branch (debounced), in a task beside

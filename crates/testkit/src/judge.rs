@@ -93,7 +93,10 @@ impl Judge {
     }
 
     fn is_installed(self) -> bool {
-        static FOUND: [OnceLock<bool>; 10] = [const { OnceLock::new() }; 10];
+        // One slot per judge: the last variant's index plus one, so a new judge cannot
+        // overflow it.
+        const JUDGES: usize = Judge::Xorriso as usize + 1;
+        static FOUND: [OnceLock<bool>; JUDGES] = [const { OnceLock::new() }; JUDGES];
         *FOUND[self as usize].get_or_init(|| self.probe())
     }
 }

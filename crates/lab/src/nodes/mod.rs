@@ -445,7 +445,7 @@ async fn open_datastore(
     server: &systems::k3s::ServerRequest,
 ) -> Result<crate::kine::Kine, String> {
     use sha2::Digest as _;
-    let storage = |err: String| {
+    let storage = |err: crate::kine::KineError| {
         format!(
             "starting kubernetes: preparing server: creating storage endpoint: building kine: {err}"
         )

@@ -454,6 +454,7 @@ mod tests {
         metrics.count_pass(1, 1);
         metrics.count_step(ActionKind::from_name("join-node").expect("an action"), true);
         metrics.count_status_push("pushed");
+        metrics.count_notification("pager", "sent");
         source.count_ls_remote();
         source.count_fetch();
         source.count_parse();
@@ -461,7 +462,7 @@ mod tests {
         source.set_revision("main@sha1:0123");
         let served = sampled(&metrics.encode());
         let listed = readme_metrics();
-        assert!(served.len() >= 14, "{served:?}");
+        assert!(served.len() >= 15, "{served:?}");
         assert_eq!(
             served, listed,
             "the README's /metrics paragraph and the registry"

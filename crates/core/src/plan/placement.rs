@@ -218,7 +218,7 @@ impl Capacity {
         placement: &'p [String],
         memory_mib: u32,
         spread: &BTreeMap<&str, u32>,
-    ) -> Result<&'p str, String> {
+    ) -> Result<&'p str, NoNodeFits> {
         let mut best: Option<(PlacementKey, &String)> = None;
         let mut why = Vec::new();
         for (index, node) in placement.iter().enumerate() {
@@ -226,15 +226,18 @@ impl Capacity {
                 None => 0,
                 Some(nodes) => match nodes.get(node) {
                     None => {
-                        why.push(format!("{node} is not a Proxmox node"));
+                        why.push(NodeRefused::NotProxmox { node: node.clone() });
                         continue;
                     }
                     Some(load) if !load.online => {
-                        why.push(format!("{node} is offline"));
+                        why.push(NodeRefused::Offline { node: node.clone() });
                         continue;
                     }
                     Some(load) if load.free_mib < i64::from(memory_mib) => {
-                        why.push(format!("{node} has {} MiB free", load.free_mib.max(0)));
+                        why.push(NodeRefused::Memory {
+                            node: node.clone(),
+                            free_mib: load.free_mib.max(0),
+                        });
                         continue;
                     }
                     Some(load) => load.free_mib,
@@ -251,10 +254,43 @@ impl Capacity {
         }
         match best {
             Some((_, node)) => Ok(node),
-            None if why.is_empty() => Err("placement lists no Proxmox node".to_owned()),
-            None => Err(why.join(", ")),
+            None if why.is_empty() => Err(NoNodeFits::EmptyPlacement),
+            None => Err(NoNodeFits::Refused(why)),
         }
     }
+}
+
+/// Why no node of a placement can take a new VM.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum NoNodeFits {
+    /// The placement names no node at all.
+    #[error("placement lists no Proxmox node")]
+    EmptyPlacement,
+    /// Each node of the placement, in its order, with why it cannot.
+    #[error("{}", refusals(.0))]
+    Refused(Vec<NodeRefused>),
+}
+
+/// Why one node of a placement cannot take a new VM.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum NodeRefused {
+    /// Proxmox does not know the node.
+    #[error("{node} is not a Proxmox node")]
+    NotProxmox { node: String },
+    /// The node is offline.
+    #[error("{node} is offline")]
+    Offline { node: String },
+    /// The node has less free memory than the VM asks.
+    #[error("{node} has {free_mib} MiB free")]
+    Memory { node: String, free_mib: i64 },
+}
+
+fn refusals(refused: &[NodeRefused]) -> String {
+    refused
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]
@@ -306,7 +342,26 @@ mod tests {
         assert_eq!(capacity.choose(&placement, 4096, &spread), Ok("pve1"));
         assert_eq!(
             capacity.choose(&placement, 60000, &BTreeMap::new()),
-            Err("pve1 has 5536 MiB free, pve2 has 55536 MiB free, pve3 is offline".into())
+            Err(NoNodeFits::Refused(vec![
+                NodeRefused::Memory {
+                    node: "pve1".into(),
+                    free_mib: 5536,
+                },
+                NodeRefused::Memory {
+                    node: "pve2".into(),
+                    free_mib: 55536,
+                },
+                NodeRefused::Offline {
+                    node: "pve3".into(),
+                },
+            ]))
+        );
+        assert_eq!(
+            capacity
+                .choose(&placement, 60000, &BTreeMap::new())
+                .expect_err("no room")
+                .to_string(),
+            "pve1 has 5536 MiB free, pve2 has 55536 MiB free, pve3 is offline"
         );
     }
 

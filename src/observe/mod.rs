@@ -49,6 +49,29 @@ const CLUSTERS_OBSERVED_AT_ONCE: usize = 8;
 const GIB: u64 = 1024 * 1024 * 1024;
 const MIB: u64 = 1024 * 1024;
 
+/// Why one cluster could not be observed (nothing is planned for it this pass).
+#[derive(Debug, thiserror::Error)]
+pub enum ObserveError {
+    /// A control plane's VM offered an admin kubeconfig capstan refuses.
+    #[error("the admin kubeconfig read from {} (VM {}) is refused", vm.name, vm.vmid)]
+    AdminKubeconfigRefused {
+        /// The VM it was read from.
+        vm: Box<crate::providers::node_exec::NodeTarget>,
+        /// Why it was refused.
+        #[source]
+        source: crate::connect::AdmitError,
+    },
+    /// The management cluster holding the cluster's Flux kubeconfig Secret could not be read.
+    #[error("management cluster `{cluster}`")]
+    FluxDelivery {
+        /// The management cluster's name.
+        cluster: String,
+        /// Why its Secret could not be read.
+        #[source]
+        source: flux::FluxError,
+    },
+}
+
 /// What one pass observed.
 #[derive(Debug, Default)]
 pub struct Observation {
@@ -229,8 +252,10 @@ impl<Pr: Providers> Observer<Pr> {
                     }
                     observation.access.insert(name, access);
                 }
-                Err(reason) => {
-                    observation.failed.insert(name, reason);
+                Err(err) => {
+                    observation
+                        .failed
+                        .insert(name, crate::errors::error_chain(&err));
                 }
             }
         }
@@ -289,7 +314,7 @@ impl<Pr: Providers> Observer<Pr> {
         vms: &[VmInfo],
         held: Option<FluxSecret>,
         now: Timestamp,
-    ) -> Result<(ObservedCluster, ClusterAccess), String> {
+    ) -> Result<(ObservedCluster, ClusterAccess), ObserveError> {
         let mut observed = ObservedCluster::default();
         for vm in vms {
             if let Some(machine) = observed_machine(vm, now) {
@@ -366,7 +391,7 @@ impl<Pr: Providers> Observer<Pr> {
         cluster: &Cluster,
         client: &Pr::Proxmox,
         vms: &[VmInfo],
-    ) -> Result<Option<admin::CachedAdmin>, String> {
+    ) -> Result<Option<admin::CachedAdmin>, ObserveError> {
         let read = distribution::of(Some(&cluster.spec)).admin_kubeconfig_read();
         let Some((read_from, text)) = read_admin_kubeconfig(client, vms, &read).await else {
             return Ok(None);
@@ -375,15 +400,14 @@ impl<Pr: Providers> Observer<Pr> {
             .providers
             .admit_kubeconfig(name, &cluster.spec, &text)
             .await
-            .map_err(|err| {
-                let message = format!(
-                    "the admin kubeconfig read from {} (VM {}) is refused: {}",
-                    read_from.name,
-                    read_from.vmid,
-                    crate::errors::error_chain(&err)
-                );
-                tracing::warn!(cluster = name, vm = %read_from.vmid, reason = %message, "admin kubeconfig refused");
-                message
+            .map_err(|source| {
+                let err = ObserveError::AdminKubeconfigRefused {
+                    vm: Box::new(read_from.clone()),
+                    source,
+                };
+                let reason = crate::errors::error_chain(&err);
+                tracing::warn!(cluster = name, vm = %read_from.vmid, reason = %reason, "admin kubeconfig refused");
+                err
             })?;
         let admin = admin::CachedAdmin {
             kubeconfig,
@@ -548,7 +572,7 @@ impl<Pr: Providers> Observer<Pr> {
         &self,
         name: &str,
         cluster: &Cluster,
-    ) -> Result<Option<FluxSecret>, String> {
+    ) -> Result<Option<FluxSecret>, ObserveError> {
         let Some(delivery) = &cluster.spec.delivery.flux else {
             return Ok(None);
         };
@@ -556,13 +580,14 @@ impl<Pr: Providers> Observer<Pr> {
             return Ok(None);
         };
         let target = flux::FluxTarget::new(name, delivery);
-        let delivered = deliverer.delivered(&target).await.map_err(|err| {
-            format!(
-                "management cluster `{}`: {}",
-                delivery.cluster,
-                crate::errors::error_chain(&err)
-            )
-        })?;
+        let delivered =
+            deliverer
+                .delivered(&target)
+                .await
+                .map_err(|source| ObserveError::FluxDelivery {
+                    cluster: delivery.cluster.clone(),
+                    source,
+                })?;
         Ok(delivered.map(|held| FluxSecret {
             target: FluxTarget {
                 cluster: delivery.cluster.clone(),
@@ -695,4 +720,29 @@ fn servers_version(nodes: &[NodeState], observed: &ObservedCluster) -> Option<Ku
         })
         .filter_map(|node| node.kubelet_version.parse::<KubeVersion>().ok())
         .min()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::kube::KubeconfigRefused;
+    use crate::providers::node_exec::NodeTarget;
+
+    #[test]
+    fn a_refused_admin_kubeconfig_names_the_vm_and_then_why_once() {
+        let err = ObserveError::AdminKubeconfigRefused {
+            vm: Box::new(NodeTarget {
+                vmid: crate::model::VmId(201),
+                proxmox_node: "pve1".into(),
+                name: NodeName("prod-cp-1".into()),
+            }),
+            source: KubeconfigRefused::TooLarge { bytes: 1 << 30 }.into(),
+        };
+        let chain = crate::errors::error_chain(&err);
+        assert!(
+            chain.starts_with("the admin kubeconfig read from prod-cp-1 (VM 201) is refused: it is 1073741824 bytes"),
+            "{chain}"
+        );
+        assert_eq!(chain.matches("1073741824").count(), 1, "{chain}");
+    }
 }

@@ -84,7 +84,9 @@ impl AdminAccess {
     /// When the URL is not `mysql://HOST[:PORT]` (validation refuses such a fleet first).
     pub fn new(server: &DatastoreServer, password: String) -> Result<Self, DatastoreError> {
         crate::redact::remember(&password);
-        let (host, port) = server.host_port().map_err(DatastoreError::BadEndpoint)?;
+        let (host, port) = server
+            .host_port()
+            .map_err(|why| DatastoreError::BadEndpoint(why.to_string()))?;
         Ok(AdminAccess {
             host,
             port,

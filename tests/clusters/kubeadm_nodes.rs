@@ -12,7 +12,7 @@ use capstan::providers::kubeadm::{self as steps, Kubeadm, KubeadmError};
 use capstan::providers::node_exec::{Command, ExecError, NodeExec, NodeTarget, Output};
 use capstan_lab::clock::LabClock;
 use capstan_lab::nodes::{
-    ClusterAccess, ClusterBackend, NewCluster, NewNode, NodeSoftware, NodeTimings,
+    BackendError, ClusterAccess, ClusterBackend, NewCluster, NewNode, NodeSoftware, NodeTimings,
 };
 use capstan_lab::proxmox::{GuestIdentity, PowerEvent};
 use capstan_lab::values::KubeVersion;
@@ -42,7 +42,7 @@ impl FakeClusters {
 }
 
 impl ClusterBackend for FakeClusters {
-    fn create_cluster(&self, request: &NewCluster) -> Result<ClusterAccess, String> {
+    fn create_cluster(&self, request: &NewCluster) -> Result<ClusterAccess, BackendError> {
         let mut clusters = self.clusters.lock().expect("lock");
         clusters.insert(
             request.name.clone(),
@@ -56,9 +56,13 @@ impl ClusterBackend for FakeClusters {
             ca_cert_hash: "sha256:cafe".into(),
         })
     }
-    fn register_node(&self, cluster: &str, node: &NewNode) -> Result<(), String> {
+    fn register_node(&self, cluster: &str, node: &NewNode) -> Result<(), BackendError> {
         let mut clusters = self.clusters.lock().expect("lock");
-        let entry = clusters.get_mut(cluster).ok_or("no cluster")?;
+        let entry = clusters
+            .get_mut(cluster)
+            .ok_or_else(|| BackendError::NoCluster {
+                cluster: cluster.to_owned(),
+            })?;
         entry.nodes.insert(
             node.name.clone(),
             (node.ready, node.kubelet_version, node.role),
@@ -82,9 +86,13 @@ impl ClusterBackend for FakeClusters {
             entry.version = Some(version);
         }
     }
-    fn renew_certificates(&self, cluster: &str) -> Result<ClusterAccess, String> {
+    fn renew_certificates(&self, cluster: &str) -> Result<ClusterAccess, BackendError> {
         let mut clusters = self.clusters.lock().expect("lock");
-        let entry = clusters.get_mut(cluster).ok_or("no cluster")?;
+        let entry = clusters
+            .get_mut(cluster)
+            .ok_or_else(|| BackendError::NoCluster {
+                cluster: cluster.to_owned(),
+            })?;
         entry.renewals += 1;
         Ok(ClusterAccess {
             admin_kubeconfig: format!("kubeconfig-{}", entry.renewals),

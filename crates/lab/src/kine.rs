@@ -34,6 +34,31 @@ const COMPACT_REV_KEY: &str = "compact_rev_key";
 /// kine's default database when the DSN names none.
 const DEFAULT_DATABASE: &str = "kubernetes";
 
+/// What failed in the datastore, in K3s's words.
+#[derive(Debug, thiserror::Error)]
+pub enum KineError {
+    /// The endpoint is not a DSN the lab can use (the message never echoes the password).
+    #[error("invalid datastore endpoint: {why}")]
+    Endpoint {
+        /// go-sql-driver's or the lab's reason.
+        why: &'static str,
+    },
+    /// The MySQL server refused a statement or could not be reached. The message is the
+    /// driver's error as go-sql-driver prints it (what K3s logs), so the driver error is that
+    /// text and not repeated as a source.
+    #[error("{}", go_text(driver))]
+    Database {
+        /// The client's error.
+        driver: mysql_async::Error,
+    },
+}
+
+impl From<mysql_async::Error> for KineError {
+    fn from(driver: mysql_async::Error) -> Self {
+        KineError::Database { driver }
+    }
+}
+
 /// The parts of a K3s MySQL datastore endpoint. `Debug` hides the password.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Dsn {
@@ -64,8 +89,8 @@ impl Dsn {
     ///
     /// # Errors
     /// K3s's words for an endpoint it cannot use (never echoing the password).
-    pub fn parse(endpoint: &str) -> Result<Self, String> {
-        let invalid = |why: &str| format!("invalid datastore endpoint: {why}");
+    pub fn parse(endpoint: &str) -> Result<Self, KineError> {
+        let invalid = |why: &'static str| KineError::Endpoint { why };
         let rest = endpoint
             .strip_prefix("mysql://")
             .ok_or_else(|| invalid("only mysql:// endpoints are simulated by the lab"))?;
@@ -125,7 +150,7 @@ impl Kine {
     /// # Errors
     /// The driver's error as K3s prints it, e.g. `Error 1045 (28000): Access denied for user
     /// 'k3s'@'127.0.0.1' (using password: YES)`.
-    pub async fn open(dsn: &Dsn) -> Result<Self, String> {
+    pub async fn open(dsn: &Dsn) -> Result<Self, KineError> {
         create_database(dsn).await?;
         let pool = Pool::new(dsn.options(Some(&dsn.database)));
         let kine = Kine {
@@ -133,17 +158,16 @@ impl Kine {
             dsn: dsn.clone(),
         };
         let mut conn = kine.conn().await?;
-        conn.query_drop(SCHEMA).await.map_err(go_error)?;
+        conn.query_drop(SCHEMA).await?;
         for index in INDEXES {
             match conn.query_drop(index).await {
                 Err(mysql_async::Error::Server(err)) if err.code == ER_DUP_KEYNAME => {}
-                other => other.map_err(go_error)?,
+                other => other?,
             }
         }
         let compact: Option<i64> = conn
             .exec_first("SELECT id FROM kine WHERE name = ?", (COMPACT_REV_KEY,))
-            .await
-            .map_err(go_error)?;
+            .await?;
         if compact.is_none() {
             kine.put_with(&mut conn, COMPACT_REV_KEY, b"").await?;
         }
@@ -155,27 +179,27 @@ impl Kine {
         &self.dsn
     }
 
-    async fn conn(&self) -> Result<Conn, String> {
-        self.pool.get_conn().await.map_err(go_error)
+    async fn conn(&self) -> Result<Conn, KineError> {
+        self.pool.get_conn().await.map_err(KineError::from)
     }
 
     /// Writes `key` (a new revision of it when it exists); returns the row id (the revision).
     ///
     /// # Errors
     /// The driver's error as K3s prints it.
-    pub async fn put(&self, key: &str, value: &[u8]) -> Result<u64, String> {
+    pub async fn put(&self, key: &str, value: &[u8]) -> Result<u64, KineError> {
         let mut conn = self.conn().await?;
         self.put_with(&mut conn, key, value).await
     }
 
-    async fn put_with(&self, conn: &mut Conn, key: &str, value: &[u8]) -> Result<u64, String> {
+    async fn put_with(&self, conn: &mut Conn, key: &str, value: &[u8]) -> Result<u64, KineError> {
         let latest: Option<(u64, u64, Vec<u8>)> = conn
             .exec_first(
                 "SELECT id, create_revision, value FROM kine WHERE name = ? ORDER BY id DESC LIMIT 1",
                 (key,),
             )
             .await
-            .map_err(go_error)?;
+            ?;
         let (created, create_revision, prev_revision, old_value) = match latest {
             Some((id, create_revision, old)) => {
                 let first = if create_revision == 0 {
@@ -192,7 +216,7 @@ impl Kine {
             (key, created, create_revision, prev_revision, value, old_value),
         )
         .await
-        .map_err(go_error)?;
+        ?;
         Ok(conn.last_insert_id().unwrap_or_default())
     }
 
@@ -200,48 +224,48 @@ impl Kine {
     ///
     /// # Errors
     /// The driver's error as K3s prints it.
-    pub async fn names(&self, prefix: &str) -> Result<Vec<String>, String> {
+    pub async fn names(&self, prefix: &str) -> Result<Vec<String>, KineError> {
         let mut conn = self.conn().await?;
         conn.exec(
             "SELECT DISTINCT name FROM kine WHERE name LIKE CONCAT(?, '%') ORDER BY name",
             (prefix,),
         )
         .await
-        .map_err(go_error)
+        .map_err(KineError::from)
     }
 
     /// Whether the datastore answers (what the API server's storage health check asks).
     ///
     /// # Errors
     /// The driver's error as K3s prints it.
-    pub async fn ping(&self) -> Result<(), String> {
+    pub async fn ping(&self) -> Result<(), KineError> {
         let mut conn = self.conn().await?;
-        conn.query_drop("SELECT 1").await.map_err(go_error)
+        conn.query_drop("SELECT 1").await.map_err(KineError::from)
     }
 }
 
 /// kine's `createDBIfNotExist`: `create database if not exists` through the DSN; when the
 /// database is unknown to a user who may not see it yet, again without a database selected.
-async fn create_database(dsn: &Dsn) -> Result<(), String> {
+async fn create_database(dsn: &Dsn) -> Result<(), KineError> {
     let statement = format!("create database if not exists `{}`", dsn.database);
     match Conn::new(dsn.options(Some(&dsn.database))).await {
         Ok(mut conn) => {
-            let result = conn.query_drop(&statement).await.map_err(go_error);
+            let result = conn.query_drop(&statement).await.map_err(KineError::from);
             let _ = conn.disconnect().await;
             result
         }
         Err(mysql_async::Error::Server(err)) if err.code == 1049 => {
-            let mut conn = Conn::new(dsn.options(None)).await.map_err(go_error)?;
-            let result = conn.query_drop(&statement).await.map_err(go_error);
+            let mut conn = Conn::new(dsn.options(None)).await?;
+            let result = conn.query_drop(&statement).await.map_err(KineError::from);
             let _ = conn.disconnect().await;
             result
         }
-        Err(err) => Err(go_error(err)),
+        Err(err) => Err(err.into()),
     }
 }
 
 /// An error as go-sql-driver's `MySQLError` prints it (what K3s logs), or the network error.
-fn go_error(err: mysql_async::Error) -> String {
+fn go_text(err: &mysql_async::Error) -> String {
     match err {
         mysql_async::Error::Server(server) => format!(
             "Error {} ({}): {}",
@@ -266,7 +290,16 @@ mod tests {
         assert!(!format!("{dsn:?}").contains("pw"));
         let bare = Dsn::parse("mysql://k3s:pw@tcp(db)/").expect("valid");
         assert_eq!((bare.port, bare.database.as_str()), (3306, "kubernetes"));
-        assert!(Dsn::parse("postgres://k3s:pw@db/k3s").is_err());
-        assert!(Dsn::parse("mysql://k3s:pw@db:3306/k3s").is_err());
+        let refused = Dsn::parse("postgres://k3s:secret-pw@db/k3s").expect_err("not mysql");
+        assert_eq!(
+            refused.to_string(),
+            "invalid datastore endpoint: only mysql:// endpoints are simulated by the lab"
+        );
+        let refused = Dsn::parse("mysql://k3s:secret-pw@db:3306/k3s").expect_err("no tcp()");
+        assert_eq!(
+            refused.to_string(),
+            "invalid datastore endpoint: default addr for network unknown"
+        );
+        assert!(!format!("{refused:?}").contains("secret-pw"));
     }
 }

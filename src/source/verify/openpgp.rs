@@ -111,8 +111,23 @@ fn read_keys(contents: &[u8]) -> pgp::errors::Result<Vec<SignedPublicKey>> {
     Ok(keys)
 }
 
+/// Why a key cannot be used: at load (no self-signature) or for one signature (a limit it is
+/// outside). The text is the `why` of the refusal, after the key's fingerprint.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum KeyUnusable {
+    /// No user id or direct signature of the key verifies against it.
+    #[error("no valid self-signature (is it a complete public key export?)")]
+    NoSelfSignature,
+    /// The key (`what`: "the key", "its signing subkey") carries a revocation.
+    #[error("{what} is revoked")]
+    Revoked { what: &'static str },
+    /// The key's self-signature set an expiry that has passed.
+    #[error("{what} expired at {at}")]
+    Expired { what: &'static str, at: String },
+}
+
 impl Certificate {
-    fn new(key: &SignedPublicKey) -> Result<Certificate, String> {
+    fn new(key: &SignedPublicKey) -> Result<Certificate, KeyUnusable> {
         let primary = &key.primary_key;
         let self_signatures: Vec<&packet::Signature> = key
             .details
@@ -132,7 +147,7 @@ impl Certificate {
             )
             .collect();
         let Some(newest) = newest(&self_signatures) else {
-            return Err("no valid self-signature (is it a complete public key export?)".to_owned());
+            return Err(KeyUnusable::NoSelfSignature);
         };
         let revoked = key
             .details
@@ -254,12 +269,12 @@ pub(super) fn verify(
     certificate
         .validity
         .check(now, "the key")
-        .map_err(not_valid)?;
+        .map_err(|err| not_valid(err.to_string()))?;
     if let SigningKey::Subkey(subkey) = key {
         subkey
             .validity
             .check(now, "its signing subkey")
-            .map_err(not_valid)?;
+            .map_err(|err| not_valid(err.to_string()))?;
         if !subkey.can_sign {
             return Err(not_valid(
                 "the subkey that made it is not bound as a signing subkey".to_owned(),
@@ -331,18 +346,18 @@ fn issuer(signature: &packet::Signature) -> String {
 }
 
 impl Validity {
-    fn check(self, now: u64, what: &str) -> Result<(), String> {
+    fn check(self, now: u64, what: &'static str) -> Result<(), KeyUnusable> {
         if self.revoked {
-            return Err(format!("{what} is revoked"));
+            return Err(KeyUnusable::Revoked { what });
         }
         match self.expires {
-            Some(expires) if expires <= now => Err(format!(
-                "{what} expired at {}",
-                i64::try_from(expires)
+            Some(expires) if expires <= now => Err(KeyUnusable::Expired {
+                what,
+                at: i64::try_from(expires)
                     .ok()
                     .and_then(|at| jiff::Timestamp::from_second(at).ok())
-                    .map_or_else(|| expires.to_string(), |at| at.to_string())
-            )),
+                    .map_or_else(|| expires.to_string(), |at| at.to_string()),
+            }),
             _ => Ok(()),
         }
     }
@@ -383,7 +398,7 @@ mod tests {
         assert!(
             valid
                 .check(100, "the key")
-                .is_err_and(|w| w.contains("expired"))
+                .is_err_and(|w| matches!(w, KeyUnusable::Expired { .. }))
         );
         let revoked = Validity {
             revoked: true,
@@ -392,7 +407,34 @@ mod tests {
         assert!(
             revoked
                 .check(0, "the key")
-                .is_err_and(|w| w.contains("revoked"))
+                .is_err_and(|w| matches!(w, KeyUnusable::Revoked { .. }))
         );
+    }
+
+    #[test]
+    fn a_revoked_or_expired_key_says_which_limit_and_when() {
+        let revoked = Validity {
+            revoked: true,
+            expires: None,
+        };
+        assert_eq!(
+            revoked
+                .check(0, "the key")
+                .expect_err("revoked")
+                .to_string(),
+            "the key is revoked"
+        );
+        let expired = Validity {
+            revoked: false,
+            expires: Some(1_700_000_000),
+        };
+        assert_eq!(
+            expired.check(1_700_000_000, "its signing subkey"),
+            Err(KeyUnusable::Expired {
+                what: "its signing subkey",
+                at: "2023-11-14T22:13:20Z".to_owned(),
+            })
+        );
+        assert_eq!(expired.check(1_699_999_999, "the key"), Ok(()));
     }
 }

@@ -111,16 +111,16 @@ impl Capacity {
         storage: Option<&str>,
         placement: &[String],
         distribution: Distribution,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<Vec<String>, Unclonable> {
         let Some(sites) = &self.templates else {
             return Ok(placement.to_vec());
         };
         let all = sites.templates.get(template).map_or(&[][..], Vec::as_slice);
         if all.is_empty() {
-            return Err(format!(
-                "template {template} exists on no Proxmox node; create it (on shared storage, or on each node of placement {}) or name an existing template in machine.template",
-                placement.join(", ")
-            ));
+            return Err(Unclonable::Nowhere {
+                template: template.to_owned(),
+                placement: placement.join(", "),
+            });
         }
         let fits = |copy: &&ObservedTemplate| {
             copy.distributions.is_empty() || copy.distributions.contains(&distribution)
@@ -133,11 +133,11 @@ impl Capacity {
                 .collect::<std::collections::BTreeSet<_>>()
                 .into_iter()
                 .collect();
-            let wanted = distribution.name();
-            return Err(format!(
-                "template {template} is built for {} (its tags or description say so), not {wanted}: its clones could not run {wanted}; name a {wanted} template in machine.template, or tag this one {wanted} once it carries {wanted}",
-                declared.join(" and ")
-            ));
+            return Err(Unclonable::OtherDistribution {
+                template: template.to_owned(),
+                declared: declared.join(" and "),
+                wanted: distribution.name(),
+            });
         }
         // An unknown storage is not judged here: the clone reports it.
         let local_target = storage
@@ -170,12 +170,13 @@ impl Capacity {
             ),
             _ => "a template on local storage can only be cloned on its own node".to_owned(),
         };
-        Err(format!(
-            "template {template} is on {} and cannot be cloned to placement {} ({why}); add {} to placement, copy the template to a node of placement, or put it on shared storage",
-            found.join(", "),
-            placement.join(", "),
-            homes.join(" or ")
-        ))
+        Err(Unclonable::OffPlacement {
+            template: template.to_owned(),
+            found: found.join(", "),
+            placement: placement.join(", "),
+            why,
+            homes: homes.join(" or "),
+        })
     }
 
     /// Whether memory is checked at all.
@@ -218,7 +219,7 @@ impl Capacity {
         placement: &'p [String],
         memory_mib: u32,
         spread: &BTreeMap<&str, u32>,
-    ) -> Result<&'p str, String> {
+    ) -> Result<&'p str, NoNodeFits> {
         let mut best: Option<(PlacementKey, &String)> = None;
         let mut why = Vec::new();
         for (index, node) in placement.iter().enumerate() {
@@ -226,15 +227,18 @@ impl Capacity {
                 None => 0,
                 Some(nodes) => match nodes.get(node) {
                     None => {
-                        why.push(format!("{node} is not a Proxmox node"));
+                        why.push(NodeRefused::NotProxmox { node: node.clone() });
                         continue;
                     }
                     Some(load) if !load.online => {
-                        why.push(format!("{node} is offline"));
+                        why.push(NodeRefused::Offline { node: node.clone() });
                         continue;
                     }
                     Some(load) if load.free_mib < i64::from(memory_mib) => {
-                        why.push(format!("{node} has {} MiB free", load.free_mib.max(0)));
+                        why.push(NodeRefused::Memory {
+                            node: node.clone(),
+                            free_mib: load.free_mib.max(0),
+                        });
                         continue;
                     }
                     Some(load) => load.free_mib,
@@ -251,10 +255,74 @@ impl Capacity {
         }
         match best {
             Some((_, node)) => Ok(node),
-            None if why.is_empty() => Err("placement lists no Proxmox node".to_owned()),
-            None => Err(why.join(", ")),
+            None if why.is_empty() => Err(NoNodeFits::EmptyPlacement),
+            None => Err(NoNodeFits::Refused(why)),
         }
     }
+}
+
+/// Why Proxmox cannot make a full clone of a template on any node of a placement. Each
+/// message names the template, where it is, and the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Unclonable {
+    /// No Proxmox node holds the template.
+    #[error(
+        "template {template} exists on no Proxmox node; create it (on shared storage, or on each node of placement {placement}) or name an existing template in machine.template"
+    )]
+    Nowhere { template: String, placement: String },
+    /// Every copy says it is built for other distributions.
+    #[error(
+        "template {template} is built for {declared} (its tags or description say so), not {wanted}: its clones could not run {wanted}; name a {wanted} template in machine.template, or tag this one {wanted} once it carries {wanted}"
+    )]
+    OtherDistribution {
+        template: String,
+        declared: String,
+        wanted: &'static str,
+    },
+    /// The copies are on nodes outside the placement, on storage a clone cannot leave.
+    #[error(
+        "template {template} is on {found} and cannot be cloned to placement {placement} ({why}); add {homes} to placement, copy the template to a node of placement, or put it on shared storage"
+    )]
+    OffPlacement {
+        template: String,
+        found: String,
+        placement: String,
+        why: String,
+        homes: String,
+    },
+}
+
+/// Why no node of a placement can take a new VM.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum NoNodeFits {
+    /// The placement names no node at all.
+    #[error("placement lists no Proxmox node")]
+    EmptyPlacement,
+    /// Each node of the placement, in its order, with why it cannot.
+    #[error("{}", refusals(.0))]
+    Refused(Vec<NodeRefused>),
+}
+
+/// Why one node of a placement cannot take a new VM.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum NodeRefused {
+    /// Proxmox does not know the node.
+    #[error("{node} is not a Proxmox node")]
+    NotProxmox { node: String },
+    /// The node is offline.
+    #[error("{node} is offline")]
+    Offline { node: String },
+    /// The node has less free memory than the VM asks.
+    #[error("{node} has {free_mib} MiB free")]
+    Memory { node: String, free_mib: i64 },
+}
+
+fn refusals(refused: &[NodeRefused]) -> String {
+    refused
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]
@@ -306,7 +374,26 @@ mod tests {
         assert_eq!(capacity.choose(&placement, 4096, &spread), Ok("pve1"));
         assert_eq!(
             capacity.choose(&placement, 60000, &BTreeMap::new()),
-            Err("pve1 has 5536 MiB free, pve2 has 55536 MiB free, pve3 is offline".into())
+            Err(NoNodeFits::Refused(vec![
+                NodeRefused::Memory {
+                    node: "pve1".into(),
+                    free_mib: 5536,
+                },
+                NodeRefused::Memory {
+                    node: "pve2".into(),
+                    free_mib: 55536,
+                },
+                NodeRefused::Offline {
+                    node: "pve3".into(),
+                },
+            ]))
+        );
+        assert_eq!(
+            capacity
+                .choose(&placement, 60000, &BTreeMap::new())
+                .expect_err("no room")
+                .to_string(),
+            "pve1 has 5536 MiB free, pve2 has 55536 MiB free, pve3 is offline"
         );
     }
 
@@ -370,15 +457,18 @@ mod tests {
         let refusal = capacity
             .clone_targets("debian", None, &placement, Distribution::Kubeadm)
             .expect_err("refused");
+        assert!(matches!(refusal, Unclonable::OffPlacement { .. }));
         assert_eq!(
-            refusal,
+            refusal.to_string(),
             "template debian is on pve1 (VM 9000, local storage) and cannot be cloned to placement pve2, pve3 (a template on local storage can only be cloned on its own node); add pve1 to placement, copy the template to a node of placement, or put it on shared storage"
         );
         let missing = capacity
             .clone_targets("ubuntu", None, &placement, Distribution::Kubeadm)
             .expect_err("refused");
         assert!(
-            missing.starts_with("template ubuntu exists on no Proxmox node"),
+            missing
+                .to_string()
+                .starts_with("template ubuntu exists on no Proxmox node"),
             "{missing}"
         );
     }
@@ -406,7 +496,7 @@ mod tests {
             .clone_targets("debian13-k8s", None, &placement, Distribution::K3s)
             .expect_err("refused");
         assert_eq!(
-            refusal,
+            refusal.to_string(),
             "template debian13-k8s is built for kubeadm (its tags or description say so), not k3s: its clones could not run k3s; name a k3s template in machine.template, or tag this one k3s once it carries k3s"
         );
         assert_eq!(

@@ -142,7 +142,7 @@ pub fn is_database_name(name: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::types::{DatastoreServer, SecretSource};
+    use super::super::types::{DatastoreServer, DatastoreUrlProblem, SecretSource};
     use super::*;
 
     fn server(url: &str) -> DatastoreServer {
@@ -167,6 +167,17 @@ mod tests {
             server("mysql://[::1]:3306").host_port(),
             Ok(("::1".to_owned(), 3306))
         );
+        assert_eq!(
+            server("mysql://db:port").host_port(),
+            Err(DatastoreUrlProblem::Port {
+                port: "port".to_owned(),
+                url: "mysql://db:port".to_owned(),
+            })
+        );
+        assert!(matches!(
+            server("mysql://:3306").host_port(),
+            Err(DatastoreUrlProblem::NoHost { .. })
+        ));
         for bad in [
             "postgres://db:5432",
             "mysql://",

@@ -129,21 +129,53 @@ pub struct DatastoreServer {
     pub admin_password_from: SecretSource,
 }
 
+/// Why a datastore server's `url` is not a `mysql://HOST[:PORT]` URL.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DatastoreUrlProblem {
+    /// Another scheme, or none.
+    #[error("`{url}` is not a mysql:// URL")]
+    NotMysql {
+        /// The URL as written.
+        url: String,
+    },
+    /// A user, database or options, which capstan writes per cluster itself.
+    #[error("`{url}` carries a user, database or options: write only mysql://HOST[:PORT]")]
+    MoreThanHostPort {
+        /// The URL as written.
+        url: String,
+    },
+    /// The port is no number from 1 to 65535.
+    #[error("`{port}` in `{url}` is not a port")]
+    Port {
+        /// The port as written.
+        port: String,
+        /// The URL as written.
+        url: String,
+    },
+    /// Nothing before the port.
+    #[error("`{url}` names no host")]
+    NoHost {
+        /// The URL as written.
+        url: String,
+    },
+}
+
 /// The port of a `mysql://` URL that names none.
 pub const MYSQL_DEFAULT_PORT: u16 = 3306;
 
 impl DatastoreServer {
     /// The host and port of `url`, or why it is not a `mysql://HOST[:PORT]` URL.
-    pub fn host_port(&self) -> Result<(String, u16), String> {
+    ///
+    /// # Errors
+    /// Which part of the URL is not host and port.
+    pub fn host_port(&self) -> Result<(String, u16), DatastoreUrlProblem> {
+        let url = || self.url.clone();
         let rest = self
             .url
             .strip_prefix("mysql://")
-            .ok_or_else(|| format!("`{}` is not a mysql:// URL", self.url))?;
+            .ok_or_else(|| DatastoreUrlProblem::NotMysql { url: url() })?;
         if rest.contains(['/', '@', '?']) {
-            return Err(format!(
-                "`{}` carries a user, database or options: write only mysql://HOST[:PORT]",
-                self.url
-            ));
+            return Err(DatastoreUrlProblem::MoreThanHostPort { url: url() });
         }
         let (host, port) = match rest.rsplit_once(':') {
             Some((host, port)) if !host.ends_with(':') => {
@@ -151,14 +183,17 @@ impl DatastoreServer {
                     .parse::<u16>()
                     .ok()
                     .filter(|port| *port != 0)
-                    .ok_or_else(|| format!("`{port}` in `{}` is not a port", self.url))?;
+                    .ok_or_else(|| DatastoreUrlProblem::Port {
+                        port: port.to_owned(),
+                        url: url(),
+                    })?;
                 (host, port)
             }
             _ => (rest, MYSQL_DEFAULT_PORT),
         };
         let host = host.trim_start_matches('[').trim_end_matches(']');
         if host.is_empty() {
-            return Err(format!("`{}` names no host", self.url));
+            return Err(DatastoreUrlProblem::NoHost { url: url() });
         }
         Ok((host.to_owned(), port))
     }

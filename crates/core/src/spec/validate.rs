@@ -194,7 +194,7 @@ fn datastore_server(
     }
     if let Err(why) = server.host_port() {
         out.push(
-            file.error(&format!("{path}.url"), why)
+            file.error(&format!("{path}.url"), why.to_string())
                 .with_hint("write where MySQL/MariaDB listens, e.g. `mysql://db.lab.example:3306`; capstan creates each cluster's database and user there"),
         );
     }

@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::kube::{self, KubeLab, SimCluster, SimKubeError, SimNodeConfig};
-use crate::nodes::{ClusterAccess, ClusterBackend, NewCluster, NewNode};
+use crate::kube::{self, KubeLab, SimCluster, SimNodeConfig};
+use crate::nodes::{BackendError, ClusterAccess, ClusterBackend, NewCluster, NewNode};
 use crate::values::KubeVersion;
 use capstan_core::model::Role;
 
@@ -66,10 +66,12 @@ impl LabBackend {
         &self.kube
     }
 
-    fn cluster(&self, name: &str) -> Result<Arc<SimCluster>, String> {
+    fn cluster(&self, name: &str) -> Result<Arc<SimCluster>, BackendError> {
         self.kube
             .cluster(name)
-            .ok_or_else(|| format!("the cluster {name} has no API server in the lab"))
+            .ok_or_else(|| BackendError::NoCluster {
+                cluster: name.to_owned(),
+            })
     }
 
     fn credentials_changed(&self, cluster: &SimCluster) {
@@ -86,17 +88,12 @@ impl LabBackend {
     }
 }
 
-/// The message kubeadm's output carries: the error and its causes, once each.
-fn message(err: &SimKubeError) -> String {
-    capstan_core::errors::error_chain(err)
-}
-
 /// The ClusterConfiguration with `kubernetesVersion` moved to `version`, keeping the form
 /// (`v1.36.2` or `1.36.2`) the document used. The document is YAML (JSON is YAML too); the
 /// result is written as JSON, which every YAML reader takes.
-fn with_version(document: &str, version: KubeVersion) -> Result<String, String> {
+fn with_version(document: &str, version: KubeVersion) -> Result<String, BackendError> {
     let mut config: Value = serde_saphyr::from_str(document)
-        .map_err(|err| format!("the stored ClusterConfiguration does not parse: {err}"))?;
+        .map_err(|source| BackendError::StoredConfiguration { source })?;
     let prefixed = config["kubernetesVersion"]
         .as_str()
         .is_none_or(|old| old.starts_with('v'));
@@ -109,16 +106,13 @@ fn with_version(document: &str, version: KubeVersion) -> Result<String, String> 
 }
 
 impl ClusterBackend for LabBackend {
-    fn create_cluster(&self, request: &NewCluster) -> Result<ClusterAccess, String> {
-        let cluster = self
-            .kube
-            .create_cluster_now(&kube::NewCluster {
-                name: request.name.clone(),
-                version: request.version.to_string(),
-                endpoint_host: Some(request.endpoint_host.clone()),
-                endpoint_port: request.endpoint_port,
-            })
-            .map_err(|err| message(&err))?;
+    fn create_cluster(&self, request: &NewCluster) -> Result<ClusterAccess, BackendError> {
+        let cluster = self.kube.create_cluster_now(&kube::NewCluster {
+            name: request.name.clone(),
+            version: request.version.to_string(),
+            endpoint_host: Some(request.endpoint_host.clone()),
+            endpoint_port: request.endpoint_port,
+        })?;
         if request.cluster_configuration.is_empty() {
             // K3s has no kubeadm configuration to upload.
             tracing::info!(cluster = %request.name, url = %cluster.url(), "simulated cluster created");
@@ -134,14 +128,14 @@ impl ClusterBackend for LabBackend {
         });
         if let Err(err) = cluster.create_object("configmaps", Some(KUBE_SYSTEM), config_map) {
             self.kube.remove_cluster(&request.name);
-            return Err(message(&err));
+            return Err(err.into());
         }
         tracing::info!(cluster = %request.name, url = %cluster.url(), "simulated cluster created");
         self.credentials_changed(&cluster);
         Ok(LabBackend::access(&cluster))
     }
 
-    fn register_node(&self, cluster: &str, node: &NewNode) -> Result<(), String> {
+    fn register_node(&self, cluster: &str, node: &NewNode) -> Result<(), BackendError> {
         let config = SimNodeConfig {
             kubelet_version: Some(node.kubelet_version.to_string()),
             ready: node.ready,
@@ -151,16 +145,15 @@ impl ClusterBackend for LabBackend {
                 Role::Worker => SimNodeConfig::worker(&node.name),
             }
         };
-        self.cluster(cluster)?
-            .register_node(&config)
-            .map_err(|err| message(&err))
+        Ok(self.cluster(cluster)?.register_node(&config)?)
     }
 
     fn set_node_ready(&self, cluster: &str, node: &str, ready: bool) {
         let result = self
             .cluster(cluster)
-            .and_then(|c| c.set_node_ready(node, ready).map_err(|err| message(&err)));
-        if let Err(reason) = result {
+            .and_then(|c| Ok(c.set_node_ready(node, ready)?));
+        if let Err(err) = result {
+            let reason = capstan_core::errors::error_chain(&err);
             // A kubelet whose Node was deleted (or whose cluster is gone) has nobody to tell;
             // the real kubelet's status update fails the same way.
             tracing::debug!(cluster, node, ready, reason = %reason, "node status not posted");
@@ -187,10 +180,10 @@ impl ClusterBackend for LabBackend {
             .to_owned();
         let updated = with_version(&document, version).and_then(|text| {
             config_map["data"][CLUSTER_CONFIGURATION_KEY] = json!(text);
-            sim.replace_object("configmaps", Some(KUBE_SYSTEM), config_map)
-                .map_err(|err| message(&err))
+            Ok(sim.replace_object("configmaps", Some(KUBE_SYSTEM), config_map)?)
         });
-        if let Err(reason) = updated {
+        if let Err(err) = updated {
+            let reason = capstan_core::errors::error_chain(&err);
             tracing::warn!(cluster, reason = %reason, "kubeadm-config not updated");
         }
     }
@@ -205,9 +198,9 @@ impl ClusterBackend for LabBackend {
         }
     }
 
-    fn renew_certificates(&self, cluster: &str) -> Result<ClusterAccess, String> {
+    fn renew_certificates(&self, cluster: &str) -> Result<ClusterAccess, BackendError> {
         let sim = self.cluster(cluster)?;
-        let expiry = sim.renew_certificates().map_err(|err| message(&err))?;
+        let expiry = sim.renew_certificates()?;
         tracing::info!(cluster, expires = %expiry, "simulated cluster certificates renewed");
         self.credentials_changed(&sim);
         Ok(LabBackend::access(&sim))
@@ -262,6 +255,7 @@ mod tests {
         );
         assert_eq!(*seen.lock().expect("lock"), ["prod"]);
         let again = backend.create_cluster(&request()).expect_err("exists");
+        let again = capstan_core::errors::error_chain(&again);
         assert!(again.contains("exists already"), "{again}");
     }
 
@@ -302,7 +296,17 @@ mod tests {
         // Unknown clusters and nodes are no panic, only nothing to tell.
         backend.set_node_ready("prod", "nobody", true);
         backend.set_node_ready("gone", &node.name, true);
-        assert!(backend.register_node("gone", &node).is_err());
+        let gone = backend
+            .register_node("gone", &node)
+            .expect_err("no cluster");
+        assert!(
+            matches!(&gone, BackendError::NoCluster { cluster } if cluster == "gone"),
+            "{gone:?}"
+        );
+        assert_eq!(
+            gone.to_string(),
+            "the cluster gone has no API server in the lab"
+        );
     }
 
     #[tokio::test]
@@ -331,7 +335,11 @@ mod tests {
         let version = "1.37.1".parse().expect("version");
         let bare = with_version("{\"kubernetesVersion\": \"1.36.2\"}", version).expect("json");
         assert!(bare.contains("\"kubernetesVersion\":\"1.37.1\""), "{bare}");
-        assert!(with_version(": : not yaml [", version).is_err());
+        let refused = with_version(": : not yaml [", version).expect_err("not yaml");
+        assert!(
+            matches!(refused, BackendError::StoredConfiguration { .. }),
+            "{refused:?}"
+        );
     }
 
     #[tokio::test]
@@ -350,6 +358,9 @@ mod tests {
         assert!(after.duration_since(expected).abs() < jiff::SignedDuration::from_secs(5));
         assert_eq!(access.admin_kubeconfig, cluster.admin_kubeconfig());
         assert_eq!(*seen.lock().expect("lock"), ["prod", "prod"]);
-        assert!(backend.renew_certificates("gone").is_err());
+        assert!(matches!(
+            backend.renew_certificates("gone"),
+            Err(BackendError::NoCluster { .. })
+        ));
     }
 }

@@ -73,18 +73,39 @@ pub struct NewNode {
     pub ready: bool,
 }
 
+/// Why the simulated API servers refused the node software.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// The cluster has no API server (it was never created, or it was removed).
+    #[error("the cluster {cluster} has no API server in the lab")]
+    NoCluster {
+        /// Cluster name.
+        cluster: String,
+    },
+    /// The simulated API server refused the change.
+    #[error(transparent)]
+    Kube(#[from] crate::kube::SimKubeError),
+    /// The `ClusterConfiguration` kubeadm stored is no YAML.
+    #[error("the stored ClusterConfiguration does not parse")]
+    StoredConfiguration {
+        /// The YAML reader's error.
+        #[source]
+        source: serde_saphyr::Error,
+    },
+}
+
 /// What the node software needs of the simulated API servers.
 pub trait ClusterBackend: Send + Sync + 'static {
     /// Creates a cluster (its API server starts serving).
     ///
     /// # Errors
-    /// A message for `kubeadm init`'s output when the cluster cannot be created.
-    fn create_cluster(&self, request: &NewCluster) -> Result<ClusterAccess, String>;
+    /// Why the cluster cannot be created; `kubeadm init` prints its chain.
+    fn create_cluster(&self, request: &NewCluster) -> Result<ClusterAccess, BackendError>;
     /// Registers (or re-registers) a Node.
     ///
     /// # Errors
-    /// A message for `kubeadm join`'s output.
-    fn register_node(&self, cluster: &str, node: &NewNode) -> Result<(), String>;
+    /// Why the Node cannot be registered; `kubeadm join` prints its chain.
+    fn register_node(&self, cluster: &str, node: &NewNode) -> Result<(), BackendError>;
     /// Sets a Node's Ready condition (a kubelet started or stopped).
     fn set_node_ready(&self, cluster: &str, node: &str, ready: bool);
     /// Moves the control plane's version (`/version`).
@@ -92,8 +113,8 @@ pub trait ClusterBackend: Send + Sync + 'static {
     /// Issues fresh certificates (a year from the lab clock) and returns the new admin access.
     ///
     /// # Errors
-    /// A message for the renewal's output.
-    fn renew_certificates(&self, cluster: &str) -> Result<ClusterAccess, String>;
+    /// Why the certificates cannot be renewed; the renewal prints its chain.
+    fn renew_certificates(&self, cluster: &str) -> Result<ClusterAccess, BackendError>;
     /// The cluster's storage stopped answering (`Some(reason)`: its API answers 503 with it)
     /// or answers again (`None`), as a K3s server's kine sees its datastore.
     fn set_storage_unavailable(&self, cluster: &str, reason: Option<String>);
@@ -445,7 +466,7 @@ async fn open_datastore(
     server: &systems::k3s::ServerRequest,
 ) -> Result<crate::kine::Kine, String> {
     use sha2::Digest as _;
-    let storage = |err: String| {
+    let storage = |err: crate::kine::KineError| {
         format!(
             "starting kubernetes: preparing server: creating storage endpoint: building kine: {err}"
         )

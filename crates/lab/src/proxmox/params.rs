@@ -9,6 +9,70 @@ use serde_json::Value;
 
 use super::state::ApiFail;
 
+/// Why a real host refuses one parameter: each message is the text `PVE::JSONSchema` puts in
+/// the per-parameter `errors` object of its 400, so clients matching on it see the same thing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum Invalid {
+    /// The endpoint has no such parameter.
+    #[error(
+        "property is not defined in schema and the schema does not allow additional properties"
+    )]
+    Undefined,
+    /// A required parameter is absent.
+    #[error("property is missing and it is not optional")]
+    Missing,
+    /// The value is not of the type and could not be shown (an array item that is no scalar).
+    #[error("type check ('{expected}') failed")]
+    Type { expected: &'static str },
+    /// The value is a structure (`ARRAY`, `HASH`) where a scalar was expected.
+    #[error("type check ('{expected}') failed - got {got}")]
+    Structure {
+        expected: &'static str,
+        got: &'static str,
+    },
+    /// The scalar does not parse as the type.
+    #[error("type check ('{expected}') failed - got '{got}'")]
+    Scalar { expected: &'static str, got: String },
+    /// The text is longer than the schema's `maxLength`.
+    #[error("value may only be {max} characters long")]
+    TooLong { max: usize },
+    /// The number is below the schema's `minimum`.
+    #[error("value must have a minimum value of {min}")]
+    BelowMinimum { min: i64 },
+    /// The number is above the schema's `maximum`.
+    #[error("value must have a maximum value of {max}")]
+    AboveMaximum { max: i64 },
+    /// The value is not one of the schema's `enum`.
+    #[error("value '{value}' does not have a value in the enumeration '{choices}'")]
+    NotInEnumeration { value: String, choices: String },
+    /// `pve-node` format.
+    #[error("invalid format - value does not look like a valid node name")]
+    NodeName,
+    /// `dns-name` format.
+    #[error("invalid format - value does not look like a valid DNS name")]
+    DnsName,
+    /// `pve-storage-id` format.
+    #[error("invalid format - storage ID '{value}' contains illegal characters")]
+    StorageId { value: String },
+    /// `pve-poolid` format.
+    #[error("invalid format - pool name '{value}' contains illegal characters")]
+    PoolName { value: String },
+    /// `pve-tag-list` format: one tag is not a `pve-tag`.
+    #[error("invalid format - invalid characters in tag '{tag}'")]
+    Tag { tag: String },
+    /// The `memory` property string's `current` is no integer of at least 16 MiB.
+    #[error(
+        "invalid format - format error\ncurrent: type check ('integer') failed - got '{current}'"
+    )]
+    Memory { current: String },
+    /// `urlencoded` format.
+    #[error("invalid format - value must be urlencoded")]
+    NotUrlencoded,
+    /// The value does not match the schema's `pattern`.
+    #[error("value does not match the regex pattern")]
+    Pattern,
+}
+
 /// A parameter's JSON Schema type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Ty {
@@ -20,7 +84,7 @@ pub(super) enum Ty {
 }
 
 /// A format check: `Err(why)` when the value is not of the format.
-type Check = fn(&str) -> Result<(), String>;
+type Check = fn(&str) -> Result<(), Invalid>;
 
 /// One parameter.
 #[derive(Debug, Clone)]
@@ -141,11 +205,7 @@ pub(super) fn validate(specs: &[Spec], raw: &BTreeMap<String, Value>) -> Result<
             continue;
         }
         let Some(spec) = find_spec(specs, key) else {
-            errors.insert(
-                key.clone(),
-                "property is not defined in schema and the schema does not allow additional properties"
-                    .to_owned(),
-            );
+            errors.insert(key.clone(), Invalid::Undefined.to_string());
             continue;
         };
         match check_value(spec, value) {
@@ -153,16 +213,13 @@ pub(super) fn validate(specs: &[Spec], raw: &BTreeMap<String, Value>) -> Result<
                 checked.insert(key.clone(), value);
             }
             Err(why) => {
-                errors.insert(key.clone(), why);
+                errors.insert(key.clone(), why.to_string());
             }
         }
     }
     for spec in specs {
         if !spec.optional && spec.indexed.is_none() && !raw.contains_key(spec.name) {
-            errors.insert(
-                spec.name.to_owned(),
-                "property is missing and it is not optional".to_owned(),
-            );
+            errors.insert(spec.name.to_owned(), Invalid::Missing.to_string());
         }
     }
     if errors.is_empty() {
@@ -197,7 +254,7 @@ fn scalar_text(value: &Value) -> Option<String> {
     }
 }
 
-fn check_value(spec: &Spec, value: &Value) -> Result<Value, String> {
+fn check_value(spec: &Spec, value: &Value) -> Result<Value, Invalid> {
     if spec.ty == Ty::Array {
         return match value {
             Value::Array(items) => items
@@ -205,37 +262,37 @@ fn check_value(spec: &Spec, value: &Value) -> Result<Value, String> {
                 .map(|item| {
                     scalar_text(item)
                         .map(Value::String)
-                        .ok_or_else(|| "type check ('string') failed".to_owned())
+                        .ok_or(Invalid::Type { expected: "string" })
                 })
                 .collect::<Result<Vec<_>, _>>()
                 .map(Value::Array),
             other => scalar_text(other)
                 .map(|text| Value::Array(vec![Value::String(text)]))
-                .ok_or_else(|| "type check ('array') failed".to_owned()),
+                .ok_or(Invalid::Type { expected: "array" }),
         };
     }
     let text = match value {
         Value::Array(_) => {
-            return Err(format!(
-                "type check ('{}') failed - got ARRAY",
-                type_name(spec.ty)
-            ));
+            return Err(Invalid::Structure {
+                expected: type_name(spec.ty),
+                got: "ARRAY",
+            });
         }
         Value::Object(_) => {
-            return Err(format!(
-                "type check ('{}') failed - got HASH",
-                type_name(spec.ty)
-            ));
+            return Err(Invalid::Structure {
+                expected: type_name(spec.ty),
+                got: "HASH",
+            });
         }
         Value::Bool(flag) if spec.ty == Ty::Bool => return Ok(Value::from(u8::from(*flag))),
         other => scalar_text(other).unwrap_or_default(),
     };
     let typed = match spec.ty {
         Ty::Int => {
-            let parsed = text
-                .trim()
-                .parse::<i64>()
-                .map_err(|_| format!("type check ('integer') failed - got '{text}'"))?;
+            let parsed = text.trim().parse::<i64>().map_err(|_| Invalid::Scalar {
+                expected: "integer",
+                got: text.clone(),
+            })?;
             check_bounds(spec, parsed as f64)?;
             Value::from(parsed)
         }
@@ -245,20 +302,28 @@ fn check_value(spec: &Spec, value: &Value) -> Result<Value, String> {
                 .parse::<f64>()
                 .ok()
                 .filter(|f| f.is_finite())
-                .ok_or_else(|| format!("type check ('number') failed - got '{text}'"))?;
+                .ok_or_else(|| Invalid::Scalar {
+                    expected: "number",
+                    got: text.clone(),
+                })?;
             check_bounds(spec, parsed)?;
             Value::from(parsed)
         }
         Ty::Bool => match text.as_str() {
             "1" => Value::from(1),
             "0" => Value::from(0),
-            _ => return Err(format!("type check ('boolean') failed - got '{text}'")),
+            _ => {
+                return Err(Invalid::Scalar {
+                    expected: "boolean",
+                    got: text,
+                });
+            }
         },
         Ty::Str | Ty::Array => {
             if let Some(max) = spec.max_len
                 && text.chars().count() > max
             {
-                return Err(format!("value may only be {max} characters long"));
+                return Err(Invalid::TooLong { max });
             }
             Value::String(text.clone())
         }
@@ -266,10 +331,10 @@ fn check_value(spec: &Spec, value: &Value) -> Result<Value, String> {
     if let Some(choices) = &spec.choices
         && !choices.contains(&text)
     {
-        return Err(format!(
-            "value '{text}' does not have a value in the enumeration '{}'",
-            choices.join(", ")
-        ));
+        return Err(Invalid::NotInEnumeration {
+            value: text,
+            choices: choices.join(", "),
+        });
     }
     if let Some(check) = spec.check {
         check(&text)?;
@@ -277,16 +342,16 @@ fn check_value(spec: &Spec, value: &Value) -> Result<Value, String> {
     Ok(typed)
 }
 
-fn check_bounds(spec: &Spec, value: f64) -> Result<(), String> {
+fn check_bounds(spec: &Spec, value: f64) -> Result<(), Invalid> {
     if let Some(min) = spec.min
         && value < min as f64
     {
-        return Err(format!("value must have a minimum value of {min}"));
+        return Err(Invalid::BelowMinimum { min });
     }
     if let Some(max) = spec.max
         && value > max as f64
     {
-        return Err(format!("value must have a maximum value of {max}"));
+        return Err(Invalid::AboveMaximum { max });
     }
     Ok(())
 }
@@ -312,23 +377,23 @@ fn is_label(label: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || *c == b'-')
 }
 
-pub(super) fn check_node(value: &str) -> Result<(), String> {
+pub(super) fn check_node(value: &str) -> Result<(), Invalid> {
     if is_label(value) {
         Ok(())
     } else {
-        Err("invalid format - value does not look like a valid node name".into())
+        Err(Invalid::NodeName)
     }
 }
 
-pub(super) fn check_dns_name(value: &str) -> Result<(), String> {
+pub(super) fn check_dns_name(value: &str) -> Result<(), Invalid> {
     if !value.is_empty() && value.split('.').all(is_label) {
         Ok(())
     } else {
-        Err("invalid format - value does not look like a valid DNS name".into())
+        Err(Invalid::DnsName)
     }
 }
 
-pub(super) fn check_storage(value: &str) -> Result<(), String> {
+pub(super) fn check_storage(value: &str) -> Result<(), Invalid> {
     let bytes = value.as_bytes();
     let ok = bytes.len() >= 2
         && bytes[0].is_ascii_lowercase()
@@ -339,13 +404,13 @@ pub(super) fn check_storage(value: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "invalid format - storage ID '{value}' contains illegal characters"
-        ))
+        Err(Invalid::StorageId {
+            value: value.to_owned(),
+        })
     }
 }
 
-pub(super) fn check_pool(value: &str) -> Result<(), String> {
+pub(super) fn check_pool(value: &str) -> Result<(), Invalid> {
     if !value.is_empty()
         && value
             .chars()
@@ -353,15 +418,15 @@ pub(super) fn check_pool(value: &str) -> Result<(), String> {
     {
         Ok(())
     } else {
-        Err(format!(
-            "invalid format - pool name '{value}' contains illegal characters"
-        ))
+        Err(Invalid::PoolName {
+            value: value.to_owned(),
+        })
     }
 }
 
 /// `pve-tag-list`: tags separated by `;`, `,` or spaces, each matching PVE's `pve-tag` pattern
 /// `(?^i:[a-z0-9_][a-z0-9_\-\+\.]*)` (PVE/JSONSchema.pm).
-pub(super) fn check_tag_list(value: &str) -> Result<(), String> {
+pub(super) fn check_tag_list(value: &str) -> Result<(), Invalid> {
     let is_pve_tag = |tag: &str| {
         let mut chars = tag.chars();
         chars
@@ -371,36 +436,36 @@ pub(super) fn check_tag_list(value: &str) -> Result<(), String> {
     };
     for tag in value.split([';', ',', ' ']).filter(|t| !t.is_empty()) {
         if !is_pve_tag(tag) {
-            return Err(format!(
-                "invalid format - invalid characters in tag '{tag}'"
-            ));
+            return Err(Invalid::Tag {
+                tag: tag.to_owned(),
+            });
         }
     }
     Ok(())
 }
 
-pub(super) fn check_memory(value: &str) -> Result<(), String> {
+pub(super) fn check_memory(value: &str) -> Result<(), Invalid> {
     let current = super::state::property_default(value, "current").unwrap_or_default();
     match current.parse::<u64>() {
         Ok(mib) if mib >= 16 => Ok(()),
-        _ => Err(format!(
-            "invalid format - format error\ncurrent: type check ('integer') failed - got '{current}'"
-        )),
+        _ => Err(Invalid::Memory {
+            current: current.to_owned(),
+        }),
     }
 }
 
-pub(super) fn check_urlencoded(value: &str) -> Result<(), String> {
+pub(super) fn check_urlencoded(value: &str) -> Result<(), Invalid> {
     if value
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || "-%_.!~*'()".contains(c))
     {
         Ok(())
     } else {
-        Err("invalid format - value must be urlencoded".into())
+        Err(Invalid::NotUrlencoded)
     }
 }
 
-pub(super) fn check_size(value: &str) -> Result<(), String> {
+pub(super) fn check_size(value: &str) -> Result<(), Invalid> {
     let body = value.strip_prefix('+').unwrap_or(value);
     let body = body.strip_suffix(['K', 'M', 'G', 'T']).unwrap_or(body);
     let mut parts = body.splitn(2, '.');
@@ -410,7 +475,7 @@ pub(super) fn check_size(value: &str) -> Result<(), String> {
     if digits(whole) && fraction.is_none_or(digits) {
         Ok(())
     } else {
-        Err("value does not match the regex pattern".into())
+        Err(Invalid::Pattern)
     }
 }
 
@@ -502,6 +567,24 @@ mod tests {
         assert_eq!(
             err.errors["sshkeys"],
             "invalid format - value must be urlencoded"
+        );
+    }
+
+    #[test]
+    fn structures_and_property_strings_are_refused_with_the_hosts_texts() {
+        let config = endpoint("/nodes/{node}/qemu/{vmid}/config", "POST");
+        let err = validate(
+            &config,
+            &raw(json!({"node": "pve1", "vmid": 101, "cores": [4], "memory": "current=8"})),
+        )
+        .expect_err("invalid");
+        assert_eq!(
+            err.errors["cores"],
+            "type check ('integer') failed - got ARRAY"
+        );
+        assert_eq!(
+            err.errors["memory"],
+            "invalid format - format error\ncurrent: type check ('integer') failed - got '8'"
         );
     }
 }

@@ -340,7 +340,10 @@ impl GuestSystems {
                 version: request.version,
                 cluster_configuration: String::new(),
             })
-            .map_err(|message| fatal(&format!("starting kubernetes: {message}")))?;
+            .map_err(|err| {
+                let message = capstan_core::errors::error_chain(&err);
+                fatal(&format!("starting kubernetes: {message}"))
+            })?;
         self.clusters.insert(
             name.clone(),
             ClusterState {
@@ -414,7 +417,9 @@ impl GuestSystems {
         node: &NewNode,
         later: &mut Vec<Later>,
     ) -> Result<(), String> {
-        backend.register_node(cluster, node)?;
+        backend
+            .register_node(cluster, node)
+            .map_err(|err| capstan_core::errors::error_chain(&err))?;
         let guest = self.guest(vm.vmid);
         guest.kubelet = Some(node.kubelet_version);
         guest.member = Some(Member {
@@ -473,7 +478,10 @@ impl GuestSystems {
                                 state.access = access;
                             }
                         }
-                        Err(message) => return fatal(&format!("starting kubernetes: {message}")),
+                        Err(err) => {
+                            let message = capstan_core::errors::error_chain(&err);
+                            return fatal(&format!("starting kubernetes: {message}"));
+                        }
                     }
                 }
                 later.push(Later::NodeReady {

@@ -223,7 +223,8 @@ impl GuestSystems {
             cluster_configuration,
         }) {
             Ok(access) => access,
-            Err(message) => {
+            Err(err) => {
+                let message = capstan_core::errors::error_chain(&err);
                 return Exit::failure(
                     1,
                     format!("error execution phase control-plane: {message}\n"),
@@ -283,16 +284,18 @@ impl GuestSystems {
         let admin = state.access.admin_kubeconfig.clone();
         let guest = self.guests.entry(vm.vmid).or_default();
         let kubelet = guest.kubelet.ok_or("kubelet not installed")?;
-        backend.register_node(
-            cluster,
-            &NewNode {
-                name: node.to_owned(),
-                kubelet_version: kubelet,
-                role,
-                address: vm.address.map(IpAddr::V4),
-                ready: false,
-            },
-        )?;
+        backend
+            .register_node(
+                cluster,
+                &NewNode {
+                    name: node.to_owned(),
+                    kubelet_version: kubelet,
+                    role,
+                    address: vm.address.map(IpAddr::V4),
+                    ready: false,
+                },
+            )
+            .map_err(|err| capstan_core::errors::error_chain(&err))?;
         guest.put_file(
             paths::KUBELET_CONF.to_owned(),
             format!("# kubelet kubeconfig for {node}\n"),
@@ -630,9 +633,10 @@ impl GuestSystems {
         vmid: VmId,
         cluster: &str,
     ) -> Result<(), Exit> {
-        let access = backend
-            .renew_certificates(cluster)
-            .map_err(|message| Exit::failure(1, format!("{message}\n")))?;
+        let access = backend.renew_certificates(cluster).map_err(|err| {
+            let message = capstan_core::errors::error_chain(&err);
+            Exit::failure(1, format!("{message}\n"))
+        })?;
         self.guest(vmid).put_file(
             paths::ADMIN_CONF.to_owned(),
             access.admin_kubeconfig.clone(),

@@ -191,7 +191,7 @@ fn datastore_servers_in_the_fleet_are_checked() {
     repo.validate()
         .assert_code(1)
         .assert_reports("capstan.yaml:")
-        .assert_reports("datastores.mariadb.url: `mysql://root:secret@db.lab.example:3306/k3s` carries a user, database or options: write only mysql://HOST[:PORT]")
+        .assert_reports("datastores.mariadb.url: `mysql://***@db.lab.example:3306/k3s` carries a user, database or options: write only mysql://HOST[:PORT]")
         .assert_reports("datastores.mariadb.adminUser: the admin user is empty");
 }
 

@@ -191,6 +191,22 @@ mod tests {
     }
 
     #[test]
+    fn a_password_written_into_a_datastore_url_is_not_repeated_by_the_refusal() {
+        for (url, shown) in [
+            (
+                "mysql://root:hunter2@db:3306/k3s",
+                "mysql://***@db:3306/k3s",
+            ),
+            ("postgres://root:hunter2@db/x", "postgres://***@db/x"),
+            ("root:hunter2@db", "***@db"),
+        ] {
+            let refusal = server(url).host_port().expect_err(url).to_string();
+            assert!(refusal.contains(shown), "{refusal}");
+            assert!(!refusal.contains("hunter2"), "{refusal}");
+        }
+    }
+
+    #[test]
     fn database_names_are_plain_identifiers_that_fit_a_user_name() {
         assert!(is_database_name("k3s_edge"));
         for bad in ["", "k3s-edge", "k3s edge", "a`b", &"x".repeat(33)] {

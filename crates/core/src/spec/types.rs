@@ -160,6 +160,19 @@ pub enum DatastoreUrlProblem {
     },
 }
 
+/// `url` as an error may show it: a user and password before the host become `***` (a
+/// credential written into a file by mistake must not travel on into a status or a comment).
+fn without_credentials(url: &str) -> String {
+    let authority_at = url.find("://").map_or(0, |at| at + 3);
+    let authority_end = url[authority_at..]
+        .find('/')
+        .map_or(url.len(), |end| authority_at + end);
+    match url[authority_at..authority_end].rfind('@') {
+        Some(at) => format!("{}***{}", &url[..authority_at], &url[authority_at + at..]),
+        None => url.to_owned(),
+    }
+}
+
 /// The port of a `mysql://` URL that names none.
 pub const MYSQL_DEFAULT_PORT: u16 = 3306;
 
@@ -169,7 +182,7 @@ impl DatastoreServer {
     /// # Errors
     /// Which part of the URL is not host and port.
     pub fn host_port(&self) -> Result<(String, u16), DatastoreUrlProblem> {
-        let url = || self.url.clone();
+        let url = || without_credentials(&self.url);
         let rest = self
             .url
             .strip_prefix("mysql://")

@@ -201,7 +201,8 @@ impl Notifier {
                     let running = self.spawn(target);
                     self.running.insert(name.clone(), running);
                 }
-                Err(why) => {
+                Err(err) => {
+                    let why = anyhow_chain(&err);
                     tracing::warn!(provider = %name, error = %crate::redact::message(&why), "notification provider left out");
                     self.outcomes.count(name, "unconfigured");
                 }
@@ -213,30 +214,42 @@ impl Notifier {
         &mut self,
         name: &str,
         provider: &capstan_core::spec::NotificationProvider,
-    ) -> Result<Target, String> {
+    ) -> Result<Target, ProviderSetupError> {
+        let provider_name = || name.to_owned();
         let address = self
             .reader
             .read(SecretUse::NotificationAddress(name), &provider.address_from)
-            .map_err(|err| format!("{:#}", anyhow_chain(&err)))?;
-        let parsed = reqwest::Url::parse(&address)
-            .map_err(|_| format!("the address of provider `{name}` is not a URL"))?;
+            .map_err(|source| ProviderSetupError::Address {
+                provider: provider_name(),
+                source,
+            })?;
+        let parsed = reqwest::Url::parse(&address).map_err(|_| ProviderSetupError::NotUrl {
+            provider: provider_name(),
+        })?;
         // The path of a webhook URL is its credential: known to the redactor on its own too.
         if parsed.path().len() > 8 {
             crate::redact::remember(parsed.path());
         }
         if provider.kind.address_is_credential() {
-            crate::http_client::may_carry_token(&address)
-                .map_err(|err| format!("provider `{name}`: {err}"))?;
+            crate::http_client::may_carry_token(&address).map_err(|source| {
+                ProviderSetupError::InsecureAddress {
+                    provider: provider_name(),
+                    source,
+                }
+            })?;
         } else if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(format!(
-                "the address of provider `{name}` is not http(s)://"
-            ));
+            return Err(ProviderSetupError::NotHttp {
+                provider: provider_name(),
+            });
         }
         let signing_key = match &provider.signing_key_from {
             Some(source) => Some(
                 self.reader
                     .read(SecretUse::NotificationSigningKey(name), source)
-                    .map_err(|err| format!("{:#}", anyhow_chain(&err)))?,
+                    .map_err(|source| ProviderSetupError::SigningKey {
+                        provider: provider_name(),
+                        source,
+                    })?,
             ),
             None => None,
         };
@@ -244,13 +257,12 @@ impl Notifier {
             Some(client) => client.clone(),
             None => {
                 // The system's roots, as a forge is trusted: receivers are public services.
-                let tls = crate::forge::rest::tls_config()
-                    .map_err(|err| format!("cannot set up TLS: {err}"))?;
+                let tls = crate::forge::rest::tls_config().map_err(ProviderSetupError::Tls)?;
                 let client = crate::http_client::builder()
                     .tls_backend_preconfigured(tls)
                     .timeout(self.options.timeout)
                     .build()
-                    .map_err(|err| format!("cannot build an HTTP client: {}", err.without_url()))?;
+                    .map_err(|err| ProviderSetupError::Client(err.without_url()))?;
                 self.client = Some(client.clone());
                 client
             }
@@ -358,6 +370,37 @@ impl Notifier {
             }
         }
     }
+}
+
+/// Why a notification provider was left out; the daemon goes on without it.
+#[derive(Debug, thiserror::Error)]
+enum ProviderSetupError {
+    #[error("cannot read the address of provider `{provider}`")]
+    Address {
+        provider: String,
+        #[source]
+        source: crate::secrets::SecretError,
+    },
+    #[error("the address of provider `{provider}` is not a URL")]
+    NotUrl { provider: String },
+    #[error("provider `{provider}`")]
+    InsecureAddress {
+        provider: String,
+        #[source]
+        source: crate::http_client::InsecureUrl,
+    },
+    #[error("the address of provider `{provider}` is not http(s)://")]
+    NotHttp { provider: String },
+    #[error("cannot read the signing key of provider `{provider}`")]
+    SigningKey {
+        provider: String,
+        #[source]
+        source: crate::secrets::SecretError,
+    },
+    #[error("cannot set up TLS")]
+    Tls(#[source] crate::forge::ForgeError),
+    #[error("cannot build an HTTP client")]
+    Client(#[source] reqwest::Error),
 }
 
 /// An error with its causes, as one line.

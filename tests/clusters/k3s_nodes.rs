@@ -469,7 +469,7 @@ async fn the_lab_refuses_a_k3s_secret_on_the_command_line_or_in_a_file_others_ca
         .nodes
         .write_file(&server, k3s::CONFIG, token)
         .expect_err("no /etc/rancher/k3s yet");
-    assert!(missing.contains("No such file or directory"), "{missing}");
+    assert_eq!(missing.why, "No such file or directory", "{missing}");
     assert_ok(
         "another file in the folder",
         &lab.nodes

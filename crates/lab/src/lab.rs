@@ -525,7 +525,9 @@ mod tests {
             .await
             .expect_err("refused");
         assert!(matches!(err, LabError::Config(_)), "{err:?}");
-        let typo = LabConfig::parse("clusters:\n  edge: {versoin: 1.35.4}\n").expect_err("typo");
+        let typo = LabConfig::parse("clusters:\n  edge: {versoin: 1.35.4}\n")
+            .expect_err("typo")
+            .to_string();
         assert!(typo.contains("versoin"), "{typo}");
     }
 

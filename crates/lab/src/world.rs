@@ -30,12 +30,13 @@ pub enum WorldError {
         source: std::io::Error,
     },
     /// The YAML does not describe a world.
-    #[error("invalid lab config {path}: {reason}")]
+    #[error("invalid lab config {path}")]
     Parse {
         /// The file.
         path: std::path::PathBuf,
-        /// What is wrong.
-        reason: String,
+        /// What the YAML parser said (boxed: it is large).
+        #[source]
+        source: Box<serde_saphyr::Error>,
     },
     /// The world is inconsistent (a template on an unknown node, a duplicate VMID, ...).
     #[error("invalid lab world: {reason}")]
@@ -69,9 +70,9 @@ impl LabConfig {
             path: path.to_owned(),
             source,
         })?;
-        let config = LabConfig::parse(&text).map_err(|reason| WorldError::Parse {
+        let config = LabConfig::parse(&text).map_err(|source| WorldError::Parse {
             path: path.to_owned(),
-            reason,
+            source,
         })?;
         config.check()?;
         Ok(config)
@@ -115,9 +116,9 @@ impl LabConfig {
     /// Parses lab config YAML (without the consistency check).
     ///
     /// # Errors
-    /// The parser's message.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        serde_saphyr::from_str(text).map_err(|err| err.to_string())
+    /// The parser's error.
+    pub fn parse(text: &str) -> Result<Self, Box<serde_saphyr::Error>> {
+        serde_saphyr::from_str(text).map_err(Box::new)
     }
 }
 
@@ -661,7 +662,9 @@ mod tests {
         assert_eq!(config.proxmox.timings.stop, Timings::default().stop);
         assert_eq!(config.proxmox.faults.fail_tasks[0].count, 1);
         config.proxmox.check().expect("templates follow the nodes");
-        let typo = LabConfig::parse("proxmox:\n  nodez: []\n").expect_err("typo");
+        let typo = LabConfig::parse("proxmox:\n  nodez: []\n")
+            .expect_err("typo")
+            .to_string();
         assert!(typo.contains("nodez"), "{typo}");
     }
 

@@ -18,7 +18,9 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::proxmox::{ExecFuture, ExecOutcome, GuestIdentity, GuestSoftware, PowerEvent};
+use super::proxmox::{
+    ExecFuture, ExecOutcome, FileOpenError, GuestIdentity, GuestSoftware, PowerEvent,
+};
 use crate::clock::{Clock as _, LabClock};
 use crate::values::KubeVersion;
 use crate::world::Timings;
@@ -263,7 +265,12 @@ impl<B: ClusterBackend> NodeSoftware<B> {
     ///
     /// # Errors
     /// The agent's message when the file's folder does not exist (or the path is a folder).
-    pub fn write_file(&self, vm: &GuestIdentity, path: &str, content: &[u8]) -> Result<(), String> {
+    pub fn write_file(
+        &self,
+        vm: &GuestIdentity,
+        path: &str,
+        content: &[u8],
+    ) -> Result<(), FileOpenError> {
         let text = String::from_utf8_lossy(content).into_owned();
         self.world().guest(vm.vmid).agent_write(path, text)
     }
@@ -427,7 +434,7 @@ impl<B: ClusterBackend> GuestSoftware for NodeSoftware<B> {
         guest: &GuestIdentity,
         path: &str,
         content: &[u8],
-    ) -> Result<(), String> {
+    ) -> Result<(), FileOpenError> {
         self.write_file(guest, path, content)
     }
 

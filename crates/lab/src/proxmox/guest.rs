@@ -88,8 +88,12 @@ pub trait GuestSoftware: Send + Sync + 'static {
     ///
     /// # Errors
     /// The agent's message when the file cannot be opened (its folder does not exist).
-    fn file_written(&self, guest: &GuestIdentity, path: &str, content: &[u8])
-    -> Result<(), String>;
+    fn file_written(
+        &self,
+        guest: &GuestIdentity,
+        path: &str,
+        content: &[u8],
+    ) -> Result<(), FileOpenError>;
 
     /// The VM's power changed.
     fn power_event(&self, guest: &GuestIdentity, event: PowerEvent);
@@ -152,7 +156,7 @@ impl GuestSoftware for DefaultShell {
         guest: &GuestIdentity,
         path: &str,
         content: &[u8],
-    ) -> Result<(), String> {
+    ) -> Result<(), FileOpenError> {
         self.files
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -170,6 +174,17 @@ impl GuestSoftware for DefaultShell {
                 .remove(&guest.vmid);
         }
     }
+}
+
+/// The guest agent could not open a file for `file-write`, in qga's words
+/// (`failed to open file '/etc/x' (mode: 'wb'): No such file or directory`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("failed to open file '{path}' (mode: 'wb'): {why}")]
+pub struct FileOpenError {
+    /// The path asked for.
+    pub path: String,
+    /// `fopen`'s reason (`No such file or directory`, `Is a directory`).
+    pub why: &'static str,
 }
 
 #[cfg(test)]

@@ -34,7 +34,9 @@ use crate::serve::{HttpsServer, ServeError};
 use crate::tls::{Identity, TlsError, self_signed_server};
 use crate::world::{CallFault, ProxmoxWorld, TaskFault, WorldError, WorldVm};
 
-pub use guest::{DefaultShell, ExecFuture, ExecOutcome, GuestIdentity, GuestSoftware, PowerEvent};
+pub use guest::{
+    DefaultShell, ExecFuture, ExecOutcome, FileOpenError, GuestIdentity, GuestSoftware, PowerEvent,
+};
 pub use state::Exchange;
 
 use state::{Durations, Shared, SimState};

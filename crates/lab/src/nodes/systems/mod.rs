@@ -121,7 +121,11 @@ impl Guest {
     ///
     /// # Errors
     /// qga's message when the file cannot be opened.
-    pub(super) fn agent_write(&mut self, path: &str, content: String) -> Result<(), String> {
+    pub(super) fn agent_write(
+        &mut self,
+        path: &str,
+        content: String,
+    ) -> Result<(), crate::proxmox::FileOpenError> {
         let folder_exists = parent_of(path).is_some_and(|folder| self.folders.contains(folder));
         if !folder_exists || self.folders.contains(path) {
             let why = if folder_exists {
@@ -129,7 +133,10 @@ impl Guest {
             } else {
                 "No such file or directory"
             };
-            return Err(format!("failed to open file '{path}' (mode: 'wb'): {why}"));
+            return Err(crate::proxmox::FileOpenError {
+                path: path.to_owned(),
+                why,
+            });
         }
         if !self.files.contains_key(path) {
             self.modes
@@ -520,7 +527,7 @@ mod tests {
             .agent_write("/etc/capstan/prepare-node.sh", "#!/bin/sh\n".into())
             .expect_err("no /etc/capstan on a fresh VM");
         assert_eq!(
-            missing,
+            missing.to_string(),
             "failed to open file '/etc/capstan/prepare-node.sh' (mode: 'wb'): No such file or directory"
         );
         let guest = systems.guest(vmid);

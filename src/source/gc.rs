@@ -81,6 +81,16 @@ pub enum GcError {
         #[source]
         source: std::io::Error,
     },
+    /// The collected mirror could not be opened again (it is whole on disk; the next use
+    /// opens it).
+    #[error("cannot reopen the collected {path}")]
+    Reopen {
+        /// The mirror.
+        path: PathBuf,
+        /// What libgit2 said (about the local repository: no credential in it).
+        #[source]
+        source: git2::Error,
+    },
 }
 
 /// What a collection did.
@@ -108,6 +118,27 @@ impl Superseded {
     fn is_due(&self, policy: &GcPolicy) -> bool {
         self.packs.len() > policy.max_packs || self.loose.len() > policy.max_loose_objects
     }
+}
+
+/// Collects the bare repository `repo` (at `path`) when `policy` says it is due and then
+/// opens it afresh, since libgit2 would otherwise keep looking in the packs removed; `None`
+/// when it was not due.
+///
+/// # Errors
+/// As [`collect_if_due`], and [`GcError::Reopen`].
+pub fn collect_and_reopen(
+    repo: &mut git2::Repository,
+    path: &Path,
+    policy: &GcPolicy,
+) -> Result<Option<Collected>, GcError> {
+    let collected = collect_if_due(repo, path, policy)?;
+    if collected.is_some() {
+        *repo = git2::Repository::open_bare(path).map_err(|source| GcError::Reopen {
+            path: path.to_owned(),
+            source,
+        })?;
+    }
+    Ok(collected)
 }
 
 /// Collects the mirror `repo` (at `path`) when `policy` says it is due; `None` when not.

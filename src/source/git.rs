@@ -216,25 +216,17 @@ impl GitSource {
         self
     }
 
-    /// Collects the mirror when it is due ([`super::gc`]), then opens it afresh (libgit2
-    /// would otherwise keep looking in the packs removed). A failure is logged: the mirror is
-    /// whole either way, and the next poll that fetches tries again.
+    /// Collects the mirror when it is due ([`super::gc`]). A failure is logged: the mirror
+    /// is whole either way, and the next poll that fetches tries again.
     fn collect_garbage(&mut self) {
-        match super::gc::collect_if_due(&self.mirror, &self.mirror_path, &self.gc) {
-            Ok(None) => {}
-            Ok(Some(_)) => match git2::Repository::open_bare(&self.mirror_path) {
-                Ok(mirror) => self.mirror = mirror,
-                Err(err) => tracing::warn!(
-                    mirror = %self.mirror_path.display(),
-                    "cannot reopen the collected git mirror: {}",
-                    GitFailure::new(&err, &self.redactor)
-                ),
-            },
-            Err(err) => tracing::warn!(
+        if let Err(err) =
+            super::gc::collect_and_reopen(&mut self.mirror, &self.mirror_path, &self.gc)
+        {
+            tracing::warn!(
                 mirror = %self.mirror_path.display(),
                 "cannot collect the git mirror: {}",
                 crate::errors::error_chain(&err)
-            ),
+            );
         }
     }
 

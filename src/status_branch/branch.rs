@@ -22,6 +22,7 @@ use jiff::Timestamp;
 
 use super::StatusBranchError;
 use crate::backoff::random_unit;
+use crate::source::gc::{self, GcPolicy};
 use crate::source::transport;
 use crate::source::{GitCredentials, GitFailure, Limits, Redactor};
 use crate::spec::{CAPSTAN_SIGNATURE, parse_signature};
@@ -83,6 +84,8 @@ pub struct StatusRepository {
     /// The branch's tip on the remote as last seen (`None` inside: no such branch), once
     /// fetched.
     tip: Option<Option<Oid>>,
+    /// When the repository is collected: each publish leaves loose objects, each fetch a pack.
+    gc: GcPolicy,
 }
 
 impl std::fmt::Debug for StatusRepository {
@@ -125,7 +128,28 @@ impl StatusRepository {
             options,
             redactor,
             tip: None,
+            gc: GcPolicy::default(),
         })
+    }
+
+    /// Collects the repository as `policy` says (instead of [`GcPolicy::default`]).
+    #[must_use]
+    pub fn with_gc(mut self, policy: GcPolicy) -> Self {
+        self.gc = policy;
+        self
+    }
+
+    /// Collects the repository when it is due, after a push landed (only then did it grow by
+    /// a commit). A failure is logged: the repository is whole either way, and the next
+    /// publish tries again.
+    fn collect_garbage(&mut self) {
+        if let Err(err) = gc::collect_and_reopen(&mut self.repo, &self.path, &self.gc) {
+            tracing::warn!(
+                repository = %self.path.display(),
+                "cannot collect the status repository: {}",
+                crate::errors::error_chain(&err)
+            );
+        }
     }
 
     /// The remote, credentials redacted.
@@ -312,6 +336,7 @@ impl StatusRepository {
             };
             match self.push(commit)? {
                 PushOutcome::Accepted => {
+                    self.collect_garbage();
                     return Ok((
                         Published::Pushed {
                             commit: commit.to_string(),

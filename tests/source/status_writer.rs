@@ -445,6 +445,70 @@ fn a_cluster_no_longer_declared_leaves_the_branch_and_others_files_stay() {
     );
 }
 
+/// Loose objects (the object database's two-hex-digit folders) in the bare repository at `path`.
+fn loose_objects(path: &std::path::Path) -> usize {
+    std::fs::read_dir(path.join("objects"))
+        .expect("objects")
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_name().len() == 2)
+        .map(|entry| std::fs::read_dir(entry.path()).map_or(0, Iterator::count))
+        .sum()
+}
+
+#[test]
+fn the_status_repository_is_collected_as_publishes_pile_up_and_stays_whole() {
+    let remote = Remote::new();
+    let mirrors = tempfile::tempdir().expect("mirrors");
+    let policy = capstan::source::gc::GcPolicy {
+        max_packs: 2,
+        max_loose_objects: 8,
+        grace: Duration::ZERO,
+    };
+    let mut repository = StatusRepository::open(
+        BranchOptions {
+            url: format!("file://{}", remote.bare().display()),
+            branch: BRANCH.to_owned(),
+            credentials: GitCredentials::default(),
+            mirror_root: mirrors.path().to_owned(),
+        },
+        Redactor::default(),
+    )
+    .expect("status repository opens")
+    .with_gc(policy);
+    let settings = CommitSettings {
+        author: capstan::spec::CAPSTAN_SIGNATURE.to_owned(),
+        skip_ci: false,
+        max_attempts: 3,
+    };
+    let mut status = simple_status(Phase::Ready, true);
+    let prod = status.clusters["prod"].clone();
+    const PUBLISHES: usize = 12;
+    for round in 0..PUBLISHES {
+        // Each round adds a cluster: a new file, a new tree, a new commit.
+        status.clusters.insert(format!("c{round}"), prod.clone());
+        let (published, _) = repository
+            .publish(&status, &settings, jiff::Timestamp::now())
+            .expect("published");
+        assert!(
+            matches!(published, capstan::status_branch::Published::Pushed { .. }),
+            "round {round}: {published:?}"
+        );
+        let loose = loose_objects(repository.path());
+        assert!(
+            loose <= policy.max_loose_objects + 5,
+            "round {round}: {loose} loose objects left in the status repository"
+        );
+    }
+    assert_eq!(status_commits(&remote.bare()).len(), PUBLISHES);
+    // Whole after the collections: the last tip's files read back, and a publish of the same
+    // status finds nothing to change.
+    let (again, files) = repository
+        .publish(&status, &settings, jiff::Timestamp::now())
+        .expect("published again");
+    assert_eq!(again, capstan::status_branch::Published::Unchanged);
+    assert!(files.contains_key(&format!("clusters/c{}.yaml", PUBLISHES - 1)));
+}
+
 #[test]
 fn the_branch_reads_back_as_the_tree_the_server_shows() {
     let now = jiff::Timestamp::now();

@@ -25,5 +25,6 @@ mod scale;
 mod status_observe;
 mod surge;
 mod suspend;
+mod suspend_rollout;
 mod templates;
 mod upgrade;

@@ -20,6 +20,7 @@ mod observe_cost;
 mod preview_live;
 mod prune;
 mod real_connections;
+mod remediation;
 mod replace;
 mod scale;
 mod status_observe;

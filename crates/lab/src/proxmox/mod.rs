@@ -479,6 +479,15 @@ impl FaultHandle {
         self.shared.lock().faults.hung.push(selector.to_owned());
     }
 
+    /// VMs matching `selector` hang no more (a hung guest that came back).
+    pub fn unhang_vm(&self, selector: &str) {
+        self.shared
+            .lock()
+            .faults
+            .hung
+            .retain(|hung| hung != selector);
+    }
+
     /// The next `count` answers of `/cluster/nextid` are taken by someone else's clone right
     /// after they are given (a lost VMID race).
     pub fn steal_next_vmid(&self, count: u32) {

@@ -103,6 +103,24 @@ async fn a_clone_carries_its_name_and_ownership_from_the_first_call() {
         .handle()
         .calls_of("POST /nodes/{node}/qemu/{vmid}/clone");
     assert_eq!(exchanges_free, 1);
+    // The task log, in order: the clone (of the template), then the new VM's configuration.
+    let tasks = setup.sim.handle().tasks();
+    let listed: Vec<(&str, &str, Option<&str>)> = tasks
+        .iter()
+        .map(|t| (t.kind.as_str(), t.id.as_str(), t.exitstatus.as_deref()))
+        .collect();
+    let new_id = vm.vmid.0.to_string();
+    assert_eq!(
+        listed[1],
+        ("qmconfig", new_id.as_str(), Some("OK")),
+        "{tasks:?}"
+    );
+    assert_eq!(
+        (listed[0].0, listed[0].2),
+        ("qmclone", Some("OK")),
+        "{tasks:?}"
+    );
+    assert!(tasks[0].upid.contains(":qmclone:"), "{}", tasks[0].upid);
 
     let inventory = setup.client.inventory().await.expect("inventory");
     let seen = inventory

@@ -329,6 +329,44 @@ impl Lab {
         self.proxmox.faults()
     }
 
+    /// Freezes the machine `node` of `cluster` as a hung guest freezes: its VM keeps running,
+    /// but its guest agent never answers (a clean shutdown times out) and its kubelet stops
+    /// posting status, so its Node turns NotReady. Node and VM share the name, as capstan
+    /// names them.
+    ///
+    /// # Errors
+    /// When the cluster has no such Node (then nothing is frozen).
+    pub fn freeze_machine(&self, cluster: &str, node: &str) -> Result<(), SimKubeError> {
+        let sim = self
+            .kube
+            .cluster(cluster)
+            .ok_or_else(|| SimKubeError::UnknownNode {
+                cluster: cluster.to_owned(),
+                node: node.to_owned(),
+            })?;
+        // The Node first: a Node that is unknown leaves no hung VM behind.
+        sim.set_node_ready(node, false)?;
+        self.faults().hang_vm(node);
+        Ok(())
+    }
+
+    /// Thaws a machine [`Lab::freeze_machine`] froze: its guest agent answers again and its
+    /// kubelet posts Ready.
+    ///
+    /// # Errors
+    /// When the cluster has no such Node.
+    pub fn thaw_machine(&self, cluster: &str, node: &str) -> Result<(), SimKubeError> {
+        let sim = self
+            .kube
+            .cluster(cluster)
+            .ok_or_else(|| SimKubeError::UnknownNode {
+                cluster: cluster.to_owned(),
+                node: node.to_owned(),
+            })?;
+        self.faults().unhang_vm(node);
+        sim.set_node_ready(node, true)
+    }
+
     /// Inspection of the simulated Proxmox (counters, VMs, recorded requests).
     pub fn proxmox(&self) -> SimHandle {
         self.proxmox.handle()
@@ -467,6 +505,37 @@ mod tests {
         assert_eq!(a.matches('-').count(), 4);
         assert_eq!(&a[14..15], "4");
         assert_ne!(a, generate_token());
+    }
+
+    #[tokio::test]
+    async fn a_frozen_machine_has_a_not_ready_node_until_it_is_thawed() {
+        let config = LabConfig::parse(
+            "clusters:\n  edge:\n    nodes: [{name: edge-cp, role: control-plane}, {name: edge-w1}]\n",
+        )
+        .expect("config");
+        let lab = Lab::start(config, LabOptions::ephemeral())
+            .await
+            .expect("lab");
+        let edge = lab.kube().cluster("edge").expect("edge");
+        let ready = |node: &str| {
+            edge.object("nodes", None, node).is_some_and(|n| {
+                n["status"]["conditions"].as_array().is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                })
+            })
+        };
+        assert!(ready("edge-w1"));
+        lab.freeze_machine("edge", "edge-w1").expect("frozen");
+        assert!(!ready("edge-w1") && ready("edge-cp"));
+        assert!(matches!(
+            lab.freeze_machine("edge", "edge-w9"),
+            Err(SimKubeError::UnknownNode { .. })
+        ));
+        assert!(lab.freeze_machine("gone", "edge-w1").is_err());
+        lab.thaw_machine("edge", "edge-w1").expect("thawed");
+        assert!(ready("edge-w1"));
+        lab.stop();
     }
 
     #[tokio::test]

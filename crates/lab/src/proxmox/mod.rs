@@ -260,6 +260,21 @@ pub struct SimVm {
     pub address: Option<Ipv4Addr>,
 }
 
+/// A task in the simulator's task log, as `/cluster/tasks` of a real host lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimTask {
+    /// Its UPID.
+    pub upid: String,
+    /// The node it runs on.
+    pub node: String,
+    /// Its type (`qmclone`, `qmstart`, `qmstop`, ...).
+    pub kind: String,
+    /// What it works on: the VMID (for a clone, the source's).
+    pub id: String,
+    /// `None` while it runs; then `OK` or the error.
+    pub exitstatus: Option<String>,
+}
+
 /// Inspects a running simulator (cheap to clone).
 #[derive(Debug, Clone)]
 pub struct SimHandle {
@@ -309,6 +324,28 @@ impl SimHandle {
                 address: state.leases.get(vmid).copied(),
             })
             .collect()
+    }
+
+    /// The task log, oldest first (tasks that ran and those still running).
+    pub fn tasks(&self) -> Vec<SimTask> {
+        let state = self.shared.lock();
+        let mut tasks: Vec<(u32, SimTask)> = state
+            .tasks
+            .iter()
+            .map(|(upid, task)| {
+                let listed = SimTask {
+                    upid: upid.clone(),
+                    node: task.node.clone(),
+                    kind: task.kind.clone(),
+                    id: task.id.clone(),
+                    exitstatus: task.exitstatus.clone(),
+                };
+                (task.pid, listed)
+            })
+            .collect();
+        // PIDs are handed out in start order.
+        tasks.sort_by_key(|(pid, _)| *pid);
+        tasks.into_iter().map(|(_, task)| task).collect()
     }
 
     /// The VM `vmid`, if it exists.
@@ -442,6 +479,15 @@ impl FaultHandle {
     /// VMs matching `selector` hang: the agent never answers, a clean shutdown times out.
     pub fn hang_vm(&self, selector: &str) {
         self.shared.lock().faults.hung.push(selector.to_owned());
+    }
+
+    /// VMs matching `selector` hang no more (a hung guest that came back).
+    pub fn unhang_vm(&self, selector: &str) {
+        self.shared
+            .lock()
+            .faults
+            .hung
+            .retain(|hung| hung != selector);
     }
 
     /// The next `count` answers of `/cluster/nextid` are taken by someone else's clone right

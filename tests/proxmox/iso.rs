@@ -90,7 +90,11 @@ async fn an_iso_goes_up_into_a_cdrom_and_away_again() {
     for _ in 0..2 {
         client.detach_cdrom(&vm, &volume).await.expect("detached");
     }
-    assert!(!handle.vm(700).expect("VM").config.contains_key("ide2"));
+    assert_eq!(
+        handle.vm(700).expect("VM").config["ide2"],
+        "none,media=cdrom"
+    );
+    assert_eq!(handle.cdrom_image(700, "ide2"), None);
 
     for _ in 0..2 {
         client

@@ -465,7 +465,8 @@ pub trait ProxmoxProvider: Send + Sync {
     ) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
 
     /// Puts ISO volume `volume` in the VM's CD-ROM drive `ide2` (replacing what it held);
-    /// a no-op when it is there already.
+    /// a no-op when it is there already. Meant for a VM not yet started: Proxmox adds a
+    /// drive a running VM lacks only at its next start.
     ///
     /// # Errors
     /// `Volume` naming node, storage and volume.
@@ -475,8 +476,9 @@ pub trait ProxmoxProvider: Send + Sync {
         volume: &VolumeId,
     ) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
 
-    /// Removes the VM's CD-ROM drive `ide2` when it holds `volume`; a no-op when it holds
-    /// anything else or nothing (the drive is not capstan's to remove then).
+    /// Empties the VM's CD-ROM drive `ide2` (`none,media=cdrom`, applied at once even to a
+    /// running VM) when it holds `volume`; a no-op when it holds anything else or nothing
+    /// (the drive is not capstan's to empty then), or the VM is gone.
     ///
     /// # Errors
     /// `Volume` naming node, storage and volume.

@@ -1,6 +1,7 @@
 //! Storage volumes through the Proxmox API: the content types of a storage, its volumes,
 //! ISO images uploaded (`POST /nodes/{node}/storage/{storage}/upload`, `multipart/form-data`,
-//! `content=iso`) and deleted, and a VM's CD-ROM drive `ide2` pointed at one and emptied.
+//! `content=iso`) and deleted, and a VM's CD-ROM drive `ide2` pointed at one and emptied
+//! (`none,media=cdrom`).
 //!
 //! These are how a per-VM NoCloud seed image reaches a VM without SSH or snippets: snippets
 //! cannot be uploaded through the API, ISO images can.
@@ -350,7 +351,10 @@ impl ProxmoxClient {
         if !cdrom_holds(&config, volume) {
             return Ok(());
         }
-        let mut params: Params = vec![("delete".into(), CDROM_DRIVE.into())];
+        // Ejected rather than removed: qemu-server applies a CD-ROM's new medium to a running
+        // VM at once, while removing an IDE drive from a running VM stays a pending change
+        // (`vmconfig_hotplug_pending` skips ide and sata deletions).
+        let mut params: Params = vec![(CDROM_DRIVE.into(), "none,media=cdrom".into())];
         if let Some(digest) = text(&config, "digest") {
             // Only the config read above: a concurrent change is not overwritten.
             params.push(("digest".into(), digest));

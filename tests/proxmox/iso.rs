@@ -243,3 +243,27 @@ async fn proxmox_refusals_name_node_storage_and_volume() {
         cloud_init
     );
 }
+
+#[tokio::test]
+async fn an_upload_cut_short_by_a_passing_failure_is_sent_again() {
+    let setup = start(iso_world()).await;
+    setup
+        .sim
+        .faults()
+        .fail_calls(capstan_lab::world::CallFault {
+            count: 1,
+            status: 503,
+            message: "Service Unavailable".into(),
+            path: Some("/upload".into()),
+        });
+    let volume = setup
+        .client
+        .upload_iso(&pve1(), "local", "seed.iso", &image())
+        .await
+        .expect("uploaded on the second try");
+    assert_eq!(setup.sim.handle().calls_of(UPLOAD), 2);
+    assert_eq!(
+        setup.sim.handle().volume("pve1", volume.as_str()),
+        Some(image())
+    );
+}

@@ -409,6 +409,11 @@ fn storage_entry(state: &SimState, node: &str, name: &str) -> Option<Value> {
 
 fn node_storage(shared: &Arc<Shared>, p: &Params) -> Result<Reply, ApiFail> {
     let state = shared.lock();
+    if let Some(wanted) = p.text("storage")
+        && !state.storages.contains_key(wanted)
+    {
+        return Err(ApiFail::param("storage", "No such storage."));
+    }
     let list = state
         .storages
         .keys()
@@ -440,7 +445,7 @@ fn storage_status(shared: &Arc<Shared>, p: &Params) -> Result<Reply, ApiFail> {
     let state = shared.lock();
     let name = p.text("storage").unwrap_or_default();
     let mut entry = storage_entry(&state, p.node(), name)
-        .ok_or_else(|| ApiFail::die(format!("storage '{name}' does not exist")))?;
+        .ok_or_else(|| ApiFail::param("storage", "No such storage."))?;
     if let Some(map) = entry.as_object_mut() {
         map.remove("storage");
     }

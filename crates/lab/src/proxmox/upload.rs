@@ -239,6 +239,11 @@ pub(super) fn upload(shared: &Arc<Shared>, p: &Params, user: &str) -> Result<Rep
         .text("tmpfilename")
         .ok_or_else(|| ApiFail::die("missing temporary file name"))?
         .to_owned();
+    let bytes = state
+        .store
+        .uploads
+        .remove(&tmp)
+        .ok_or_else(|| ApiFail::die(format!("temporary file '{tmp}' does not exist")))?;
     let filename = normalize_filename(p.text("filename").unwrap_or_default());
     let content = p.text("content").unwrap_or_default().to_owned();
     let fits = match content.as_str() {
@@ -269,11 +274,6 @@ pub(super) fn upload(shared: &Arc<Shared>, p: &Params, user: &str) -> Result<Rep
             "storage '{storage}' does not support '{content}' content"
         )));
     }
-    let bytes = state
-        .store
-        .uploads
-        .remove(&tmp)
-        .ok_or_else(|| ApiFail::die(format!("temporary file '{tmp}' does not exist")))?;
     let subdir = if content == "iso" {
         "iso"
     } else {

@@ -1,7 +1,7 @@
 //! A step that keeps failing blocks its cluster with the error and what to look at, is retried
 //! with backoff, and does not stop the other clusters.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -13,7 +13,8 @@ use capstan::plan::ActionKind;
 use capstan::providers::kube::{AdminKubeconfig, ClusterError};
 use capstan::providers::proxmox::{
     CloneRequest, CommandOutput, ExpectedVm, Inventory, ProxmoxClient, ProxmoxError,
-    ProxmoxProvider, ResizeOutcome, VmRef, VmSettings,
+    ProxmoxProvider, PveNode, ResizeOutcome, StorageContent, StoredVolume, VmRef, VmSettings,
+    VolumeId,
 };
 use capstan::status::Phase;
 use capstan_testkit::{World, cluster_yaml, fleet_yaml, ready};
@@ -194,6 +195,51 @@ impl ProxmoxProvider for PanickingProxmox {
         content: &[u8],
     ) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
         self.inner.write_file(vm, path, content)
+    }
+    fn storage_content(
+        &self,
+        node: &PveNode,
+        storage: &str,
+    ) -> impl Future<Output = Result<BTreeSet<StorageContent>, ProxmoxError>> + Send {
+        self.inner.storage_content(node, storage)
+    }
+    fn storage_volumes(
+        &self,
+        node: &PveNode,
+        storage: &str,
+        content: StorageContent,
+    ) -> impl Future<Output = Result<Vec<StoredVolume>, ProxmoxError>> + Send {
+        self.inner.storage_volumes(node, storage, content)
+    }
+    fn upload_iso(
+        &self,
+        node: &PveNode,
+        storage: &str,
+        file_name: &str,
+        image: &[u8],
+    ) -> impl Future<Output = Result<VolumeId, ProxmoxError>> + Send {
+        self.inner.upload_iso(node, storage, file_name, image)
+    }
+    fn delete_volume(
+        &self,
+        node: &PveNode,
+        volume: &VolumeId,
+    ) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
+        self.inner.delete_volume(node, volume)
+    }
+    fn attach_cdrom(
+        &self,
+        vm: &VmRef,
+        volume: &VolumeId,
+    ) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
+        self.inner.attach_cdrom(vm, volume)
+    }
+    fn detach_cdrom(
+        &self,
+        vm: &VmRef,
+        volume: &VolumeId,
+    ) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
+        self.inner.detach_cdrom(vm, volume)
     }
 }
 

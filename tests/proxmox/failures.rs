@@ -493,6 +493,7 @@ fn one_template_world(template_storage: &str) -> capstan_lab::world::ProxmoxWorl
         kind: if shared { "rbd" } else { "lvmthin" }.into(),
         shared,
         size_gib: 2048,
+        content: Vec::new(),
     };
     let mut world = fast_world();
     world.storages = vec![storage("local-lvm", false), storage("ceph", true)];

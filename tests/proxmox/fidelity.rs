@@ -14,10 +14,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::proxmox_support::{clone_request, created, expected, fast_world, ownership, start_with};
+use crate::proxmox_support::{clone_request, created, expected, iso_world, ownership, start_with};
 use capstan::model::Role;
 use capstan::providers::proxmox::ownership::encode_description;
-use capstan::providers::proxmox::{CloudInit, ProxmoxProvider, VmSettings};
+use capstan::providers::proxmox::{
+    CloudInit, ProxmoxProvider, PveNode, StorageContent, VmRef, VmSettings,
+};
 use capstan_lab::proxmox::{DefaultShell, Exchange, accepted_parameters};
 use capstan_lab::world::WorldVm;
 use serde_json::{Value, json};
@@ -213,7 +215,7 @@ fn check_answer(schema: &Value, exchange: &Exchange) -> Vec<String> {
 
 /// Runs every client operation against a recording sim; returns what was exchanged.
 async fn scenario() -> Vec<Exchange> {
-    let setup = start_with(fast_world(), Arc::new(DefaultShell::new()), true).await;
+    let setup = start_with(iso_world(), Arc::new(DefaultShell::new()), true).await;
     let client = &setup.client;
     setup
         .sim
@@ -289,9 +291,31 @@ async fn scenario() -> Vec<Exchange> {
         .add_tag(&expected_vm, "capstan-retiring")
         .await
         .expect("tag");
+    iso_calls(client, &vm).await;
     client.stop_vm(&expected_vm).await.expect("stop");
     client.destroy_vm(&expected_vm).await.expect("destroy");
     setup.sim.handle().exchanges()
+}
+
+/// A seed image's life: the storage checked, the image uploaded, listed, attached, detached
+/// and deleted.
+async fn iso_calls(client: &capstan::providers::proxmox::ProxmoxClient, vm: &VmRef) {
+    let pve1 = PveNode::from("pve1");
+    client
+        .storage_content(&pve1, "local")
+        .await
+        .expect("content types");
+    let volume = client
+        .upload_iso(&pve1, "local", "fidelity.iso", b"seed")
+        .await
+        .expect("upload");
+    client
+        .storage_volumes(&pve1, "local", StorageContent::Iso)
+        .await
+        .expect("list");
+    client.attach_cdrom(vm, &volume).await.expect("attach");
+    client.detach_cdrom(vm, &volume).await.expect("detach");
+    client.delete_volume(&pve1, &volume).await.expect("delete");
 }
 
 #[tokio::test]
@@ -337,6 +361,10 @@ async fn every_request_the_client_sends_and_every_answer_fit_the_real_schema() {
         "POST /nodes/{node}/qemu/{vmid}/agent/file-write",
         "GET /nodes/{node}/tasks/{upid}/status",
         "GET /nodes/{node}/tasks/{upid}/log",
+        "GET /nodes/{node}/storage",
+        "POST /nodes/{node}/storage/{storage}/upload",
+        "GET /nodes/{node}/storage/{storage}/content",
+        "DELETE /nodes/{node}/storage/{storage}/content/{volume}",
     ] {
         assert!(
             seen.contains(endpoint),
@@ -348,7 +376,12 @@ async fn every_request_the_client_sends_and_every_answer_fit_the_real_schema() {
 #[tokio::test]
 async fn answers_of_the_other_served_endpoints_fit_the_real_schema() {
     let schema = schema();
-    let setup = start_with(fast_world(), Arc::new(DefaultShell::new()), true).await;
+    let setup = start_with(iso_world(), Arc::new(DefaultShell::new()), true).await;
+    setup
+        .client
+        .upload_iso(&PveNode::from("pve1"), "local", "listed.iso", b"seed")
+        .await
+        .expect("upload");
     let http = reqwest::Client::builder()
         .tls_backend_preconfigured(insecure_tls())
         .build()
@@ -368,6 +401,10 @@ async fn answers_of_the_other_served_endpoints_fit_the_real_schema() {
         "/nodes/pve1/qemu/9000/status/current",
         "/nodes/pve1/storage",
         "/nodes/pve1/storage/local-lvm/status",
+        "/nodes/pve1/storage?content=iso",
+        "/nodes/pve1/storage/local/content",
+        "/nodes/pve1/storage/local-lvm/content?content=images",
+        "/nodes/pve1/storage/local-lvm/content?vmid=9000",
         "/pools",
         "/pools?poolid=capstan",
     ] {

@@ -9,5 +9,6 @@ mod proxmox_support;
 mod client;
 mod failures;
 mod fidelity;
+mod iso;
 mod lab;
 mod third_party;

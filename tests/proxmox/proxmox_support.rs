@@ -110,3 +110,25 @@ pub fn template_on_pve1(storage: Option<&str>) -> capstan_lab::world::WorldTempl
         ..capstan_lab::world::WorldTemplate::new("debian13-k8s", 9000, "pve1")
     }
 }
+
+/// [`fast_world`] with the storages of a real install and more: `local-lvm` (disks), `local`
+/// (a directory holding ISO images, container templates and backups), `backups` (a directory
+/// holding only backups) and `isos` (NFS, shared, ISO images only).
+pub fn iso_world() -> capstan_lab::world::ProxmoxWorld {
+    use capstan_lab::world::WorldStorage;
+    let storage = |name: &str, kind: &str, shared, content: &[&str]| WorldStorage {
+        name: name.into(),
+        kind: kind.into(),
+        shared,
+        size_gib: 2048,
+        content: content.iter().map(|c| (*c).to_owned()).collect(),
+    };
+    let mut world = fast_world();
+    world.storages = vec![
+        storage("local-lvm", "lvmthin", false, &["images", "rootdir"]),
+        storage("local", "dir", false, &["iso", "vztmpl", "backup"]),
+        storage("backups", "dir", false, &["backup"]),
+        storage("isos", "nfs", true, &["iso"]),
+    ];
+    world
+}

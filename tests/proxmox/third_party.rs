@@ -1,6 +1,6 @@
 //! Third-party clients against the simulated Proxmox: `curl` with the token, form-encoded and
-//! JSON bodies, error answers as a real host gives them; Debian's `python3-proxmoxer` listing
-//! nodes and VMs and cloning. These tests fail (never skip) when a client is missing: CI
+//! JSON bodies, multipart uploads, error answers as a real host gives them; Debian's
+//! `python3-proxmoxer` listing nodes and VMs, cloning, and uploading an ISO image. These tests fail (never skip) when a client is missing: CI
 //! installs them (`.ci/run`).
 
 use std::path::PathBuf;
@@ -8,7 +8,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::proxmox_support::{SECRET, TOKEN_ID, fast_world, start_with};
+use crate::proxmox_support::{SECRET, TOKEN_ID, fast_world, iso_world, start_with};
 use capstan_lab::proxmox::DefaultShell;
 use capstan_testkit::judge::{self, Judge};
 
@@ -261,4 +261,186 @@ print(json.dumps({"nodes": nodes, "vms": vms, "resources": len(resources), "upid
             .starts_with("UPID:pve1:")
     );
     assert!(setup.sim.handle().vm(321).is_some());
+}
+
+/// Polls a task until it stops; returns its exit status.
+async fn task_exit(curl: &Curl, upid: &str) -> String {
+    let status_path = format!("/nodes/pve1/tasks/{}/status", upid.replace('!', "%21"));
+    for _ in 0..200 {
+        let (_, body) = curl.run(SECRET, &[], &status_path).await;
+        let task = json(&body)["data"].clone();
+        if task["status"] == "stopped" {
+            return task["exitstatus"].as_str().unwrap_or_default().to_owned();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("task {upid} never stopped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curl_uploads_an_iso_as_to_proxmox_and_meets_its_refusals() {
+    if !judge::present(&[Judge::Curl]) {
+        return;
+    }
+    let setup = start_with(iso_world(), Arc::new(DefaultShell::new()), false).await;
+    let curl = Curl::new(&setup.sim);
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("seed.bin");
+    let bytes: Vec<u8> = (0..=255u8).cycle().take(50_000).collect();
+    std::fs::write(&file, &bytes).expect("write");
+    let part = |name: &str| format!("filename=@{};filename={name}", file.display());
+    let upload = "/nodes/pve1/storage/local/upload";
+
+    // A path in the name is cut off, as normalize_content_filename does.
+    let (status, body) = curl
+        .run(
+            SECRET,
+            &["-F", "content=iso", "-F", &part("../../seed.iso")],
+            upload,
+        )
+        .await;
+    assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+    let upid = json(&body)["data"].as_str().expect("UPID").to_owned();
+    assert!(upid.contains(":imgcopy::capstan@pve!test:"), "{upid}");
+    assert_eq!(task_exit(&curl, &upid).await, "OK");
+    let stored = setup.sim.handle().volume("pve1", "local:iso/seed.iso");
+    assert_eq!(stored, Some(bytes));
+
+    let (status, body) = curl
+        .run(
+            SECRET,
+            &["-F", "content=iso", "-F", &part("seed.txt")],
+            upload,
+        )
+        .await;
+    assert_eq!(status, "HTTP/1.1 400 Parameter verification failed.");
+    assert_eq!(json(&body)["errors"]["filename"], "wrong file extension\n");
+
+    let (status, _) = curl
+        .run(
+            SECRET,
+            &["-F", "content=import", "-F", &part("disk.qcow2")],
+            upload,
+        )
+        .await;
+    assert_eq!(
+        status,
+        "HTTP/1.1 500 storage 'local' does not support 'import' content"
+    );
+
+    let (status, _) = curl
+        .run(
+            SECRET,
+            &["-d", "content=iso", "-d", "filename=x.iso"],
+            upload,
+        )
+        .await;
+    assert_eq!(
+        status,
+        "HTTP/1.1 501 upload 'Content-Type 'application/x-www-form-urlencoded' not implemented"
+    );
+
+    let (status, _) = curl
+        .run(
+            SECRET,
+            &[
+                "-H",
+                "Transfer-Encoding: chunked",
+                "-F",
+                "content=iso",
+                "-F",
+                &part("chunked.iso"),
+            ],
+            upload,
+        )
+        .await;
+    assert_eq!(
+        status,
+        "HTTP/1.1 501 chunked transfer encoding not supported"
+    );
+
+    std::fs::write(&file, vec![0u8; capstan_lab::proxmox::UPLOAD_MAX_BYTES + 1]).expect("write");
+    let (status, _) = curl
+        .run(
+            SECRET,
+            // No `Expect: 100-continue` (curl's default for large bodies): the answer alone.
+            &["-H", "Expect:", "-F", "content=iso", "-F", &part("big.iso")],
+            upload,
+        )
+        .await;
+    assert_eq!(
+        status,
+        "HTTP/1.1 501 write to temporary file failed - No space left on device"
+    );
+    assert_eq!(
+        setup.sim.handle().volumes("pve1"),
+        ["local:iso/seed.iso"],
+        "only the accepted upload is stored"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxmoxer_uploads_an_iso_and_lists_it() {
+    if !judge::present(&[Judge::Proxmoxer]) {
+        return;
+    }
+    let setup = start_with(iso_world(), Arc::new(DefaultShell::new()), false).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let ca = dir.path().join("pve.pem");
+    std::fs::write(&ca, setup.sim.certificate_pem()).expect("cert");
+    let image = dir.path().join("talos-seed.iso");
+    let bytes: Vec<u8> = (0..=255u8).rev().cycle().take(40_000).collect();
+    std::fs::write(&image, &bytes).expect("image");
+    let script = r#"
+import json, sys, time
+from proxmoxer import ProxmoxAPI
+host, port, user, token_name, token_value, ca, image = sys.argv[1:]
+px = ProxmoxAPI(host, port=int(port), user=user, token_name=token_name,
+                token_value=token_value, verify_ssl=ca, service="PVE")
+storage = px.nodes("pve1").storage("local")
+with open(image, "rb") as f:
+    upid = storage.upload.post(content="iso", filename=f)
+for _ in range(200):
+    task = px.nodes("pve1").tasks(upid).status.get()
+    if task["status"] == "stopped":
+        break
+    time.sleep(0.02)
+isos = storage.content.get(content="iso")
+print(json.dumps({"upid": upid, "exit": task.get("exitstatus"), "isos": isos}))
+"#;
+    let addr = setup.sim.local_addr();
+    let (user, token_name) = TOKEN_ID.split_once('!').expect("token id");
+    let mut command = Command::new("/usr/bin/python3");
+    command.args(["-c", script]).args([
+        &addr.ip().to_string(),
+        &addr.port().to_string(),
+        user,
+        token_name,
+        SECRET,
+        ca.to_str().expect("utf-8 path"),
+        image.to_str().expect("utf-8 path"),
+    ]);
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("join")
+        .expect("/usr/bin/python3 exists");
+    assert!(
+        output.status.success(),
+        "proxmoxer failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report = json(&String::from_utf8_lossy(&output.stdout));
+    assert_eq!(report["exit"], "OK", "{report}");
+    let isos = report["isos"].as_array().expect("list");
+    assert_eq!(isos.len(), 1, "{report}");
+    assert_eq!(isos[0]["volid"], "local:iso/talos-seed.iso");
+    assert_eq!(isos[0]["format"], "iso");
+    assert_eq!(isos[0]["size"], bytes.len());
+    assert_eq!(
+        setup
+            .sim
+            .handle()
+            .volume("pve1", "local:iso/talos-seed.iso"),
+        Some(bytes)
+    );
 }

@@ -8,7 +8,7 @@ use capstan_core::talos::{MachineRole, NodeFacts, StaticAddress, cidata_files, c
 
 use capstan_testkit::judge::{self, Judge};
 
-fn xorriso(image: &Path, commands: &[&str]) -> String {
+pub(crate) fn xorriso(image: &Path, commands: &[&str]) -> String {
     let output = Command::new("xorriso")
         .arg("-indev")
         .arg(image)
@@ -31,7 +31,7 @@ fn xorriso(image: &Path, commands: &[&str]) -> String {
     text
 }
 
-fn node(static_address: Option<StaticAddress>) -> NodeFacts {
+pub(crate) fn node(static_address: Option<StaticAddress>) -> NodeFacts {
     NodeFacts {
         role: MachineRole::ControlPlane,
         hostname: "talos-prod-cp-1".into(),

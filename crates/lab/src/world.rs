@@ -212,6 +212,18 @@ impl ProxmoxWorld {
         if self.storages.is_empty() {
             return invalid("proxmox.storages is empty".into());
         }
+        for storage in &self.storages {
+            if let Some(unknown) = storage
+                .content
+                .iter()
+                .find(|c| !STORAGE_CONTENT_TYPES.contains(&c.as_str()))
+            {
+                return invalid(format!(
+                    "storage {} holds unknown content type {unknown}",
+                    storage.name
+                ));
+            }
+        }
         let has_node = |name: &str| self.nodes.iter().any(|n| n.name == name);
         let has_storage = |name: &str| self.storages.iter().any(|s| s.name == name);
         let mut vmids = std::collections::BTreeSet::new();
@@ -276,6 +288,7 @@ fn default_storages() -> Vec<WorldStorage> {
         kind: "lvmthin".into(),
         shared: false,
         size_gib: 2048,
+        content: Vec::new(),
     }]
 }
 
@@ -327,6 +340,27 @@ pub struct WorldStorage {
     /// Size per node (or in all, when shared), GiB.
     #[serde(default = "default_storage_size", rename = "sizeGiB")]
     pub size_gib: u64,
+    /// Content types it holds (`images`, `rootdir`, `iso`, `vztmpl`, `backup`, `snippets`,
+    /// `import`). Empty: `images,rootdir`, Proxmox's default. Uploads (`iso`, `vztmpl`,
+    /// `import`) need a file-based storage (`dir`, `nfs`, `cifs`, `cephfs`, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub content: Vec<String>,
+}
+
+/// Every content type a Proxmox storage can hold (`pve-storage-content`).
+pub const STORAGE_CONTENT_TYPES: &[&str] = &[
+    "images", "rootdir", "vztmpl", "iso", "backup", "snippets", "import",
+];
+
+impl WorldStorage {
+    /// The content types it holds, defaults applied.
+    pub fn content_types(&self) -> Vec<String> {
+        if self.content.is_empty() {
+            vec!["images".into(), "rootdir".into()]
+        } else {
+            self.content.clone()
+        }
+    }
 }
 
 fn default_storage_kind() -> String {

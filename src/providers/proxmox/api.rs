@@ -128,9 +128,63 @@ impl Api {
         params: &Params,
         retry: Retry,
     ) -> Result<Value, ProxmoxError> {
+        self.retrying(method, path, retry, || {
+            let url = format!("{}{}", self.api_url, path);
+            let request = match method {
+                Method::Get => self.http.get(&url).query(params),
+                Method::Delete => self.http.delete(&url).query(params),
+                Method::Post => self.http.post(&url).form(params),
+                Method::Put => self.http.put(&url).form(params),
+            };
+            self.send(method, path, request)
+        })
+        .await
+    }
+
+    /// POSTs a file as `multipart/form-data` the way Proxmox takes uploads (the fields, then
+    /// the file as the part named `filename`), with its length known up front (Proxmox refuses
+    /// chunked bodies); returns `data`, retrying transient failures.
+    pub(crate) async fn upload_value(
+        &self,
+        path: &str,
+        fields: &Params,
+        file_name: &str,
+        bytes: &[u8],
+    ) -> Result<Value, ProxmoxError> {
+        self.retrying(Method::Post, path, Retry::Transient, || {
+            let mut form = reqwest::multipart::Form::new();
+            for (key, value) in fields {
+                form = form.text(key.clone(), value.clone());
+            }
+            let file =
+                reqwest::multipart::Part::bytes(bytes.to_vec()).file_name(file_name.to_owned());
+            let file = file
+                .mime_str("application/octet-stream")
+                .expect("a constant, valid MIME type");
+            let request = self
+                .http
+                .post(format!("{}{}", self.api_url, path))
+                .multipart(form.part("filename", file));
+            self.send(Method::Post, path, request)
+        })
+        .await
+    }
+
+    /// Runs `attempt` until it succeeds, fails for good, or the retry policy is spent.
+    async fn retrying<F, Fut>(
+        &self,
+        method: Method,
+        path: &str,
+        retry: Retry,
+        attempt_once: F,
+    ) -> Result<Value, ProxmoxError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<Value, ProxmoxError>>,
+    {
         let mut attempt = 0;
         loop {
-            match self.call_once(method, path, params).await {
+            match attempt_once().await {
                 Ok(data) => return Ok(data),
                 Err(err) => {
                     let retryable = err.is_transient()
@@ -154,19 +208,13 @@ impl Api {
         }
     }
 
-    async fn call_once(
+    /// Sends one request and reads its `data`.
+    async fn send(
         &self,
         method: Method,
         path: &str,
-        params: &Params,
+        request: reqwest::RequestBuilder,
     ) -> Result<Value, ProxmoxError> {
-        let url = format!("{}{}", self.api_url, path);
-        let request = match method {
-            Method::Get => self.http.get(&url).query(params),
-            Method::Delete => self.http.delete(&url).query(params),
-            Method::Post => self.http.post(&url).form(params),
-            Method::Put => self.http.put(&url).form(params),
-        };
         let response = request
             .header(AUTHORIZATION, self.authorization.clone())
             .send()

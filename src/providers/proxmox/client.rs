@@ -17,78 +17,22 @@ use tokio::time::Instant;
 
 use super::api::{Api, Method, Params, Retry, segment};
 use super::connection::ConnectionConfig;
-use super::error::{ProxmoxError, RetryPolicy};
+use super::error::ProxmoxError;
+pub use super::options::ClientOptions;
 use super::ownership::{self, VmOwner};
 use super::templates::TemplateCache;
 use super::wire::{accepted, as_u64, boot_disk, flag, float, owner_of, text, uint, vm_path};
 use super::{
     CloneRequest, CommandOutput, ExecStatus, ExpectedVm, HostInfo, Inventory, PowerState,
-    ProxmoxProvider, PveNode, ResizeOutcome, VmInfo, VmRef, VmSettings,
+    ProxmoxProvider, PveNode, ResizeOutcome, StorageContent, StoredVolume, VmInfo, VmRef,
+    VmSettings, VolumeId,
 };
 use crate::model::VmId;
+use std::collections::BTreeSet;
 
 use super::wire::{GIB, MIB};
 /// `agent/file-write` takes at most 61440 characters of content (the schema's maxLength).
 const FILE_WRITE_MAX_CHARS: usize = 61_440;
-
-/// Timeouts, polling and retry settings of a [`ProxmoxClient`].
-#[derive(Debug, Clone)]
-pub struct ClientOptions {
-    /// Retry of transient request failures.
-    pub retry: RetryPolicy,
-    /// Timeout of one HTTP request.
-    pub request_timeout: Duration,
-    /// How long a task may run before we give up waiting.
-    pub task_timeout: Duration,
-    /// Shortest delay between task status polls (the delay is a tenth of the time the task
-    /// has run, within these bounds).
-    pub task_poll_min: Duration,
-    /// Longest delay between task status polls.
-    pub task_poll_max: Duration,
-    /// VMIDs a clone tries before giving up on races.
-    pub clone_attempts: u32,
-    /// Delay between guest agent polls (`run_command`, `await_agent`).
-    pub agent_poll: Duration,
-    /// How long `await_agent` waits for a booting VM's guest agent.
-    pub agent_wait: Duration,
-}
-
-impl Default for ClientOptions {
-    fn default() -> Self {
-        ClientOptions {
-            retry: RetryPolicy::default(),
-            request_timeout: Duration::from_secs(60),
-            // A full clone of a 50 GiB disk on spinning storage takes minutes.
-            task_timeout: Duration::from_secs(15 * 60),
-            task_poll_min: Duration::from_millis(200),
-            task_poll_max: Duration::from_secs(2),
-            clone_attempts: 5,
-            agent_poll: Duration::from_secs(1),
-            // Most VMs boot in seconds; a slower one is left to the next passes.
-            agent_wait: Duration::from_secs(60),
-        }
-    }
-}
-
-impl ClientOptions {
-    /// Short delays for the lab, whose tasks take milliseconds.
-    pub fn for_lab() -> Self {
-        ClientOptions {
-            retry: RetryPolicy {
-                attempts: 5,
-                base: Duration::from_millis(20),
-                cap: Duration::from_millis(200),
-            },
-            request_timeout: Duration::from_secs(30),
-            task_timeout: Duration::from_secs(60),
-            task_poll_min: Duration::from_millis(10),
-            task_poll_max: Duration::from_millis(100),
-            clone_attempts: 5,
-            agent_poll: Duration::from_millis(20),
-            agent_wait: Duration::from_secs(5),
-        }
-    }
-}
 
 /// The Proxmox VE REST client.
 #[derive(Debug, Clone)]
@@ -123,7 +67,7 @@ impl ProxmoxClient {
             .await
     }
 
-    async fn vm_config(&self, vm: &VmRef) -> Result<Value, ProxmoxError> {
+    pub(super) async fn vm_config(&self, vm: &VmRef) -> Result<Value, ProxmoxError> {
         self.api
             .call_value(
                 Method::Get,
@@ -281,6 +225,45 @@ impl ProxmoxClient {
 impl ProxmoxProvider for ProxmoxClient {
     fn guest_agent_calls(&self) -> u64 {
         ProxmoxClient::guest_agent_calls(self)
+    }
+
+    async fn storage_content(
+        &self,
+        node: &PveNode,
+        storage: &str,
+    ) -> Result<BTreeSet<StorageContent>, ProxmoxError> {
+        self.read_storage_content(node, storage).await
+    }
+
+    async fn storage_volumes(
+        &self,
+        node: &PveNode,
+        storage: &str,
+        content: StorageContent,
+    ) -> Result<Vec<StoredVolume>, ProxmoxError> {
+        self.list_volumes(node, storage, content).await
+    }
+
+    async fn upload_iso(
+        &self,
+        node: &PveNode,
+        storage: &str,
+        file_name: &str,
+        image: &[u8],
+    ) -> Result<VolumeId, ProxmoxError> {
+        self.send_iso(node, storage, file_name, image).await
+    }
+
+    async fn delete_volume(&self, node: &PveNode, volume: &VolumeId) -> Result<(), ProxmoxError> {
+        self.remove_volume(node, volume).await
+    }
+
+    async fn attach_cdrom(&self, vm: &VmRef, volume: &VolumeId) -> Result<(), ProxmoxError> {
+        self.insert_cdrom(vm, volume).await
+    }
+
+    async fn detach_cdrom(&self, vm: &VmRef, volume: &VolumeId) -> Result<(), ProxmoxError> {
+        self.eject_cdrom(vm, volume).await
     }
 
     async fn inventory(&self) -> Result<Inventory, ProxmoxError> {

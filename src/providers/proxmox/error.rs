@@ -210,6 +210,56 @@ pub enum ProxmoxError {
         /// The largest size that fits.
         max: usize,
     },
+    /// An ISO image was not sent: its file name or size cannot be uploaded as it is.
+    #[error("refusing to upload ISO image `{name}` to storage {storage} on {node}: {reason}")]
+    IsoRefused {
+        /// The Proxmox node.
+        node: String,
+        /// The storage.
+        storage: String,
+        /// The file name asked for.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// A storage of a node could not be read.
+    #[error("cannot {action} storage {storage} on Proxmox node {node}")]
+    Storage {
+        /// What was being done (`read the content types of`, `list the volumes of`).
+        action: &'static str,
+        /// The Proxmox node.
+        node: String,
+        /// The storage.
+        storage: String,
+        /// What went wrong.
+        #[source]
+        source: Box<ProxmoxError>,
+    },
+    /// A node has no storage of that name.
+    #[error(
+        "Proxmox node {node} has no storage {storage}: name an existing storage (Datacenter → Storage)"
+    )]
+    StorageNotFound {
+        /// The Proxmox node.
+        node: String,
+        /// The storage.
+        storage: String,
+    },
+    /// An operation on a volume failed.
+    #[error("cannot {action} volume {volume} on storage {storage} of Proxmox node {node}")]
+    Volume {
+        /// What was being done (`upload`, `delete`, `attach`, `detach`).
+        action: &'static str,
+        /// The Proxmox node.
+        node: String,
+        /// The storage.
+        storage: String,
+        /// The volume id.
+        volume: String,
+        /// What went wrong.
+        #[source]
+        source: Box<ProxmoxError>,
+    },
     /// A command's output, as the guest agent reported it, is larger than capstan reads:
     /// the VM (whose root may be hostile) is not believed.
     #[error(
@@ -276,6 +326,8 @@ const PERMANENT_TEXTS: &[&str] = &[
     "already running",
     "template",
     "not supported",
+    "does not support",
+    "can't upload to storage type",
     "not allowed",
     "no qemu guest agent configured",
     "is not running",
@@ -298,6 +350,9 @@ impl ProxmoxError {
                 _ => false,
             },
             ProxmoxError::TaskFailed(failure) => is_transient_text(&failure.exitstatus),
+            ProxmoxError::Storage { source, .. } | ProxmoxError::Volume { source, .. } => {
+                source.is_transient()
+            }
             _ => false,
         }
     }

@@ -1,6 +1,6 @@
 //! [`Fenced`]: a [`ProxmoxProvider`] that checks its replica still leads before each call that
 //! changes something (a clone, a configuration, a start, a stop, a shutdown, a destroy, a tag,
-//! a command or a file sent to a guest), so a step whose replica lost the Lease sends nothing
+//! a command or a file sent to a guest, an ISO uploaded, deleted, attached or detached), so a step whose replica lost the Lease sends nothing
 //! more. Reads pass through: a standby observes too.
 
 use std::future::Future;
@@ -8,10 +8,11 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use super::{
-    CloneRequest, CommandOutput, ExpectedVm, Inventory, ProxmoxError, ProxmoxProvider,
-    ResizeOutcome, VmRef, VmSettings,
+    CloneRequest, CommandOutput, ExpectedVm, Inventory, ProxmoxError, ProxmoxProvider, PveNode,
+    ResizeOutcome, StorageContent, StoredVolume, VmRef, VmSettings, VolumeId,
 };
 use crate::fence::Fence;
+use std::collections::BTreeSet;
 
 /// `P`, fenced.
 #[derive(Debug, Clone)]
@@ -118,5 +119,48 @@ impl<P: ProxmoxProvider> ProxmoxProvider for Fenced<P> {
 
     fn guest_agent_calls(&self) -> u64 {
         self.inner.guest_agent_calls()
+    }
+
+    fn storage_content(
+        &self,
+        node: &PveNode,
+        storage: &str,
+    ) -> impl Future<Output = Result<BTreeSet<StorageContent>, ProxmoxError>> + Send {
+        self.inner.storage_content(node, storage)
+    }
+
+    fn storage_volumes(
+        &self,
+        node: &PveNode,
+        storage: &str,
+        content: StorageContent,
+    ) -> impl Future<Output = Result<Vec<StoredVolume>, ProxmoxError>> + Send {
+        self.inner.storage_volumes(node, storage, content)
+    }
+
+    async fn upload_iso(
+        &self,
+        node: &PveNode,
+        storage: &str,
+        file_name: &str,
+        image: &[u8],
+    ) -> Result<VolumeId, ProxmoxError> {
+        self.check(format_args!("uploading {file_name} to {storage} on {node}"))?;
+        self.inner.upload_iso(node, storage, file_name, image).await
+    }
+
+    async fn delete_volume(&self, node: &PveNode, volume: &VolumeId) -> Result<(), ProxmoxError> {
+        self.check(format_args!("deleting {volume} on {node}"))?;
+        self.inner.delete_volume(node, volume).await
+    }
+
+    async fn attach_cdrom(&self, vm: &VmRef, volume: &VolumeId) -> Result<(), ProxmoxError> {
+        self.check(format_args!("attaching {volume} to VM {}", vm.vmid))?;
+        self.inner.attach_cdrom(vm, volume).await
+    }
+
+    async fn detach_cdrom(&self, vm: &VmRef, volume: &VolumeId) -> Result<(), ProxmoxError> {
+        self.check(format_args!("detaching {volume} from VM {}", vm.vmid))?;
+        self.inner.detach_cdrom(vm, volume).await
     }
 }

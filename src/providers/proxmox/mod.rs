@@ -18,14 +18,17 @@ mod client;
 pub mod connection;
 pub mod error;
 mod fenced;
+mod options;
 pub mod ownership;
 #[cfg(test)]
 pub(crate) mod recorder;
 mod tasks;
 mod templates;
 pub mod upid;
+mod volumes;
 mod wire;
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -41,6 +44,7 @@ pub use connection::{ConnectionConfig, TokenSecret, Trust};
 pub use error::{ProxmoxError, RetryPolicy, TaskFailure, backoff_delay};
 pub use fenced::Fenced;
 pub use ownership::VmOwner;
+pub use volumes::{ISO_UPLOAD_MAX_BYTES, StorageContent, StoredVolume, VolumeId};
 
 /// A Proxmox VE node (a hypervisor host), e.g. `pve1`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -417,6 +421,73 @@ pub trait ProxmoxProvider: Send + Sync {
         content: &[u8],
     ) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
 
+    /// The content types `storage` holds on `node`.
+    ///
+    /// # Errors
+    /// `StorageNotFound` when the node has no such storage.
+    fn storage_content(
+        &self,
+        node: &PveNode,
+        storage: &str,
+    ) -> impl Future<Output = Result<BTreeSet<StorageContent>, ProxmoxError>> + Send;
+
+    /// The volumes of one content type on `storage`, as `node` sees it, sorted by id.
+    fn storage_volumes(
+        &self,
+        node: &PveNode,
+        storage: &str,
+        content: StorageContent,
+    ) -> impl Future<Output = Result<Vec<StoredVolume>, ProxmoxError>> + Send;
+
+    /// Uploads an ISO image as `<storage>:iso/<file_name>` on `node` (replacing one of that
+    /// name, as Proxmox does) and waits for the copy; returns its volume id.
+    ///
+    /// # Errors
+    /// `IsoRefused` (nothing sent) when `file_name` is not a plain `*.iso` name or the image
+    /// is larger than [`ISO_UPLOAD_MAX_BYTES`]; `Volume` naming node, storage and volume
+    /// otherwise (no such storage, a storage that holds no ISO images, a failed copy).
+    fn upload_iso(
+        &self,
+        node: &PveNode,
+        storage: &str,
+        file_name: &str,
+        image: &[u8],
+    ) -> impl Future<Output = Result<VolumeId, ProxmoxError>> + Send;
+
+    /// Deletes a volume from its storage on `node`; a volume already gone is success.
+    ///
+    /// # Errors
+    /// `Volume` naming node, storage and volume.
+    fn delete_volume(
+        &self,
+        node: &PveNode,
+        volume: &VolumeId,
+    ) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
+
+    /// Puts ISO volume `volume` in the VM's CD-ROM drive `ide2` (replacing what it held);
+    /// a no-op when it is there already. Meant for a VM not yet started: Proxmox adds a
+    /// drive a running VM lacks only at its next start.
+    ///
+    /// # Errors
+    /// `Volume` naming node, storage and volume.
+    fn attach_cdrom(
+        &self,
+        vm: &VmRef,
+        volume: &VolumeId,
+    ) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
+
+    /// Empties the VM's CD-ROM drive `ide2` (`none,media=cdrom`, applied at once even to a
+    /// running VM) when it holds `volume`; a no-op when it holds anything else or nothing
+    /// (the drive is not capstan's to empty then), or the VM is gone.
+    ///
+    /// # Errors
+    /// `Volume` naming node, storage and volume.
+    fn detach_cdrom(
+        &self,
+        vm: &VmRef,
+        volume: &VolumeId,
+    ) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
+
     /// Guest-agent requests made through this provider so far (for `/metrics`); 0 when it
     /// does not count them.
     fn guest_agent_calls(&self) -> u64 {
@@ -427,6 +498,51 @@ pub trait ProxmoxProvider: Send + Sync {
 impl<T: ProxmoxProvider> ProxmoxProvider for Arc<T> {
     fn guest_agent_calls(&self) -> u64 {
         (**self).guest_agent_calls()
+    }
+    fn storage_content(
+        &self,
+        node: &PveNode,
+        storage: &str,
+    ) -> impl Future<Output = Result<BTreeSet<StorageContent>, ProxmoxError>> + Send {
+        (**self).storage_content(node, storage)
+    }
+    fn storage_volumes(
+        &self,
+        node: &PveNode,
+        storage: &str,
+        content: StorageContent,
+    ) -> impl Future<Output = Result<Vec<StoredVolume>, ProxmoxError>> + Send {
+        (**self).storage_volumes(node, storage, content)
+    }
+    fn upload_iso(
+        &self,
+        node: &PveNode,
+        storage: &str,
+        file_name: &str,
+        image: &[u8],
+    ) -> impl Future<Output = Result<VolumeId, ProxmoxError>> + Send {
+        (**self).upload_iso(node, storage, file_name, image)
+    }
+    fn delete_volume(
+        &self,
+        node: &PveNode,
+        volume: &VolumeId,
+    ) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
+        (**self).delete_volume(node, volume)
+    }
+    fn attach_cdrom(
+        &self,
+        vm: &VmRef,
+        volume: &VolumeId,
+    ) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
+        (**self).attach_cdrom(vm, volume)
+    }
+    fn detach_cdrom(
+        &self,
+        vm: &VmRef,
+        volume: &VolumeId,
+    ) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
+        (**self).detach_cdrom(vm, volume)
     }
     fn inventory(&self) -> impl Future<Output = Result<Inventory, ProxmoxError>> + Send {
         (**self).inventory()

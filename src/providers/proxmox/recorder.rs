@@ -6,9 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{
-    CloneRequest, CommandOutput, ExpectedVm, Inventory, ProxmoxError, ProxmoxProvider,
-    ResizeOutcome, VmRef, VmSettings,
+    CloneRequest, CommandOutput, ExpectedVm, Inventory, ProxmoxError, ProxmoxProvider, PveNode,
+    ResizeOutcome, StorageContent, StoredVolume, VmRef, VmSettings, VolumeId,
 };
+use std::collections::BTreeSet;
 
 /// What a fake guest answers to a command.
 type Answer = dyn Fn(&[String]) -> CommandOutput + Send + Sync;
@@ -116,6 +117,43 @@ impl ProxmoxProvider for Recorder {
     }
     async fn write_file(&self, vm: &VmRef, path: &str, _: &[u8]) -> Result<(), ProxmoxError> {
         self.record(format!("write {} {path}", vm.vmid));
+        Ok(())
+    }
+    async fn storage_content(
+        &self,
+        _: &PveNode,
+        _: &str,
+    ) -> Result<BTreeSet<StorageContent>, ProxmoxError> {
+        Err(unexpected())
+    }
+    async fn storage_volumes(
+        &self,
+        _: &PveNode,
+        _: &str,
+        _: StorageContent,
+    ) -> Result<Vec<StoredVolume>, ProxmoxError> {
+        Err(unexpected())
+    }
+    async fn upload_iso(
+        &self,
+        node: &PveNode,
+        storage: &str,
+        file_name: &str,
+        _: &[u8],
+    ) -> Result<VolumeId, ProxmoxError> {
+        self.record(format!("upload {node} {storage} {file_name}"));
+        Ok(VolumeId::iso(storage, file_name))
+    }
+    async fn delete_volume(&self, node: &PveNode, volume: &VolumeId) -> Result<(), ProxmoxError> {
+        self.record(format!("delete {node} {volume}"));
+        Ok(())
+    }
+    async fn attach_cdrom(&self, vm: &VmRef, volume: &VolumeId) -> Result<(), ProxmoxError> {
+        self.record(format!("attach {} {volume}", vm.vmid));
+        Ok(())
+    }
+    async fn detach_cdrom(&self, vm: &VmRef, volume: &VolumeId) -> Result<(), ProxmoxError> {
+        self.record(format!("detach {} {volume}", vm.vmid));
         Ok(())
     }
 }

@@ -3,8 +3,8 @@
 //! the real schema).
 
 use super::params::{
-    Spec, Ty, check_dns_name, check_memory, check_node, check_pool, check_size, check_storage,
-    check_tag_list, check_urlencoded,
+    Spec, Ty, check_content, check_content_list, check_dns_name, check_memory, check_node,
+    check_pool, check_size, check_storage, check_tag_list, check_upload_tmpfile, check_urlencoded,
 };
 
 fn s(name: &'static str) -> Spec {
@@ -57,6 +57,9 @@ pub(super) enum Route {
     TaskLog,
     NodeStorage,
     StorageStatus,
+    StorageContent,
+    StorageUpload,
+    DeleteVolume,
     Pools,
 }
 
@@ -407,7 +410,7 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
             Route::NodeStorage,
             vec![
                 node(),
-                s("content"),
+                s("content").check(check_content_list),
                 b("enabled"),
                 b("format"),
                 s("storage").check(check_storage),
@@ -419,6 +422,42 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
             "/nodes/{node}/storage/{storage}/status",
             Route::StorageStatus,
             vec![node(), s("storage").required().check(check_storage)],
+        ),
+        e(
+            "GET",
+            "/nodes/{node}/storage/{storage}/content",
+            Route::StorageContent,
+            vec![
+                node(),
+                s("storage").required().check(check_storage),
+                s("content").check(check_content),
+                int("vmid").min(100).max(999_999_999),
+            ],
+        ),
+        e(
+            "POST",
+            "/nodes/{node}/storage/{storage}/upload",
+            Route::StorageUpload,
+            vec![
+                node(),
+                s("storage").required().check(check_storage),
+                s("content")
+                    .required()
+                    .choices(&["iso", "vztmpl", "import"]),
+                s("filename").required().max_len(255),
+                s("tmpfilename").check(check_upload_tmpfile),
+            ],
+        ),
+        e(
+            "DELETE",
+            "/nodes/{node}/storage/{storage}/content/{volume}",
+            Route::DeleteVolume,
+            // The schema has `storage` optional: the volume may name it.
+            vec![
+                node(),
+                s("storage").check(check_storage),
+                s("volume").required(),
+            ],
         ),
         e(
             "GET",

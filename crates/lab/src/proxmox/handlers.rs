@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::endpoints::Route;
 use super::params::Params;
 use super::state::{ApiFail, GIB, Shared, SimState};
-use super::{agent_handlers, vm_handlers};
+use super::{agent_handlers, storage, upload, vm_handlers};
 
 /// A successful answer: `data`, and `total` for paged lists.
 pub(super) struct Reply {
@@ -70,6 +70,9 @@ pub(super) async fn dispatch(
         Route::TaskLog => task_log(shared, &p),
         Route::NodeStorage => node_storage(shared, &p),
         Route::StorageStatus => storage_status(shared, &p),
+        Route::StorageContent => storage::content_list(shared, &p),
+        Route::StorageUpload => upload::upload(shared, &p, user),
+        Route::DeleteVolume => storage::delete_volume(shared, &p, user),
         Route::Pools => pools(shared, &p),
     }
 }
@@ -161,7 +164,7 @@ fn cluster_resources(shared: &Arc<Shared>, p: &Params) -> Result<Reply, ApiFail>
                     "storage": name,
                     "status": "available",
                     "plugintype": storage.kind,
-                    "content": "images,rootdir",
+                    "content": storage::content_text(&storage.content),
                     "shared": flag(storage.shared),
                     "maxdisk": storage.size_bytes,
                     "disk": state.storage_used(name, node),
@@ -394,7 +397,7 @@ fn storage_entry(state: &SimState, node: &str, name: &str) -> Option<Value> {
     Some(json!({
         "storage": name,
         "type": storage.kind,
-        "content": "images,rootdir",
+        "content": storage::content_text(&storage.content),
         "active": 1,
         "enabled": 1,
         "shared": flag(storage.shared),
@@ -406,12 +409,27 @@ fn storage_entry(state: &SimState, node: &str, name: &str) -> Option<Value> {
 
 fn node_storage(shared: &Arc<Shared>, p: &Params) -> Result<Reply, ApiFail> {
     let state = shared.lock();
+    if let Some(wanted) = p.text("storage")
+        && !state.storages.contains_key(wanted)
+    {
+        return Err(ApiFail::param("storage", "No such storage."));
+    }
     let list = state
         .storages
         .keys()
         .filter(|name| {
             p.text("storage")
                 .is_none_or(|wanted| wanted == name.as_str())
+        })
+        .filter(|name| {
+            // `content=iso,vztmpl`: stores that hold any of them.
+            p.text("content").is_none_or(|wanted| {
+                state.storages.get(*name).is_some_and(|s| {
+                    wanted
+                        .split([',', ';', ' '])
+                        .any(|c| s.content.iter().any(|held| held == c))
+                })
+            })
         })
         .filter_map(|name| {
             let mut entry = storage_entry(&state, p.node(), name)?;
@@ -427,7 +445,7 @@ fn storage_status(shared: &Arc<Shared>, p: &Params) -> Result<Reply, ApiFail> {
     let state = shared.lock();
     let name = p.text("storage").unwrap_or_default();
     let mut entry = storage_entry(&state, p.node(), name)
-        .ok_or_else(|| ApiFail::die(format!("storage '{name}' does not exist")))?;
+        .ok_or_else(|| ApiFail::param("storage", "No such storage."))?;
     if let Some(map) = entry.as_object_mut() {
         map.remove("storage");
     }

@@ -15,10 +15,11 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
-use super::endpoints::Endpoint;
+use super::endpoints::{Endpoint, Route};
 use super::handlers::{Reply, dispatch};
 use super::params::validate;
 use super::state::{ApiFail, Exchange, Shared};
+use super::upload::{UPLOAD_MAX_BYTES, upload_params};
 
 /// Bodies larger than this get 501, as on a real host (`$limit_max_post`).
 const MAX_POST: usize = 512 * 1024;
@@ -33,7 +34,13 @@ pub(super) struct App {
 
 /// The axum router of the simulated API.
 pub(super) fn router(app: Arc<App>) -> axum::Router {
-    axum::Router::new().fallback(serve).with_state(app)
+    // Uploads are bounded by the upload handler, which answers as a host would.
+    axum::Router::new()
+        .fallback(serve)
+        .layer(axum::extract::DefaultBodyLimit::max(
+            UPLOAD_MAX_BYTES + MAX_POST,
+        ))
+        .with_state(app)
 }
 
 async fn serve(
@@ -93,11 +100,20 @@ async fn serve(
     app.shared
         .lock()
         .count(&format!("{} {}", endpoint.method, endpoint.template));
-    let raw = match collect_params(&method, uri.query(), &headers, &body) {
+    let collected = if endpoint.route == Route::StorageUpload && !body.is_empty() {
+        upload_params(&app.shared, uri.query(), &headers, &body)
+    } else {
+        collect_params(&method, uri.query(), &headers, &body)
+    };
+    let raw = match collected {
         Ok(raw) => raw,
         Err(fail) => return error_response(&fail),
     };
     let outcome = answer(&app, endpoint, &captures, &raw, &user, api_path).await;
+    if let Some(tmp) = raw.get("tmpfilename").and_then(Value::as_str) {
+        // pveproxy removes the temporary file once the call is answered.
+        app.shared.lock().store.uploads.remove(tmp);
+    }
     let (status, body_json) = match &outcome {
         Ok(reply) => (200, envelope(reply)),
         Err(fail) => (fail.status, error_body(fail)),

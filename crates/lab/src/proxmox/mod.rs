@@ -21,7 +21,9 @@ mod handlers;
 mod http;
 mod params;
 mod state;
+mod storage;
 mod tasks;
+mod upload;
 mod vm_handlers;
 
 use std::collections::BTreeMap;
@@ -38,6 +40,7 @@ pub use guest::{
     DefaultShell, ExecFuture, ExecOutcome, FileOpenError, GuestIdentity, GuestSoftware, PowerEvent,
 };
 pub use state::Exchange;
+pub use upload::UPLOAD_MAX_BYTES;
 
 use state::{Durations, Shared, SimState};
 
@@ -356,6 +359,41 @@ impl SimHandle {
     /// The VM named `name`, if one exists.
     pub fn vm_named(&self, name: &str) -> Option<SimVm> {
         self.vms().into_iter().find(|vm| vm.name == name)
+    }
+
+    /// The bytes of volume `volid` (`local:iso/seed.iso`) as Proxmox node `node` sees it,
+    /// exactly as uploaded; `None` when there is no such volume there.
+    pub fn volume(&self, node: &str, volid: &str) -> Option<Vec<u8>> {
+        let state = self.shared.lock();
+        state.volume_bytes(node, volid).map(|bytes| bytes.to_vec())
+    }
+
+    /// Every uploaded volume id a node sees (its own and those on shared storages), sorted.
+    pub fn volumes(&self, node: &str) -> Vec<String> {
+        let state = self.shared.lock();
+        state
+            .store
+            .volumes
+            .keys()
+            .filter(|(at, _)| at.is_empty() || at == node)
+            .map(|(_, volid)| volid.clone())
+            .collect()
+    }
+
+    /// The ISO image in VM `vmid`'s CD-ROM drive `drive` (`ide2`): its volume's bytes, as the
+    /// VM would read them; `None` when the drive is empty, holds no uploaded volume, or the VM
+    /// does not exist.
+    pub fn cdrom_image(&self, vmid: u32, drive: &str) -> Option<Vec<u8>> {
+        let state = self.shared.lock();
+        let vm = state.vms.get(&vmid)?;
+        let value = vm.config.get(drive)?;
+        if !value.split(',').any(|part| part == "media=cdrom") {
+            return None;
+        }
+        let volid = value.split(',').next()?;
+        state
+            .volume_bytes(&vm.node, volid)
+            .map(|bytes| bytes.to_vec())
     }
 
     /// Adds a VM as if someone created it outside capstan.

@@ -71,6 +71,9 @@ pub(super) enum Invalid {
     /// The value does not match the schema's `pattern`.
     #[error("value does not match the regex pattern")]
     Pattern,
+    /// `pve-storage-content` format (`PVE::Storage::verify_content`).
+    #[error("invalid format - invalid content type '{value}'")]
+    Content { value: String },
 }
 
 /// A parameter's JSON Schema type.
@@ -462,6 +465,40 @@ pub(super) fn check_urlencoded(value: &str) -> Result<(), Invalid> {
         Ok(())
     } else {
         Err(Invalid::NotUrlencoded)
+    }
+}
+
+/// `pve-storage-content`: one content type.
+pub(super) fn check_content(value: &str) -> Result<(), Invalid> {
+    if crate::world::STORAGE_CONTENT_TYPES.contains(&value) {
+        Ok(())
+    } else {
+        Err(Invalid::Content {
+            value: value.to_owned(),
+        })
+    }
+}
+
+/// `pve-storage-content-list`: content types separated by commas.
+pub(super) fn check_content_list(value: &str) -> Result<(), Invalid> {
+    value
+        .split([',', ';', ' '])
+        .filter(|c| !c.is_empty())
+        .try_for_each(check_content)
+}
+
+/// The `tmpfilename` of an upload: the pattern `/var/tmp/pveupload-[0-9a-f]+`.
+pub(super) fn check_upload_tmpfile(value: &str) -> Result<(), Invalid> {
+    match value.strip_prefix("/var/tmp/pveupload-") {
+        Some(hex)
+            if !hex.is_empty()
+                && hex
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()) =>
+        {
+            Ok(())
+        }
+        _ => Err(Invalid::Pattern),
     }
 }
 

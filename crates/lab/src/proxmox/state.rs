@@ -140,6 +140,7 @@ pub(super) struct StorageState {
     pub kind: String,
     pub shared: bool,
     pub size_bytes: u64,
+    pub content: Vec<String>,
 }
 
 pub(super) enum ExecState {
@@ -363,6 +364,7 @@ pub(super) struct SimState {
     pub calls: BTreeMap<String, u64>,
     pub exchanges: Vec<Exchange>,
     pub next_mac: u32,
+    pub store: super::storage::Store,
 }
 
 impl SimState {
@@ -401,6 +403,7 @@ impl SimState {
                             kind: s.kind.clone(),
                             shared: s.shared,
                             size_bytes: s.size_gib * GIB,
+                            content: s.content_types(),
                         },
                     )
                 })
@@ -431,6 +434,7 @@ impl SimState {
             calls: BTreeMap::new(),
             exchanges: Vec::new(),
             next_mac: 1,
+            store: super::storage::Store::default(),
         };
         let first_storage = world
             .storages
@@ -647,37 +651,6 @@ impl SimState {
             .sum()
     }
 
-    /// Bytes used on `storage` (on `node` unless shared).
-    pub fn storage_used(&self, storage: &str, node: &str) -> u64 {
-        let shared = self.storages.get(storage).is_some_and(|s| s.shared);
-        let prefix = format!("{storage}:");
-        self.vms
-            .values()
-            .filter(|vm| shared || vm.node == node)
-            .filter_map(|vm| {
-                let (key, size) = vm.disk()?;
-                vm.config.get(&key)?.starts_with(&prefix).then_some(size)
-            })
-            .sum()
-    }
-
-    /// Whether every volume of a VM config (disks, and CD-ROMs holding a volume such as the
-    /// cloud-init drive) is on shared storage, as qemu-server's clone check walks them: a
-    /// volume on a storage that does not exist, or a path, counts as local.
-    pub fn volumes_shared(&self, config: &BTreeMap<String, String>) -> bool {
-        config
-            .iter()
-            .filter(|(key, _)| is_volume_key(key))
-            .filter_map(|(_, value)| value.split(',').next())
-            .filter(|volume| !volume.is_empty() && *volume != "none" && *volume != "cdrom")
-            .all(|volume| {
-                volume
-                    .split_once(':')
-                    .and_then(|(storage, _)| self.storages.get(storage))
-                    .is_some_and(|storage| storage.shared)
-            })
-    }
-
     /// Whether the VM's agent answers now; the error text a real host gives otherwise.
     pub fn agent_check(&self, node: &str, vmid: u32) -> Result<AgentState, ApiFail> {
         let vm = self.vm_on(node, vmid)?;
@@ -748,17 +721,6 @@ fn fake_uuid(seed: u32, now: i64) -> String {
         (a >> 4) & 0xfff,
         (b.wrapping_mul(0x9E37_79B9)) & 0xffff_ffff_ffff
     )
-}
-
-/// `ide0`, `sata1`, `scsi0`, `virtio3`, `efidisk0`, `tpmstate0`: a VM's volume keys.
-fn is_volume_key(key: &str) -> bool {
-    if key == "efidisk0" || key == "tpmstate0" {
-        return true;
-    }
-    ["ide", "sata", "scsi", "virtio"].iter().any(|bus| {
-        key.strip_prefix(bus)
-            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-    })
 }
 
 #[cfg(test)]

@@ -9,12 +9,14 @@ use std::time::Duration;
 use super::guest::{GuestIdentity, PowerEvent};
 use super::state::{Shared, SimState, TaskState};
 
-/// The end of a task's work: extra log lines, an error (the exit status), and power events
-/// to tell the guest software about once the state lock is released.
+/// The end of a task's work: extra log lines, an error (the exit status), warnings (a task
+/// without error ends `WARNINGS: n` when it warned), and power events to tell the guest
+/// software about once the state lock is released.
 #[derive(Default)]
 pub(super) struct TaskEnd {
     pub log: Vec<String>,
     pub error: Option<String>,
+    pub warnings: u32,
     pub events: Vec<(GuestIdentity, PowerEvent)>,
 }
 
@@ -78,6 +80,10 @@ pub(super) fn start_task(
                     Some(error) => {
                         task.log.push(format!("TASK ERROR: {error}"));
                         task.exitstatus = Some(error);
+                    }
+                    None if end.warnings > 0 => {
+                        task.log.push(format!("TASK WARNINGS: {}", end.warnings));
+                        task.exitstatus = Some(format!("WARNINGS: {}", end.warnings));
                     }
                     None => {
                         task.log.push("TASK OK".into());

@@ -415,7 +415,7 @@ pub(super) fn start(shared: &Arc<Shared>, p: &Params, user: &str) -> Result<Repl
                         "kvm: cannot set up guest memory 'pc.ram': Cannot allocate memory".into(),
                     ],
                     error: Some("start failed: QEMU exited with code 1".into()),
-                    events: vec![],
+                    ..TaskEnd::default()
                 };
             }
             state.lease(vmid);

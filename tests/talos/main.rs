@@ -5,5 +5,6 @@
 //!
 //! The shared helpers are the test kit's (`capstan_testkit`, crates/testkit).
 
+mod api;
 mod cidata;
 mod secrets;

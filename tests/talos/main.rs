@@ -1,10 +1,12 @@
 //! Belongs here: Talos foundations judged from outside, without the daemon: the NoCloud
 //! `cidata` image capstan writes, read by GNU xorriso; the secrets bundle the daemon
 //! generates, its certificates checked by openssl and the machine configs rendered from it by
-//! Talos's published schema.
+//! Talos's published schema; capstan's Talos API client against the lab's Talos API (mutual
+//! TLS gRPC), and third-party Python bindings of the Talos API against the same lab server.
 //!
 //! The shared helpers are the test kit's (`capstan_testkit`, crates/testkit).
 
 mod api;
 mod cidata;
+mod python;
 mod secrets;

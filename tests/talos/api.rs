@@ -28,6 +28,11 @@ pub(crate) struct Cluster {
 
 impl Cluster {
     pub(crate) async fn start(control_planes: usize) -> Self {
+        Self::start_with(control_planes, 0).await
+    }
+
+    /// `control_planes` nodes `cp-<n>`, then `workers` nodes `w-<n>`.
+    async fn start_with(control_planes: usize, workers: usize) -> Self {
         let bundle = generate_bundle("prod", now()).expect("generates");
         let admin = admin_credentials(&bundle, now()).expect("issues");
         let etcd = EtcdCluster::new();
@@ -36,12 +41,17 @@ impl Cluster {
             key_pem: bundle.os_ca.key_pem.clone(),
         };
         let mut nodes = Vec::new();
-        for index in 1..=control_planes {
+        for index in 1..=control_planes + workers {
+            let control_plane = index <= control_planes;
             let node = TalosNode {
-                hostname: format!("cp-{index}"),
+                hostname: if control_plane {
+                    format!("cp-{index}")
+                } else {
+                    format!("w-{}", index - control_planes)
+                },
                 address: format!("10.5.0.{index}").parse().expect("an address"),
                 talos_tag: TALOS_TAG.to_owned(),
-                control_plane: true,
+                control_plane,
             };
             nodes.push(
                 TalosNodeApi::start(&os_ca, node, etcd.clone())
@@ -294,4 +304,33 @@ async fn a_server_not_signed_by_the_os_ca_is_not_trusted() {
         .await
         .expect_err("refused");
     assert!(matches!(error, TalosApiError::Connect { .. }), "{error}");
+}
+
+#[tokio::test]
+async fn a_worker_answers_version_but_no_etcd_call() {
+    let cluster = Cluster::start_with(1, 1).await;
+    cluster
+        .client(0)
+        .await
+        .bootstrap()
+        .await
+        .expect("bootstraps");
+    let worker = cluster.client(1).await;
+    assert_eq!(
+        worker.version().await.expect("answers").talos_tag,
+        TALOS_TAG
+    );
+    let error = worker
+        .etcd_member_list()
+        .await
+        .expect_err("not a control plane");
+    assert_eq!(code_of(&error), Some(Code::Unimplemented), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("only available on control plane nodes"),
+        "{error}"
+    );
+    let error = worker.bootstrap().await.expect_err("not a control plane");
+    assert_eq!(code_of(&error), Some(Code::Unimplemented), "{error}");
 }

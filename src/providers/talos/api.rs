@@ -42,7 +42,17 @@ pub const MAX_ETCD_MEMBERS: usize = 32;
 /// The most characters of a node's error message kept.
 pub const MAX_NODE_MESSAGE: usize = 300;
 
-/// A Talos node's Talos API, in capstan's terms.
+/// A Talos node's Talos API, in capstan's terms: one value per node.
+///
+/// # Errors
+/// Every call returns [`TalosApiError`] naming the call and the node: a gRPC error the node
+/// answered (its code and message), or an answer of the wrong shape.
+///
+/// # Guarantees
+/// `bootstrap` may be repeated: a node that already bootstrapped answers
+/// [`BootstrapOutcome::AlreadyBootstrapped`], not an error, so a step that bootstraps is
+/// idempotent. The etcd calls answer only on control planes (Talos's `Unimplemented` on a
+/// worker).
 pub trait TalosApi: Send + Sync {
     /// The Talos version the node runs and what it says of its platform.
     fn version(&self) -> impl Future<Output = Result<NodeVersion, TalosApiError>> + Send;
@@ -63,6 +73,39 @@ pub trait TalosApi: Send + Sync {
         &self,
         id: u64,
     ) -> impl Future<Output = Result<(), TalosApiError>> + Send;
+}
+
+impl<T: TalosApi> TalosApi for Arc<T> {
+    fn version(&self) -> impl Future<Output = Result<NodeVersion, TalosApiError>> + Send {
+        (**self).version()
+    }
+
+    fn bootstrap(&self) -> impl Future<Output = Result<BootstrapOutcome, TalosApiError>> + Send {
+        (**self).bootstrap()
+    }
+
+    fn etcd_member_list(
+        &self,
+    ) -> impl Future<Output = Result<Vec<EtcdMember>, TalosApiError>> + Send {
+        (**self).etcd_member_list()
+    }
+
+    fn etcd_forfeit_leadership(
+        &self,
+    ) -> impl Future<Output = Result<Option<String>, TalosApiError>> + Send {
+        (**self).etcd_forfeit_leadership()
+    }
+
+    fn etcd_leave_cluster(&self) -> impl Future<Output = Result<(), TalosApiError>> + Send {
+        (**self).etcd_leave_cluster()
+    }
+
+    fn etcd_remove_member_by_id(
+        &self,
+        id: u64,
+    ) -> impl Future<Output = Result<(), TalosApiError>> + Send {
+        (**self).etcd_remove_member_by_id(id)
+    }
 }
 
 /// What `Version` says.
@@ -110,7 +153,8 @@ pub enum TalosApiError {
     Credentials {
         /// The node.
         node: String,
-        /// `OS CA certificate`, `client certificate` or `client key`.
+        /// `OS CA certificate`, `client certificate`, `client key` (or, a defect, the TLS
+        /// protocol configuration).
         part: &'static str,
     },
     /// Connecting (TCP, TLS with the OS CA, HTTP/2) failed or timed out.
@@ -401,7 +445,7 @@ fn tls_config(
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|_| unusable("client certificate"))?
+        .map_err(|_| unusable("TLS protocol configuration"))?
         .with_root_certificates(roots)
         .with_client_auth_cert(vec![certificate], key)
         .map_err(|_| unusable("client key"))?;

@@ -37,6 +37,8 @@ use super::etcd::{EtcdCluster, EtcdError};
 pub const ADMIN_ROLE: &str = "os:admin";
 /// The largest request the server decodes (Talos's calls here carry a few fields).
 const MAX_REQUEST_BYTES: usize = 64 * 1024;
+/// How long to wait after a failed accept (no file descriptors) before the next.
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 /// How long a client may take over the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -193,8 +195,13 @@ async fn accept_loop(
     connections: mpsc::Sender<AuthenticatedStream>,
 ) {
     loop {
-        let Ok((tcp, _)) = listener.accept().await else {
-            continue;
+        let tcp = match listener.accept().await {
+            Ok((tcp, _)) => tcp,
+            // Out of file descriptors and the like: retrying at once would spin.
+            Err(_) => {
+                tokio::time::sleep(ACCEPT_RETRY).await;
+                continue;
+            }
         };
         let acceptor = acceptor.clone();
         let connections = connections.clone();

@@ -33,6 +33,8 @@ use rcgen::{
 use crate::providers::flux::{MANAGED_BY, MANAGED_BY_LABEL};
 use crate::providers::kube::SecretRecord;
 
+pub mod api;
+
 /// The Secret's key holding the bundle as JSON.
 pub const BUNDLE_KEY: &str = "bundle.json";
 /// The annotation naming the workload cluster (not Flux delivery's `capstan.dev/cluster`,
@@ -45,6 +47,46 @@ pub const CA_VALIDITY: time::Duration = time::Duration::days(3650);
 pub const ADMIN_VALIDITY: time::Duration = time::Duration::days(365);
 /// The Organization the Talos API reads a client's role from.
 pub const ADMIN_ROLE: &str = "os:admin";
+
+/// The talosconfig an operator (or any Talos API client) uses for `cluster`: one context named
+/// after the cluster, with `endpoints` as its endpoints and nodes, the OS CA and the `os:admin`
+/// certificate and key, each base64 of its PEM, as `talosctl` writes and reads it. It holds a
+/// private key: it goes only into a Secret.
+pub fn talosconfig(
+    cluster: &str,
+    endpoints: &[String],
+    os_ca_pem: &str,
+    admin: &AdminCredentials,
+) -> String {
+    #[derive(serde::Serialize)]
+    struct Context<'a> {
+        endpoints: &'a [String],
+        nodes: &'a [String],
+        ca: String,
+        crt: String,
+        key: String,
+    }
+    #[derive(serde::Serialize)]
+    struct Config<'a> {
+        context: &'a str,
+        contexts: BTreeMap<&'a str, Context<'a>>,
+    }
+    let base64 = |pem: &str| base64::engine::general_purpose::STANDARD.encode(pem);
+    let config = Config {
+        context: cluster,
+        contexts: BTreeMap::from([(
+            cluster,
+            Context {
+                endpoints,
+                nodes: endpoints,
+                ca: base64(os_ca_pem),
+                crt: base64(&admin.certificate_pem),
+                key: base64(&admin.key_pem),
+            },
+        )]),
+    };
+    serde_saphyr::to_string(&config).expect("a talosconfig of strings serializes")
+}
 
 /// The Secret (in `capstan-system`) holding `cluster`'s bundle.
 pub fn secret_name(cluster: &str) -> String {

@@ -2,10 +2,13 @@
 //! `cidata` image capstan writes, read by GNU xorriso, also after its trip through the lab's
 //! Proxmox API into a VM's CD-ROM drive; the secrets bundle the daemon
 //! generates, its certificates checked by openssl and the machine configs rendered from it by
-//! Talos's published schema.
+//! Talos's published schema; capstan's Talos API client against the lab's Talos API (mutual
+//! TLS gRPC), and third-party Python bindings of the Talos API against the same lab server.
 //!
 //! The shared helpers are the test kit's (`capstan_testkit`, crates/testkit).
 
+mod api;
 mod cidata;
 mod delivery;
+mod python;
 mod secrets;

@@ -19,6 +19,7 @@ pub mod lab;
 pub mod nodes;
 pub mod proxmox;
 pub mod serve;
+pub mod talos;
 pub mod tls;
 pub mod values;
 pub mod world;

@@ -196,3 +196,26 @@ fn ed25519_keys_are_pkcs8_v1_with_their_seed() {
     assert_eq!(back.public_key_raw(), key.public_key_raw());
     assert_eq!(ed25519_pkcs8_v1(b"\x30\x00"), None);
 }
+
+#[test]
+fn the_talosconfig_has_one_context_with_the_os_ca_and_the_admin_credentials_as_base64() {
+    let bundle = generate_bundle("prod", now()).expect("generates");
+    let admin = admin_credentials(&bundle, now()).expect("issues");
+    let endpoints = ["10.0.0.5".to_owned()];
+    let text = talosconfig("prod", &endpoints, &bundle.os_ca.certificate_pem, &admin);
+    let config: serde_json::Value = serde_saphyr::from_str(&text).expect("YAML");
+    assert_eq!(config["context"], "prod");
+    let context = &config["contexts"]["prod"];
+    assert_eq!(context["endpoints"], serde_json::json!(["10.0.0.5"]));
+    assert_eq!(context["nodes"], serde_json::json!(["10.0.0.5"]));
+    let decode = |field: &str| {
+        let text = context[field].as_str().expect("a string");
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .expect("base64");
+        String::from_utf8(bytes).expect("PEM")
+    };
+    assert_eq!(decode("ca"), bundle.os_ca.certificate_pem);
+    assert_eq!(decode("crt"), admin.certificate_pem);
+    assert_eq!(decode("key"), admin.key_pem);
+}

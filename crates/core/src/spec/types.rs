@@ -478,6 +478,9 @@ pub struct ControlPlane {
     #[serde(default = "default_control_plane_replicas")]
     #[schemars(range(min = 1, max = bounds::MAX_CONTROL_PLANES))]
     pub replicas: u32,
+    /// Whether a change may replace live control planes; unset: `spec.rollout.replace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replace: Option<ReplacePolicy>,
     /// The VM every control-plane node is built from.
     pub machine: Machine,
 }
@@ -495,6 +498,9 @@ pub struct WorkerPool {
     /// Number of workers in the pool (the cluster has at most 5,000 machines in all).
     #[schemars(range(max = bounds::MAX_MACHINES_PER_CLUSTER))]
     pub replicas: u32,
+    /// Whether a change may replace this pool's live workers; unset: `spec.rollout.replace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replace: Option<ReplacePolicy>,
     /// The VM every worker of the pool is built from.
     pub machine: Machine,
 }
@@ -565,6 +571,16 @@ pub struct Rollout {
     #[serde(default = "default_max_surge")]
     #[schemars(range(min = 1, max = bounds::MAX_SURGE))]
     pub max_surge: u32,
+    /// Whether a change may replace live machines (a pool or the control plane may say
+    /// otherwise with its own `replace`). With `forbid`, a plan that would destroy a machine
+    /// that is neither dead nor fenced is refused; dead and fenced machines are still replaced.
+    #[serde(default, skip_serializing_if = "ReplacePolicy::is_allow")]
+    pub replace: ReplacePolicy,
+    /// What a pull request's preview does when a drain it plans would block now on a
+    /// PodDisruptionBudget: `wait` (the drain waits, up to `drainTimeout`) or `fail` (the
+    /// preview and its commit status fail, naming the budget).
+    #[serde(default, skip_serializing_if = "BlockedDrain::is_wait")]
+    pub blocked_drain: BlockedDrain,
 }
 
 impl Default for Rollout {
@@ -576,7 +592,46 @@ impl Default for Rollout {
             join_timeout: default_join_timeout(),
             maintenance_window: None,
             on_drift: DriftPolicy::default(),
+            replace: ReplacePolicy::default(),
+            blocked_drain: BlockedDrain::default(),
         }
+    }
+}
+
+/// Whether a change may replace live machines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ReplacePolicy {
+    /// Machines built from another spec are replaced, new before old.
+    #[default]
+    Allow,
+    /// A change that would replace a live machine is refused, naming the fields that cause
+    /// it; dead and fenced machines are still replaced (a repair, not a change).
+    Forbid,
+}
+
+impl ReplacePolicy {
+    fn is_allow(&self) -> bool {
+        *self == ReplacePolicy::Allow
+    }
+}
+
+/// What a preview does with a drain that would block now on a PodDisruptionBudget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum BlockedDrain {
+    /// The preview names the budget; once merged, the drain waits for it (up to
+    /// `rollout.drainTimeout`).
+    #[default]
+    Wait,
+    /// The preview and its commit status fail, naming the budget: the merge waits for the
+    /// workload's owner.
+    Fail,
+}
+
+impl BlockedDrain {
+    fn is_wait(&self) -> bool {
+        *self == BlockedDrain::Wait
     }
 }
 
@@ -732,6 +787,20 @@ impl FluxDelivery {
 }
 
 impl ClusterSpec {
+    /// Whether the control plane (`None`) or the worker pool `pool` may have its live
+    /// machines replaced: its own `replace`, else the cluster's `rollout.replace`.
+    pub fn replace_policy(&self, pool: Option<&str>) -> ReplacePolicy {
+        let own = match pool {
+            None => self.control_plane.replace,
+            Some(name) => self
+                .workers
+                .iter()
+                .find(|p| p.pool == name)
+                .and_then(|p| p.replace),
+        };
+        own.unwrap_or(self.rollout.replace)
+    }
+
     /// Total workers over every pool (saturating: validation bounds them far below).
     pub fn worker_replicas(&self) -> u32 {
         self.workers

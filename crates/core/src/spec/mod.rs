@@ -19,6 +19,7 @@ pub mod locate;
 mod maintenance;
 pub mod notifications;
 mod parse;
+mod policies;
 pub mod remediation;
 mod replace;
 mod secret_source;

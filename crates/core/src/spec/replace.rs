@@ -1,8 +1,26 @@
 //! The replacement guard's field (`replace: allow|forbid` on `spec.rollout`, the control plane
-//! and each worker pool) against the other rollout settings.
+//! and each worker pool): which one applies to a pool, and its check against the other
+//! rollout settings.
 
 use super::diagnostic::{Diagnostic, SourceFile};
-use super::types::{ClusterSpec, DriftPolicy, ReplacePolicy};
+use super::policies::ReplacePolicy;
+use super::types::{ClusterSpec, DriftPolicy};
+
+impl ClusterSpec {
+    /// Whether the control plane (`None`) or the worker pool `pool` may have its live
+    /// machines replaced: its own `replace`, else the cluster's `rollout.replace`.
+    pub fn replace_policy(&self, pool: Option<&str>) -> ReplacePolicy {
+        let own = match pool {
+            None => self.control_plane.replace,
+            Some(name) => self
+                .workers
+                .iter()
+                .find(|p| p.pool == name)
+                .and_then(|p| p.replace),
+        };
+        own.unwrap_or(self.rollout.replace)
+    }
+}
 
 /// `rollout.onDrift: replace` where `replace: forbid` keeps the live machines: drifted
 /// machines of those pools are refused, not replaced. Legal (another pool may allow it), so a

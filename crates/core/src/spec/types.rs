@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::limits as bounds;
+pub use super::policies::{BlockedDrain, ReplacePolicy};
 pub use super::secret_source::SecretSource;
 use super::values::{
     AddressRange, CronSchedule, HumanDuration, KubeVersion, MinorVersion, TimeZoneName,
@@ -598,43 +599,6 @@ impl Default for Rollout {
     }
 }
 
-/// Whether a change may replace live machines.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ReplacePolicy {
-    /// Machines built from another spec are replaced, new before old.
-    #[default]
-    Allow,
-    /// A change that would replace a live machine is refused, naming the fields that cause
-    /// it; dead and fenced machines are still replaced (a repair, not a change).
-    Forbid,
-}
-
-impl ReplacePolicy {
-    fn is_allow(&self) -> bool {
-        *self == ReplacePolicy::Allow
-    }
-}
-
-/// What a preview does with a drain that would block now on a PodDisruptionBudget.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum BlockedDrain {
-    /// The preview names the budget; once merged, the drain waits for it (up to
-    /// `rollout.drainTimeout`).
-    #[default]
-    Wait,
-    /// The preview and its commit status fail, naming the budget: the merge waits for the
-    /// workload's owner.
-    Fail,
-}
-
-impl BlockedDrain {
-    fn is_wait(&self) -> bool {
-        *self == BlockedDrain::Wait
-    }
-}
-
 fn default_min_workers() -> u32 {
     2
 }
@@ -787,20 +751,6 @@ impl FluxDelivery {
 }
 
 impl ClusterSpec {
-    /// Whether the control plane (`None`) or the worker pool `pool` may have its live
-    /// machines replaced: its own `replace`, else the cluster's `rollout.replace`.
-    pub fn replace_policy(&self, pool: Option<&str>) -> ReplacePolicy {
-        let own = match pool {
-            None => self.control_plane.replace,
-            Some(name) => self
-                .workers
-                .iter()
-                .find(|p| p.pool == name)
-                .and_then(|p| p.replace),
-        };
-        own.unwrap_or(self.rollout.replace)
-    }
-
     /// Total workers over every pool (saturating: validation bounds them far below).
     pub fn worker_replicas(&self) -> u32 {
         self.workers

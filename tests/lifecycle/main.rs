@@ -11,6 +11,7 @@ mod crash;
 mod deploy;
 mod drain;
 mod failures;
+mod guard;
 mod hostile_guests;
 mod k3s;
 mod kubeconfig_trust;

@@ -166,6 +166,71 @@ async fn a_preview_against_the_daemon_names_the_blocking_budget_and_estimates_th
         "{estimate:#}"
     );
 
+    // With `rollout.blockedDrain: fail`, the same change fails its preview, naming the budget;
+    // the `wait` above (the default) let it pass.
+    git(repo.path(), &["checkout", "--quiet", "-b", "template-fail"]);
+    let failing = spec("debian13-k8s-v2").replace(
+        "  rollout: {minWorkers: 2,",
+        "  rollout: {blockedDrain: fail, minWorkers: 2,",
+    );
+    assert!(
+        failing.contains("blockedDrain: fail"),
+        "the lab spec changed"
+    );
+    std::fs::write(&file, failing).expect("write");
+    git(
+        repo.path(),
+        &[
+            "commit",
+            "--quiet",
+            "-am",
+            "template, failing on blocked drains",
+        ],
+    );
+    let (dir, now) = (
+        repo.path().display().to_string(),
+        world.lab.clock().now().to_string(),
+    );
+    let server = format!("http://{address}");
+    let run = tokio::task::spawn_blocking(move || {
+        capstan_testkit::cli::capstan(&[
+            "preview",
+            "--repo",
+            &dir,
+            "--base",
+            "main",
+            "--head",
+            "template-fail",
+            "--server",
+            &server,
+            "--now",
+            &now,
+            "--format",
+            "json",
+        ])
+    })
+    .await
+    .expect("joined");
+    run.assert_code(1);
+    let preview: serde_json::Value = serde_json::from_str(&run.stdout).expect("json");
+    let refusals = preview["refusals"].as_array().expect("refusals");
+    assert_eq!(refusals.len(), 1, "one budget: {refusals:#?}");
+    assert_eq!(refusals[0]["rule"], capstan::preview::BLOCKED_DRAIN);
+    assert_eq!(refusals[0]["cluster"], CLUSTER);
+    let message = refusals[0]["message"].as_str().expect("message");
+    assert!(
+        message.starts_with(
+            "PodDisruptionBudget shop/web (minAvailable 3, 3 healthy) allows no disruption now: the drain of "
+        ),
+        "{message}"
+    );
+    assert!(
+        refusals[0]["fix"]
+            .as_str()
+            .is_some_and(|fix| fix.contains("blockedDrain: wait")),
+        "{refusals:#?}"
+    );
+
     // `capstan observe --workloads` writes the same facts into a snapshot file.
     let repo = world.repo.path().display().to_string();
     let state = world.state.path().display().to_string();

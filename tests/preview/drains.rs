@@ -58,3 +58,42 @@ fn a_snapshot_without_pods_simulates_no_drain() {
         "{value:#}"
     );
 }
+
+#[test]
+fn with_blocked_drain_fail_a_budget_that_would_block_fails_the_preview_by_name() {
+    let fleet = Fleet::new();
+    fleet.with_web_pods();
+    let v2 = WORKERS_MACHINE.replace("debian13-k8s", "debian13-k8s-v2");
+    fleet.branch_with(
+        "template-fail",
+        "clusters/prod.yaml",
+        &[
+            (WORKERS_MACHINE, v2.as_str()),
+            ("  rollout:\n", "  rollout:\n    blockedDrain: fail\n"),
+        ],
+    );
+    fleet
+        .preview("template-fail", "markdown")
+        .assert_code(1)
+        .assert_reports("rollout.blockedDrain: fail")
+        .assert_reports(
+            "PodDisruptionBudget default/web (minAvailable 3, 3 healthy) allows no disruption now: the drain of ",
+        )
+        .assert_reports("set rollout.blockedDrain: wait");
+    let value = json(&fleet.preview("template-fail", "json"));
+    let refusals = value["refusals"].as_array().expect("refusals");
+    assert_eq!(refusals.len(), 1, "one per budget: {refusals:#?}");
+    assert_eq!(refusals[0]["field"], "rollout.blockedDrain");
+
+    // Without pods in the snapshot nothing is known to block: the change passes.
+    let bare = Fleet::new();
+    bare.branch_with(
+        "template-fail",
+        "clusters/prod.yaml",
+        &[
+            (WORKERS_MACHINE, v2.as_str()),
+            ("  rollout:\n", "  rollout:\n    blockedDrain: fail\n"),
+        ],
+    );
+    bare.preview("template-fail", "json").assert_code(0);
+}

@@ -72,11 +72,13 @@ impl Cluster {
                 },
                 control_plane: crate::spec::ControlPlane {
                     replicas: 1,
+                    replace: None,
                     machine: machine("debian13-k8s", 2, 6144),
                 },
                 workers: vec![WorkerPool {
                     pool: "general".to_owned(),
                     replicas: 3,
+                    replace: None,
                     machine: machine("debian13-k8s", 4, 8192),
                 }],
                 rollout: Rollout::default(),
@@ -107,6 +109,7 @@ impl Cluster {
             None => self.spec.workers.push(WorkerPool {
                 pool: pool.to_owned(),
                 replicas,
+                replace: None,
                 machine: machine("debian13-k8s", 4, 8192),
             }),
         }
@@ -178,6 +181,23 @@ impl Cluster {
     /// Fences unhealthy machines (`remediation.fence`).
     pub fn with_fencing(mut self) -> Self {
         self.spec.remediation.fence = true;
+        self
+    }
+
+    /// Sets `replace` on a pool (`cp` for the control plane), or on `spec.rollout` (`None`).
+    pub fn with_replace(mut self, pool: Option<&str>, policy: crate::spec::ReplacePolicy) -> Self {
+        match pool {
+            None => self.spec.rollout.replace = policy,
+            Some("cp") => self.spec.control_plane.replace = Some(policy),
+            Some(name) => {
+                self.spec
+                    .workers
+                    .iter_mut()
+                    .find(|p| p.pool == name)
+                    .expect("pool exists")
+                    .replace = Some(policy);
+            }
+        }
         self
     }
 

@@ -1,7 +1,8 @@
 //! Property tests: random clusters built one way and changed another, with random damage
 //! (missing nodes, dead nodes, stale kubeconfigs, expiring certificates). Every plan along the
 //! way keeps rules 1–4, 7 and 9; the executed steps are exactly the predicted sequence; and
-//! the end state is the desired one, on which the plan is empty.
+//! the end state is the desired one, on which the plan is empty. Under `replace: forbid` (rule
+//! 16), no machine of a forbidding pool that was live at the start ever leaves.
 
 use std::collections::BTreeMap;
 
@@ -466,5 +467,67 @@ proptest! {
             let current = observed.clusters["prop"].control_plane.as_ref().expect("cp").version;
             assert_converged(&after, current, &observed.clusters["prop"], &last.findings);
         }
+    }
+    #[test]
+    fn under_replace_forbid_no_live_machine_of_a_forbidding_pool_leaves(
+        change in change(),
+        forbid in any::<[bool; 3]>(),
+    ) {
+        use crate::spec::ReplacePolicy::Forbid;
+        let before = cluster(&change.before, "1.36.2", [false; 3]);
+        let mut observed = built(&fleet(before, false));
+        damage(&mut observed, &change.damage, change.before.fence);
+        // The same shape: no pool shrinks, so nothing leaves for being surplus.
+        let mut after = cluster(&change.before, change.version, change.templates);
+        for (pool, on) in ["cp", "general", "big"].into_iter().zip(forbid) {
+            if on && (pool != "big" || change.before.big > 0) {
+                after = after.with_replace(Some(pool), Forbid);
+            }
+        }
+        let desired = fleet(after.clone(), change.approve_next_minor);
+        let start = &observed.clusters["prop"];
+        let kept: Vec<NodeName> = start
+            .machines
+            .iter()
+            .filter(|(name, vm)| {
+                let pool = (vm.ownership.role == Role::Worker).then_some(vm.ownership.pool.as_str());
+                after.spec.replace_policy(pool) == Forbid
+                    && start.nodes.get(*name).is_some_and(|node| node.ready)
+                    && vm.is_running()
+                    && vm.guest_agent
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        let predicted = plan_at(&desired, &observed, now()).clusters[0].predicted.clone();
+        let mut executed = Vec::new();
+        for _ in 0..400 {
+            let plan = plan_at(&desired, &observed, now());
+            let cluster = &plan.clusters[0];
+            check_rules(&after, &desired, &observed.clusters["prop"], &cluster.steps);
+            check_surge(&after, &observed.clusters["prop"], &cluster.steps, &plan.findings);
+            if cluster.steps.is_empty() {
+                break;
+            }
+            for step in &cluster.steps {
+                expected_effect(&mut observed, step, now());
+            }
+            executed.extend(cluster.steps.iter().cloned());
+        }
+        prop_assert_eq!(shape_of(&executed), shape_of(&predicted));
+        for step in &executed {
+            let leaves = matches!(
+                step.name(),
+                "cordon" | "drain" | "delete-node" | "reset-node" | "destroy-machine"
+            );
+            let machine = step.target.machine.as_ref();
+            prop_assert!(
+                !(leaves && machine.is_some_and(|m| kept.contains(m))),
+                "{} of a kept machine: {:?}",
+                step.name(),
+                shape_of(&executed)
+            );
+        }
+        let last = plan_at(&desired, &observed, now());
+        prop_assert_eq!(&last.clusters[0].predicted, &vec![]);
     }
 }

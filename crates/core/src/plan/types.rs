@@ -711,6 +711,8 @@ pub enum Rule {
     Drift,
     /// 15. Capacity.
     Capacity,
+    /// 16. The replacement guard: `replace: forbid` keeps live machines.
+    ReplaceGuard,
 }
 
 impl Rule {
@@ -737,6 +739,7 @@ impl Rule {
             Rule::Fencing => "fencing",
             Rule::Drift => "drift",
             Rule::Capacity => "capacity",
+            Rule::ReplaceGuard => "replacement guard",
         }
     }
 }

@@ -14,7 +14,10 @@ use crate::observed::ObservedCluster;
 use crate::plan::Action;
 use crate::workloads::Allowance;
 
-use super::PreviewStep;
+use super::{PreviewStep, Refusal};
+
+/// The rule of a refusal of a drain that would block, with `rollout.blockedDrain: fail`.
+pub const BLOCKED_DRAIN: &str = "rollout.blockedDrain: fail";
 
 /// What one drain would do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -116,4 +119,94 @@ pub fn forecast(predicted: &[PreviewStep], observed: &ObservedCluster) -> Vec<Dr
             }
         })
         .collect()
+}
+
+/// With `rollout.blockedDrain: fail`: one refusal per budget that would block a drain this
+/// change adds (a drain pending on the base happens whether or not it is merged), naming the
+/// budget, the drains it blocks and what to do.
+pub(super) fn refusals(cluster: &str, forecasts: &[DrainForecast]) -> Vec<Refusal> {
+    // By budget, in the order they are first met: (its first block, the nodes it blocks).
+    let mut budgets: Vec<(&DrainBlock, Vec<&NodeName>)> = Vec::new();
+    for forecast in forecasts.iter().filter(|f| !f.pending_on_base) {
+        for block in &forecast.blocked_by {
+            match budgets.iter_mut().find(|(b, _)| b.budget == block.budget) {
+                Some((_, nodes)) => nodes.push(&forecast.node),
+                None => budgets.push((block, vec![&forecast.node])),
+            }
+        }
+    }
+    budgets
+        .into_iter()
+        .map(|(block, nodes)| {
+            let nodes: Vec<String> = nodes.iter().map(ToString::to_string).collect();
+            Refusal {
+                cluster: Some(cluster.to_owned()),
+                rule: BLOCKED_DRAIN.to_owned(),
+                location: None,
+                field: Some("rollout.blockedDrain".to_owned()),
+                message: format!(
+                    "PodDisruptionBudget {} ({}, {} healthy) allows no disruption now: the drain of {} would block on it",
+                    block.budget,
+                    block.rule,
+                    block.healthy,
+                    nodes.join(", ")
+                ),
+                fix: Some(format!(
+                    "let {} allow a disruption (more Ready replicas, or a looser minAvailable/maxUnavailable), then run the preview again; or set rollout.blockedDrain: wait to let the drain wait for it after the merge",
+                    block.budget
+                )),
+                on_base: false,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drain(node: &str, budgets: &[&str], pending_on_base: bool) -> DrainForecast {
+        DrainForecast {
+            node: NodeName::from(node),
+            evicts: vec!["shop/web-1".to_owned()],
+            blocked_by: budgets
+                .iter()
+                .map(|budget| DrainBlock {
+                    budget: (*budget).to_owned(),
+                    rule: "minAvailable 3".to_owned(),
+                    healthy: 3,
+                    allowed: 0,
+                    pods: vec!["shop/web-1".to_owned()],
+                    message: String::new(),
+                })
+                .collect(),
+            pending_on_base,
+        }
+    }
+
+    #[test]
+    fn one_refusal_per_blocking_budget_of_the_drains_a_change_adds() {
+        let forecasts = [
+            drain("capstan-prod-general-a", &["shop/web"], false),
+            drain("capstan-prod-general-b", &["shop/web", "db/pg"], false),
+            drain("capstan-prod-general-c", &[], false),
+            drain("capstan-prod-general-d", &["old/pending"], true),
+        ];
+        let refused = refusals("prod", &forecasts);
+        let messages: Vec<&str> = refused.iter().map(|r| r.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "PodDisruptionBudget shop/web (minAvailable 3, 3 healthy) allows no disruption now: the drain of capstan-prod-general-a, capstan-prod-general-b would block on it",
+                "PodDisruptionBudget db/pg (minAvailable 3, 3 healthy) allows no disruption now: the drain of capstan-prod-general-b would block on it",
+            ]
+        );
+        assert!(refused.iter().all(|r| {
+            r.rule == BLOCKED_DRAIN
+                && r.cluster.as_deref() == Some("prod")
+                && r.fix
+                    .as_deref()
+                    .is_some_and(|fix| fix.contains("blockedDrain: wait"))
+        }));
+    }
 }

@@ -39,7 +39,7 @@ use crate::plan::{self, Blocked, Budget, ClusterPlan, Exceeded, Plan, Policy, Ru
 use crate::spec::{self, Cluster, Diagnostic, Loaded, RepoFiles};
 
 pub use changes::FieldChange;
-pub use drains::{DrainBlock, DrainForecast};
+pub use drains::{BLOCKED_DRAIN, DrainBlock, DrainForecast};
 pub use estimate::Estimate;
 
 /// How a revision's files become its desired state: parsed, validated, and held to the
@@ -276,6 +276,8 @@ pub fn build_within(
         .collect();
     let mut clusters = Vec::new();
     let mut parts = Vec::new();
+    // Drains that would block now, refused with `rollout.blockedDrain: fail`.
+    let mut blocked_drains = Vec::new();
     for name in names {
         let base_file = base_files.get(name);
         let head_file = head_files.get(name);
@@ -297,16 +299,22 @@ pub fn build_within(
             head_steps.map(|c| c.predicted.as_slice()).unwrap_or(&[]),
             base_steps.map(|c| c.predicted.as_slice()).unwrap_or(&[]),
         );
-        let refused: Vec<Refusal> = all
-            .iter()
-            .filter(|r| r.cluster.as_deref() == Some(name.as_str()))
-            .cloned()
-            .collect();
         let drains = observed
             .clusters
             .get(name)
             .map(|seen| drains::forecast(&predicted, seen))
             .unwrap_or_default();
+        let fail_on_blocked =
+            head_cluster.is_some_and(|c| c.spec.rollout.blocked_drain == spec::BlockedDrain::Fail);
+        if fail_on_blocked {
+            blocked_drains.extend(drains::refusals(name, &drains));
+        }
+        let refused: Vec<Refusal> = all
+            .iter()
+            .chain(&blocked_drains)
+            .filter(|r| r.cluster.as_deref() == Some(name.as_str()))
+            .cloned()
+            .collect();
         let facts = summary::Facts {
             file_changed: !diff.is_empty(),
             added: base_file.is_none() && head_file.is_some(),
@@ -342,6 +350,7 @@ pub fn build_within(
             });
         }
     }
+    all.extend(blocked_drains);
     let fleet_refused = all.iter().any(|r| r.cluster.is_none());
     if fleet_refused {
         parts.insert(0, "capstan.yaml: refused".to_owned());
@@ -574,6 +583,9 @@ fn fix_for(rule: Rule) -> &'static str {
         Rule::MinWorkers => "add a worker first: keep at least rollout.minWorkers workers",
         Rule::Capacity => {
             "free memory on the Proxmox nodes of placement, add nodes to placement or make the machines smaller"
+        }
+        Rule::ReplaceGuard => {
+            "put back the fields the message names, or let the machines be replaced with `replace: allow` (on the pool, the control plane or spec.rollout)"
         }
         Rule::DrainTimeout => {
             "find what the drain could not evict (its PodDisruptionBudget) and let it move; the node stays cordoned"

@@ -19,7 +19,9 @@ pub mod locate;
 mod maintenance;
 pub mod notifications;
 mod parse;
+mod policies;
 pub mod remediation;
+mod replace;
 mod secret_source;
 pub mod types;
 pub mod validate;
@@ -390,6 +392,67 @@ mod tests {
         let errors: Vec<_> = diagnostics.0.iter().filter(|d| d.is_error()).collect();
         assert_eq!(errors.len(), 1, "{diagnostics}");
         assert_eq!(errors[0].field.as_deref(), Some("status.author"));
+    }
+
+    #[test]
+    fn replace_forbid_with_on_drift_replace_is_a_warning_at_the_forbidding_field() {
+        let mut prod = example("clusters/prod.yaml");
+        prod.text = prod
+            .text
+            .replace(
+                "    - pool: general\n",
+                "    - pool: general\n      replace: forbid\n",
+            )
+            .replace(
+                "    minWorkers: 2 ",
+                "    onDrift: replace\n    blockedDrain: fail\n    minWorkers: 2 ",
+            );
+        assert!(
+            prod.text.contains("onDrift: replace"),
+            "the example changed"
+        );
+        let files = RepoFiles {
+            fleet: example("capstan.yaml"),
+            clusters: vec![prod],
+        };
+        let loaded = load(&files);
+        let desired = loaded.desired.expect("the fleet is valid");
+        let spec = &desired.clusters["prod"].spec;
+        assert_eq!(spec.replace_policy(Some("general")), ReplacePolicy::Forbid);
+        assert_eq!(spec.replace_policy(None), ReplacePolicy::Allow);
+        assert_eq!(spec.rollout.blocked_drain, BlockedDrain::Fail);
+        let warning = loaded
+            .diagnostics
+            .0
+            .iter()
+            .find(|d| d.field.as_deref() == Some("spec.workers[0].replace"))
+            .expect("the contradiction is reported");
+        assert!(!warning.is_error());
+        let line = warning.line.expect("a line");
+        let text_line = files.clusters[0].text.lines().nth(line - 1).unwrap_or("");
+        assert!(text_line.contains("replace: forbid"), "{line}: {text_line}");
+    }
+
+    #[test]
+    fn a_replace_policy_other_than_allow_or_forbid_is_refused_at_its_line() {
+        let mut prod = example("clusters/prod.yaml");
+        prod.text = prod
+            .text
+            .replace("  controlPlane:\n", "  controlPlane:\n    replace: never\n");
+        let files = RepoFiles {
+            fleet: example("capstan.yaml"),
+            clusters: vec![prod],
+        };
+        let loaded = load(&files);
+        let error = loaded
+            .diagnostics
+            .0
+            .iter()
+            .find(|d| d.is_error())
+            .expect("refused");
+        assert_eq!(error.file, "clusters/prod.yaml");
+        assert!(error.line.is_some(), "{error:?}");
+        assert!(error.message.contains("never"), "{}", error.message);
     }
 
     #[test]

@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::limits as bounds;
+pub use super::policies::{BlockedDrain, ReplacePolicy};
 pub use super::secret_source::SecretSource;
 use super::values::{
     AddressRange, CronSchedule, HumanDuration, KubeVersion, MinorVersion, TimeZoneName,
@@ -478,6 +479,9 @@ pub struct ControlPlane {
     #[serde(default = "default_control_plane_replicas")]
     #[schemars(range(min = 1, max = bounds::MAX_CONTROL_PLANES))]
     pub replicas: u32,
+    /// Whether a change may replace live control planes; unset: `spec.rollout.replace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replace: Option<ReplacePolicy>,
     /// The VM every control-plane node is built from.
     pub machine: Machine,
 }
@@ -495,6 +499,9 @@ pub struct WorkerPool {
     /// Number of workers in the pool (the cluster has at most 5,000 machines in all).
     #[schemars(range(max = bounds::MAX_MACHINES_PER_CLUSTER))]
     pub replicas: u32,
+    /// Whether a change may replace this pool's live workers; unset: `spec.rollout.replace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replace: Option<ReplacePolicy>,
     /// The VM every worker of the pool is built from.
     pub machine: Machine,
 }
@@ -565,6 +572,16 @@ pub struct Rollout {
     #[serde(default = "default_max_surge")]
     #[schemars(range(min = 1, max = bounds::MAX_SURGE))]
     pub max_surge: u32,
+    /// Whether a change may replace live machines (a pool or the control plane may say
+    /// otherwise with its own `replace`). With `forbid`, a plan that would destroy a machine
+    /// that is neither dead nor fenced is refused; dead and fenced machines are still replaced.
+    #[serde(default, skip_serializing_if = "ReplacePolicy::is_allow")]
+    pub replace: ReplacePolicy,
+    /// What a pull request's preview does when a drain it plans would block now on a
+    /// PodDisruptionBudget: `wait` (the drain waits, up to `drainTimeout`) or `fail` (the
+    /// preview and its commit status fail, naming the budget).
+    #[serde(default, skip_serializing_if = "BlockedDrain::is_wait")]
+    pub blocked_drain: BlockedDrain,
 }
 
 impl Default for Rollout {
@@ -576,6 +593,8 @@ impl Default for Rollout {
             join_timeout: default_join_timeout(),
             maintenance_window: None,
             on_drift: DriftPolicy::default(),
+            replace: ReplacePolicy::default(),
+            blocked_drain: BlockedDrain::default(),
         }
     }
 }

@@ -678,6 +678,7 @@ fn rollout(out: &mut Vec<Diagnostic>, spec: &ClusterSpec, file: &SourceFile) {
         );
     }
     super::maintenance::check(out, spec, file);
+    super::replace::check(out, spec, file);
     let renew_before = spec.certificates.renew_before.0.as_secs() / 86_400;
     if renew_before >= CERTIFICATE_LIFETIME_DAYS {
         out.push(

@@ -72,6 +72,9 @@ pub mod reasons {
     pub const REFUSED: &str = "Refused";
     /// `Blocked` True: a step failed several times in a row.
     pub const STEP_FAILING: &str = "StepFailing";
+    /// `Blocked` True: `replace: forbid` refuses a change that would replace live machines
+    /// (rule 16), and no other rule refuses.
+    pub const REPLACEMENT_FORBIDDEN: &str = "ReplacementForbidden";
     /// `RemediationHeld` True: too many nodes are NotReady at once to fence any.
     pub const TOO_MANY_UNHEALTHY: &str = "TooManyUnhealthy";
     /// `Suspended` True: the cluster's file says `spec.suspend: true` (and perhaps it was
@@ -121,7 +124,7 @@ pub mod reasons {
     pub const UNVERIFIABLE: &str = "Unverifiable";
 
     /// Every reason.
-    pub const ALL: [&str; 33] = [
+    pub const ALL: [&str; 34] = [
         TOO_MANY_UNHEALTHY,
         SUSPENDED_IN_GIT,
         SUSPENDED_AT_RUNTIME,
@@ -135,6 +138,7 @@ pub mod reasons {
         OUTDATED,
         NOT_CONFIGURED,
         REFUSED,
+        REPLACEMENT_FORBIDDEN,
         STEP_FAILING,
         CLEAR,
         OBSERVATION_FAILED,

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::{NodeName, Role};
 use crate::observed::ObservedCluster;
 pub use crate::plan::Phase;
-use crate::plan::{ActionKind, ClusterPlan, Suspension, SuspensionSource};
+use crate::plan::{ActionKind, ClusterPlan, Rule, Suspension, SuspensionSource};
 use crate::spec::KubeVersion;
 
 /// Every cluster's status.
@@ -372,6 +372,8 @@ pub fn cluster_status(input: &StatusInput<'_>) -> ClusterStatus {
     } else {
         let reason = if failing.is_some() {
             reasons::STEP_FAILING
+        } else if plan.blocked.iter().all(|b| b.rule == Rule::ReplaceGuard) {
+            reasons::REPLACEMENT_FORBIDDEN
         } else {
             reasons::REFUSED
         };

@@ -574,6 +574,32 @@ impl FaultHandle {
         Ok(())
     }
 
+    /// The running VM `vmid` dies where it is (a guest kernel panic, someone's `qm stop`):
+    /// stopped, its agent silent, its Node NotReady. Nothing starts it again.
+    ///
+    /// # Errors
+    /// When no running VM has that VMID.
+    pub fn crash_vm(&self, vmid: u32) -> Result<(), SimError> {
+        let events = {
+            let mut state = self.shared.lock();
+            let identity = state.identity(vmid);
+            let Some(vm) = state.vms.get_mut(&vmid).filter(|vm| vm.running) else {
+                return Err(SimError::Change {
+                    reason: format!("no running VM {vmid}"),
+                });
+            };
+            vm.running = false;
+            vm.started_unix = None;
+            vm.agent_ready_at = None;
+            vm.execs.clear();
+            identity
+                .map(|id| vec![(id, PowerEvent::HardStopped)])
+                .unwrap_or_default()
+        };
+        self.shared.notify(events);
+        Ok(())
+    }
+
     /// Disarms every fault (offline nodes stay offline).
     pub fn clear(&self) {
         let mut state = self.shared.lock();

@@ -27,6 +27,8 @@ impl<'a> Ctx<'a> {
             desired: Some(desired(0, &spec.control_plane.machine)),
             tally: Tally::default(),
             members: Vec::new(),
+            replace: spec.replace_policy(None),
+            guarded: guard::Guarded::default(),
         });
         for (index, pool) in spec.workers.iter().enumerate() {
             self.pools.push(Pool {
@@ -36,6 +38,8 @@ impl<'a> Ctx<'a> {
                 desired: Some(desired(index + 1, &pool.machine)),
                 tally: Tally::default(),
                 members: Vec::new(),
+                replace: pool.replace.unwrap_or(spec.rollout.replace),
+                guarded: guard::Guarded::default(),
             });
         }
         let observed = self.input.observed;
@@ -61,6 +65,7 @@ impl<'a> Ctx<'a> {
             self.views.push(view);
         }
         self.machineless_nodes.extend(nodes.map(|(node, _)| node));
+        self.guard_refusals(out);
     }
 
     /// Sees one VM against the pools (adding its pool when it is gone from the spec).
@@ -91,6 +96,8 @@ impl<'a> Ctx<'a> {
                     desired: None,
                     tally: Tally::default(),
                     members: Vec::new(),
+                    replace: ReplacePolicy::Allow,
+                    guarded: guard::Guarded::default(),
                 });
                 self.pools.len() - 1
             }
@@ -112,10 +119,17 @@ impl<'a> Ctx<'a> {
                 prepared: machine.is_prepared(),
                 current,
                 stale: None,
+                guarded: false,
             },
         );
-        view.stale = self.staleness(&view, current, out);
-        view.fresh = current && view.stale.is_none();
+        match self.staleness(&view, current, out) {
+            Some(stale) if self.guards(&view, &stale) => {
+                self.keep(&view, &stale);
+                view.guarded = true;
+            }
+            stale => view.stale = stale,
+        }
+        view.fresh = (current || view.guarded) && view.stale.is_none();
         view
     }
 
@@ -241,6 +255,8 @@ pub(crate) struct Facts {
     /// Its spec hash is its pool's desired one.
     pub current: bool,
     pub stale: Option<Stale>,
+    /// Kept from being replaced by its pool's `replace: forbid`.
+    pub guarded: bool,
 }
 
 /// Why a member must be replaced.

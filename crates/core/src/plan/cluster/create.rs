@@ -88,7 +88,8 @@ impl<'a> Ctx<'a> {
             fresh.clear();
             fresh.extend(self.pools[pool].members.iter().copied().filter(|&i| {
                 let v = &self.views[i];
-                v.in_pool && !v.is_counted()
+                // The guard's machines are kept: a surplus is taken among the others.
+                v.in_pool && !v.is_counted() && !v.guarded
             }));
             // `views` are in name order and the sort is stable: ties stay by name.
             fresh.sort_by_key(|&i| {

@@ -9,6 +9,7 @@
 
 mod classify;
 mod create;
+mod guard;
 mod health;
 mod join;
 mod memo;
@@ -31,7 +32,7 @@ use super::window::WindowState;
 use crate::model::{NodeName, Ownership, Role};
 use crate::observed::{MachineSpec, ObservedCluster, ObservedMachine, ObservedNode};
 use crate::spec::validate::{CONTROL_PLANE_POOL, VM_NAME_PREFIX};
-use crate::spec::{Capabilities, ClusterSpec, DriftPolicy, KubeVersion, Machine};
+use crate::spec::{Capabilities, ClusterSpec, DriftPolicy, KubeVersion, Machine, ReplacePolicy};
 pub(crate) use classify::Facts;
 use memo::PoolSpecs;
 pub(crate) use memo::SpecMemo;
@@ -102,6 +103,10 @@ struct Pool<'a> {
     tally: create::Tally,
     /// Indices of its members in `Ctx::views` (name order), set by `mark_fresh`.
     members: Vec<usize>,
+    /// Whether a change may replace its live machines (a removed pool: allow).
+    replace: ReplacePolicy,
+    /// Its live members `replace: forbid` keeps from being replaced ([`guard`]).
+    guarded: guard::Guarded,
 }
 
 struct DesiredPool<'a> {
@@ -145,6 +150,9 @@ pub(crate) struct View<'a> {
     surplus: bool,
     /// Why it must be replaced, when it must.
     stale: Option<classify::Stale>,
+    /// Built from another spec, but kept by its pool's `replace: forbid` ([`guard`]): it
+    /// counts as fresh and never leaves for being outdated.
+    guarded: bool,
 }
 
 impl<'a> View<'a> {
@@ -160,7 +168,7 @@ impl<'a> View<'a> {
             machine,
             node,
             pool: facts.pool,
-            fresh: facts.current && facts.stale.is_none(),
+            fresh: (facts.current || facts.guarded) && facts.stale.is_none(),
             fenced: facts.fenced,
             retiring: facts.retiring,
             prepared: facts.prepared,
@@ -168,6 +176,7 @@ impl<'a> View<'a> {
             in_pool: false,
             surplus: false,
             stale: facts.stale,
+            guarded: facts.guarded,
         }
     }
 
@@ -180,6 +189,7 @@ impl<'a> View<'a> {
             prepared: self.prepared,
             current: self.current,
             stale: self.stale.clone(),
+            guarded: self.guarded,
         }
     }
 
@@ -279,7 +289,7 @@ pub(crate) fn candidates(input: &Input<'_>, capacity: &Capacity) -> Outcome {
         out.blocked.push(blocked);
         return out;
     }
-    let (target_version, refusal) = version::resolve(input);
+    let (mut target_version, refusal) = version::resolve(input);
     if let Some(message) = refusal {
         out.blocked.push(Blocked {
             rule: Rule::Upgrades,
@@ -289,6 +299,11 @@ pub(crate) fn candidates(input: &Input<'_>, capacity: &Capacity) -> Outcome {
             // Nothing to build with: the version the spec asks for may not run at all.
             return out;
         }
+    }
+    if let Some((current, blocked)) = guard::version(input, target_version) {
+        // Kept at its version, as a refused upgrade is: nothing of it starts.
+        target_version = current;
+        out.blocked.push(blocked);
     }
     let mut ctx = Ctx {
         input,

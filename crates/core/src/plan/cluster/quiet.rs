@@ -142,7 +142,7 @@ impl Quiet {
 /// Whether a view may be kept aside: a worker of a desired pool that has joined, is Ready,
 /// schedulable and not being removed, runs with its guest agent answering and no Proxmox task,
 /// was prepared, and is either built from the spec or to be replaced for being outdated or
-/// drifted. Such a machine produces no step, wait or finding of its own until it is chosen to
+/// drifted (not kept by the replacement guard: a surplus must never take one). Such a machine produces no step, wait or finding of its own until it is chosen to
 /// leave; the rules see it through its pool's counts.
 pub(super) fn is_quiet(view: &View<'_>, desired_pool: bool) -> bool {
     let machine = view.machine;
@@ -155,6 +155,7 @@ pub(super) fn is_quiet(view: &View<'_>, desired_pool: bool) -> bool {
         && machine.guest_agent
         && machine.task.is_none()
         && view.prepared
+        && !view.guarded
         && matches!(
             view.stale,
             None | Some(Stale::Outdated) | Some(Stale::Drifted(_))

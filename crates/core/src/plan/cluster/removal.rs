@@ -56,7 +56,9 @@ impl<'a> Ctx<'a> {
             let quiet_stale = quiet.and_then(|(quiet, pool)| quiet.view(pool.stale.first()?));
             let mut first = earliest(stale.cloned(), quiet_stale);
             if pool.tally.surplus > 0 && surplus_leaves {
-                let fresh = members.clone().find(|v| v.is_counted() && v.in_pool);
+                let fresh = members
+                    .clone()
+                    .find(|v| v.is_counted() && v.in_pool && !v.guarded);
                 let quiet_fresh = quiet.and_then(|(quiet, pool)| quiet.view(pool.fresh.first()?));
                 first = earliest(first, earliest(fresh.cloned(), quiet_fresh));
             }

@@ -10,6 +10,7 @@
 //! is refused with kubeadm's message, an upgrade that skips a minor is refused.
 
 pub mod cli;
+pub mod iso9660;
 pub mod paths;
 mod systems;
 

@@ -64,6 +64,7 @@ fn control_plane(world: &World) -> GuestIdentity {
         node: vm.node.clone(),
         address: vm.address,
         k3s_airgap: None,
+        talos: None,
         cluster: None,
     }
 }

@@ -9,3 +9,4 @@
 mod cidata;
 mod delivery;
 mod secrets;
+mod vm;

@@ -24,6 +24,8 @@ pub struct GuestIdentity {
     pub address: Option<Ipv4Addr>,
     /// The K3s release whose air-gap install its disk carries (from its template).
     pub k3s_airgap: Option<String>,
+    /// The Talos version the VM boots (from its template), if it is a Talos VM.
+    pub talos: Option<String>,
     /// The cluster its owner's tags name (`cluster-<name>`), if any: what the lab names a
     /// cluster it starts after (K3s itself knows no cluster name).
     pub cluster: Option<String>,
@@ -198,6 +200,7 @@ mod tests {
             node: "pve1".into(),
             address: None,
             k3s_airgap: None,
+            talos: None,
             cluster: None,
         }
     }

@@ -165,6 +165,9 @@ pub(super) struct VmState {
     /// The K3s release whose air-gap install (binary, images, install script) the disk
     /// carries: set on a template by the world, inherited by its clones.
     pub k3s_airgap: Option<String>,
+    /// The Talos version the disk boots (a Talos template's and its clones'): the guest
+    /// agent is Talos's extension, which runs no commands.
+    pub talos: Option<String>,
 }
 
 impl VmState {
@@ -467,6 +470,7 @@ impl SimState {
             state.insert_vm(template.vmid, &template.node, config, false, None);
             if let Some(vm) = state.vms.get_mut(&template.vmid) {
                 vm.k3s_airgap = template.k3s.clone();
+                vm.talos = template.talos.clone();
             }
         }
         for vm in &world.vms {
@@ -578,6 +582,7 @@ impl SimState {
                 next_exec_pid: 1000 + u64::from(vmid % 97) * 10,
                 received: Vec::new(),
                 k3s_airgap: None,
+                talos: None,
             },
         );
     }
@@ -605,6 +610,7 @@ impl SimState {
             node: vm.node.clone(),
             address: self.leases.get(&vmid).copied(),
             k3s_airgap: vm.k3s_airgap.clone(),
+            talos: vm.talos.clone(),
             cluster: vm.config.get("tags").and_then(|tags| {
                 tags.split([';', ',', ' '])
                     .find_map(|tag| tag.strip_prefix("cluster-"))

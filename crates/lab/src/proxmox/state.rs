@@ -611,12 +611,31 @@ impl SimState {
             address: self.leases.get(&vmid).copied(),
             k3s_airgap: vm.k3s_airgap.clone(),
             talos: vm.talos.clone(),
+            media: if vm.talos.is_some() {
+                self.cdrom_media(vmid)
+            } else {
+                Vec::new()
+            },
             cluster: vm.config.get("tags").and_then(|tags| {
                 tags.split([';', ',', ' '])
                     .find_map(|tag| tag.strip_prefix("cluster-"))
                     .map(str::to_owned)
             }),
         })
+    }
+
+    /// The uploaded images in `vmid`'s CD-ROM drives, in drive order.
+    fn cdrom_media(&self, vmid: u32) -> Vec<super::guest::MediaImage> {
+        let Some(vm) = self.vms.get(&vmid) else {
+            return Vec::new();
+        };
+        vm.config
+            .iter()
+            .filter(|(key, _)| key.starts_with("ide") || key.starts_with("sata"))
+            .filter(|(_, value)| value.split(',').any(|part| part == "media=cdrom"))
+            .filter_map(|(_, value)| self.volume_bytes(&vm.node, value.split(',').next()?))
+            .map(super::guest::MediaImage)
+            .collect()
     }
 
     /// Hands `vmid` an address from the DHCP range (kept until the VM is destroyed).

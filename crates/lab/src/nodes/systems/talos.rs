@@ -100,7 +100,6 @@ impl std::fmt::Debug for TalosMachine {
 
 #[derive(Deserialize)]
 struct Config {
-    version: String,
     #[serde(default)]
     machine: Option<MachineSection>,
     #[serde(default)]
@@ -158,7 +157,10 @@ pub fn boot<'a>(
     media: impl IntoIterator<Item = &'a [u8]>,
     members: impl IntoIterator<Item = &'a TalosMachine>,
 ) -> Result<TalosMachine, TalosBootError> {
+    // Talos looks at every device for the label: an unreadable image in another drive does
+    // not hide the cidata one, but with no cidata found it is the reason given.
     let mut cidata = None;
+    let mut unreadable = None;
     for image in media {
         match read_image(image) {
             Ok(read) if read.volume_id.eq_ignore_ascii_case(CIDATA_VOLUME) => {
@@ -166,10 +168,14 @@ pub fn boot<'a>(
                 break;
             }
             Ok(_) => {}
-            Err(err) => return Err(TalosBootError::ReadIso(err)),
+            Err(err) => unreadable = Some(err),
         }
     }
-    let cidata = cidata.ok_or(TalosBootError::NoCidata)?;
+    let cidata = match (cidata, unreadable) {
+        (Some(cidata), _) => cidata,
+        (None, Some(err)) => return Err(TalosBootError::ReadIso(err)),
+        (None, None) => return Err(TalosBootError::NoCidata),
+    };
     let user_data = cidata.file("user-data").ok_or(TalosBootError::NoUserData)?;
     let machine = machine_config(user_data)?;
     let other = members
@@ -201,7 +207,6 @@ fn machine_config(user_data: &[u8]) -> Result<TalosMachine, TalosBootError> {
         .find(|d| d.get("version").and_then(Value::as_str) == Some("v1alpha1"))
         .ok_or(TalosBootError::NoV1alpha1)?;
     let config: Config = serde_json::from_value(document).map_err(TalosBootError::Shape)?;
-    debug_assert_eq!(config.version, "v1alpha1");
     let machine = config.machine.ok_or(TalosBootError::Missing("machine"))?;
     let cluster = config.cluster.ok_or(TalosBootError::Missing("cluster"))?;
     let role = match required(machine.kind.as_deref(), "machine.type")? {

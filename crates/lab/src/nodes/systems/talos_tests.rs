@@ -122,6 +122,9 @@ fn no_cidata_volume_no_user_data_or_no_yaml_is_refused() {
         boot_one(&[0u8; 100]),
         Err(TalosBootError::ReadIso(_))
     ));
+    // An unreadable image in another drive does not hide the cidata volume.
+    let good = iso("cidata", &text);
+    assert!(boot([&[0u8; 100][..], good.as_slice()], []).is_ok());
 }
 
 #[test]

@@ -65,6 +65,8 @@ fn vm(vmid: u32, name: &str, template_k3s: Option<&str>) -> GuestIdentity {
         node: "pve1".to_owned(),
         address: Some(format!("192.168.1.{}", vmid - 100).parse().expect("ip")),
         k3s_airgap: template_k3s.map(str::to_owned),
+        talos: None,
+        media: Vec::new(),
         cluster: Some("edge".to_owned()),
     }
 }

@@ -112,6 +112,8 @@ fn guest(target: &NodeTarget) -> GuestIdentity {
         node: target.proxmox_node.clone(),
         address: Some("192.168.1.100".parse().expect("ip")),
         k3s_airgap: None,
+        talos: None,
+        media: Vec::new(),
         cluster: None,
     }
 }

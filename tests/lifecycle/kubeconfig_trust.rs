@@ -64,6 +64,8 @@ fn control_plane(world: &World) -> GuestIdentity {
         node: vm.node.clone(),
         address: vm.address,
         k3s_airgap: None,
+        talos: None,
+        media: Vec::new(),
         cluster: None,
     }
 }

@@ -83,6 +83,8 @@ async fn a_converged_pass_calls_no_guest_agent_and_a_refused_kubeconfig_is_read_
                 node: control_plane.node.clone(),
                 address: control_plane.address,
                 k3s_airgap: None,
+                talos: None,
+                media: Vec::new(),
                 cluster: None,
             },
             &["kubeadm", "certs", "renew", "all"].map(String::from),

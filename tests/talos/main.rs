@@ -12,3 +12,4 @@ mod cidata;
 mod delivery;
 mod python;
 mod secrets;
+mod vm;

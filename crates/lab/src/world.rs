@@ -400,6 +400,11 @@ pub struct WorldTemplate {
     /// binary, its images and the install script, as K3s's air-gap install asks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub k3s: Option<String>,
+    /// A Talos version (`v1.11.5`): the template is a Talos image (nocloud, with the
+    /// `qemu-guest-agent` extension), and a VM cloned from it boots Talos from its disk and
+    /// takes its machine config from a `cidata` CD-ROM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub talos: Option<String>,
     /// Its Proxmox tags (a template may say which distribution it is built for: `kubeadm`,
     /// `k3s`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -420,6 +425,7 @@ impl WorldTemplate {
             cpu: default_template_cpu(),
             storage: None,
             k3s: None,
+            talos: None,
             tags: Vec::new(),
         }
     }

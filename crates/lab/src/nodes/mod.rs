@@ -10,8 +10,11 @@
 //! is refused with kubeadm's message, an upgrade that skips a minor is refused.
 
 pub mod cli;
+pub mod iso9660;
 pub mod paths;
 mod systems;
+
+pub use systems::talos::{TalosBootError, TalosMachine};
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -292,7 +295,19 @@ impl<B: ClusterBackend> NodeSoftware<B> {
             .flatten()
     }
 
-    /// Reacts to a power change: kubelets stop with their VM and come back with it.
+    /// The console of Talos VM `vmid`: each start says whether it took its machine config
+    /// from the CD-ROM, and why not.
+    pub fn talos_console(&self, vmid: VmId) -> Vec<String> {
+        self.world().talos_console(vmid)
+    }
+
+    /// The machine Talos VM `vmid` runs, once it took a valid machine config.
+    pub fn talos_machine(&self, vmid: VmId) -> Option<TalosMachine> {
+        self.world().talos_machine(vmid)
+    }
+
+    /// Reacts to a power change: kubelets stop with their VM and come back with it; a Talos
+    /// VM reads its machine config at start.
     pub fn power(&self, vm: &GuestIdentity, event: PowerEvent) {
         let effects = {
             let mut world = self

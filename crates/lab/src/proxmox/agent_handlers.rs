@@ -33,6 +33,13 @@ pub(super) async fn agent(
             "VM {vmid} qmp command 'guest-{command}' failed - got timeout"
         )));
     }
+    let talos = shared.lock().vm_on(&node, vmid)?.talos.clone();
+    // Addresses, file writes, pings and shutdown are the same agent's on any OS.
+    if let Some(version) = talos
+        && let Some(reply) = talos_agent(&route, command, &version)
+    {
+        return reply;
+    }
     match route {
         Route::AgentPing => Reply::data(json!({"result": {}})),
         Route::AgentOsinfo => Reply::data(json!({"result": {
@@ -189,5 +196,27 @@ pub(super) async fn agent(
             Reply::data(Value::Null)
         }
         _ => Err(ApiFail::die(format!("Method '{command}' not implemented"))),
+    }
+}
+
+/// What Talos's guest agent (the `qemu-guest-agent` system extension) answers differently:
+/// its os-release, and no commands: Talos has no shell and the extension allows no
+/// `guest-exec`, which QEMU's agent refuses as a disabled command (Proxmox VE prefixes
+/// "Agent error: "). `None` for the calls any agent answers alike.
+fn talos_agent(route: &Route, command: &str, version: &str) -> Option<Result<Reply, ApiFail>> {
+    match route {
+        Route::AgentExec | Route::AgentExecStatus => Some(Err(ApiFail::die(format!(
+            "Agent error: Command guest-{command} has been disabled: the command is not allowed"
+        )))),
+        Route::AgentOsinfo => Some(Reply::data(json!({"result": {
+            "id": "talos",
+            "name": "Talos",
+            "pretty-name": format!("Talos ({version})"),
+            "version-id": version,
+            "kernel-release": "6.12.57-talos",
+            "kernel-version": "#1 SMP",
+            "machine": "x86_64",
+        }}))),
+        _ => None,
     }
 }

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::net::Ipv4Addr;
 use std::pin::Pin;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use capstan_core::model::VmId;
 
@@ -24,9 +24,25 @@ pub struct GuestIdentity {
     pub address: Option<Ipv4Addr>,
     /// The K3s release whose air-gap install its disk carries (from its template).
     pub k3s_airgap: Option<String>,
+    /// The Talos version the VM boots (from its template), if it is a Talos VM.
+    pub talos: Option<String>,
+    /// The images in a Talos VM's CD-ROM drives (`media=cdrom`), in drive order: what it
+    /// reads its machine config from at start. Empty for other VMs.
+    pub media: Vec<MediaImage>,
     /// The cluster its owner's tags name (`cluster-<name>`), if any: what the lab names a
     /// cluster it starts after (K3s itself knows no cluster name).
     pub cluster: Option<String>,
+}
+
+/// An image in a CD-ROM drive, as the VM reads it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct MediaImage(pub Arc<Vec<u8>>);
+
+impl std::fmt::Debug for MediaImage {
+    // A cidata image holds a machine config's secrets: show its size, never its bytes.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MediaImage({} bytes)", self.0.len())
+    }
 }
 
 /// How a command ended.
@@ -198,6 +214,8 @@ mod tests {
             node: "pve1".into(),
             address: None,
             k3s_airgap: None,
+            talos: None,
+            media: Vec::new(),
             cluster: None,
         }
     }

@@ -37,7 +37,8 @@ use crate::tls::{Identity, TlsError, self_signed_server};
 use crate::world::{CallFault, ProxmoxWorld, TaskFault, WorldError, WorldVm};
 
 pub use guest::{
-    DefaultShell, ExecFuture, ExecOutcome, FileOpenError, GuestIdentity, GuestSoftware, PowerEvent,
+    DefaultShell, ExecFuture, ExecOutcome, FileOpenError, GuestIdentity, GuestSoftware, MediaImage,
+    PowerEvent,
 };
 pub use state::Exchange;
 pub use upload::UPLOAD_MAX_BYTES;

@@ -165,6 +165,9 @@ pub(super) struct VmState {
     /// The K3s release whose air-gap install (binary, images, install script) the disk
     /// carries: set on a template by the world, inherited by its clones.
     pub k3s_airgap: Option<String>,
+    /// The Talos version the disk boots (a Talos template's and its clones'): the guest
+    /// agent is Talos's extension, which runs no commands.
+    pub talos: Option<String>,
 }
 
 impl VmState {
@@ -467,6 +470,7 @@ impl SimState {
             state.insert_vm(template.vmid, &template.node, config, false, None);
             if let Some(vm) = state.vms.get_mut(&template.vmid) {
                 vm.k3s_airgap = template.k3s.clone();
+                vm.talos = template.talos.clone();
             }
         }
         for vm in &world.vms {
@@ -578,6 +582,7 @@ impl SimState {
                 next_exec_pid: 1000 + u64::from(vmid % 97) * 10,
                 received: Vec::new(),
                 k3s_airgap: None,
+                talos: None,
             },
         );
     }
@@ -605,12 +610,32 @@ impl SimState {
             node: vm.node.clone(),
             address: self.leases.get(&vmid).copied(),
             k3s_airgap: vm.k3s_airgap.clone(),
+            talos: vm.talos.clone(),
+            media: if vm.talos.is_some() {
+                self.cdrom_media(vmid)
+            } else {
+                Vec::new()
+            },
             cluster: vm.config.get("tags").and_then(|tags| {
                 tags.split([';', ',', ' '])
                     .find_map(|tag| tag.strip_prefix("cluster-"))
                     .map(str::to_owned)
             }),
         })
+    }
+
+    /// The uploaded images in `vmid`'s CD-ROM drives, in drive order.
+    fn cdrom_media(&self, vmid: u32) -> Vec<super::guest::MediaImage> {
+        let Some(vm) = self.vms.get(&vmid) else {
+            return Vec::new();
+        };
+        vm.config
+            .iter()
+            .filter(|(key, _)| key.starts_with("ide") || key.starts_with("sata"))
+            .filter(|(_, value)| value.split(',').any(|part| part == "media=cdrom"))
+            .filter_map(|(_, value)| self.volume_bytes(&vm.node, value.split(',').next()?))
+            .map(super::guest::MediaImage)
+            .collect()
     }
 
     /// Hands `vmid` an address from the DHCP range (kept until the VM is destroyed).

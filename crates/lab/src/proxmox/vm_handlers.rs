@@ -60,6 +60,7 @@ pub(super) fn clone_vm(shared: &Arc<Shared>, p: &Params, user: &str) -> Result<R
         .to_owned();
     let is_template = source.is_template();
     let k3s_airgap = source.k3s_airgap.clone();
+    let talos = source.talos.clone();
     let mut config = source.config.clone();
     let source_name = source.name();
     let full = p.flag("full").unwrap_or(!is_template);
@@ -122,6 +123,7 @@ pub(super) fn clone_vm(shared: &Arc<Shared>, p: &Params, user: &str) -> Result<R
     state.insert_vm(newid, &target, config, false, pool);
     if let Some(clone) = state.vms.get_mut(&newid) {
         clone.k3s_airgap = k3s_airgap;
+        clone.talos = talos;
     }
     let first_log = vec![
         format!(

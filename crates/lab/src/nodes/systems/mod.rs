@@ -10,6 +10,7 @@
 pub(super) mod k3s;
 mod kubeadm;
 mod kubectl;
+pub(crate) mod talos;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -48,6 +49,7 @@ pub(super) enum Later {
 pub(super) struct GuestSystems {
     guests: BTreeMap<VmId, Guest>,
     clusters: BTreeMap<String, ClusterState>,
+    talos: BTreeMap<VmId, talos::TalosGuest>,
 }
 
 #[derive(Debug)]
@@ -459,6 +461,10 @@ impl GuestSystems {
         let member = self.guests.get(&vm.vmid).and_then(|g| g.member.clone());
         match event {
             PowerEvent::Started => {
+                if vm.talos.is_some() {
+                    self.talos_start(vm);
+                    return Vec::new();
+                }
                 let guest = self.guest(vm.vmid);
                 guest.running = true;
                 // An installed K3s service is enabled: it starts with the VM.
@@ -476,6 +482,7 @@ impl GuestSystems {
             | PowerEvent::HardStopped
             | PowerEvent::HostLost
             | PowerEvent::Destroyed => {
+                self.talos_stop(vm.vmid, event == PowerEvent::Destroyed);
                 if event == PowerEvent::Destroyed {
                     self.guests.remove(&vm.vmid);
                 } else {

@@ -1,0 +1,425 @@
+//! Talos VMs at boot: Talos's NoCloud platform looks for a volume labelled `cidata`, reads its
+//! `user-data` as the machine config and, when it is a valid v1alpha1 config, runs the
+//! machine. The lab reads the CD-ROM with its own ISO 9660 reader and validates the config
+//! with its own checks: the required fields, the certificate authorities (X.509 that parses,
+//! self-issued CA certificates, a control plane's keys matching them) and the secrets shared
+//! with the cluster's other members. What it finds is kept as the VM's console lines.
+//!
+//! The config holds secrets: none of them enters a console line, an error or a `Debug`.
+
+use serde::Deserialize;
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+use crate::nodes::iso9660::{IsoReadError, read_image};
+use capstan_core::model::Role;
+
+/// The volume id Talos's NoCloud platform looks for.
+pub const CIDATA_VOLUME: &str = "cidata";
+/// The largest `user-data` read (a machine config is tens of KiB).
+const MAX_CONFIG_BYTES: usize = 1024 * 1024;
+/// The most YAML documents read from it.
+const MAX_DOCUMENTS: usize = 32;
+
+/// Why a Talos VM did not take its machine config.
+#[derive(Debug, thiserror::Error)]
+pub enum TalosBootError {
+    /// No CD-ROM drive holds a volume labelled `cidata`.
+    #[error("no volume labelled cidata: waiting for a machine config")]
+    NoCidata,
+    /// The CD-ROM holds no readable ISO 9660 image.
+    #[error("cannot read the cidata volume")]
+    ReadIso(#[source] IsoReadError),
+    /// The volume has no `user-data`.
+    #[error("the cidata volume has no user-data")]
+    NoUserData,
+    /// `user-data` is larger than the lab reads.
+    #[error("user-data has {0} bytes; at most {MAX_CONFIG_BYTES} are read")]
+    ConfigTooLarge(usize),
+    /// `user-data` is no YAML.
+    #[error("user-data is no YAML")]
+    ParseYaml(#[source] serde_saphyr::Error),
+    /// No v1alpha1 document among more than the lab reads, or none at all.
+    #[error("user-data holds no v1alpha1 machine config")]
+    NoV1alpha1,
+    /// The v1alpha1 document does not have the shape of one.
+    #[error("the v1alpha1 document does not parse")]
+    Shape(#[source] serde_json::Error),
+    /// A required field is missing or empty.
+    #[error("the machine config has no {0}")]
+    Missing(&'static str),
+    /// `machine.type` is not `controlplane` or `worker`.
+    #[error("unknown machine type `{0}`: controlplane or worker")]
+    MachineType(String),
+    /// `cluster.controlPlane.endpoint` is no `https://` URL.
+    #[error("cluster.controlPlane.endpoint is no https:// URL")]
+    Endpoint,
+    /// A certificate authority is unusable.
+    #[error("{field}: {why}")]
+    Authority {
+        /// The field (`machine.ca`).
+        field: &'static str,
+        /// What is wrong with it (no secret).
+        why: &'static str,
+    },
+    /// The config belongs to a cluster whose members hold other secrets.
+    #[error("{0} differs from the one of the cluster's other members")]
+    NotShared(&'static str),
+}
+
+/// A Talos machine whose config the lab took.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TalosMachine {
+    /// `cluster.id`.
+    pub cluster_id: String,
+    /// `cluster.clusterName`, if given.
+    pub cluster_name: Option<String>,
+    /// `machine.type`.
+    pub role: Role,
+    /// `cluster.controlPlane.endpoint`.
+    pub endpoint: String,
+    /// The Kubernetes CA certificate (PEM), `cluster.ca.crt`.
+    pub kubernetes_ca_pem: String,
+    /// The OS CA certificate (PEM), `machine.ca.crt`: what the Talos API trusts.
+    pub os_ca_pem: String,
+    /// SHA-256 of the secrets every member shares (`cluster.token`, `cluster.secret`,
+    /// `machine.token`): compared, never shown.
+    shared_secrets: [u8; 32],
+}
+
+impl std::fmt::Debug for TalosMachine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TalosMachine")
+            .field("cluster_id", &self.cluster_id)
+            .field("cluster_name", &self.cluster_name)
+            .field("role", &self.role)
+            .field("endpoint", &self.endpoint)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Deserialize)]
+struct Config {
+    #[serde(default)]
+    machine: Option<MachineSection>,
+    #[serde(default)]
+    cluster: Option<ClusterSection>,
+}
+
+#[derive(Deserialize)]
+struct MachineSection {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    token: Option<String>,
+    #[serde(default)]
+    ca: Option<Authority>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ClusterSection {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    secret: Option<String>,
+    #[serde(default)]
+    token: Option<String>,
+    #[serde(default)]
+    cluster_name: Option<String>,
+    #[serde(default)]
+    control_plane: Option<ControlPlane>,
+    #[serde(default)]
+    ca: Option<Authority>,
+}
+
+#[derive(Deserialize)]
+struct ControlPlane {
+    #[serde(default)]
+    endpoint: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Authority {
+    #[serde(default)]
+    crt: Option<String>,
+    #[serde(default)]
+    key: Option<String>,
+}
+
+/// Reads the machine config from the first of `media` (the images in the VM's CD-ROM drives)
+/// labelled `cidata`, and checks it against `members`: the machines of the lab already
+/// running a config.
+///
+/// # Errors
+/// [`TalosBootError`] naming why the VM does not run the config.
+pub fn boot<'a>(
+    media: impl IntoIterator<Item = &'a [u8]>,
+    members: impl IntoIterator<Item = &'a TalosMachine>,
+) -> Result<TalosMachine, TalosBootError> {
+    // Talos looks at every device for the label: an unreadable image in another drive does
+    // not hide the cidata one, but with no cidata found it is the reason given.
+    let mut cidata = None;
+    let mut unreadable = None;
+    for image in media {
+        match read_image(image) {
+            Ok(read) if read.volume_id.eq_ignore_ascii_case(CIDATA_VOLUME) => {
+                cidata = Some(read);
+                break;
+            }
+            Ok(_) => {}
+            Err(err) => unreadable = Some(err),
+        }
+    }
+    let cidata = match (cidata, unreadable) {
+        (Some(cidata), _) => cidata,
+        (None, Some(err)) => return Err(TalosBootError::ReadIso(err)),
+        (None, None) => return Err(TalosBootError::NoCidata),
+    };
+    let user_data = cidata.file("user-data").ok_or(TalosBootError::NoUserData)?;
+    let machine = machine_config(user_data)?;
+    let other = members
+        .into_iter()
+        .find(|m| m.cluster_id == machine.cluster_id);
+    if let Some(other) = other
+        && other.shared_secrets != machine.shared_secrets
+    {
+        return Err(TalosBootError::NotShared(
+            "cluster.token, cluster.secret or machine.token",
+        ));
+    }
+    Ok(machine)
+}
+
+/// Parses and checks `user_data`, a multi-document machine config.
+fn machine_config(user_data: &[u8]) -> Result<TalosMachine, TalosBootError> {
+    if user_data.len() > MAX_CONFIG_BYTES {
+        return Err(TalosBootError::ConfigTooLarge(user_data.len()));
+    }
+    let text = String::from_utf8_lossy(user_data);
+    let documents: Vec<Value> =
+        serde_saphyr::from_str_multiple(&text).map_err(TalosBootError::ParseYaml)?;
+    if documents.len() > MAX_DOCUMENTS {
+        return Err(TalosBootError::NoV1alpha1);
+    }
+    let document = documents
+        .into_iter()
+        .find(|d| d.get("version").and_then(Value::as_str) == Some("v1alpha1"))
+        .ok_or(TalosBootError::NoV1alpha1)?;
+    let config: Config = serde_json::from_value(document).map_err(TalosBootError::Shape)?;
+    let machine = config.machine.ok_or(TalosBootError::Missing("machine"))?;
+    let cluster = config.cluster.ok_or(TalosBootError::Missing("cluster"))?;
+    let role = match required(machine.kind.as_deref(), "machine.type")? {
+        "controlplane" => Role::ControlPlane,
+        "worker" => Role::Worker,
+        other => {
+            return Err(TalosBootError::MachineType(
+                other.chars().take(40).collect(),
+            ));
+        }
+    };
+    let machine_token = required(machine.token.as_deref(), "machine.token")?;
+    let cluster_id = required(cluster.id.as_deref(), "cluster.id")?;
+    let cluster_secret = required(cluster.secret.as_deref(), "cluster.secret")?;
+    let cluster_token = required(cluster.token.as_deref(), "cluster.token")?;
+    let endpoint = required(
+        cluster
+            .control_plane
+            .as_ref()
+            .and_then(|c| c.endpoint.as_deref()),
+        "cluster.controlPlane.endpoint",
+    )?;
+    if !endpoint.starts_with("https://") || endpoint.len() <= "https://".len() {
+        return Err(TalosBootError::Endpoint);
+    }
+    let with_key = role == Role::ControlPlane;
+    let os_ca_pem = authority(machine.ca.as_ref(), "machine.ca", with_key)?;
+    let kubernetes_ca_pem = authority(cluster.ca.as_ref(), "cluster.ca", with_key)?;
+    let mut hash = Sha256::new();
+    for secret in [cluster_token, cluster_secret, machine_token] {
+        hash.update((secret.len() as u64).to_le_bytes());
+        hash.update(secret.as_bytes());
+    }
+    Ok(TalosMachine {
+        cluster_id: cluster_id.to_owned(),
+        cluster_name: cluster.cluster_name,
+        role,
+        endpoint: endpoint.to_owned(),
+        kubernetes_ca_pem,
+        os_ca_pem,
+        shared_secrets: hash.finalize().into(),
+    })
+}
+
+fn required<'a>(value: Option<&'a str>, field: &'static str) -> Result<&'a str, TalosBootError> {
+    value
+        .filter(|v| !v.trim().is_empty())
+        .ok_or(TalosBootError::Missing(field))
+}
+
+/// Checks a CA (`crt`, and `key` for a control plane) and returns its certificate's PEM.
+fn authority(
+    ca: Option<&Authority>,
+    field: &'static str,
+    with_key: bool,
+) -> Result<String, TalosBootError> {
+    let refuse = |why| TalosBootError::Authority { field, why };
+    let ca = ca.ok_or(TalosBootError::Missing(field))?;
+    let crt = decode_base64(ca.crt.as_deref()).ok_or(refuse("crt is no base64"))?;
+    let (_, pem) = x509_parser::pem::parse_x509_pem(&crt).map_err(|_| refuse("crt is no PEM"))?;
+    if pem.label != "CERTIFICATE" {
+        return Err(refuse("crt is no PEM certificate"));
+    }
+    let certificate = pem
+        .parse_x509()
+        .map_err(|_| refuse("crt is no X.509 certificate"))?;
+    let is_ca = certificate
+        .basic_constraints()
+        .ok()
+        .flatten()
+        .is_some_and(|b| b.value.ca);
+    if !is_ca {
+        return Err(refuse("crt is no CA certificate"));
+    }
+    // A cluster's CAs are roots: the chain ends in the certificate itself.
+    if certificate.issuer() != certificate.subject() {
+        return Err(refuse("crt is not self-issued"));
+    }
+    if with_key {
+        let key = decode_base64(ca.key.as_deref()).ok_or(refuse("key is no base64"))?;
+        let public_key = certificate.public_key().subject_public_key.data.as_ref();
+        if !key_matches(&key, public_key) {
+            return Err(refuse("key does not match crt"));
+        }
+    }
+    String::from_utf8(crt).map_err(|_| refuse("crt is no PEM"))
+}
+
+fn decode_base64(value: Option<&str>) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    let value = value?.trim();
+    base64::engine::general_purpose::STANDARD.decode(value).ok()
+}
+
+/// Whether the PEM private key `key` belongs to the certificate key `public_key`: a PKCS#8
+/// key (Talos's `ED25519 PRIVATE KEY` label over PKCS#8) is loaded and its public key
+/// compared; a SEC1 `EC PRIVATE KEY` carries its public point, which must be the
+/// certificate's.
+fn key_matches(key: &[u8], public_key: &[u8]) -> bool {
+    let Ok((_, pem)) = x509_parser::pem::parse_x509_pem(key) else {
+        return false;
+    };
+    match pem.label.as_str() {
+        "EC PRIVATE KEY" => {
+            !public_key.is_empty()
+                && pem
+                    .contents
+                    .windows(public_key.len())
+                    .any(|w| w == public_key)
+        }
+        "ED25519 PRIVATE KEY" | "PRIVATE KEY" => {
+            let der = rustls::pki_types::PrivatePkcs8KeyDer::from(pem.contents.clone());
+            rcgen::KeyPair::try_from(&der).is_ok_and(|pair| {
+                use rcgen::PublicKeyData as _;
+                pair.der_bytes() == public_key
+            })
+        }
+        _ => false,
+    }
+}
+
+/// A Talos VM's state in the lab: its console and the machine it runs.
+#[derive(Debug, Default)]
+pub(in crate::nodes) struct TalosGuest {
+    console: Vec<String>,
+    machine: Option<TalosMachine>,
+    running: bool,
+}
+
+/// The most console lines kept per VM (each start adds two).
+const MAX_CONSOLE_LINES: usize = 64;
+
+impl super::GuestSystems {
+    /// A Talos VM starts: it reads its machine config from the CD-ROM and runs it, or says on
+    /// its console why not.
+    pub(super) fn talos_start(&mut self, vm: &crate::proxmox::GuestIdentity) {
+        let outcome = {
+            let members = self
+                .talos
+                .iter()
+                .filter(|(vmid, guest)| **vmid != vm.vmid && guest.running)
+                .filter_map(|(_, guest)| guest.machine.as_ref());
+            boot(vm.media.iter().map(|m| m.0.as_slice()), members)
+        };
+        let guest = self.talos.entry(vm.vmid).or_default();
+        guest.running = true;
+        let version = vm.talos.as_deref().unwrap_or_default();
+        guest
+            .console
+            .push(format!("[talos] Talos {version} booting"));
+        match outcome {
+            Ok(machine) => {
+                guest.console.push(format!(
+                    "[talos] machine config loaded from cidata: {} of cluster {}",
+                    if machine.role == Role::ControlPlane {
+                        "controlplane"
+                    } else {
+                        "worker"
+                    },
+                    machine
+                        .cluster_name
+                        .as_deref()
+                        .unwrap_or(&machine.cluster_id),
+                ));
+                guest.machine = Some(machine);
+            }
+            Err(err) => {
+                guest.console.push(format!("[talos] {}", chain(&err)));
+                guest.machine = None;
+            }
+        }
+        let excess = guest.console.len().saturating_sub(MAX_CONSOLE_LINES);
+        guest.console.drain(..excess);
+    }
+
+    /// A Talos VM stops (its machine no longer counts as a member) or is destroyed.
+    pub(super) fn talos_stop(&mut self, vmid: capstan_core::model::VmId, destroyed: bool) {
+        if destroyed {
+            self.talos.remove(&vmid);
+        } else if let Some(guest) = self.talos.get_mut(&vmid) {
+            guest.running = false;
+        }
+    }
+
+    /// The console lines of Talos VM `vmid`.
+    pub(in crate::nodes) fn talos_console(&self, vmid: capstan_core::model::VmId) -> Vec<String> {
+        self.talos
+            .get(&vmid)
+            .map(|g| g.console.clone())
+            .unwrap_or_default()
+    }
+
+    /// The machine Talos VM `vmid` runs, if it took a config.
+    pub(in crate::nodes) fn talos_machine(
+        &self,
+        vmid: capstan_core::model::VmId,
+    ) -> Option<TalosMachine> {
+        self.talos.get(&vmid).and_then(|g| g.machine.clone())
+    }
+}
+
+/// `err` and its sources, `: `-joined.
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+#[path = "talos_tests.rs"]
+mod tests;

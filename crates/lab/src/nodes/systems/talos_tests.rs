@@ -1,0 +1,221 @@
+use super::*;
+use base64::Engine as _;
+use capstan_core::talos::iso9660::{IsoFile, write_image};
+
+struct Ca {
+    crt: String,
+    key: String,
+}
+
+fn ca(name: &str) -> Ca {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name);
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).expect("key");
+    let certificate = params.self_signed(&key).expect("signs");
+    Ca {
+        crt: certificate.pem(),
+        key: key.serialize_pem(),
+    }
+}
+
+fn b64(text: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+struct Cas {
+    os: Ca,
+    kubernetes: Ca,
+}
+
+fn cas() -> Cas {
+    Cas {
+        os: ca("talos"),
+        kubernetes: ca("kubernetes"),
+    }
+}
+
+fn config(cas: &Cas, kind: &str, token: &str) -> String {
+    let key = |ca: &Ca| {
+        if kind == "controlplane" {
+            format!("\n    key: {}", b64(&ca.key))
+        } else {
+            String::new()
+        }
+    };
+    format!(
+        "---\nversion: v1alpha1\nmachine:\n  type: {kind}\n  token: abcdef.0123456789abcdef\n  ca:\n    crt: {}{}\ncluster:\n  id: cluster-id-1\n  secret: cluster-secret-1\n  clusterName: prod\n  controlPlane:\n    endpoint: https://10.20.0.10:6443\n  token: {token}\n  ca:\n    crt: {}{}\n---\napiVersion: v1alpha1\nkind: HostnameConfig\nhostname: prod-1\n",
+        b64(&cas.os.crt),
+        key(&cas.os),
+        b64(&cas.kubernetes.crt),
+        key(&cas.kubernetes),
+    )
+}
+
+fn iso(volume: &str, user_data: &str) -> Vec<u8> {
+    write_image(
+        volume,
+        &[
+            IsoFile {
+                name: "user-data",
+                contents: user_data.as_bytes(),
+            },
+            IsoFile {
+                name: "meta-data",
+                contents: b"instance-id: prod-1\n",
+            },
+        ],
+    )
+    .expect("writes")
+}
+
+fn boot_one(image: &[u8]) -> Result<TalosMachine, TalosBootError> {
+    boot([image], [])
+}
+
+#[test]
+fn a_valid_control_plane_and_worker_config_are_taken() {
+    let cas = cas();
+    let cp = boot_one(&iso(
+        "cidata",
+        &config(&cas, "controlplane", "aaaaaa.0123456789abcdef"),
+    ))
+    .expect("taken");
+    assert_eq!(cp.role, Role::ControlPlane);
+    assert_eq!(cp.cluster_id, "cluster-id-1");
+    assert_eq!(cp.endpoint, "https://10.20.0.10:6443");
+    assert_eq!(cp.kubernetes_ca_pem, cas.kubernetes.crt);
+    let worker = boot_one(&iso(
+        "cidata",
+        &config(&cas, "worker", "aaaaaa.0123456789abcdef"),
+    ))
+    .expect("taken");
+    assert_eq!(worker.role, Role::Worker);
+    let shown = format!("{cp:?}");
+    assert!(
+        !shown.contains("0123456789abcdef") && !shown.contains("secret"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn no_cidata_volume_no_user_data_or_no_yaml_is_refused() {
+    let cas = cas();
+    let text = config(&cas, "worker", "aaaaaa.0123456789abcdef");
+    assert!(matches!(boot([], []), Err(TalosBootError::NoCidata)));
+    assert!(matches!(
+        boot_one(&iso("other", &text)),
+        Err(TalosBootError::NoCidata)
+    ));
+    let no_user_data = write_image("cidata", &[]).expect("writes");
+    assert!(matches!(
+        boot_one(&no_user_data),
+        Err(TalosBootError::NoUserData)
+    ));
+    assert!(matches!(
+        boot_one(&iso("cidata", "machine: [unclosed")),
+        Err(TalosBootError::ParseYaml(_))
+    ));
+    assert!(matches!(
+        boot_one(&[0u8; 100]),
+        Err(TalosBootError::ReadIso(_))
+    ));
+    // An unreadable image in another drive does not hide the cidata volume.
+    let good = iso("cidata", &text);
+    assert!(boot([&[0u8; 100][..], good.as_slice()], []).is_ok());
+}
+
+#[test]
+fn missing_fields_and_bad_authorities_are_refused_by_name() {
+    let cas = cas();
+    let good = config(&cas, "controlplane", "aaaaaa.0123456789abcdef");
+    let refused = |text: &str| {
+        boot_one(&iso("cidata", text))
+            .expect_err("refused")
+            .to_string()
+    };
+    assert_eq!(
+        refused(&good.replace("  token: abcdef.0123456789abcdef\n", "")),
+        "the machine config has no machine.token"
+    );
+    assert_eq!(
+        refused(&good.replace("type: controlplane", "type: init2")),
+        "unknown machine type `init2`: controlplane or worker"
+    );
+    assert_eq!(
+        refused(&good.replace("https://10.20.0.10:6443", "10.20.0.10:6443")),
+        "cluster.controlPlane.endpoint is no https:// URL"
+    );
+    // The OS CA's key is the Kubernetes CA's: it does not match the certificate.
+    let swapped = good.replacen(&b64(&cas.os.key), &b64(&cas.kubernetes.key), 1);
+    assert_eq!(refused(&swapped), "machine.ca: key does not match crt");
+    let garbage = good.replace(&b64(&cas.kubernetes.crt), &b64("not a certificate"));
+    assert_eq!(refused(&garbage), "cluster.ca: crt is no PEM");
+    let mut leaf_params = rcgen::CertificateParams::new(vec!["leaf".to_owned()]).expect("p");
+    leaf_params.is_ca = rcgen::IsCa::NoCa;
+    let leaf_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).expect("key");
+    let leaf = leaf_params.self_signed(&leaf_key).expect("signs").pem();
+    let not_ca = good.replace(&b64(&cas.kubernetes.crt), &b64(&leaf));
+    assert_eq!(refused(&not_ca), "cluster.ca: crt is no CA certificate");
+    // A worker needs no keys; a control plane does.
+    let keyless = good.replacen(&format!("\n    key: {}", b64(&cas.os.key)), "", 1);
+    assert_eq!(refused(&keyless), "machine.ca: key is no base64");
+}
+
+#[test]
+fn a_member_with_other_cluster_secrets_is_refused() {
+    let cas = cas();
+    let first = boot_one(&iso(
+        "cidata",
+        &config(&cas, "controlplane", "aaaaaa.0123456789abcdef"),
+    ))
+    .expect("taken");
+    let same = iso("cidata", &config(&cas, "worker", "aaaaaa.0123456789abcdef"));
+    assert!(boot([same.as_slice()], [&first]).is_ok());
+    let other = iso("cidata", &config(&cas, "worker", "bbbbbb.0123456789abcdef"));
+    let err = boot([other.as_slice()], [&first]).expect_err("refused");
+    assert!(matches!(err, TalosBootError::NotShared(_)), "{err}");
+    assert!(!err.to_string().contains("bbbbbb"), "{err}");
+}
+
+#[test]
+fn a_started_talos_vm_records_on_its_console_why_it_runs_no_machine() {
+    use crate::proxmox::{GuestIdentity, MediaImage};
+    use std::sync::Arc;
+    let cas = cas();
+    let mut systems = super::super::GuestSystems::default();
+    let mut vm = GuestIdentity {
+        vmid: capstan_core::model::VmId(701),
+        name: "prod-1".into(),
+        node: "pve1".into(),
+        address: None,
+        k3s_airgap: None,
+        talos: Some("v1.11.5".into()),
+        media: Vec::new(),
+        cluster: None,
+    };
+    systems.talos_start(&vm);
+    assert_eq!(
+        systems.talos_console(vm.vmid),
+        [
+            "[talos] Talos v1.11.5 booting",
+            "[talos] no volume labelled cidata: waiting for a machine config"
+        ]
+    );
+    assert!(systems.talos_machine(vm.vmid).is_none());
+    systems.talos_stop(vm.vmid, false);
+    vm.media = vec![MediaImage(Arc::new(iso(
+        "cidata",
+        &config(&cas, "worker", "aaaaaa.0123456789abcdef"),
+    )))];
+    systems.talos_start(&vm);
+    assert_eq!(
+        systems.talos_console(vm.vmid).last().map(String::as_str),
+        Some("[talos] machine config loaded from cidata: worker of cluster prod")
+    );
+    assert!(systems.talos_machine(vm.vmid).is_some());
+    systems.talos_stop(vm.vmid, true);
+    assert!(systems.talos_console(vm.vmid).is_empty());
+}

@@ -4,6 +4,7 @@
 mod later_rules;
 mod predictions;
 mod remediation;
+mod stages;
 mod suspension;
 
 use super::fixtures::*;

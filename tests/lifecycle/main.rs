@@ -22,6 +22,7 @@ mod prune;
 mod real_connections;
 mod replace;
 mod scale;
+mod stages;
 mod status_observe;
 mod surge;
 mod suspend;

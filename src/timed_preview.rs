@@ -51,6 +51,7 @@ fn failed(base: &RevisionFiles, head: &RevisionFiles, now: Timestamp) -> Preview
         head: head.revision.clone(),
         now,
         summary: format!("refused: {message}"),
+        stages: Vec::new(),
         refusals: vec![Refusal {
             cluster: None,
             rule: PLANNING_LIMITS.to_owned(),

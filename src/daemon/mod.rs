@@ -474,6 +474,7 @@ impl<Pr: Providers> Daemon<Pr> {
         observation.observed.step_durations = self.timings.medians();
         let mut policy = Policy::of(desired);
         policy.suspended = self.actions.suspended().await;
+        policy.stages = self.board.status().stages(&revision);
         let plan = plan::plan(desired, &observation.observed, &policy, now);
         self.board
             .set_observed(observation.observed.clone(), settings.workloads);
@@ -712,6 +713,14 @@ impl<Pr: Providers> Daemon<Pr> {
             status.clusters.insert(name.clone(), entry);
         }
         status.findings = plan.findings.iter().map(|f| f.message.clone()).collect();
+        let revision = status.revision.clone().unwrap_or_default();
+        for (name, entry) in &mut status.clusters {
+            let before = previous
+                .clusters
+                .get(name)
+                .and_then(|c| c.converged.as_ref());
+            entry.converged = plan::converged(entry.phase, before, &revision, now);
+        }
         self.board.set(status);
         self.notify_published(&previous);
         self.report_progress();

@@ -152,6 +152,7 @@ fn cluster(phase: Phase) -> ClusterStatus {
         next_steps: Vec::new(),
         last_step: None,
         suspended: Vec::new(),
+        converged: None,
     }
 }
 

@@ -24,6 +24,7 @@ mod real_connections;
 mod remediation;
 mod replace;
 mod scale;
+mod stages;
 mod status_observe;
 mod surge;
 mod suspend;

@@ -69,6 +69,7 @@ fn planted_status(token: &str) -> FleetStatus {
                 revision: None,
             }),
             suspended: Vec::new(),
+            converged: None,
         },
     );
     status

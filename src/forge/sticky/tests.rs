@@ -143,6 +143,7 @@ fn preview(refusals: Vec<Refusal>) -> Preview {
         head: "change@sha1:2".into(),
         now: jiff::Timestamp::UNIX_EPOCH,
         summary: "prod: upgrade 1.36 → 1.38".into(),
+        stages: Vec::new(),
         refusals,
         fleet_diff: String::new(),
         clusters: Vec::new(),

@@ -52,6 +52,7 @@ fn cluster(phase: Phase) -> ClusterStatus {
         next_steps: vec!["create-machine prod-general-abc-0".to_owned()],
         last_step: None,
         suspended: Vec::new(),
+        converged: None,
     }
 }
 

@@ -18,7 +18,8 @@
 //!   the executor runs a cluster's `steps`, re-observes and plans again.
 //! - Per cluster, `steps` holds either non-disruptive steps only or one disruptive step.
 //! - Clusters are independent, except that new VMs of earlier clusters (by name) take Proxmox
-//!   memory first.
+//!   memory first, and that a cluster with `rollout.after` starts no disruptive step before
+//!   the clusters it follows converged and soaked (as [`Policy::stages`] reports them).
 //! - Within a [`Budget`], the plan is the same as without one, or [`Exceeded`] says which
 //!   limit stopped it: never a partial plan.
 
@@ -29,6 +30,7 @@ pub mod placement;
 mod removed;
 pub mod render;
 mod simulate;
+mod stages;
 mod step_report;
 mod suspension;
 mod types;
@@ -54,6 +56,7 @@ use crate::observed::{Observed, ObservedCluster};
 use crate::spec::{ClusterSpec, Desired, MinorVersion};
 
 pub use effects::Changes;
+pub use stages::{Converged, StageFacts, Stages, converged};
 pub use step_report::StepReport;
 pub use suspension::{Suspension, SuspensionSource};
 pub use types::*;
@@ -73,6 +76,9 @@ pub struct Policy {
     /// Clusters suspended at runtime (`capstan suspend`), by name: their steps are held as
     /// those of a cluster whose file says `spec.suspend: true`.
     pub suspended: BTreeMap<String, Suspension>,
+    /// The clusters others follow (`rollout.after`), as last reported: a follower's disruptive
+    /// steps are held until those it follows have converged at this revision and soaked.
+    pub stages: Stages,
 }
 
 impl Policy {
@@ -83,6 +89,7 @@ impl Policy {
             prune: desired.fleet.prune,
             incomplete: desired.incomplete,
             suspended: BTreeMap::new(),
+            stages: Stages::default(),
         }
     }
 }

@@ -532,6 +532,18 @@ pub enum Resource {
     },
     /// The cluster is suspended (in Git or at runtime): no step starts until it is resumed.
     Suspended(super::Suspension),
+    /// An earlier stage of a staged rollout (`rollout.after`): a cluster this one follows has
+    /// not converged at this revision, is soaking, or went Blocked or unhealthy.
+    #[serde(rename_all = "camelCase")]
+    Stage {
+        /// The cluster followed.
+        cluster: String,
+        /// When its soak ends, when it is soaking.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        until: Option<Timestamp>,
+        /// Why it holds this cluster, in words.
+        why: String,
+    },
     /// New workers, before a removal may leave fewer than `rollout.minWorkers` (rule 3).
     #[serde(rename_all = "camelCase")]
     NewWorker {
@@ -586,6 +598,7 @@ impl fmt::Display for Resource {
                 None => write!(f, "deny window `{deny}` (no time left to start)"),
             },
             Resource::Suspended(suspension) => write!(f, "{suspension}"),
+            Resource::Stage { cluster, why, .. } => write!(f, "stage {cluster}: {why}"),
             Resource::NewWorker { ready, minimum } => write!(
                 f,
                 "a new worker ({ready} Ready, schedulable; rollout.minWorkers {minimum})"
@@ -595,13 +608,17 @@ impl fmt::Display for Resource {
 }
 
 impl Resource {
-    /// For a step a maintenance or deny window or a suspension holds, how, in words for a
+    /// For a step a maintenance or deny window, an earlier stage or a suspension holds, how,
+    /// in words for a
     /// preview: "suspended: no step starts (suspended in Git (spec.suspend: true))", "held for
     /// the maintenance window (Sat 2026-05-02 01:00 UTC)", "held by deny window `0 0 20 12 *`
     /// until Sun 2027-01-03 00:00 Europe/Rome"; `None` for any other resource.
     pub fn hold_phrase(&self) -> Option<String> {
         if let Resource::Suspended(suspension) = self {
             return Some(format!("suspended: no step starts ({suspension})"));
+        }
+        if let Resource::Stage { .. } = self {
+            return Some(format!("held for the earlier {self}"));
         }
         let Resource::MaintenanceWindow { deny, .. } = self else {
             return None;

@@ -25,6 +25,7 @@ pub mod comment;
 mod drains;
 mod estimate;
 pub mod render;
+mod stages;
 mod summary;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -41,6 +42,7 @@ use crate::spec::{self, Cluster, Diagnostic, Loaded, RepoFiles};
 pub use changes::FieldChange;
 pub use drains::{BLOCKED_DRAIN, DrainBlock, DrainForecast};
 pub use estimate::Estimate;
+pub use stages::Stage;
 
 /// How a revision's files become its desired state: parsed, validated, and held to the
 /// operator's limits on secrets and connections. The daemon's `secrets::Admission` is the one
@@ -74,6 +76,10 @@ pub struct Preview {
     pub now: Timestamp,
     /// One line: per cluster what the change does (`prod: +1 worker; platform: unchanged`).
     pub summary: String,
+    /// The stages of a staged rollout (`rollout.after`) in the head, in order; empty when no
+    /// cluster follows another.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<Stage>,
     /// Every refusal of the head, fleet-wide.
     pub refusals: Vec<Refusal>,
     /// The unified diff of `capstan.yaml` (empty when unchanged).
@@ -360,6 +366,7 @@ pub fn build_within(
         head: head.revision.clone(),
         now,
         summary: parts.join("; "),
+        stages: stages::order(head_loaded.desired.as_ref()),
         refusals: all,
         fleet_diff: changes::unified_diff(
             &head.files.fleet.path,
@@ -414,6 +421,7 @@ fn over_limits(
         head: head.revision.clone(),
         now,
         summary: format!("refused: {message}"),
+        stages: Vec::new(),
         refusals,
         fleet_diff: changes::unified_diff(
             &head.files.fleet.path,

@@ -26,6 +26,9 @@ pub(super) fn markdown_collapsing(preview: &Preview, collapsed: &dyn Fn(usize) -
         "`{}` → `{}`, planned at {} against the observed state.\n",
         preview.base, preview.head, preview.now
     );
+    if !preview.stages.is_empty() {
+        let _ = writeln!(out, "Stages in order: {}\n", escape(&stages_line(preview)));
+    }
     if preview.is_refused() {
         let _ = writeln!(
             out,
@@ -223,6 +226,17 @@ fn step_markdown(step: &PreviewStep) -> String {
     line
 }
 
+/// The stages, numbered: `1. staging; 2. prod-a (after staging, soak 30m), prod-b (...)`.
+fn stages_line(preview: &Preview) -> String {
+    preview
+        .stages
+        .iter()
+        .enumerate()
+        .map(|(index, stage)| format!("{}. {}", index + 1, stage.clusters.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// The preview as text for a terminal.
 pub fn text(preview: &Preview) -> String {
     let mut out = String::new();
@@ -232,6 +246,9 @@ pub fn text(preview: &Preview) -> String {
         "preview of {} → {} at {}",
         preview.base, preview.head, preview.now
     );
+    if !preview.stages.is_empty() {
+        let _ = writeln!(out, "stages in order: {}", stages_line(preview));
+    }
     if preview.is_refused() {
         let _ = writeln!(out, "\nREFUSED:");
         for refusal in &preview.refusals {

@@ -102,6 +102,7 @@ fn a_comment_too_long_collapses_the_largest_clusters_and_keeps_summary_and_refus
         head: "change@sha1:2".to_owned(),
         now: jiff::Timestamp::UNIX_EPOCH,
         summary: "prod: +1 worker; edge: +1 worker; small: +1 worker".to_owned(),
+        stages: Vec::new(),
         refusals: vec![refusal],
         fleet_diff: String::new(),
         clusters: vec![
@@ -239,6 +240,7 @@ fn a_comment_whose_refusals_alone_are_too_long_keeps_those_that_fit_and_counts_t
         head: "hostile@sha1:2".to_owned(),
         now: jiff::Timestamp::UNIX_EPOCH,
         summary: "prod: REFUSED (10000)".to_owned(),
+        stages: Vec::new(),
         refusals: (0..10_000).map(refusal).collect(),
         fleet_diff: String::new(),
         clusters: vec![huge_cluster("prod", 10)],
@@ -254,4 +256,44 @@ fn a_comment_whose_refusals_alone_are_too_long_keeps_those_that_fit_and_counts_t
         "{} more refusal(s) do not fit this comment",
         10_000 - listed
     )));
+}
+
+#[test]
+fn a_preview_shows_the_stages_of_a_staged_rollout_in_order() {
+    let base = example_revision("main@sha1:1", 3);
+    let mut head = example_revision("staged@sha1:2", 3);
+    let prod = &mut head.files.clusters[1].text;
+    *prod = prod.replacen(
+        "  rollout:\n",
+        "  rollout:\n    after: [platform]\n    soak: 30m\n",
+        1,
+    );
+    let preview = build(
+        &base,
+        &head,
+        &Observed::nothing(),
+        jiff::Timestamp::UNIX_EPOCH,
+        &Validated,
+    );
+    assert!(!preview.is_refused(), "{:?}", preview.refusals);
+    assert_eq!(
+        preview.stages,
+        vec![
+            Stage {
+                clusters: vec!["platform".to_owned()]
+            },
+            Stage {
+                clusters: vec!["prod (after platform, soak 30m)".to_owned()]
+            },
+        ]
+    );
+    let text = render::text(&preview);
+    assert!(
+        text.contains("stages in order: 1. platform; 2. prod (after platform, soak 30m)"),
+        "{text}"
+    );
+    assert!(
+        render::markdown(&preview).contains("Stages in order: 1. platform; 2. prod"),
+        "the comment shows them too"
+    );
 }

@@ -43,3 +43,6 @@ pub const MAX_ALERTS: usize = 50;
 /// Entries of one alert's `providers`, `clusters` or `kinds` list: a fleet has at most
 /// `MAX_CLUSTERS` clusters to name.
 pub const MAX_ALERT_SELECTORS: usize = MAX_CLUSTERS;
+/// Clusters one cluster follows (`rollout.after`): a stage waits on each of them at every plan;
+/// a rollout of a few stages names a handful.
+pub const MAX_FOLLOWED: usize = 32;

@@ -23,6 +23,7 @@ mod policies;
 pub mod remediation;
 mod replace;
 mod secret_source;
+mod stages;
 pub mod types;
 pub mod validate;
 pub mod values;
@@ -218,7 +219,10 @@ pub fn load(files: &RepoFiles) -> Loaded {
             validate::Checked { cluster, file }
         })
         .collect();
-    for (position, diagnostic) in validate::across(&checked) {
+    let findings = validate::across(&checked)
+        .into_iter()
+        .chain(stages::across(&checked));
+    for (position, diagnostic) in findings {
         valid[order[position]] = false;
         diagnostics.push(diagnostic);
     }

@@ -566,6 +566,15 @@ pub struct Rollout {
     /// What to do with a VM whose Proxmox config was changed outside capstan.
     #[serde(default)]
     pub on_drift: DriftPolicy,
+    /// Clusters this one follows (staged rollouts): its disruptive steps start only once each
+    /// of them has converged at the revision being rolled out and stayed Ready for `soak`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = bounds::MAX_FOLLOWED))]
+    pub after: Vec<String>,
+    /// How long each cluster of `after` stays Ready at the revision before this one's
+    /// disruptive steps start (default: none).
+    #[serde(default, skip_serializing_if = "HumanDuration::is_zero")]
+    pub soak: HumanDuration,
     /// At most this many VMs above the declared count while machines are replaced: with 1,
     /// the next replacement is cloned once the VM it replaces is gone; with more, replacements
     /// overlap (removals stay one at a time).
@@ -587,6 +596,8 @@ pub struct Rollout {
 impl Default for Rollout {
     fn default() -> Self {
         Rollout {
+            after: Vec::new(),
+            soak: HumanDuration::default(),
             max_surge: default_max_surge(),
             min_workers: default_min_workers(),
             drain_timeout: default_drain_timeout(),

@@ -176,10 +176,15 @@ fn parse_numbers(text: &str) -> Option<Vec<u32>> {
 }
 
 /// A duration written the human way: `30s`, `10m`, `4h`, `30d`, `1h 30m`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct HumanDuration(pub Duration);
 
 impl HumanDuration {
+    /// Whether it is no time at all (an unset `soak`).
+    pub fn is_zero(&self) -> bool {
+        self.0.is_zero()
+    }
+
     /// A duration of whole minutes (for defaults).
     pub const fn minutes(minutes: u64) -> Self {
         HumanDuration(Duration::from_secs(minutes * 60))

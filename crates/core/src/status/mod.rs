@@ -105,6 +105,25 @@ impl FleetStatus {
         self
     }
 
+    /// What the clusters that follow others (`rollout.after`) need to know of them, for a plan
+    /// made at `revision`: each cluster's phase and convergence as this status reports them.
+    pub fn stages(&self, revision: &str) -> crate::plan::Stages {
+        crate::plan::Stages {
+            revision: revision.to_owned(),
+            clusters: self
+                .clusters
+                .iter()
+                .map(|(name, status)| {
+                    let facts = crate::plan::StageFacts {
+                        phase: status.phase,
+                        converged: status.converged.clone(),
+                    };
+                    (name.clone(), facts)
+                })
+                .collect(),
+        }
+    }
+
     /// Whether every cluster is Ready and the repository valid.
     pub fn all_ready(&self) -> bool {
         self.repository_errors.is_empty()
@@ -152,6 +171,10 @@ pub struct ClusterStatus {
     /// and why. No step starts while there is one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub suspended: Vec<Suspension>,
+    /// Since when it is Ready with nothing to do, and the last revision it was so at: what
+    /// the clusters that follow it (`rollout.after`) wait on. Absent while it is not Ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub converged: Option<crate::plan::Converged>,
 }
 
 /// A status condition, as Kubernetes spells them.
@@ -442,6 +465,8 @@ pub fn cluster_status(input: &StatusInput<'_>) -> ClusterStatus {
             .collect(),
         last_step: input.last_step.cloned(),
         suspended: plan.suspended.clone(),
+        // Kept by the caller, which knows the revision ([`crate::plan::converged`]).
+        converged: None,
     }
 }
 
@@ -629,8 +654,10 @@ fn blocked_as_before(
         next_steps: Vec::new(),
         last_step: None,
         suspended: Vec::new(),
+        converged: None,
     });
     status.phase = Phase::Blocked;
+    status.converged = None;
     status.next_steps.clear();
     let mut ready = condition(
         conditions::READY,

@@ -25,6 +25,7 @@ fn ready_before() -> ClusterStatus {
         next_steps: vec!["cordon capstan-prod-general-a".into()],
         last_step: None,
         suspended: Vec::new(),
+        converged: None,
     }
 }
 

@@ -45,7 +45,8 @@ pub(crate) enum Gate {
     /// It may run now.
     Open,
     /// Held by what this resource says: a disruptive step by the maintenance windows (rule
-    /// 11), any step of a suspended cluster by its suspension. A prediction runs it, with
+    /// 11) or an earlier stage (`rollout.after`), any step of a suspended cluster by its
+    /// suspension. A prediction runs it, with
     /// that wait recorded on it.
     Held(Resource),
     /// Something in the world must happen first.
@@ -324,8 +325,26 @@ pub(crate) fn candidates(input: &Input<'_>, capacity: &Capacity) -> Outcome {
     if input.quiet.is_some() && ctx.initialised() {
         out.quiet = ctx.quiet_facts();
     }
+    hold_for_stages(input, &mut out);
     hold_if_suspended(input, &mut out);
     out
+}
+
+/// A cluster that follows others (`rollout.after`) starts no disruptive step before they
+/// converged and soaked: each is held by the first stage not done, as a closed window holds
+/// it (the stage says more: the window is only looked at once the stage is done).
+fn hold_for_stages(input: &Input<'_>, out: &mut Outcome) {
+    if input.spec.rollout.after.is_empty() || !out.candidates.iter().any(|c| c.step.disruptive) {
+        return;
+    }
+    let Some(held) = super::stages::holding(input.spec, &input.policy.stages, input.now) else {
+        return;
+    };
+    for candidate in &mut out.candidates {
+        if candidate.step.disruptive && !matches!(candidate.gate, Gate::Wait(_)) {
+            candidate.gate = Gate::Held(held.clone());
+        }
+    }
 }
 
 /// A suspended cluster starts no step: every step that could start is held by the suspension

@@ -5,6 +5,7 @@ mod guard;
 mod later_rules;
 mod predictions;
 mod remediation;
+mod stages;
 mod suspension;
 
 use super::fixtures::*;

@@ -468,6 +468,8 @@ fn cluster_status(file: ClusterFile) -> ClusterStatus {
             revision: s.revision,
         }),
         suspended: file.suspended,
+        // The branch keeps no times of day: a follower waits for a soak seen by the daemon.
+        converged: None,
     }
 }
 

@@ -66,6 +66,7 @@ fn cluster(phase: Phase, ready_workers: usize, transitions: Timestamp) -> Cluste
             revision: Some("main@sha1:1111111111111111111111111111111111111111".to_owned()),
         }),
         suspended: Vec::new(),
+        converged: None,
     }
 }
 

@@ -464,6 +464,10 @@ const PURE_IN_THE_DAEMON: &[(&str, &str)] = &[
     ("src/commands/mod.rs", "names the subcommands' modules"),
     ("src/providers/mod.rs", "names the providers' modules"),
     (
+        "src/providers/proxmox/options.rs",
+        "the Proxmox client's timeouts and retries, split from client.rs for its length",
+    ),
+    (
         "src/secrets/mod.rs",
         "the operator's limits as the daemon's flags give them; the reader beside them reads files",
     ),

@@ -25,6 +25,7 @@ mod storage;
 mod tasks;
 mod upload;
 mod vm_handlers;
+mod volumes;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

@@ -367,7 +367,7 @@ pub(super) struct SimState {
     pub calls: BTreeMap<String, u64>,
     pub exchanges: Vec<Exchange>,
     pub next_mac: u32,
-    pub store: super::storage::Store,
+    pub store: super::volumes::Store,
 }
 
 impl SimState {
@@ -437,7 +437,7 @@ impl SimState {
             calls: BTreeMap::new(),
             exchanges: Vec::new(),
             next_mac: 1,
-            store: super::storage::Store::default(),
+            store: super::volumes::Store::default(),
         };
         let first_storage = world
             .storages

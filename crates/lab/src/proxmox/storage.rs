@@ -21,24 +21,6 @@ use super::tasks::{TaskEnd, start_task};
 /// Storage types that keep volumes as files, which can take uploads (`$scfg->{path}` set).
 const FILE_KINDS: &[&str] = &["dir", "nfs", "cifs", "cephfs", "glusterfs", "btrfs"];
 
-/// One uploaded volume.
-pub(super) struct StoredVolume {
-    /// `iso`, `vztmpl` or `import`.
-    pub content: String,
-    pub bytes: Arc<Vec<u8>>,
-    pub ctime: i64,
-}
-
-/// What the storages hold beyond VM disks, and the uploads received but not yet imported.
-#[derive(Default)]
-pub(super) struct Store {
-    /// By (node, volume id); the node is empty for a shared storage.
-    pub volumes: BTreeMap<(String, String), StoredVolume>,
-    /// Received upload files by temporary file name, until their upload call takes them.
-    pub uploads: BTreeMap<String, Vec<u8>>,
-    pub next_upload: u64,
-}
-
 impl SimState {
     /// Whose volumes a storage's are on `node`: the node's, or everyone's when shared.
     pub fn volume_scope(&self, storage: &str, node: &str) -> String {

@@ -20,8 +20,9 @@ use serde_json::Value;
 use super::handlers::Reply;
 use super::params::Params;
 use super::state::{ApiFail, Shared};
-use super::storage::{StoredVolume, content_dir, is_file_based, storage_path};
+use super::storage::{content_dir, is_file_based, storage_path};
 use super::tasks::{TaskEnd, start_task};
+use super::volumes::StoredVolume;
 
 /// The largest upload the lab takes (a NoCloud seed is kilobytes; an installer ISO would not
 /// fit in memory).
@@ -43,7 +44,7 @@ fn fail(status: u16, message: impl Into<String>) -> ApiFail {
 
 /// The parameters of an upload request, as `pveproxy` hands them to the handler: the query's,
 /// the form fields, `filename` from the file part, and `tmpfilename` naming where the file's
-/// bytes wait (in [`super::storage::Store::uploads`]).
+/// bytes wait (in [`super::volumes::Store::uploads`]).
 pub(super) fn upload_params(
     shared: &Shared,
     query: Option<&str>,

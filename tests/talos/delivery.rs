@@ -32,13 +32,9 @@ fn world() -> ProxmoxWorld {
         },
         ..ProxmoxWorld::default()
     };
-    world.storages.push(WorldStorage {
-        name: "local".into(),
-        kind: "dir".into(),
-        shared: false,
-        size_gib: 100,
-        content: vec!["iso".into(), "vztmpl".into(), "backup".into()],
-    });
+    world
+        .storages
+        .push(WorldStorage::local_directory(&["iso", "vztmpl", "backup"]));
     world.vms.push(WorldVm {
         vmid: 701,
         name: "talos-prod-cp-1".into(),

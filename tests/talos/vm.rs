@@ -42,13 +42,7 @@ pub fn talos_world() -> ProxmoxWorld {
         },
         ..ProxmoxWorld::default()
     };
-    world.storages.push(WorldStorage {
-        name: "local".into(),
-        kind: "dir".into(),
-        shared: false,
-        size_gib: 100,
-        content: vec!["iso".into()],
-    });
+    world.storages.push(WorldStorage::local_directory(&["iso"]));
     let mut templates = world.effective_templates();
     templates.push(WorldTemplate {
         talos: Some(TALOS_VERSION.into()),

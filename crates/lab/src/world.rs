@@ -353,6 +353,18 @@ pub const STORAGE_CONTENT_TYPES: &[&str] = &[
 ];
 
 impl WorldStorage {
+    /// A node's own directory storage `local` (`/var/lib/vz`, 100 GiB) holding `content`:
+    /// where a Proxmox VE host keeps uploaded ISO images.
+    pub fn local_directory(content: &[&str]) -> Self {
+        WorldStorage {
+            name: "local".into(),
+            kind: "dir".into(),
+            shared: false,
+            size_gib: 100,
+            content: content.iter().map(|c| (*c).to_owned()).collect(),
+        }
+    }
+
     /// The content types it holds, defaults applied.
     pub fn content_types(&self) -> Vec<String> {
         if self.content.is_empty() {

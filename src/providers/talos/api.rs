@@ -6,7 +6,7 @@
 //! # Guarantees
 //! - Bounded: connecting and every call time out; a response larger than
 //!   [`MAX_RESPONSE_BYTES`] or listing more than [`MAX_ETCD_MEMBERS`] members is refused; a
-//!   node's error text is cut to [`MAX_NODE_MESSAGE`] characters.
+//!   node's texts (errors, names, URLs) are cut to [`MAX_NODE_MESSAGE`] characters.
 //! - Errors name the call and the node and never carry key material (credentials that do not
 //!   parse are reported by which part, not by content).
 
@@ -41,6 +41,8 @@ pub const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
 pub const MAX_ETCD_MEMBERS: usize = 32;
 /// The most characters of a node's error message kept.
 pub const MAX_NODE_MESSAGE: usize = 300;
+/// The most peer or client URLs kept of one etcd member (etcd gives one or two each).
+pub const MAX_MEMBER_URLS: usize = 8;
 
 /// A Talos node's Talos API, in capstan's terms: one value per node.
 ///
@@ -263,7 +265,7 @@ impl GrpcTalosApi {
             call,
             node: self.node.clone(),
             code: status.code(),
-            message: status.message().chars().take(MAX_NODE_MESSAGE).collect(),
+            message: bounded(status.message()),
         }
     }
 
@@ -296,7 +298,7 @@ impl GrpcTalosApi {
                 call,
                 node: self.node.clone(),
                 code: Code::Unknown,
-                message: error.chars().take(MAX_NODE_MESSAGE).collect(),
+                message: bounded(error),
             });
         }
         Ok(message)
@@ -318,7 +320,6 @@ impl TalosApi for GrpcTalosApi {
             .version
             .as_ref()
             .ok_or_else(|| self.answer_error(CALL, "no version"))?;
-        let bounded = |text: &str| text.chars().take(MAX_NODE_MESSAGE).collect::<String>();
         Ok(NodeVersion {
             talos_tag: bounded(&version.tag),
             platform: message
@@ -376,9 +377,9 @@ impl TalosApi for GrpcTalosApi {
             .iter()
             .map(|m| EtcdMember {
                 id: m.id,
-                name: m.hostname.clone(),
-                peer_urls: m.peer_urls.clone(),
-                client_urls: m.client_urls.clone(),
+                name: bounded(&m.hostname),
+                peer_urls: bounded_list(&m.peer_urls),
+                client_urls: bounded_list(&m.client_urls),
                 learner: m.is_learner,
             })
             .collect())
@@ -394,7 +395,7 @@ impl TalosApi for GrpcTalosApi {
             .map_err(|status| self.call_error(CALL, &status))?
             .into_inner();
         let message = self.single(CALL, &response.messages, |m| m.metadata.as_ref())?;
-        Ok(Some(message.member.clone()).filter(|member| !member.is_empty()))
+        Ok(Some(bounded(&message.member)).filter(|member| !member.is_empty()))
     }
 
     async fn etcd_leave_cluster(&self) -> Result<(), TalosApiError> {
@@ -422,6 +423,19 @@ impl TalosApi for GrpcTalosApi {
         self.single(CALL, &response.messages, |m| m.metadata.as_ref())?;
         Ok(())
     }
+}
+
+/// A text a node sent, cut to [`MAX_NODE_MESSAGE`] characters.
+fn bounded(text: &str) -> String {
+    text.chars().take(MAX_NODE_MESSAGE).collect()
+}
+
+/// A member's URLs as a node sent them: at most [`MAX_MEMBER_URLS`], each [`bounded`].
+fn bounded_list(urls: &[String]) -> Vec<String> {
+    urls.iter()
+        .take(MAX_MEMBER_URLS)
+        .map(|url| bounded(url))
+        .collect()
 }
 
 /// TLS trusting only the OS CA, presenting the `os:admin` certificate, offering HTTP/2 (gRPC

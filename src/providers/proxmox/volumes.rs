@@ -176,32 +176,20 @@ impl ProxmoxClient {
         node: &PveNode,
         storage: &str,
     ) -> Result<BTreeSet<StorageContent>, ProxmoxError> {
-        let missing = || ProxmoxError::StorageNotFound {
-            node: node.0.clone(),
-            storage: storage.to_owned(),
-        };
         let path = format!("/nodes/{}/storage", segment(&node.0));
         let params: Params = vec![("storage".into(), storage.into())];
-        let entries: Vec<Value> = match self
+        let entries: Vec<Value> = self
             .api
             .call(Method::Get, &path, &params, Retry::Transient)
             .await
-        {
-            Ok(entries) => entries,
-            Err(err) if is_missing_storage(&err) => return Err(missing()),
-            Err(err) => {
-                return Err(ProxmoxError::Storage {
-                    action: "read the content types of",
-                    node: node.0.clone(),
-                    storage: storage.to_owned(),
-                    source: Box::new(err),
-                });
-            }
-        };
+            .map_err(|err| storage_error("read the content types of", node, storage, err))?;
         let entry = entries
             .iter()
             .find(|entry| text(entry, "storage").as_deref() == Some(storage))
-            .ok_or_else(missing)?;
+            .ok_or_else(|| ProxmoxError::StorageNotFound {
+                node: node.0.clone(),
+                storage: storage.to_owned(),
+            })?;
         Ok(text(entry, "content")
             .unwrap_or_default()
             .split(',')
@@ -225,21 +213,7 @@ impl ProxmoxClient {
             .api
             .call(Method::Get, &path, &params, Retry::Transient)
             .await
-            .map_err(|err| {
-                if is_missing_storage(&err) {
-                    ProxmoxError::StorageNotFound {
-                        node: node.0.clone(),
-                        storage: storage.to_owned(),
-                    }
-                } else {
-                    ProxmoxError::Storage {
-                        action: "list the volumes of",
-                        node: node.0.clone(),
-                        storage: storage.to_owned(),
-                        source: Box::new(err),
-                    }
-                }
-            })?;
+            .map_err(|err| storage_error("list the volumes of", node, storage, err))?;
         let mut volumes: Vec<StoredVolume> = entries
             .iter()
             .filter_map(|entry| {
@@ -382,6 +356,29 @@ fn cdrom_holds(config: &Value, volume: &VolumeId) -> bool {
         let mut parts = drive.split(',');
         parts.next() == Some(volume.as_str()) && parts.any(|part| part == "media=cdrom")
     })
+}
+
+/// A storage call that failed: [`ProxmoxError::StorageNotFound`] when the answer says the
+/// storage does not exist on the node, else what `action` met.
+fn storage_error(
+    action: &'static str,
+    node: &PveNode,
+    storage: &str,
+    source: ProxmoxError,
+) -> ProxmoxError {
+    if is_missing_storage(&source) {
+        ProxmoxError::StorageNotFound {
+            node: node.0.clone(),
+            storage: storage.to_owned(),
+        }
+    } else {
+        ProxmoxError::Storage {
+            action,
+            node: node.0.clone(),
+            storage: storage.to_owned(),
+            source: Box::new(source),
+        }
+    }
 }
 
 fn volume_error(

@@ -474,7 +474,8 @@ impl<Pr: Providers> Daemon<Pr> {
         observation.observed.step_durations = self.timings.medians();
         let mut policy = Policy::of(desired);
         policy.suspended = self.actions.suspended().await;
-        policy.stages = self.board.status().stages(&revision);
+        // Read in place: copying the whole fleet's status each pass for a few facts is waste.
+        policy.stages = self.board.read_published(|status| status.stages(&revision));
         let plan = plan::plan(desired, &observation.observed, &policy, now);
         self.board
             .set_observed(observation.observed.clone(), settings.workloads);

@@ -13,6 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use crate::fingerprint::FingerprintKey;
@@ -26,6 +27,7 @@ use crate::providers::proxmox::{
     ClientOptions, ConnectionConfig, ProxmoxClient, ProxmoxError, ProxmoxProvider, TokenSecret,
     Trust,
 };
+use crate::providers::talos::api::{GrpcTalosApi, TALOS_API_PORT, TalosApiError, TalosCredentials};
 use crate::secrets::{SecretError, SecretReader, SecretUse};
 use crate::spec::{ClusterSpec, Fleet, SecretSource};
 use capstan_lab::lab::{ApiAddresses, LabFile};
@@ -94,6 +96,19 @@ pub trait Providers: Send + Sync + 'static {
         &self,
         kubeconfig: &AdminKubeconfig,
     ) -> impl Future<Output = Result<Self::Cluster, ClusterError>> + Send;
+
+    /// A client of the Talos API of the node at `node` (port [`TALOS_API_PORT`]), with the
+    /// cluster's `credentials`.
+    ///
+    /// # Errors
+    /// [`TalosApiError`] when the node cannot be reached or refuses the credentials.
+    fn talos_api(
+        &self,
+        node: IpAddr,
+        credentials: &TalosCredentials,
+    ) -> impl Future<Output = Result<GrpcTalosApi, TalosApiError>> + Send {
+        GrpcTalosApi::connect(SocketAddr::new(node, TALOS_API_PORT), credentials)
+    }
 }
 
 /// An admin kubeconfig read from a VM was not admitted. Messages name fields and
@@ -494,6 +509,20 @@ impl Providers for Connections {
         kubeconfig: &AdminKubeconfig,
     ) -> impl Future<Output = Result<Self::Cluster, ClusterError>> + Send {
         std::future::ready(KubeClusterClient::for_admin(kubeconfig))
+    }
+
+    /// In a lab, the node's Talos API is served at a loopback address of its own.
+    async fn talos_api(
+        &self,
+        node: IpAddr,
+        credentials: &TalosCredentials,
+    ) -> Result<GrpcTalosApi, TalosApiError> {
+        let dial = self
+            .lab_addresses
+            .as_ref()
+            .and_then(|lab| lab.resolve(&node.to_string(), TALOS_API_PORT))
+            .unwrap_or(SocketAddr::new(node, TALOS_API_PORT));
+        GrpcTalosApi::connect_via(node, dial, credentials).await
     }
 }
 

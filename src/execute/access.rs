@@ -27,6 +27,8 @@ pub struct ClusterAccess {
     /// Why its API does not answer, when capstan knows more than "it does not answer" (a K3s
     /// cluster's datastore that is down).
     pub api_down_because: Option<String>,
+    /// The connection's storage for ISO images (`isoStorage`), where Talos machine configs go.
+    pub iso_storage: Option<String>,
 }
 
 impl std::fmt::Debug for ClusterAccess {
@@ -39,6 +41,7 @@ impl std::fmt::Debug for ClusterAccess {
             )
             .field("read_from", &self.read_from)
             .field("api_down_because", &self.api_down_because)
+            .field("iso_storage", &self.iso_storage)
             .finish()
     }
 }

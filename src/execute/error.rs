@@ -135,6 +135,15 @@ pub enum ExecuteError {
         /// The distribution's software.
         tool: &'static str,
     },
+    /// A Talos step failed.
+    #[error("{action}")]
+    Talos {
+        /// The step.
+        action: ActionKind,
+        /// Why.
+        #[source]
+        source: Box<super::distribution::talos::TalosError>,
+    },
     /// A step that needs the cluster's spec on a removed cluster.
     #[error("{action} needs the cluster file, which is gone")]
     NoSpec {
@@ -174,6 +183,7 @@ impl ExecuteError {
             | ExecuteError::NotInPlace { .. }
             | ExecuteError::NoDatastore { .. } => false,
             ExecuteError::NotLeading(_) => true,
+            ExecuteError::Talos { source, .. } => source.is_transient(),
         }
     }
 }

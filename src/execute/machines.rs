@@ -65,6 +65,10 @@ impl<Pr: Providers> Executor<Pr> {
             .resize_disk(&vm, machine.disk_gib)
             .await
             .map_err(proxmox_failed("resize disk"))?;
+        let delivered = ctx
+            .distribution()
+            .deliver_config(self, ctx, &vm, name, ownership.role)
+            .await?;
         proxmox
             .start_vm(&vm)
             .await
@@ -79,8 +83,9 @@ impl<Pr: Providers> Executor<Pr> {
                 ""
             }
         };
+        let delivered = delivered.map_or(String::new(), |what| format!(" with {what}"));
         Ok(format!(
-            "VM {} cloned from {} on {proxmox_node} and started{agent}",
+            "VM {} cloned from {} on {proxmox_node} and started{delivered}{agent}",
             vm.vmid, machine.template
         ))
     }

@@ -29,6 +29,23 @@ pub(super) async fn read_admin_kubeconfig<P: ProxmoxProvider + Clone>(
     vms: &[VmInfo],
     read: &Command,
 ) -> Option<(NodeTarget, String)> {
+    let agent = GuestAgent::new(proxmox.clone());
+    for target in running_control_planes(vms) {
+        let command = read.clone().timeout(ADMIN_READ_TIMEOUT);
+        if let Ok(output) = agent.run(&target, &command).await
+            && output.success()
+            && !output.stdout.trim().is_empty()
+        {
+            crate::redact::remember_kubeconfig(&output.stdout);
+            return Some((target, output.stdout));
+        }
+    }
+    None
+}
+
+/// The running control planes that are not retiring, in name order: where the admin
+/// kubeconfig is read.
+pub(super) fn running_control_planes(vms: &[VmInfo]) -> Vec<NodeTarget> {
     let mut control_planes: Vec<&VmInfo> = vms
         .iter()
         .filter(|vm| vm.power == proxmox::PowerState::Running)
@@ -40,19 +57,7 @@ pub(super) async fn read_admin_kubeconfig<P: ProxmoxProvider + Clone>(
         .filter(|vm| !vm.tags.iter().any(|t| t == crate::observed::RETIRING_TAG))
         .collect();
     control_planes.sort_by(|a, b| a.name.cmp(&b.name));
-    let agent = GuestAgent::new(proxmox.clone());
-    for vm in control_planes {
-        let target = target_of(vm);
-        let command = read.clone().timeout(ADMIN_READ_TIMEOUT);
-        if let Ok(output) = agent.run(&target, &command).await
-            && output.success()
-            && !output.stdout.trim().is_empty()
-        {
-            crate::redact::remember_kubeconfig(&output.stdout);
-            return Some((target, output.stdout));
-        }
-    }
-    None
+    control_planes.into_iter().map(target_of).collect()
 }
 
 /// Pings the guest agent of each running VM whose Node is not Ready; a Ready Node's VM answers
@@ -85,14 +90,13 @@ pub(super) async fn read_built_from<P: ProxmoxProvider>(
     observed: &mut ObservedCluster,
 ) {
     let version = spec.kubernetes.version;
-    let distribution = spec.kubernetes.distribution;
     let desired: Vec<_> = std::iter::once((&spec.control_plane.machine, Role::ControlPlane))
         .chain(
             spec.workers
                 .iter()
                 .map(|pool| (&pool.machine, Role::Worker)),
         )
-        .map(|(machine, role)| MachineSpec::new(machine, version, distribution, role).spec_hash())
+        .map(|(machine, role)| MachineSpec::for_cluster(spec, machine, version, role).spec_hash())
         .collect();
     for vm in vms {
         let name = NodeName(vm.name.as_str().into());

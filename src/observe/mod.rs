@@ -22,6 +22,7 @@
 mod admin;
 mod guest;
 mod sessions;
+mod talos;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -31,7 +32,7 @@ use futures_util::StreamExt as _;
 use jiff::Timestamp;
 
 use crate::connect::Providers;
-use crate::execute::distribution::{self, Distribution as _, VersionSource};
+use crate::execute::distribution::{self, AdminSource, Distribution as _, VersionSource};
 use crate::model::{NodeName, Role};
 use crate::observed::{
     BOOTSTRAP_MARKER, DRAIN_STARTED_ANNOTATION, DrainObserved, FluxSecret, FluxTarget, Observed,
@@ -43,6 +44,7 @@ use crate::providers::kube::{AdminKubeconfig, ClusterClient, NodeState};
 use crate::providers::proxmox::{self, ProxmoxProvider, VmInfo};
 use crate::spec::{Cluster, Desired, Endpoint, KubeVersion};
 use guest::{mark_guest_agents, read_admin_kubeconfig, read_built_from};
+use talos::talos_admin_kubeconfig;
 
 /// How many clusters one pass observes at the same time.
 const CLUSTERS_OBSERVED_AT_ONCE: usize = 8;
@@ -246,10 +248,15 @@ impl<Pr: Providers> Observer<Pr> {
             .await;
         for (name, result) in results {
             match result {
-                Ok((observed, access)) => {
+                Ok((observed, mut access)) => {
                     if !observed.is_empty() {
                         observation.observed.clusters.insert(name.clone(), observed);
                     }
+                    access.iso_storage = desired
+                        .fleet
+                        .proxmox
+                        .get(&access.connection)
+                        .and_then(|connection| connection.iso_storage.clone());
                     observation.access.insert(name, access);
                 }
                 Err(err) => {
@@ -392,8 +399,13 @@ impl<Pr: Providers> Observer<Pr> {
         client: &Pr::Proxmox,
         vms: &[VmInfo],
     ) -> Result<Option<admin::CachedAdmin>, ObserveError> {
-        let read = distribution::of(Some(&cluster.spec)).admin_kubeconfig_read();
-        let Some((read_from, text)) = read_admin_kubeconfig(client, vms, &read).await else {
+        let found = match distribution::of(Some(&cluster.spec)).admin_kubeconfig_source() {
+            AdminSource::Node(read) => read_admin_kubeconfig(client, vms, &read).await,
+            AdminSource::Bundle => {
+                talos_admin_kubeconfig(&*self.providers, name, cluster, vms).await
+            }
+        };
+        let Some((read_from, text)) = found else {
             return Ok(None);
         };
         let kubeconfig = self

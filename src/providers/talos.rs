@@ -1,7 +1,7 @@
 //! Talos Linux's daemon side, what needs randomness or a clock and so cannot be in core
-//! (which renders every machine config from the bundle made here). Talos is not a distribution
-//! a cluster file can ask for yet: nothing calls this until the executor and the lab can build
-//! a Talos cluster.
+//! (which renders every machine config from the bundle made here); the executor's Talos
+//! distribution (`execute/distribution/talos/`) uses it, `store` keeps the bundle in the
+//! management cluster and `kubeconfig` computes the admin kubeconfig from it.
 //!
 //! A Talos cluster's secrets, generated once: the four CAs (the OS CA Ed25519 as Talos makes
 //! it; Kubernetes, etcd and aggregator ECDSA P-256), the service-account key, the bootstrap
@@ -34,6 +34,8 @@ use crate::providers::flux::{MANAGED_BY, MANAGED_BY_LABEL};
 use crate::providers::kube::SecretRecord;
 
 pub mod api;
+pub mod kubeconfig;
+pub mod store;
 
 /// The Secret's key holding the bundle as JSON.
 pub const BUNDLE_KEY: &str = "bundle.json";

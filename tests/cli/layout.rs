@@ -464,6 +464,14 @@ const PURE_IN_THE_DAEMON: &[(&str, &str)] = &[
     ("src/commands/mod.rs", "names the subcommands' modules"),
     ("src/providers/mod.rs", "names the providers' modules"),
     (
+        "src/providers/proxmox/hardware.rs",
+        "reads the answer of the Proxmox client's VM config call, beside the client",
+    ),
+    (
+        "src/execute/distribution/talos/error.rs",
+        "the Talos steps' errors, beside the steps that raise them",
+    ),
+    (
         "src/providers/proxmox/options.rs",
         "the Proxmox client's timeouts and retries, split from client.rs for its length",
     ),

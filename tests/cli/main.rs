@@ -8,4 +8,5 @@ mod k3s;
 mod layout;
 mod plan;
 mod schemas;
+mod talos;
 mod validate;

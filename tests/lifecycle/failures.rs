@@ -188,6 +188,13 @@ impl ProxmoxProvider for PanickingProxmox {
     ) -> impl Future<Output = Result<Vec<Ipv4Addr>, ProxmoxError>> + Send {
         self.inner.vm_addresses(vm)
     }
+    fn vm_hardware(
+        &self,
+        vm: &VmRef,
+    ) -> impl Future<Output = Result<capstan::providers::proxmox::VmHardware, ProxmoxError>> + Send
+    {
+        self.inner.vm_hardware(vm)
+    }
     fn write_file(
         &self,
         vm: &VmRef,

@@ -21,7 +21,8 @@ use sha1::{Digest, Sha1};
 use smol_str::SmolStr;
 
 use crate::model::{NodeName, Ownership, Role, VmId};
-use crate::spec::{Distribution, Endpoint, KubeVersion, Machine};
+use crate::spec::{ClusterSpec, Distribution, Endpoint, KubeVersion, Machine};
+use crate::talos::TalosVersion;
 use crate::workloads::{DisruptionBudget, ObservedPod};
 
 /// Proxmox tag the executor puts on a VM just before it deletes the VM's Node: from then on the
@@ -318,9 +319,26 @@ pub struct MachineSpec {
     pub distribution: Distribution,
     /// Control plane or worker.
     pub role: Role,
+    /// The Talos release the machine runs (Talos clusters only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub talos: Option<TalosVersion>,
 }
 
 impl MachineSpec {
+    /// The spec of one of `spec`'s machines at a Kubernetes release: [`MachineSpec::new`] with
+    /// the cluster's distribution and, for Talos, its release.
+    pub fn for_cluster(
+        spec: &ClusterSpec,
+        machine: &Machine,
+        kubernetes: KubeVersion,
+        role: Role,
+    ) -> Self {
+        MachineSpec {
+            talos: spec.talos.as_ref().map(|t| t.version),
+            ..MachineSpec::new(machine, kubernetes, spec.kubernetes.distribution, role)
+        }
+    }
+
     /// The spec of a machine of the cluster language, at a Kubernetes release.
     pub fn new(
         machine: &Machine,
@@ -337,6 +355,7 @@ impl MachineSpec {
             kubernetes,
             distribution,
             role,
+            talos: None,
         }
     }
 
@@ -355,6 +374,11 @@ impl MachineSpec {
             distribution,
             self.role,
         );
+        // Only Talos machines carry the line: every other machine keeps the hash it had.
+        let normalised = match self.talos {
+            Some(talos) => format!("{normalised}talos={talos}\n"),
+            None => normalised,
+        };
         let digest = Sha1::digest(normalised.as_bytes());
         // The first 6 bytes in lowercase hex (a format per byte cost more than the digest: a
         // plan hashes every pool of every cluster).
@@ -372,7 +396,7 @@ impl MachineSpec {
     /// writes into a new VM's description, read back by [`MachineSpec::parse_summary`].
     pub fn summary(&self) -> String {
         let distribution = self.distribution.name();
-        format!(
+        let summary = format!(
             "template={} cores={} memoryMiB={} diskGiB={} cpu={} kubernetes={} distribution={distribution} role={}",
             self.template,
             self.cores,
@@ -381,7 +405,11 @@ impl MachineSpec {
             self.cpu,
             self.kubernetes,
             self.role
-        )
+        );
+        match self.talos {
+            Some(talos) => format!("{summary} talos={talos}"),
+            None => summary,
+        }
     }
 
     /// Reads a [`MachineSpec::summary`] back; `None` when a field is missing or malformed.
@@ -403,6 +431,10 @@ impl MachineSpec {
                 "control-plane" => Role::ControlPlane,
                 "worker" => Role::Worker,
                 _ => return None,
+            },
+            talos: match field("talos") {
+                Some(talos) => Some(talos.parse().ok()?),
+                None => None,
             },
         })
     }
@@ -437,6 +469,14 @@ impl MachineSpec {
             ));
         }
         field(&mut out, "role", &self.role, &newer.role);
+        if self.talos != newer.talos {
+            let name = |v: Option<TalosVersion>| v.map_or("none".to_owned(), |v| v.to_string());
+            out.push(format!(
+                "talos {} → {}",
+                name(self.talos),
+                name(newer.talos)
+            ));
+        }
         out
     }
 }
@@ -579,6 +619,7 @@ mod tests {
             kubernetes: "1.36.2".parse().expect("version"),
             distribution: Distribution::Kubeadm,
             role: Role::Worker,
+            talos: None,
         }
     }
 
@@ -595,6 +636,18 @@ mod tests {
         changed.role = Role::ControlPlane;
         assert_ne!(changed.spec_hash(), hash);
         assert_eq!(base.clone().spec_hash(), hash, "stable");
+        // Talos machines hash their release too; the others keep the hash they always had.
+        assert_eq!(hash, "6926a32f0b77", "a kubeadm machine's hash never moves");
+        let mut talos = base.clone();
+        talos.distribution = Distribution::Talos;
+        talos.talos = Some("v1.13.9".parse().expect("talos"));
+        let mut newer_talos = talos.clone();
+        newer_talos.talos = Some("v1.13.10".parse().expect("talos"));
+        assert_ne!(talos.spec_hash(), newer_talos.spec_hash());
+        assert_eq!(
+            talos.differences(&newer_talos),
+            vec!["talos v1.13.9 → v1.13.10"]
+        );
     }
 
     #[test]
@@ -613,20 +666,18 @@ mod tests {
 
     #[test]
     fn a_machine_summary_reads_back_as_the_same_spec() {
-        let spec = MachineSpec {
-            template: "debian13-k8s".into(),
-            cores: 4,
-            memory_mib: 8192,
-            disk_gib: 50,
-            cpu: "x86-64-v2-AES".into(),
-            kubernetes: "1.36.2".parse().expect("version"),
-            distribution: Distribution::Kubeadm,
-            role: Role::Worker,
-        };
+        let spec = spec();
         assert_eq!(
             MachineSpec::parse_summary(&spec.summary()),
             Some(spec.clone())
         );
+        let talos = MachineSpec {
+            distribution: Distribution::Talos,
+            talos: Some("v1.13.9".parse().expect("talos")),
+            ..spec.clone()
+        };
+        assert!(talos.summary().ends_with(" talos=v1.13.9"));
+        assert_eq!(MachineSpec::parse_summary(&talos.summary()), Some(talos));
         assert_eq!(MachineSpec::parse_summary("template=x cores=four"), None);
     }
 

@@ -11,16 +11,28 @@ use crate::execute::{
 use crate::model::{NodeName, Role};
 use crate::plan::{ActionKind, MachineRef};
 use crate::providers::kubeadm::{self, NodeStep};
-use crate::providers::node_exec::Command;
+use crate::providers::proxmox::VmRef;
 use crate::spec::{ClusterSpec, Endpoint, KubeVersion};
 
-use super::{Distribution, VersionSource};
+use super::{AdminSource, Distribution, VersionSource};
 
 /// kubeadm with CRI-O and a stacked etcd.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Kubeadm;
 
 impl Distribution for Kubeadm {
+    /// Nothing: the template boots as it is and the node is configured once it answers.
+    async fn deliver_config<Pr: Providers>(
+        &self,
+        _: &Executor<Pr>,
+        _: StepContext<'_>,
+        _: &VmRef,
+        _: &NodeName,
+        _: Role,
+    ) -> Result<Option<String>, ExecuteError> {
+        Ok(None)
+    }
+
     async fn preflight<Pr: Providers>(
         &self,
         _: &Executor<Pr>,
@@ -168,8 +180,8 @@ impl Distribution for Kubeadm {
         format!("certificates renewed on {count} control plane(s)")
     }
 
-    fn admin_kubeconfig_read(&self) -> Command {
-        kubeadm::read_admin_kubeconfig()
+    fn admin_kubeconfig_source(&self) -> AdminSource {
+        AdminSource::Node(kubeadm::read_admin_kubeconfig())
     }
 
     fn version_source(&self) -> VersionSource {

@@ -1,6 +1,6 @@
 //! Distributions behind one interface: how a cluster's nodes are built, joined and taken
 //! apart, where its admin credentials come from, and how its version is observed. kubeadm
-//! ([`kubeadm`]) and K3s ([`k3s`]) implement [`Distribution`]; [`of`] chooses one per cluster,
+//! ([`kubeadm`]), K3s ([`k3s`]) and Talos ([`talos`]) implement [`Distribution`]; [`of`] chooses one per cluster,
 //! from its spec. No code outside this module (and the node commands of `providers::kubeadm`
 //! and `providers::k3s`) asks which distribution a cluster runs: the executor and the observer
 //! call the interface, the planner reads [`capstan_core::spec::Capabilities`].
@@ -22,10 +22,12 @@ use crate::model::{NodeName, Role};
 use crate::plan::MachineRef;
 use crate::providers::kubeadm::NodeStep;
 use crate::providers::node_exec::Command;
+use crate::providers::proxmox::VmRef;
 use crate::spec::{self, ClusterSpec, Endpoint, KubeVersion};
 
 pub mod k3s;
 pub mod kubeadm;
+pub mod talos;
 
 /// What a distribution does, step by step, and what it tells the observer.
 ///
@@ -38,6 +40,17 @@ pub trait Distribution: Sync {
         ex: &Executor<Pr>,
         ctx: StepContext<'_>,
     ) -> impl Future<Output = Result<(), ExecuteError>> + Send;
+
+    /// Gives a new machine, cloned and configured but not yet started, what it must hold at
+    /// its first boot (Talos: its machine config on a NoCloud ISO); says what, when anything.
+    fn deliver_config<Pr: Providers>(
+        &self,
+        ex: &Executor<Pr>,
+        ctx: StepContext<'_>,
+        vm: &VmRef,
+        name: &NodeName,
+        role: Role,
+    ) -> impl Future<Output = Result<Option<String>, ExecuteError>> + Send;
 
     /// Prepares a new machine for `version` (kubeadm installs CRI-O and Kubernetes; a K3s
     /// template carries everything); says what the machine now holds.
@@ -103,8 +116,8 @@ pub trait Distribution: Sync {
     /// What renewing the certificates of `count` control planes did, in a few words.
     fn renewed(&self, count: usize) -> String;
 
-    /// The command that prints the admin kubeconfig on a control plane.
-    fn admin_kubeconfig_read(&self) -> Command;
+    /// Where the admin kubeconfig comes from.
+    fn admin_kubeconfig_source(&self) -> AdminSource;
 
     /// Where the control plane's version is observed.
     fn version_source(&self) -> VersionSource;
@@ -117,6 +130,16 @@ pub trait Distribution: Sync {
         name: &str,
         spec: &ClusterSpec,
     ) -> impl Future<Output = Option<String>> + Send;
+}
+
+/// Where a cluster's admin kubeconfig comes from.
+#[derive(Debug, Clone)]
+pub enum AdminSource {
+    /// A control plane prints it (through its guest agent) with this command.
+    Node(Command),
+    /// It is computed from the cluster's secrets bundle (Talos), once the cluster is
+    /// bootstrapped.
+    Bundle,
 }
 
 /// Where a control plane's version is read.
@@ -136,6 +159,8 @@ pub enum Chosen {
     Kubeadm(kubeadm::Kubeadm),
     /// K3s.
     K3s(k3s::K3s),
+    /// Talos Linux.
+    Talos(talos::Talos),
 }
 
 /// The distribution `spec` asks for; a removed cluster (no spec) is taken apart the default
@@ -144,6 +169,7 @@ pub fn of(spec: Option<&ClusterSpec>) -> Chosen {
     match spec.map(|s| s.kubernetes.distribution).unwrap_or_default() {
         spec::Distribution::Kubeadm => Chosen::Kubeadm(kubeadm::Kubeadm),
         spec::Distribution::K3s => Chosen::K3s(k3s::K3s),
+        spec::Distribution::Talos => Chosen::Talos(talos::Talos),
     }
 }
 
@@ -153,6 +179,7 @@ macro_rules! each {
         match $self {
             Chosen::Kubeadm($d) => $call,
             Chosen::K3s($d) => $call,
+            Chosen::Talos($d) => $call,
         }
     };
 }
@@ -164,6 +191,17 @@ impl Distribution for Chosen {
         ctx: StepContext<'_>,
     ) -> Result<(), ExecuteError> {
         each!(self, d => d.preflight(ex, ctx).await)
+    }
+
+    async fn deliver_config<Pr: Providers>(
+        &self,
+        ex: &Executor<Pr>,
+        ctx: StepContext<'_>,
+        vm: &VmRef,
+        name: &NodeName,
+        role: Role,
+    ) -> Result<Option<String>, ExecuteError> {
+        each!(self, d => d.deliver_config(ex, ctx, vm, name, role).await)
     }
 
     async fn prepare<Pr: Providers>(
@@ -234,8 +272,8 @@ impl Distribution for Chosen {
         each!(self, d => d.renewed(count))
     }
 
-    fn admin_kubeconfig_read(&self) -> Command {
-        each!(self, d => d.admin_kubeconfig_read())
+    fn admin_kubeconfig_source(&self) -> AdminSource {
+        each!(self, d => d.admin_kubeconfig_source())
     }
 
     fn version_source(&self) -> VersionSource {

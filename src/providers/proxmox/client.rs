@@ -697,6 +697,10 @@ impl ProxmoxProvider for ProxmoxClient {
         }
     }
 
+    async fn vm_hardware(&self, vm: &VmRef) -> Result<super::VmHardware, ProxmoxError> {
+        Ok(super::VmHardware::from_config(&self.vm_config(vm).await?))
+    }
+
     async fn vm_addresses(&self, vm: &VmRef) -> Result<Vec<Ipv4Addr>, ProxmoxError> {
         let data = self
             .agent_call(Method::Get, vm, "network-get-interfaces", &Vec::new())

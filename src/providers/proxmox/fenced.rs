@@ -112,6 +112,13 @@ impl<P: ProxmoxProvider> ProxmoxProvider for Fenced<P> {
         self.inner.vm_addresses(vm)
     }
 
+    fn vm_hardware(
+        &self,
+        vm: &VmRef,
+    ) -> impl Future<Output = Result<super::VmHardware, ProxmoxError>> + Send {
+        self.inner.vm_hardware(vm)
+    }
+
     async fn write_file(&self, vm: &VmRef, path: &str, content: &[u8]) -> Result<(), ProxmoxError> {
         self.check(format_args!("writing {path} on VM {}", vm.vmid))?;
         self.inner.write_file(vm, path, content).await

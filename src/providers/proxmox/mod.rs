@@ -18,6 +18,7 @@ mod client;
 pub mod connection;
 pub mod error;
 mod fenced;
+mod hardware;
 mod options;
 pub mod ownership;
 #[cfg(test)]
@@ -43,6 +44,7 @@ pub use client::{ClientOptions, ProxmoxClient};
 pub use connection::{ConnectionConfig, TokenSecret, Trust};
 pub use error::{ProxmoxError, RetryPolicy, TaskFailure, backoff_delay};
 pub use fenced::Fenced;
+pub use hardware::VmHardware;
 pub use ownership::VmOwner;
 pub use volumes::{ISO_UPLOAD_MAX_BYTES, StorageContent, StoredVolume, VolumeId};
 
@@ -410,6 +412,13 @@ pub trait ProxmoxProvider: Send + Sync {
         vm: &VmRef,
     ) -> impl Future<Output = Result<Vec<Ipv4Addr>, ProxmoxError>> + Send;
 
+    /// What the VM's configuration says of its hardware (`net0`'s MAC address, memory
+    /// hotplug).
+    fn vm_hardware(
+        &self,
+        vm: &VmRef,
+    ) -> impl Future<Output = Result<VmHardware, ProxmoxError>> + Send;
+
     /// Writes a file in the guest through the agent (at most 46080 bytes per call).
     ///
     /// # Errors
@@ -616,6 +625,12 @@ impl<T: ProxmoxProvider> ProxmoxProvider for Arc<T> {
         vm: &VmRef,
     ) -> impl Future<Output = Result<Vec<Ipv4Addr>, ProxmoxError>> + Send {
         (**self).vm_addresses(vm)
+    }
+    fn vm_hardware(
+        &self,
+        vm: &VmRef,
+    ) -> impl Future<Output = Result<VmHardware, ProxmoxError>> + Send {
+        (**self).vm_hardware(vm)
     }
     fn write_file(
         &self,

@@ -115,6 +115,9 @@ impl ProxmoxProvider for Recorder {
     async fn vm_addresses(&self, _: &VmRef) -> Result<Vec<Ipv4Addr>, ProxmoxError> {
         Ok(vec![Ipv4Addr::new(10, 0, 0, 10)])
     }
+    async fn vm_hardware(&self, _: &VmRef) -> Result<super::VmHardware, ProxmoxError> {
+        Err(unexpected())
+    }
     async fn write_file(&self, vm: &VmRef, path: &str, _: &[u8]) -> Result<(), ProxmoxError> {
         self.record(format!("write {} {path}", vm.vmid));
         Ok(())

@@ -225,9 +225,23 @@ impl GrpcTalosApi {
         address: SocketAddr,
         credentials: &TalosCredentials,
     ) -> Result<Self, TalosApiError> {
-        let node = address.to_string();
+        Self::connect_via(address.ip(), address, credentials).await
+    }
+
+    /// Connects to the Talos API of the node whose address is `node` (what its serving
+    /// certificate names) by dialling `address` (the lab serves `node:50000` on a loopback
+    /// port of its own).
+    ///
+    /// # Errors
+    /// As [`GrpcTalosApi::connect`].
+    pub async fn connect_via(
+        node_address: IpAddr,
+        address: SocketAddr,
+        credentials: &TalosCredentials,
+    ) -> Result<Self, TalosApiError> {
+        let node = node_address.to_string();
         let tls = tls_config(&node, credentials)?;
-        let server_name = ServerName::IpAddress(address.ip().into());
+        let server_name = ServerName::IpAddress(node_address.into());
         let uri = match address.ip() {
             IpAddr::V4(ip) => format!("https://{ip}:{}", address.port()),
             IpAddr::V6(ip) => format!("https://[{ip}]:{}", address.port()),

@@ -58,6 +58,7 @@ impl Cluster {
                     distribution: Distribution::Kubeadm,
                     datastore: None,
                 },
+                talos: None,
                 endpoint: Endpoint {
                     host: format!("k8s-{name}.lab.example"),
                     address: "192.168.1.23".parse().expect("ip"),

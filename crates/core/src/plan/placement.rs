@@ -541,6 +541,9 @@ mod tests {
             vec![Distribution::Kubeadm, Distribution::K3s]
         );
         assert_eq!(declared(&[], "built 2026-05-01"), Vec::new());
-        assert_eq!(declared(&["talos"], "distribution: talos"), Vec::new());
+        assert_eq!(
+            declared(&["talos"], "distribution: talos"),
+            vec![Distribution::Talos]
+        );
     }
 }

@@ -383,7 +383,7 @@ fn assert_converged(
                 .expect("desired pool");
             (&pool.machine, Role::Worker)
         };
-        let wanted = MachineSpec::new(machine, version, spec.spec.kubernetes.distribution, role);
+        let wanted = MachineSpec::for_cluster(&spec.spec, machine, version, role);
         assert_eq!(
             vm.ownership.spec_hash,
             wanted.spec_hash(),

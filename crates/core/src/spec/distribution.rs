@@ -62,15 +62,34 @@ const K3S: Capabilities = Capabilities {
     prepare: ("check that K3s ", " is in its template"),
 };
 
+const TALOS: Capabilities = Capabilities {
+    name: "talos",
+    tool: "Talos",
+    upgrades_in_place: false,
+    etcd_quorum: true,
+    admin_server_on_node_loopback: false,
+    init: "bootstrap etcd through the Talos API",
+    reset: "leave etcd and shut down",
+    prepare: (
+        "check that Talos runs its machine config for Kubernetes ",
+        "",
+    ),
+};
+
 impl Distribution {
     /// Every distribution, in declaration order.
-    pub const ALL: [Distribution; 2] = [Distribution::Kubeadm, Distribution::K3s];
+    pub const ALL: [Distribution; 3] = [
+        Distribution::Kubeadm,
+        Distribution::K3s,
+        Distribution::Talos,
+    ];
 
     /// This distribution's rules and words.
     pub const fn capabilities(self) -> &'static Capabilities {
         match self {
             Distribution::Kubeadm => &KUBEADM,
             Distribution::K3s => &K3S,
+            Distribution::Talos => &TALOS,
         }
     }
 
@@ -99,7 +118,8 @@ mod tests {
                 Some(distribution)
             );
         }
-        assert_eq!(Distribution::from_name("talos"), None);
+        assert_eq!(Distribution::from_name("talos"), Some(Distribution::Talos));
+        assert_eq!(Distribution::from_name("rke2"), None);
     }
 
     #[test]

@@ -13,8 +13,25 @@ const MAX_DATABASE_NAME_LEN: usize = 32;
 /// for K3s (kubeadm's quorum rule lives with the other control-plane rules).
 pub fn cluster(out: &mut Vec<Diagnostic>, fleet: &Fleet, spec: &ClusterSpec, file: &SourceFile) {
     let kubernetes = &spec.kubernetes;
+    if kubernetes.distribution != Distribution::Talos && spec.talos.is_some() {
+        out.push(
+            file.error(
+                "spec.talos",
+                format!(
+                    "`talos` is for Talos clusters, but the distribution is {}",
+                    kubernetes.distribution.name()
+                ),
+            )
+            .with_hint("set `kubernetes.distribution: talos`, or remove `talos`"),
+        );
+    }
     match kubernetes.distribution {
-        Distribution::Kubeadm => kubeadm_fields(out, spec, file),
+        Distribution::Kubeadm | Distribution::Talos => {
+            without_k3s_fields(out, spec, file);
+            if kubernetes.distribution == Distribution::Talos {
+                super::talos::cluster(out, fleet, spec, file);
+            }
+        }
         Distribution::K3s => {
             if kubernetes.version.k3s_release.is_none() {
                 out.push(
@@ -36,22 +53,28 @@ pub fn cluster(out: &mut Vec<Diagnostic>, fleet: &Fleet, spec: &ClusterSpec, fil
     }
 }
 
-fn kubeadm_fields(out: &mut Vec<Diagnostic>, spec: &ClusterSpec, file: &SourceFile) {
+/// kubeadm and Talos: no K3s build in the version, no datastore (their etcd is stacked).
+fn without_k3s_fields(out: &mut Vec<Diagnostic>, spec: &ClusterSpec, file: &SourceFile) {
     let version = spec.kubernetes.version;
+    let name = spec.kubernetes.distribution.name();
     if version.k3s_release.is_some() {
         out.push(
             file.error(
                 "spec.kubernetes.version",
-                format!("{version} is a K3s release but the distribution is kubeadm"),
+                format!("{version} is a K3s release but the distribution is {name}"),
             )
-            .with_hint("set `distribution: k3s`, or drop the `+k3sN` build for kubeadm"),
+            .with_hint(format!(
+                "set `distribution: k3s`, or drop the `+k3sN` build for {name}"
+            )),
         );
     }
     if spec.kubernetes.datastore.is_some() {
         out.push(
             file.error(
                 "spec.kubernetes.datastore",
-                "kubeadm keeps its state in the control planes' etcd: a datastore is for K3s",
+                format!(
+                    "{name} keeps its state in the control planes' etcd: a datastore is for K3s"
+                ),
             )
             .with_hint("set `distribution: k3s`, or remove `datastore`"),
         );

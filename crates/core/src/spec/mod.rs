@@ -24,6 +24,8 @@ pub mod remediation;
 mod replace;
 mod secret_source;
 mod stages;
+mod talos;
+pub mod talos_versions;
 pub mod types;
 pub mod validate;
 pub mod values;

@@ -116,6 +116,10 @@ pub struct ProxmoxConnection {
     /// PEM file of the CA that signed the server certificate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_file: Option<PathBuf>,
+    /// A storage (content type `iso`, on every node that hosts Talos machines) where capstan
+    /// uploads each Talos machine's NoCloud configuration image; Talos clusters need one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iso_storage: Option<String>,
 }
 
 /// A MySQL or MariaDB server that capstan administers to provision K3s datastores.
@@ -302,6 +306,9 @@ pub struct ClusterSpec {
     pub proxmox: String,
     /// Kubernetes version and distribution.
     pub kubernetes: KubernetesSpec,
+    /// Talos Linux only (`kubernetes.distribution: talos`): the release its machines run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub talos: Option<TalosSpec>,
     /// The API endpoint: fixed forever once the cluster is initialised.
     pub endpoint: Endpoint,
     /// Pod, service and node networks.
@@ -342,6 +349,20 @@ pub struct KubernetesSpec {
     /// one, a single K3s server uses its embedded SQLite.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub datastore: Option<Datastore>,
+}
+
+/// The Talos Linux release of a Talos cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TalosSpec {
+    /// Talos release, `vMAJOR.MINOR.PATCH` (e.g. `v1.13.9`): the templates must run it, and it
+    /// must support `kubernetes.version` (Talos's support matrix). Changing it replaces every
+    /// machine, control planes first.
+    pub version: super::talos_versions::TalosVersion,
+    /// The installer image Talos installs from (an Image Factory image with the
+    /// `siderolabs/qemu-guest-agent` extension); Talos's own by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installer_image: Option<String>,
 }
 
 /// A K3s cluster's external datastore: either a database capstan provisions on a server of
@@ -397,6 +418,9 @@ pub enum Distribution {
     /// K3s: servers keep their state in an external SQL datastore through kine (or, for a
     /// single server, in the embedded SQLite); workers are K3s agents.
     K3s,
+    /// Talos Linux: machines configured through a NoCloud ISO and the Talos API (no SSH, no
+    /// shell), a stacked etcd, Talos's own VIP on the endpoint; `spec.talos` names the release.
+    Talos,
 }
 
 impl Distribution {

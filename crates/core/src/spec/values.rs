@@ -47,6 +47,7 @@ macro_rules! string_value {
         }
     };
 }
+pub(crate) use string_value;
 
 /// A Kubernetes release, `MAJOR.MINOR.PATCH` (e.g. `1.36.2`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

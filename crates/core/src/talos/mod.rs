@@ -7,15 +7,15 @@
 //! `reference/` holds Talos's published machine-config JSON schema (v1.13.9), which the tests
 //! validate every rendered config against; its README names the source and the sha256.
 //!
-//! Talos is not a distribution a cluster file can ask for yet: nothing in `spec` accepts it
-//! until the executor and the lab can build one.
+//! The Talos/Kubernetes support window lives in `spec` (`spec::talos_versions`, re-exported
+//! here as `versions`), which validates `spec.talos.version` against it.
 
 pub mod config;
 pub mod facts;
 pub mod iso9660;
 pub mod nocloud;
 pub mod secrets;
-pub mod versions;
+pub use crate::spec::talos_versions as versions;
 
 #[cfg(test)]
 pub(crate) mod fixtures;

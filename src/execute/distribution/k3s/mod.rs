@@ -21,10 +21,10 @@ use crate::plan::{ActionKind, MachineRef};
 use crate::providers::cluster_secrets::{self, K3sSecrets};
 use crate::providers::k3s::{self as commands, ServerJoin};
 use crate::providers::kubeadm::NodeStep;
-use crate::providers::node_exec::Command;
+use crate::providers::proxmox::VmRef;
 use crate::spec::{ClusterSpec, Endpoint, KubeVersion};
 
-use super::{Distribution, VersionSource};
+use super::{AdminSource, Distribution, VersionSource};
 use datastore::Datastore;
 
 mod datastore;
@@ -50,6 +50,18 @@ fn template_of<'a>(ctx: StepContext<'_>, spec: &'a ClusterSpec, machine: &Machin
 pub struct K3s;
 
 impl Distribution for K3s {
+    /// Nothing: the template boots as it is and the node is configured once it answers.
+    async fn deliver_config<Pr: Providers>(
+        &self,
+        _: &Executor<Pr>,
+        _: StepContext<'_>,
+        _: &VmRef,
+        _: &NodeName,
+        _: Role,
+    ) -> Result<Option<String>, ExecuteError> {
+        Ok(None)
+    }
+
     /// Before a VM is cloned: the provisioned datastore must accept the admin, a DSN given
     /// whole its own user.
     async fn preflight<Pr: Providers>(
@@ -212,8 +224,8 @@ impl Distribution for K3s {
         format!("K3s certificates rotated on {count} server(s)")
     }
 
-    fn admin_kubeconfig_read(&self) -> Command {
-        commands::read_kubeconfig()
+    fn admin_kubeconfig_source(&self) -> AdminSource {
+        AdminSource::Node(commands::read_kubeconfig())
     }
 
     /// K3s keeps no kubeadm-config: its servers' kubelets report the release.

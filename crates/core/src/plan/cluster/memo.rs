@@ -39,7 +39,6 @@ impl SpecMemo {
         if let Some((_, specs)) = self.by_version.borrow().iter().find(|(v, _)| *v == version) {
             return Rc::clone(specs);
         }
-        let distribution = spec.kubernetes.distribution;
         let machines = std::iter::once((&spec.control_plane.machine, Role::ControlPlane)).chain(
             spec.workers
                 .iter()
@@ -47,7 +46,7 @@ impl SpecMemo {
         );
         let specs: PoolSpecs = machines
             .map(|(machine, role)| {
-                let machine_spec = MachineSpec::new(machine, version, distribution, role);
+                let machine_spec = MachineSpec::for_cluster(spec, machine, version, role);
                 let hash = machine_spec.spec_hash();
                 (machine_spec, hash)
             })

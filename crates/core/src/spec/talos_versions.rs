@@ -9,7 +9,11 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::spec::values::{KubeVersion, MinorVersion};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::borrow::Cow;
+
+use super::values::{KubeVersion, MinorVersion, string_value};
 
 /// How many Kubernetes minors a Talos release supports, the newest included
 /// (`SupportedKubernetesVersions` in Talos v1.13.9's `constants.go`).
@@ -76,6 +80,13 @@ impl FromStr for TalosVersion {
         }
     }
 }
+
+string_value!(
+    TalosVersion,
+    "TalosVersion",
+    Some(r"^v?[0-9]+\.[0-9]+\.[0-9]+$"),
+    "Talos Linux release, vMAJOR.MINOR.PATCH, e.g. v1.13.9"
+);
 
 /// A Talos release paired with a Kubernetes release it does not run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -11,5 +11,6 @@ mod api;
 mod cidata;
 mod delivery;
 mod python;
+mod reconcile;
 mod secrets;
 mod vm;

@@ -335,7 +335,7 @@ pub fn cluster_status(input: &StatusInput<'_>) -> ClusterStatus {
             conditions::API_AVAILABLE,
             false,
             reasons::NOT_INITIALISED,
-            "kubeadm init has not run",
+            "the first control plane is not initialised yet",
         ),
         Some(cp) if cp.unreachable_since.is_some() => match input.api_down_because {
             Some(why) => condition(

@@ -1,0 +1,121 @@
+//! The daemon builds Talos clusters on the lab from a pushed commit: machine configs delivered
+//! only through the Proxmox API (a cidata ISO per VM, deleted once the machine took it), etcd
+//! bootstrapped once through the Talos API, the admin kubeconfig computed from the bundle and
+//! delivered to Flux, and not one guest-agent command.
+
+use capstan_lab::world::{LabConfig, ProxmoxWorld, WorldStorage, WorldTemplate};
+use capstan_testkit::{FleetYaml, World, kubectl_with};
+
+/// The Talos release of the lab's Talos templates.
+pub const TALOS: &str = "v1.13.9";
+/// The cluster's name.
+pub const CLUSTER: &str = "talos";
+
+/// The default lab with a `local` ISO storage on every node and a Talos template per node.
+pub fn talos_lab() -> LabConfig {
+    let mut proxmox = ProxmoxWorld::default();
+    proxmox
+        .storages
+        .push(WorldStorage::local_directory(&["iso", "vztmpl", "backup"]));
+    let mut templates = proxmox.effective_templates();
+    for (index, node) in proxmox.nodes.iter().enumerate() {
+        templates.push(WorldTemplate {
+            talos: Some(TALOS.into()),
+            tags: vec!["talos".into()],
+            ..WorldTemplate::new(&format!("talos-{TALOS}"), 9400 + index as u32, &node.name)
+        });
+    }
+    proxmox.templates = Some(templates);
+    LabConfig {
+        proxmox,
+        ..LabConfig::default()
+    }
+}
+
+/// `capstan.yaml` whose connection names the ISO storage.
+pub fn fleet() -> String {
+    FleetYaml::new().render().replace(
+        "    tokenId: capstan@pve!reconciler\n",
+        "    tokenId: capstan@pve!reconciler\n    isoStorage: local\n",
+    )
+}
+
+/// Three control planes on Talos's VIP and `workers` workers, at Talos `talos`.
+pub fn cluster(workers: u32, talos: &str) -> String {
+    format!(
+        "apiVersion: capstan.dev/v1alpha1
+kind: Cluster
+metadata: {{name: {CLUSTER}}}
+spec:
+  proxmox: homelab
+  kubernetes: {{distribution: talos, version: 1.36.2}}
+  talos: {{version: {talos}}}
+  endpoint: {{host: k8s-{CLUSTER}.lab.example, address: 192.168.1.66}}
+  network: {{nodes: 192.168.1.0/24, reserved: [\"192.168.1.170-192.168.1.189\"]}}
+  controlPlane:
+    replicas: 3
+    machine: {{template: talos-{TALOS}, cores: 2, memoryMiB: 4096, placement: [pve1, pve2, pve3]}}
+  workers:
+    - pool: general
+      replicas: {workers}
+      machine: {{template: talos-{TALOS}, cores: 2, memoryMiB: 4096, placement: [pve1, pve2, pve3]}}
+  rollout: {{minWorkers: 1, drainTimeout: 4s, joinTimeout: 2m}}
+  delivery:
+    flux: {{cluster: management}}
+"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pushed_talos_cluster_comes_up_ready_through_the_proxmox_and_talos_apis_alone() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut world =
+        World::with_lab(talos_lab(), &fleet(), &[(CLUSTER, cluster(2, TALOS))], true).await;
+    let status = world.start_until_ready(&[CLUSTER]).await;
+    let talos = &status.clusters[CLUSTER];
+    assert_eq!(talos.nodes.len(), 5, "{talos:?}");
+
+    // The stock kubectl, with the kubeconfig delivered to Flux, sees 5 Ready nodes at 1.36.2.
+    let delivered = world.flux_kubeconfig(CLUSTER).expect("delivered to Flux");
+    let file = world.state.path().join("talos-from-flux.kubeconfig");
+    std::fs::write(&file, delivered).expect("write");
+    let nodes = kubectl_with(
+        &file,
+        &[
+            "get",
+            "nodes",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name} {.status.nodeInfo.kubeletVersion} {.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}",
+        ],
+    );
+    let lines: Vec<&str> = nodes.lines().collect();
+    assert_eq!(lines.len(), 5, "{nodes}");
+    assert!(
+        lines.iter().all(|line| line.ends_with(" v1.36.2 True")),
+        "{nodes}"
+    );
+
+    // Every config ISO was deleted, and no VM holds one.
+    let proxmox = world.lab.proxmox();
+    for node in ["pve1", "pve2", "pve3"] {
+        let left: Vec<String> = proxmox
+            .volumes(node)
+            .into_iter()
+            .filter(|v| v.starts_with("local:iso/capstan-"))
+            .collect();
+        assert!(left.is_empty(), "{node} keeps {left:?}");
+    }
+    let exchanges = proxmox.exchanges();
+    let uploads = exchanges
+        .iter()
+        .filter(|e| e.template.ends_with("/upload") && e.status == 200)
+        .count();
+    assert_eq!(uploads, 5, "one ISO per machine");
+    // Not one command through a guest agent: Talos has nothing to execute.
+    let execs: Vec<&str> = exchanges
+        .iter()
+        .filter(|e| e.template.contains("/agent/exec") || e.template.contains("/agent/file-write"))
+        .map(|e| e.template.as_str())
+        .collect();
+    assert!(execs.is_empty(), "{execs:?}");
+}

@@ -179,6 +179,16 @@ impl Cluster {
         self
     }
 
+    /// A Talos cluster at `release` (`v1.13.9`).
+    pub fn with_talos(mut self, release: &str) -> Self {
+        self.spec.kubernetes.distribution = Distribution::Talos;
+        self.spec.talos = Some(crate::spec::TalosSpec {
+            version: release.parse().expect("a Talos release"),
+            installer_image: None,
+        });
+        self
+    }
+
     /// Fences unhealthy machines (`remediation.fence`).
     pub fn with_fencing(mut self) -> Self {
         self.spec.remediation.fence = true;
@@ -226,12 +236,7 @@ impl Cluster {
                 .expect("pool exists");
             (&pool.machine, Role::Worker)
         };
-        MachineSpec::new(
-            machine,
-            self.spec.kubernetes.version,
-            self.spec.kubernetes.distribution,
-            role,
-        )
+        MachineSpec::for_cluster(&self.spec, machine, self.spec.kubernetes.version, role)
     }
 
     /// The `ordinal`-th machine name of a pool at the current spec.

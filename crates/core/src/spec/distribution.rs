@@ -28,6 +28,9 @@ pub struct Capabilities {
     pub init: &'static str,
     /// What undoes a node before its VM shuts down, as reasons name it.
     pub reset: &'static str,
+    /// How a leaving control plane's etcd member goes, as reasons name it (with
+    /// `etcd_quorum`): (alive, dead).
+    pub etcd_leave: (&'static str, &'static str),
     /// What preparing a new machine does, around its version: (before, after).
     prepare: (&'static str, &'static str),
 }
@@ -48,6 +51,10 @@ const KUBEADM: Capabilities = Capabilities {
     admin_server_on_node_loopback: false,
     init: "kubeadm init",
     reset: "kubeadm reset",
+    etcd_leave: (
+        "its etcd member is removed through another control plane",
+        "its etcd member is removed through another control plane",
+    ),
     prepare: ("install CRI-O and Kubernetes ", ""),
 };
 
@@ -59,6 +66,7 @@ const K3S: Capabilities = Capabilities {
     admin_server_on_node_loopback: true,
     init: "start the K3s server",
     reset: "K3s uninstall",
+    etcd_leave: ("", ""),
     prepare: ("check that K3s ", " is in its template"),
 };
 
@@ -69,7 +77,11 @@ const TALOS: Capabilities = Capabilities {
     etcd_quorum: true,
     admin_server_on_node_loopback: false,
     init: "bootstrap etcd through the Talos API",
-    reset: "leave etcd and shut down",
+    reset: "shut down (its etcd member left before)",
+    etcd_leave: (
+        "it leaves etcd through its Talos API (forfeiting leadership first)",
+        "its etcd member is removed by id through a healthy control plane",
+    ),
     prepare: (
         "check that Talos runs its machine config for Kubernetes ",
         "",

@@ -242,6 +242,29 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// What a leaving control plane's etcd member does, and the quorum that stays, for the
+    /// delete step's reason ("; it leaves etcd ...: 3 of 4 members stay, 3 healthy, 2 needed
+    /// for quorum"); empty for a worker or a distribution without etcd.
+    fn etcd_leave(&self, view: &View<'a>, dead: bool) -> String {
+        let capabilities = self.capabilities();
+        if view.role() != Role::ControlPlane || !capabilities.etcd_quorum {
+            return String::new();
+        }
+        let (alive_words, dead_words) = capabilities.etcd_leave;
+        let members: Vec<&View<'a>> = self.control_plane_members().collect();
+        let stay = members.len().saturating_sub(1);
+        let healthy = members
+            .iter()
+            .filter(|m| m.name != view.name && m.is_ready())
+            .count();
+        format!(
+            "; {}: {stay} of {} members stay, {healthy} healthy, {} needed for quorum",
+            if dead { dead_words } else { alive_words },
+            members.len(),
+            stay / 2 + 1
+        )
+    }
+
     /// The next step of one leaving member.
     pub(super) fn remove(&self, out: &mut Outcome, view: &View<'a>) {
         let Some(node) = view.node else { return };
@@ -269,7 +292,8 @@ impl<'a> Ctx<'a> {
         if view.fenced {
             out.push(
                 delete(format!(
-                    "{why}: its replacement is Ready; delete the Node (no drain: it is dead)"
+                    "{why}: its replacement is Ready; delete the Node (no drain: it is dead){}",
+                    self.etcd_leave(view, true)
                 )),
                 Gate::Open,
             );
@@ -301,7 +325,7 @@ impl<'a> Ctx<'a> {
             return;
         };
         if drain.remaining_pods.is_empty() {
-            let step = delete([why.as_str(), ": drained"].concat());
+            let step = delete([why.as_str(), ": drained", &self.etcd_leave(view, false)].concat());
             if role == Role::ControlPlane {
                 out.push_disruptive(step, self.window);
             } else {

@@ -7,6 +7,7 @@ mod predictions;
 mod remediation;
 mod stages;
 mod suspension;
+mod talos;
 
 use super::fixtures::*;
 use super::*;

@@ -145,6 +145,7 @@ async fn a_talos_vm_reports_addresses_and_shuts_down_but_runs_no_command() {
 struct NoClusters;
 
 impl ClusterBackend for NoClusters {
+    fn talos_api(&self, _: std::net::IpAddr, _: Option<std::net::SocketAddr>) {}
     fn create_cluster(&self, request: &NewCluster) -> Result<ClusterAccess, BackendError> {
         Err(BackendError::NoCluster {
             cluster: request.name.clone(),
@@ -192,7 +193,7 @@ fn cidata_for(name: &str, role: MachineRole, bundle: &SecretsBundle) -> Vec<u8> 
 }
 
 /// Uploads `image` as `<name>-cidata.iso` to `local` and puts it in the VM's CD-ROM drive.
-async fn deliver(client: &ProxmoxClient, vm: &VmRef, name: &str, image: &[u8]) {
+pub async fn deliver(client: &ProxmoxClient, vm: &VmRef, name: &str, image: &[u8]) {
     let volume = client
         .upload_iso(&vm.node, "local", &format!("{name}-cidata.iso"), image)
         .await

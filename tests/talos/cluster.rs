@@ -26,11 +26,12 @@ use capstan_lab::lab::ApiAddresses;
 use capstan_lab::nodes::TalosClusterRef;
 use capstan_lab::talos::TALOS_API_PORT;
 use capstan_lab::tls::{AuthorityPem, CertificateAuthority};
-use capstan_lab::world::LabConfig;
 use capstan_testkit::wait;
 use capstan_testkit::world::World;
 
-use crate::vm::{TALOS_VERSION, clone_talos, deliver, talos_world};
+use capstan_testkit::talos::{TALOS_VERSION, talos_lab};
+
+use crate::vm::{clone_talos, deliver};
 
 const CLUSTER: &str = "talos-prod";
 const ENDPOINT_HOST: &str = "k8s-talos-prod.lab.example";
@@ -165,11 +166,7 @@ fn ready_nodes(kubeconfig: &Path) -> Result<Vec<String>, String> {
 // kubectl runs on this thread while the lab serves it: the lab needs threads of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bootstrapped_talos_cluster_serves_kubernetes_and_etcd_with_quorum() {
-    let config = LabConfig {
-        proxmox: talos_world(),
-        ..LabConfig::default()
-    };
-    let world = World::with_lab(config, "", &[], false).await;
+    let world = World::with_lab(talos_lab(), "", &[], false).await;
     let client = proxmox(&world);
     let now = time::OffsetDateTime::now_utc();
     let bundle = generate_bundle(CLUSTER, now).expect("generates");

@@ -104,12 +104,18 @@ impl SimCluster {
             .iter()
             .map(|s| (*s).to_owned())
             .collect();
-        names.extend(spec.endpoint_host.iter().cloned());
+        let mut addresses = vec![IpAddr::V4(Ipv4Addr::LOCALHOST)];
+        // An endpoint that is an address (a Talos VIP) is an IP name, not a DNS one.
+        match spec.endpoint_host.as_deref().map(str::parse::<IpAddr>) {
+            Some(Ok(address)) => addresses.push(address),
+            Some(Err(_)) => names.extend(spec.endpoint_host.iter().cloned()),
+            None => {}
+        }
         let serving = ca
             .issue_server(
                 "kube-apiserver",
                 &names,
-                &[IpAddr::V4(Ipv4Addr::LOCALHOST)],
+                &addresses,
                 now + CERTIFICATE_LIFETIME,
             )
             .map_err(tls)?;

@@ -13,6 +13,8 @@
 //!   machine's member stays (unhealthy) until removed by id.
 //! - While etcd has no quorum the cluster's API server answers 503; it serves again when
 //!   quorum returns.
+//! - The API server reports the oldest kubelet version among the running etcd members (each
+//!   control plane runs its own behind the endpoint).
 //! - A machine keeps its config across restarts (Talos installs it to its disk): the CD-ROM
 //!   is read only until a config was taken.
 //! - A worker's Talos API serves once the OS CA's key is known from a control plane of its
@@ -26,6 +28,7 @@ use super::{GuestSystems, Later};
 use crate::nodes::{ClusterBackend, NewCluster, NewNode};
 use crate::proxmox::{GuestIdentity, PowerEvent};
 use crate::talos::{EtcdChanged, EtcdCluster, OsCa, TALOS_API_PORT, TalosNode, TalosNodeApi};
+use crate::values::KubeVersion;
 use capstan_core::model::{Role, VmId};
 
 /// The most console lines kept per VM (each start adds a few).
@@ -98,6 +101,8 @@ pub(in crate::nodes) struct TalosCluster {
     etcd: EtcdCluster,
     /// The Kubernetes cluster's name, once Bootstrap started its API server.
     kubernetes: Option<String>,
+    /// The version its API server reports.
+    version: Option<KubeVersion>,
     /// Whether the API server was last told its storage is down (etcd without quorum).
     storage_down: bool,
     /// The OS CA with its key, from the first control plane that took its config.
@@ -256,6 +261,7 @@ impl GuestSystems {
         let Some(kubernetes) = cluster.kubernetes.clone() else {
             return;
         };
+        serve_oldest_version(backend, &kubernetes, cluster, &guests);
         let down = !cluster.etcd.has_quorum();
         if down != cluster.storage_down {
             cluster.storage_down = down;
@@ -430,6 +436,7 @@ fn start_api_server(
     let Some(machine) = guest.machine.as_ref() else {
         return;
     };
+    let version = machine.kubernetes_version;
     match api_server(backend, machine) {
         Ok(name) => {
             guest.say(format!(
@@ -437,8 +444,31 @@ fn start_api_server(
                 machine.endpoint
             ));
             cluster.kubernetes = Some(name);
+            cluster.version = version;
         }
         Err(why) => guest.say(format!("[talos] kube-apiserver: {why}")),
+    }
+}
+
+/// Each control plane runs the API server of its own kubelet's version behind the endpoint:
+/// while they differ the lab serves the oldest, so a client sees a new version once every
+/// running member runs it.
+fn serve_oldest_version(
+    backend: &impl ClusterBackend,
+    kubernetes: &str,
+    cluster: &mut TalosCluster,
+    guests: &[(VmId, &mut TalosGuest)],
+) {
+    let oldest = guests
+        .iter()
+        .filter(|(_, g)| g.running && g.etcd == Membership::Member)
+        .filter_map(|(_, g)| g.machine.as_ref()?.kubernetes_version)
+        .min();
+    if let Some(oldest) = oldest
+        && cluster.version != Some(oldest)
+    {
+        cluster.version = Some(oldest);
+        backend.set_version(kubernetes, oldest);
     }
 }
 

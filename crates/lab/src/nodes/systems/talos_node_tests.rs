@@ -14,6 +14,7 @@ struct Recorded {
     ready: Mutex<Vec<(String, bool)>>,
     storage: Mutex<Vec<Option<String>>>,
     apis: Mutex<Vec<(IpAddr, Option<SocketAddr>)>>,
+    versions: Mutex<Vec<String>>,
 }
 
 impl ClusterBackend for Recorded {
@@ -35,7 +36,12 @@ impl ClusterBackend for Recorded {
             .expect("lock")
             .push((node.to_owned(), ready));
     }
-    fn set_version(&self, _: &str, _: KubeVersion) {}
+    fn set_version(&self, _: &str, version: KubeVersion) {
+        self.versions
+            .lock()
+            .expect("lock")
+            .push(version.to_string());
+    }
     fn renew_certificates(&self, cluster: &str) -> Result<ClusterAccess, BackendError> {
         Err(BackendError::NoCluster {
             cluster: cluster.to_owned(),
@@ -207,7 +213,11 @@ async fn bootstrap_starts_the_api_server_members_join_and_quorum_gates_it() {
     );
 
     // Machines booting after Bootstrap: a control plane joins, both register their Nodes.
-    let late_cp = vm(720, "vm-cp-4", cdrom(&cas, "controlplane", "cp-4"));
+    let mut late_cp = vm(720, "vm-cp-4", cdrom(&cas, "controlplane", "cp-4"));
+    let newer = config(&cas, "controlplane", "aaaaaa.0123456789abcdef")
+        .replace("hostname: prod-1", "hostname: cp-4")
+        .replace("kubelet:v1.36.2", "kubelet:v1.37.0");
+    late_cp.media = vec![MediaImage(Arc::new(iso("cidata", &newer)))];
     let late_worker = vm(721, "vm-w-2", cdrom(&cas, "worker", "w-2"));
     systems.talos_power(&backend, &late_cp, PowerEvent::Started);
     systems.talos_power(&backend, &late_worker, PowerEvent::Started);
@@ -220,6 +230,11 @@ async fn bootstrap_starts_the_api_server_members_join_and_quorum_gates_it() {
     assert_eq!(names, ["cp-1", "cp-4"]);
     let registered = backend.nodes.lock().expect("lock").len();
     assert_eq!(registered, 6, "cp-4 and w-2 registered too");
+    // The API server reports the oldest member's version until the old one is gone.
+    assert!(backend.versions.lock().expect("lock").is_empty());
+    etcd.leave("cp-1").expect("leaves");
+    systems.talos_reconcile(&backend, "cluster-id-1", &mut later);
+    assert_eq!(*backend.versions.lock().expect("lock"), ["1.37.0"]);
 }
 
 #[test]

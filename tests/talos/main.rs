@@ -3,12 +3,15 @@
 //! Proxmox API into a VM's CD-ROM drive; the secrets bundle the daemon
 //! generates, its certificates checked by openssl and the machine configs rendered from it by
 //! Talos's published schema; capstan's Talos API client against the lab's Talos API (mutual
-//! TLS gRPC), and third-party Python bindings of the Talos API against the same lab server.
+//! TLS gRPC), and third-party Python bindings of the Talos API against the same lab server;
+//! a 3 + 2 Talos cluster booted in the lab from capstan's ISOs and bootstrapped through
+//! capstan's client, judged by the stock kubectl and etcd's quorum.
 //!
 //! The shared helpers are the test kit's (`capstan_testkit`, crates/testkit).
 
 mod api;
 mod cidata;
+mod cluster;
 mod delivery;
 mod python;
 mod reconcile;

@@ -20,38 +20,12 @@ use capstan_lab::nodes::{
     BackendError, ClusterAccess, ClusterBackend, NewCluster, NewNode, NodeSoftware, NodeTimings,
 };
 use capstan_lab::proxmox::{DefaultShell, GuestSoftware, SimOptions, SimProxmox};
-use capstan_lab::values::{KubeVersion, LabDuration};
-use capstan_lab::world::{ProxmoxWorld, Timings, WorldStorage, WorldTemplate};
+use capstan_lab::values::KubeVersion;
+use capstan_lab::world::ProxmoxWorld;
+use capstan_testkit::talos::{TALOS_TEMPLATE, TALOS_VERSION, talos_world};
 
 const TOKEN_ID: &str = "capstan@pve!talos";
 const SECRET: &str = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
-pub const TALOS_VERSION: &str = "v1.11.5";
-
-/// Fast tasks, a `local` ISO storage and a `talos-1.11` template (VMID 9400) on pve1.
-pub fn talos_world() -> ProxmoxWorld {
-    let ms = LabDuration::millis;
-    let mut world = ProxmoxWorld {
-        timings: Timings {
-            clone: ms(20),
-            config: ms(5),
-            start: ms(10),
-            boot: ms(30),
-            shutdown: ms(10),
-            stop: ms(10),
-            ..Timings::default()
-        },
-        ..ProxmoxWorld::default()
-    };
-    world.storages.push(WorldStorage::local_directory(&["iso"]));
-    let mut templates = world.effective_templates();
-    templates.push(WorldTemplate {
-        talos: Some(TALOS_VERSION.into()),
-        tags: vec!["talos".into()],
-        ..WorldTemplate::new("talos-1.11", 9400, "pve1")
-    });
-    world.templates = Some(templates);
-    world
-}
 
 pub struct Setup {
     pub sim: SimProxmox,
@@ -78,7 +52,7 @@ pub async fn start(world: &ProxmoxWorld, guest: Arc<dyn GuestSoftware>) -> Setup
     Setup { sim, client }
 }
 
-/// Clones `talos-1.11` as `name` (a member of cluster `prod` in `role`).
+/// Clones the Talos template as `name` (a member of cluster `prod` in `role`).
 pub async fn clone_talos(client: &ProxmoxClient, name: &str, role: Role) -> ExpectedVm {
     let ownership = Ownership {
         cluster: "prod".into(),
@@ -92,7 +66,7 @@ pub async fn clone_talos(client: &ProxmoxClient, name: &str, role: Role) -> Expe
         spec_hash: "0123456789ab".into(),
     };
     let request = CloneRequest {
-        template: "talos-1.11".into(),
+        template: TALOS_TEMPLATE.into(),
         target: PveNode::from("pve1"),
         name: NodeName(name.to_owned().into()),
         ownership: ownership.clone(),
@@ -145,6 +119,7 @@ async fn a_talos_vm_reports_addresses_and_shuts_down_but_runs_no_command() {
 struct NoClusters;
 
 impl ClusterBackend for NoClusters {
+    fn talos_api(&self, _: std::net::IpAddr, _: Option<std::net::SocketAddr>) {}
     fn create_cluster(&self, request: &NewCluster) -> Result<ClusterAccess, BackendError> {
         Err(BackendError::NoCluster {
             cluster: request.name.clone(),
@@ -192,7 +167,7 @@ fn cidata_for(name: &str, role: MachineRole, bundle: &SecretsBundle) -> Vec<u8> 
 }
 
 /// Uploads `image` as `<name>-cidata.iso` to `local` and puts it in the VM's CD-ROM drive.
-async fn deliver(client: &ProxmoxClient, vm: &VmRef, name: &str, image: &[u8]) {
+pub async fn deliver(client: &ProxmoxClient, vm: &VmRef, name: &str, image: &[u8]) {
     let volume = client
         .upload_iso(&vm.node, "local", &format!("{name}-cidata.iso"), image)
         .await

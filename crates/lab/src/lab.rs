@@ -7,8 +7,12 @@
 //! {"proxmox": {"url": "https://127.0.0.1:8006", "fingerprint": "AB:...", "tokenId": "capstan@pve!lab", "token": "..."},
 //!  "clusters": {"management": {"kubeconfig": "/abs/state/management.kubeconfig"},
 //!               "prod": {"kubeconfig": "/abs/state/prod.kubeconfig",
-//!                        "endpoint": "k8s-prod.lab.example:6443", "address": "127.0.0.1:41234"}}}
+//!                        "endpoint": "k8s-prod.lab.example:6443", "address": "127.0.0.1:41234"}},
+//!  "talosApis": {"10.20.0.51:50000": "127.0.0.1:41301"}}
 //! ```
+//!
+//! `talosApis` (only when a Talos node serves) maps each Talos node's API, at the node's
+//! address as its guest agent reports it and Talos's port, to where the lab serves it.
 //!
 //! # Invariants
 //! - Every part of a lab shares one [`LabClock`].
@@ -28,13 +32,17 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-pub use backend::{CLUSTER_CONFIGURATION_KEY, CredentialsHook, KUBEADM_CONFIG, LabBackend};
+pub use backend::{
+    CLUSTER_CONFIGURATION_KEY, CredentialsHook, KUBEADM_CONFIG, LabBackend, TalosApisHook,
+};
 
-use super::kube::{KubeLab, SimKubeError};
-use super::nodes::{NodeSoftware, NodeTimings};
+use super::kube::{KubeLab, SimCluster, SimKubeError};
+use super::nodes::{NodeSoftware, NodeTimings, TalosClusterRef};
 use super::proxmox::{FaultHandle, GuestSoftware, SimError, SimHandle, SimOptions, SimProxmox};
+use super::talos::{EtcdCluster, TalosApis};
 use super::world::{LabConfig, WorldError};
 use crate::clock::LabClock;
+use capstan_core::model::VmId;
 use state::StateFiles;
 
 /// The API token id the lab accepts.
@@ -122,6 +130,9 @@ pub struct LabFile {
     /// Simulated Kubernetes clusters by name.
     #[serde(default)]
     pub clusters: BTreeMap<String, LabCluster>,
+    /// The Talos APIs the lab's Talos nodes serve: `<node address>:50000` → where.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub talos_apis: BTreeMap<String, SocketAddr>,
 }
 
 /// How to reach the simulated Proxmox.
@@ -152,18 +163,19 @@ pub struct LabCluster {
     pub address: Option<SocketAddr>,
 }
 
-/// Where the lab serves each cluster's API endpoint: `host:port` → a loopback address of its
-/// own, as curl's `--resolve` maps a name. A lab's clusters cannot listen on their declared
+/// Where the lab serves each cluster's API endpoint, and each Talos node's Talos API:
+/// `host:port` → a loopback address of its own, as curl's `--resolve` maps a name. A lab's clusters cannot listen on their declared
 /// endpoints (`k8s-prod.lab.example:6443` resolves nowhere), so capstan, told by the operator
 /// that it runs against a lab, dials the address given here and still verifies the server's
 /// certificate for the endpoint's host name. Clusters `kubeadm init` creates later are found
-/// too (a live view of an in-process lab).
+/// too (a live view of an in-process lab). A Talos node's API is found by the node's address
+/// (as its guest agent reports it) and port 50000.
 #[derive(Clone)]
 pub struct ApiAddresses(Addresses);
 
 #[derive(Clone)]
 enum Addresses {
-    Live(Arc<KubeLab>),
+    Live(Arc<KubeLab>, TalosApis),
     Listed(LabFile),
     StateFile(PathBuf),
 }
@@ -184,7 +196,9 @@ impl ApiAddresses {
     /// Where the lab serves the API endpoint `host:port`, if it does.
     pub fn resolve(&self, host: &str, port: u16) -> Option<SocketAddr> {
         match &self.0 {
-            Addresses::Live(kube) => kube.api_address(host, port),
+            Addresses::Live(kube, talos) => kube
+                .api_address(host, port)
+                .or_else(|| talos.resolve(host, port)),
             Addresses::Listed(file) => listed(file, host, port),
             Addresses::StateFile(path) => {
                 let read = std::fs::read_to_string(path)
@@ -202,19 +216,33 @@ impl ApiAddresses {
 /// The address `file` lists for the endpoint `host:port`.
 fn listed(file: &LabFile, host: &str, port: u16) -> Option<SocketAddr> {
     let endpoint = format!("{host}:{port}");
-    file.clusters.values().find_map(|cluster| {
+    let cluster = file.clusters.values().find_map(|cluster| {
         cluster
             .endpoint
             .as_deref()
             .filter(|listed| listed.eq_ignore_ascii_case(&endpoint))
             .and(cluster.address)
+    });
+    cluster.or_else(|| {
+        let node: IpAddr = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse()
+            .ok()?;
+        file.talos_apis
+            .get(&SocketAddr::new(node, port).to_string())
+            .copied()
     })
 }
 
 impl std::fmt::Debug for ApiAddresses {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.0 {
-            Addresses::Live(kube) => f.debug_tuple("Live").field(&kube.names()).finish(),
+            Addresses::Live(kube, talos) => f
+                .debug_tuple("Live")
+                .field(&kube.names())
+                .field(&talos.listed())
+                .finish(),
             Addresses::Listed(file) => f.debug_tuple("Listed").field(&file.clusters).finish(),
             Addresses::StateFile(path) => f.debug_tuple("StateFile").field(path).finish(),
         }
@@ -226,6 +254,7 @@ pub struct Lab {
     proxmox: SimProxmox,
     kube: Arc<KubeLab>,
     nodes: Option<NodeSoftware<LabBackend>>,
+    talos_apis: TalosApis,
     clock: LabClock,
     state: Arc<StateFiles>,
 }
@@ -257,14 +286,22 @@ impl Lab {
                 .await
                 .map_err(LabError::Clusters)?,
         );
+        let talos_apis = TalosApis::default();
         let state = Arc::new(StateFiles::new(
             options.state_dir.as_deref(),
             Arc::clone(&kube),
+            talos_apis.clone(),
         ));
         let (guest, nodes): (Arc<dyn GuestSoftware>, _) = match options.guest {
             LabGuest::Nodes => {
+                let rewrite = rewrite_state(Arc::clone(&state));
+                let on_credentials = Arc::clone(&rewrite);
                 let backend = LabBackend::new(Arc::clone(&kube))
-                    .on_credentials_change(rewrite_state(Arc::clone(&state)));
+                    .with_talos_apis(talos_apis.clone())
+                    .on_credentials_change(Arc::new(move |cluster: &SimCluster| {
+                        on_credentials(Some(cluster));
+                    }))
+                    .on_talos_apis_change(Arc::new(move || rewrite(None)));
                 let nodes = NodeSoftware::new(
                     backend,
                     clock.clone(),
@@ -294,6 +331,7 @@ impl Lab {
             proxmox,
             kube,
             nodes,
+            talos_apis,
             clock,
             state,
         })
@@ -393,7 +431,21 @@ impl Lab {
 
     /// Where the lab serves each cluster's API endpoint, including clusters created later.
     pub fn api_addresses(&self) -> ApiAddresses {
-        ApiAddresses(Addresses::Live(Arc::clone(&self.kube)))
+        ApiAddresses(Addresses::Live(
+            Arc::clone(&self.kube),
+            self.talos_apis.clone(),
+        ))
+    }
+
+    /// The simulated etcd of a Talos cluster (a handle a test may sample as often as it
+    /// likes), once a machine of it runs in the lab's own node software.
+    pub fn talos_etcd(&self, cluster: TalosClusterRef<'_>) -> Option<EtcdCluster> {
+        self.nodes.as_ref()?.talos_etcd(cluster)
+    }
+
+    /// Where the Talos API of Talos VM `vmid` is served, while it runs a machine.
+    pub fn talos_api_address(&self, vmid: VmId) -> Option<SocketAddr> {
+        self.nodes.as_ref()?.talos_api_address(vmid)
     }
 
     /// A cluster's admin kubeconfig file in the state directory (what `lab.json` lists), when
@@ -442,12 +494,16 @@ impl Lab {
     }
 }
 
-/// The backend's hook: after a cluster's credentials change, rewrite the state files.
-fn rewrite_state(state: Arc<StateFiles>) -> CredentialsHook {
+/// Rewrites the state files after a change (of the cluster given, if one).
+type StateHook = Arc<dyn Fn(Option<&SimCluster>) + Send + Sync>;
+
+/// The backend's hooks: after a cluster's credentials change (the cluster given), or a Talos
+/// API starts or stops (none given), rewrite the state files.
+fn rewrite_state(state: Arc<StateFiles>) -> StateHook {
     Arc::new(move |cluster| {
         if let Err(err) = state.sync() {
             tracing::warn!(
-                cluster = cluster.name(),
+                cluster = cluster.map(SimCluster::name),
                 error = %capstan_core::errors::error_chain(&err),
                 "lab state files not rewritten"
             );

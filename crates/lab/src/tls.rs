@@ -30,6 +30,28 @@ pub enum TlsError {
         #[source]
         source: rcgen::Error,
     },
+    /// A certificate authority handed in (a Talos machine config's `cluster.ca`) is unusable.
+    #[error("the given certificate authority is unusable: {why}")]
+    Authority {
+        /// What is wrong with it (no secret).
+        why: &'static str,
+    },
+}
+
+/// A certificate authority's certificate and private key, PEM, handed to the lab (a Talos
+/// cluster's Kubernetes CA, from its machine config) instead of one the lab makes.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AuthorityPem {
+    /// The CA certificate.
+    pub certificate_pem: String,
+    /// Its key: PKCS#8 (`PRIVATE KEY`) or SEC1 P-256 (`EC PRIVATE KEY`, as Talos writes it).
+    pub key_pem: String,
+}
+
+impl std::fmt::Debug for AuthorityPem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthorityPem").finish_non_exhaustive()
+    }
 }
 
 /// A certificate and its private key, in PEM and DER.
@@ -66,8 +88,7 @@ impl std::fmt::Debug for Identity {
 
 /// A certificate authority that signs serving and client certificates.
 pub struct CertificateAuthority {
-    params: CertificateParams,
-    key: KeyPair,
+    issuer: Issuer<'static, KeyPair>,
     identity: Identity,
 }
 
@@ -100,10 +121,47 @@ impl CertificateAuthority {
         let cert = params.self_signed(&key).map_err(wrap)?;
         let identity = identity(cert, &key, not_after);
         Ok(CertificateAuthority {
-            params,
-            key,
+            issuer: Issuer::new(params, key),
             identity,
         })
+    }
+
+    /// The CA `authority` holds, signing with its key from now on.
+    ///
+    /// # Errors
+    /// [`TlsError::Authority`] when the certificate or key does not parse, the key is of
+    /// another kind, or it is not the certificate's key.
+    pub fn from_pem(authority: &AuthorityPem) -> Result<Self, TlsError> {
+        let refuse = |why| TlsError::Authority { why };
+        let key_der = pkcs8_der(&authority.key_pem)
+            .ok_or(refuse("its key is no PKCS#8 or SEC1 P-256 PEM key"))?;
+        let key = KeyPair::try_from(&rustls::pki_types::PrivatePkcs8KeyDer::from(key_der))
+            .map_err(|_| refuse("its key does not load"))?;
+        let (_, pem) = x509_parser::pem::parse_x509_pem(authority.certificate_pem.as_bytes())
+            .map_err(|_| refuse("its certificate is no PEM"))?;
+        let certificate = pem
+            .parse_x509()
+            .map_err(|_| refuse("its certificate does not parse"))?;
+        {
+            use rcgen::PublicKeyData as _;
+            if certificate.public_key().subject_public_key.data.as_ref() != key.der_bytes() {
+                return Err(refuse("its key is not the certificate's"));
+            }
+        }
+        let not_after = Timestamp::from_second(certificate.validity().not_after.timestamp())
+            .map_err(|_| refuse("its certificate's expiry is out of range"))?;
+        let identity = Identity {
+            cert_pem: authority.certificate_pem.clone(),
+            key_pem: key.serialize_pem(),
+            cert_der: pem.contents.clone(),
+            key_der: key.serialize_der(),
+            not_after,
+        };
+        // The issuer named, and its key identified, exactly as the certificate has them, so
+        // what it signs chains to it.
+        let issuer = Issuer::from_ca_cert_pem(&authority.certificate_pem, key)
+            .map_err(|_| refuse("its certificate does not parse"))?;
+        Ok(CertificateAuthority { issuer, identity })
     }
 
     /// The CA's own certificate (what clients trust).
@@ -163,8 +221,7 @@ impl CertificateAuthority {
             source,
         };
         let key = KeyPair::generate().map_err(wrap)?;
-        let issuer = Issuer::from_params(&self.params, &self.key);
-        let cert = params.signed_by(&key, &issuer).map_err(wrap)?;
+        let cert = params.signed_by(&key, &self.issuer).map_err(wrap)?;
         Ok(identity(cert, &key, not_after))
     }
 }
@@ -189,6 +246,21 @@ pub fn self_signed_server(
     let key = KeyPair::generate().map_err(wrap)?;
     let cert = params.self_signed(&key).map_err(wrap)?;
     Ok(identity(cert, &key, not_after))
+}
+
+/// The PKCS#8 DER of a PEM private key: PKCS#8 as is (Talos's `ED25519 PRIVATE KEY` label
+/// wraps PKCS#8 too), SEC1 P-256 re-encoded (what rcgen and ring load).
+fn pkcs8_der(key_pem: &str) -> Option<Vec<u8>> {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(key_pem.as_bytes()).ok()?;
+    match pem.label.as_str() {
+        "PRIVATE KEY" | "ED25519 PRIVATE KEY" => Some(pem.contents),
+        "EC PRIVATE KEY" => {
+            use p256::pkcs8::EncodePrivateKey as _;
+            let key = p256::SecretKey::from_sec1_der(&pem.contents).ok()?;
+            Some(key.to_pkcs8_der().ok()?.as_bytes().to_vec())
+        }
+        _ => None,
+    }
 }
 
 fn base_params(
@@ -263,6 +335,74 @@ mod tests {
             cert.validity().not_after.timestamp(),
             admin.not_after.as_second()
         );
+    }
+
+    fn pem_of(label: &str, der: &[u8]) -> String {
+        use base64::Engine as _;
+        let body = base64::engine::general_purpose::STANDARD.encode(der);
+        let lines: Vec<&str> = body
+            .as_bytes()
+            .chunks(64)
+            .map(|c| std::str::from_utf8(c).expect("ascii"))
+            .collect();
+        format!(
+            "-----BEGIN {label}-----\n{}\n-----END {label}-----\n",
+            lines.join("\n")
+        )
+    }
+
+    /// A P-256 CA as Talos's secrets hold it: the certificate, and the key as SEC1.
+    fn talos_style_ca() -> (rcgen::Certificate, String) {
+        use p256::pkcs8::DecodePrivateKey as _;
+        let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
+        let mut params = base_params("prod Kubernetes CA", &["kubernetes"], in_a_year());
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let certificate = params.self_signed(&key).expect("self-signed");
+        let secret = p256::SecretKey::from_pkcs8_der(&key.serialize_der()).expect("P-256");
+        let sec1 = secret.to_sec1_der().expect("SEC1");
+        (certificate, pem_of("EC PRIVATE KEY", &sec1))
+    }
+
+    #[test]
+    fn a_given_ca_with_a_sec1_key_signs_certificates_that_chain_to_it() {
+        let (certificate, key_pem) = talos_style_ca();
+        let ca = CertificateAuthority::from_pem(&AuthorityPem {
+            certificate_pem: certificate.pem(),
+            key_pem,
+        })
+        .expect("loads");
+        assert_eq!(ca.identity().cert_pem, certificate.pem());
+        let admin = ca
+            .issue_client("admin", &["system:masters"], in_a_year())
+            .expect("issues");
+        let (_, leaf) = x509_parser::parse_x509_certificate(&admin.cert_der).expect("parse");
+        let (_, root) = x509_parser::parse_x509_certificate(certificate.der()).expect("parse");
+        assert_eq!(leaf.issuer().as_raw(), root.subject().as_raw());
+        leaf.verify_signature(Some(root.public_key()))
+            .expect("signed by the given CA");
+
+        let (_, other_key) = talos_style_ca();
+        let mismatched = CertificateAuthority::from_pem(&AuthorityPem {
+            certificate_pem: certificate.pem(),
+            key_pem: other_key.clone(),
+        })
+        .expect_err("another key");
+        assert_eq!(
+            mismatched.to_string(),
+            "the given certificate authority is unusable: its key is not the certificate's"
+        );
+        let shown = format!(
+            "{:?}",
+            AuthorityPem {
+                certificate_pem: certificate.pem(),
+                key_pem: other_key,
+            }
+        );
+        assert!(!shown.contains("PRIVATE"), "{shown}");
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //!   (and core's typed fixtures, [`fixtures`]).
 //! - [`wait`]: polling with a deadline, naming what was awaited; [`judge`]: third-party
 //!   programs as judges, skipped (or required in CI) in the name of the running test.
-//! - [`mariadb`]: a real MariaDB for K3s datastores.
+//! - [`mariadb`]: a real MariaDB for K3s datastores; [`talos`]: a lab with a Talos template
+//!   and an ISO storage.
 
 pub mod announced;
 pub mod cli;
@@ -19,6 +20,7 @@ pub mod git;
 pub mod judge;
 pub mod mariadb;
 pub mod process;
+pub mod talos;
 pub mod timeline;
 pub mod wait;
 pub mod world;

@@ -24,7 +24,7 @@ use super::store::{Key, rfc3339};
 use super::{SimKubeError, api};
 use crate::clock::{Clock as _, LabClock};
 use crate::serve::HttpsServer;
-use crate::tls::{CertificateAuthority, Identity};
+use crate::tls::{AuthorityPem, CertificateAuthority, Identity};
 use capstan_core::model::Role;
 
 /// How long kubeadm's client and serving certificates last.
@@ -50,6 +50,9 @@ pub struct NewCluster {
     /// The endpoint's port (with `endpoint_host`, what [`super::KubeLab::api_address`] maps
     /// to this server's own loopback address).
     pub endpoint_port: u16,
+    /// The cluster's CA (a Talos cluster's, from its machine config); `None`: a new one, as
+    /// `kubeadm init` makes.
+    pub authority: Option<AuthorityPem>,
 }
 
 /// A running simulated cluster.
@@ -92,17 +95,27 @@ impl SimCluster {
             cluster: spec.name.clone(),
             source,
         };
-        let ca = CertificateAuthority::new("kubernetes", now + CA_LIFETIME).map_err(tls)?;
+        let ca = match &spec.authority {
+            Some(authority) => CertificateAuthority::from_pem(authority),
+            None => CertificateAuthority::new("kubernetes", now + CA_LIFETIME),
+        }
+        .map_err(tls)?;
         let mut names: Vec<String> = ["localhost", "kubernetes", "kubernetes.default"]
             .iter()
             .map(|s| (*s).to_owned())
             .collect();
-        names.extend(spec.endpoint_host.iter().cloned());
+        let mut addresses = vec![IpAddr::V4(Ipv4Addr::LOCALHOST)];
+        // An endpoint that is an address (a Talos VIP) is an IP name, not a DNS one.
+        match spec.endpoint_host.as_deref().map(str::parse::<IpAddr>) {
+            Some(Ok(address)) => addresses.push(address),
+            Some(Err(_)) => names.extend(spec.endpoint_host.iter().cloned()),
+            None => {}
+        }
         let serving = ca
             .issue_server(
                 "kube-apiserver",
                 &names,
-                &[IpAddr::V4(Ipv4Addr::LOCALHOST)],
+                &addresses,
                 now + CERTIFICATE_LIFETIME,
             )
             .map_err(tls)?;

@@ -140,6 +140,7 @@ impl KubeLab {
                 version: config.version.clone(),
                 endpoint_host: config.endpoint_host.clone(),
                 endpoint_port: config.endpoint_port,
+                authority: None,
             })
             .await?;
         for node in &config.nodes {

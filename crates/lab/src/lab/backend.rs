@@ -11,12 +11,14 @@
 //! - The credentials hook runs after every change of a cluster's admin credentials (creation,
 //!   renewal), so `lab.json` and the kubeconfig files next to it stay current.
 
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
 use crate::kube::{self, KubeLab, SimCluster, SimNodeConfig};
 use crate::nodes::{BackendError, ClusterAccess, ClusterBackend, NewCluster, NewNode};
+use crate::talos::TalosApis;
 use crate::values::KubeVersion;
 use capstan_core::model::Role;
 
@@ -30,11 +32,16 @@ const KUBE_SYSTEM: &str = "kube-system";
 /// certificates were renewed).
 pub type CredentialsHook = Arc<dyn Fn(&SimCluster) + Send + Sync>;
 
+/// Called after a Talos API started or stopped serving (what `lab.json` lists changed).
+pub type TalosApisHook = Arc<dyn Fn() + Send + Sync>;
+
 /// [`ClusterBackend`] over the lab's simulated API servers.
 #[derive(Clone)]
 pub struct LabBackend {
     kube: Arc<KubeLab>,
     on_credentials: Option<CredentialsHook>,
+    talos_apis: TalosApis,
+    on_talos_apis: Option<TalosApisHook>,
 }
 
 impl std::fmt::Debug for LabBackend {
@@ -42,6 +49,7 @@ impl std::fmt::Debug for LabBackend {
         f.debug_struct("LabBackend")
             .field("clusters", &self.kube.names())
             .field("hook", &self.on_credentials.is_some())
+            .field("talos_apis", &self.talos_apis.listed())
             .finish()
     }
 }
@@ -52,7 +60,28 @@ impl LabBackend {
         LabBackend {
             kube,
             on_credentials: None,
+            talos_apis: TalosApis::default(),
+            on_talos_apis: None,
         }
+    }
+
+    /// Lists the Talos APIs in `apis` (shared with whoever resolves them).
+    #[must_use]
+    pub fn with_talos_apis(mut self, apis: TalosApis) -> Self {
+        self.talos_apis = apis;
+        self
+    }
+
+    /// Calls `hook` whenever a Talos API starts or stops serving.
+    #[must_use]
+    pub fn on_talos_apis_change(mut self, hook: TalosApisHook) -> Self {
+        self.on_talos_apis = Some(hook);
+        self
+    }
+
+    /// Where the Talos APIs of the lab's Talos nodes are served.
+    pub fn talos_apis(&self) -> &TalosApis {
+        &self.talos_apis
     }
 
     /// Calls `hook` whenever a cluster's admin credentials change.
@@ -112,9 +141,10 @@ impl ClusterBackend for LabBackend {
             version: request.version.to_string(),
             endpoint_host: Some(request.endpoint_host.clone()),
             endpoint_port: request.endpoint_port,
+            authority: request.authority.clone(),
         })?;
         if request.cluster_configuration.is_empty() {
-            // K3s has no kubeadm configuration to upload.
+            // K3s and Talos have no kubeadm configuration to upload.
             tracing::info!(cluster = %request.name, url = %cluster.url(), "simulated cluster created");
             self.credentials_changed(&cluster);
             return Ok(LabBackend::access(&cluster));
@@ -168,9 +198,10 @@ impl ClusterBackend for LabBackend {
         sim.set_version(&version.to_string());
         let Some(mut config_map) = sim.object("configmaps", Some(KUBE_SYSTEM), KUBEADM_CONFIG)
         else {
-            tracing::warn!(
+            // K3s and Talos clusters have none; only `/version` moves.
+            tracing::info!(
                 cluster,
-                "kube-system/kubeadm-config is missing: not updated"
+                "no kube-system/kubeadm-config: only /version moved"
             );
             return;
         };
@@ -195,6 +226,14 @@ impl ClusterBackend for LabBackend {
                 sim.set_storage_unavailable(reason);
             }
             Err(_) => tracing::debug!(cluster, "storage change for a cluster that is gone"),
+        }
+    }
+
+    fn talos_api(&self, node: IpAddr, served: Option<SocketAddr>) {
+        tracing::info!(%node, served = ?served, "lab Talos API");
+        self.talos_apis.set(node, served);
+        if let Some(hook) = &self.on_talos_apis {
+            hook();
         }
     }
 
@@ -235,6 +274,7 @@ mod tests {
             endpoint_port: 6443,
             version: "1.36.2".parse().expect("version"),
             cluster_configuration: "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: v1.36.2\ncontrolPlaneEndpoint: k8s-prod.lab.example:6443\n".into(),
+            authority: None,
         }
     }
 

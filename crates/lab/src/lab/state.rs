@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{LAB_FILE, LabCluster, LabError, LabFile, LabProxmox};
 use crate::kube::{KubeLab, SimCluster};
+use crate::talos::TalosApis;
 
 /// Where a lab keeps its state, and what it writes there.
 #[derive(Debug)]
@@ -21,6 +22,7 @@ pub(super) struct StateFiles {
     dir: Option<PathBuf>,
     lab_json: Option<PathBuf>,
     kube: Arc<KubeLab>,
+    talos_apis: TalosApis,
     /// The Proxmox half of `lab.json`, known once the simulated Proxmox serves. The lock also
     /// serialises writers.
     proxmox: Mutex<Option<LabProxmox>>,
@@ -29,12 +31,13 @@ pub(super) struct StateFiles {
 impl StateFiles {
     /// State files in `dir` (made absolute, so `lab.json`'s paths work from anywhere), or
     /// none.
-    pub(super) fn new(dir: Option<&Path>, kube: Arc<KubeLab>) -> Self {
+    pub(super) fn new(dir: Option<&Path>, kube: Arc<KubeLab>, talos_apis: TalosApis) -> Self {
         let dir = dir.map(|dir| std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned()));
         StateFiles {
             lab_json: dir.as_ref().map(|dir| dir.join(LAB_FILE)),
             dir,
             kube,
+            talos_apis,
             proxmox: Mutex::new(None),
         }
     }
@@ -77,6 +80,7 @@ impl StateFiles {
         Some(LabFile {
             proxmox,
             clusters: self.clusters(),
+            talos_apis: self.talos_apis.listed(),
         })
     }
 
@@ -104,7 +108,11 @@ impl StateFiles {
             clusters.insert(name, lab_cluster(&cluster, path));
         }
         if let Some(proxmox) = proxmox.clone() {
-            let file = LabFile { proxmox, clusters };
+            let file = LabFile {
+                proxmox,
+                clusters,
+                talos_apis: self.talos_apis.listed(),
+            };
             write_private(&dir.join(LAB_FILE), &lab_json(&file))?;
         }
         Ok(())
@@ -173,7 +181,11 @@ mod tests {
                 .await
                 .expect("kube"),
         );
-        let state = StateFiles::new(Some(&dir.path().join("state")), Arc::clone(&kube));
+        let state = StateFiles::new(
+            Some(&dir.path().join("state")),
+            Arc::clone(&kube),
+            TalosApis::default(),
+        );
         state.sync().expect("kubeconfigs only");
         let kubeconfig = dir.path().join("state/management.kubeconfig");
         assert!(kubeconfig.exists());
@@ -212,7 +224,7 @@ mod tests {
                 .await
                 .expect("kube"),
         );
-        let state = StateFiles::new(None, kube);
+        let state = StateFiles::new(None, kube, TalosApis::default());
         state.set_proxmox(proxmox());
         state.sync().expect("nothing to do");
         assert_eq!(state.kubeconfig_path("management"), None);

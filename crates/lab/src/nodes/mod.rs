@@ -15,6 +15,7 @@ pub mod paths;
 mod systems;
 
 pub use systems::talos::{TalosBootError, TalosMachine};
+pub use systems::talos_node::TalosClusterRef;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -42,8 +43,11 @@ pub struct NewCluster {
     pub version: KubeVersion,
     /// The `ClusterConfiguration` document as `kubeadm init` read it: real kubeadm stores it
     /// in the `kube-system/kubeadm-config` ConfigMap (key `ClusterConfiguration`), where
-    /// capstan reads the endpoint and version back.
+    /// capstan reads the endpoint and version back. Empty: none to store (K3s, Talos).
     pub cluster_configuration: String,
+    /// The cluster's CA, when the node software brings its own (Talos's machine config holds
+    /// it); `None`: the API server makes one, as `kubeadm init` does.
+    pub authority: Option<crate::tls::AuthorityPem>,
 }
 
 /// What a simulated cluster hands its control planes.
@@ -123,6 +127,9 @@ pub trait ClusterBackend: Send + Sync + 'static {
     /// The cluster's storage stopped answering (`Some(reason)`: its API answers 503 with it)
     /// or answers again (`None`), as a K3s server's kine sees its datastore.
     fn set_storage_unavailable(&self, cluster: &str, reason: Option<String>);
+    /// The Talos API of the node at `node` (its address, as its guest agent reports it) is
+    /// served at `served`, a loopback address, from now on; `None`: no longer served.
+    fn talos_api(&self, node: IpAddr, served: Option<std::net::SocketAddr>);
 }
 
 /// How long node operations take in the lab (short defaults: a cluster comes up in seconds).
@@ -184,15 +191,30 @@ struct Shared<B> {
 impl<B: ClusterBackend> NodeSoftware<B> {
     /// Node software over `backend`, on the lab's `clock`.
     pub fn new(backend: B, clock: LabClock, timings: NodeTimings) -> Self {
-        NodeSoftware {
-            shared: Arc::new(Shared {
+        let shared = Arc::new_cyclic(|weak: &std::sync::Weak<Shared<B>>| {
+            let weak = weak.clone();
+            // A Talos API changed its cluster's etcd (outside our lock): the cluster reacts.
+            let hook = systems::talos_node::TalosHook(Arc::new(move |cluster_id: &str| {
+                let Some(shared) = weak.upgrade() else {
+                    return;
+                };
+                let mut later = Vec::new();
+                lock(&shared.world).talos_reconcile(&shared.backend, cluster_id, &mut later);
+                later
+                    .into_iter()
+                    .for_each(|effect| schedule(&shared, effect));
+            }));
+            let mut world = systems::GuestSystems::default();
+            world.talos_hook = Some(hook);
+            Shared {
                 backend,
                 clock,
                 timings,
-                world: Mutex::new(systems::GuestSystems::default()),
+                world: Mutex::new(world),
                 slowed: Mutex::default(),
-            }),
-        }
+            }
+        });
+        NodeSoftware { shared }
     }
 
     /// From now on, the slow commands (prepare script, kubeadm init/join/upgrade) of the VMs
@@ -306,6 +328,18 @@ impl<B: ClusterBackend> NodeSoftware<B> {
         self.world().talos_machine(vmid)
     }
 
+    /// Where the Talos API of Talos VM `vmid` is served (a loopback address), while it runs a
+    /// machine and the API serves.
+    pub fn talos_api_address(&self, vmid: VmId) -> Option<std::net::SocketAddr> {
+        self.world().talos_api_address(vmid)
+    }
+
+    /// The simulated etcd of a Talos cluster (a handle: read its members as often as needed),
+    /// once a machine of it runs.
+    pub fn talos_etcd(&self, cluster: TalosClusterRef<'_>) -> Option<crate::talos::EtcdCluster> {
+        self.world().talos_etcd(cluster)
+    }
+
     /// Reacts to a power change: kubelets stop with their VM and come back with it; a Talos
     /// VM reads its machine config at start.
     pub fn power(&self, vm: &GuestIdentity, event: PowerEvent) {
@@ -409,22 +443,11 @@ impl<B: ClusterBackend> NodeSoftware<B> {
     }
 
     fn world(&self) -> std::sync::MutexGuard<'_, systems::GuestSystems> {
-        self.shared
-            .world
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.shared.world)
     }
 
     fn schedule(&self, effect: systems::Later) {
-        let shared = Arc::clone(&self.shared);
-        tokio::spawn(async move {
-            tokio::time::sleep(shared.timings.node_ready_after).await;
-            let world = shared
-                .world
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            world.apply_later(&shared.backend, &effect);
-        });
+        schedule(&self.shared, effect);
     }
 
     /// The clusters `kubeadm init` created, by name, with their endpoint (`HOST:PORT`).
@@ -456,6 +479,22 @@ impl<B: ClusterBackend> GuestSoftware for NodeSoftware<B> {
     fn power_event(&self, guest: &GuestIdentity, event: PowerEvent) {
         self.power(guest, event);
     }
+}
+
+/// The node software's state, whatever a panic left in it (plain data).
+fn lock(world: &Mutex<systems::GuestSystems>) -> std::sync::MutexGuard<'_, systems::GuestSystems> {
+    world
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Applies `effect` after the lab's delay for a kubelet to turn Ready.
+fn schedule<B: ClusterBackend>(shared: &Arc<Shared<B>>, effect: systems::Later) {
+    let shared = Arc::clone(shared);
+    tokio::spawn(async move {
+        tokio::time::sleep(shared.timings.node_ready_after).await;
+        lock(&shared.world).apply_later(&shared.backend, &effect);
+    });
 }
 
 /// The mode QEMU's guest agent gives a file `guest-file-open` creates (qga's

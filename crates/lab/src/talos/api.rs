@@ -106,6 +106,11 @@ pub enum TalosApiError {
     },
 }
 
+/// Called after a node's Talos API changed its cluster's etcd (a Bootstrap, a member leaving
+/// or removed), outside every lock of the API: the lab's Talos machines react to it (the
+/// cluster's API server starts, members join, quorum is read again).
+pub type EtcdChanged = Arc<dyn Fn() + Send + Sync>;
+
 /// A running Talos API; dropping it stops it.
 #[derive(Debug)]
 pub struct TalosNodeApi {
@@ -125,21 +130,40 @@ impl TalosNodeApi {
         node: TalosNode,
         etcd: EtcdCluster,
     ) -> Result<Self, TalosApiError> {
+        Self::start_now(os_ca, node, etcd, None)
+    }
+
+    /// [`TalosNodeApi::start`] for synchronous code inside a Tokio runtime (a Talos VM starts
+    /// while the lab's node software holds its lock): binding a loopback port does not wait,
+    /// and the server is spawned on the current runtime. `on_change` is called after each
+    /// call that changed the etcd.
+    ///
+    /// # Errors
+    /// [`TalosApiError`] when the CA does not parse, the port cannot be bound, or there is no
+    /// Tokio runtime.
+    pub fn start_now(
+        os_ca: &OsCa,
+        node: TalosNode,
+        etcd: EtcdCluster,
+        on_change: Option<EtcdChanged>,
+    ) -> Result<Self, TalosApiError> {
+        let bind = |source| TalosApiError::Bind {
+            node: node.hostname.clone(),
+            source,
+        };
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| bind(io::Error::other("no Tokio runtime to serve on")))?;
         let config = tls_config(os_ca, &node)?;
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .await
-            .map_err(|source| TalosApiError::Bind {
-                node: node.hostname.clone(),
-                source,
-            })?;
-        let address = listener
-            .local_addr()
-            .map_err(|source| TalosApiError::Bind {
-                node: node.hostname.clone(),
-                source,
-            })?;
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(bind)?;
+        listener.set_nonblocking(true).map_err(bind)?;
+        let address = listener.local_addr().map_err(bind)?;
+        let listener = {
+            // `from_std` registers the socket with the runtime's reactor.
+            let _entered = runtime.enter();
+            TcpListener::from_std(listener).map_err(bind)?
+        };
         let (connections, incoming) = mpsc::channel::<AuthenticatedStream>(16);
-        let accept = tokio::spawn(accept_loop(
+        let accept = runtime.spawn(accept_loop(
             listener,
             TlsAcceptor::from(config),
             connections,
@@ -150,10 +174,14 @@ impl TalosNodeApi {
                 .await
                 .map(|stream| (Ok::<_, io::Error>(stream), incoming))
         });
-        let service = MachineServiceServer::new(NodeService { node, etcd })
-            .max_decoding_message_size(MAX_REQUEST_BYTES);
+        let service = MachineServiceServer::new(NodeService {
+            node,
+            etcd,
+            on_change,
+        })
+        .max_decoding_message_size(MAX_REQUEST_BYTES);
         let (shutdown, stop) = oneshot::channel::<()>();
-        tokio::spawn(async move {
+        runtime.spawn(async move {
             let stop = async {
                 let _ = stop.await;
             };
@@ -377,9 +405,17 @@ fn serving_certificate(
 struct NodeService {
     node: TalosNode,
     etcd: EtcdCluster,
+    on_change: Option<EtcdChanged>,
 }
 
 impl NodeService {
+    /// Tells the lab the etcd changed.
+    fn changed(&self) {
+        if let Some(on_change) = &self.on_change {
+            on_change();
+        }
+    }
+
     fn metadata(&self) -> Option<Metadata> {
         Some(Metadata {
             hostname: self.node.hostname.clone(),
@@ -457,6 +493,7 @@ impl MachineService for NodeService {
         self.etcd
             .bootstrap(&self.node.hostname, &self.node.address.to_string())
             .map_err(|error| etcd_status("bootstrap", &error))?;
+        self.changed();
         Ok(Response::new(BootstrapResponse {
             messages: vec![Bootstrap {
                 metadata: self.metadata(),
@@ -519,6 +556,7 @@ impl MachineService for NodeService {
         self.etcd
             .leave(&self.node.hostname)
             .map_err(|error| etcd_status("failed to validate etcd cluster state", &error))?;
+        self.changed();
         Ok(Response::new(EtcdLeaveClusterResponse {
             messages: vec![EtcdLeaveCluster {
                 metadata: self.metadata(),
@@ -536,6 +574,7 @@ impl MachineService for NodeService {
         self.etcd
             .remove_by_id(id)
             .map_err(|error| etcd_status(&format!("failed to remove member {id}"), &error))?;
+        self.changed();
         Ok(Response::new(EtcdRemoveMemberByIdResponse {
             messages: vec![EtcdRemoveMemberById {
                 metadata: self.metadata(),

@@ -339,6 +339,7 @@ impl GuestSystems {
                 endpoint_port: port,
                 version: request.version,
                 cluster_configuration: String::new(),
+                authority: None,
             })
             .map_err(|err| {
                 let message = capstan_core::errors::error_chain(&err);

@@ -221,6 +221,7 @@ impl GuestSystems {
             endpoint_port: port,
             version,
             cluster_configuration,
+            authority: None,
         }) {
             Ok(access) => access,
             Err(err) => {

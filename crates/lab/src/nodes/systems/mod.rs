@@ -11,6 +11,7 @@ pub(super) mod k3s;
 mod kubeadm;
 mod kubectl;
 pub(crate) mod talos;
+pub(crate) mod talos_node;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -43,13 +44,23 @@ pub(super) enum Later {
         node: String,
         vmid: VmId,
     },
+    /// A Talos machine's kubelet reports Ready, if the machine still runs as that Node.
+    TalosNodeReady {
+        cluster: String,
+        node: String,
+        vmid: VmId,
+    },
 }
 
 #[derive(Debug, Default)]
 pub(super) struct GuestSystems {
     guests: BTreeMap<VmId, Guest>,
     clusters: BTreeMap<String, ClusterState>,
-    talos: BTreeMap<VmId, talos::TalosGuest>,
+    talos: BTreeMap<VmId, talos_node::TalosGuest>,
+    /// Talos clusters by `cluster.id`.
+    talos_clusters: BTreeMap<String, talos_node::TalosCluster>,
+    /// What a Talos API calls after it changed its cluster's etcd (set by the node software).
+    pub(super) talos_hook: Option<talos_node::TalosHook>,
 }
 
 #[derive(Debug)]
@@ -458,13 +469,12 @@ impl GuestSystems {
         vm: &GuestVm,
         event: PowerEvent,
     ) -> Vec<Later> {
+        if vm.talos.is_some() {
+            return self.talos_power(backend, vm, event);
+        }
         let member = self.guests.get(&vm.vmid).and_then(|g| g.member.clone());
         match event {
             PowerEvent::Started => {
-                if vm.talos.is_some() {
-                    self.talos_start(vm);
-                    return Vec::new();
-                }
                 let guest = self.guest(vm.vmid);
                 guest.running = true;
                 // An installed K3s service is enabled: it starts with the VM.
@@ -482,7 +492,6 @@ impl GuestSystems {
             | PowerEvent::HardStopped
             | PowerEvent::HostLost
             | PowerEvent::Destroyed => {
-                self.talos_stop(vm.vmid, event == PowerEvent::Destroyed);
                 if event == PowerEvent::Destroyed {
                     self.guests.remove(&vm.vmid);
                 } else {
@@ -497,11 +506,23 @@ impl GuestSystems {
     }
 
     pub(super) fn apply_later(&self, backend: &impl ClusterBackend, later: &Later) {
-        let Later::NodeReady {
-            cluster,
-            node,
-            vmid,
-        } = later;
+        let (cluster, node, vmid) = match later {
+            Later::NodeReady {
+                cluster,
+                node,
+                vmid,
+            } => (cluster, node, vmid),
+            Later::TalosNodeReady {
+                cluster,
+                node,
+                vmid,
+            } => {
+                if self.talos_node_runs(*vmid, node) {
+                    backend.set_node_ready(cluster, node, true);
+                }
+                return;
+            }
+        };
         let guest = self.guests.get(vmid);
         let still_member = guest.is_some_and(|g| {
             g.running

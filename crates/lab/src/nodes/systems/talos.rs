@@ -12,6 +12,8 @@ use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 use crate::nodes::iso9660::{IsoReadError, read_image};
+use crate::tls::AuthorityPem;
+use crate::values::KubeVersion;
 use capstan_core::model::Role;
 
 /// The volume id Talos's NoCloud platform looks for.
@@ -54,6 +56,12 @@ pub enum TalosBootError {
     /// `cluster.controlPlane.endpoint` is no `https://` URL.
     #[error("cluster.controlPlane.endpoint is no https:// URL")]
     Endpoint,
+    /// `machine.kubelet.image` has no Kubernetes version as its tag.
+    #[error("machine.kubelet.image has no Kubernetes version (v1.36.2) as its tag")]
+    KubeletImage,
+    /// The hostname is no DNS name.
+    #[error("the hostname of the machine config is no DNS name")]
+    Hostname,
     /// A certificate authority is unusable.
     #[error("{field}: {why}")]
     Authority {
@@ -82,6 +90,16 @@ pub struct TalosMachine {
     pub kubernetes_ca_pem: String,
     /// The OS CA certificate (PEM), `machine.ca.crt`: what the Talos API trusts.
     pub os_ca_pem: String,
+    /// The hostname the config sets (a `HostnameConfig` document, or the older
+    /// `machine.network.hostname`); without one the machine takes the platform's (the VM name).
+    pub hostname: Option<String>,
+    /// The Kubernetes version of the kubelet it runs: the tag of `machine.kubelet.image`
+    /// (`ghcr.io/siderolabs/kubelet:v1.36.2`), if the config names one.
+    pub kubernetes_version: Option<KubeVersion>,
+    /// The OS CA key (PEM), a control plane's: what signs the Talos API's certificates.
+    os_ca_key_pem: Option<String>,
+    /// The Kubernetes CA key (PEM), a control plane's: what the API server signs with.
+    kubernetes_ca_key_pem: Option<String>,
     /// SHA-256 of the secrets every member shares (`cluster.token`, `cluster.secret`,
     /// `machine.token`): compared, never shown.
     shared_secrets: [u8; 32],
@@ -94,7 +112,27 @@ impl std::fmt::Debug for TalosMachine {
             .field("cluster_name", &self.cluster_name)
             .field("role", &self.role)
             .field("endpoint", &self.endpoint)
+            .field("hostname", &self.hostname)
+            .field("kubernetes_version", &self.kubernetes_version)
             .finish_non_exhaustive()
+    }
+}
+
+impl TalosMachine {
+    /// The OS CA with its key, on a control plane (a worker's config carries no key).
+    pub fn os_ca(&self) -> Option<crate::talos::OsCa> {
+        Some(crate::talos::OsCa {
+            certificate_pem: self.os_ca_pem.clone(),
+            key_pem: self.os_ca_key_pem.clone()?,
+        })
+    }
+
+    /// The Kubernetes CA with its key, on a control plane.
+    pub fn kubernetes_ca(&self) -> Option<AuthorityPem> {
+        Some(AuthorityPem {
+            certificate_pem: self.kubernetes_ca_pem.clone(),
+            key_pem: self.kubernetes_ca_key_pem.clone()?,
+        })
     }
 }
 
@@ -114,6 +152,22 @@ struct MachineSection {
     token: Option<String>,
     #[serde(default)]
     ca: Option<Authority>,
+    #[serde(default)]
+    kubelet: Option<Kubelet>,
+    #[serde(default)]
+    network: Option<Network>,
+}
+
+#[derive(Deserialize)]
+struct Kubelet {
+    #[serde(default)]
+    image: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Network {
+    #[serde(default)]
+    hostname: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -202,6 +256,12 @@ fn machine_config(user_data: &[u8]) -> Result<TalosMachine, TalosBootError> {
     if documents.len() > MAX_DOCUMENTS {
         return Err(TalosBootError::NoV1alpha1);
     }
+    // Talos 1.12+ sets the hostname in a document of its own.
+    let hostname_document = documents
+        .iter()
+        .find(|d| d.get("kind").and_then(Value::as_str) == Some("HostnameConfig"))
+        .and_then(|d| d.get("hostname").and_then(Value::as_str))
+        .map(str::to_owned);
     let document = documents
         .into_iter()
         .find(|d| d.get("version").and_then(Value::as_str) == Some("v1alpha1"))
@@ -233,8 +293,19 @@ fn machine_config(user_data: &[u8]) -> Result<TalosMachine, TalosBootError> {
         return Err(TalosBootError::Endpoint);
     }
     let with_key = role == Role::ControlPlane;
-    let os_ca_pem = authority(machine.ca.as_ref(), "machine.ca", with_key)?;
-    let kubernetes_ca_pem = authority(cluster.ca.as_ref(), "cluster.ca", with_key)?;
+    let (os_ca_pem, os_ca_key_pem) = authority(machine.ca.as_ref(), "machine.ca", with_key)?;
+    let (kubernetes_ca_pem, kubernetes_ca_key_pem) =
+        authority(cluster.ca.as_ref(), "cluster.ca", with_key)?;
+    let hostname = hostname_document.or(machine.network.and_then(|n| n.hostname));
+    if let Some(name) = &hostname
+        && !is_dns_name(name)
+    {
+        return Err(TalosBootError::Hostname);
+    }
+    let kubernetes_version = match machine.kubelet.and_then(|k| k.image) {
+        Some(image) => Some(image_version(&image).ok_or(TalosBootError::KubeletImage)?),
+        None => None,
+    };
     let mut hash = Sha256::new();
     for secret in [cluster_token, cluster_secret, machine_token] {
         hash.update((secret.len() as u64).to_le_bytes());
@@ -247,8 +318,38 @@ fn machine_config(user_data: &[u8]) -> Result<TalosMachine, TalosBootError> {
         endpoint: endpoint.to_owned(),
         kubernetes_ca_pem,
         os_ca_pem,
+        hostname,
+        kubernetes_version,
+        os_ca_key_pem,
+        kubernetes_ca_key_pem,
         shared_secrets: hash.finalize().into(),
     })
+}
+
+/// The Kubernetes version an image's tag names (`…/kubelet:v1.36.2`, a digest after `@`
+/// ignored).
+fn image_version(image: &str) -> Option<KubeVersion> {
+    let image = image.split('@').next()?;
+    let (name, tag) = image.rsplit_once(':')?;
+    // A colon in the registry's host:port is no tag.
+    if tag.contains('/') || name.is_empty() {
+        return None;
+    }
+    tag.parse().ok()
+}
+
+/// A hostname Kubernetes takes as a Node name: lowercase DNS labels, at most 253 characters.
+fn is_dns_name(name: &str) -> bool {
+    name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        })
 }
 
 fn required<'a>(value: Option<&'a str>, field: &'static str) -> Result<&'a str, TalosBootError> {
@@ -257,12 +358,13 @@ fn required<'a>(value: Option<&'a str>, field: &'static str) -> Result<&'a str, 
         .ok_or(TalosBootError::Missing(field))
 }
 
-/// Checks a CA (`crt`, and `key` for a control plane) and returns its certificate's PEM.
+/// Checks a CA (`crt`, and `key` for a control plane) and returns its certificate's PEM and,
+/// for a control plane, its key's.
 fn authority(
     ca: Option<&Authority>,
     field: &'static str,
     with_key: bool,
-) -> Result<String, TalosBootError> {
+) -> Result<(String, Option<String>), TalosBootError> {
     let refuse = |why| TalosBootError::Authority { field, why };
     let ca = ca.ok_or(TalosBootError::Missing(field))?;
     let crt = decode_base64(ca.crt.as_deref()).ok_or(refuse("crt is no base64"))?;
@@ -285,14 +387,17 @@ fn authority(
     if certificate.issuer() != certificate.subject() {
         return Err(refuse("crt is not self-issued"));
     }
+    let mut key_pem = None;
     if with_key {
         let key = decode_base64(ca.key.as_deref()).ok_or(refuse("key is no base64"))?;
         let public_key = certificate.public_key().subject_public_key.data.as_ref();
         if !key_matches(&key, public_key) {
             return Err(refuse("key does not match crt"));
         }
+        key_pem = Some(String::from_utf8(key).map_err(|_| refuse("key is no PEM"))?);
     }
-    String::from_utf8(crt).map_err(|_| refuse("crt is no PEM"))
+    let crt = String::from_utf8(crt).map_err(|_| refuse("crt is no PEM"))?;
+    Ok((crt, key_pem))
 }
 
 fn decode_base64(value: Option<&str>) -> Option<Vec<u8>> {
@@ -328,98 +433,6 @@ fn key_matches(key: &[u8], public_key: &[u8]) -> bool {
     }
 }
 
-/// A Talos VM's state in the lab: its console and the machine it runs.
-#[derive(Debug, Default)]
-pub(in crate::nodes) struct TalosGuest {
-    console: Vec<String>,
-    machine: Option<TalosMachine>,
-    running: bool,
-}
-
-/// The most console lines kept per VM (each start adds two).
-const MAX_CONSOLE_LINES: usize = 64;
-
-impl super::GuestSystems {
-    /// A Talos VM starts: it reads its machine config from the CD-ROM and runs it, or says on
-    /// its console why not.
-    pub(super) fn talos_start(&mut self, vm: &crate::proxmox::GuestIdentity) {
-        let outcome = {
-            let members = self
-                .talos
-                .iter()
-                .filter(|(vmid, guest)| **vmid != vm.vmid && guest.running)
-                .filter_map(|(_, guest)| guest.machine.as_ref());
-            boot(vm.media.iter().map(|m| m.0.as_slice()), members)
-        };
-        let guest = self.talos.entry(vm.vmid).or_default();
-        guest.running = true;
-        let version = vm.talos.as_deref().unwrap_or_default();
-        guest
-            .console
-            .push(format!("[talos] Talos {version} booting"));
-        match outcome {
-            Ok(machine) => {
-                guest.console.push(format!(
-                    "[talos] machine config loaded from cidata: {} of cluster {}",
-                    if machine.role == Role::ControlPlane {
-                        "controlplane"
-                    } else {
-                        "worker"
-                    },
-                    machine
-                        .cluster_name
-                        .as_deref()
-                        .unwrap_or(&machine.cluster_id),
-                ));
-                guest.machine = Some(machine);
-            }
-            Err(err) => {
-                guest.console.push(format!("[talos] {}", chain(&err)));
-                guest.machine = None;
-            }
-        }
-        let excess = guest.console.len().saturating_sub(MAX_CONSOLE_LINES);
-        guest.console.drain(..excess);
-    }
-
-    /// A Talos VM stops (its machine no longer counts as a member) or is destroyed.
-    pub(super) fn talos_stop(&mut self, vmid: capstan_core::model::VmId, destroyed: bool) {
-        if destroyed {
-            self.talos.remove(&vmid);
-        } else if let Some(guest) = self.talos.get_mut(&vmid) {
-            guest.running = false;
-        }
-    }
-
-    /// The console lines of Talos VM `vmid`.
-    pub(in crate::nodes) fn talos_console(&self, vmid: capstan_core::model::VmId) -> Vec<String> {
-        self.talos
-            .get(&vmid)
-            .map(|g| g.console.clone())
-            .unwrap_or_default()
-    }
-
-    /// The machine Talos VM `vmid` runs, if it took a config.
-    pub(in crate::nodes) fn talos_machine(
-        &self,
-        vmid: capstan_core::model::VmId,
-    ) -> Option<TalosMachine> {
-        self.talos.get(&vmid).and_then(|g| g.machine.clone())
-    }
-}
-
-/// `err` and its sources, `: `-joined.
-fn chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
 #[cfg(test)]
 #[path = "talos_tests.rs"]
-mod tests;
+pub(super) mod tests;

@@ -2,12 +2,12 @@ use super::*;
 use base64::Engine as _;
 use capstan_core::talos::iso9660::{IsoFile, write_image};
 
-struct Ca {
-    crt: String,
-    key: String,
+pub(in crate::nodes) struct Ca {
+    pub(in crate::nodes) crt: String,
+    pub(in crate::nodes) key: String,
 }
 
-fn ca(name: &str) -> Ca {
+pub(in crate::nodes) fn ca(name: &str) -> Ca {
     let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
     params
         .distinguished_name
@@ -21,23 +21,23 @@ fn ca(name: &str) -> Ca {
     }
 }
 
-fn b64(text: &str) -> String {
+pub(in crate::nodes) fn b64(text: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(text)
 }
 
-struct Cas {
-    os: Ca,
-    kubernetes: Ca,
+pub(in crate::nodes) struct Cas {
+    pub(in crate::nodes) os: Ca,
+    pub(in crate::nodes) kubernetes: Ca,
 }
 
-fn cas() -> Cas {
+pub(in crate::nodes) fn cas() -> Cas {
     Cas {
         os: ca("talos"),
         kubernetes: ca("kubernetes"),
     }
 }
 
-fn config(cas: &Cas, kind: &str, token: &str) -> String {
+pub(in crate::nodes) fn config(cas: &Cas, kind: &str, token: &str) -> String {
     let key = |ca: &Ca| {
         if kind == "controlplane" {
             format!("\n    key: {}", b64(&ca.key))
@@ -46,7 +46,7 @@ fn config(cas: &Cas, kind: &str, token: &str) -> String {
         }
     };
     format!(
-        "---\nversion: v1alpha1\nmachine:\n  type: {kind}\n  token: abcdef.0123456789abcdef\n  ca:\n    crt: {}{}\ncluster:\n  id: cluster-id-1\n  secret: cluster-secret-1\n  clusterName: prod\n  controlPlane:\n    endpoint: https://10.20.0.10:6443\n  token: {token}\n  ca:\n    crt: {}{}\n---\napiVersion: v1alpha1\nkind: HostnameConfig\nhostname: prod-1\n",
+        "---\nversion: v1alpha1\nmachine:\n  type: {kind}\n  token: abcdef.0123456789abcdef\n  kubelet:\n    image: ghcr.io/siderolabs/kubelet:v1.36.2\n  ca:\n    crt: {}{}\ncluster:\n  id: cluster-id-1\n  secret: cluster-secret-1\n  clusterName: prod\n  controlPlane:\n    endpoint: https://10.20.0.10:6443\n  token: {token}\n  ca:\n    crt: {}{}\n---\napiVersion: v1alpha1\nkind: HostnameConfig\nhostname: prod-1\n",
         b64(&cas.os.crt),
         key(&cas.os),
         b64(&cas.kubernetes.crt),
@@ -54,7 +54,7 @@ fn config(cas: &Cas, kind: &str, token: &str) -> String {
     )
 }
 
-fn iso(volume: &str, user_data: &str) -> Vec<u8> {
+pub(in crate::nodes) fn iso(volume: &str, user_data: &str) -> Vec<u8> {
     write_image(
         volume,
         &[
@@ -181,41 +181,62 @@ fn a_member_with_other_cluster_secrets_is_refused() {
 }
 
 #[test]
-fn a_started_talos_vm_records_on_its_console_why_it_runs_no_machine() {
-    use crate::proxmox::{GuestIdentity, MediaImage};
-    use std::sync::Arc;
+fn the_hostname_kubelet_version_and_control_plane_keys_are_read() {
     let cas = cas();
-    let mut systems = super::super::GuestSystems::default();
-    let mut vm = GuestIdentity {
-        vmid: capstan_core::model::VmId(701),
-        name: "prod-1".into(),
-        node: "pve1".into(),
-        address: None,
-        k3s_airgap: None,
-        talos: Some("v1.11.5".into()),
-        media: Vec::new(),
-        cluster: None,
-    };
-    systems.talos_start(&vm);
+    let text = config(&cas, "controlplane", "aaaaaa.0123456789abcdef");
+    let cp = boot_one(&iso("cidata", &text)).expect("taken");
+    assert_eq!(cp.hostname.as_deref(), Some("prod-1"));
     assert_eq!(
-        systems.talos_console(vm.vmid),
-        [
-            "[talos] Talos v1.11.5 booting",
-            "[talos] no volume labelled cidata: waiting for a machine config"
-        ]
+        cp.kubernetes_version,
+        Some("1.36.2".parse().expect("version"))
     );
-    assert!(systems.talos_machine(vm.vmid).is_none());
-    systems.talos_stop(vm.vmid, false);
-    vm.media = vec![MediaImage(Arc::new(iso(
+    let kubernetes = cp.kubernetes_ca().expect("a control plane has the key");
+    assert_eq!(kubernetes.key_pem, cas.kubernetes.key);
+    assert_eq!(cp.os_ca().expect("the OS CA key").key_pem, cas.os.key);
+    let worker = boot_one(&iso(
         "cidata",
         &config(&cas, "worker", "aaaaaa.0123456789abcdef"),
-    )))];
-    systems.talos_start(&vm);
-    assert_eq!(
-        systems.talos_console(vm.vmid).last().map(String::as_str),
-        Some("[talos] machine config loaded from cidata: worker of cluster prod")
+    ))
+    .expect("taken");
+    assert!(worker.kubernetes_ca().is_none() && worker.os_ca().is_none());
+    // The older place of the hostname, and none at all.
+    let older = text.replace(
+        "---\napiVersion: v1alpha1\nkind: HostnameConfig\nhostname: prod-1\n",
+        "",
     );
-    assert!(systems.talos_machine(vm.vmid).is_some());
-    systems.talos_stop(vm.vmid, true);
-    assert!(systems.talos_console(vm.vmid).is_empty());
+    let older = older.replace(
+        "  type: controlplane\n",
+        "  type: controlplane\n  network:\n    hostname: prod-9\n",
+    );
+    let machine = boot_one(&iso("cidata", &older)).expect("taken");
+    assert_eq!(machine.hostname.as_deref(), Some("prod-9"));
+    let refused = |text: &str| {
+        boot_one(&iso("cidata", text))
+            .expect_err("refused")
+            .to_string()
+    };
+    assert_eq!(
+        refused(&text.replace("kubelet:v1.36.2", "kubelet:latest")),
+        "machine.kubelet.image has no Kubernetes version (v1.36.2) as its tag"
+    );
+    assert_eq!(
+        refused(&text.replace("hostname: prod-1", "hostname: Prod_1")),
+        "the hostname of the machine config is no DNS name"
+    );
+    let shown = format!("{cp:?}");
+    assert!(!shown.contains("PRIVATE KEY"), "{shown}");
+}
+
+#[test]
+fn an_image_tag_names_the_version_a_registry_port_does_not() {
+    assert_eq!(
+        image_version("ghcr.io/siderolabs/kubelet:v1.36.2"),
+        Some("1.36.2".parse().expect("version"))
+    );
+    assert_eq!(
+        image_version("registry.lab:5000/kubelet:v1.35.1@sha256:abcd"),
+        Some("1.35.1".parse().expect("version"))
+    );
+    assert_eq!(image_version("registry.lab:5000/kubelet"), None);
+    assert_eq!(image_version("kubelet"), None);
 }

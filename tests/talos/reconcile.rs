@@ -3,11 +3,21 @@
 //! bootstrapped once through the Talos API, the admin kubeconfig computed from the bundle and
 //! delivered to Flux, and not one guest-agent command.
 
-use capstan_lab::world::{LabConfig, ProxmoxWorld, WorldStorage, WorldTemplate};
-use capstan_testkit::{FleetYaml, World, kubectl_with};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-/// The Talos release of the lab's Talos templates.
+use capstan::model::Role;
+use capstan_lab::nodes::TalosClusterRef;
+use capstan_lab::talos::EtcdCluster;
+use capstan_lab::world::{LabConfig, ProxmoxWorld, WorldStorage, WorldTemplate};
+use capstan_testkit::{FleetYaml, World, kubectl_with, ready};
+
+/// The Talos release of the lab's Talos templates (`talos-<release>`), and the next one.
 pub const TALOS: &str = "v1.13.9";
+/// The release a version change moves to.
+pub const NEXT_TALOS: &str = "v1.13.10";
 /// The cluster's name.
 pub const CLUSTER: &str = "talos";
 
@@ -18,12 +28,14 @@ pub fn talos_lab() -> LabConfig {
         .storages
         .push(WorldStorage::local_directory(&["iso", "vztmpl", "backup"]));
     let mut templates = proxmox.effective_templates();
-    for (index, node) in proxmox.nodes.iter().enumerate() {
-        templates.push(WorldTemplate {
-            talos: Some(TALOS.into()),
-            tags: vec!["talos".into()],
-            ..WorldTemplate::new(&format!("talos-{TALOS}"), 9400 + index as u32, &node.name)
-        });
+    for (base, release) in [(9400, TALOS), (9500, NEXT_TALOS)] {
+        for (index, node) in proxmox.nodes.iter().enumerate() {
+            templates.push(WorldTemplate {
+                talos: Some(release.into()),
+                tags: vec!["talos".into()],
+                ..WorldTemplate::new(&format!("talos-{release}"), base + index as u32, &node.name)
+            });
+        }
     }
     proxmox.templates = Some(templates);
     LabConfig {
@@ -40,7 +52,8 @@ pub fn fleet() -> String {
     )
 }
 
-/// Three control planes on Talos's VIP and `workers` workers, at Talos `talos`.
+/// Three control planes on Talos's VIP and `workers` workers, at Talos `talos` (on its
+/// template).
 pub fn cluster(workers: u32, talos: &str) -> String {
     format!(
         "apiVersion: capstan.dev/v1alpha1
@@ -54,11 +67,11 @@ spec:
   network: {{nodes: 192.168.1.0/24, reserved: [\"192.168.1.170-192.168.1.189\"]}}
   controlPlane:
     replicas: 3
-    machine: {{template: talos-{TALOS}, cores: 2, memoryMiB: 4096, placement: [pve1, pve2, pve3]}}
+    machine: {{template: talos-{talos}, cores: 2, memoryMiB: 4096, placement: [pve1, pve2, pve3]}}
   workers:
     - pool: general
       replicas: {workers}
-      machine: {{template: talos-{TALOS}, cores: 2, memoryMiB: 4096, placement: [pve1, pve2, pve3]}}
+      machine: {{template: talos-{talos}, cores: 2, memoryMiB: 4096, placement: [pve1, pve2, pve3]}}
   rollout: {{minWorkers: 1, drainTimeout: 4s, joinTimeout: 2m}}
   delivery:
     flux: {{cluster: management}}
@@ -118,4 +131,98 @@ async fn a_pushed_talos_cluster_comes_up_ready_through_the_proxmox_and_talos_api
         .map(|e| e.template.as_str())
         .collect();
     assert!(execs.is_empty(), "{execs:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_talos_release_change_replaces_every_machine_keeping_etcd_quorum_and_no_stale_member() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut world = World::with_lab(
+        talos_lab(),
+        &fleet(),
+        &[(CLUSTER, cluster(2, TALOS))],
+        false,
+    )
+    .await;
+    world.start_until_ready(&[CLUSTER]).await;
+    let old: Vec<String> = world
+        .vms_of(CLUSTER)
+        .into_iter()
+        .map(|vm| vm.name)
+        .collect();
+    assert_eq!(old.len(), 5);
+    let etcd = world
+        .lab
+        .talos_etcd(TalosClusterRef::Named(CLUSTER))
+        .expect("the cluster's etcd");
+    let sampler = Sampler::start(etcd.clone());
+
+    world.write_cluster(CLUSTER, &cluster(2, NEXT_TALOS));
+    let status = world
+        .wait_for("every machine replaced", |s| {
+            ready(s, &[CLUSTER])
+                && s.clusters[CLUSTER].nodes.len() == 5
+                && s.clusters[CLUSTER]
+                    .nodes
+                    .iter()
+                    .all(|n| !old.iter().any(|o| o == n.name.as_str()))
+        })
+        .await;
+    let samples = sampler.finish();
+
+    // etcd kept its quorum at every sample: never below 2 healthy of 3 (nor a majority of the
+    // 4 members while a replacement had joined).
+    assert!(samples.len() > 10, "sampled every 10 ms: {}", samples.len());
+    for (members, healthy) in &samples {
+        assert!(
+            *healthy >= 2 && *healthy > members / 2,
+            "{healthy} healthy of {members} members: {samples:?}"
+        );
+    }
+    assert!(
+        samples.iter().any(|(members, _)| *members == 4),
+        "a new member joined before an old one left"
+    );
+    // At the end the members are the control-plane machines, no stale one.
+    let members: BTreeSet<String> = etcd
+        .members_unchecked()
+        .into_iter()
+        .map(|m| m.name)
+        .collect();
+    let control_planes: BTreeSet<String> = status.clusters[CLUSTER]
+        .nodes
+        .iter()
+        .filter(|n| n.role == Role::ControlPlane)
+        .map(|n| n.name.to_string())
+        .collect();
+    assert_eq!(members, control_planes);
+    assert_eq!(world.vms_of(CLUSTER).len(), 5, "every old VM destroyed");
+}
+
+/// Samples an etcd's (members, healthy members) every 10 ms on a thread of its own.
+struct Sampler {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<(usize, usize)>>,
+}
+
+impl Sampler {
+    fn start(etcd: EtcdCluster) -> Sampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let mut samples = Vec::new();
+            while !stopped.load(Ordering::Relaxed) {
+                let members = etcd.members_unchecked();
+                let healthy = members.iter().filter(|m| m.healthy).count();
+                samples.push((members.len(), healthy));
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            samples
+        });
+        Sampler { stop, thread }
+    }
+
+    fn finish(self) -> Vec<(usize, usize)> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().expect("sampler")
+    }
 }

@@ -24,6 +24,9 @@ pub struct Capabilities {
     /// the endpoint's port (K3s's `https://127.0.0.1:6443`) rather than the endpoint: such a
     /// server is admitted too (capstan still dials the endpoint).
     pub admin_server_on_node_loopback: bool,
+    /// Whether a new machine joins the cluster on its own as it boots (Talos, from its
+    /// machine config), so its Node may exist before it was prepared: it is prepared anyway.
+    pub joins_on_its_own: bool,
     /// What starts the first control plane, as reasons name it.
     pub init: &'static str,
     /// What undoes a node before its VM shuts down, as reasons name it.
@@ -49,6 +52,7 @@ const KUBEADM: Capabilities = Capabilities {
     upgrades_in_place: true,
     etcd_quorum: true,
     admin_server_on_node_loopback: false,
+    joins_on_its_own: false,
     init: "kubeadm init",
     reset: "kubeadm reset",
     etcd_leave: (
@@ -64,6 +68,7 @@ const K3S: Capabilities = Capabilities {
     upgrades_in_place: false,
     etcd_quorum: false,
     admin_server_on_node_loopback: true,
+    joins_on_its_own: false,
     init: "start the K3s server",
     reset: "K3s uninstall",
     etcd_leave: ("", ""),
@@ -76,6 +81,7 @@ const TALOS: Capabilities = Capabilities {
     upgrades_in_place: false,
     etcd_quorum: true,
     admin_server_on_node_loopback: false,
+    joins_on_its_own: true,
     init: "bootstrap etcd through the Talos API",
     reset: "shut down (its etcd member left before)",
     etcd_leave: (

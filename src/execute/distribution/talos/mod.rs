@@ -354,7 +354,7 @@ fn iso_storage<'a>(ctx: StepContext<'a>, action: ActionKind) -> Result<&'a str, 
 
 /// The ISO of machine `name` on VM `vm`: one per VM, so a replacement never reuses one.
 fn iso_file_name(name: &NodeName, vm: &VmRef) -> String {
-    format!("capstan-{name}-{}.iso", vm.vmid)
+    format!("capstan-config-{name}-{}.iso", vm.vmid)
 }
 
 /// The `cidata` image of `node`.

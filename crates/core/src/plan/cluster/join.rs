@@ -51,15 +51,18 @@ impl<'a> Ctx<'a> {
 
     /// Rule: a new VM is prepared (CRI-O and the packages, the longest phase) as soon as its
     /// guest agent answers, whatever it waits for to join: `kubeadm init`, or its turn among
-    /// the control planes. The VM's tag records it.
+    /// the control planes. The VM's tag records it. A machine that joins on its own (Talos)
+    /// is prepared even once its Node exists: preparing it checks what it runs and removes
+    /// what it was configured from.
     pub(super) fn prepares(&self, out: &mut Outcome) {
-        if self.census.unjoined == 0 {
+        let joins_on_its_own = self.capabilities().joins_on_its_own;
+        if self.census.unjoined == 0 && !joins_on_its_own {
             return;
         }
         let mut steps = Vec::new();
         for view in &self.views {
             let machine = view.machine;
-            if view.node.is_some()
+            if (view.node.is_some() && !joins_on_its_own)
                 || !view.fresh
                 || view.retiring
                 || view.prepared

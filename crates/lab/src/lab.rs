@@ -483,9 +483,12 @@ impl Lab {
         self.state.sync()
     }
 
-    /// Stops serving: the simulated Proxmox and every cluster's API server.
+    /// Stops serving: the simulated Proxmox, every cluster's API server and every Talos API.
     pub fn stop(&self) {
         self.proxmox.stop();
+        if let Some(nodes) = &self.nodes {
+            nodes.stop_talos_apis();
+        }
         for name in self.kube.names() {
             if let Some(cluster) = self.kube.cluster(&name) {
                 cluster.stop();

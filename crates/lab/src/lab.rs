@@ -645,6 +645,27 @@ mod tests {
         lab.stop();
     }
 
+    #[test]
+    fn lab_json_lists_talos_apis_by_node_address_only_when_there_are_some() {
+        let text = r#"{"proxmox": {"url": "https://127.0.0.1:8006", "fingerprint": "AB",
+                       "tokenId": "capstan@pve!lab", "token": "t"},
+                       "talosApis": {"10.20.0.51:50000": "127.0.0.1:41301"}}"#;
+        let file: LabFile = serde_json::from_str(text).expect("lab.json");
+        let addresses = ApiAddresses::from_lab_file(&file);
+        assert_eq!(
+            addresses.resolve("10.20.0.51", 50000),
+            Some("127.0.0.1:41301".parse().expect("address"))
+        );
+        assert_eq!(addresses.resolve("10.20.0.51", 6443), None);
+        assert_eq!(addresses.resolve("talos-cp-1", 50000), None);
+        let without = LabFile {
+            talos_apis: BTreeMap::new(),
+            ..file
+        };
+        let written = String::from_utf8(state::lab_json(&without)).expect("UTF-8");
+        assert!(!written.contains("talosApis"), "{written}");
+    }
+
     #[tokio::test]
     async fn declared_clusters_are_checked_before_anything_starts() {
         let config =

@@ -313,4 +313,7 @@ async fn a_bootstrapped_talos_cluster_serves_kubernetes_and_etcd_with_quorum() {
         4,
         "the destroyed VM's Talos API is gone: {listed:?}"
     );
+    world.lab.stop();
+    assert!(world.lab.lab_file().talos_apis.is_empty());
+    assert!(world.lab.talos_api_address(cp1.vm.vmid).is_none());
 }

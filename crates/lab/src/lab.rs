@@ -483,9 +483,12 @@ impl Lab {
         self.state.sync()
     }
 
-    /// Stops serving: the simulated Proxmox and every cluster's API server.
+    /// Stops serving: the simulated Proxmox, every cluster's API server and every Talos API.
     pub fn stop(&self) {
         self.proxmox.stop();
+        if let Some(nodes) = &self.nodes {
+            nodes.stop_talos_apis();
+        }
         for name in self.kube.names() {
             if let Some(cluster) = self.kube.cluster(&name) {
                 cluster.stop();
@@ -640,6 +643,27 @@ mod tests {
         );
         assert!(lab.nodes().is_some());
         lab.stop();
+    }
+
+    #[test]
+    fn lab_json_lists_talos_apis_by_node_address_only_when_there_are_some() {
+        let text = r#"{"proxmox": {"url": "https://127.0.0.1:8006", "fingerprint": "AB",
+                       "tokenId": "capstan@pve!lab", "token": "t"},
+                       "talosApis": {"10.20.0.51:50000": "127.0.0.1:41301"}}"#;
+        let file: LabFile = serde_json::from_str(text).expect("lab.json");
+        let addresses = ApiAddresses::from_lab_file(&file);
+        assert_eq!(
+            addresses.resolve("10.20.0.51", 50000),
+            Some("127.0.0.1:41301".parse().expect("address"))
+        );
+        assert_eq!(addresses.resolve("10.20.0.51", 6443), None);
+        assert_eq!(addresses.resolve("talos-cp-1", 50000), None);
+        let without = LabFile {
+            talos_apis: BTreeMap::new(),
+            ..file
+        };
+        let written = String::from_utf8(state::lab_json(&without)).expect("UTF-8");
+        assert!(!written.contains("talosApis"), "{written}");
     }
 
     #[tokio::test]

@@ -328,6 +328,11 @@ impl<B: ClusterBackend> NodeSoftware<B> {
         self.world().talos_machine(vmid)
     }
 
+    /// Stops serving every Talos API (the lab stops); what the machines hold stays readable.
+    pub fn stop_talos_apis(&self) {
+        self.world().stop_talos_apis(&self.shared.backend);
+    }
+
     /// Where the Talos API of Talos VM `vmid` is served (a loopback address), while it runs a
     /// machine and the API serves.
     pub fn talos_api_address(&self, vmid: VmId) -> Option<std::net::SocketAddr> {

@@ -62,6 +62,9 @@ pub enum TalosBootError {
     /// The hostname is no DNS name.
     #[error("the hostname of the machine config is no DNS name")]
     Hostname,
+    /// `cluster.clusterName` is no DNS label (the lab names files after it).
+    #[error("cluster.clusterName is no DNS label (lowercase letters, digits and '-')")]
+    ClusterName,
     /// A certificate authority is unusable.
     #[error("{field}: {why}")]
     Authority {
@@ -296,6 +299,11 @@ fn machine_config(user_data: &[u8]) -> Result<TalosMachine, TalosBootError> {
     let (os_ca_pem, os_ca_key_pem) = authority(machine.ca.as_ref(), "machine.ca", with_key)?;
     let (kubernetes_ca_pem, kubernetes_ca_key_pem) =
         authority(cluster.ca.as_ref(), "cluster.ca", with_key)?;
+    if let Some(name) = &cluster.cluster_name
+        && (name.contains('.') || !is_dns_name(name))
+    {
+        return Err(TalosBootError::ClusterName);
+    }
     let hostname = hostname_document.or(machine.network.and_then(|n| n.hostname));
     if let Some(name) = &hostname
         && !is_dns_name(name)

@@ -314,6 +314,15 @@ impl GuestSystems {
         }
     }
 
+    /// Stops every Talos API (the lab stops serving); the machines' state stays readable.
+    pub(in crate::nodes) fn stop_talos_apis(&mut self, backend: &impl ClusterBackend) {
+        for guest in self.talos.values_mut() {
+            if let (Some(_), Some(address)) = (guest.api.take(), guest.address) {
+                backend.talos_api(address, None);
+            }
+        }
+    }
+
     /// The console lines of Talos VM `vmid`.
     pub(in crate::nodes) fn talos_console(&self, vmid: VmId) -> Vec<String> {
         self.talos

@@ -223,6 +223,10 @@ fn the_hostname_kubelet_version_and_control_plane_keys_are_read() {
         refused(&text.replace("hostname: prod-1", "hostname: Prod_1")),
         "the hostname of the machine config is no DNS name"
     );
+    assert_eq!(
+        refused(&text.replace("clusterName: prod", "clusterName: ../prod")),
+        "cluster.clusterName is no DNS label (lowercase letters, digits and '-')"
+    );
     let shown = format!("{cp:?}");
     assert!(!shown.contains("PRIVATE KEY"), "{shown}");
 }

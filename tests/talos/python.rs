@@ -57,7 +57,7 @@ async def main():
 asyncio.run(main())
 "#;
 
-fn run_client(config: &std::path::Path, port: u16, mode: &str) -> (bool, String) {
+pub(crate) fn run_client(config: &std::path::Path, port: u16, mode: &str) -> (bool, String) {
     let output = Command::new(judge::talos_python())
         .arg("-c")
         .arg(CLIENT)

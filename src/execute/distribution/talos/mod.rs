@@ -278,15 +278,19 @@ impl Distribution for Talos {
         etcd::leave(ex, ctx, node).await
     }
 
-    /// Nothing to undo: the VM is destroyed with everything Talos wrote (its etcd member left
-    /// in `leave`).
+    /// Nothing to undo on the node: the VM is destroyed with everything Talos wrote (its etcd
+    /// member left in `leave`). Its config ISO goes, if it is still there (a machine removed
+    /// before it was prepared).
     async fn reset<Pr: Providers>(
         &self,
-        _: &Executor<Pr>,
-        _: StepContext<'_>,
-        _: &MachineRef,
+        ex: &Executor<Pr>,
+        ctx: StepContext<'_>,
+        machine: &MachineRef,
     ) -> Result<(), ExecuteError> {
-        Ok(())
+        if ctx.access.iso_storage.is_none() {
+            return Ok(());
+        }
+        eject_config(ex, ctx, machine, ActionKind::ResetNode).await
     }
 
     /// Refused: Talos machines are replaced for a new release (`Capabilities::upgrades_in_place`).

@@ -6,7 +6,7 @@
 use capstan::clock::Clock as _;
 use capstan::status::{FleetStatus, conditions};
 
-use capstan_testkit::{World, cluster_yaml, fleet_yaml, git};
+use capstan_testkit::{World, cluster_yaml, fleet_yaml};
 
 const CLUSTER: &str = "guard";
 
@@ -51,21 +51,13 @@ async fn replace_forbid_refuses_a_template_change_yet_a_dead_worker_is_still_rep
     let server = format!("http://{address}");
 
     // The preview of the change against the live lab: refused, naming the field.
-    let repo = tempfile::tempdir().expect("repo");
-    std::fs::create_dir_all(repo.path().join("clusters")).expect("dir");
-    std::fs::copy(
-        world.repo.path().join("capstan.yaml"),
-        repo.path().join("capstan.yaml"),
-    )
-    .expect("copy");
-    let file = repo.path().join(format!("clusters/{CLUSTER}.yaml"));
-    std::fs::write(&file, spec("debian13-k8s", false)).expect("write");
-    git(repo.path(), &["init", "--quiet"]);
-    git(repo.path(), &["add", "."]);
-    git(repo.path(), &["commit", "--quiet", "-m", "base"]);
-    git(repo.path(), &["checkout", "--quiet", "-b", "template"]);
-    std::fs::write(&file, spec("debian13-k8s-v2", true)).expect("write");
-    git(repo.path(), &["commit", "--quiet", "-am", "template"]);
+    let repo = capstan_testkit::git::preview_repo(
+        world.repo.path(),
+        CLUSTER,
+        &spec("debian13-k8s", false),
+        "template",
+        &spec("debian13-k8s-v2", true),
+    );
     let now = world.lab.clock().now().to_string();
     let dir = repo.path().display().to_string();
     let run = tokio::task::spawn_blocking(move || {

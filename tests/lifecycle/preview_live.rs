@@ -99,21 +99,13 @@ async fn a_preview_against_the_daemon_names_the_blocking_budget_and_estimates_th
     );
 
     // A branch that changes the workers' template: each old worker's drain will block.
-    let repo = tempfile::tempdir().expect("repo");
-    std::fs::create_dir_all(repo.path().join("clusters")).expect("dir");
-    std::fs::copy(
-        world.repo.path().join("capstan.yaml"),
-        repo.path().join("capstan.yaml"),
-    )
-    .expect("copy");
-    let file = repo.path().join(format!("clusters/{CLUSTER}.yaml"));
-    std::fs::write(&file, spec("debian13-k8s")).expect("write");
-    git(repo.path(), &["init", "--quiet"]);
-    git(repo.path(), &["add", "."]);
-    git(repo.path(), &["commit", "--quiet", "-m", "base"]);
-    git(repo.path(), &["checkout", "--quiet", "-b", "template"]);
-    std::fs::write(&file, spec("debian13-k8s-v2")).expect("write");
-    git(repo.path(), &["commit", "--quiet", "-am", "template"]);
+    let repo = capstan_testkit::git::preview_repo(
+        world.repo.path(),
+        CLUSTER,
+        &spec("debian13-k8s"),
+        "template",
+        &spec("debian13-k8s-v2"),
+    );
 
     let now = world.lab.clock().now().to_string();
     let dir = repo.path().display().to_string();

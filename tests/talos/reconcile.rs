@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use capstan::clock::Clock as _;
 use capstan::model::Role;
 use capstan_lab::nodes::TalosClusterRef;
 use capstan_lab::talos::EtcdCluster;
@@ -446,5 +447,45 @@ async fn killing_the_daemon_during_a_talos_control_plane_replacement_leaves_no_d
             .collect();
         assert!(left.is_empty(), "{node} keeps {left:?} {context}");
     }
+    world.kill_daemon().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_preview_of_a_talos_release_change_names_the_etcd_leave_steps_and_the_quorum_kept() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut world = World::with_lab(
+        talos_lab(),
+        &fleet(),
+        &[(CLUSTER, cluster(1, TALOS))],
+        false,
+    )
+    .await;
+    world.start_until_ready(&[CLUSTER]).await;
+    let address = capstan::daemon::http::serve("127.0.0.1:0".parse().expect("addr"), world.board())
+        .await
+        .expect("serve");
+    let server = format!("http://{address}");
+    let repo = capstan_testkit::git::preview_repo(
+        world.repo.path(),
+        CLUSTER,
+        &cluster(1, TALOS),
+        "release",
+        &cluster(1, NEXT_TALOS),
+    );
+    let now = world.lab.clock().now().to_string();
+    let dir = repo.path().display().to_string();
+    let run = tokio::task::spawn_blocking(move || {
+        capstan_testkit::cli::capstan(&[
+            "preview", "--repo", &dir, "--base", "main", "--head", "release", "--server", &server,
+            "--now", &now, "--format", "text",
+        ])
+    })
+    .await
+    .expect("joined");
+    run.assert_code(0)
+        .assert_reports(&format!(
+            "change: talos.version {TALOS} → {NEXT_TALOS}: replaces 4 machines"
+        ))
+        .assert_reports("it leaves etcd through its Talos API (forfeiting leadership first): 3 of 4 members stay, 3 healthy, 2 needed for quorum");
     world.kill_daemon().await;
 }

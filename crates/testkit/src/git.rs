@@ -34,6 +34,34 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).trim().to_owned()
 }
 
+/// A repository for `capstan preview`: `capstan.yaml` copied from `fleet_from`, branch `main`
+/// holding `clusters/<cluster>.yaml` as `base`, and branch `head` (checked out) changing it to
+/// `changed`.
+pub fn preview_repo(
+    fleet_from: &Path,
+    cluster: &str,
+    base: &str,
+    head: &str,
+    changed: &str,
+) -> tempfile::TempDir {
+    let repo = tempfile::tempdir().expect("repo");
+    std::fs::create_dir_all(repo.path().join("clusters")).expect("clusters dir");
+    std::fs::copy(
+        fleet_from.join("capstan.yaml"),
+        repo.path().join("capstan.yaml"),
+    )
+    .expect("copy capstan.yaml");
+    let file = repo.path().join(format!("clusters/{cluster}.yaml"));
+    std::fs::write(&file, base).expect("write the base");
+    git(repo.path(), &["init", "--quiet"]);
+    git(repo.path(), &["add", "."]);
+    git(repo.path(), &["commit", "--quiet", "-m", "base"]);
+    git(repo.path(), &["checkout", "--quiet", "-b", head]);
+    std::fs::write(&file, changed).expect("write the change");
+    git(repo.path(), &["commit", "--quiet", "-am", head]);
+    repo
+}
+
 /// `git` in the bare repository `bare`, or `None` when it fails (e.g. no such branch).
 pub fn bare_git(bare: &Path, args: &[&str]) -> Option<String> {
     let output = Command::new("git")

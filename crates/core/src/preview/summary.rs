@@ -177,6 +177,13 @@ pub(super) fn explain(change: &FieldChange, predicted: &[PreviewStep]) -> String
             format!("{text}: replaces {count} {}", plural(noun, count))
         };
     }
+    if change.path == "talos.version" {
+        let count = destroyed_in(None);
+        return format!(
+            "{text}: replaces {count} {} (each machine runs its template's release)",
+            plural("machine", count)
+        );
+    }
     if change.path == "kubernetes.version" {
         let count = destroyed_in(None);
         return format!(

@@ -83,7 +83,7 @@ const TALOS: Capabilities = Capabilities {
     admin_server_on_node_loopback: false,
     joins_on_its_own: true,
     init: "bootstrap etcd through the Talos API",
-    reset: "shut down (its etcd member left before)",
+    reset: "delete its config ISO if still there",
     etcd_leave: (
         "it leaves etcd through its Talos API (forfeiting leadership first)",
         "its etcd member is removed by id through a healthy control plane",

@@ -106,6 +106,7 @@ async fn a_preview_against_the_daemon_names_the_blocking_budget_and_estimates_th
         "template",
         &spec("debian13-k8s-v2"),
     );
+    let file = repo.path().join(format!("clusters/{CLUSTER}.yaml"));
 
     let now = world.lab.clock().now().to_string();
     let dir = repo.path().display().to_string();

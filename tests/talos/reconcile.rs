@@ -489,3 +489,48 @@ async fn the_preview_of_a_talos_release_change_names_the_etcd_leave_steps_and_th
         .assert_reports("it leaves etcd through its Talos API (forfeiting leadership first): 3 of 4 members stay, 3 healthy, 2 needed for quorum");
     world.kill_daemon().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storage_without_iso_images_is_refused_before_any_clone_and_a_template_of_another_release_by_name()
+ {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    // `local-lvm` holds disk images only: refused before any VM exists.
+    let lvm = fleet().replace("isoStorage: local", "isoStorage: local-lvm");
+    let mut world = World::with_lab(talos_lab(), &lvm, &[(CLUSTER, cluster(1, TALOS))], true).await;
+    world.start_daemon().await;
+    world
+        .wait_for("the ISO storage refused", |s| {
+            serde_json::to_string(&s.clusters.get(CLUSTER))
+                .unwrap_or_default()
+                .contains("storage `local-lvm` on pve1 holds no ISO images")
+        })
+        .await;
+    let clones = world
+        .lab
+        .proxmox()
+        .exchanges()
+        .iter()
+        .filter(|e| e.template.ends_with("/clone"))
+        .count();
+    assert_eq!(clones, 0, "no clone before the storage can hold the config");
+    world.kill_daemon().await;
+
+    // A file naming another release than its template runs: refused naming the template.
+    world.write_fleet(&fleet());
+    let mismatch = cluster(1, TALOS).replace(
+        &format!("talos: {{version: {TALOS}}}"),
+        &format!("talos: {{version: {NEXT_TALOS}}}"),
+    );
+    world.write_cluster(CLUSTER, &mismatch);
+    world.start_daemon().await;
+    world
+        .wait_for("the template's release refused", |s| {
+            serde_json::to_string(&s.clusters.get(CLUSTER))
+                .unwrap_or_default()
+                .contains(&format!(
+                    "template `talos-{TALOS}` runs Talos {TALOS}, the cluster file asks for {NEXT_TALOS}"
+                ))
+        })
+        .await;
+    world.kill_daemon().await;
+}

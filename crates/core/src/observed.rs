@@ -132,6 +132,9 @@ pub struct ObservedTemplate {
     /// then it is not judged before a clone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub distributions: Vec<Distribution>,
+    /// Whether its `hotplug` option includes memory (its clones inherit it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub memory_hotplug: bool,
 }
 
 impl ObservedTemplate {

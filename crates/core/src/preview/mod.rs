@@ -27,6 +27,7 @@ mod estimate;
 pub mod render;
 mod stages;
 mod summary;
+mod windows;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::AtomicBool;
@@ -43,6 +44,7 @@ pub use changes::FieldChange;
 pub use drains::{BLOCKED_DRAIN, DrainBlock, DrainForecast};
 pub use estimate::Estimate;
 pub use stages::Stage;
+pub use windows::{MAX_WINDOWS, WindowsNeeded};
 
 /// How a revision's files become its desired state: parsed, validated, and held to the
 /// operator's limits on secrets and connections. The daemon's `secrets::Admission` is the one
@@ -349,7 +351,11 @@ pub fn build_within(
                     .iter()
                     .map(|c| summary::explain(c, &predicted))
                     .collect(),
-                estimate: estimate::estimate(&predicted, &observed.step_durations),
+                estimate: estimate::estimate(&predicted, &observed.step_durations).map(|e| {
+                    e.with_windows(head_cluster.and_then(|c| {
+                        windows::needed(&predicted, &c.spec, &observed.step_durations, now)
+                    }))
+                }),
                 predicted,
                 refused,
                 drains,

@@ -283,7 +283,7 @@ impl<'a> Ctx<'a> {
                 target,
                 why.to_string(),
             );
-            out.push_disruptive(step, self.window);
+            out.push_disruptive(step, &self.windows);
             return;
         }
         let timeout = self.spec().rollout.drain_timeout;
@@ -297,13 +297,13 @@ impl<'a> Ctx<'a> {
                 target,
                 format!("{why}: evict its pods (rollout.drainTimeout {timeout})"),
             );
-            out.push_disruptive(step, self.window);
+            out.push_disruptive(step, &self.windows);
             return;
         };
         if drain.remaining_pods.is_empty() {
             let step = delete([why.as_str(), ": drained"].concat());
             if role == Role::ControlPlane {
-                out.push_disruptive(step, self.window);
+                out.push_disruptive(step, &self.windows);
             } else {
                 out.push(step, Gate::Open);
             }
@@ -335,7 +335,7 @@ impl<'a> Ctx<'a> {
                         pods.join(", ")
                     ),
                 );
-                out.push_disruptive(step, self.window);
+                out.push_disruptive(step, &self.windows);
                 return;
             }
             out.blocked.push(Blocked {
@@ -382,7 +382,7 @@ impl<'a> Ctx<'a> {
             },
             since: Some(drain.started),
         });
-        out.push_disruptive(step, self.window);
+        out.push_disruptive(step, &self.windows);
     }
 }
 

@@ -7,6 +7,7 @@ mod predictions;
 mod remediation;
 mod stages;
 mod suspension;
+mod window_fit;
 
 use super::fixtures::*;
 use super::*;

@@ -152,9 +152,13 @@ fn explain(estimate: &Estimate, steps: usize, held: Option<&Resource>) -> String
         ));
     }
     match held {
-        Some(held @ Resource::MaintenanceWindow { deny: None, .. })
-            if estimate.starts.is_some() =>
-        {
+        Some(
+            held @ Resource::MaintenanceWindow {
+                deny: None,
+                fit: None,
+                ..
+            },
+        ) if estimate.starts.is_some() => {
             let when = held.window_opens_local().unwrap_or_default();
             text.push_str(&format!("; held for the maintenance window: starts {when}"));
         }

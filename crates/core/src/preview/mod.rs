@@ -353,7 +353,8 @@ pub fn build_within(
                     .collect(),
                 estimate: estimate::estimate(&predicted, &observed.step_durations).map(|e| {
                     e.with_windows(head_cluster.and_then(|c| {
-                        windows::needed(&predicted, &c.spec, &observed.step_durations, now)
+                        let rounds = estimate::rounds(&predicted);
+                        windows::needed(rounds, &c.spec, &observed.step_durations, now)
                     }))
                 }),
                 predicted,

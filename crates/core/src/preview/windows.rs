@@ -1,5 +1,5 @@
 //! How many maintenance windows a cluster's predicted steps need: the estimate's rounds
-//! ([`super::estimate`]) played forward from `now`, each disruptive round starting where the
+//! (the rounds of the duration estimate) played forward from `now`, each disruptive round starting where the
 //! planner would let it (in an allow window, with its measured 90th percentile fitting in what
 //! is left of it, running into no deny window), the others at once. Pure.
 //!
@@ -48,22 +48,23 @@ struct Used {
     last: Timestamp,
 }
 
-/// The windows `predicted` needs under `spec`'s allow windows from `now`; `None` when `spec`
-/// has no allow window or no step is disruptive.
+/// The windows the predicted steps need, in their `rounds` (as the estimate groups them),
+/// under `spec`'s allow windows from `now`; `None` when `spec` has no allow window or no step
+/// is disruptive.
 pub(super) fn needed(
-    predicted: &[PreviewStep],
+    rounds: Vec<Vec<&PreviewStep>>,
     spec: &ClusterSpec,
     durations: &BTreeMap<String, StepDuration>,
     now: Timestamp,
 ) -> Option<WindowsNeeded> {
     let has_allow = spec.rollout.maintenance_window.is_some() || !spec.maintenance.allow.is_empty();
-    if !has_allow || !predicted.iter().any(|s| s.step.disruptive) {
+    if !has_allow || !rounds.iter().flatten().any(|s| s.step.disruptive) {
         return None;
     }
     let mut used: Vec<Used> = Vec::new();
     let (mut more, mut never) = (false, false);
     let mut at = now;
-    for round in super::estimate::rounds(predicted) {
+    for round in rounds {
         let took = round
             .iter()
             .filter_map(|step| durations.get(step.step.name()))

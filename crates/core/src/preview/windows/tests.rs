@@ -54,6 +54,18 @@ fn spec(allow: &[(&str, u64)]) -> ClusterSpec {
     spec
 }
 
+/// [`needed`] for `predicted`, disruptive steps each in a round of its own (as the estimate
+/// groups them).
+fn needed_by(
+    predicted: &[PreviewStep],
+    spec: &ClusterSpec,
+    durations: &BTreeMap<String, StepDuration>,
+    now: Timestamp,
+) -> Option<WindowsNeeded> {
+    let rounds = predicted.iter().map(|step| vec![step]).collect();
+    needed(rounds, spec, durations, now)
+}
+
 /// Saturday 2026-05-02, 01:00 UTC.
 fn saturday() -> Timestamp {
     "2026-05-02T01:00:00Z".parse().expect("time")
@@ -62,7 +74,7 @@ fn saturday() -> Timestamp {
 #[test]
 fn steps_that_fit_in_one_window_say_how_much_of_it_they_use() {
     let spec = spec(&[("0 0 1 * * Sat", 240)]);
-    let needed = needed(&drains(3), &spec, &measured(60), saturday()).expect("windows");
+    let needed = needed_by(&drains(3), &spec, &measured(60), saturday()).expect("windows");
     assert_eq!(
         needed.text,
         "fits 3h of the 4h window at Sat 2026-05-02 01:00 UTC"
@@ -75,7 +87,7 @@ fn steps_that_fit_in_one_window_say_how_much_of_it_they_use() {
 fn a_step_that_does_not_fit_what_is_left_goes_to_the_next_window() {
     // Four hour-long drains fill the window to its last minute; the fifth waits a week.
     let spec = spec(&[("0 0 1 * * Sat", 240)]);
-    let needed = needed(&drains(5), &spec, &measured(60), saturday()).expect("windows");
+    let needed = needed_by(&drains(5), &spec, &measured(60), saturday()).expect("windows");
     assert_eq!(
         needed.text,
         "needs 2 windows: Sat 2026-05-02 01:00, Sat 2026-05-09 01:00 UTC"
@@ -87,7 +99,7 @@ fn a_step_that_does_not_fit_what_is_left_goes_to_the_next_window() {
 fn a_window_too_short_for_a_step_is_skipped_for_one_it_fits_in() {
     // Saturdays for 2 minutes, Sundays for 4 hours; a drain needs 3 minutes.
     let spec = spec(&[("0 0 1 * * Sat", 2), ("0 0 1 * * Sun", 240)]);
-    let needed = needed(&drains(1), &spec, &measured(3), saturday()).expect("windows");
+    let needed = needed_by(&drains(1), &spec, &measured(3), saturday()).expect("windows");
     assert_eq!(
         needed.text,
         "fits 3m of the 4h window at Sun 2026-05-03 01:00 UTC"
@@ -98,7 +110,7 @@ fn a_window_too_short_for_a_step_is_skipped_for_one_it_fits_in() {
 fn counting_stops_after_ten_windows() {
     // Daily hour-long windows; each 50-minute drain takes one.
     let spec = spec(&[("0 0 1 * * *", 60)]);
-    let needed = needed(&drains(12), &spec, &measured(50), saturday()).expect("windows");
+    let needed = needed_by(&drains(12), &spec, &measured(50), saturday()).expect("windows");
     assert!(needed.more);
     assert_eq!(needed.opens.len(), MAX_WINDOWS);
     assert!(
@@ -113,14 +125,14 @@ fn counting_stops_after_ten_windows() {
 #[test]
 fn a_step_longer_than_every_window_never_starts_and_no_window_means_no_count() {
     let short = spec(&[("0 0 1 * * Sat", 2)]);
-    let needed = needed(&drains(1), &short, &measured(3), saturday()).expect("windows");
+    let needed = needed_by(&drains(1), &short, &measured(3), saturday()).expect("windows");
     assert!(needed.never);
     assert_eq!(
         needed.text,
         "a disruptive step fits in no window: it waits for good"
     );
     assert_eq!(
-        super::needed(&drains(1), &spec(&[]), &measured(3), saturday()),
+        needed_by(&drains(1), &spec(&[]), &measured(3), saturday()),
         None
     );
 }

@@ -100,16 +100,19 @@ pub(crate) fn state(spec: &ClusterSpec, now: Timestamp) -> WindowState {
 /// (`None`: not measured).
 pub(crate) fn state_for(spec: &ClusterSpec, now: Timestamp, needs: Option<Need>) -> WindowState {
     let maintenance = &spec.maintenance;
-    let allow: Vec<&MaintenanceWindow> = spec
-        .rollout
-        .maintenance_window
-        .iter()
-        .chain(&maintenance.allow)
-        .collect();
-    if allow.is_empty() && maintenance.deny.is_empty() {
+    let windows = Windows {
+        spec,
+        allow: spec
+            .rollout
+            .maintenance_window
+            .iter()
+            .chain(&maintenance.allow)
+            .collect(),
+        zone: maintenance.time_zone.zone(),
+    };
+    if windows.allow.is_empty() && maintenance.deny.is_empty() {
         return WindowState::Open;
     }
-    let zone = maintenance.time_zone.zone();
     let closed = |opens: Option<Timestamp>, deny: Option<SmolStr>, fit| {
         WindowState::Closed(Hold {
             opens,
@@ -119,83 +122,119 @@ pub(crate) fn state_for(spec: &ClusterSpec, now: Timestamp, needs: Option<Need>)
             fit,
         })
     };
-    if let Some(need) = needs
-        && let Some(longest) = allow.iter().map(|window| window.duration.0).max()
-        && longest < need.duration
-    {
-        return closed(
-            None,
-            None,
-            Some((
-                need,
-                Shortfall::NoWindowLongEnough {
-                    longest_seconds: longest.as_secs(),
-                },
-            )),
-        );
+    if let Some(too_long) = windows.too_long(needs) {
+        return closed(None, None, Some(too_long));
     }
     let mut at = now;
     let mut held_by_deny = None;
     let mut fit = None;
-    let mut held = false;
     for _ in 0..MAX_HOPS {
-        let denied = maintenance
-            .deny
-            .iter()
-            .filter_map(|window| Some((window, occurrence_end(window, zone, at)?)))
-            .max_by_key(|(_, end)| *end);
-        if let Some((window, end)) = denied {
-            if at == now {
-                held_by_deny = Some(SmolStr::new(window.schedule.to_string()));
-            }
-            held = true;
-            at = end;
-            continue;
-        }
-        let open_until = if allow.is_empty() {
-            Some(Timestamp::MAX)
-        } else {
-            allow
-                .iter()
-                .filter_map(|window| occurrence_end(window, zone, at))
-                .max()
-        };
-        let short = open_until.and_then(|until| {
-            let need = needs?;
-            Some((need, shortfall(spec, zone, at, until, need.duration)?))
-        });
-        if let Some((need, short)) = &short {
-            if at == now {
-                fit = Some((*need, short.clone()));
-            }
-            held = true;
-            if let Shortfall::DenyAhead { starts, .. } = short {
-                // Its occurrence holds from there: the next hop skips to its end.
-                at = *starts;
-                continue;
-            }
-        }
-        if open_until.is_none() || short.is_some() {
-            held = true;
-            match allow
-                .iter()
-                .filter_map(|window| next_fire(&window.schedule, zone, at))
-                .min()
-            {
-                Some(start) => {
-                    at = start;
-                    continue;
+        let next = match windows.at(at, needs) {
+            At::Starts if at == now => return WindowState::Open,
+            At::Starts => return closed(Some(at), held_by_deny, fit),
+            At::Denied { until, schedule } => {
+                if at == now {
+                    held_by_deny = Some(schedule);
                 }
-                None => return closed(None, held_by_deny, fit),
+                Some(until)
             }
-        }
-        return if held {
-            closed(Some(at), held_by_deny, fit)
-        } else {
-            WindowState::Open
+            At::Short(need, short) => {
+                if at == now {
+                    fit = Some((need, short.clone()));
+                }
+                match short {
+                    // Its occurrence holds from there: the next hop skips to its end.
+                    Shortfall::DenyAhead { starts, .. } => Some(starts),
+                    _ => windows.next_allow(at),
+                }
+            }
+            At::Closed => windows.next_allow(at),
         };
+        match next {
+            Some(next) => at = next,
+            None => return closed(None, held_by_deny, fit),
+        }
     }
     closed(None, held_by_deny, fit)
+}
+
+/// One cluster's windows, read in its zone.
+struct Windows<'a> {
+    spec: &'a ClusterSpec,
+    /// The allow windows, in both spellings.
+    allow: Vec<&'a MaintenanceWindow>,
+    zone: &'a TimeZone,
+}
+
+/// What the windows say of a step at one time.
+enum At {
+    /// It may start.
+    Starts,
+    /// A deny window is open.
+    Denied { until: Timestamp, schedule: SmolStr },
+    /// The windows are open, but the step would not fit.
+    Short(Need, Shortfall),
+    /// No allow window is open.
+    Closed,
+}
+
+impl Windows<'_> {
+    /// A step that `needs` more than the longest allow window: it never fits.
+    fn too_long(&self, needs: Option<Need>) -> Option<(Need, Shortfall)> {
+        let need = needs?;
+        let longest = self.allow.iter().map(|window| window.duration.0).max()?;
+        (longest < need.duration).then_some((
+            need,
+            Shortfall::NoWindowLongEnough {
+                longest_seconds: longest.as_secs(),
+            },
+        ))
+    }
+
+    /// What the windows say at `at` of a step that `needs` this long.
+    fn at(&self, at: Timestamp, needs: Option<Need>) -> At {
+        let denied = self
+            .spec
+            .maintenance
+            .deny
+            .iter()
+            .filter_map(|window| Some((window, occurrence_end(window, self.zone, at)?)))
+            .max_by_key(|(_, end)| *end);
+        if let Some((window, until)) = denied {
+            return At::Denied {
+                until,
+                schedule: SmolStr::new(window.schedule.to_string()),
+            };
+        }
+        let open_until = if self.allow.is_empty() {
+            Some(Timestamp::MAX)
+        } else {
+            self.allow
+                .iter()
+                .filter_map(|window| occurrence_end(window, self.zone, at))
+                .max()
+        };
+        let Some(until) = open_until else {
+            return At::Closed;
+        };
+        match needs.and_then(|need| {
+            Some((
+                need,
+                shortfall(self.spec, self.zone, at, until, need.duration)?,
+            ))
+        }) {
+            Some((need, short)) => At::Short(need, short),
+            None => At::Starts,
+        }
+    }
+
+    /// The first time an allow window opens after `at`.
+    fn next_allow(&self, at: Timestamp) -> Option<Timestamp> {
+        self.allow
+            .iter()
+            .filter_map(|window| next_fire(&window.schedule, self.zone, at))
+            .min()
+    }
 }
 
 /// Why a step of `duration` starting at `at`, inside windows open until `until`, does not

@@ -300,7 +300,9 @@ impl Windows<'_> {
         match &*self.state(step) {
             WindowState::Open => Gate::Open,
             WindowState::Closed(hold) => {
+                // Only a hold for the step's duration names it (a prediction holds many).
                 let label = match &step.target.machine {
+                    _ if hold.fit.is_none() => String::new(),
                     Some(machine) => format!("{} of {machine}", step.name()),
                     None => step.name().to_owned(),
                 };

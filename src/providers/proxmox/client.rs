@@ -43,6 +43,8 @@ pub struct ProxmoxClient {
     templates: TemplateCache,
     /// Guest-agent requests made, shared by the clones of this client.
     pub(super) agent_calls: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// The VMIDs its clones in flight hold.
+    vmids: super::vmids::VmidClaims,
 }
 
 impl ProxmoxClient {
@@ -57,6 +59,7 @@ impl ProxmoxClient {
             options,
             templates: TemplateCache::default(),
             agent_calls: std::sync::Arc::default(),
+            vmids: super::vmids::VmidClaims::default(),
         })
     }
 
@@ -200,16 +203,41 @@ impl ProxmoxClient {
         self.post_task(vm, "/config", params).await
     }
 
-    /// Asks Proxmox for the next free VMID (not reserved: a concurrent clone may take it).
-    async fn next_vmid(&self) -> Result<VmId, ProxmoxError> {
+    /// A VMID for a new clone: Proxmox's next free one, or, when a clone of ours in flight
+    /// holds that, the first one past ours that Proxmox says is free (at most
+    /// `VMID_PROBES` asked); held until the claim is dropped.
+    async fn claim_vmid(&self) -> Result<super::vmids::Claim, ProxmoxError> {
+        const VMID_PROBES: u32 = 32;
+        let offered = self.next_vmid(None).await?;
+        let mut candidate = self.vmids.first_unclaimed_from(offered);
+        for _ in 0..VMID_PROBES {
+            let free = candidate == offered
+                || match self.next_vmid(Some(candidate)).await {
+                    Ok(_) => true,
+                    Err(ProxmoxError::Api { .. }) => false,
+                    Err(err) => return Err(err),
+                };
+            if free && let Some(claim) = self.vmids.try_claim(candidate) {
+                return Ok(claim);
+            }
+            candidate = self
+                .vmids
+                .first_unclaimed_from(VmId(candidate.0.saturating_add(1)));
+        }
+        // Every probe taken: Proxmox's own answer, unheld; the clone's "already exists" retry
+        // settles it.
+        Ok(super::vmids::Claim::unheld(offered))
+    }
+
+    /// Asks Proxmox for the next free VMID (not reserved: a concurrent clone may take it), or
+    /// whether `wanted` is free (an error when it is not).
+    async fn next_vmid(&self, wanted: Option<VmId>) -> Result<VmId, ProxmoxError> {
+        let params: Params = wanted
+            .map(|id| vec![("vmid".into(), id.to_string())])
+            .unwrap_or_default();
         let data = self
             .api
-            .call_value(
-                Method::Get,
-                "/cluster/nextid",
-                &Vec::new(),
-                Retry::Transient,
-            )
+            .call_value(Method::Get, "/cluster/nextid", &params, Retry::Transient)
             .await?;
         as_u64(&data)
             .and_then(|id| u32::try_from(id).ok())
@@ -402,7 +430,8 @@ impl ProxmoxProvider for ProxmoxClient {
         );
         let mut tried = Vec::new();
         for _ in 0..self.options.clone_attempts.max(1) {
-            let newid = self.next_vmid().await?;
+            let claim = self.claim_vmid().await?;
+            let newid = claim.id();
             tried.push(newid);
             let mut params: Params = vec![
                 ("newid".into(), newid.to_string()),

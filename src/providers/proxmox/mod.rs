@@ -26,6 +26,7 @@ pub(crate) mod recorder;
 mod tasks;
 mod templates;
 pub mod upid;
+mod vmids;
 mod volumes;
 mod wire;
 

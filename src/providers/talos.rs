@@ -419,9 +419,15 @@ fn sec1_from_pkcs8(pkcs8: &[u8]) -> Option<Vec<u8>> {
         .then_some(())?;
     let (tag, inner, _) = der_element(rest)?;
     (tag == 0x04).then_some(())?;
-    // ECPrivateKey ::= SEQUENCE { version 1, privateKey OCTET STRING, [0] params OPTIONAL,
-    // [1] publicKey OPTIONAL }
-    let (tag, ec, _) = der_element(inner)?;
+    let (private, public) = ec_private_key_parts(inner)?;
+    Some(ec_private_key_der(private, public, true))
+}
+
+/// The private key and, when present, the public key of a DER `ECPrivateKey`
+/// (`SEQUENCE { version 1, privateKey OCTET STRING, [0] params OPTIONAL, [1] publicKey
+/// OPTIONAL }`) of a P-256 key.
+fn ec_private_key_parts(der: &[u8]) -> Option<(&[u8], Option<&[u8]>)> {
+    let (tag, ec, _) = der_element(der)?;
     (tag == 0x30).then_some(())?;
     let (_, _, fields) = der_element(ec)?; // version
     let (tag, private, mut fields) = der_element(fields)?;
@@ -434,20 +440,33 @@ fn sec1_from_pkcs8(pkcs8: &[u8]) -> Option<Vec<u8>> {
         }
         fields = after;
     }
+    Some((private, public))
+}
+
+/// A DER `ECPrivateKey` of a P-256 key: with the curve named (`[0] prime256v1`, which Go
+/// requires in SEC1) or without (what ring requires inside PKCS#8).
+fn ec_private_key_der(private: &[u8], public: Option<&[u8]>, with_curve: bool) -> Vec<u8> {
     let mut body = vec![0x02, 0x01, 0x01, 0x04, 0x20];
     body.extend_from_slice(private);
-    body.push(0xa0);
-    body.push(u8::try_from(PRIME256V1.len()).ok()?);
-    body.extend_from_slice(PRIME256V1);
+    if with_curve {
+        body.push(0xa0);
+        body.extend(der_length(PRIME256V1.len()));
+        body.extend_from_slice(PRIME256V1);
+    }
     if let Some(public) = public {
         body.push(0xa1);
         body.extend(der_length(public.len()));
         body.extend_from_slice(public);
     }
+    der_sequence(&body)
+}
+
+/// A DER SEQUENCE of `body`.
+fn der_sequence(body: &[u8]) -> Vec<u8> {
     let mut out = vec![0x30];
     out.extend(der_length(body.len()));
-    out.extend(body);
-    Some(out)
+    out.extend_from_slice(body);
+    out
 }
 
 /// One DER element: its tag, its content, and what follows it.

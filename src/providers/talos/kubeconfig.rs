@@ -10,7 +10,10 @@ use rcgen::{
     KeyUsagePurpose,
 };
 
-use super::{TalosSecretsError, der_element, der_length, pem, subject_of};
+use super::{
+    TalosSecretsError, der_length, der_sequence, ec_private_key_der, ec_private_key_parts, pem,
+    subject_of,
+};
 use crate::spec::Endpoint;
 
 /// The user and group Talos writes into an admin kubeconfig.
@@ -115,42 +118,16 @@ const EC_PUBLIC_KEY: &[u8] = &[0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0
 fn pkcs8_from_sec1_pem(sec1_pem: &str) -> Option<String> {
     let (_, block) = x509_parser::pem::parse_x509_pem(sec1_pem.as_bytes()).ok()?;
     (block.label == "EC PRIVATE KEY").then_some(())?;
-    let (tag, ec, _) = der_element(&block.contents)?;
-    (tag == 0x30).then_some(())?;
-    let (_, _, fields) = der_element(ec)?; // version
-    let (tag, private, mut fields) = der_element(fields)?;
-    (tag == 0x04 && private.len() == 32).then_some(())?;
-    let mut public = None;
-    while !fields.is_empty() {
-        let (tag, content, after) = der_element(fields)?;
-        if tag == 0xa1 {
-            public = Some(content);
-        }
-        fields = after;
-    }
-    let mut inner = vec![0x02, 0x01, 0x01, 0x04, 0x20];
-    inner.extend_from_slice(private);
-    if let Some(public) = public {
-        inner.push(0xa1);
-        inner.extend(der_length(public.len()));
-        inner.extend_from_slice(public);
-    }
-    let inner = sequence(&inner);
+    let (private, public) = ec_private_key_parts(&block.contents)?;
+    let inner = ec_private_key_der(private, public, false);
     let mut algorithm = EC_PUBLIC_KEY.to_vec();
     algorithm.extend_from_slice(super::PRIME256V1);
     let mut info = vec![0x02, 0x01, 0x00];
-    info.extend(sequence(&algorithm));
+    info.extend(der_sequence(&algorithm));
     info.push(0x04);
     info.extend(der_length(inner.len()));
     info.extend(inner);
-    Some(pem("PRIVATE KEY", &sequence(&info)))
-}
-
-fn sequence(body: &[u8]) -> Vec<u8> {
-    let mut out = vec![0x30];
-    out.extend(der_length(body.len()));
-    out.extend_from_slice(body);
-    out
+    Some(pem("PRIVATE KEY", &der_sequence(&info)))
 }
 
 #[cfg(test)]

@@ -186,10 +186,18 @@ pub(super) fn explain(change: &FieldChange, predicted: &[PreviewStep]) -> String
     }
     if change.path == "kubernetes.version" {
         let count = destroyed_in(None);
-        return format!(
-            "{text}: upgraded in place on the control plane, then {count} {} replaced",
-            plural("node", count)
-        );
+        let in_place = predicted
+            .iter()
+            .any(|s| matches!(s.step.action, Action::UpgradeControlPlane { .. }));
+        // K3s and Talos move a version by replacing machines alone.
+        return if in_place {
+            format!(
+                "{text}: upgraded in place on the control plane, then {count} {} replaced",
+                plural("node", count)
+            )
+        } else {
+            format!("{text}: replaces {count} {}", plural("node", count))
+        };
     }
     text
 }

@@ -333,3 +333,37 @@ fn a_stage_starts_once_those_it_follows_are_estimated_to_finish_and_soaked() {
         "after an unknown finish: unknown"
     );
 }
+
+#[test]
+fn a_version_change_says_in_place_only_when_the_plan_upgrades_in_place() {
+    let change = changes::FieldChange {
+        path: "kubernetes.version".into(),
+        from: Some("1.36.2".into()),
+        to: Some("1.36.3".into()),
+    };
+    let destroy = |machine: &str| PreviewStep {
+        step: Step {
+            action: plan::Action::DestroyMachine {
+                machine: plan::MachineRef {
+                    name: machine.into(),
+                    vm_id: None,
+                    proxmox_node: "pve1".into(),
+                },
+                ownership: crate::model::Ownership {
+                    cluster: "prod".into(),
+                    role: crate::model::Role::Worker,
+                    pool: "general".into(),
+                    spec_hash: "0123456789ab".into(),
+                },
+            },
+            ..step("reset-node", machine)
+        },
+        pending_on_base: false,
+    };
+    // K3s and Talos: replacement alone.
+    let replaced = vec![destroy("w-1"), destroy("w-2")];
+    assert_eq!(
+        summary::explain(&change, &replaced),
+        "kubernetes.version 1.36.2 → 1.36.3: replaces 2 nodes"
+    );
+}

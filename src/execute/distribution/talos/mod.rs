@@ -38,6 +38,7 @@ use crate::spec::{ClusterSpec, Endpoint, KubeVersion};
 use super::{AdminSource, Distribution, VersionSource};
 pub use error::TalosError;
 
+mod addresses;
 mod error;
 mod etcd;
 
@@ -133,7 +134,7 @@ impl Distribution for Talos {
             hostname: name.to_string(),
             install_disk: INSTALL_DISK.to_owned(),
             mac_address,
-            static_address: None,
+            static_address: addresses::node_address(ex, ctx, spec, vm, name).await?,
         };
         let image = cidata(ctx.cluster, spec, &node, vm, &stored)
             .map_err(|source| failed(action, source))?;

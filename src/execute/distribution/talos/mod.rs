@@ -88,8 +88,10 @@ impl Distribution for Talos {
         Ok(())
     }
 
-    /// Renders the machine's config, writes it on a `cidata` ISO, uploads it to the ISO
-    /// storage and puts it in the VM's CD-ROM drive. Refuses a VM with memory hotplug.
+    /// Renders the machine's config (with its static address from `network.nodeAddresses`,
+    /// tagged on the VM first, when the cluster declares the range), writes it on a `cidata`
+    /// ISO, uploads it to the ISO storage and puts it in the VM's CD-ROM drive. Refuses a VM
+    /// with memory hotplug.
     async fn deliver_config<Pr: Providers>(
         &self,
         ex: &Executor<Pr>,

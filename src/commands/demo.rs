@@ -53,6 +53,7 @@ pub fn demo(args: &DemoArgs, env: fn(&str) -> Option<String>) -> Result<Outcome,
     if !clone.exists() {
         source::seed::clone_for_user(&remote, &clone, DEMO_BRANCH)?;
     }
+    let talos = talos_clusters(&clone);
     let url = format!("file://{}", remote.display());
     let redactor = Redactor::default();
     let git_options = source::GitOptions {
@@ -122,7 +123,7 @@ pub fn demo(args: &DemoArgs, env: fn(&str) -> Option<String>) -> Result<Outcome,
             started,
             lab_dir.clone(),
             (clone.clone(), url.clone(), fleet.status.branch.clone()),
-            bound,
+            (bound, talos),
             args.exit_when_ready,
         );
         let stop: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
@@ -144,7 +145,7 @@ async fn announce_when_ready(
     started: std::time::Instant,
     lab_dir: PathBuf,
     (repo, remote, status_branch): (PathBuf, String, String),
-    http: std::net::SocketAddr,
+    (http, talos): (std::net::SocketAddr, Vec<String>),
     quiet_after: bool,
 ) {
     loop {
@@ -176,6 +177,13 @@ async fn announce_when_ready(
             "  Flux's kubeconfig Secrets: kubectl --kubeconfig {} -n flux-system get secrets",
             management.display()
         );
+        for name in &talos {
+            let _ = writeln!(
+                out,
+                "  {name}'s talosconfig: kubectl --kubeconfig {} -n capstan-system get secret {name}-talosconfig -o jsonpath='{{.data.talosconfig}}' | base64 -d",
+                management.display()
+            );
+        }
         let _ = writeln!(
             out,
             "\nchange a cluster the GitOps way: edit, commit, push\n  \
@@ -202,6 +210,27 @@ async fn announce_when_ready(
         let _ = out.flush();
         return;
     }
+}
+
+/// The Talos clusters of the repository in `clone` (whose talosconfig the walkthrough shows),
+/// by name; none when it cannot be read or loaded (the daemon then says why).
+fn talos_clusters(clone: &Path) -> Vec<String> {
+    let Ok(files) = source::read_repo(clone) else {
+        return Vec::new();
+    };
+    spec::load(&files)
+        .desired
+        .map(|desired| {
+            desired
+                .clusters
+                .into_iter()
+                .filter(|(_, cluster)| {
+                    cluster.spec.kubernetes.distribution == spec::Distribution::Talos
+                })
+                .map(|(name, _)| name)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// examples-repo/ next to the current folder, or of the checkout this binary was built from.

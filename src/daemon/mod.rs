@@ -125,7 +125,7 @@ struct StepOutcome {
     machine: Option<crate::model::NodeName>,
     /// What it did, or why it failed.
     result: Result<StepReport, ExecuteError>,
-    /// Its wall time.
+    /// Its wall time on the daemon's clock (zero when the clock went back).
     took: Duration,
 }
 
@@ -214,6 +214,10 @@ pub struct Daemon<Pr: Providers> {
     status_out: Option<watch::Sender<Option<FleetStatus>>>,
     /// Recent successful steps' durations, exported in the observed state.
     timings: timings::StepTimings,
+    /// The convergence records of the status published before this daemon started (read
+    /// from the status branch), for its first publication: a restart does not restart the
+    /// soaks of staged rollouts.
+    restored: BTreeMap<String, plan::Converged>,
     /// Runtime suspensions and `reconcile` requests, shared with the HTTP endpoint.
     actions: Arc<actions::Actions>,
     /// Sends notifications, when the daemon was given one.
@@ -237,6 +241,7 @@ impl<Pr: Providers> Daemon<Pr> {
             status_writer: None,
             status_out: None,
             timings: timings::StepTimings::default(),
+            restored: BTreeMap::new(),
             actions: Arc::default(),
             notifier: None,
             observer: Observer::new(Arc::clone(&providers)),
@@ -340,6 +345,9 @@ impl<Pr: Providers> Daemon<Pr> {
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Result<(), source::SourceError> {
         self.tracker.start_watching()?;
+        if let Some(writer) = &mut self.status_writer {
+            self.restored = restore_converged(writer).await;
+        }
         let writer = self.status_writer.take().map(|writer| {
             let (out, statuses) = watch::channel(None);
             self.status_out = Some(out);
@@ -540,6 +548,7 @@ impl<Pr: Providers> Daemon<Pr> {
         let executor = Arc::clone(&self.executor);
         let leadership = Arc::clone(&self.leadership);
         let limit = Arc::clone(&self.limit);
+        let clock = Arc::clone(&self.clock);
         let revision = revision.to_owned();
         let work = self.busy.entry(name.to_owned()).or_default();
         let slot = work.slot();
@@ -568,7 +577,8 @@ impl<Pr: Providers> Daemon<Pr> {
             // the step runs stops it: at its next change (the executor checks the fence), or
             // now if it is waiting (a drain's pause, a command polled in a guest).
             let outcome = if fence.check("the step").is_ok() {
-                let started = Instant::now();
+                // Timed on the daemon's clock, as windows are read: a lab's time is its own.
+                let started = clock.now();
                 let result = tokio::select! {
                     result = executor.run(ctx, &step) => result,
                     () = fence.lost() => Err(ExecuteError::NotLeading(NotLeading {
@@ -579,7 +589,8 @@ impl<Pr: Providers> Daemon<Pr> {
                     action: step.kind(),
                     machine: step.target.machine.clone(),
                     result,
-                    took: started.elapsed(),
+                    took: Duration::try_from(clock.now().duration_since(started))
+                        .unwrap_or(Duration::ZERO),
                 })
             } else {
                 tracing::info!(cluster = %name, action = step.kind().name(), "not leading any more; step not started");
@@ -716,12 +727,14 @@ impl<Pr: Providers> Daemon<Pr> {
         status.findings = plan.findings.iter().map(|f| f.message.clone()).collect();
         let revision = status.revision.clone().unwrap_or_default();
         for (name, entry) in &mut status.clusters {
-            let before = previous
-                .clusters
-                .get(name)
-                .and_then(|c| c.converged.as_ref());
+            let before = match previous.clusters.get(name) {
+                Some(cluster) => cluster.converged.as_ref(),
+                // Not published since this daemon started: as published before it.
+                None => self.restored.get(name),
+            };
             entry.converged = plan::converged(entry.phase, before, &revision, now);
         }
+        self.restored.clear();
         self.board.set(status);
         self.notify_published(&previous);
         self.report_progress();
@@ -746,6 +759,22 @@ impl<Pr: Providers> Daemon<Pr> {
             out.send_replace(Some(self.board.status()));
         } else {
             out.send_if_modified(|fed| fed.take().is_some());
+        }
+    }
+}
+
+/// The convergence records of the status on the status branch (see [`Daemon::restored`]);
+/// none when it cannot be read, and then the soaks of the clusters followed start again.
+async fn restore_converged(writer: &mut StatusWriter) -> BTreeMap<String, plan::Converged> {
+    match writer.published().await {
+        Ok(published) => published
+            .clusters
+            .into_iter()
+            .filter_map(|(name, cluster)| Some((name, cluster.converged?)))
+            .collect(),
+        Err(err) => {
+            tracing::warn!(error = %crate::errors::error_chain(&err), "the status branch could not be read: the soaks of staged rollouts start again");
+            BTreeMap::new()
         }
     }
 }

@@ -672,6 +672,7 @@ fn observed_template(
             template.tags.iter().map(String::as_str),
             &template.description,
         ),
+        memory_hotplug: template.memory_hotplug,
     }
 }
 

@@ -261,6 +261,26 @@ impl StatusWriter {
         }
     }
 
+    /// The status the branch holds (read back as `capstan status --repo` reads it): what
+    /// this daemon, or the one before it, published last. A daemon starting reads it once.
+    ///
+    /// # Errors
+    /// When the branch cannot be fetched or read.
+    pub async fn published(&mut self) -> Result<FleetStatus, StatusBranchError> {
+        let (files, message) = self
+            .blocking(|repository| {
+                let tip = repository.known_tip()?;
+                let files = repository.files_at(tip)?;
+                let message = tip.map(|tip| repository.message_at(tip)).transpose()?;
+                Ok((files, message))
+            })
+            .await?;
+        let revision = message.as_deref().and_then(render::revision_of);
+        let status = render::fleet_status(&files, revision);
+        self.branch_files = Some(files);
+        Ok(status)
+    }
+
     /// Decides about `status` and writes it when due (at once with `flush`); returns when to
     /// look again.
     pub async fn consider(

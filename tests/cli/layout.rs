@@ -494,8 +494,8 @@ const PURE_IN_THE_DAEMON: &[(&str, &str)] = &[
     ),
     (
         "src/daemon/timings.rs",
-        "the daemon's memory of measured steps, kept between passes; previews read its medians \
-         as core's observed::StepDuration",
+        "the daemon's memory of measured steps, kept between passes; previews and windows read \
+         its medians and 90th percentiles as core's observed::StepDuration",
     ),
     (
         "src/providers/proxmox/ownership.rs",

@@ -104,7 +104,11 @@ fn json_lists_clusters_with_phase_steps_and_blocked() {
     assert_eq!(value["now"], NOW);
     let clusters = value["clusters"].as_array().expect("clusters");
     let names: Vec<&str> = clusters.iter().filter_map(|c| c["name"].as_str()).collect();
-    assert_eq!(names, ["edge", "platform", "prod"]);
+    assert_eq!(names, ["edge", "platform", "prod", "talos"]);
+    let talos = &clusters[3];
+    assert_eq!(talos["phase"], "Pending");
+    assert_eq!(talos["steps"][0]["action"], "create-machine");
+    assert_eq!(talos["steps"][0]["target"]["role"], "control-plane");
     let prod = &clusters[2];
     assert_eq!(prod["phase"], "Pending");
     assert_eq!(prod["blocked"], serde_json::json!([]));

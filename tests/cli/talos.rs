@@ -32,13 +32,10 @@ spec:
       machine: {template: talos-v1.13.9, cores: 4, memoryMiB: 8192, placement: [pve1, pve2]}
 ";
 
+/// The examples (whose connection names the ISO storage `local`) with [`TALOS_CLUSTER`] in
+/// place of their Talos cluster.
 fn talos_repo() -> ScratchRepo {
     let repo = ScratchRepo::from_examples();
-    repo.edit(
-        "capstan.yaml",
-        "    tokenId: capstan@pve!reconciler\n",
-        "    tokenId: capstan@pve!reconciler\n    isoStorage: local\n",
-    );
     repo.write(CLUSTER, TALOS_CLUSTER);
     repo
 }

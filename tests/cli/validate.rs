@@ -10,7 +10,7 @@ const PLATFORM: &str = "clusters/platform.yaml";
 fn the_example_repository_is_valid() {
     capstan(&["validate", examples_repo().to_str().expect("path")])
         .assert_code(0)
-        .assert_reports("valid (3 cluster file(s)");
+        .assert_reports("valid (4 cluster file(s)");
 }
 
 #[test]
@@ -216,7 +216,7 @@ fn every_error_of_the_repository_is_reported_in_one_run() {
     repo.edit("capstan.yaml", "pollInterval: 1m", "pollInterval: soon");
     let run = repo.validate();
     run.assert_code(1)
-        .assert_reports("capstan.yaml:49:15: error: pollInterval: `soon` is not a duration");
+        .assert_reports("capstan.yaml:55:15: error: pollInterval: `soon` is not a duration");
     // With capstan.yaml broken, cluster files are still checked for syntax, and fixing it
     // reveals their rules; each file's errors all come at once.
     repo.edit("capstan.yaml", "pollInterval: soon", "pollInterval: 1m");
@@ -276,7 +276,10 @@ fn json_output_lists_findings_for_programs() {
         .expect("a finding in prod.yaml");
     assert_eq!(finding["line"], 13);
     assert_eq!(finding["field"], "spec.kubernetes.version");
-    assert_eq!(report["clusters"], serde_json::json!(["edge", "platform"]));
+    assert_eq!(
+        report["clusters"],
+        serde_json::json!(["edge", "platform", "talos"])
+    );
 }
 
 #[test]

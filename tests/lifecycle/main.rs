@@ -31,3 +31,4 @@ mod suspend;
 mod suspend_rollout;
 mod templates;
 mod upgrade;
+mod window_fit;

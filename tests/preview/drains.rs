@@ -16,7 +16,7 @@ fn a_budget_with_no_disruption_left_is_named_with_the_pods_each_drain_would_evic
     markdown
         .assert_code(0)
         .assert_reports(
-            "**prod: 3 workers replaced (new before old) — held for the maintenance window (Sat 2026-05-02 01:00 UTC); drains will block on PodDisruptionBudget default/web; edge: unchanged; platform: unchanged**",
+            "**prod: 3 workers replaced (new before old) — held for the maintenance window (Sat 2026-05-02 01:00 UTC); drains will block on PodDisruptionBudget default/web; edge: unchanged; platform: unchanged; talos: unchanged**",
         )
         .assert_reports("**Drains** simulated against the observed pods and PodDisruptionBudgets")
         .assert_reports(

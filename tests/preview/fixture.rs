@@ -107,6 +107,7 @@ impl Fleet {
                 capstan::observed::StepDuration {
                     median_ms,
                     samples: 5,
+                    p90_ms: None,
                 },
             );
         }

@@ -14,7 +14,9 @@ fn scaling_a_pool_adds_one_worker_and_touches_nothing_else() {
     let markdown = fleet.preview("scale", "markdown");
     markdown
         .assert_code(0)
-        .assert_reports("**prod: +1 worker; edge: unchanged; platform: unchanged**")
+        .assert_reports(
+            "**prod: +1 worker; edge: unchanged; platform: unchanged; talos: unchanged**",
+        )
         .assert_reports("- workers.general.replicas 3 → 4")
         .assert_reports("-      replicas: 3\n+      replicas: 4")
         .assert_reports("<details><summary><b>prod</b>: +1 worker</summary>");
@@ -32,7 +34,7 @@ fn scaling_a_pool_adds_one_worker_and_touches_nothing_else() {
     let value = json(&fleet.preview("scale", "json"));
     assert_eq!(
         value["summary"],
-        "prod: +1 worker; edge: unchanged; platform: unchanged"
+        "prod: +1 worker; edge: unchanged; platform: unchanged; talos: unchanged"
     );
     let clusters = value["clusters"].as_array().expect("clusters");
     assert_eq!(clusters.len(), 1);
@@ -72,7 +74,7 @@ fn changing_a_template_replaces_every_worker_new_before_old_in_the_window() {
     markdown
         .assert_code(0)
         .assert_reports(
-            "**prod: 3 workers replaced (new before old) — held for the maintenance window (Sat 2026-05-02 01:00 UTC); edge: unchanged; platform: unchanged**",
+            "**prod: 3 workers replaced (new before old) — held for the maintenance window (Sat 2026-05-02 01:00 UTC); edge: unchanged; platform: unchanged; talos: unchanged**",
         )
         .assert_reports(
             "- workers.general.machine.template debian13-k8s → debian13-k8s-v2: replaces 3 workers",
@@ -129,7 +131,7 @@ fn an_unapproved_minor_is_refused_with_its_place_in_the_file() {
     assert_eq!(value["clusters"][0]["refused"][0], *refusal);
     assert_eq!(
         value["summary"],
-        "prod: REFUSED (1), its file has errors: the cluster is left as it is; edge: unchanged; platform: unchanged"
+        "prod: REFUSED (1), its file has errors: the cluster is left as it is; edge: unchanged; platform: unchanged; talos: unchanged"
     );
 }
 
@@ -205,7 +207,7 @@ fn a_remote_branch_is_previewed_like_a_local_one() {
     let value = json(&run);
     assert_eq!(
         value["summary"],
-        "prod: +1 worker; edge: unchanged; platform: unchanged"
+        "prod: +1 worker; edge: unchanged; platform: unchanged; talos: unchanged"
     );
     assert!(
         value["head"]
@@ -317,7 +319,7 @@ fn scaling_a_pool_down_removes_one_worker_in_the_window() {
     let value = json(&run);
     assert_eq!(
         value["summary"],
-        "prod: −1 worker — held for the maintenance window (Sat 2026-05-02 01:00 UTC); edge: unchanged; platform: unchanged"
+        "prod: −1 worker — held for the maintenance window (Sat 2026-05-02 01:00 UTC); edge: unchanged; platform: unchanged; talos: unchanged"
     );
     let actions: Vec<&str> = value["clusters"][0]["predicted"]
         .as_array()

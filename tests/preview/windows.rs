@@ -26,7 +26,7 @@ fn a_deny_window_covering_now_holds_a_template_change_and_the_preview_says_until
 
     // Markdown escapes the schedule's backticks and star.
     fleet.preview("freeze", "markdown").assert_code(0).assert_reports(
-        "**prod: 3 workers replaced (new before old) — held by deny window \\`0 0 27 4 \\*\\` until Sat 2026-05-09 01:00 Europe/Rome; edge: unchanged; platform: unchanged**",
+        "**prod: 3 workers replaced (new before old) — held by deny window \\`0 0 27 4 \\*\\` until Sat 2026-05-09 01:00 Europe/Rome; edge: unchanged; platform: unchanged; talos: unchanged**",
     );
     fleet
         .preview("freeze", "text")

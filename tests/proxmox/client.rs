@@ -34,9 +34,11 @@ async fn inventory_sees_every_node_and_template_with_capacity() {
         .filter(|vm| vm.is_template)
         .map(|vm| (vm.name.as_str(), vm.node.as_str()))
         .collect();
-    assert_eq!(templates.len(), 9);
+    // Four templates on each of the three nodes.
+    assert_eq!(templates.len(), 12);
     assert!(templates.contains(&("debian13-k8s", "pve2")));
     assert!(templates.contains(&("debian13-k8s-v2", "pve3")));
+    assert!(templates.contains(&("talos-v1.13.9", "pve1")));
     assert_eq!(
         setup.sim.handle().calls_of("GET /cluster/resources"),
         1,
@@ -47,10 +49,10 @@ async fn inventory_sees_every_node_and_template_with_capacity() {
             .sim
             .handle()
             .calls_of("GET /nodes/{node}/qemu/{vmid}/config"),
-        9,
+        12,
         "each template's volumes are read the first time it is seen"
     );
-    assert_eq!(inventory.templates.len(), 9);
+    assert_eq!(inventory.templates.len(), 12);
     assert!(
         inventory
             .templates
@@ -58,11 +60,12 @@ async fn inventory_sees_every_node_and_template_with_capacity() {
             .all(|t| t.storages == ["local-lvm"])
     );
     assert_eq!(inventory.storages.get("local-lvm"), Some(&false));
+    assert_eq!(inventory.storages.get("local"), Some(&false));
     for template in &inventory.templates {
-        let built_for = if template.name == "debian13-k3s" {
-            "k3s"
-        } else {
-            "kubeadm"
+        let built_for = match template.name.as_str() {
+            "debian13-k3s" => "k3s",
+            "talos-v1.13.9" => "talos",
+            _ => "kubeadm",
         };
         assert_eq!(template.tags, [built_for], "{}", template.name);
     }

@@ -251,9 +251,9 @@ print(json.dumps({"nodes": nodes, "vms": vms, "resources": len(resources), "upid
     let report = json(&String::from_utf8_lossy(&output.stdout));
     assert_eq!(report["nodes"], serde_json::json!(["pve1", "pve2", "pve3"]));
     let vms = report["vms"].as_array().expect("vms");
-    assert_eq!(vms.len(), 9, "{vms:?}");
+    assert_eq!(vms.len(), 12, "{vms:?}");
     assert!(vms.iter().all(|vm| vm[3] == 1), "all templates: {vms:?}");
-    assert_eq!(report["resources"], 9);
+    assert_eq!(report["resources"], 12);
     assert!(
         report["upid"]
             .as_str()

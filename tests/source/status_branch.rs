@@ -431,3 +431,51 @@ async fn a_standby_replica_writes_no_status() {
         "a standby commits no status"
     );
 }
+
+/// A daemon restarted reads back from the status branch since when each cluster is converged:
+/// the soaks of the clusters that follow one (`rollout.after`) do not start again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_daemon_keeps_since_when_a_cluster_is_converged() {
+    let remote = Remote::new();
+    remote.write("capstan.yaml", &fleet());
+    remote.write("clusters/prod.yaml", &lab_cluster("prod", 2));
+    remote.commit_and_push("prod: 2 workers");
+    let url = format!("file://{}", remote.bare().display());
+    let setup = || {
+        writing(
+            remote.options(&url, GitCredentials::default()),
+            Redactor::default(),
+            Duration::ZERO,
+            Duration::ZERO,
+        )
+    };
+    let converged = |s: &capstan::status::FleetStatus| {
+        s.clusters
+            .get("prod")
+            .and_then(|c| c.converged.as_ref())
+            .map(|c| c.since)
+    };
+    let mut world = World::following(LabConfig::default(), setup()).await;
+    let status = world
+        .wait_for("prod converged", |s| converged(s).is_some())
+        .await;
+    let since = converged(&status).expect("converged");
+    wait_for_branch(&remote.bare(), "prod converged", |bare| {
+        status_file(bare, "clusters/prod.yaml")
+            .is_some_and(|f| f.contains(&format!("convergedSince: \"{since}\"")))
+    })
+    .await;
+
+    // An hour later, a new daemon: prod has been converged since the same time.
+    world.kill_daemon().await;
+    world.lab.clock().advance(Duration::from_secs(3600));
+    world
+        .start_daemon_as(setup(), |connections| connections)
+        .await;
+    let status = world
+        .wait_for("prod converged after the restart", |s| {
+            converged(s).is_some()
+        })
+        .await;
+    assert_eq!(converged(&status), Some(since), "{status:#?}");
+}

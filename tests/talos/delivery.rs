@@ -14,7 +14,7 @@ use capstan_core::talos::{cidata_files, cidata_image};
 use capstan_lab::clock::LabClock;
 use capstan_lab::proxmox::{DefaultShell, SimOptions, SimProxmox};
 use capstan_lab::values::LabDuration;
-use capstan_lab::world::{ProxmoxWorld, Timings, WorldStorage, WorldVm};
+use capstan_lab::world::{ProxmoxWorld, Timings, WorldVm};
 use capstan_testkit::judge::{self, Judge};
 
 use crate::cidata::{node, xorriso};
@@ -22,7 +22,7 @@ use crate::cidata::{node, xorriso};
 const TOKEN_ID: &str = "capstan@pve!talos";
 const SECRET: &str = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
 
-/// The default world with fast tasks, a `local` directory storage for ISO images and a VM.
+/// The default world (its `local` directory storage holds ISO images) with fast tasks and a VM.
 fn world() -> ProxmoxWorld {
     let ms = LabDuration::millis;
     let mut world = ProxmoxWorld {
@@ -32,9 +32,6 @@ fn world() -> ProxmoxWorld {
         },
         ..ProxmoxWorld::default()
     };
-    world
-        .storages
-        .push(WorldStorage::local_directory(&["iso", "vztmpl", "backup"]));
     world.vms.push(WorldVm {
         vmid: 701,
         name: "talos-prod-cp-1".into(),

@@ -12,7 +12,7 @@ use capstan::clock::Clock as _;
 use capstan::model::Role;
 use capstan_lab::nodes::TalosClusterRef;
 use capstan_lab::talos::EtcdCluster;
-use capstan_lab::world::{LabConfig, ProxmoxWorld, WorldStorage, WorldTemplate};
+use capstan_lab::world::{LabConfig, ProxmoxWorld, WorldTemplate};
 use capstan_testkit::judge::{self, Judge};
 use capstan_testkit::{FleetYaml, World, kubectl_with, ready};
 
@@ -23,21 +23,25 @@ pub const NEXT_TALOS: &str = "v1.13.10";
 /// The cluster's name.
 pub const CLUSTER: &str = "talos";
 
-/// The default lab with a `local` ISO storage on every node and a Talos template per node.
+/// The default lab (a `local` ISO storage and a `talos-v1.13.9` template on every node) with a
+/// template of the next Talos release per node.
 pub fn talos_lab() -> LabConfig {
     let mut proxmox = ProxmoxWorld::default();
-    proxmox
-        .storages
-        .push(WorldStorage::local_directory(&["iso", "vztmpl", "backup"]));
     let mut templates = proxmox.effective_templates();
-    for (base, release) in [(9400, TALOS), (9500, NEXT_TALOS)] {
-        for (index, node) in proxmox.nodes.iter().enumerate() {
-            templates.push(WorldTemplate {
-                talos: Some(release.into()),
-                tags: vec!["talos".into()],
-                ..WorldTemplate::new(&format!("talos-{release}"), base + index as u32, &node.name)
-            });
-        }
+    assert!(
+        templates.iter().any(|t| t.talos.as_deref() == Some(TALOS)),
+        "the default lab has talos-{TALOS}"
+    );
+    for (index, node) in proxmox.nodes.iter().enumerate() {
+        templates.push(WorldTemplate {
+            talos: Some(NEXT_TALOS.into()),
+            tags: vec!["talos".into()],
+            ..WorldTemplate::new(
+                &format!("talos-{NEXT_TALOS}"),
+                9500 + index as u32,
+                &node.name,
+            )
+        });
     }
     proxmox.templates = Some(templates);
     LabConfig {

@@ -83,6 +83,18 @@ pub struct StepDuration {
     pub median_ms: u64,
     /// How many steps the median is taken over (the daemon keeps the most recent ones only).
     pub samples: u32,
+    /// The 90th percentile of the same steps, in milliseconds: what a maintenance window
+    /// must have left for such a step to start in it. Absent in older snapshots: not
+    /// measured (windows then hold no step for its duration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p90_ms: Option<u64>,
+}
+
+impl StepDuration {
+    /// The high percentile steps of this action are planned with, when measured.
+    pub fn high(&self) -> Option<std::time::Duration> {
+        self.p90_ms.map(std::time::Duration::from_millis)
+    }
 }
 
 impl Observed {
@@ -132,6 +144,9 @@ pub struct ObservedTemplate {
     /// then it is not judged before a clone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub distributions: Vec<Distribution>,
+    /// Whether its `hotplug` option includes memory (its clones inherit it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub memory_hotplug: bool,
 }
 
 impl ObservedTemplate {

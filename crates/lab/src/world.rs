@@ -135,7 +135,8 @@ pub struct ProxmoxWorld {
     /// Storages, present on every node (not shared unless said so).
     #[serde(default = "default_storages")]
     pub storages: Vec<WorldStorage>,
-    /// Templates. Absent: `debian13-k8s`, `debian13-k8s-v2` and `debian13-k3s` on every node.
+    /// Templates. Absent: `debian13-k8s`, `debian13-k8s-v2`, `debian13-k3s` and
+    /// `talos-v1.13.9` on every node.
     #[serde(default)]
     pub templates: Option<Vec<WorldTemplate>>,
     /// Resource pools.
@@ -158,6 +159,9 @@ pub struct ProxmoxWorld {
 /// The K3s release the default world's `debian13-k3s` template carries.
 pub const DEFAULT_K3S_RELEASE: &str = "v1.36.2+k3s1";
 
+/// The Talos release the default world's `talos-v1.13.9` template boots.
+pub const DEFAULT_TALOS_RELEASE: &str = "v1.13.9";
+
 impl Default for ProxmoxWorld {
     fn default() -> Self {
         ProxmoxWorld {
@@ -175,23 +179,34 @@ impl Default for ProxmoxWorld {
 }
 
 impl ProxmoxWorld {
-    /// The templates: the configured ones, or the default three on every node
-    /// (`debian13-k8s` at 9000+i, `debian13-k8s-v2` at 9100+i, both tagged `kubeadm`, and
+    /// The templates: the configured ones, or the default four on every node
+    /// (`debian13-k8s` at 9000+i, `debian13-k8s-v2` at 9100+i, both tagged `kubeadm`,
     /// `debian13-k3s` at 9200+i, tagged `k3s`, which carries the air-gap install of
-    /// [`DEFAULT_K3S_RELEASE`] for examples-repo's `edge`).
+    /// [`DEFAULT_K3S_RELEASE`] for examples-repo's `edge`, and `talos-v1.13.9` at 9600+i,
+    /// tagged `talos`, a Talos image of [`DEFAULT_TALOS_RELEASE`] for examples-repo's `talos`).
     pub fn effective_templates(&self) -> Vec<WorldTemplate> {
         if let Some(templates) = &self.templates {
             return templates.clone();
         }
         let mut templates = Vec::new();
-        for (base, name, k3s, tag) in [
-            (9000, "debian13-k8s", None, "kubeadm"),
-            (9100, "debian13-k8s-v2", None, "kubeadm"),
-            (9200, "debian13-k3s", Some(DEFAULT_K3S_RELEASE), "k3s"),
+        // Talos at 9600: tests add their own templates at 9300-9599 next to these.
+        let talos_name = format!("talos-{DEFAULT_TALOS_RELEASE}");
+        for (base, name, k3s, talos, tag) in [
+            (9000, "debian13-k8s", None, None, "kubeadm"),
+            (9100, "debian13-k8s-v2", None, None, "kubeadm"),
+            (9200, "debian13-k3s", Some(DEFAULT_K3S_RELEASE), None, "k3s"),
+            (
+                9600,
+                &talos_name,
+                None,
+                Some(DEFAULT_TALOS_RELEASE),
+                "talos",
+            ),
         ] {
             for (index, node) in self.nodes.iter().enumerate() {
                 templates.push(WorldTemplate {
                     k3s: k3s.map(str::to_owned),
+                    talos: talos.map(str::to_owned),
                     tags: vec![tag.to_owned()],
                     ..WorldTemplate::new(name, base + index as u32, &node.name)
                 });
@@ -282,14 +297,20 @@ fn default_nodes() -> Vec<WorldNode> {
         .collect()
 }
 
+/// `local-lvm` for VM disks (first: templates without a storage are on it) and, as on every
+/// Proxmox VE host, the directory storage `local`, which holds ISO images (where capstan
+/// uploads Talos machine configs).
 fn default_storages() -> Vec<WorldStorage> {
-    vec![WorldStorage {
-        name: "local-lvm".into(),
-        kind: "lvmthin".into(),
-        shared: false,
-        size_gib: 2048,
-        content: Vec::new(),
-    }]
+    vec![
+        WorldStorage {
+            name: "local-lvm".into(),
+            kind: "lvmthin".into(),
+            shared: false,
+            size_gib: 2048,
+            content: Vec::new(),
+        },
+        WorldStorage::local_directory(&["iso", "vztmpl", "backup"]),
+    ]
 }
 
 fn default_pools() -> Vec<String> {
@@ -680,79 +701,4 @@ fn default_one() -> u32 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_default_world_has_three_nodes_and_the_example_templates_on_each() {
-        let world = ProxmoxWorld::default();
-        world.check().expect("consistent");
-        let names: Vec<&str> = world.nodes.iter().map(|n| n.name.as_str()).collect();
-        assert_eq!(names, ["pve1", "pve2", "pve3"]);
-        let templates = world.effective_templates();
-        for node in ["pve1", "pve2", "pve3"] {
-            for name in ["debian13-k8s", "debian13-k8s-v2", "debian13-k3s"] {
-                assert!(
-                    templates.iter().any(|t| t.node == node && t.name == name),
-                    "{name} on {node}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn a_config_file_overrides_parts_and_rejects_typos() {
-        let config = LabConfig::parse(
-            "proxmox:\n  nodes: [{name: a, cores: 4, memoryGiB: 8}]\n  timings: {clone: 2s}\n  faults:\n    failTasks: [{kind: qmstart, message: boom}]\n",
-        )
-        .expect("valid");
-        assert_eq!(config.proxmox.nodes.len(), 1);
-        assert_eq!(
-            config.proxmox.timings.clone.0,
-            std::time::Duration::from_secs(2)
-        );
-        assert_eq!(config.proxmox.timings.stop, Timings::default().stop);
-        assert_eq!(config.proxmox.faults.fail_tasks[0].count, 1);
-        config.proxmox.check().expect("templates follow the nodes");
-        let typo = LabConfig::parse("proxmox:\n  nodez: []\n")
-            .expect_err("typo")
-            .to_string();
-        assert!(typo.contains("nodez"), "{typo}");
-    }
-
-    #[test]
-    fn clusters_of_the_config_are_checked() {
-        let config = LabConfig::parse(
-            "clusters:\n  edge:\n    version: v1.35.4\n    nodes: [{name: a}, {name: b}]\n",
-        )
-        .expect("valid");
-        config.check().expect("consistent");
-
-        let twice = LabConfig::parse("clusters:\n  edge: {nodes: [{name: a}, {name: a}]}\n")
-            .expect("parses");
-        let err = twice.check().expect_err("a node twice").to_string();
-        assert!(
-            err.contains("clusters.edge") && err.contains("twice"),
-            "{err}"
-        );
-        let version = LabConfig::parse("clusters:\n  edge: {version: latest}\n").expect("parses");
-        assert!(version.check().is_err());
-    }
-
-    #[test]
-    fn inconsistent_worlds_are_refused() {
-        let mut world = ProxmoxWorld::default();
-        world.vms.push(WorldVm {
-            vmid: 9000,
-            name: "dup".into(),
-            node: "pve1".into(),
-            cores: 1,
-            memory_mib: 512,
-            disk_gib: 1,
-            tags: None,
-            description: None,
-            running: false,
-        });
-        assert!(world.check().is_err());
-    }
-}
+mod tests;

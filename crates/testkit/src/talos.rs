@@ -1,15 +1,16 @@
-//! A lab with Talos in it (the default lab has none): a template whose clones boot Talos and
-//! an ISO storage for the cidata images capstan uploads, with fast Proxmox tasks.
+//! A lab with an older Talos in it: a template whose clones boot Talos v1.11.5 (next to the
+//! default world's `talos-v1.13.9` templates and `local` ISO storage), with fast Proxmox tasks.
 
 use capstan_lab::values::LabDuration;
-use capstan_lab::world::{LabConfig, ProxmoxWorld, Timings, WorldStorage, WorldTemplate};
+use capstan_lab::world::{LabConfig, ProxmoxWorld, Timings, WorldTemplate};
 
 /// The Talos version the template's clones boot.
 pub const TALOS_VERSION: &str = "v1.11.5";
 /// The Talos template's name (VMID 9400, on pve1).
 pub const TALOS_TEMPLATE: &str = "talos-1.11";
 
-/// The default Proxmox world with fast tasks, a `local` ISO storage and the Talos template.
+/// The default Proxmox world (which has a `local` ISO storage) with fast tasks and the Talos
+/// template.
 pub fn talos_world() -> ProxmoxWorld {
     let ms = LabDuration::millis;
     let mut world = ProxmoxWorld {
@@ -24,7 +25,6 @@ pub fn talos_world() -> ProxmoxWorld {
         },
         ..ProxmoxWorld::default()
     };
-    world.storages.push(WorldStorage::local_directory(&["iso"]));
     let mut templates = world.effective_templates();
     templates.push(WorldTemplate {
         talos: Some(TALOS_VERSION.into()),

@@ -100,6 +100,8 @@ pub struct TemplateInfo {
     pub tags: Vec<String>,
     /// Its description, as its config held it when the template was first seen.
     pub description: String,
+    /// Whether its `hotplug` option included memory when it was first seen.
+    pub memory_hotplug: bool,
 }
 
 impl Inventory {

@@ -20,6 +20,8 @@ struct KnownTemplate {
     storages: Vec<String>,
     /// Its description (Proxmox's notes).
     description: String,
+    /// Whether its `hotplug` option includes memory.
+    memory_hotplug: bool,
 }
 
 /// What each known template's config said, by (node, VMID).
@@ -74,6 +76,7 @@ impl TemplateCache {
                         Ok(config) => KnownTemplate {
                             storages: volume_storages(&config),
                             description: text(&config, "description").unwrap_or_default(),
+                            memory_hotplug: super::VmHardware::from_config(&config).memory_hotplug,
                         },
                         Err(err) if err.is_not_found() => continue,
                         Err(err) => return Err(err),
@@ -91,6 +94,7 @@ impl TemplateCache {
                     .map(|tags| super::ownership::split_tags(&tags))
                     .unwrap_or_default(),
                 description: known.description,
+                memory_hotplug: known.memory_hotplug,
             });
         }
         // A template gone (or moved) is read again if it comes back.

@@ -52,7 +52,7 @@ use std::thread::{Scope, ScopedJoinHandle};
 
 use jiff::Timestamp;
 
-use crate::observed::{Observed, ObservedCluster};
+use crate::observed::{Observed, ObservedCluster, StepDuration};
 use crate::spec::{ClusterSpec, Desired, MinorVersion};
 
 pub use effects::Changes;
@@ -63,6 +63,8 @@ pub use types::*;
 
 use cluster::{Gate, Input, SpecMemo};
 use placement::Capacity;
+pub(crate) use types::{day_and_time, seconds};
+pub(crate) use window::{Need, WindowState, open_allow, state_for as window_state};
 
 /// The fleet policy the planner applies.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -235,7 +237,7 @@ fn plan_on(
                     let (plan, prediction, orphans) = plan_cluster(
                         name,
                         &cluster.spec,
-                        seen.unwrap_or(&empty),
+                        (seen.unwrap_or(&empty), &observed.step_durations),
                         policy,
                         now,
                         &mut capacity,
@@ -291,6 +293,7 @@ struct Prediction<'a> {
     name: &'a str,
     spec: &'a ClusterSpec,
     observed: &'a ObservedCluster,
+    durations: &'a BTreeMap<String, StepDuration>,
     capacity: Capacity,
     listed: Vec<cluster::Candidate>,
 }
@@ -302,6 +305,7 @@ impl Prediction<'_> {
             name: self.name,
             spec: self.spec,
             observed: self.observed,
+            durations: self.durations,
             policy,
             now,
             memo: &memo,
@@ -420,12 +424,13 @@ impl<'scope, 'env> Predictor<'scope, 'env> {
     }
 }
 
-/// Plans one desired cluster; returns its plan (without its prediction, which `plan` runs
-/// for all clusters at once), what its prediction starts from, and the orphans found.
+/// Plans one desired cluster, seen as `observed` with the step durations the daemon measured;
+/// returns its plan (without its prediction, which `plan` runs for all clusters at once), what
+/// its prediction starts from, and the orphans found.
 fn plan_cluster<'a>(
     name: &'a str,
     spec: &'a ClusterSpec,
-    observed: &'a ObservedCluster,
+    (observed, durations): (&'a ObservedCluster, &'a BTreeMap<String, StepDuration>),
     policy: &Policy,
     now: Timestamp,
     capacity: &mut Capacity,
@@ -435,6 +440,7 @@ fn plan_cluster<'a>(
         name,
         spec,
         observed,
+        durations,
         policy,
         now,
         memo: &memo,
@@ -460,6 +466,7 @@ fn plan_cluster<'a>(
         name,
         spec,
         observed,
+        durations,
         capacity: capacity.clone(),
         listed: outcome.candidates.clone(),
     };

@@ -126,6 +126,17 @@ impl Capacity {
             copy.distributions.is_empty() || copy.distributions.contains(&distribution)
         };
         let copies: Vec<&ObservedTemplate> = all.iter().filter(fits).collect();
+        let refuses_hotplug = distribution.capabilities().refuses_memory_hotplug;
+        if refuses_hotplug && !copies.is_empty() && copies.iter().all(|copy| copy.memory_hotplug) {
+            return Err(Unclonable::MemoryHotplug {
+                template: template.to_owned(),
+                wanted: distribution.capabilities().tool,
+            });
+        }
+        let copies: Vec<&ObservedTemplate> = copies
+            .into_iter()
+            .filter(|copy| !(refuses_hotplug && copy.memory_hotplug))
+            .collect();
         if copies.is_empty() {
             let declared: Vec<&str> = all
                 .iter()
@@ -279,6 +290,14 @@ pub(crate) enum Unclonable {
         declared: String,
         wanted: &'static str,
     },
+    /// Every copy has memory hotplug, which the distribution's machines cannot use.
+    #[error(
+        "template {template} has memory hotplug enabled: {wanted} sees only the memory present at boot; remove `memory` from the template's Hotplug option (Hardware → Hotplug)"
+    )]
+    MemoryHotplug {
+        template: String,
+        wanted: &'static str,
+    },
     /// The copies are on nodes outside the placement, on storage a clone cannot leave.
     #[error(
         "template {template} is on {found} and cannot be cloned to placement {placement} ({why}); add {homes} to placement, copy the template to a node of placement, or put it on shared storage"
@@ -408,6 +427,7 @@ mod tests {
                     vm_id: crate::model::VmId(9000 + u32::try_from(index).expect("small")),
                     shared_storage: *shared,
                     distributions: Vec::new(),
+                    memory_hotplug: false,
                 });
         }
         Capacity::of(&Observed {
@@ -487,6 +507,7 @@ mod tests {
                         vm_id: crate::model::VmId(vm_id),
                         shared_storage: false,
                         distributions: vec![Distribution::Kubeadm],
+                        memory_hotplug: false,
                     })
                     .collect(),
             )])),
@@ -544,6 +565,52 @@ mod tests {
         assert_eq!(
             declared(&["talos"], "distribution: talos"),
             vec![Distribution::Talos]
+        );
+    }
+
+    #[test]
+    fn a_template_with_memory_hotplug_is_no_source_for_a_talos_clone() {
+        let placement: Vec<String> = ["pve1", "pve2"].map(String::from).to_vec();
+        let mut capacity = Observed {
+            proxmox_templates: Some(BTreeMap::from([(
+                "talos-v1.13.9".to_owned(),
+                ["pve1", "pve2"]
+                    .iter()
+                    .zip(9400..)
+                    .map(|(node, vm_id)| ObservedTemplate {
+                        proxmox_node: (*node).to_owned(),
+                        vm_id: crate::model::VmId(vm_id),
+                        shared_storage: false,
+                        distributions: vec![Distribution::Talos],
+                        memory_hotplug: true,
+                    })
+                    .collect(),
+            )])),
+            ..Observed::default()
+        };
+        let refusal = Capacity::of(&capacity)
+            .clone_targets("talos-v1.13.9", None, &placement, Distribution::Talos)
+            .expect_err("refused");
+        assert_eq!(
+            refusal.to_string(),
+            "template talos-v1.13.9 has memory hotplug enabled: Talos sees only the memory present at boot; remove `memory` from the template's Hotplug option (Hardware → Hotplug)"
+        );
+        // The copy on pve2 without it is the only source.
+        if let Some(copies) = capacity
+            .proxmox_templates
+            .as_mut()
+            .and_then(|t| t.get_mut("talos-v1.13.9"))
+        {
+            copies[1].memory_hotplug = false;
+        }
+        assert_eq!(
+            Capacity::of(&capacity).clone_targets(
+                "talos-v1.13.9",
+                None,
+                &placement,
+                Distribution::Talos
+            ),
+            Ok(vec!["pve2".to_owned()])
         );
     }
 }

@@ -15,7 +15,8 @@ mod resource;
 use crate::model::{NodeName, Ownership, Role, VmId};
 use crate::observed::{FluxTarget, MachineSpec};
 use crate::spec::{Endpoint, KubeVersion};
-pub use resource::Resource;
+pub use resource::{Resource, Shortfall, WindowFit};
+pub(crate) use resource::{day_and_time, seconds};
 
 /// Prefix of the made-up fingerprint a predicted admin kubeconfig gets; the rest names the
 /// step that changed it. The simulation writes it, the delivery rule reads it back to say why

@@ -2,10 +2,20 @@
 //! which window holds it and when it may start. A step may start inside an allow window (or at
 //! any time when there is none) and never inside a deny window.
 //!
+//! A step whose duration the daemon measured ([`Need`]: the 90th percentile of its action's
+//! recent steps) must also fit: it starts only if what is left of the open allow window is at
+//! least that long, and no deny window opens before it would end; otherwise it waits for the
+//! first time it fits (the next window, or the end of the deny window). A step longer than
+//! every allow window never fits and is held, saying so: lengthen a window. A step never
+//! measured is held by none of this, only by the windows being closed. Two allow windows that
+//! overlap are not joined: the step must fit in one of them.
+//!
 //! Schedules fire at wall-clock times of the cluster's `maintenance.timeZone`, so a window
 //! follows the clocks across daylight saving time: a time the clocks skip fires when they
 //! resume (as `cron` does), a time they repeat fires once, the first time. Pure: `now` comes in
 //! as an argument and zones come from the database bundled into the binary.
+
+use std::time::Duration;
 
 use chrono::{DateTime, Datelike, NaiveDate, Timelike, Utc};
 use jiff::civil;
@@ -13,7 +23,7 @@ use jiff::tz::{AmbiguousOffset, TimeZone};
 use jiff::{SignedDuration, Timestamp};
 use smol_str::SmolStr;
 
-use super::types::Resource;
+use super::types::{Resource, Shortfall, WindowFit};
 use crate::spec::{ClusterSpec, CronSchedule, MaintenanceWindow};
 
 /// The most windows a search for the next allowed time steps over (a deny window ending
@@ -38,6 +48,16 @@ pub(crate) enum WindowState {
     Closed(Hold),
 }
 
+/// What a disruptive step needs of the windows: its measured duration, a high percentile of
+/// its action's recent steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Need {
+    /// How long the step is planned to take.
+    pub duration: Duration,
+    /// How many steps it was measured over.
+    pub samples: u32,
+}
+
 /// Why disruptive steps wait, and until when.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Hold {
@@ -48,91 +68,237 @@ pub(crate) struct Hold {
     pub deny: Option<SmolStr>,
     /// The zone the schedules are read in, when it is not UTC.
     pub time_zone: Option<SmolStr>,
+    /// A measured step the windows would let start now, but that would not fit.
+    pub fit: Option<(Need, Shortfall)>,
 }
 
 impl Hold {
-    /// The resource a held step waits on.
-    pub(crate) fn resource(&self) -> Resource {
+    /// The resource a held step waits on; `step` names it (`drain of prod-w-2`) when the
+    /// hold is about its duration.
+    pub(crate) fn resource(&self, step: &str) -> Resource {
         Resource::MaintenanceWindow {
             opens: self.opens,
             deny: self.deny.as_ref().map(ToString::to_string),
             time_zone: self.time_zone.as_ref().map(ToString::to_string),
+            fit: self.fit.as_ref().map(|(need, short)| WindowFit {
+                step: step.to_owned(),
+                needs_seconds: need.duration.as_secs().max(1),
+                samples: need.samples,
+                short: short.clone(),
+            }),
         }
     }
 }
 
-/// The state of `spec`'s maintenance windows at `now`.
+/// The state of `spec`'s maintenance windows at `now`, for a step that needs nothing of them.
+#[cfg(test)]
 pub(crate) fn state(spec: &ClusterSpec, now: Timestamp) -> WindowState {
+    state_for(spec, now, None)
+}
+
+/// The state of `spec`'s maintenance windows at `now`, for a step that `needs` this long
+/// (`None`: not measured).
+pub(crate) fn state_for(spec: &ClusterSpec, now: Timestamp, needs: Option<Need>) -> WindowState {
     let maintenance = &spec.maintenance;
-    let allow: Vec<&MaintenanceWindow> = spec
-        .rollout
-        .maintenance_window
-        .iter()
-        .chain(&maintenance.allow)
-        .collect();
-    if allow.is_empty() && maintenance.deny.is_empty() {
+    let windows = Windows {
+        spec,
+        allow: spec
+            .rollout
+            .maintenance_window
+            .iter()
+            .chain(&maintenance.allow)
+            .collect(),
+        zone: maintenance.time_zone.zone(),
+    };
+    if windows.allow.is_empty() && maintenance.deny.is_empty() {
         return WindowState::Open;
     }
-    let zone = maintenance.time_zone.zone();
-    let closed = |opens: Option<Timestamp>, deny: Option<SmolStr>| {
+    let closed = |opens: Option<Timestamp>, deny: Option<SmolStr>, fit| {
         WindowState::Closed(Hold {
             opens,
             deny,
             time_zone: (!maintenance.time_zone.is_utc())
                 .then(|| SmolStr::new(maintenance.time_zone.as_str())),
+            fit,
         })
     };
+    if let Some(too_long) = windows.too_long(needs) {
+        return closed(None, None, Some(too_long));
+    }
     let mut at = now;
     let mut held_by_deny = None;
-    let mut held = false;
+    let mut fit = None;
     for _ in 0..MAX_HOPS {
-        let denied = maintenance
-            .deny
-            .iter()
-            .filter_map(|window| Some((window, occurrence_end(window, zone, at)?)))
-            .max_by_key(|(_, end)| *end);
-        if let Some((window, end)) = denied {
-            if at == now {
-                held_by_deny = Some(SmolStr::new(window.schedule.to_string()));
-            }
-            held = true;
-            at = end;
-            continue;
-        }
-        let allowed = allow.is_empty()
-            || allow
-                .iter()
-                .any(|window| occurrence_end(window, zone, at).is_some());
-        if !allowed {
-            held = true;
-            match allow
-                .iter()
-                .filter_map(|window| next_fire(&window.schedule, zone, at))
-                .min()
-            {
-                Some(start) => {
-                    at = start;
-                    continue;
+        let next = match windows.at(at, needs) {
+            At::Starts if at == now => return WindowState::Open,
+            At::Starts => return closed(Some(at), held_by_deny, fit),
+            At::Denied { until, schedule } => {
+                if at == now {
+                    held_by_deny = Some(schedule);
                 }
-                None => return closed(None, held_by_deny),
+                Some(until)
             }
-        }
-        return if held {
-            closed(Some(at), held_by_deny)
-        } else {
-            WindowState::Open
+            At::Short(need, short) => {
+                if at == now {
+                    fit = Some((need, short.clone()));
+                }
+                match short {
+                    // Its occurrence holds from there: the next hop skips to its end.
+                    Shortfall::DenyAhead { starts, .. } => Some(starts),
+                    _ => windows.next_allow(at),
+                }
+            }
+            At::Closed => windows.next_allow(at),
         };
+        match next {
+            Some(next) => at = next,
+            None => return closed(None, held_by_deny, fit),
+        }
     }
-    closed(None, held_by_deny)
+    closed(None, held_by_deny, fit)
 }
 
-/// When the occurrence of `window` that is open at `at` ends, when one is: it opened at a fire
-/// time in `(at - duration, at]`.
+/// One cluster's windows, read in its zone.
+struct Windows<'a> {
+    spec: &'a ClusterSpec,
+    /// The allow windows, in both spellings.
+    allow: Vec<&'a MaintenanceWindow>,
+    zone: &'a TimeZone,
+}
+
+/// What the windows say of a step at one time.
+enum At {
+    /// It may start.
+    Starts,
+    /// A deny window is open.
+    Denied { until: Timestamp, schedule: SmolStr },
+    /// The windows are open, but the step would not fit.
+    Short(Need, Shortfall),
+    /// No allow window is open.
+    Closed,
+}
+
+impl Windows<'_> {
+    /// A step that `needs` more than the longest allow window: it never fits.
+    fn too_long(&self, needs: Option<Need>) -> Option<(Need, Shortfall)> {
+        let need = needs?;
+        let longest = self.allow.iter().map(|window| window.duration.0).max()?;
+        (longest < need.duration).then_some((
+            need,
+            Shortfall::NoWindowLongEnough {
+                longest_seconds: longest.as_secs(),
+            },
+        ))
+    }
+
+    /// What the windows say at `at` of a step that `needs` this long.
+    fn at(&self, at: Timestamp, needs: Option<Need>) -> At {
+        let denied = self
+            .spec
+            .maintenance
+            .deny
+            .iter()
+            .filter_map(|window| Some((window, occurrence_end(window, self.zone, at)?)))
+            .max_by_key(|(_, end)| *end);
+        if let Some((window, until)) = denied {
+            return At::Denied {
+                until,
+                schedule: SmolStr::new(window.schedule.to_string()),
+            };
+        }
+        let open_until = if self.allow.is_empty() {
+            Some(Timestamp::MAX)
+        } else {
+            self.allow
+                .iter()
+                .filter_map(|window| occurrence_end(window, self.zone, at))
+                .max()
+        };
+        let Some(until) = open_until else {
+            return At::Closed;
+        };
+        match needs.and_then(|need| {
+            Some((
+                need,
+                shortfall(self.spec, self.zone, at, until, need.duration)?,
+            ))
+        }) {
+            Some((need, short)) => At::Short(need, short),
+            None => At::Starts,
+        }
+    }
+
+    /// The first time an allow window opens after `at`.
+    fn next_allow(&self, at: Timestamp) -> Option<Timestamp> {
+        self.allow
+            .iter()
+            .filter_map(|window| next_fire(&window.schedule, self.zone, at))
+            .min()
+    }
+}
+
+/// Why a step of `duration` starting at `at`, inside windows open until `until`, does not
+/// fit: the window ends first, or a deny window opens first; `None` when it fits.
+fn shortfall(
+    spec: &ClusterSpec,
+    zone: &TimeZone,
+    at: Timestamp,
+    until: Timestamp,
+    duration: Duration,
+) -> Option<Shortfall> {
+    let duration = SignedDuration::try_from(duration).unwrap_or(SignedDuration::MAX);
+    let ends = at.saturating_add(duration).unwrap_or(Timestamp::MAX);
+    let deny_ahead = spec
+        .maintenance
+        .deny
+        .iter()
+        .filter_map(|window| Some((window, next_fire(&window.schedule, zone, at)?)))
+        .filter(|(_, starts)| *starts < ends)
+        .min_by_key(|(_, starts)| *starts);
+    if let Some((window, starts)) = deny_ahead {
+        return Some(Shortfall::DenyAhead {
+            schedule: window.schedule.to_string(),
+            starts,
+        });
+    }
+    (until < ends).then(|| Shortfall::WindowLeft {
+        left_seconds: until.duration_since(at).as_secs().unsigned_abs(),
+    })
+}
+
+/// The allow window open at `at` that closes last, as when it opened and when it closes;
+/// `None` when none is open (or `spec` has none).
+pub(crate) fn open_allow(spec: &ClusterSpec, at: Timestamp) -> Option<(Timestamp, Timestamp)> {
+    let zone = spec.maintenance.time_zone.zone();
+    spec.rollout
+        .maintenance_window
+        .iter()
+        .chain(&spec.maintenance.allow)
+        .filter_map(|window| occurrence(window, zone, at))
+        .max_by_key(|(_, end)| *end)
+}
+
+/// When the occurrence of `window` that is open at `at` ends, when one is.
 fn occurrence_end(window: &MaintenanceWindow, zone: &TimeZone, at: Timestamp) -> Option<Timestamp> {
+    occurrence(window, zone, at).map(|(_, end)| end)
+}
+
+/// The occurrence of `window` that is open at `at`, when one is, as when it opened (a fire
+/// time in `(at - duration, at]`) and when it ends.
+fn occurrence(
+    window: &MaintenanceWindow,
+    zone: &TimeZone,
+    at: Timestamp,
+) -> Option<(Timestamp, Timestamp)> {
     let duration = SignedDuration::try_from(window.duration.0).unwrap_or(SignedDuration::MAX);
     let earliest = at.saturating_sub(duration).unwrap_or(Timestamp::MIN);
     let start = next_fire(&window.schedule, zone, earliest)?;
-    (start <= at).then(|| start.saturating_add(duration).unwrap_or(Timestamp::MAX))
+    (start <= at).then(|| {
+        (
+            start,
+            start.saturating_add(duration).unwrap_or(Timestamp::MAX),
+        )
+    })
 }
 
 /// The first time `schedule` fires strictly after `after`, its wall-clock times read in

@@ -16,6 +16,7 @@ use crate::observed::StepDuration;
 use crate::plan::Resource;
 
 use super::PreviewStep;
+use super::windows::WindowsNeeded;
 
 /// The estimated duration of one cluster's predicted steps.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -34,8 +35,25 @@ pub struct Estimate {
     pub starts: Option<Timestamp>,
     /// A window holds the steps and never opens again.
     pub never_starts: bool,
+    /// The maintenance windows the steps need, when the cluster has allow windows and a
+    /// step is disruptive.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub windows: Option<WindowsNeeded>,
     /// The estimate in words, with how it was made.
     pub explanation: String,
+}
+
+impl Estimate {
+    /// Adds the windows the steps need, said in the explanation too.
+    pub(super) fn with_windows(mut self, windows: Option<WindowsNeeded>) -> Self {
+        if let Some(windows) = &windows {
+            self.explanation
+                .push_str("; maintenance windows (from the 90th percentiles): ");
+            self.explanation.push_str(&windows.text);
+        }
+        self.windows = windows;
+        self
+    }
 }
 
 /// The estimate of `predicted` from `durations`; `None` when there is no step, or when the
@@ -81,6 +99,7 @@ pub fn estimate(
         unmeasured: unmeasured.into_iter().collect(),
         starts: window.and_then(|(opens, _)| opens),
         never_starts: matches!(window, Some((None, _))),
+        windows: None,
         explanation: String::new(),
     };
     estimate.explanation = explain(&estimate, predicted.len(), window.map(|(_, held)| held));
@@ -89,7 +108,7 @@ pub fn estimate(
 
 /// The steps grouped as the daemon runs them: a round takes consecutive non-disruptive steps
 /// on different machines; a disruptive step, or a second step on a machine, starts a new one.
-fn rounds(predicted: &[PreviewStep]) -> Vec<Vec<&PreviewStep>> {
+pub(super) fn rounds(predicted: &[PreviewStep]) -> Vec<Vec<&PreviewStep>> {
     let mut rounds: Vec<Vec<&PreviewStep>> = Vec::new();
     // The last round's machines, and whether it holds a disruptive step: a bootstrap's round
     // holds every machine, so it is not searched step by step.
@@ -133,9 +152,13 @@ fn explain(estimate: &Estimate, steps: usize, held: Option<&Resource>) -> String
         ));
     }
     match held {
-        Some(held @ Resource::MaintenanceWindow { deny: None, .. })
-            if estimate.starts.is_some() =>
-        {
+        Some(
+            held @ Resource::MaintenanceWindow {
+                deny: None,
+                fit: None,
+                ..
+            },
+        ) if estimate.starts.is_some() => {
             let when = held.window_opens_local().unwrap_or_default();
             text.push_str(&format!("; held for the maintenance window: starts {when}"));
         }

@@ -27,6 +27,7 @@ mod estimate;
 pub mod render;
 mod stages;
 mod summary;
+mod windows;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::AtomicBool;
@@ -43,6 +44,7 @@ pub use changes::FieldChange;
 pub use drains::{BLOCKED_DRAIN, DrainBlock, DrainForecast};
 pub use estimate::Estimate;
 pub use stages::Stage;
+pub use windows::{MAX_WINDOWS, WindowsNeeded};
 
 /// How a revision's files become its desired state: parsed, validated, and held to the
 /// operator's limits on secrets and connections. The daemon's `secrets::Admission` is the one
@@ -349,7 +351,12 @@ pub fn build_within(
                     .iter()
                     .map(|c| summary::explain(c, &predicted))
                     .collect(),
-                estimate: estimate::estimate(&predicted, &observed.step_durations),
+                estimate: estimate::estimate(&predicted, &observed.step_durations).map(|e| {
+                    e.with_windows(head_cluster.and_then(|c| {
+                        let rounds = estimate::rounds(&predicted);
+                        windows::needed(rounds, &c.spec, &observed.step_durations, now)
+                    }))
+                }),
                 predicted,
                 refused,
                 drains,
@@ -366,7 +373,7 @@ pub fn build_within(
         head: head.revision.clone(),
         now,
         summary: parts.join("; "),
-        stages: stages::order(head_loaded.desired.as_ref()),
+        stages: stage_order(&head_loaded, &clusters, observed, now),
         refusals: all,
         fleet_diff: changes::unified_diff(
             &head.files.fleet.path,
@@ -375,6 +382,40 @@ pub fn build_within(
         ),
         clusters,
     }
+}
+
+/// The head's stages in order, each with its estimated start: a cluster finishes when its
+/// predicted steps are estimated to end, from when its stage starts, in the windows they
+/// need (a cluster this change does not touch counts as finished at once).
+fn stage_order(
+    head: &Loaded,
+    clusters: &[ClusterPreview],
+    observed: &Observed,
+    now: Timestamp,
+) -> Vec<Stage> {
+    let finish = |name: &str, from: Timestamp| {
+        let Some(cluster) = clusters.iter().find(|c| c.name == name) else {
+            return Some(from);
+        };
+        if cluster.predicted.is_empty() {
+            return Some(from);
+        }
+        let estimate = cluster.estimate.as_ref()?;
+        let spec = &cluster_of(head, name)?.spec;
+        let rounds = estimate::rounds(&cluster.predicted);
+        match windows::needed(rounds, spec, &observed.step_durations, from) {
+            Some(needed) if needed.never || needed.more => None,
+            Some(needed) => Some(needed.ends),
+            None => {
+                let begins = estimate.starts.map_or(from, |starts| starts.max(from));
+                let seconds = i64::try_from(estimate.seconds).unwrap_or(i64::MAX);
+                begins
+                    .checked_add(jiff::SignedDuration::from_secs(seconds))
+                    .ok()
+            }
+        }
+    };
+    stages::order(head.desired.as_ref(), now, finish)
 }
 
 fn plan_of(

@@ -226,13 +226,24 @@ fn step_markdown(step: &PreviewStep) -> String {
     line
 }
 
-/// The stages, numbered: `1. staging; 2. prod-a (after staging, soak 30m), prod-b (...)`.
+/// The stages, numbered, with their estimated starts: `1. staging (starts now); 2. prod-a
+/// (after staging, soak 30m), prod-b (...) (starts about Sat 2026-05-02 01:40 UTC)`.
 fn stages_line(preview: &Preview) -> String {
     preview
         .stages
         .iter()
         .enumerate()
-        .map(|(index, stage)| format!("{}. {}", index + 1, stage.clusters.join(", ")))
+        .map(|(index, stage)| {
+            let starts = match stage.starts {
+                Some(at) if at <= preview.now => " (starts now)".to_owned(),
+                Some(at) => format!(
+                    " (starts about {} UTC)",
+                    crate::plan::day_and_time(at, "UTC")
+                ),
+                None => String::new(),
+            };
+            format!("{}. {}{starts}", index + 1, stage.clusters.join(", "))
+        })
         .collect::<Vec<_>>()
         .join("; ")
 }

@@ -280,20 +280,56 @@ fn a_preview_shows_the_stages_of_a_staged_rollout_in_order() {
         preview.stages,
         vec![
             Stage {
-                clusters: vec!["platform".to_owned()]
+                clusters: vec!["platform".to_owned()],
+                starts: Some(jiff::Timestamp::UNIX_EPOCH),
             },
             Stage {
-                clusters: vec!["prod (after platform, soak 30m)".to_owned()]
+                clusters: vec!["prod (after platform, soak 30m)".to_owned()],
+                // Platform has nothing to do: prod starts once its soak is over.
+                starts: Some("1970-01-01T00:30:00Z".parse().expect("time")),
             },
         ]
     );
     let text = render::text(&preview);
     assert!(
-        text.contains("stages in order: 1. platform; 2. prod (after platform, soak 30m)"),
+        text.contains("stages in order: 1. platform (starts now); 2. prod (after platform, soak 30m) (starts about Thu 1970-01-01 00:30 UTC)"),
         "{text}"
     );
     assert!(
-        render::markdown(&preview).contains("Stages in order: 1. platform; 2. prod"),
+        render::markdown(&preview).contains("Stages in order: 1. platform (starts now); 2. prod"),
         "the comment shows them too"
+    );
+}
+
+#[test]
+fn a_stage_starts_once_those_it_follows_are_estimated_to_finish_and_soaked() {
+    let mut head = example_revision("staged@sha1:2", 3);
+    let prod = &mut head.files.clusters[1].text;
+    *prod = prod.replacen(
+        "  rollout:\n",
+        "  rollout:\n    after: [platform]\n    soak: 30m\n",
+        1,
+    );
+    let loaded = Validated.load(&head.files);
+    let now = jiff::Timestamp::UNIX_EPOCH;
+    let hour = jiff::SignedDuration::from_hours(1);
+    // Platform's steps take an hour from when it starts; the others' are not known.
+    let order = |platform_known: bool| {
+        stages::order(loaded.desired.as_ref(), now, |name, from| match name {
+            "platform" if platform_known => from.checked_add(hour).ok(),
+            "platform" => None,
+            _ => Some(from),
+        })
+    };
+    let stages = order(true);
+    assert_eq!(stages[0].starts, Some(now));
+    assert_eq!(
+        stages[1].starts,
+        Some("1970-01-01T01:30:00Z".parse().expect("time"))
+    );
+    assert_eq!(
+        order(false)[1].starts,
+        None,
+        "after an unknown finish: unknown"
     );
 }

@@ -24,6 +24,9 @@ pub struct Capabilities {
     /// the endpoint's port (K3s's `https://127.0.0.1:6443`) rather than the endpoint: such a
     /// server is admitted too (capstan still dials the endpoint).
     pub admin_server_on_node_loopback: bool,
+    /// Whether its machines must see all their memory at boot (Talos reads it once): a
+    /// template with memory hotplug is no source for a clone.
+    pub refuses_memory_hotplug: bool,
     /// Whether a new machine joins the cluster on its own as it boots (Talos, from its
     /// machine config), so its Node may exist before it was prepared: it is prepared anyway.
     pub joins_on_its_own: bool,
@@ -52,6 +55,7 @@ const KUBEADM: Capabilities = Capabilities {
     upgrades_in_place: true,
     etcd_quorum: true,
     admin_server_on_node_loopback: false,
+    refuses_memory_hotplug: false,
     joins_on_its_own: false,
     init: "kubeadm init",
     reset: "kubeadm reset",
@@ -68,6 +72,7 @@ const K3S: Capabilities = Capabilities {
     upgrades_in_place: false,
     etcd_quorum: false,
     admin_server_on_node_loopback: true,
+    refuses_memory_hotplug: false,
     joins_on_its_own: false,
     init: "start the K3s server",
     reset: "K3s uninstall",
@@ -81,6 +86,7 @@ const TALOS: Capabilities = Capabilities {
     upgrades_in_place: false,
     etcd_quorum: true,
     admin_server_on_node_loopback: false,
+    refuses_memory_hotplug: true,
     joins_on_its_own: true,
     init: "bootstrap etcd through the Talos API",
     reset: "delete its config ISO if still there",

@@ -297,6 +297,7 @@ mod tests {
             "clusters/platform.yaml" => {
                 include_str!("../../../../examples-repo/clusters/platform.yaml")
             }
+            "clusters/talos.yaml" => include_str!("../../../../examples-repo/clusters/talos.yaml"),
             _ => include_str!("../../../../examples-repo/clusters/prod.yaml"),
         };
         SourceText {
@@ -323,6 +324,44 @@ mod tests {
         assert_eq!(
             desired.invalid,
             BTreeMap::from([("clusters/prod.yaml".to_owned(), Some("prod".to_owned()))])
+        );
+    }
+
+    #[test]
+    fn the_example_talos_cluster_is_valid_because_the_example_fleet_names_its_iso_storage() {
+        let files = RepoFiles {
+            fleet: example("capstan.yaml"),
+            clusters: vec![example("clusters/talos.yaml")],
+        };
+        let loaded = load(&files);
+        assert!(!loaded.diagnostics.has_errors(), "{:?}", loaded.diagnostics);
+        let desired = loaded.desired.expect("the fleet is valid");
+        let talos = &desired.clusters["talos"].spec;
+        assert_eq!(talos.kubernetes.distribution, Distribution::Talos);
+        assert_eq!(
+            talos.talos.as_ref().map(|t| t.version.to_string()),
+            Some("v1.13.9".to_owned())
+        );
+        assert_eq!(
+            desired.fleet.proxmox[&talos.proxmox].iso_storage.as_deref(),
+            Some("local")
+        );
+
+        // The storage is what makes it valid: without it the file is refused, saying so.
+        let mut fleet = example("capstan.yaml");
+        fleet.text = fleet.text.replace("    isoStorage: local\n", "");
+        let without = load(&RepoFiles {
+            fleet,
+            clusters: vec![example("clusters/talos.yaml")],
+        });
+        assert!(
+            without
+                .diagnostics
+                .0
+                .iter()
+                .any(|d| d.is_error() && d.message.contains("names no `isoStorage`")),
+            "{:?}",
+            without.diagnostics
         );
     }
 

@@ -100,19 +100,8 @@ pub fn fleet(fleet: &Fleet, file: &SourceFile) -> Vec<Diagnostic> {
                     .with_hint("copy it from Proxmox (Node → System → Certificates): 32 hex bytes like `AB:CD:...`"),
             );
         }
-        if let Some(storage) = &connection.iso_storage
-            && !is_storage_id(storage)
-        {
-            out.push(
-                file.error(
-                    &format!("{path}.isoStorage"),
-                    format!(
-                        "`{}` is not a Proxmox storage id",
-                        storage.chars().take(64).collect::<String>()
-                    ),
-                )
-                .with_hint("a storage id as Datacenter → Storage lists it, e.g. `local`"),
-            );
+        if let Some(storage) = &connection.iso_storage {
+            super::talos::iso_storage(&mut out, file, &format!("{path}.isoStorage"), storage);
         }
     }
     for (name, management) in &fleet.management_clusters {
@@ -277,14 +266,6 @@ fn is_token_id(token_id: &str) -> bool {
 fn is_sha256_fingerprint(text: &str) -> bool {
     let hex: String = text.chars().filter(|c| *c != ':').collect();
     hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit())
-}
-
-/// A Proxmox VE storage id (`pve-storage-id`: a letter, then letters, digits, `-`, `_`, `.`).
-fn is_storage_id(text: &str) -> bool {
-    let mut bytes = text.bytes();
-    (2..=64).contains(&text.len())
-        && bytes.next().is_some_and(|b| b.is_ascii_alphabetic())
-        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 /// Rules of one cluster file, given the fleet it belongs to.

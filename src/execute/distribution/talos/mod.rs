@@ -18,7 +18,7 @@
 //!   one is removed by id through a healthy member; members that match no machine are removed.
 
 use capstan_core::talos::{
-    ClusterFacts, MacAddress, MachineRole, NodeFacts, cidata_files, cidata_image,
+    ClusterFacts, MacAddress, MachineRole, NodeFacts, TalosVersion, cidata_files, cidata_image,
     render_machine_config,
 };
 
@@ -168,24 +168,31 @@ impl Distribution for Talos {
             .version()
             .await
             .map_err(|source| failed(action, source.into()))?;
-        let wants = spec.talos.as_ref().map(|t| t.version);
-        if wants.is_some_and(|wants| {
-            runs.talos_tag.trim_start_matches('v') != wants.to_string().trim_start_matches('v')
-        }) {
+        // The tag as the node sends it, bounded and printable: it is named in the refusal.
+        let runs: String = runs
+            .talos_tag
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(40)
+            .collect();
+        let wants = spec
+            .talos
+            .as_ref()
+            .ok_or_else(|| failed(action, TalosError::NoRelease))?;
+        if runs.parse::<TalosVersion>() != Ok(wants.version) {
             return Err(failed(
                 action,
                 TalosError::TemplateRelease {
                     machine: machine.name.clone(),
                     template: template_of(ctx, spec, &machine.name).to_owned(),
-                    runs: runs.talos_tag.chars().take(40).collect(),
-                    wants: wants.map(|w| w.to_string()).unwrap_or_default(),
+                    runs,
+                    wants: wants.version.to_string(),
                 },
             ));
         }
         eject_config(ex, ctx, machine, action).await?;
         Ok(format!(
-            "Talos {} runs its machine config for Kubernetes {version}; its config ISO deleted",
-            runs.talos_tag.chars().take(40).collect::<String>()
+            "Talos {runs} runs its machine config for Kubernetes {version}; its config ISO deleted"
         ))
     }
 

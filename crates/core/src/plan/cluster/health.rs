@@ -168,7 +168,7 @@ impl<'a> Ctx<'a> {
                 "{kind} {from} → {to}: kubeadm upgrade apply in place first; the machines are replaced after, control plane first"
             ),
         );
-        out.push_disruptive(step, self.window);
+        out.push_disruptive(step, &self.windows);
         true
     }
 
@@ -204,7 +204,7 @@ impl<'a> Ctx<'a> {
         );
         // Waiting for a window that opens after the certificates expire would break the
         // cluster: then renewal does not wait.
-        let urgent = match self.window {
+        let urgent = match &*self.windows.state(&step) {
             WindowState::Open => false,
             WindowState::Closed(hold) => hold.opens.is_none_or(|opens| opens >= expires),
         };
@@ -214,7 +214,7 @@ impl<'a> Ctx<'a> {
                 .push_str("; the maintenance windows let it start too late, so it does not wait");
             out.push(step, Gate::Open);
         } else {
-            out.push_disruptive(step, self.window);
+            out.push_disruptive(step, &self.windows);
         }
     }
 

@@ -9,7 +9,7 @@ use smol_str::{SmolStr, format_smolstr};
 
 use jiff::Timestamp;
 
-use super::super::window::{self, WindowState};
+use super::super::window::{self, Need, WindowState};
 use super::placement;
 use crate::model::{NodeName, Role};
 use crate::observed::{FluxTarget, MachineSpec};
@@ -30,8 +30,9 @@ pub(crate) struct SpecMemo {
     outdated: RefCell<Vec<(MachineSpec, MachineSpec, Option<SmolStr>)>>,
     /// Where Flux gets the admin kubeconfig (`None`: no delivery).
     flux_target: OnceCell<Option<FluxTarget>>,
-    /// The maintenance windows at the plan's time (the same at every batch).
-    window: OnceCell<WindowState>,
+    /// The maintenance windows at the plan's time (the same at every batch), by what a step
+    /// needs of them (a few measured durations: one per disruptive action).
+    windows: RefCell<Vec<(Option<Need>, Rc<WindowState>)>>,
 }
 
 impl SpecMemo {
@@ -57,9 +58,20 @@ impl SpecMemo {
         specs
     }
 
-    /// The state of the maintenance windows at `now` (one memo serves one plan's time).
-    pub(super) fn window(&self, spec: &ClusterSpec, now: Timestamp) -> &WindowState {
-        self.window.get_or_init(|| window::state(spec, now))
+    /// The state of the maintenance windows at `now` for a step that `needs` this long (one
+    /// memo serves one plan's time).
+    pub(super) fn window(
+        &self,
+        spec: &ClusterSpec,
+        now: Timestamp,
+        needs: Option<Need>,
+    ) -> Rc<WindowState> {
+        if let Some((_, state)) = self.windows.borrow().iter().find(|(n, _)| *n == needs) {
+            return Rc::clone(state);
+        }
+        let state = Rc::new(window::state_for(spec, now, needs));
+        self.windows.borrow_mut().push((needs, Rc::clone(&state)));
+        state
     }
 
     /// The Secret Flux reads the admin kubeconfig from, when the spec delivers to Flux.

@@ -28,9 +28,9 @@ use super::types::{
     Action, ActionKind, Blocked, Finding, FindingKind, MachineRef, Resource, Rule, Step, Target,
     Wait, Waiting,
 };
-use super::window::WindowState;
+use super::window::{Need, WindowState};
 use crate::model::{NodeName, Ownership, Role};
-use crate::observed::{MachineSpec, ObservedCluster, ObservedMachine, ObservedNode};
+use crate::observed::{MachineSpec, ObservedCluster, ObservedMachine, ObservedNode, StepDuration};
 use crate::spec::validate::{CONTROL_PLANE_POOL, VM_NAME_PREFIX};
 use crate::spec::{Capabilities, ClusterSpec, DriftPolicy, KubeVersion, Machine, ReplacePolicy};
 pub(crate) use classify::Facts;
@@ -81,6 +81,9 @@ pub(crate) struct Input<'a> {
     pub name: &'a str,
     pub spec: &'a ClusterSpec,
     pub observed: &'a ObservedCluster,
+    /// How long steps took, by action name, as the daemon measured them: a disruptive step
+    /// starts only where its measured duration fits in the maintenance windows.
+    pub durations: &'a BTreeMap<String, StepDuration>,
     pub policy: &'a Policy,
     pub now: Timestamp,
     /// Desired machine specs already computed for this cluster's spec.
@@ -232,7 +235,7 @@ struct Ctx<'a> {
     /// Every owned VM, in name order (the order of `observed.machines`): sorts rely on it.
     views: Vec<View<'a>>,
     target_version: KubeVersion,
-    window: &'a WindowState,
+    windows: Windows<'a>,
     initialised: bool,
     /// Nodes with no VM of their name, in name order (found by `classify`'s walk).
     machineless_nodes: Vec<&'a NodeName>,
@@ -265,13 +268,47 @@ impl Outcome {
     }
 
     /// Pushes a disruptive step, gated by the maintenance windows (rule 11).
-    fn push_disruptive(&mut self, mut step: Step, window: &WindowState) {
+    fn push_disruptive(&mut self, mut step: Step, windows: &Windows<'_>) {
         step.disruptive = true;
-        let gate = match window {
-            WindowState::Open => Gate::Open,
-            WindowState::Closed(hold) => Gate::Held(hold.resource()),
-        };
+        let gate = windows.gate(&step);
         self.push(step, gate);
+    }
+}
+
+/// The maintenance windows as they gate one cluster's disruptive steps: each by its action's
+/// measured duration, when the daemon measured it.
+#[derive(Clone, Copy)]
+struct Windows<'a> {
+    input: &'a Input<'a>,
+}
+
+impl Windows<'_> {
+    /// The windows' state for `step`.
+    fn state(&self, step: &Step) -> Rc<WindowState> {
+        let needs = self.input.durations.get(step.name()).and_then(|measured| {
+            Some(Need {
+                duration: measured.high()?,
+                samples: measured.samples,
+            })
+        });
+        self.input
+            .memo
+            .window(self.input.spec, self.input.now, needs)
+    }
+
+    fn gate(&self, step: &Step) -> Gate {
+        match &*self.state(step) {
+            WindowState::Open => Gate::Open,
+            WindowState::Closed(hold) => {
+                // Only a hold for the step's duration names it (a prediction holds many).
+                let label = match &step.target.machine {
+                    _ if hold.fit.is_none() => String::new(),
+                    Some(machine) => format!("{} of {machine}", step.name()),
+                    None => step.name().to_owned(),
+                };
+                Gate::Held(hold.resource(&label))
+            }
+        }
     }
 }
 
@@ -311,7 +348,7 @@ pub(crate) fn candidates(input: &Input<'_>, capacity: &Capacity) -> Outcome {
         pools: Vec::new(),
         views: Vec::with_capacity(input.observed.machines.len()),
         target_version,
-        window: input.memo.window(input.spec, input.now),
+        windows: Windows { input },
         initialised: out.initialised,
         machineless_nodes: Vec::new(),
         census: Census::default(),
@@ -610,7 +647,7 @@ impl<'a> Ctx<'a> {
         }
         for (step, disruptive, gate) in steps {
             if disruptive {
-                out.push_disruptive(step, self.window);
+                out.push_disruptive(step, &self.windows);
             } else {
                 out.push(step, gate);
             }

@@ -307,7 +307,7 @@ impl<'a> Ctx<'a> {
                 target,
                 why.to_string(),
             );
-            out.push_disruptive(step, self.window);
+            out.push_disruptive(step, &self.windows);
             return;
         }
         let timeout = self.spec().rollout.drain_timeout;
@@ -321,13 +321,13 @@ impl<'a> Ctx<'a> {
                 target,
                 format!("{why}: evict its pods (rollout.drainTimeout {timeout})"),
             );
-            out.push_disruptive(step, self.window);
+            out.push_disruptive(step, &self.windows);
             return;
         };
         if drain.remaining_pods.is_empty() {
             let step = delete([why.as_str(), ": drained", &self.etcd_leave(view, false)].concat());
             if role == Role::ControlPlane {
-                out.push_disruptive(step, self.window);
+                out.push_disruptive(step, &self.windows);
             } else {
                 out.push(step, Gate::Open);
             }
@@ -359,7 +359,7 @@ impl<'a> Ctx<'a> {
                         pods.join(", ")
                     ),
                 );
-                out.push_disruptive(step, self.window);
+                out.push_disruptive(step, &self.windows);
                 return;
             }
             out.blocked.push(Blocked {
@@ -406,7 +406,7 @@ impl<'a> Ctx<'a> {
             },
             since: Some(drain.started),
         });
-        out.push_disruptive(step, self.window);
+        out.push_disruptive(step, &self.windows);
     }
 }
 

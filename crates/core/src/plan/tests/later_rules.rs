@@ -305,6 +305,7 @@ fn rule_11_disruptive_steps_wait_for_the_window_and_the_rest_proceeds() {
                 opens: Some(opens),
                 deny: None,
                 time_zone: None,
+                fit: None,
             },
             since: None,
         }]
@@ -316,6 +317,7 @@ fn rule_11_disruptive_steps_wait_for_the_window_and_the_rest_proceeds() {
                 opens: Some(opens),
                 deny: None,
                 time_zone: None,
+                fit: None,
             },
             since: None
         })
@@ -350,6 +352,7 @@ fn rule_11_a_deny_window_holds_a_template_change_and_says_until_when() {
         opens: Some(until),
         deny: Some("0 0 27 4 *".to_owned()),
         time_zone: Some("Europe/Rome".to_owned()),
+        fit: None,
     };
     assert_eq!(cluster.waiting_on.len(), 1);
     assert_eq!(cluster.waiting_on[0].step, Some(ActionKind::Cordon));

@@ -8,6 +8,7 @@ mod remediation;
 mod stages;
 mod suspension;
 mod talos;
+mod window_fit;
 
 use super::fixtures::*;
 use super::*;

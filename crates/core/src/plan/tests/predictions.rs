@@ -37,6 +37,7 @@ fn assert_predicted_as_by_replanning(desired: &Desired, observed: &Observed) {
             name: &cluster.name,
             spec,
             observed: observed.clusters.get(&cluster.name).unwrap_or(&empty),
+            durations: &observed.step_durations,
             policy: &policy,
             now: now(),
             memo: &memo,

@@ -65,6 +65,9 @@ pub enum Resource {
         /// The time zone the schedules are read in, when it is not UTC.
         #[serde(skip_serializing_if = "Option::is_none")]
         time_zone: Option<String>,
+        /// The step's measured duration does not fit where it would start now.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        fit: Option<WindowFit>,
     },
     /// The cluster is suspended (in Git or at runtime): no step starts until it is resumed.
     Suspended(super::Suspension),
@@ -110,10 +113,18 @@ impl fmt::Display for Resource {
             Resource::ApiEndpoint { endpoint } => {
                 write!(f, "API endpoint {endpoint}: not answering")
             }
+            Resource::MaintenanceWindow { fit: Some(fit), .. } => {
+                write!(f, "maintenance window: {fit}")?;
+                match self.window_opens_local() {
+                    Some(when) => write!(f, ": waits until {when}"),
+                    None => f.write_str(": it never starts"),
+                }
+            }
             Resource::MaintenanceWindow {
                 opens,
                 deny: None,
                 time_zone,
+                fit: None,
             } => match (opens, time_zone) {
                 (Some(opens), None) => write!(f, "maintenance window (opens {opens})"),
                 (Some(opens), Some(zone)) => {
@@ -125,6 +136,7 @@ impl fmt::Display for Resource {
                 opens,
                 deny: Some(deny),
                 time_zone,
+                fit: None,
             } => match opens {
                 Some(opens) => write!(
                     f,
@@ -156,10 +168,16 @@ impl Resource {
         if let Resource::Stage { .. } = self {
             return Some(format!("held for the earlier {self}"));
         }
-        let Resource::MaintenanceWindow { deny, .. } = self else {
+        let Resource::MaintenanceWindow { deny, fit, .. } = self else {
             return None;
         };
         let when = self.window_opens_local();
+        if let Some(fit) = fit {
+            return Some(match when {
+                Some(when) => format!("held for a window it fits in ({fit}): starts {when}"),
+                None => format!("held: {fit}, so it never starts"),
+            });
+        }
         Some(match (deny, when) {
             (None, Some(when)) => format!("held for the maintenance window ({when})"),
             (None, None) => "held for a maintenance window that never opens again".to_owned(),
@@ -189,6 +207,76 @@ impl Resource {
     }
 }
 
+/// Why a step whose duration was measured does not start in the window open now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WindowFit {
+    /// The step, as `drain of prod-w-2`.
+    pub step: String,
+    /// The 90th percentile of its action's measured steps, in seconds.
+    pub needs_seconds: u64,
+    /// How many steps that was measured over.
+    pub samples: u32,
+    /// What it does not fit in.
+    pub short: Shortfall,
+}
+
+/// What a measured step does not fit in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Shortfall {
+    /// What is left of the open allow window.
+    #[serde(rename_all = "camelCase")]
+    WindowLeft {
+        /// Seconds left of it.
+        left_seconds: u64,
+    },
+    /// A deny window opens before the step would end.
+    #[serde(rename_all = "camelCase")]
+    DenyAhead {
+        /// Its schedule.
+        schedule: String,
+        /// When it opens.
+        starts: Timestamp,
+    },
+    /// Every allow window is shorter than the step.
+    #[serde(rename_all = "camelCase")]
+    NoWindowLongEnough {
+        /// How long the longest one lasts, in seconds.
+        longest_seconds: u64,
+    },
+}
+
+impl fmt::Display for WindowFit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} needs {} (p90 of {} run(s)); ",
+            self.step,
+            seconds(self.needs_seconds),
+            self.samples
+        )?;
+        match &self.short {
+            Shortfall::WindowLeft { left_seconds } => {
+                write!(f, "{} of the window left", seconds(*left_seconds))
+            }
+            Shortfall::DenyAhead { schedule, .. } => {
+                write!(f, "deny window `{schedule}` opens before it would end")
+            }
+            Shortfall::NoWindowLongEnough { longest_seconds } => write!(
+                f,
+                "no maintenance window is that long (the longest lasts {}): lengthen one",
+                seconds(*longest_seconds)
+            ),
+        }
+    }
+}
+
+/// `3m`, `1h 5m 30s`.
+pub(crate) fn seconds(seconds: u64) -> String {
+    humantime::format_duration(std::time::Duration::from_secs(seconds)).to_string()
+}
+
 /// `at` on the wall clock of `zone` (a name validation accepted), with the zone:
 /// `2027-01-03 00:00 Europe/Rome`.
 fn local_time(at: Timestamp, zone: &str) -> String {
@@ -200,7 +288,7 @@ fn local_time(at: Timestamp, zone: &str) -> String {
 }
 
 /// `at` with its weekday on the wall clock of `zone`: `Sun 2027-01-03 00:00`.
-fn day_and_time(at: Timestamp, zone: &str) -> String {
+pub(crate) fn day_and_time(at: Timestamp, zone: &str) -> String {
     at.to_zoned(time_zone(zone))
         .strftime("%a %Y-%m-%d %H:%M")
         .to_string()

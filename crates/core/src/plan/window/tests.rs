@@ -28,6 +28,7 @@ fn opens_at(text: &str, deny: Option<&str>, zone: Option<&str>) -> WindowState {
         opens: Some(at(text)),
         deny: deny.map(SmolStr::new),
         time_zone: zone.map(SmolStr::new),
+        fit: None,
     })
 }
 
@@ -166,6 +167,143 @@ fn a_deny_window_as_long_as_its_period_never_opens() {
             opens: None,
             deny: Some(SmolStr::new("0 * * * *")),
             time_zone: None,
+            fit: None,
         })
+    );
+}
+
+/// A window of `minutes` opening at each fire of `schedule`.
+fn short_window(schedule: &str, minutes: u64) -> MaintenanceWindow {
+    MaintenanceWindow {
+        schedule: schedule.parse().expect("cron"),
+        duration: HumanDuration::minutes(minutes),
+    }
+}
+
+/// A step measured at `minutes` (the 90th percentile of five runs).
+fn needs(minutes: u64) -> Option<Need> {
+    Some(Need {
+        duration: Duration::from_secs(minutes * 60),
+        samples: 5,
+    })
+}
+
+fn held(
+    opens: Option<&str>,
+    deny: Option<&str>,
+    fit: Option<(Option<Need>, Shortfall)>,
+) -> WindowState {
+    WindowState::Closed(Hold {
+        opens: opens.map(at),
+        deny: deny.map(SmolStr::new),
+        time_zone: None,
+        fit: fit.map(|(need, short)| (need.expect("a need"), short)),
+    })
+}
+
+#[test]
+fn a_measured_step_starts_only_if_it_fits_in_what_is_left_of_the_window() {
+    // Saturdays 01:00 for 4 h; 2026-05-02 is a Saturday.
+    let spec = spec("UTC", &[("0 0 1 * * Sat", 4)], &[]);
+    assert_eq!(
+        state_for(&spec, at("2026-05-02T04:57:00Z"), needs(3)),
+        WindowState::Open,
+        "3m left, 3m needed"
+    );
+    assert_eq!(
+        state_for(&spec, at("2026-05-02T04:58:00Z"), needs(3)),
+        held(
+            Some("2026-05-09T01:00:00Z"),
+            None,
+            Some((needs(3), Shortfall::WindowLeft { left_seconds: 120 }))
+        )
+    );
+    // Never measured: held by nothing but the window being closed.
+    assert_eq!(
+        state_for(&spec, at("2026-05-02T04:58:00Z"), None),
+        WindowState::Open
+    );
+    // Outside the window, it waits for the next one as any step does.
+    assert_eq!(
+        state_for(&spec, at("2026-05-05T12:00:00Z"), needs(3)),
+        opens_at("2026-05-09T01:00:00Z", None, None)
+    );
+}
+
+#[test]
+fn a_step_too_long_for_one_window_waits_for_the_next_one_it_fits_in() {
+    // Saturdays 01:00 for 2 minutes, Sundays 01:00 for 4 hours.
+    let mut spec = Cluster::test("prod").spec;
+    spec.maintenance.allow = vec![
+        short_window("0 0 1 * * Sat", 2),
+        short_window("0 0 1 * * Sun", 240),
+    ];
+    let state = state_for(&spec, at("2026-05-02T01:00:00Z"), needs(3));
+    assert_eq!(
+        state,
+        held(
+            Some("2026-05-03T01:00:00Z"),
+            None,
+            Some((needs(3), Shortfall::WindowLeft { left_seconds: 120 }))
+        )
+    );
+    let WindowState::Closed(hold) = state else {
+        unreachable!("held")
+    };
+    assert_eq!(
+        hold.resource("drain of prod-w-2").to_string(),
+        "maintenance window: drain of prod-w-2 needs 3m (p90 of 5 run(s)); 2m of the window left: waits until Sun 2026-05-03 01:00 UTC"
+    );
+}
+
+#[test]
+fn a_step_longer_than_every_window_is_held_and_told_to_lengthen_one() {
+    let mut spec = Cluster::test("prod").spec;
+    spec.maintenance.allow = vec![short_window("0 0 1 * * Sat", 2)];
+    let state = state_for(&spec, at("2026-05-02T01:00:00Z"), needs(3));
+    assert_eq!(
+        state,
+        held(
+            None,
+            None,
+            Some((
+                needs(3),
+                Shortfall::NoWindowLongEnough {
+                    longest_seconds: 120
+                }
+            ))
+        )
+    );
+    let WindowState::Closed(hold) = state else {
+        unreachable!("held")
+    };
+    assert!(
+        hold.resource("drain").to_string().contains("lengthen one"),
+        "{:?}",
+        hold.resource("drain").to_string()
+    );
+}
+
+#[test]
+fn a_measured_step_does_not_run_into_a_deny_window() {
+    // No allow window; a freeze from 20 December 00:00 UTC for two weeks.
+    let spec = spec("UTC", &[], &[("0 0 20 12 *", 336)]);
+    assert_eq!(
+        state_for(&spec, at("2026-12-19T23:00:00Z"), needs(30)),
+        WindowState::Open
+    );
+    assert_eq!(
+        state_for(&spec, at("2026-12-19T23:40:00Z"), needs(30)),
+        held(
+            Some("2027-01-03T00:00:00Z"),
+            None,
+            Some((
+                needs(30),
+                Shortfall::DenyAhead {
+                    schedule: "0 0 20 12 *".to_owned(),
+                    starts: at("2026-12-20T00:00:00Z"),
+                }
+            ))
+        )
     );
 }

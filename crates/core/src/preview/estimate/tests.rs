@@ -51,6 +51,7 @@ fn medians(pairs: &[(&str, u64)]) -> BTreeMap<String, StepDuration> {
                 StepDuration {
                     median_ms: *ms,
                     samples: 5,
+                    p90_ms: None,
                 },
             )
         })
@@ -93,6 +94,7 @@ fn unmeasured_actions_are_named_and_a_window_says_when_the_steps_start() {
             opens: Some(opens),
             deny: None,
             time_zone: None,
+            fit: None,
         },
         since: None,
     });
@@ -143,6 +145,7 @@ fn a_deny_window_says_which_holds_the_steps_and_until_when_on_its_clock() {
             opens: Some(until),
             deny: Some("0 0 20 12 *".to_owned()),
             time_zone: Some("Europe/Rome".to_owned()),
+            fit: None,
         },
         since: None,
     });

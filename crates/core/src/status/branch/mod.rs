@@ -6,7 +6,9 @@
 //!
 //! # Guarantees
 //! - Nothing that merely ticks is rendered: no ages, no "observed at", no transition times, no
-//!   time a step ended. An unchanged fleet renders byte-identical files.
+//!   time a step ended. An unchanged fleet renders byte-identical files. The one time of day
+//!   kept, since when a cluster is converged (what staged rollouts' soaks count from), changes
+//!   only when the cluster becomes Ready, and a restarted daemon reads it back.
 //! - Only fingerprints of kubeconfigs are rendered, never a kubeconfig (the guard in
 //!   [`guard`] checks the result anyway).
 
@@ -128,6 +130,11 @@ pub struct Revisions {
     /// The revision at which the cluster last became Ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub converged: Option<String>,
+    /// Since when it is Ready with nothing to do, without a break (what the soaks of the
+    /// clusters that follow it count from): a restarted daemon reads it back. It changes only
+    /// when the cluster becomes Ready again, never while it stays so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub converged_since: Option<Timestamp>,
 }
 
 /// A condition as the status branch holds it.
@@ -233,6 +240,7 @@ fn cluster_file(name: &str, cluster: &ClusterStatus, converged: Option<String>) 
         revisions: Revisions {
             acted_on: cluster.last_step.as_ref().and_then(|s| s.revision.clone()),
             converged,
+            converged_since: cluster.converged.as_ref().map(|c| c.since),
         },
         kubernetes_version: cluster.version,
         certificates_expire: cluster.certificate_expiry,
@@ -426,16 +434,26 @@ pub fn is_urgent(
 /// (transition times, when steps ended, the fleet's conditions and events) is left empty.
 pub fn fleet_status(files: &Files, revision: Option<String>) -> FleetStatus {
     FleetStatus {
-        revision,
         clusters: parse_clusters(files)
             .into_iter()
-            .map(|(name, file)| (name, cluster_status(file)))
+            .map(|(name, file)| (name, cluster_status(file, revision.as_deref())))
             .collect(),
+        revision,
         ..FleetStatus::default()
     }
 }
 
-fn cluster_status(file: ClusterFile) -> ClusterStatus {
+/// The status a cluster's file tells, the status having been computed at `revision`.
+fn cluster_status(file: ClusterFile, revision: Option<&str>) -> ClusterStatus {
+    // Ready in a status computed at a revision: converged at that revision, since the time
+    // the file keeps (a file without it, from an older capstan, tells no record).
+    let converged = match (file.phase, file.revisions.converged_since) {
+        (Phase::Ready, Some(since)) => revision
+            .map(str::to_owned)
+            .or_else(|| file.revisions.converged.clone())
+            .map(|revision| crate::plan::Converged { revision, since }),
+        _ => None,
+    };
     ClusterStatus {
         phase: file.phase,
         conditions: file
@@ -468,8 +486,7 @@ fn cluster_status(file: ClusterFile) -> ClusterStatus {
             revision: s.revision,
         }),
         suspended: file.suspended,
-        // The branch keeps no times of day: a follower waits for a soak seen by the daemon.
-        converged: None,
+        converged,
     }
 }
 

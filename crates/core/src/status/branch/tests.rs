@@ -224,3 +224,38 @@ fn a_cluster_whose_name_is_not_a_dns_label_gets_no_file_and_no_path() {
     assert!(!is_writable_path("clusters/a/b.yaml"));
     assert!(is_writable_path("clusters/prod.yaml"));
 }
+
+#[test]
+fn the_branch_keeps_since_when_a_cluster_is_converged_for_a_restarted_daemon() {
+    let now = at("2026-05-01T10:00:00Z");
+    let since = at("2026-05-01T09:00:00Z");
+    let mut status = fleet(Phase::Ready, 3, now);
+    if let Some(prod) = status.clusters.get_mut("prod") {
+        prod.converged = Some(crate::plan::Converged {
+            revision: "main@sha1:2222222222222222222222222222222222222222".to_owned(),
+            since,
+        });
+    }
+    let files = files_of(&status, &BTreeMap::new());
+    assert!(
+        files["clusters/prod.yaml"].contains("convergedSince: \"2026-05-01T09:00:00Z\""),
+        "{}",
+        files["clusters/prod.yaml"]
+    );
+    // Read back at the revision of the commit that holds it.
+    let read = fleet_status(&files, Some("main@sha1:3333".to_owned()));
+    assert_eq!(
+        read.clusters["prod"].converged,
+        Some(crate::plan::Converged {
+            revision: "main@sha1:3333".to_owned(),
+            since,
+        })
+    );
+    // A cluster that is not Ready is converged at no revision, whatever a file says.
+    let mut updating = fleet(Phase::Updating, 2, now);
+    if let Some(prod) = updating.clusters.get_mut("prod") {
+        prod.converged = status.clusters["prod"].converged.clone();
+    }
+    let read = fleet_status(&files_of(&updating, &BTreeMap::new()), None);
+    assert_eq!(read.clusters["prod"].converged, None);
+}

@@ -76,6 +76,9 @@ pub struct Executor<Pr> {
     /// Pinged when a step changed the world and goes on waiting (kubeadm is done, the Node
     /// is not Ready yet): what was waiting on that change may be planned now.
     changed: Arc<tokio::sync::Notify>,
+    /// Held while a machine chooses its static address and tags its VM with it, so two
+    /// machines created at once never choose the same one.
+    address_choice: tokio::sync::Mutex<()>,
 }
 
 impl<Pr: Providers> Executor<Pr> {
@@ -85,6 +88,7 @@ impl<Pr: Providers> Executor<Pr> {
             providers,
             clock,
             changed: Arc::default(),
+            address_choice: tokio::sync::Mutex::default(),
         }
     }
 
@@ -92,6 +96,11 @@ impl<Pr: Providers> Executor<Pr> {
     /// [`Executor::run`]'s steps that wait for their Node to be Ready).
     pub async fn changed(&self) {
         self.changed.notified().await;
+    }
+
+    /// Held while a static node address is chosen and recorded (see the field).
+    pub(crate) async fn address_choice(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.address_choice.lock().await
     }
 
     /// The connections steps go through.

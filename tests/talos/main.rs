@@ -5,11 +5,12 @@
 //! Talos's published schema; capstan's Talos API client against the lab's Talos API (mutual
 //! TLS gRPC), and third-party Python bindings of the Talos API against the same lab server;
 //! a 3 + 2 Talos cluster booted in the lab from capstan's ISOs and bootstrapped through
-//! capstan's client, judged by the stock kubectl and etcd's quorum; and Talos clusters the
-//! daemon builds, examples-repo's among them.
+//! capstan's client, judged by the stock kubectl and etcd's quorum; Talos clusters the daemon
+//! builds, examples-repo's among them, and one on static node addresses from a declared range.
 //!
 //! The shared helpers are the test kit's (`capstan_testkit`, crates/testkit).
 
+mod addresses;
 mod api;
 mod cidata;
 mod cluster;

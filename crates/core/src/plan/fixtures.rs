@@ -70,6 +70,9 @@ impl Cluster {
                     services: "10.96.0.0/12".parse().expect("net"),
                     nodes: "192.168.1.0/24".parse().expect("net"),
                     reserved: Vec::new(),
+                    node_addresses: None,
+                    gateway: None,
+                    nameservers: Vec::new(),
                 },
                 control_plane: crate::spec::ControlPlane {
                     replicas: 1,

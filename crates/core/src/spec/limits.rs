@@ -29,6 +29,9 @@ pub const MAX_PLACEMENT: usize = 100;
 pub const MAX_WINDOWS: usize = 32;
 /// Ranges in `network.reserved`.
 pub const MAX_RESERVED_RANGES: usize = 100;
+/// DNS servers of a node with a static address: the resolver reads at most three
+/// (`MAXNS` in glibc's resolv.h).
+pub const MAX_NAMESERVERS: usize = 3;
 /// Cluster files in one repository: the daemon observes every cluster at each pass and keeps
 /// a status file for each; a larger fleet is split over several repositories and daemons.
 pub const MAX_CLUSTERS: usize = 1_000;

@@ -10,6 +10,7 @@
 //! - A cluster whose file has errors is left out of [`Desired::clusters`] and marks the desired
 //!   state [`Desired::incomplete`], so a broken file is never mistaken for a deleted cluster.
 
+mod addresses;
 pub mod bounds;
 pub mod diagnostic;
 mod distribution;
@@ -17,6 +18,7 @@ mod k3s;
 mod limits;
 pub mod locate;
 mod maintenance;
+mod network;
 pub mod notifications;
 mod parse;
 mod policies;
@@ -223,7 +225,8 @@ pub fn load(files: &RepoFiles) -> Loaded {
         .collect();
     let findings = validate::across(&checked)
         .into_iter()
-        .chain(stages::across(&checked));
+        .chain(stages::across(&checked))
+        .chain(addresses::across(&checked));
     for (position, diagnostic) in findings {
         valid[order[position]] = false;
         diagnostics.push(diagnostic);

@@ -7,16 +7,14 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use ipnet::IpNet;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::limits as bounds;
+pub use super::network::{Cni, Network};
 pub use super::policies::{BlockedDrain, ReplacePolicy};
 pub use super::secret_source::SecretSource;
-use super::values::{
-    AddressRange, CronSchedule, HumanDuration, KubeVersion, MinorVersion, TimeZoneName,
-};
+use super::values::{CronSchedule, HumanDuration, KubeVersion, MinorVersion, TimeZoneName};
 
 /// The only `apiVersion` this release reads.
 pub const API_VERSION: &str = "capstan.dev/v1alpha1";
@@ -451,47 +449,6 @@ pub struct Endpoint {
 
 fn default_api_port() -> u16 {
     6443
-}
-
-/// Networks of a cluster.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Network {
-    /// The CNI installed at bootstrap (Flux owns it afterwards).
-    #[serde(default)]
-    pub cni: Cni,
-    /// Pod network (Calico IPIP).
-    #[serde(default = "default_pods")]
-    #[schemars(with = "String")]
-    pub pods: IpNet,
-    /// Service network.
-    #[serde(default = "default_services")]
-    #[schemars(with = "String")]
-    pub services: IpNet,
-    /// The subnet the VMs live in.
-    #[schemars(with = "String")]
-    pub nodes: IpNet,
-    /// Addresses in `nodes` that belong to something else (e.g. the MetalLB pool).
-    #[serde(default)]
-    #[schemars(length(max = bounds::MAX_RESERVED_RANGES))]
-    pub reserved: Vec<AddressRange>,
-}
-
-fn default_pods() -> IpNet {
-    IpNet::V4(ipnet::Ipv4Net::new_assert([172, 16, 0, 0].into(), 16))
-}
-
-fn default_services() -> IpNet {
-    IpNet::V4(ipnet::Ipv4Net::new_assert([10, 96, 0, 0].into(), 12))
-}
-
-/// Container network interface.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Cni {
-    /// Calico in IPIP mode.
-    #[default]
-    Calico,
 }
 
 /// The control plane.

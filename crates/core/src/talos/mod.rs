@@ -1,6 +1,6 @@
 //! Talos Linux, purely: the Talos/Kubernetes support window (`versions`), the secrets bundle
 //! as data (`secrets`), the facts a machine config is made from (`facts`) and the machine
-//! configs themselves (`config`), and the NoCloud `cidata` volume that delivers one (`nocloud`,
+//! configs themselves (`config`), the static node addresses (`addresses`), and the NoCloud `cidata` volume that delivers one (`nocloud`,
 //! written by a small ISO 9660 writer, `iso9660`), each a function of its inputs. The daemon generates the
 //! bundle (core takes no randomness) and delivers the configs.
 //!
@@ -10,6 +10,7 @@
 //! The Talos/Kubernetes support window lives in `spec` (`spec::talos_versions`, re-exported
 //! here as `versions`), which validates `spec.talos.version` against it.
 
+pub mod addresses;
 pub mod config;
 pub mod facts;
 pub mod iso9660;
@@ -22,6 +23,7 @@ pub(crate) mod fixtures;
 #[cfg(test)]
 mod tests;
 
+pub use addresses::{ADDRESS_TAG, address_tag, choose_address, static_address, tagged_address};
 pub use config::{RenderProblem, render_machine_config};
 pub use facts::{ClusterFacts, FactsProblem, MacAddress, MachineRole, NodeFacts, StaticAddress};
 pub use nocloud::{CidataFiles, CidataProblem, cidata_files, cidata_image};

@@ -484,6 +484,11 @@ impl<B: ClusterBackend> GuestSoftware for NodeSoftware<B> {
     fn power_event(&self, guest: &GuestIdentity, event: PowerEvent) {
         self.power(guest, event);
     }
+
+    fn static_address(&self, guest: &GuestIdentity, mac: &str) -> Option<std::net::Ipv4Addr> {
+        guest.talos.as_ref()?;
+        systems::talos_network::static_address(guest.media.iter().map(|m| m.0.as_slice()), mac)
+    }
 }
 
 /// The node software's state, whatever a panic left in it (plain data).

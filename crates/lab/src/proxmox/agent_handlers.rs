@@ -54,12 +54,9 @@ pub(super) async fn agent(
         }})),
         Route::AgentNetwork => {
             let state = shared.lock();
-            let vm = state.vm_on(&node, vmid)?;
-            let mac = vm
-                .config
-                .get("net0")
-                .and_then(|net| net.split(',').next())
-                .and_then(|model| model.split_once('=').map(|(_, mac)| mac.to_lowercase()))
+            state.vm_on(&node, vmid)?;
+            let mac = state
+                .mac_address(vmid)
                 .unwrap_or_else(|| "bc:24:11:00:00:00".into());
             let mut eth = json!({
                 "name": "eth0",

@@ -113,6 +113,14 @@ pub trait GuestSoftware: Send + Sync + 'static {
 
     /// The VM's power changed.
     fn power_event(&self, guest: &GuestIdentity, event: PowerEvent);
+
+    /// The IPv4 address the VM, starting, gives its interface with MAC address `mac` itself
+    /// (Talos: a static address in its cidata's `network-config`) instead of taking a DHCP
+    /// lease; `None`: it takes a lease.
+    fn static_address(&self, guest: &GuestIdentity, mac: &str) -> Option<Ipv4Addr> {
+        let _ = (guest, mac);
+        None
+    }
 }
 
 /// A minimal shell: `true`, `false`, `echo`, `hostname`, `cat` of files written through the

@@ -14,6 +14,7 @@
 //!   see a consistent cluster (and VMID races resolve as on a real host: the second clone to a
 //!   VMID fails with "config file already exists").
 
+mod addresses;
 mod agent_handlers;
 mod endpoints;
 mod guest;

@@ -384,6 +384,7 @@ pub(super) fn start(shared: &Arc<Shared>, p: &Params, user: &str) -> Result<Repl
     check_unlocked(&state, &node, vmid, p)?;
     let boot = shared.durations.boot;
     let now = shared.unix_now();
+    let guest = Arc::clone(&shared.guest);
     let task_node = node.clone();
     let upid = start_task(
         shared,
@@ -420,7 +421,7 @@ pub(super) fn start(shared: &Arc<Shared>, p: &Params, user: &str) -> Result<Repl
                     ..TaskEnd::default()
                 };
             }
-            state.lease(vmid);
+            state.address_at_start(vmid, guest.as_ref());
             if let Some(vm) = state.vms.get_mut(&vmid) {
                 vm.running = true;
                 vm.started_unix = Some(now);

@@ -38,6 +38,7 @@ use crate::spec::{ClusterSpec, Endpoint, KubeVersion};
 use super::{AdminSource, Distribution, VersionSource};
 pub use error::TalosError;
 
+mod addresses;
 mod error;
 mod etcd;
 
@@ -87,8 +88,10 @@ impl Distribution for Talos {
         Ok(())
     }
 
-    /// Renders the machine's config, writes it on a `cidata` ISO, uploads it to the ISO
-    /// storage and puts it in the VM's CD-ROM drive. Refuses a VM with memory hotplug.
+    /// Renders the machine's config (with its static address from `network.nodeAddresses`,
+    /// tagged on the VM first, when the cluster declares the range), writes it on a `cidata`
+    /// ISO, uploads it to the ISO storage and puts it in the VM's CD-ROM drive. Refuses a VM
+    /// with memory hotplug.
     async fn deliver_config<Pr: Providers>(
         &self,
         ex: &Executor<Pr>,
@@ -133,7 +136,7 @@ impl Distribution for Talos {
             hostname: name.to_string(),
             install_disk: INSTALL_DISK.to_owned(),
             mac_address,
-            static_address: None,
+            static_address: addresses::node_address(ex, ctx, spec, vm, name).await?,
         };
         let image = cidata(ctx.cluster, spec, &node, vm, &stored)
             .map_err(|source| failed(action, source))?;

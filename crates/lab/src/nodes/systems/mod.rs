@@ -11,6 +11,7 @@ pub(super) mod k3s;
 mod kubeadm;
 mod kubectl;
 pub(crate) mod talos;
+pub(crate) mod talos_network;
 pub(crate) mod talos_node;
 
 use std::collections::{BTreeMap, BTreeSet};

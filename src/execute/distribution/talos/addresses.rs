@@ -1,0 +1,105 @@
+//! A new Talos machine's static address, when its cluster declares `network.nodeAddresses`:
+//! chosen and recorded as a tag on its VM before its config is rendered.
+//!
+//! # Guarantees
+//! - A VM that already carries an address tag (a retry after a crash) keeps that address; so
+//!   does one the pass observed with it (creating the machine again rewrites its tags).
+//! - A new address is the lowest of the range that no other VM of the cluster holds, read
+//!   fresh from Proxmox and from what the pass observed, under the executor's lock: two
+//!   machines created at once never get the same one.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use capstan_core::talos::{
+    StaticAddress, address_tag, choose_address, static_address, tagged_address,
+};
+
+use crate::connect::Providers;
+use crate::execute::{ExecuteError, Executor, StepContext};
+use crate::model::NodeName;
+use crate::plan::ActionKind;
+use crate::providers::proxmox::{ExpectedVm, ProxmoxProvider as _, VmRef};
+use crate::spec::ClusterSpec;
+
+use super::{TalosError, failed};
+
+/// The static address `name` (VM `vm`) is configured with; `None` when the cluster's VMs
+/// take DHCP leases.
+///
+/// # Errors
+/// When Proxmox cannot be read or tagged, or every address of the range is held.
+pub(super) async fn node_address<Pr: Providers>(
+    ex: &Executor<Pr>,
+    ctx: StepContext<'_>,
+    spec: &ClusterSpec,
+    vm: &VmRef,
+    name: &NodeName,
+) -> Result<Option<StaticAddress>, ExecuteError> {
+    let Some(range) = spec.network.node_addresses else {
+        return Ok(None);
+    };
+    let action = ActionKind::CreateMachine;
+    let proxmox = ex.proxmox(ctx)?;
+    let _choosing = ex.address_choice().await;
+    let inventory = proxmox
+        .inventory()
+        .await
+        .map_err(|source| failed(action, TalosError::from_proxmox(source)))?;
+    let this = inventory
+        .owned_by(ctx.cluster)
+        .find(|info| info.vm_ref() == *vm);
+    let observed_tags = |machine: &NodeName| {
+        ctx.observed
+            .machines
+            .get(machine)
+            .and_then(|observed| tagged_address(&observed.tags))
+    };
+    let held = this
+        .and_then(|info| tagged_address(&info.tags))
+        .or_else(|| observed_tags(name));
+    let mut taken: BTreeSet<IpAddr> = inventory
+        .owned_by(ctx.cluster)
+        .filter(|info| info.vm_ref() != *vm && info.name != name.as_str())
+        .filter_map(|info| tagged_address(&info.tags))
+        .collect();
+    taken.extend(
+        ctx.observed
+            .machines
+            .keys()
+            .filter(|machine| *machine != name)
+            .filter_map(observed_tags),
+    );
+    let address = match held {
+        Some(address) => address,
+        None => choose_address(range, &taken).ok_or_else(|| {
+            failed(
+                action,
+                TalosError::NoFreeAddress {
+                    machine: name.clone(),
+                    range: range.to_string(),
+                },
+            )
+        })?,
+    };
+    // Recorded before the config is rendered: a crash after this finds the address again.
+    let owner = this.and_then(|info| info.owner.as_ref()).ok_or_else(|| {
+        failed(
+            action,
+            TalosError::VmNotListed {
+                machine: name.clone(),
+            },
+        )
+    })?;
+    let expected = ExpectedVm {
+        vm: vm.clone(),
+        name: name.clone(),
+        ownership: owner.ownership.clone(),
+    };
+    proxmox
+        .add_tag(&expected, &address_tag(address))
+        .await
+        .map_err(|source| failed(action, TalosError::from_proxmox(source)))?;
+    tracing::info!(cluster = ctx.cluster, machine = %name, %address, "static address chosen");
+    Ok(Some(static_address(&spec.network, address)))
+}

@@ -13,6 +13,7 @@
 //! - [`mariadb`]: a real MariaDB for K3s datastores.
 
 pub mod announced;
+pub mod browser;
 pub mod cli;
 pub mod fleet;
 pub mod git;

@@ -2,6 +2,8 @@
 //! `capstan demo`: every cluster Ready on the fleet page; a `git push` scaling prod shows on
 //! prod's card (the new worker joining, then Ready) without a reload; prod's page then has the
 //! `create-machine`, `prepare-node` and `join-node` bars of that worker, with their durations.
+//! axe-core, run in that browser, finds no serious or critical accessibility violation on the
+//! fleet page, a cluster page or the not-found page, in the light scheme and the dark one.
 
 use std::io::{BufRead as _, BufReader};
 use std::net::SocketAddr;
@@ -10,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use capstan_testkit::browser::Browser;
 use capstan_testkit::git;
-use capstan_testkit::judge::{Judge, present};
+use capstan_testkit::judge::{Judge, axe_script, present};
 use capstan_testkit::process::{Spawned, http_request};
 use serde_json::Value;
 
@@ -224,5 +226,89 @@ fn the_dashboard_shows_the_demo_and_a_scale_up_live_in_a_real_browser() {
             bar[1].contains(&format!("· {} ·", row[3])),
             "the bar says the duration: {bar:?}"
         );
+    }
+}
+
+#[test]
+fn axe_finds_no_serious_accessibility_violation_on_the_pages_light_or_dark() {
+    if !present(&[Judge::Chromium, Judge::Axe]) {
+        return;
+    }
+    let axe = std::fs::read_to_string(axe_script()).expect("axe-core's script");
+    let demo = Demo::start();
+    for scheme in [&[][..], &["--force-dark-mode"][..]] {
+        let browser = Browser::start_with(1280, 800, scheme);
+        for path in ["/", "/clusters/prod", "/clusters/no-such-cluster"] {
+            browser.open(&demo.url(path));
+            let dark = browser.run("return matchMedia('(prefers-color-scheme: dark)').matches;");
+            assert_eq!(
+                dark,
+                Value::Bool(!scheme.is_empty()),
+                "{path} in {scheme:?}"
+            );
+            let violations = browser.axe_violations(&axe);
+            assert!(
+                violations.is_empty(),
+                "{path} ({}): {violations:#?}",
+                if scheme.is_empty() { "light" } else { "dark" }
+            );
+        }
+        // The judge judges: an image with no text alternative is a critical violation.
+        browser.run("document.querySelector('main').insertAdjacentHTML('beforeend', '<img src=\"data:,\">'); return true;");
+        let violations = browser.axe_violations(&axe);
+        assert!(
+            violations.iter().any(|v| v.contains("image-alt")),
+            "axe sees a planted violation: {violations:#?}"
+        );
+    }
+}
+
+/// The page in the middle of a rollout: a step in flight and predicted ones ahead.
+const MID_ROLLOUT: &str = r"
+return document.querySelector('.timeline .bar.running') && document.querySelector('.timeline .bar.predicted')
+  ? true : null;";
+
+#[test]
+#[ignore = "writes the README's screenshots, docs/dashboard-*.png: cargo test --test source dashboard::screenshots -- --ignored"]
+fn screenshots() {
+    assert!(present(&[Judge::Chromium]), "chromium and chromedriver");
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
+    std::fs::create_dir_all(&docs).expect("docs/");
+    let demo = Demo::start();
+    let sizes = [(1280, 800), (390, 844)];
+    for (width, height) in sizes {
+        let browser = Browser::start(width, height);
+        browser.open(&demo.url("/"));
+        let png = browser.screenshot();
+        std::fs::write(docs.join(format!("dashboard-fleet-{width}.png")), png).expect("write");
+    }
+    // Every worker of prod replaced (new before old): a rollout long enough to be caught.
+    let browsers: Vec<Browser> = sizes
+        .iter()
+        .map(|(width, height)| {
+            let browser = Browser::start(*width, *height);
+            browser.open(&demo.url("/clusters/prod"));
+            browser
+        })
+        .collect();
+    let prod = demo.clone.join("clusters/prod.yaml");
+    let text = std::fs::read_to_string(&prod).expect("prod.yaml");
+    let edited = text.replacen(
+        "machine: {template: debian13-k8s, cores: 4",
+        "machine: {template: debian13-k8s-v2, cores: 4",
+        1,
+    );
+    assert_ne!(edited, text, "prod's workers name their template");
+    std::fs::write(&prod, edited).expect("edit");
+    git(
+        &demo.clone,
+        &["commit", "-q", "-am", "prod: workers on the v2 template"],
+    );
+    git(&demo.clone, &["push", "-q"]);
+    for ((width, _), browser) in sizes.iter().zip(&browsers) {
+        browser.wait_for("prod mid-rollout", MID_ROLLOUT);
+        browser.run("document.getElementById('timeline-title').scrollIntoView(); return true;");
+        let png = browser.screenshot();
+        std::fs::write(docs.join(format!("dashboard-cluster-{width}.png")), png).expect("write");
     }
 }

@@ -14,6 +14,9 @@ use serde_json::{Value, json};
 
 use crate::process::Spawned;
 
+/// Headless Chromium's narrowest window: a narrower viewport is emulated as a phone's screen.
+const MIN_WINDOW_WIDTH: u32 = 500;
+
 /// A headless Chromium with one WebDriver session.
 pub struct Browser {
     session: String,
@@ -25,6 +28,12 @@ pub struct Browser {
 impl Browser {
     /// Starts chromedriver and a headless Chromium whose window is `width`×`height`.
     pub fn start(width: u32, height: u32) -> Browser {
+        Browser::start_with(width, height, &[])
+    }
+
+    /// [`Browser::start`], Chromium also given `extra` flags (`--force-dark-mode`: the pages'
+    /// `prefers-color-scheme` is `dark`).
+    pub fn start_with(width: u32, height: u32, extra: &[&str]) -> Browser {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|listener| listener.local_addr())
             .expect("a free port")
@@ -49,7 +58,7 @@ impl Browser {
             }
         });
         let profile = tempfile::tempdir().expect("a profile folder");
-        let args = [
+        let mut args = vec![
             "--headless".to_owned(),
             "--no-sandbox".to_owned(),
             "--disable-gpu".to_owned(),
@@ -62,12 +71,20 @@ impl Browser {
             format!("--window-size={width},{height}"),
             format!("--user-data-dir={}", profile.path().display()),
         ];
+        args.extend(extra.iter().map(|flag| (*flag).to_owned()));
+        // The viewport is exactly `width`×`height` (a headless window's is smaller than the
+        // window, and no window is narrower than 500 px): below that, a phone's screen.
+        let phone = width < MIN_WINDOW_WIDTH;
+        let options = json!({
+            "binary": "/usr/bin/chromium",
+            "args": args,
+            "mobileEmulation": { "deviceMetrics": {
+                "width": width, "height": height, "pixelRatio": 1.0, "mobile": phone, "touch": phone
+            } }
+        });
         let capabilities = json!({
             "capabilities": {
-                "alwaysMatch": {
-                    "browserName": "chrome",
-                    "goog:chromeOptions": { "binary": "/usr/bin/chromium", "args": args }
-                }
+                "alwaysMatch": { "browserName": "chrome", "goog:chromeOptions": options }
             }
         });
         let created = call(driver_address, "POST", "/session", &capabilities);
@@ -129,6 +146,29 @@ impl Browser {
                 .to_string()),
             value => Ok(value),
         })
+    }
+
+    /// The serious and critical accessibility violations axe-core (the script `axe`, read
+    /// from [`crate::judge::axe_script`]) finds on the page, one line each: rule, help, and
+    /// the elements.
+    pub fn axe_violations(&self, axe: &str) -> Vec<String> {
+        self.run(&format!("{axe}\nwindow.axe = axe; return true;"));
+        let found = self.run_async(
+            r"
+const done = arguments[arguments.length - 1];
+window.axe.run(document, { resultTypes: ['violations'] }).then(results => done(
+  results.violations
+    .filter(v => v.impact === 'serious' || v.impact === 'critical')
+    .map(v => v.impact + ' ' + v.id + ': ' + v.help + ' at '
+      + v.nodes.map(n => n.target.join(' ')).join(', '))
+), error => done(['axe failed: ' + error]));",
+        );
+        found
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|line| line.as_str().unwrap_or_default().to_owned())
+            .collect()
     }
 
     /// A PNG of the window.

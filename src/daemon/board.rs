@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use crate::clock::Clock;
-use crate::dashboard::{CommitLinks, Outcome, StepHistory, View};
+use crate::dashboard::{CommitLinks, Outcome, PreviewComment, StepHistory, View};
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::observed::Observed;
@@ -56,6 +56,9 @@ pub struct StatusBoard {
     history: Mutex<StepHistory>,
     /// Where the remote's commits are shown, when it is on a known forge.
     links: std::sync::OnceLock<CommitLinks>,
+    /// The open pull requests' previews (`run --previews`), by number, the latest
+    /// [`crate::dashboard::preview::MAX_KEPT`].
+    previews: Mutex<Vec<PreviewComment>>,
     /// The daemon's clock (the lab's in a demo), for the pages' "ago".
     clock: Mutex<Option<DaemonClock>>,
 }
@@ -175,6 +178,7 @@ impl StatusBoard {
             drawn_from: RwLock::default(),
             history: Mutex::default(),
             links: std::sync::OnceLock::new(),
+            previews: Mutex::default(),
             clock: Mutex::default(),
         }
     }
@@ -501,6 +505,34 @@ impl StatusBoard {
         self.generation.send_modify(|generation| *generation += 1);
     }
 
+    /// Keeps pull request `comment.pull`'s preview for the dashboard (replacing the one before);
+    /// open pages hear of it when its fingerprint changed.
+    pub(super) fn preview_made(&self, comment: PreviewComment) {
+        let mut previews = self
+            .previews
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let news = !previews
+            .iter()
+            .any(|kept| kept.pull == comment.pull && kept.fingerprint == comment.fingerprint);
+        previews.retain(|kept| kept.pull != comment.pull);
+        previews.push(comment);
+        previews.sort_by_key(|kept| std::cmp::Reverse(kept.pull));
+        previews.truncate(crate::dashboard::preview::MAX_KEPT);
+        drop(previews);
+        if news {
+            self.generation.send_modify(|generation| *generation += 1);
+        }
+    }
+
+    /// Forgets the previews of pull requests not in `open`.
+    pub(super) fn retain_previews(&self, open: &[u64]) {
+        self.previews
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|kept| open.contains(&kept.pull));
+    }
+
     /// Links revisions to their commits on `links`' forge from now on (once per board).
     pub fn link_commits(&self, links: CommitLinks) {
         let _ = self.links.set(links);
@@ -536,6 +568,10 @@ impl StatusBoard {
             .history
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let previews = self
+            .previews
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         draw(&View {
             status: &status,
             observed: observed.as_deref(),
@@ -543,6 +579,7 @@ impl StatusBoard {
             desired: loaded.as_ref().and_then(|loaded| loaded.desired.as_ref()),
             history: &history,
             links: self.links.get(),
+            previews: &previews,
             generation,
             now,
         })

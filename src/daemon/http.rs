@@ -1,4 +1,5 @@
-//! The daemon's HTTP endpoint: the dashboard (`GET /`, `GET /clusters/NAME`, `GET /events`:
+//! The daemon's HTTP endpoint: the dashboard (`GET /`, `GET /clusters/NAME`,
+//! `GET /previews/NUMBER`, `GET /events`:
 //! [`dashboard`]), `GET /status` (every cluster's status as JSON), `GET /observed`
 //! (the last observed state, as the snapshot `capstan plan --observed FILE` reads: no secrets;
 //! asking for it makes the passes of the next 15 minutes observe pods and PodDisruptionBudgets,
@@ -194,6 +195,7 @@ pub async fn serve_with(
     let router = Router::new()
         .route("/", get(dashboard::fleet))
         .route("/clusters/{name}", get(dashboard::cluster))
+        .route("/previews/{number}", get(dashboard::preview))
         .route("/events", get(dashboard::events))
         .route(crate::dashboard::assets::CSS_PATH, get(dashboard::css))
         .route(crate::dashboard::assets::JS_PATH, get(dashboard::js))

@@ -1,4 +1,5 @@
-//! The dashboard's routes: `GET /` (the fleet), `GET /clusters/{name}`, `GET /events` (a
+//! The dashboard's routes: `GET /` (the fleet), `GET /clusters/{name}`, `GET
+//! /previews/{number}` (a pull request's preview, with `run --previews`), `GET /events` (a
 //! server-sent event whenever a new status is published) and the stylesheet and script the
 //! pages link to, all from the binary.
 //!
@@ -8,7 +9,7 @@
 //! - A page is drawn only when asked for; a pass with no page open pays one counter increment.
 //!   `/events` holds a connection and writes a few bytes per status published, and ends
 //!   before [`super::CONNECTION_LIFETIME`] (the browser reconnects on its own).
-//! - A cluster's name from the path is only looked up among the status's clusters.
+//! - A cluster's name or a pull request's number from the path is only looked up.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -43,6 +44,24 @@ pub(super) async fn cluster(
     Path(name): Path<String>,
 ) -> Response {
     match api.board.draw(|view| dashboard::cluster_page(view, &name)) {
+        Ok(page) => ([NO_STORE], Html(page)).into_response(),
+        Err(not_found) => (StatusCode::NOT_FOUND, [NO_STORE], Html(not_found)).into_response(),
+    }
+}
+
+pub(super) async fn preview(
+    _caller: Caller,
+    State(api): State<Arc<Api>>,
+    Path(number): Path<String>,
+) -> Response {
+    let drawn = match number.parse::<u64>() {
+        Ok(pull) => api.board.draw(|view| dashboard::preview_page(view, pull)),
+        Err(_) => Err(dashboard::not_found_page(
+            "such pull request",
+            api.board.generation(),
+        )),
+    };
+    match drawn {
         Ok(page) => ([NO_STORE], Html(page)).into_response(),
         Err(not_found) => (StatusCode::NOT_FOUND, [NO_STORE], Html(not_found)).into_response(),
     }

@@ -322,7 +322,7 @@ async fn the_dashboard_and_its_events_need_the_token_and_its_assets_do_not() {
     })
     .await;
     tokio::task::spawn_blocking(move || {
-        for path in ["/", "/clusters/prod", "/events"] {
+        for path in ["/", "/clusters/prod", "/previews/7", "/events"] {
             let (code, head, _) = request(addr, path, None);
             assert_eq!(code, 401, "{path}: {head}");
             let (code, head, _) = request(addr, path, Some("wrong"));

@@ -26,6 +26,7 @@ pub fn fleet_page(view: &View<'_>) -> String {
                 }
             }
         }
+        (super::preview::list(view))
         (proxmox_nodes(view))
     };
     page("Fleet", view.generation, &main)

@@ -1,6 +1,7 @@
 //! The dashboard: the fleet, each cluster and its rollout as HTML pages, drawn from the status,
-//! the last observation and plan, and the daemon's recent steps ([`View`]). The daemon serves
-//! them (`GET /`, `GET /clusters/NAME`) with the stylesheet and script of [`assets`].
+//! the last observation and plan, and the daemon's recent steps ([`View`]); and the previews of
+//! pull requests ([`preview`]). The daemon serves them (`GET /`, `GET /clusters/NAME`,
+//! `GET /previews/NUMBER`) with the stylesheet and script of [`assets`].
 //!
 //! Pure: every page is a function of its [`View`], `now` included, so it is tested without a
 //! server.
@@ -17,12 +18,14 @@ mod cluster;
 mod fleet;
 pub mod history;
 pub mod links;
+pub mod preview;
 mod timeline;
 
 pub use cluster::cluster_page;
 pub use fleet::fleet_page;
 pub use history::{Outcome, StepHistory, StepRun};
 pub use links::{CommitLinks, ForgeStyle};
+pub use preview::{PreviewComment, markdown_to_html, preview_page};
 
 use std::time::Duration;
 
@@ -62,6 +65,8 @@ pub struct View<'a> {
     pub history: &'a StepHistory,
     /// Where commits are shown, when the remote is on a known forge.
     pub links: Option<&'a CommitLinks>,
+    /// The previews of open pull requests (`run --previews`), by number.
+    pub previews: &'a [PreviewComment],
     /// The status generation the page shows (the script compares it with `/events`').
     pub generation: u64,
     /// Now.

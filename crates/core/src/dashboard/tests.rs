@@ -73,6 +73,7 @@ fn view<'a>(status: &'a FleetStatus, history: &'a StepHistory) -> View<'a> {
         desired: None,
         history,
         links: None,
+        previews: &[],
         generation: 7,
         now: at(600),
     }
@@ -245,4 +246,74 @@ fn the_history_keeps_a_bounded_number_of_runs_per_cluster() {
     assert_eq!(history.of("prod").count(), history::KEPT_PER_CLUSTER);
     history.retain_clusters(|name| name != "prod");
     assert_eq!(history.of("prod").count(), 0);
+}
+
+#[test]
+fn a_preview_comment_keeps_its_markdown_and_the_writers_tags_and_nothing_else_as_markup() {
+    let markdown = "<!-- capstan-preview -->\n## prod: 1 change\n\n\
+        <details><summary><b>capstan.yaml</b> changes</summary>\n\n```diff\n-a\n+<script>x</script>\n```\n</details>\n\n\
+        | step | machine |\n|---|---|\n| join-node | <img src=x onerror=alert(1)> |\n\n\
+        [fine](https://forge.example/pr/1) [bad](javascript:alert(1)) ![tracker](https://evil.example/p.png)\n\n\
+        <a href=\"https://evil.example\">raw</a> é<b onclick=x>";
+    let html = markdown_to_html(markdown);
+    assert!(
+        !html.contains("capstan-preview"),
+        "comments dropped: {html}"
+    );
+    assert!(html.contains("<h2>prod: 1 change</h2>"), "{html}");
+    assert!(
+        html.contains("<details><summary><b>capstan.yaml</b> changes</summary>"),
+        "{html}"
+    );
+    assert!(html.contains("<table>"), "{html}");
+    assert!(html.contains("&lt;script&gt;x&lt;/script&gt;"), "{html}");
+    assert!(
+        html.contains("&lt;img src=x onerror=alert(1)&gt;"),
+        "{html}"
+    );
+    assert!(
+        html.contains("<a href=\"https://forge.example/pr/1\">fine</a>"),
+        "{html}"
+    );
+    assert!(
+        !html.contains("javascript:"),
+        "the unsafe link is text: {html}"
+    );
+    assert!(html.contains("bad"), "{html}");
+    assert!(!html.contains("<img"), "no image is fetched: {html}");
+    assert!(html.contains("tracker"), "the image's text stays: {html}");
+    assert!(
+        html.contains("&lt;a href=\"https://evil.example\"&gt;raw&lt;/a&gt;")
+            || html.contains("&lt;a href=&quot;https://evil.example&quot;&gt;raw&lt;/a&gt;"),
+        "{html}"
+    );
+    assert!(
+        html.contains("&lt;b onclick=x&gt;"),
+        "a tag with attributes is text: {html}"
+    );
+}
+
+#[test]
+fn a_preview_page_shows_the_comment_and_an_unknown_pull_is_not_found() {
+    let status = fleet("prod", Phase::Ready);
+    let history = StepHistory::default();
+    let previews = [PreviewComment {
+        pull: 7,
+        head: "refs/pull/7/head@sha1:c".to_owned(),
+        markdown: format!("**prod**: `{HOSTILE}`"),
+        at: at(0),
+        fingerprint: "f".to_owned(),
+    }];
+    let mut view = view(&status, &history);
+    view.previews = &previews;
+    let page = preview_page(&view, 7).expect("known");
+    assert!(page.contains("<strong>prod</strong>"), "{page}");
+    assert!(
+        page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+        "{page}"
+    );
+    assert!(!page.contains("<script>alert"), "{page}");
+    let fleet = fleet_page(&view);
+    assert!(fleet.contains("<a href=\"/previews/7\">#7</a>"), "{fleet}");
+    assert!(preview_page(&view, 8).is_err());
 }

@@ -35,6 +35,18 @@
         var main = next.getElementById("main");
         var current = document.getElementById("main");
         if (main && current) {
+          // What the reader opened stays open.
+          var opened = [];
+          current.querySelectorAll("details").forEach(function (details, index) {
+            if (details.open) {
+              opened.push(index);
+            }
+          });
+          main.querySelectorAll("details").forEach(function (details, index) {
+            if (opened.indexOf(index) >= 0) {
+              details.open = true;
+            }
+          });
           current.replaceWith(document.importNode(main, true));
           shown = main.getAttribute("data-generation");
           document.body.setAttribute("data-generation", shown);

@@ -172,28 +172,6 @@ fn the_timeline_table_lists_each_step_with_its_duration_and_result() {
 }
 
 #[test]
-fn predicted_steps_are_drawn_at_their_measured_median() {
-    let status = fleet("prod", Phase::Updating);
-    let history = StepHistory::default();
-    let mut observed = crate::observed::Observed::default();
-    observed.step_durations.insert(
-        "create-machine".to_owned(),
-        StepDuration {
-            median_ms: 90_000,
-            samples: 3,
-        },
-    );
-    let mut view = view(&status, &history);
-    view.observed = Some(&observed);
-    // No plan: nothing predicted, nothing ran.
-    let page = cluster_page(&view, "prod").expect("known");
-    assert!(
-        page.contains("No step ran lately and none is predicted."),
-        "{page}"
-    );
-}
-
-#[test]
 fn commit_links_are_made_for_known_forges_only_and_never_carry_credentials() {
     let sha = "0123456789abcdef0123456789abcdef01234567";
     let revision = format!("main@sha1:{sha}");
@@ -316,4 +294,111 @@ fn a_preview_page_shows_the_comment_and_an_unknown_pull_is_not_found() {
     let fleet = fleet_page(&view);
     assert!(fleet.contains("<a href=\"/previews/7\">#7</a>"), "{fleet}");
     assert!(preview_page(&view, 8).is_err());
+}
+
+/// A predicted step of `action` on machine `prod-w-1`.
+fn predicted(action: crate::plan::Action) -> crate::plan::Step {
+    crate::plan::Step {
+        action,
+        target: crate::plan::Target {
+            cluster: "prod".into(),
+            machine: Some(NodeName::from("prod-w-1")),
+            ..crate::plan::Target::default()
+        },
+        reason: "the pool's machine changed".to_owned(),
+        disruptive: true,
+        waits_on: None,
+    }
+}
+
+#[test]
+fn predicted_steps_follow_the_maintenance_window_at_their_medians_and_removals_are_marked() {
+    use crate::plan::{Action, ClusterPlan, MachineRef, Resource, Waiting};
+    let status = fleet("prod", Phase::Updating);
+    let history = StepHistory::default();
+    let machine = MachineRef {
+        name: NodeName::from("prod-w-1"),
+        vm_id: None,
+        proxmox_node: "pve1".into(),
+    };
+    let ownership = crate::model::Ownership {
+        cluster: "prod".into(),
+        role: Role::Worker,
+        pool: "workers".into(),
+        spec_hash: "0123456789ab".into(),
+    };
+    let opens = at(1200);
+    let plan = crate::plan::Plan {
+        now: at(600),
+        clusters: vec![ClusterPlan {
+            name: "prod".to_owned(),
+            phase: Phase::Updating,
+            steps: Vec::new(),
+            predicted: vec![
+                predicted(Action::Drain {
+                    node: NodeName::from("prod-w-1"),
+                    deadline: at(9999),
+                }),
+                predicted(Action::DestroyMachine { machine, ownership }),
+            ],
+            blocked: Vec::new(),
+            waiting_on: vec![Waiting {
+                step: Some(ActionKind::Drain),
+                machine: None,
+                resource: Resource::MaintenanceWindow {
+                    opens: Some(opens),
+                    deny: None,
+                    time_zone: None,
+                },
+                since: Some(at(0)),
+            }],
+            findings: Vec::new(),
+            remediation_held: None,
+            suspended: Vec::new(),
+        }],
+        findings: Vec::new(),
+    };
+    let mut observed = crate::observed::Observed::default();
+    observed.step_durations.insert(
+        "drain".to_owned(),
+        StepDuration {
+            median_ms: 90_000,
+            samples: 3,
+        },
+    );
+    let mut view = view(&status, &history);
+    view.observed = Some(&observed);
+    view.plan = Some(&plan);
+    let page = cluster_page(&view, "prod").expect("known");
+    assert!(
+        page.contains("class=\"hold\""),
+        "the window's wait is shaded: {page}"
+    );
+    assert!(
+        page.contains("A maintenance window holds the predicted steps"),
+        "{page}"
+    );
+    let table = page
+        .split("<table class=\"steps\">")
+        .nth(1)
+        .expect("the timeline's table");
+    let drain = table
+        .split("<tr data-action=\"drain\">")
+        .nth(1)
+        .expect("drain");
+    assert!(drain.contains("≈ 1 min 30 s (median)"), "{drain}");
+    assert!(
+        drain.contains(&format!("≈ {}", time(opens).into_string())),
+        "it starts when the window opens: {drain}"
+    );
+    let destroy = table
+        .split("<tr data-action=\"destroy-machine\">")
+        .nth(1)
+        .expect("destroy-machine");
+    assert!(destroy.contains("not measured yet"), "{destroy}");
+    assert!(destroy.contains("(removed)"), "{destroy}");
+    assert!(
+        page.contains("to be removed"),
+        "the node is marked in the nodes table: {page}"
+    );
 }

@@ -55,16 +55,6 @@ pub struct StepRun {
     pub outcome: Outcome,
 }
 
-impl StepRun {
-    /// How long it ran, up to `now` while it runs.
-    pub fn duration(&self, now: Timestamp) -> std::time::Duration {
-        let end = self.ended.unwrap_or(now);
-        end.duration_since(self.started)
-            .unsigned_abs()
-            .min(std::time::Duration::from_secs(u64::from(u32::MAX)))
-    }
-}
-
 /// Every cluster's recent step runs.
 #[derive(Debug, Default, Clone)]
 pub struct StepHistory {

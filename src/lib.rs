@@ -37,5 +37,5 @@ pub mod status_branch;
 pub mod timed_preview;
 
 pub use capstan_core::{
-    errors, fingerprint, model, observed, plan, preview, spec, status, workloads,
+    dashboard, errors, fingerprint, model, observed, plan, preview, spec, status, workloads,
 };

@@ -115,7 +115,8 @@ pub fn demo(args: &DemoArgs, env: fn(&str) -> Option<String>) -> Result<Outcome,
         let bound = http::serve(args.http, daemon.board()).await?;
         let _ = writeln!(
             out,
-            "  status:     capstan status --server http://{bound}\n"
+            "  dashboard:  http://{bound}/ (live in a browser)\n  \
+             status:     capstan status --server http://{bound}\n"
         );
         let started = std::time::Instant::now();
         let announce = announce_when_ready(

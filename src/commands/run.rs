@@ -15,6 +15,7 @@ use crate::daemon::actions::{Actions, InCluster};
 use crate::daemon::http;
 use crate::daemon::previews::Previewer;
 use crate::daemon::{Daemon, DaemonOptions, StatusBoard};
+use crate::dashboard::{CommitLinks, ForgeStyle};
 use crate::forge::rest::{RestForge, RetryPolicy};
 use crate::leader::{self, Leadership, LeaseTimings};
 use crate::providers::kube::{ClusterError, KubeClusterClient, LeaseClient};
@@ -191,6 +192,9 @@ pub fn run(args: &RunArgs, env: fn(&str) -> Option<String>) -> Result<Outcome, R
         }
         RepoLocation::Remote(url) => {
             let options = source::git_options(url, &args.git.settings(), &env, &redactor)?;
+            if let Some(links) = CommitLinks::of_remote(url, args.forge.forge.map(forge_style)) {
+                board.link_commits(links);
+            }
             // What waiting cannot fix is said now, before any waiting.
             options.credentials.check_readable()?;
             if args.previews {
@@ -337,6 +341,15 @@ struct DaemonSource {
     preview_limits: crate::preview::Limits,
     /// Reads the secrets of notification providers (their addresses and signing keys).
     reader: SecretReader,
+}
+
+/// How `kind`'s web pages show a commit (the dashboard's links).
+fn forge_style(kind: crate::forge::ForgeKind) -> ForgeStyle {
+    match kind {
+        crate::forge::ForgeKind::Github => ForgeStyle::Github,
+        crate::forge::ForgeKind::Gitea => ForgeStyle::Gitea,
+        crate::forge::ForgeKind::Gitlab => ForgeStyle::Gitlab,
+    }
 }
 
 /// The forge `--previews` posts to; its token is remembered by the redactor, so the status

@@ -9,10 +9,12 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use crate::clock::Clock;
+use crate::dashboard::{CommitLinks, Outcome, PreviewComment, StepHistory, View};
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::observed::Observed;
-use crate::plan::ActionKind;
+use crate::plan::{ActionKind, Plan};
 use crate::source::SourceMetrics;
 use crate::status::{Condition, FleetStatus};
 
@@ -44,6 +46,34 @@ pub struct StatusBoard {
     with_workloads: tokio::sync::watch::Sender<u64>,
     /// Whether the last observation listed them.
     last_with_workloads: std::sync::atomic::AtomicBool,
+    /// Counts the statuses published: `GET /events` tells open pages when it moves. Bumping it
+    /// is all a pass pays for the dashboard; pages are drawn when asked for.
+    generation: tokio::sync::watch::Sender<u64>,
+    /// The last plan and the revision's files it was made from (the dashboard's predicted
+    /// steps and distributions), handed over by the pass that made them, never copied.
+    drawn_from: RwLock<DrawnFrom>,
+    /// The steps run lately, per cluster (the dashboard's timelines).
+    history: Mutex<StepHistory>,
+    /// Where the remote's commits are shown, when it is on a known forge.
+    links: std::sync::OnceLock<CommitLinks>,
+    /// The open pull requests' previews (`run --previews`), by number, the latest
+    /// [`crate::dashboard::preview::MAX_KEPT`].
+    previews: Mutex<Vec<PreviewComment>>,
+    /// The daemon's clock (the lab's in a demo), for the pages' "ago".
+    clock: Mutex<Option<DaemonClock>>,
+}
+
+/// The last plan and the files it was made from.
+type DrawnFrom = (Option<Arc<Plan>>, Option<Arc<crate::spec::Loaded>>);
+
+/// The daemon's clock, shared with the board.
+#[derive(Clone)]
+struct DaemonClock(Arc<dyn Clock>);
+
+impl std::fmt::Debug for DaemonClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DaemonClock")
+    }
 }
 
 /// How long one `GET /observed` keeps passes observing pods and PodDisruptionBudgets: a
@@ -144,6 +174,12 @@ impl StatusBoard {
             wake: tokio::sync::Notify::new(),
             with_workloads: tokio::sync::watch::Sender::new(0),
             last_with_workloads: std::sync::atomic::AtomicBool::new(false),
+            generation: tokio::sync::watch::Sender::new(0),
+            drawn_from: RwLock::default(),
+            history: Mutex::default(),
+            links: std::sync::OnceLock::new(),
+            previews: Mutex::default(),
+            clock: Mutex::default(),
         }
     }
 
@@ -207,6 +243,7 @@ impl StatusBoard {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(condition.kind.clone(), condition);
+        self.generation.send_modify(|generation| *generation += 1);
     }
 
     /// Reports `leadership`'s role in every status from now on (once per board).
@@ -399,12 +436,162 @@ impl StatusBoard {
     /// Publishes `status`, every message of it redacted and capped ([`crate::redact::message`]):
     /// what `/status`, `/metrics`, the status branch and the progress lines read.
     pub(super) fn set(&self, status: FleetStatus) {
-        let status = status.map_messages(crate::redact::message);
-        *self
+        let mut status = status.map_messages(crate::redact::message);
+        self.history
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain_clusters(|name| status.clusters.contains_key(name));
+        let mut published = self
             .status
             .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = status;
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // With pages open, an idle pass (the same status, computed later) draws nothing again;
+        // with none, comparing would be the only cost, so it is skipped.
+        let news = self.generation.receiver_count() == 0 || differs(&published, &mut status);
+        *published = status;
+        drop(published);
+        if news {
+            self.generation.send_modify(|generation| *generation += 1);
+        }
     }
+
+    /// The generation of the status published last (it moves with every status).
+    pub fn generation(&self) -> u64 {
+        *self.generation.borrow()
+    }
+
+    /// A receiver that changes whenever a new status is published (`GET /events`).
+    pub fn watch_generation(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.generation.subscribe()
+    }
+
+    /// Keeps `plan` and the files it was made from for the dashboard (moved in, not copied).
+    pub(super) fn share_plan(&self, plan: Arc<Plan>, loaded: Arc<crate::spec::Loaded>) {
+        *self
+            .drawn_from
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = (Some(plan), Some(loaded));
+    }
+
+    /// Records that a step started (the dashboard's timeline); returns its id for
+    /// [`StatusBoard::step_ended`].
+    pub(super) fn step_started(
+        &self,
+        cluster: &str,
+        action: ActionKind,
+        machine: Option<crate::model::NodeName>,
+        revision: &str,
+        at: jiff::Timestamp,
+    ) -> u64 {
+        let id = self
+            .history
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .started(cluster, action, machine, revision, at);
+        self.generation.send_modify(|generation| *generation += 1);
+        id
+    }
+
+    /// Records how step `id` of `cluster` ended (a failure's message redacted here).
+    pub(super) fn step_ended(&self, cluster: &str, id: u64, outcome: Outcome, at: jiff::Timestamp) {
+        let outcome = match outcome {
+            Outcome::Failed(message) => Outcome::Failed(crate::redact::message(&message)),
+            other => other,
+        };
+        self.history
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .ended(cluster, id, outcome, at);
+        self.generation.send_modify(|generation| *generation += 1);
+    }
+
+    /// Keeps pull request `comment.pull`'s preview for the dashboard (replacing the one before);
+    /// open pages hear of it when its fingerprint changed.
+    pub(super) fn preview_made(&self, comment: PreviewComment) {
+        let mut previews = self
+            .previews
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let news = !previews
+            .iter()
+            .any(|kept| kept.pull == comment.pull && kept.fingerprint == comment.fingerprint);
+        previews.retain(|kept| kept.pull != comment.pull);
+        previews.push(comment);
+        previews.sort_by_key(|kept| std::cmp::Reverse(kept.pull));
+        previews.truncate(crate::dashboard::preview::MAX_KEPT);
+        drop(previews);
+        if news {
+            self.generation.send_modify(|generation| *generation += 1);
+        }
+    }
+
+    /// Forgets the previews of pull requests not in `open`.
+    pub(super) fn retain_previews(&self, open: &[u64]) {
+        self.previews
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|kept| open.contains(&kept.pull));
+    }
+
+    /// Links revisions to their commits on `links`' forge from now on (once per board).
+    pub fn link_commits(&self, links: CommitLinks) {
+        let _ = self.links.set(links);
+    }
+
+    /// Reads time from `clock` (the daemon's) for the dashboard.
+    pub(super) fn share_clock(&self, clock: Arc<dyn Clock>) {
+        *self
+            .clock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(DaemonClock(clock));
+    }
+
+    /// Draws with `draw` from the status as published now, the last observation and plan and
+    /// the steps run lately. Pages are drawn only here, when one is asked for.
+    pub fn draw<R>(&self, draw: impl FnOnce(&View<'_>) -> R) -> R {
+        // Read first: a status published while drawing moves it past, and the page fetches again.
+        let generation = self.generation();
+        let now = self
+            .clock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .map_or_else(|| crate::clock::SystemClock.now(), |clock| clock.0.now());
+        let status = self.status();
+        let observed = self.observed();
+        let (plan, loaded) = self
+            .drawn_from
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let history = self
+            .history
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let previews = self
+            .previews
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        draw(&View {
+            status: &status,
+            observed: observed.as_deref(),
+            plan: plan.as_deref(),
+            desired: loaded.as_ref().and_then(|loaded| loaded.desired.as_ref()),
+            history: &history,
+            links: self.links.get(),
+            previews: &previews,
+            generation,
+            now,
+        })
+    }
+}
+
+/// Whether `new` says something `old` does not, when it was computed aside.
+fn differs(old: &FleetStatus, new: &mut FleetStatus) -> bool {
+    let updated = std::mem::replace(&mut new.updated, old.updated);
+    let differs = old != new;
+    new.updated = updated;
+    differs
 }
 
 impl crate::status_branch::Report for StatusBoard {

@@ -1,4 +1,6 @@
-//! The daemon's HTTP endpoint: `GET /status` (every cluster's status as JSON), `GET /observed`
+//! The daemon's HTTP endpoint: the dashboard (`GET /`, `GET /clusters/NAME`,
+//! `GET /previews/NUMBER`, `GET /events`:
+//! [`dashboard`]), `GET /status` (every cluster's status as JSON), `GET /observed`
 //! (the last observed state, as the snapshot `capstan plan --observed FILE` reads: no secrets;
 //! asking for it makes the passes of the next 15 minutes observe pods and PodDisruptionBudgets,
 //! for previews' drain simulation: the first request in a while wakes a pass and waits up to
@@ -7,8 +9,8 @@
 //! of their own ([`serve_hooks`]) so that only they are exposed through an ingress.
 //!
 //! # Guarantees
-//! - With a token ([`HttpOptions::token`]) or a client CA ([`tls`]), `/status`, `/observed`
-//!   and `/metrics` answer 401 (`WWW-Authenticate: Bearer`) unless the request carries
+//! - With a token ([`HttpOptions::token`]) or a client CA ([`tls`]), the dashboard's pages and
+//!   `/events`, `/status`, `/observed` and `/metrics` answer 401 (`WWW-Authenticate: Bearer`) unless the request carries
 //!   `Authorization: Bearer <token>` (compared in constant time) or came over a connection
 //!   whose client certificate chains to that CA; `/healthz` stays open for the kubelet.
 //! - A request's head must arrive within [`HttpOptions::read_timeout`] (also the most a
@@ -141,7 +143,7 @@ impl Listeners {
         let also = if beside.is_some() { " and /hooks" } else { "" };
         let http = serve_with(addr, board, beside.unwrap_or_default(), &self.options).await?;
         let (token, tls) = (self.options.token.is_some(), self.options.tls.is_some());
-        tracing::info!(address = %http, token, tls, "serving /status, /observed, /healthz, /metrics{also}");
+        tracing::info!(address = %http, token, tls, "serving /status, /observed, /healthz, /metrics{also} and the dashboard (/)");
         Ok((Some(http), hooks))
     }
 }
@@ -191,6 +193,12 @@ pub async fn serve_with(
         client_certificates: options.client_certificates,
     });
     let router = Router::new()
+        .route("/", get(dashboard::fleet))
+        .route("/clusters/{name}", get(dashboard::cluster))
+        .route("/previews/{number}", get(dashboard::preview))
+        .route("/events", get(dashboard::events))
+        .route(crate::dashboard::assets::CSS_PATH, get(dashboard::css))
+        .route(crate::dashboard::assets::JS_PATH, get(dashboard::js))
         .route("/status", get(status))
         .route("/observed", get(observed))
         .route("/healthz", get(healthz))
@@ -486,6 +494,7 @@ pub fn render_metrics(board: &StatusBoard) -> String {
 }
 
 mod actions;
+mod dashboard;
 pub mod tls;
 
 pub use actions::{ActionAnswer, ActionRequest};

@@ -141,6 +141,8 @@ struct Running {
     action: ActionKind,
     /// Its step's machine.
     machine: Option<crate::model::NodeName>,
+    /// Its run in the board's step history.
+    history: u64,
 }
 
 /// A cluster as the pass that starts its steps observed it.
@@ -271,6 +273,7 @@ impl<Pr: Providers> Daemon<Pr> {
     /// The actions the HTTP endpoint takes, through the board it serves.
     fn sharing_actions(self) -> Self {
         self.board.share_actions(Arc::clone(&self.actions));
+        self.board.share_clock(Arc::clone(&self.clock));
         self
     }
 
@@ -484,7 +487,9 @@ impl<Pr: Providers> Daemon<Pr> {
         policy.suspended = self.actions.suspended().await;
         // Read in place: copying the whole fleet's status each pass for a few facts is waste.
         policy.stages = self.board.read_published(|status| status.stages(&revision));
-        let plan = plan::plan(desired, &observation.observed, &policy, now);
+        let plan = Arc::new(plan::plan(desired, &observation.observed, &policy, now));
+        self.board
+            .share_plan(Arc::clone(&plan), Arc::clone(&loaded));
         self.board
             .set_observed(observation.observed.clone(), settings.workloads);
         let mut work = false;
@@ -550,9 +555,17 @@ impl<Pr: Providers> Daemon<Pr> {
         let limit = Arc::clone(&self.limit);
         let clock = Arc::clone(&self.clock);
         let revision = revision.to_owned();
+        let history = self.board.step_started(
+            name,
+            step.kind(),
+            step.target.machine.clone(),
+            &revision,
+            self.clock.now(),
+        );
         let work = self.busy.entry(name.to_owned()).or_default();
         let slot = work.slot();
         let running = Running {
+            history,
             cluster: name.to_owned(),
             revision: revision.clone(),
             spec: spec.clone(),

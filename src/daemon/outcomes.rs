@@ -8,6 +8,7 @@ use tokio::time::Instant;
 use super::{Daemon, Failure, Finished, StepOutcome};
 use crate::backoff::random_unit;
 use crate::connect::Providers;
+use crate::dashboard::Outcome;
 use crate::fence::NotLeading;
 use crate::plan::ActionKind;
 use crate::status::StepRecord;
@@ -34,6 +35,9 @@ impl<Pr: Providers> Daemon<Pr> {
         let running = self.running.remove(&id);
         if let Some(running) = &running {
             self.done(&running.cluster, id);
+            let ended = history_outcome(&outcome);
+            self.board
+                .step_ended(&running.cluster, running.history, ended, self.clock.now());
         }
         match outcome {
             Ok(finished) => self.record(finished),
@@ -195,6 +199,20 @@ impl<Pr: Providers> Daemon<Pr> {
         ) {
             notifier.step_finished(cluster, last);
         }
+    }
+}
+
+/// How a step task ended, for the board's step history.
+fn history_outcome(outcome: &Result<Finished, JoinError>) -> Outcome {
+    match outcome {
+        Ok(finished) => match finished.outcome.as_ref().map(|o| &o.result) {
+            None => Outcome::Stopped,
+            Some(Ok(_)) => Outcome::Succeeded,
+            Some(Err(err)) if err.not_leading().is_some() => Outcome::Stopped,
+            Some(Err(err)) => Outcome::Failed(crate::errors::error_chain(err)),
+        },
+        Err(err) if err.is_cancelled() => Outcome::Stopped,
+        Err(_) => Outcome::Failed("the step panicked".to_owned()),
     }
 }
 

@@ -12,6 +12,8 @@
 //! - A head is judged as the daemon would judge it (its secret policy and pins) and only
 //!   planned: this task holds no connection and no secret reader, so nothing a head names
 //!   is read or connected to.
+//! - The dashboard shows each open pull request's comment as last rendered
+//!   ([`StatusBoard`]'s previews, the latest [`crate::dashboard::preview::MAX_KEPT`]).
 //! - A pull request is posted to again only when its preview changed: a new head, a moved
 //!   base, or an observed state that changes its plan. The planning time alone is not a change.
 //! - A pull request's head is planned off the runtime, on a thread of its own, within
@@ -24,6 +26,7 @@ use std::time::Duration;
 
 use crate::backoff::{Backoff, random_unit};
 use crate::clock::Clock;
+use crate::dashboard::PreviewComment;
 use crate::forge::{ForgeApi, PullHead, sticky};
 use crate::observed::Observed;
 use crate::preview::{Limits, Preview, RevisionFiles};
@@ -160,9 +163,18 @@ impl<F: ForgeApi> Previewer<F> {
         let pulls = self.forge.open_pulls().await?;
         self.posted
             .retain(|number, _| pulls.iter().any(|p| p.number == *number));
+        let open: Vec<u64> = pulls.iter().map(|p| p.number).collect();
+        self.board.retain_previews(&open);
         for pull in pulls {
             let (preview, body) = self.preview(&pull, Arc::clone(&observed)).await?;
             let key = sticky::fingerprint(&preview);
+            self.board.preview_made(PreviewComment {
+                pull: pull.number,
+                head: preview.head.clone(),
+                markdown: body.clone(),
+                at: self.clock.now(),
+                fingerprint: key.clone(),
+            });
             if self.posted.get(&pull.number) == Some(&key) {
                 continue;
             }

@@ -14,10 +14,10 @@ use capstan_testkit::{announced, git, wait};
 use crate::fixture::Fleet;
 use crate::forge::{Flavour, NAME, OWNER, OnForge, TOKEN};
 
-const PROD: &str = "clusters/prod.yaml";
+pub(crate) const PROD: &str = "clusters/prod.yaml";
 
 /// Starts `capstan run --lab --previews` on the lab forge (see `announced`).
-fn spawn_daemon(on: &OnForge, flavour: Flavour, dir: &Path) -> CapstanRun {
+pub(crate) fn spawn_daemon(on: &OnForge, flavour: Flavour, dir: &Path) -> CapstanRun {
     spawn_daemon_with(on, flavour, dir, &[])
 }
 
@@ -59,7 +59,7 @@ async fn the_daemon_posts_a_preview_for_an_opened_gitlab_merge_request_and_updat
 }
 
 /// The example fleet, polled every 2 s (the fleet file warns about it, and runs).
-fn fast_fleet() -> Fleet {
+pub(crate) fn fast_fleet() -> Fleet {
     let fleet = Fleet::new();
     let capstan_yaml = fleet.path().join("capstan.yaml");
     let text = std::fs::read_to_string(&capstan_yaml).expect("read");

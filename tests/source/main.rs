@@ -10,6 +10,8 @@
 //! - `k3s`: `capstan run --lab` builds the seed's K3s cluster from a pushed commit, its
 //!   datastore a real MariaDB whose admin password comes from the environment.
 //! - `demo`: the `capstan demo` walkthrough, followed with `git commit` and `git push`.
+//! - `dashboard`: the demo's dashboard in a real headless Chromium (WebDriver through
+//!   chromedriver): the fleet Ready, a pushed scale-up shown live, the rollout's timeline.
 //! - `status_branch`: the daemon commits the status back to `capstan-status`: bootstrap, idle,
 //!   scale-up, a concurrent writer, a remote refusing pushes, a token planted in Proxmox's words,
 //!   a standby replica.
@@ -25,6 +27,7 @@
 
 mod cli;
 mod daemon;
+mod dashboard;
 mod demo;
 mod http_limits;
 mod k3s;

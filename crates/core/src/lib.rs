@@ -4,7 +4,8 @@
 //! and `plan::render` to print them), the status (`status`: conditions, the status branch's
 //! files, when to write them) and pull-request previews (`preview`: both revisions planned,
 //! compared, rendered as a comment), notifications (`notify`: events from two statuses, each
-//! receiver's payload), the domain identifiers (`model`) and fingerprints.
+//! receiver's payload), the dashboard's HTML pages (`dashboard`), the domain identifiers
+//! (`model`) and fingerprints.
 //!
 //! spec → observed → plan → status / preview. The daemon (`capstan`) reads the sources,
 //! observes, executes and publishes; everything it decides in between is computed here.
@@ -15,6 +16,7 @@
 //! as data, which is why most of capstan's logic is tested here in milliseconds.
 
 pub mod clock;
+pub mod dashboard;
 pub mod errors;
 pub mod fingerprint;
 pub mod model;

@@ -14,6 +14,7 @@
 //!   and an ISO storage.
 
 pub mod announced;
+pub mod browser;
 pub mod cli;
 pub mod fleet;
 pub mod git;

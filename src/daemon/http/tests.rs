@@ -312,3 +312,81 @@ async fn a_client_certificate_of_the_client_ca_authenticates_and_others_do_not()
         "a certificate of another CA is refused in the handshake"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_and_its_events_need_the_token_and_its_assets_do_not() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (addr, _board) = served(HttpOptions {
+        token: Some(token_file(&dir)),
+        ..HttpOptions::default()
+    })
+    .await;
+    tokio::task::spawn_blocking(move || {
+        for path in ["/", "/clusters/prod", "/previews/7", "/events"] {
+            let (code, head, _) = request(addr, path, None);
+            assert_eq!(code, 401, "{path}: {head}");
+            let (code, head, _) = request(addr, path, Some("wrong"));
+            assert_eq!(code, 401, "{path} with a wrong token: {head}");
+        }
+        let (code, head, body) = request(addr, "/", Some(TOKEN));
+        assert_eq!(code, 200, "{head}");
+        assert!(
+            head.contains("text/html") && head.contains("no-store"),
+            "{head}"
+        );
+        assert!(body.contains("<h1>Fleet</h1>"), "{body}");
+        let (code, _, body) = request(addr, "/clusters/prod", Some(TOKEN));
+        assert_eq!(code, 404, "no such cluster: {body}");
+        assert!(body.contains("<h1>Not found</h1>"), "{body}");
+        for (path, kind) in [
+            (crate::dashboard::assets::CSS_PATH, "text/css"),
+            (crate::dashboard::assets::JS_PATH, "text/javascript"),
+        ] {
+            let (code, head, body) = request(addr, path, None);
+            assert_eq!(code, 200, "{path}: {head}");
+            assert!(head.contains(kind) && !body.is_empty(), "{path}: {head}");
+        }
+    })
+    .await
+    .expect("joined");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_say_the_generation_at_once_and_again_when_a_new_status_is_published() {
+    let (addr, board) = served(HttpOptions::default()).await;
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream.set_read_timeout(Some(PATIENCE)).expect("timeout");
+    write!(
+        stream,
+        "GET /events HTTP/1.1\r\nHost: capstan\r\nAccept: text/event-stream\r\n\r\n"
+    )
+    .expect("request");
+    let (stream, first) = tokio::task::spawn_blocking(move || {
+        let read = read_until(stream, "data: 0\n");
+        (read.0, read.1)
+    })
+    .await
+    .expect("joined");
+    assert!(first.contains("event: status"), "{first}");
+    board.set(crate::status::FleetStatus {
+        revision: Some("main@sha1:1".to_owned()),
+        ..crate::status::FleetStatus::default()
+    });
+    let (_, next) = tokio::task::spawn_blocking(move || read_until(stream, "data: 1\n"))
+        .await
+        .expect("joined");
+    assert!(next.contains("event: status"), "{next}");
+}
+
+/// Reads `stream` until what was read holds `wanted`; returns the stream and what was read.
+fn read_until(mut stream: TcpStream, wanted: &str) -> (TcpStream, String) {
+    let mut read = String::new();
+    let mut buffer = [0_u8; 1024];
+    while !read.contains(wanted) {
+        match stream.read(&mut buffer) {
+            Ok(0) | Err(_) => panic!("the stream ended before `{wanted}`:\n{read}"),
+            Ok(n) => read.push_str(&String::from_utf8_lossy(&buffer[..n])),
+        }
+    }
+    (stream, read)
+}

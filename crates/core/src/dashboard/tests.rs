@@ -349,6 +349,7 @@ fn predicted_steps_follow_the_maintenance_window_at_their_medians_and_removals_a
                     opens: Some(opens),
                     deny: None,
                     time_zone: None,
+                    fit: None,
                 },
                 since: Some(at(0)),
             }],
@@ -364,6 +365,7 @@ fn predicted_steps_follow_the_maintenance_window_at_their_medians_and_removals_a
         StepDuration {
             median_ms: 90_000,
             samples: 3,
+            p90_ms: None,
         },
     );
     let mut view = view(&status, &history);

@@ -115,15 +115,8 @@ async fn a_pushed_talos_cluster_comes_up_ready_through_the_proxmox_and_talos_api
     );
 
     // Every config ISO was deleted, and no VM holds one.
+    assert_no_config_iso(&world, "");
     let proxmox = world.lab.proxmox();
-    for node in ["pve1", "pve2", "pve3"] {
-        let left: Vec<String> = proxmox
-            .volumes(node)
-            .into_iter()
-            .filter(|v| v.starts_with("local:iso/capstan-config-"))
-            .collect();
-        assert!(left.is_empty(), "{node} keeps {left:?}");
-    }
     let exchanges = proxmox.exchanges();
     let uploads = exchanges
         .iter()
@@ -216,67 +209,107 @@ fn management_secret(world: &World, name: &str, key: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_talos_release_change_replaces_every_machine_keeping_etcd_quorum_and_no_stale_member() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut world = World::with_lab(
-        talos_lab(),
-        &fleet(),
-        &[(CLUSTER, cluster(2, TALOS))],
-        false,
-    )
-    .await;
-    world.start_until_ready(&[CLUSTER]).await;
-    let old: Vec<String> = world
-        .vms_of(CLUSTER)
-        .into_iter()
-        .map(|vm| vm.name)
-        .collect();
+    let (world, _) = ready_world(cluster(2, TALOS)).await;
+    let old = vm_names(&world);
     assert_eq!(old.len(), 5);
-    let etcd = world
-        .lab
-        .talos_etcd(TalosClusterRef::Named(CLUSTER))
-        .expect("the cluster's etcd");
+    let etcd = etcd_of(&world);
     let sampler = Sampler::start(etcd.clone());
 
     world.write_cluster(CLUSTER, &cluster(2, NEXT_TALOS));
     let status = world
         .wait_for("every machine replaced", |s| {
-            ready(s, &[CLUSTER])
-                && s.clusters[CLUSTER].nodes.len() == 5
-                && s.clusters[CLUSTER]
-                    .nodes
-                    .iter()
-                    .all(|n| !old.iter().any(|o| o == n.name.as_str()))
+            every_machine_replaced(s, &old)
         })
         .await;
     let samples = sampler.finish();
 
     // etcd kept its quorum at every sample: never below 2 healthy of 3 (nor a majority of the
     // 4 members while a replacement had joined).
-    assert!(samples.len() > 10, "sampled every 10 ms: {}", samples.len());
-    for (members, healthy) in &samples {
-        assert!(
-            *healthy >= 2 && *healthy > members / 2,
-            "{healthy} healthy of {members} members: {samples:?}"
-        );
-    }
+    assert_quorum_kept(&samples, "");
     assert!(
         samples.iter().any(|(members, _)| *members == 4),
         "a new member joined before an old one left"
     );
     // At the end the members are the control-plane machines, no stale one.
-    let members: BTreeSet<String> = etcd
-        .members_unchecked()
+    assert_eq!(member_names(&etcd), control_planes(&status));
+    assert_eq!(world.vms_of(CLUSTER).len(), 5, "every old VM destroyed");
+}
+
+/// A world whose `cluster` file is Ready, and its status then.
+async fn ready_world(cluster: String) -> (World, capstan::status::FleetStatus) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut world = World::with_lab(talos_lab(), &fleet(), &[(CLUSTER, cluster)], false).await;
+    let status = world.start_until_ready(&[CLUSTER]).await;
+    (world, status)
+}
+
+/// The names of the cluster's VMs.
+fn vm_names(world: &World) -> Vec<String> {
+    world
+        .vms_of(CLUSTER)
+        .into_iter()
+        .map(|vm| vm.name)
+        .collect()
+}
+
+/// The cluster's simulated etcd.
+fn etcd_of(world: &World) -> EtcdCluster {
+    world
+        .lab
+        .talos_etcd(TalosClusterRef::Named(CLUSTER))
+        .expect("the cluster's etcd")
+}
+
+/// Ready with five Nodes, none of them one of `old`.
+fn every_machine_replaced(status: &capstan::status::FleetStatus, old: &[String]) -> bool {
+    ready(status, &[CLUSTER])
+        && status.clusters[CLUSTER].nodes.len() == 5
+        && status.clusters[CLUSTER]
+            .nodes
+            .iter()
+            .all(|n| !old.iter().any(|o| o == n.name.as_str()))
+}
+
+/// The names of the etcd members.
+fn member_names(etcd: &EtcdCluster) -> BTreeSet<String> {
+    etcd.members_unchecked()
         .into_iter()
         .map(|m| m.name)
-        .collect();
-    let control_planes: BTreeSet<String> = status.clusters[CLUSTER]
+        .collect()
+}
+
+/// The names of the cluster's control-plane Nodes.
+fn control_planes(status: &capstan::status::FleetStatus) -> BTreeSet<String> {
+    status.clusters[CLUSTER]
         .nodes
         .iter()
         .filter(|n| n.role == Role::ControlPlane)
         .map(|n| n.name.to_string())
-        .collect();
-    assert_eq!(members, control_planes);
-    assert_eq!(world.vms_of(CLUSTER).len(), 5, "every old VM destroyed");
+        .collect()
+}
+
+/// Every sample had at least 2 healthy members and a majority of them.
+fn assert_quorum_kept(samples: &[(usize, usize)], context: &str) {
+    assert!(samples.len() > 10, "sampled every 10 ms: {}", samples.len());
+    for (members, healthy) in samples {
+        assert!(
+            *healthy >= 2 && *healthy > members / 2,
+            "{healthy} healthy of {members} members {context}"
+        );
+    }
+}
+
+/// No Proxmox node keeps a config ISO of capstan's.
+fn assert_no_config_iso(world: &World, context: &str) {
+    let proxmox = world.lab.proxmox();
+    for node in ["pve1", "pve2", "pve3"] {
+        let left: Vec<String> = proxmox
+            .volumes(node)
+            .into_iter()
+            .filter(|v| v.starts_with("local:iso/capstan-config-"))
+            .collect();
+        assert!(left.is_empty(), "{node} keeps {left:?} {context}");
+    }
 }
 
 /// Samples an etcd's (members, healthy members) every 10 ms on a thread of its own.
@@ -310,10 +343,8 @@ impl Sampler {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_talos_control_plane_is_fenced_removed_from_etcd_by_id_and_replaced() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let text = cluster(1, TALOS) + "  remediation: {fence: true, after: 3s}\n";
-    let mut world = World::with_lab(talos_lab(), &fleet(), &[(CLUSTER, text)], false).await;
-    let status = world.start_until_ready(&[CLUSTER]).await;
+    let (world, status) =
+        ready_world(cluster(1, TALOS) + "  remediation: {fence: true, after: 3s}\n").await;
     let dead = status.clusters[CLUSTER]
         .nodes
         .iter()
@@ -325,10 +356,7 @@ async fn a_dead_talos_control_plane_is_fenced_removed_from_etcd_by_id_and_replac
         .into_iter()
         .find(|vm| vm.name == dead)
         .expect("its VM");
-    let etcd = world
-        .lab
-        .talos_etcd(TalosClusterRef::Named(CLUSTER))
-        .expect("the cluster's etcd");
+    let etcd = etcd_of(&world);
     let dead_id = etcd
         .members_unchecked()
         .into_iter()
@@ -353,14 +381,7 @@ async fn a_dead_talos_control_plane_is_fenced_removed_from_etcd_by_id_and_replac
     // Its member was removed by id, and the members are the control-plane machines.
     let members = etcd.members_unchecked();
     assert!(members.iter().all(|m| m.id != dead_id), "{members:?}");
-    let names: BTreeSet<String> = members.into_iter().map(|m| m.name).collect();
-    let control_planes: BTreeSet<String> = status.clusters[CLUSTER]
-        .nodes
-        .iter()
-        .filter(|n| n.role == Role::ControlPlane)
-        .map(|n| n.name.to_string())
-        .collect();
-    assert_eq!(names, control_planes);
+    assert_eq!(member_names(&etcd), control_planes(&status));
     assert!(
         world.vms_of(CLUSTER).iter().all(|vm| vm.name != dead),
         "its VM destroyed"
@@ -374,24 +395,9 @@ async fn a_dead_talos_control_plane_is_fenced_removed_from_etcd_by_id_and_replac
 async fn killing_the_daemon_during_a_talos_control_plane_replacement_leaves_no_duplicate_and_no_stale_member()
  {
     const KILLS: usize = 10;
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut world = World::with_lab(
-        talos_lab(),
-        &fleet(),
-        &[(CLUSTER, cluster(2, TALOS))],
-        false,
-    )
-    .await;
-    world.start_until_ready(&[CLUSTER]).await;
-    let old: Vec<String> = world
-        .vms_of(CLUSTER)
-        .into_iter()
-        .map(|vm| vm.name)
-        .collect();
-    let etcd = world
-        .lab
-        .talos_etcd(TalosClusterRef::Named(CLUSTER))
-        .expect("the cluster's etcd");
+    let (mut world, _) = ready_world(cluster(2, TALOS)).await;
+    let old = vm_names(&world);
+    let etcd = etcd_of(&world);
     world.kill_daemon().await;
     world.write_cluster(CLUSTER, &cluster(2, NEXT_TALOS));
     let sampler = Sampler::start(etcd.clone());
@@ -406,22 +412,12 @@ async fn killing_the_daemon_during_a_talos_control_plane_replacement_leaves_no_d
     world.start_daemon().await;
     let status = world
         .wait_for("converged after the kills", |s| {
-            ready(s, &[CLUSTER])
-                && s.clusters[CLUSTER].nodes.len() == 5
-                && s.clusters[CLUSTER]
-                    .nodes
-                    .iter()
-                    .all(|n| !old.iter().any(|o| o == n.name.as_str()))
+            every_machine_replaced(s, &old)
         })
         .await;
     let samples = sampler.finish();
     let context = format!("after kills at {kills:?} ms");
-    for (members, healthy) in &samples {
-        assert!(
-            *healthy >= 2 && *healthy > members / 2,
-            "{healthy} healthy of {members} members {context}"
-        );
-    }
+    assert_quorum_kept(&samples, &context);
     let vms = world.vms_of(CLUSTER);
     let names: BTreeSet<&str> = vms.iter().map(|vm| vm.name.as_str()).collect();
     assert_eq!(
@@ -430,41 +426,18 @@ async fn killing_the_daemon_during_a_talos_control_plane_replacement_leaves_no_d
         "one VM per machine, no duplicate {context}: {names:?}"
     );
     assert_eq!(vms.len(), 5, "no orphan {context}");
-    let members: BTreeSet<String> = etcd
-        .members_unchecked()
-        .into_iter()
-        .map(|m| m.name)
-        .collect();
-    let control_planes: BTreeSet<String> = status.clusters[CLUSTER]
-        .nodes
-        .iter()
-        .filter(|n| n.role == Role::ControlPlane)
-        .map(|n| n.name.to_string())
-        .collect();
-    assert_eq!(members, control_planes, "no stale member {context}");
-    let proxmox = world.lab.proxmox();
-    for node in ["pve1", "pve2", "pve3"] {
-        let left: Vec<String> = proxmox
-            .volumes(node)
-            .into_iter()
-            .filter(|v| v.starts_with("local:iso/capstan-config-"))
-            .collect();
-        assert!(left.is_empty(), "{node} keeps {left:?} {context}");
-    }
+    assert_eq!(
+        member_names(&etcd),
+        control_planes(&status),
+        "no stale member {context}"
+    );
+    assert_no_config_iso(&world, &context);
     world.kill_daemon().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_preview_of_a_talos_release_change_names_the_etcd_leave_steps_and_the_quorum_kept() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut world = World::with_lab(
-        talos_lab(),
-        &fleet(),
-        &[(CLUSTER, cluster(1, TALOS))],
-        false,
-    )
-    .await;
-    world.start_until_ready(&[CLUSTER]).await;
+    let (mut world, _) = ready_world(cluster(1, TALOS)).await;
     let address = capstan::daemon::http::serve("127.0.0.1:0".parse().expect("addr"), world.board())
         .await
         .expect("serve");

@@ -4,7 +4,9 @@ use std::collections::BTreeSet;
 
 use maud::html;
 
-use super::{View, duration, not_found_page, page, phase_badge, revision, since, time, timeline};
+use super::{
+    View, duration, header, not_found_page, page, phase_badge, revision, since, time, timeline,
+};
 use crate::plan::Action;
 use crate::status::conditions;
 
@@ -94,15 +96,7 @@ pub fn cluster_page(view: &View<'_>, name: &str) -> Result<String, String> {
             div.scroll {
                 table {
                     caption { "Machines and their Kubernetes nodes" }
-                    thead { tr {
-                        th scope="col" { "Name" }
-                        th scope="col" { "Role" }
-                        th scope="col" { "Ready" }
-                        th scope="col" { "Kubelet" }
-                        th scope="col" { "VM id" }
-                        th scope="col" { "Proxmox node" }
-                        th scope="col" { "Age" }
-                    } }
+                    (header(&["Name", "Role", "Ready", "Kubelet", "VM id", "Proxmox node", "Age"]))
                     tbody {
                         @for node in &cluster.nodes {
                             @let created = observed.and_then(|o| o.machines.get(&node.name)).map(|m| m.created);
@@ -140,13 +134,7 @@ pub fn cluster_page(view: &View<'_>, name: &str) -> Result<String, String> {
             div.scroll {
                 table {
                     caption { "Conditions, as Kubernetes spells them" }
-                    thead { tr {
-                        th scope="col" { "Type" }
-                        th scope="col" { "Status" }
-                        th scope="col" { "Reason" }
-                        th scope="col" { "Message" }
-                        th scope="col" { "Since" }
-                    } }
+                    (header(&["Type", "Status", "Reason", "Message", "Since"]))
                     tbody {
                         @for condition in &cluster.conditions {
                             tr {

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use maud::{Markup, html};
 
-use super::{View, page, phase_badge, revision, since, time};
+use super::{View, header, page, phase_badge, revision, since, time};
 use crate::plan::Action;
 use crate::status::{ClusterStatus, conditions};
 
@@ -204,14 +204,7 @@ fn proxmox_nodes(view: &View<'_>) -> Markup {
             div.scroll {
                 table {
                     caption { "Memory in MiB; reserved: planned clones not made yet" }
-                    thead { tr {
-                        th scope="col" { "Node" }
-                        th scope="col" { "Online" }
-                        th scope="col" { "VMs" }
-                        th scope="col" { "Used" }
-                        th scope="col" { "Reserved" }
-                        th scope="col" { "Total" }
-                    } }
+                    (header(&["Node", "Online", "VMs", "Used", "Reserved", "Total"]))
                     tbody {
                         @for (name, node) in nodes {
                             tr {

@@ -141,6 +141,13 @@ fn phase_badge(phase: Phase) -> Markup {
 }
 
 /// A time, in UTC to the second, machine-readable too.
+/// A table's column headers.
+fn header(columns: &[&str]) -> Markup {
+    html! {
+        thead { tr { @for column in columns { th scope="col" { (column) } } } }
+    }
+}
+
 fn time(at: Timestamp) -> Markup {
     let shown = at.strftime("%Y-%m-%d %H:%M:%S UTC").to_string();
     html! { time datetime=(at.to_string()) { (shown) } }

@@ -10,7 +10,7 @@ use jiff::{SignedDuration, Timestamp};
 use maud::{Markup, html};
 
 use super::history::Outcome;
-use super::{View, duration, time};
+use super::{View, duration, header, time};
 use crate::plan::{Action, Resource};
 
 /// How far back the timeline looks.
@@ -232,13 +232,7 @@ pub(super) fn section(view: &View<'_>, name: &str) -> Markup {
                 div.scroll {
                     table.steps {
                         caption { "The rollout's steps, oldest first" }
-                        thead { tr {
-                            th scope="col" { "Step" }
-                            th scope="col" { "Machine" }
-                            th scope="col" { "Starts or started" }
-                            th scope="col" { "Duration" }
-                            th scope="col" { "Result" }
-                        } }
+                        (header(&["Step", "Machine", "Starts or started", "Duration", "Result"]))
                         tbody {
                             @for bar in &timeline.bars {
                                 tr data-action=(bar.action) {

@@ -464,6 +464,10 @@ const PURE_IN_THE_DAEMON: &[(&str, &str)] = &[
     ("src/commands/mod.rs", "names the subcommands' modules"),
     ("src/providers/mod.rs", "names the providers' modules"),
     (
+        "src/providers/proxmox/vmids.rs",
+        "the VMIDs the Proxmox client's clones in flight hold, shared by its copies",
+    ),
+    (
         "src/providers/proxmox/hardware.rs",
         "reads the answer of the Proxmox client's VM config call, beside the client",
     ),

@@ -176,7 +176,7 @@ fn the_dashboard_shows_the_demo_and_a_scale_up_live_in_a_real_browser() {
     let cards = strings(&browser.run(CARDS));
     assert_eq!(
         cards.iter().map(|c| c[0].as_str()).collect::<Vec<_>>(),
-        ["edge", "platform", "prod"],
+        ["edge", "platform", "prod", "talos"],
         "a card per cluster: {cards:?}"
     );
     for card in &cards {

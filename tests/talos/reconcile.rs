@@ -218,7 +218,7 @@ async fn a_talos_release_change_replaces_every_machine_keeping_etcd_quorum_and_n
     world.write_cluster(CLUSTER, &cluster(2, NEXT_TALOS));
     let status = world
         .wait_for("every machine replaced", |s| {
-            every_machine_replaced(s, &old)
+            every_machine_replaced(s, &old, &etcd)
         })
         .await;
     let samples = sampler.finish();
@@ -260,14 +260,19 @@ fn etcd_of(world: &World) -> EtcdCluster {
         .expect("the cluster's etcd")
 }
 
-/// Ready with five Nodes, none of them one of `old`.
-fn every_machine_replaced(status: &capstan::status::FleetStatus, old: &[String]) -> bool {
+/// Ready with five Nodes, none of them one of `old`, and the etcd members the control planes.
+fn every_machine_replaced(
+    status: &capstan::status::FleetStatus,
+    old: &[String],
+    etcd: &EtcdCluster,
+) -> bool {
     ready(status, &[CLUSTER])
         && status.clusters[CLUSTER].nodes.len() == 5
         && status.clusters[CLUSTER]
             .nodes
             .iter()
             .all(|n| !old.iter().any(|o| o == n.name.as_str()))
+        && member_names(etcd) == control_planes(status)
 }
 
 /// The names of the etcd members.
@@ -373,6 +378,9 @@ async fn a_dead_talos_control_plane_is_fenced_removed_from_etcd_by_id_and_replac
                     .nodes
                     .iter()
                     .any(|n| n.name.as_str() == dead)
+                // A control plane that booted while a member was dead joins etcd once that
+                // member is removed (etcd would lose its quorum adding it before).
+                && member_names(&etcd) == control_planes(s)
         })
         .await;
     // Fenced: hard-stopped and tainted out-of-service before it left.
@@ -412,7 +420,7 @@ async fn killing_the_daemon_during_a_talos_control_plane_replacement_leaves_no_d
     world.start_daemon().await;
     let status = world
         .wait_for("converged after the kills", |s| {
-            every_machine_replaced(s, &old)
+            every_machine_replaced(s, &old, &etcd)
         })
         .await;
     let samples = sampler.finish();

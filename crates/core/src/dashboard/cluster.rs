@@ -6,6 +6,7 @@ use maud::html;
 
 use super::{
     View, duration, header, not_found_page, page, phase_badge, revision, since, time, timeline,
+    waits,
 };
 use crate::plan::Action;
 use crate::status::conditions;
@@ -69,17 +70,7 @@ pub fn cluster_page(view: &View<'_>, name: &str) -> Result<String, String> {
                 }
             }
             dt { "Waiting on" }
-            dd {
-                @if cluster.waiting_on.is_empty() { "nothing" }
-                @for wait in &cluster.waiting_on {
-                    span.wait {
-                        @if let Some(step) = wait.step { code { (step.name()) } ": " }
-                        (wait.resource)
-                        @if let Some(at) = wait.since { ", since " (since(at, view.now)) }
-                    }
-                    " "
-                }
-            }
+            dd { (waits(&cluster.waiting_on, view.now)) }
         }
         @if let Some(blocked) = blocked {
             div.alert role="note" { strong { "✕ Blocked (" (blocked.reason) "): " } (blocked.message) }

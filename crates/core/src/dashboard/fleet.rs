@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use maud::{Markup, html};
 
-use super::{View, header, page, phase_badge, revision, since, time};
+use super::{View, header, page, phase_badge, revision, since, time, waits};
 use crate::plan::Action;
 use crate::status::{ClusterStatus, conditions};
 
@@ -142,17 +142,7 @@ fn card(view: &View<'_>, name: &str, cluster: &ClusterStatus) -> Markup {
                 dt { "Revision acted on" }
                 dd { @match acted_on { Some(rev) => (revision(rev, view.links)), None => "none yet" } }
                 dt { "Waiting on" }
-                dd {
-                    @if cluster.waiting_on.is_empty() { "nothing" }
-                    @for wait in &cluster.waiting_on {
-                        span.wait {
-                            @if let Some(step) = wait.step { code { (step.name()) } ": " }
-                            (wait.resource)
-                            @if let Some(at) = wait.since { ", since " (since(at, view.now)) }
-                        }
-                        " "
-                    }
-                }
+                dd { (waits(&cluster.waiting_on, view.now)) }
                 @if let Some(step) = cluster.next_steps.first() {
                     dt { "Next step" }
                     dd { code { (step) } @if cluster.next_steps.len() > 1 { " and " (cluster.next_steps.len() - 1) " more" } }

@@ -141,6 +141,21 @@ fn phase_badge(phase: Phase) -> Markup {
 }
 
 /// A time, in UTC to the second, machine-readable too.
+/// What a cluster waits on, each with since when; "nothing" when it waits on nothing.
+fn waits(waiting_on: &[crate::status::WaitingOn], now: Timestamp) -> Markup {
+    html! {
+        @if waiting_on.is_empty() { "nothing" }
+        @for wait in waiting_on {
+            span.wait {
+                @if let Some(step) = wait.step { code { (step.name()) } ": " }
+                (wait.resource)
+                @if let Some(at) = wait.since { ", since " (since(at, now)) }
+            }
+            " "
+        }
+    }
+}
+
 /// A table's column headers.
 fn header(columns: &[&str]) -> Markup {
     html! {

@@ -59,15 +59,7 @@ async fn replace_forbid_refuses_a_template_change_yet_a_dead_worker_is_still_rep
         &spec("debian13-k8s-v2", true),
     );
     let now = world.lab.clock().now().to_string();
-    let dir = repo.path().display().to_string();
-    let run = tokio::task::spawn_blocking(move || {
-        capstan_testkit::cli::capstan(&[
-            "preview", "--repo", &dir, "--base", "main", "--head", "template", "--server", &server,
-            "--now", &now, "--format", "text",
-        ])
-    })
-    .await
-    .expect("joined");
+    let run = capstan_testkit::cli::preview(repo.path(), "template", &server, &now, "text").await;
     run.assert_code(1)
         .assert_reports("rule 16: replacement guard")
         .assert_reports("workers.general.replace: forbid refuses replacing 2 live machine(s)")

@@ -109,15 +109,7 @@ async fn a_preview_against_the_daemon_names_the_blocking_budget_and_estimates_th
     let file = repo.path().join(format!("clusters/{CLUSTER}.yaml"));
 
     let now = world.lab.clock().now().to_string();
-    let dir = repo.path().display().to_string();
-    let run = tokio::task::spawn_blocking(move || {
-        capstan_testkit::cli::capstan(&[
-            "preview", "--repo", &dir, "--base", "main", "--head", "template", "--server", &server,
-            "--now", &now, "--format", "json",
-        ])
-    })
-    .await
-    .expect("joined");
+    let run = capstan_testkit::cli::preview(repo.path(), "template", &server, &now, "json").await;
     run.assert_code(0);
     let preview: serde_json::Value = serde_json::from_str(&run.stdout).expect("json");
     let cluster = &preview["clusters"][0];

@@ -8,7 +8,7 @@ use std::time::Duration;
 use capstan::clock::Clock as _;
 use capstan_lab::values::LabDuration;
 use capstan_lab::world::LabConfig;
-use capstan_testkit::{World, cluster_yaml, fleet_yaml, git, ready};
+use capstan_testkit::{World, cluster_yaml, fleet_yaml, ready};
 use jiff::{SignedDuration, Timestamp};
 
 const CLUSTER: &str = "fit";
@@ -145,34 +145,15 @@ async fn a_renewal_measured_at_3_minutes_waits_out_a_2_minute_window_and_runs_in
     let address = capstan::daemon::http::serve("127.0.0.1:0".parse().expect("addr"), world.board())
         .await
         .expect("serve");
-    let repo = tempfile::tempdir().expect("repo");
-    std::fs::create_dir_all(repo.path().join("clusters")).expect("dir");
-    std::fs::copy(
-        world.repo.path().join("capstan.yaml"),
-        repo.path().join("capstan.yaml"),
-    )
-    .expect("copy");
-    let file = repo.path().join(format!("clusters/{CLUSTER}.yaml"));
-    std::fs::write(&file, with_windows(2, short, long)).expect("write");
-    git(repo.path(), &["init", "--quiet"]);
-    git(repo.path(), &["add", "."]);
-    git(repo.path(), &["commit", "--quiet", "-m", "base"]);
-    git(repo.path(), &["checkout", "--quiet", "-b", "worker"]);
-    std::fs::write(&file, with_windows(3, short, long)).expect("write");
-    git(repo.path(), &["commit", "--quiet", "-am", "a third worker"]);
-    let (dir, now, server) = (
-        repo.path().display().to_string(),
-        clock.now().to_string(),
-        format!("http://{address}"),
+    let repo = capstan_testkit::git::preview_repo(
+        world.repo.path(),
+        CLUSTER,
+        &with_windows(2, short, long),
+        "worker",
+        &with_windows(3, short, long),
     );
-    let run = tokio::task::spawn_blocking(move || {
-        capstan_testkit::cli::capstan(&[
-            "preview", "--repo", &dir, "--base", "main", "--head", "worker", "--server", &server,
-            "--now", &now, "--format", "json",
-        ])
-    })
-    .await
-    .expect("joined");
+    let (now, server) = (clock.now().to_string(), format!("http://{address}"));
+    let run = capstan_testkit::cli::preview(repo.path(), "worker", &server, &now, "json").await;
     run.assert_code(0);
     let preview: serde_json::Value = serde_json::from_str(&run.stdout).expect("json");
     let estimate = &preview["clusters"][0]["estimate"];

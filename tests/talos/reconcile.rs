@@ -461,15 +461,7 @@ async fn the_preview_of_a_talos_release_change_names_the_etcd_leave_steps_and_th
         &cluster(1, NEXT_TALOS),
     );
     let now = world.lab.clock().now().to_string();
-    let dir = repo.path().display().to_string();
-    let run = tokio::task::spawn_blocking(move || {
-        capstan_testkit::cli::capstan(&[
-            "preview", "--repo", &dir, "--base", "main", "--head", "release", "--server", &server,
-            "--now", &now, "--format", "text",
-        ])
-    })
-    .await
-    .expect("joined");
+    let run = capstan_testkit::cli::preview(repo.path(), "release", &server, &now, "text").await;
     run.assert_code(0)
         .assert_reports(&format!(
             "change: talos.version {TALOS} → {NEXT_TALOS}: replaces 4 machines"

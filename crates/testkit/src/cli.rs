@@ -154,3 +154,32 @@ pub fn capstan_ok(args: &[&str]) -> String {
     run.assert_code(0);
     run.stdout
 }
+
+/// `capstan preview` of branch `head` against `main` in `repo`, planned against the live daemon
+/// at `server` at time `now`, in `format`, run off the async runtime (the daemon answers on it).
+pub async fn preview(repo: &Path, head: &str, server: &str, now: &str, format: &str) -> Run {
+    let args: Vec<String> = [
+        "preview",
+        "--repo",
+        &repo.display().to_string(),
+        "--base",
+        "main",
+        "--head",
+        head,
+        "--server",
+        server,
+        "--now",
+        now,
+        "--format",
+        format,
+    ]
+    .iter()
+    .map(|arg| (*arg).to_owned())
+    .collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        capstan(&args)
+    })
+    .await
+    .expect("the preview ran")
+}

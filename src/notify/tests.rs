@@ -422,11 +422,14 @@ fn check_format(kind: &str, body: &serde_json::Value) {
             assert_eq!(card["type"], "AdaptiveCard");
             assert!(card["version"].is_string());
             let blocks = card["body"].as_array().expect("card body");
-            assert!(
-                blocks
-                    .iter()
-                    .all(|b| b["type"] == "TextBlock" && b["text"].is_string())
-            );
+            assert!(blocks.iter().all(|b| match b["type"].as_str() {
+                Some("TextBlock") => b["text"].is_string(),
+                Some("RichTextBlock") => b["inlines"].as_array().is_some_and(|runs| {
+                    runs.iter()
+                        .all(|r| r["type"] == "TextRun" && r["text"].is_string())
+                }),
+                _ => false,
+            }));
             assert!(
                 body.to_string().len() < 28 * 1024,
                 "Teams takes at most 28 KB"

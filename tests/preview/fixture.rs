@@ -147,9 +147,14 @@ impl Fleet {
 
     /// `capstan preview` of `head` onto `main`.
     pub fn preview(&self, head: &str, format: &str) -> Run {
+        self.preview_with(head, format, &["--now", NOW])
+    }
+
+    /// `capstan preview` of `head` onto `main`, with `more` arguments (`--now` among them).
+    pub fn preview_with(&self, head: &str, format: &str, more: &[&str]) -> Run {
         let repo = self.path().display().to_string();
         let snapshot = self.snapshot().display().to_string();
-        capstan(&[
+        let mut args = vec![
             "preview",
             "--repo",
             &repo,
@@ -159,11 +164,11 @@ impl Fleet {
             head,
             "--observed",
             &snapshot,
-            "--now",
-            NOW,
             "--format",
             format,
-        ])
+        ];
+        args.extend_from_slice(more);
+        capstan(&args)
     }
 }
 

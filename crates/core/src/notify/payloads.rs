@@ -5,10 +5,14 @@
 //!   `mrkdwn`, in which `&`, `<` and `>` are control characters: they are escaped, so no
 //!   message (a VM's error text among them) can mention `<!channel>` or forge a link.
 //! - Microsoft Teams (Workflows incoming webhooks): a message with one Adaptive Card 1.4
-//!   attachment (Teams takes at most 28 KB a message).
+//!   attachment (Teams takes at most 28 KB a message). The message (a VM's error text among
+//!   them) is a `RichTextBlock`'s `TextRun`, which Adaptive Cards never read as Markdown, so it
+//!   cannot forge a link.
 //! - Discord webhooks: `content` at most 2,000 characters, at most 10 `embeds` whose title is
 //!   at most 256 and description at most 4,096 characters (6,000 in all), and
-//!   `allowed_mentions: {parse: []}`, so no message pings `@everyone`.
+//!   `allowed_mentions: {parse: []}`, so no message pings `@everyone`. The message is the
+//!   description's code block (its backticks replaced, so it cannot close it): Discord renders
+//!   no Markdown and makes no link there.
 //! - Generic: capstan's own JSON, signed with HMAC-SHA256 of the raw body under the
 //!   provider's key, sent as `X-Signature: sha256=<hex>` (what capstan's `/hooks/generic`
 //!   verifies).
@@ -153,7 +157,10 @@ pub fn msteams(notice: &Notice) -> Value {
                         "color": color,
                         "wrap": true,
                     },
-                    {"type": "TextBlock", "text": cut(&notice.text(), TEAMS_TEXT_MAX), "wrap": true},
+                    {
+                        "type": "RichTextBlock",
+                        "inlines": [{"type": "TextRun", "text": cut(&notice.text(), TEAMS_TEXT_MAX)}],
+                    },
                     {"type": "TextBlock", "text": context(notice), "isSubtle": true, "wrap": true},
                 ],
             },
@@ -174,12 +181,21 @@ pub fn discord(notice: &Notice) -> Value {
         "allowed_mentions": {"parse": []},
         "embeds": [{
             "title": cut(&notice.event.title(), DISCORD_TITLE_MAX),
-            "description": cut(&notice.text(), DISCORD_DESCRIPTION_MAX),
+            "description": discord_code_block(&notice.text()),
             "color": color,
             "footer": {"text": cut(&context(notice), 2_048)},
             "timestamp": notice.event.at.to_string(),
         }],
     })
+}
+
+/// `text` as a Discord code block of at most [`DISCORD_DESCRIPTION_MAX`] characters: its
+/// backticks become `ˋ` (a modifier letter that looks the same), so nothing in it closes the
+/// block and lets Markdown or a link through.
+fn discord_code_block(text: &str) -> String {
+    const FENCES: usize = "```\n\n```".len();
+    let inner = cut(&text.replace('`', "ˋ"), DISCORD_DESCRIPTION_MAX - FENCES);
+    format!("```\n{inner}\n```")
 }
 
 /// capstan's own JSON: the event as it is, with its count.

@@ -377,7 +377,7 @@ fn a_folded_notice_says_how_many_times_it_happened() {
     assert_eq!(body["count"], 4);
     assert_eq!(body["kind"], "StepFailed");
     let teams = payloads::msteams(&notice("create-machine failed", 4));
-    let text = teams["attachments"][0]["content"]["body"][1]["text"]
+    let text = teams["attachments"][0]["content"]["body"][1]["inlines"][0]["text"]
         .as_str()
         .expect("card text");
     assert!(text.contains("×4"), "{text}");
@@ -390,4 +390,31 @@ fn the_generic_signature_is_hmac_sha256_of_the_body_in_hex() {
         payloads::signature(b"Jefe", b"what do ya want for nothing?"),
         "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
     );
+}
+
+#[test]
+fn a_vm_s_text_reaches_teams_and_discord_as_text_never_as_a_link() {
+    let hostile =
+        "join failed: [log in again](https://evil.example/) ``` **now** https://evil.example/x";
+    let teams = payloads::msteams(&notice(hostile, 1));
+    let message = &teams["attachments"][0]["content"]["body"][1];
+    // A TextRun is never read as Markdown (Adaptive Cards render it as it is).
+    assert_eq!(message["type"], "RichTextBlock");
+    assert_eq!(message["inlines"][0]["type"], "TextRun");
+    assert_eq!(message["inlines"][0]["text"], hostile);
+    let discord = payloads::discord(&notice(hostile, 1));
+    let description = discord["embeds"][0]["description"]
+        .as_str()
+        .expect("description");
+    assert_eq!(
+        description,
+        "```\njoin failed: [log in again](https://evil.example/) ˋˋˋ **now** https://evil.example/x\n```"
+    );
+    let long = payloads::discord(&notice(&"`".repeat(10_000), 1));
+    let description = long["embeds"][0]["description"]
+        .as_str()
+        .expect("description");
+    assert!(description.chars().count() <= payloads::DISCORD_DESCRIPTION_MAX);
+    assert!(description.starts_with("```\n") && description.ends_with("\n```"));
+    assert_eq!(description.matches("```").count(), 2, "only its own fences");
 }

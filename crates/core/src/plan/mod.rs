@@ -64,7 +64,9 @@ pub use types::*;
 use cluster::{Gate, Input, SpecMemo};
 use placement::Capacity;
 pub(crate) use types::{day_and_time, seconds};
-pub(crate) use window::{Need, WindowState, open_allow, state_for as window_state};
+pub(crate) use window::{
+    Need, Search as WindowSearch, WindowState, open_allow, state_for as window_state,
+};
 
 /// The fleet policy the planner applies.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -241,6 +243,7 @@ fn plan_on(
                         policy,
                         now,
                         &mut capacity,
+                        budget.stop,
                     );
                     predictor.submit(clusters.len(), prediction);
                     clusters.push(plan);
@@ -311,6 +314,7 @@ impl Prediction<'_> {
             memo: &memo,
             predicting: false,
             quiet: None,
+            stop: budget.stop,
         };
         simulate::predict(&input, &self.capacity, &self.listed, budget)
     }
@@ -434,6 +438,7 @@ fn plan_cluster<'a>(
     policy: &Policy,
     now: Timestamp,
     capacity: &mut Capacity,
+    stop: Option<&AtomicBool>,
 ) -> (ClusterPlan, Prediction<'a>, Vec<Finding>) {
     let memo = SpecMemo::default();
     let input = Input {
@@ -446,6 +451,7 @@ fn plan_cluster<'a>(
         memo: &memo,
         predicting: false,
         quiet: None,
+        stop,
     };
     let outcome = cluster::candidates(&input, capacity);
     let mut waiting_on = Vec::new();

@@ -223,16 +223,45 @@ fn finding_line(finding: &Finding) -> String {
     finding.message.clone()
 }
 
-/// Keeps Markdown from reading `*`, `_`, `<` or `|` in names and messages as markup.
+/// Keeps Markdown from reading `*`, `_`, `<` or `|` in names and messages as markup, and
+/// from reading a line break in them as a new block (a fake heading): control characters are
+/// written as escapes (`\n`).
 pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         if matches!(c, '*' | '_' | '<' | '>' | '|' | '`' | '[' | ']') {
             out.push('\\');
         }
-        out.push(c);
+        crate::spec::diagnostic::push_printable(&mut out, c);
     }
     out
+}
+
+/// `text` as a Markdown code span it cannot leave: delimited by one more backtick than its
+/// longest run of them (CommonMark's rule), padded with a space where it starts or ends with
+/// one, control characters written as escapes.
+pub(crate) fn code(text: &str) -> String {
+    let mut inner = String::with_capacity(text.len());
+    for c in text.chars() {
+        crate::spec::diagnostic::push_printable(&mut inner, c);
+    }
+    let ticks = "`".repeat(longest_backtick_run(&inner) + 1);
+    let pad = if inner.starts_with('`') || inner.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{ticks}{pad}{inner}{pad}{ticks}")
+}
+
+/// A code fence for a block holding `text`: at least three backticks, one more than its
+/// longest run of them, so no line of `text` closes it.
+pub(crate) fn fence(text: &str) -> String {
+    "`".repeat((longest_backtick_run(text) + 1).max(3))
+}
+
+fn longest_backtick_run(text: &str) -> usize {
+    text.split(|c| c != '`').map(str::len).max().unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -242,5 +271,23 @@ mod tests {
     #[test]
     fn markdown_escapes_what_would_render_as_markup() {
         assert_eq!(escape("a_b *c* <d>"), "a\\_b \\*c\\* \\<d\\>");
+    }
+
+    #[test]
+    fn an_escaped_value_stays_on_its_line() {
+        assert_eq!(
+            escape("tmpl\n### capstan preview\r\n"),
+            "tmpl\\n### capstan preview\\r\\n"
+        );
+    }
+
+    #[test]
+    fn a_code_span_is_longer_than_any_backtick_run_it_holds() {
+        assert_eq!(code("debian13"), "`debian13`");
+        assert_eq!(code("a`b``c"), "```a`b``c```");
+        assert_eq!(code("`x"), "`` `x ``");
+        assert_eq!(code("a\nb"), "`a\\nb`");
+        assert_eq!(fence("+a\n+````\n"), "`````");
+        assert_eq!(fence("+a"), "```");
     }
 }

@@ -15,6 +15,8 @@
 //! resume (as `cron` does), a time they repeat fires once, the first time. Pure: `now` comes in
 //! as an argument and zones come from the database bundled into the binary.
 
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Datelike, NaiveDate, Timelike, Utc};
@@ -31,13 +33,44 @@ use crate::spec::{ClusterSpec, CronSchedule, MaintenanceWindow};
 /// taken to leave no time at all (a deny window as long as its period).
 const MAX_HOPS: usize = 256;
 
-/// The most fire times looked at to find one: bounds the cost of a schedule that fires every
-/// second (a search starts up to [`LONGEST_SHIFT`] early).
-const MAX_SCAN: usize = 100_000;
+/// The most fire times one search looks at, over every schedule and hop: enough for 32 allow
+/// and 32 deny windows through [`MAX_HOPS`] hops, and a bound on what a search costs whatever
+/// the schedules are (past it, as past [`MAX_HOPS`], the schedules leave no time).
+const FIRES_PER_SEARCH: usize = 200_000;
 
-/// The longest a zone's clocks jump (daylight saving time moves them one hour, some zones two;
-/// three leaves room): a wall-clock time this much before a jump may fire after it.
-const LONGEST_SHIFT: SignedDuration = SignedDuration::from_hours(3);
+/// The work one window search may still do: the schedule fire times it looks at (shared by
+/// every schedule and hop of the search, see [`FIRES_PER_SEARCH`]) and the caller's stop flag
+/// (a preview's deadline), read at every fire time. Once over, it stays over, and nothing
+/// found after is trusted: the search says the windows are closed.
+#[derive(Debug)]
+pub(crate) struct Search<'a> {
+    fires_left: Cell<usize>,
+    stop: Option<&'a AtomicBool>,
+}
+
+impl<'a> Search<'a> {
+    /// A search with the whole budget, stopped as soon as `stop` is raised.
+    pub(crate) fn new(stop: Option<&'a AtomicBool>) -> Self {
+        Search {
+            fires_left: Cell::new(FIRES_PER_SEARCH),
+            stop,
+        }
+    }
+
+    /// Counts one more fire time looked at; `false` when the search must end.
+    fn spend(&self) -> bool {
+        if self.is_over() {
+            return false;
+        }
+        self.fires_left.set(self.fires_left.get() - 1);
+        true
+    }
+
+    /// Whether the budget is spent or the caller stopped the search.
+    pub(crate) fn is_over(&self) -> bool {
+        self.fires_left.get() == 0 || self.stop.is_some_and(|stop| stop.load(Ordering::Relaxed))
+    }
+}
 
 /// Whether disruptive steps may start at a given time.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,12 +126,18 @@ impl Hold {
 /// The state of `spec`'s maintenance windows at `now`, for a step that needs nothing of them.
 #[cfg(test)]
 pub(crate) fn state(spec: &ClusterSpec, now: Timestamp) -> WindowState {
-    state_for(spec, now, None)
+    state_for(spec, now, None, &Search::new(None))
 }
 
 /// The state of `spec`'s maintenance windows at `now`, for a step that `needs` this long
-/// (`None`: not measured).
-pub(crate) fn state_for(spec: &ClusterSpec, now: Timestamp, needs: Option<Need>) -> WindowState {
+/// (`None`: not measured), within `search`: once it is over, the windows are closed for good
+/// (the answer fails closed).
+pub(crate) fn state_for(
+    spec: &ClusterSpec,
+    now: Timestamp,
+    needs: Option<Need>,
+    search: &Search<'_>,
+) -> WindowState {
     let maintenance = &spec.maintenance;
     let windows = Windows {
         spec,
@@ -109,6 +148,7 @@ pub(crate) fn state_for(spec: &ClusterSpec, now: Timestamp, needs: Option<Need>)
             .chain(&maintenance.allow)
             .collect(),
         zone: maintenance.time_zone.zone(),
+        search,
     };
     if windows.allow.is_empty() && maintenance.deny.is_empty() {
         return WindowState::Open;
@@ -129,7 +169,13 @@ pub(crate) fn state_for(spec: &ClusterSpec, now: Timestamp, needs: Option<Need>)
     let mut held_by_deny = None;
     let mut fit = None;
     for _ in 0..MAX_HOPS {
-        let next = match windows.at(at, needs) {
+        let said = windows.at(at, needs);
+        if search.is_over() {
+            // What a search cut short found is not trusted: a deny window it did not finish
+            // looking at may be open.
+            break;
+        }
+        let next = match said {
             At::Starts if at == now => return WindowState::Open,
             At::Starts => return closed(Some(at), held_by_deny, fit),
             At::Denied { until, schedule } => {
@@ -151,19 +197,20 @@ pub(crate) fn state_for(spec: &ClusterSpec, now: Timestamp, needs: Option<Need>)
             At::Closed => windows.next_allow(at),
         };
         match next {
-            Some(next) => at = next,
-            None => return closed(None, held_by_deny, fit),
+            Some(next) if !search.is_over() => at = next,
+            _ => break,
         }
     }
     closed(None, held_by_deny, fit)
 }
 
-/// One cluster's windows, read in its zone.
+/// One cluster's windows, read in its zone, within one search.
 struct Windows<'a> {
     spec: &'a ClusterSpec,
     /// The allow windows, in both spellings.
     allow: Vec<&'a MaintenanceWindow>,
     zone: &'a TimeZone,
+    search: &'a Search<'a>,
 }
 
 /// What the windows say of a step at one time.
@@ -198,7 +245,7 @@ impl Windows<'_> {
             .maintenance
             .deny
             .iter()
-            .filter_map(|window| Some((window, occurrence_end(window, self.zone, at)?)))
+            .filter_map(|window| Some((window, self.occurrence(window, at)?.1)))
             .max_by_key(|(_, end)| *end);
         if let Some((window, until)) = denied {
             return At::Denied {
@@ -211,18 +258,13 @@ impl Windows<'_> {
         } else {
             self.allow
                 .iter()
-                .filter_map(|window| occurrence_end(window, self.zone, at))
+                .filter_map(|window| Some(self.occurrence(window, at)?.1))
                 .max()
         };
         let Some(until) = open_until else {
             return At::Closed;
         };
-        match needs.and_then(|need| {
-            Some((
-                need,
-                shortfall(self.spec, self.zone, at, until, need.duration)?,
-            ))
-        }) {
+        match needs.and_then(|need| Some((need, self.shortfall(at, until, need.duration)?))) {
             Some((need, short)) => At::Short(need, short),
             None => At::Starts,
         }
@@ -232,55 +274,65 @@ impl Windows<'_> {
     fn next_allow(&self, at: Timestamp) -> Option<Timestamp> {
         self.allow
             .iter()
-            .filter_map(|window| next_fire(&window.schedule, self.zone, at))
+            .filter_map(|window| next_fire(&window.schedule, self.zone, at, self.search))
             .min()
     }
-}
 
-/// Why a step of `duration` starting at `at`, inside windows open until `until`, does not
-/// fit: the window ends first, or a deny window opens first; `None` when it fits.
-fn shortfall(
-    spec: &ClusterSpec,
-    zone: &TimeZone,
-    at: Timestamp,
-    until: Timestamp,
-    duration: Duration,
-) -> Option<Shortfall> {
-    let duration = SignedDuration::try_from(duration).unwrap_or(SignedDuration::MAX);
-    let ends = at.saturating_add(duration).unwrap_or(Timestamp::MAX);
-    let deny_ahead = spec
-        .maintenance
-        .deny
-        .iter()
-        .filter_map(|window| Some((window, next_fire(&window.schedule, zone, at)?)))
-        .filter(|(_, starts)| *starts < ends)
-        .min_by_key(|(_, starts)| *starts);
-    if let Some((window, starts)) = deny_ahead {
-        return Some(Shortfall::DenyAhead {
-            schedule: window.schedule.to_string(),
-            starts,
-        });
+    /// Why a step of `duration` starting at `at`, inside windows open until `until`, does
+    /// not fit: the window ends first, or a deny window opens first; `None` when it fits.
+    fn shortfall(&self, at: Timestamp, until: Timestamp, duration: Duration) -> Option<Shortfall> {
+        let duration = SignedDuration::try_from(duration).unwrap_or(SignedDuration::MAX);
+        let ends = at.saturating_add(duration).unwrap_or(Timestamp::MAX);
+        let deny_ahead = self
+            .spec
+            .maintenance
+            .deny
+            .iter()
+            .filter_map(|window| {
+                Some((
+                    window,
+                    next_fire(&window.schedule, self.zone, at, self.search)?,
+                ))
+            })
+            .filter(|(_, starts)| *starts < ends)
+            .min_by_key(|(_, starts)| *starts);
+        if let Some((window, starts)) = deny_ahead {
+            return Some(Shortfall::DenyAhead {
+                schedule: window.schedule.to_string(),
+                starts,
+            });
+        }
+        (until < ends).then(|| Shortfall::WindowLeft {
+            left_seconds: until.duration_since(at).as_secs().unsigned_abs(),
+        })
     }
-    (until < ends).then(|| Shortfall::WindowLeft {
-        left_seconds: until.duration_since(at).as_secs().unsigned_abs(),
-    })
+
+    /// The occurrence of `window` open at `at`, when one is.
+    fn occurrence(
+        &self,
+        window: &MaintenanceWindow,
+        at: Timestamp,
+    ) -> Option<(Timestamp, Timestamp)> {
+        occurrence(window, self.zone, at, self.search)
+    }
 }
 
 /// The allow window open at `at` that closes last, as when it opened and when it closes;
-/// `None` when none is open (or `spec` has none).
-pub(crate) fn open_allow(spec: &ClusterSpec, at: Timestamp) -> Option<(Timestamp, Timestamp)> {
+/// `None` when none is open (or `spec` has none, or `search` is over).
+pub(crate) fn open_allow(
+    spec: &ClusterSpec,
+    at: Timestamp,
+    search: &Search<'_>,
+) -> Option<(Timestamp, Timestamp)> {
     let zone = spec.maintenance.time_zone.zone();
-    spec.rollout
+    let open = spec
+        .rollout
         .maintenance_window
         .iter()
         .chain(&spec.maintenance.allow)
-        .filter_map(|window| occurrence(window, zone, at))
-        .max_by_key(|(_, end)| *end)
-}
-
-/// When the occurrence of `window` that is open at `at` ends, when one is.
-fn occurrence_end(window: &MaintenanceWindow, zone: &TimeZone, at: Timestamp) -> Option<Timestamp> {
-    occurrence(window, zone, at).map(|(_, end)| end)
+        .filter_map(|window| occurrence(window, zone, at, search))
+        .max_by_key(|(_, end)| *end);
+    open.filter(|_| !search.is_over())
 }
 
 /// The occurrence of `window` that is open at `at`, when one is, as when it opened (a fire
@@ -289,10 +341,11 @@ fn occurrence(
     window: &MaintenanceWindow,
     zone: &TimeZone,
     at: Timestamp,
+    search: &Search<'_>,
 ) -> Option<(Timestamp, Timestamp)> {
     let duration = SignedDuration::try_from(window.duration.0).unwrap_or(SignedDuration::MAX);
     let earliest = at.saturating_sub(duration).unwrap_or(Timestamp::MIN);
-    let start = next_fire(&window.schedule, zone, earliest)?;
+    let start = next_fire(&window.schedule, zone, earliest, search)?;
     (start <= at).then(|| {
         (
             start,
@@ -302,42 +355,116 @@ fn occurrence(
 }
 
 /// The first time `schedule` fires strictly after `after`, its wall-clock times read in
-/// `zone`.
-fn next_fire(schedule: &CronSchedule, zone: &TimeZone, after: Timestamp) -> Option<Timestamp> {
-    // Cron walks wall-clock times; in chrono's UTC they have no transitions, so each is placed
-    // in the zone afterwards. The walk starts at the earlier of the wall-clock readings of
-    // `after` now and before a recent jump forward: a skipped time just before the jump
-    // fires after it.
-    let before_a_jump = after.checked_sub(LONGEST_SHIFT).unwrap_or(after);
-    let start = zone
-        .to_datetime(after)
-        .min(zone.to_offset(before_a_jump).to_datetime(after));
-    let mut best: Option<Timestamp> = None;
-    let mut scan_until: Option<civil::DateTime> = None;
-    for fire in schedule.schedule().after(&to_chrono(start)?).take(MAX_SCAN) {
-        let wall = from_chrono(fire)?;
-        if scan_until.is_some_and(|until| wall > until) {
-            break;
-        }
-        let ambiguous = zone.to_ambiguous_timestamp(wall);
-        let skipped = matches!(ambiguous.offset(), AmbiguousOffset::Gap { .. });
-        // Compatible: a skipped time moves forward by the jump, a repeated one is the first.
-        let Ok(at) = ambiguous.compatible() else {
-            continue;
-        };
-        if at <= after {
-            continue;
-        }
-        best = Some(best.map_or(at, |best| best.min(at)));
-        if !skipped {
-            // Later wall-clock times fall later, except skipped ones already counted.
-            break;
-        }
-        // A skipped time lands after the jump, later than wall-clock times just after it:
-        // look on for one of those.
-        scan_until.get_or_insert(wall.checked_add(LONGEST_SHIFT).unwrap_or(wall));
+/// `zone`: the earlier of the first fire from the clocks' reading now, and of a time the
+/// clocks skipped in a jump just before `after` (it fires when they resume, as `cron` does).
+///
+/// Each costs a few fire times whatever the schedule: a skipped stretch of the clocks is
+/// stepped over, never walked.
+fn next_fire(
+    schedule: &CronSchedule,
+    zone: &TimeZone,
+    after: Timestamp,
+    search: &Search<'_>,
+) -> Option<Timestamp> {
+    let ahead = fire_from_reading(schedule, zone, after, search);
+    let skipped = fire_in_recent_jump(schedule, zone, after, search);
+    match (ahead, skipped) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (one, other) => one.or(other),
     }
-    best
+}
+
+/// The first fire after `after` among the wall-clock times from the clocks' reading at
+/// `after` on: a repeated time fires the first time only, a skipped one when the clocks
+/// resume (unless a time just after the jump comes first).
+fn fire_from_reading(
+    schedule: &CronSchedule,
+    zone: &TimeZone,
+    after: Timestamp,
+    search: &Search<'_>,
+) -> Option<Timestamp> {
+    let mut fires = schedule
+        .schedule()
+        .after(&to_chrono(zone.to_datetime(after))?);
+    loop {
+        if !search.spend() {
+            return None;
+        }
+        let wall = from_chrono(fires.next()?)?;
+        let ambiguous = zone.to_ambiguous_timestamp(wall);
+        // Compatible: a skipped time moves forward by the jump, a repeated one is the first.
+        let at = ambiguous.compatible().ok()?;
+        match ambiguous.offset() {
+            AmbiguousOffset::Gap { after: resumed, .. } => {
+                // Later skipped times land later still; a time just after the jump (when the
+                // clocks resume, read at the jump's instant) may land before this one.
+                let just_after = at.checked_add(SignedDuration::from_nanos(1)).ok()?;
+                let jump = zone.preceding(just_after).next()?;
+                let resumes = resumed.to_datetime(jump.timestamp());
+                let after_jump = first_fire_from(schedule, zone, resumes, search);
+                return Some(after_jump.map_or(at, |other| other.min(at)));
+            }
+            // A time repeated after it first fired (the clocks went back past it): look on.
+            _ if at <= after => {}
+            _ => return Some(at),
+        }
+    }
+}
+
+/// The first fire at `from` or later, read in `zone` as it is not skipped.
+fn first_fire_from(
+    schedule: &CronSchedule,
+    zone: &TimeZone,
+    from: civil::DateTime,
+    search: &Search<'_>,
+) -> Option<Timestamp> {
+    let before = from.checked_sub(SignedDuration::from_secs(1)).ok()?;
+    if !search.spend() {
+        return None;
+    }
+    let fire = schedule.schedule().after(&to_chrono(before)?).next()?;
+    zone.to_ambiguous_timestamp(from_chrono(fire)?)
+        .compatible()
+        .ok()
+}
+
+/// A time the clocks skipped in a jump forward at most one jump before `after` that fires
+/// when they resume, after `after`: the first fire among the skipped wall-clock times that
+/// land after `after` (each lands one jump later than it reads).
+fn fire_in_recent_jump(
+    schedule: &CronSchedule,
+    zone: &TimeZone,
+    after: Timestamp,
+    search: &Search<'_>,
+) -> Option<Timestamp> {
+    let just_after = after.checked_add(SignedDuration::from_nanos(1)).ok()?;
+    let jump = zone.preceding(just_after).next()?;
+    let before = zone.to_offset(
+        jump.timestamp()
+            .checked_sub(SignedDuration::from_nanos(1))
+            .ok()?,
+    );
+    let length = jump.offset().duration_since(before);
+    let lands_until = jump.timestamp().checked_add(length).ok()?;
+    if !length.is_positive() || after >= lands_until {
+        return None;
+    }
+    // Skipped times read from the jump's start; one lands after `after` when it reads later
+    // than `after` on the clocks before the jump.
+    let skipped_from = before.to_datetime(jump.timestamp());
+    let lands_after = before.to_datetime(after);
+    let from = skipped_from.max(lands_after.checked_add(SignedDuration::from_secs(1)).ok()?);
+    let before_from = from.checked_sub(SignedDuration::from_secs(1)).ok()?;
+    if !search.spend() {
+        return None;
+    }
+    let wall = from_chrono(schedule.schedule().after(&to_chrono(before_from)?).next()?)?;
+    let skipped_until = jump.offset().to_datetime(jump.timestamp());
+    if wall >= skipped_until {
+        return None;
+    }
+    let at = zone.to_ambiguous_timestamp(wall).compatible().ok()?;
+    (at > after).then_some(at)
 }
 
 /// A wall-clock time as chrono's UTC, which cron walks.

@@ -30,14 +30,16 @@ mod summary;
 mod windows;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use jiff::Timestamp;
 use serde::Serialize;
 
 use crate::observed::Observed;
-use crate::plan::{self, Blocked, Budget, ClusterPlan, Exceeded, Plan, Policy, Rule, Step};
+use crate::plan::{
+    self, Blocked, Budget, ClusterPlan, Exceeded, Plan, Policy, Rule, Step, WindowSearch,
+};
 use crate::spec::{self, Cluster, Diagnostic, Loaded, RepoFiles};
 
 pub use changes::FieldChange;
@@ -354,7 +356,8 @@ pub fn build_within(
                 estimate: estimate::estimate(&predicted, &observed.step_durations).map(|e| {
                     e.with_windows(head_cluster.and_then(|c| {
                         let rounds = estimate::rounds(&predicted);
-                        windows::needed(rounds, &c.spec, &observed.step_durations, now)
+                        let search = WindowSearch::new(Some(stop));
+                        windows::needed(rounds, &c.spec, &observed.step_durations, now, &search)
                     }))
                 }),
                 predicted,
@@ -364,6 +367,19 @@ pub fn build_within(
         }
     }
     all.extend(blocked_drains);
+    let stages = stage_order(&head_loaded, &clusters, observed, now, stop);
+    if stop.load(Ordering::Relaxed) {
+        // The windows' search was cut short: what it found is not a promise.
+        return over_limits(
+            base,
+            head,
+            &head_loaded,
+            now,
+            limits,
+            "head",
+            Exceeded::Stopped,
+        );
+    }
     let fleet_refused = all.iter().any(|r| r.cluster.is_none());
     if fleet_refused {
         parts.insert(0, "capstan.yaml: refused".to_owned());
@@ -373,7 +389,7 @@ pub fn build_within(
         head: head.revision.clone(),
         now,
         summary: parts.join("; "),
-        stages: stage_order(&head_loaded, &clusters, observed, now),
+        stages,
         refusals: all,
         fleet_diff: changes::unified_diff(
             &head.files.fleet.path,
@@ -392,6 +408,7 @@ fn stage_order(
     clusters: &[ClusterPreview],
     observed: &Observed,
     now: Timestamp,
+    stop: &AtomicBool,
 ) -> Vec<Stage> {
     let finish = |name: &str, from: Timestamp| {
         let Some(cluster) = clusters.iter().find(|c| c.name == name) else {
@@ -403,7 +420,8 @@ fn stage_order(
         let estimate = cluster.estimate.as_ref()?;
         let spec = &cluster_of(head, name)?.spec;
         let rounds = estimate::rounds(&cluster.predicted);
-        match windows::needed(rounds, spec, &observed.step_durations, from) {
+        let search = WindowSearch::new(Some(stop));
+        match windows::needed(rounds, spec, &observed.step_durations, from, &search) {
             Some(needed) if needed.never || needed.more => None,
             Some(needed) => Some(needed.ends),
             None => {

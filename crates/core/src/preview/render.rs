@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use crate::plan::render::escape;
+use crate::plan::render::{code, escape, fence};
 use crate::plan::{Action, Step};
 
 use super::{ClusterPreview, Preview, PreviewStep, Refusal};
@@ -23,8 +23,10 @@ pub(super) fn markdown_collapsing(preview: &Preview, collapsed: &dyn Fn(usize) -
     let _ = writeln!(out, "**{}**\n", escape(&preview.summary));
     let _ = writeln!(
         out,
-        "`{}` → `{}`, planned at {} against the observed state.\n",
-        preview.base, preview.head, preview.now
+        "{} → {}, planned at {} against the observed state.\n",
+        code(&preview.base),
+        code(&preview.head),
+        preview.now
     );
     if !preview.stages.is_empty() {
         let _ = writeln!(out, "Stages in order: {}\n", escape(&stages_line(preview)));
@@ -57,12 +59,12 @@ pub(super) fn markdown_collapsing(preview: &Preview, collapsed: &dyn Fn(usize) -
 pub(super) fn refusal_markdown(refusal: &Refusal) -> String {
     let mut line = format!("**{}**", escape(&refusal.rule));
     if let Some(location) = &refusal.location {
-        let _ = write!(line, " `{location}`");
+        let _ = write!(line, " {}", code(location));
     } else if let Some(cluster) = &refusal.cluster {
-        let _ = write!(line, " `{cluster}`");
+        let _ = write!(line, " {}", code(cluster));
     }
     if let Some(field) = &refusal.field {
-        let _ = write!(line, " `{field}`");
+        let _ = write!(line, " {}", code(field));
     }
     let _ = write!(line, ": {}", escape(&refusal.message));
     if let Some(fix) = &refusal.fix {
@@ -174,21 +176,21 @@ fn drains_markdown(out: &mut String, cluster: &ClusterPreview) {
         "**Drains** simulated against the observed pods and PodDisruptionBudgets:\n"
     );
     for drain in &cluster.drains {
-        let evicts: Vec<String> = drain.evicts.iter().map(|p| format!("`{p}`")).collect();
+        let evicts: Vec<String> = drain.evicts.iter().map(|p| code(p)).collect();
         let evicts = if evicts.is_empty() {
             "nothing to evict".to_owned()
         } else {
             format!("evicts {}", evicts.join(", "))
         };
-        let _ = writeln!(out, "- `{}`: {evicts}", drain.node);
+        let _ = writeln!(out, "- {}: {evicts}", code(drain.node.as_str()));
         for block in &drain.blocked_by {
-            let pods: Vec<String> = block.pods.iter().map(|p| format!("`{p}`")).collect();
+            let pods: Vec<String> = block.pods.iter().map(|p| code(p)).collect();
             let _ = writeln!(
                 out,
-                "  - **{}**: `{}` allows {} disruption(s) now; guards {}",
+                "  - **{}**: {} allows {} disruption(s) now; guards {}",
                 // Made of a DNS-1123 name and numbers: its backticks are meant as code.
                 block.message,
-                block.budget,
+                code(&block.budget),
                 block.allowed,
                 pods.join(", ")
             );
@@ -201,7 +203,7 @@ fn write_diff(out: &mut String, diff: &str) {
     if diff.is_empty() {
         return;
     }
-    let fence = if diff.contains("```") { "````" } else { "```" };
+    let fence = fence(diff);
     let _ = writeln!(out, "{fence}diff\n{diff}{fence}\n");
 }
 
@@ -209,7 +211,7 @@ fn step_markdown(step: &PreviewStep) -> String {
     let inner = &step.step;
     let mut line = format!("`{}` **{}**", inner.name(), escape(&target(inner)));
     if let Some(node) = proxmox_node(inner) {
-        let _ = write!(line, " on `{node}`");
+        let _ = write!(line, " on {}", code(node));
     }
     let _ = write!(line, " — {}", escape(&inner.reason));
     if inner.disruptive {
@@ -392,9 +394,17 @@ fn proxmox_node(step: &Step) -> Option<&str> {
     }
 }
 
-/// Escapes text for HTML inside `<summary>`.
+/// Escapes text for HTML inside `<summary>`: a blank line there would end the HTML block
+/// and start Markdown, so control characters are written as escapes too.
 fn html(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            c => crate::spec::diagnostic::push_printable(&mut out, c),
+        }
+    }
+    out
 }

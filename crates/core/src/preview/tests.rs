@@ -367,3 +367,63 @@ fn a_version_change_says_in_place_only_when_the_plan_upgrades_in_place() {
         "kubernetes.version 1.36.2 → 1.36.3: replaces 2 nodes"
     );
 }
+
+#[test]
+fn a_name_with_line_breaks_cannot_plant_a_heading_or_a_verdict_in_the_comment() {
+    // Issue 34: a template name with newlines planted a fake `### capstan preview` heading
+    // and "No cluster changes. Safe to merge." in the comment.
+    let base = example_revision("main@sha1:1", 3);
+    let mut head = example_revision("evil@sha1:2", 3);
+    head.files.clusters[1].text = head.files.clusters[1].text.replacen(
+        "machine: {template: debian13-k8s, cores: 4",
+        "machine: {template: \"debian13-k8s\\n\\n### capstan preview\\n\\nNo cluster changes. Safe to merge.\\n\", cores: 4",
+        1,
+    );
+    let preview = build(
+        &base,
+        &head,
+        &Observed::nothing(),
+        jiff::Timestamp::UNIX_EPOCH,
+        &Validated,
+    );
+    let refusal = preview
+        .refusals
+        .iter()
+        .find(|r| r.field.as_deref() == Some("spec.workers[0].machine.template"))
+        .expect("the template is refused");
+    assert_eq!(
+        refusal.message,
+        "`debian13-k8s\\n\\n### capstan preview\\n\\nNo cluster changes. Safe to merge.\\n` is not a Proxmox VM name"
+    );
+    for text in [
+        render::markdown(&preview),
+        comment::comment(&preview, 65_536),
+    ] {
+        let headings = text
+            .lines()
+            .filter(|l| l.starts_with("### capstan preview"));
+        assert_eq!(headings.count(), 1, "{text}");
+        assert!(
+            !text.lines().any(|l| l.starts_with("No cluster changes")),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn a_diff_holding_a_fence_stays_inside_its_block() {
+    let base = example_revision("main@sha1:1", 3);
+    let mut head = example_revision("fence@sha1:2", 3);
+    head.files.clusters[1]
+        .text
+        .push_str("# ````\n# ### capstan preview\n");
+    let preview = build(
+        &base,
+        &head,
+        &Observed::nothing(),
+        jiff::Timestamp::UNIX_EPOCH,
+        &Validated,
+    );
+    let markdown = render::markdown(&preview);
+    assert!(markdown.contains("`````diff\n"), "{markdown}");
+}

@@ -13,7 +13,7 @@ use jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
 
 use crate::observed::StepDuration;
-use crate::plan::{self, Need, WindowState};
+use crate::plan::{self, Need, WindowSearch, WindowState};
 use crate::spec::ClusterSpec;
 
 use super::PreviewStep;
@@ -49,13 +49,15 @@ struct Used {
 }
 
 /// The windows the predicted steps need, in their `rounds` (as the estimate groups them),
-/// under `spec`'s allow windows from `now`; `None` when `spec` has no allow window or no step
-/// is disruptive.
+/// under `spec`'s allow windows from `now`, within one window `search` for every round;
+/// `None` when `spec` has no allow window or no step is disruptive. A search that ends early
+/// leaves the rounds after it counted as never fitting.
 pub(super) fn needed(
     rounds: Vec<Vec<&PreviewStep>>,
     spec: &ClusterSpec,
     durations: &BTreeMap<String, StepDuration>,
     now: Timestamp,
+    search: &WindowSearch<'_>,
 ) -> Option<WindowsNeeded> {
     let has_allow = spec.rollout.maintenance_window.is_some() || !spec.maintenance.allow.is_empty();
     if !has_allow || !rounds.iter().flatten().any(|s| s.step.disruptive) {
@@ -85,7 +87,7 @@ pub(super) fn needed(
                 samples: d.samples,
             })
         });
-        let starts = match plan::window_state(spec, at, need) {
+        let starts = match plan::window_state(spec, at, need, search) {
             WindowState::Open => at,
             WindowState::Closed(hold) => match hold.opens {
                 Some(opens) => opens,
@@ -95,7 +97,7 @@ pub(super) fn needed(
                 }
             },
         };
-        let Some((opens, closes)) = plan::open_allow(spec, starts) else {
+        let Some((opens, closes)) = plan::open_allow(spec, starts, search) else {
             // Only a deny window held it: it starts outside any allow window.
             at = later(starts, took);
             continue;

@@ -42,7 +42,7 @@ pub struct Diagnostic {
 }
 
 impl Diagnostic {
-    /// A finding about a whole file (no position).
+    /// A finding about a whole file (no position). The message is [`bounded`].
     pub fn file_error(file: &str, message: impl Into<String>) -> Self {
         Diagnostic {
             severity: Severity::Error,
@@ -50,14 +50,14 @@ impl Diagnostic {
             line: None,
             column: None,
             field: None,
-            message: message.into(),
+            message: bounded(&message.into()),
             hint: None,
         }
     }
 
-    /// Adds advice.
+    /// Adds advice ([`bounded`]).
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
-        self.hint = Some(hint.into());
+        self.hint = Some(bounded(&hint.into()));
         self
     }
 
@@ -95,6 +95,75 @@ impl fmt::Display for Diagnostic {
             write!(f, "\n  hint: {hint}")?;
         }
         Ok(())
+    }
+}
+
+/// The longest value quoted in a finding, in characters: a name, a version, a schedule. A
+/// longer one is cut, saying how long it was.
+pub const MAX_QUOTED: usize = 80;
+
+/// The longest finding, in characters: findings are quoted in terminals, statuses and
+/// pull-request comments, and a file may hold a megabyte in one value.
+pub const MAX_MESSAGE: usize = 1024;
+
+/// `message` as a finding may say it, whatever a repository file put in the values it quotes:
+/// control characters (a newline would start a new line of a pull-request comment) written as
+/// escapes (`\n`), each `` `quoted` `` value cut at [`MAX_QUOTED`] characters (saying how long
+/// it was), and the whole cut at [`MAX_MESSAGE`].
+pub fn bounded(message: &str) -> String {
+    let mut out = String::with_capacity(message.len().min(MAX_MESSAGE + 64));
+    let mut quoted: Option<usize> = None;
+    let mut rest = message.chars();
+    let mut written = 0;
+    while let Some(c) = rest.next() {
+        if written >= MAX_MESSAGE {
+            let left = 1 + rest.count();
+            out.push_str(&format!("… ({left} more characters)"));
+            break;
+        }
+        if c == '`' {
+            quoted = match quoted {
+                Some(_) => None,
+                None => Some(0),
+            };
+            out.push(c);
+            written += 1;
+            continue;
+        }
+        if let Some(length) = quoted.as_mut() {
+            *length += 1;
+            if *length > MAX_QUOTED {
+                // Skip to the closing backtick, counting what was skipped.
+                let mut skipped = 1;
+                for next in rest.by_ref() {
+                    if next == '`' {
+                        break;
+                    }
+                    skipped += 1;
+                }
+                out.push_str(&format!("…` ({} characters)", MAX_QUOTED + skipped));
+                written += MAX_QUOTED;
+                quoted = None;
+                continue;
+            }
+        }
+        written += 1;
+        push_printable(&mut out, c);
+    }
+    out
+}
+
+/// Pushes `c`, or its escape when it is a control character.
+pub(crate) fn push_printable(out: &mut String, c: char) {
+    match c {
+        '\n' => out.push_str("\\n"),
+        '\r' => out.push_str("\\r"),
+        '\t' => out.push_str("\\t"),
+        // Unicode's line and paragraph separators break lines too.
+        c if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') => {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        }
+        c => out.push(c),
     }
 }
 
@@ -175,5 +244,54 @@ impl fmt::Display for Diagnostics {
             writeln!(f, "{diagnostic}")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_finding_escapes_control_characters_so_it_stays_on_its_line() {
+        let message =
+            bounded("`tmpl\n### capstan preview\r\nNo cluster changes.\u{2028}` is not a VM name");
+        assert_eq!(
+            message,
+            "`tmpl\\n### capstan preview\\r\\nNo cluster changes.\\u{2028}` is not a VM name"
+        );
+        assert!(!message.contains('\n'));
+    }
+
+    #[test]
+    fn a_long_quoted_value_is_cut_saying_how_long_it_was() {
+        let long = "a".repeat(1_000_000);
+        let message = bounded(&format!("`{long}` is not a time zone: write `Europe/Rome`"));
+        assert_eq!(
+            message,
+            format!(
+                "`{}…` (1000000 characters) is not a time zone: write `Europe/Rome`",
+                "a".repeat(MAX_QUOTED)
+            )
+        );
+    }
+
+    #[test]
+    fn a_long_finding_is_cut_at_its_bound() {
+        let message = bounded(&"word ".repeat(1_000));
+        assert_eq!(
+            message.chars().count(),
+            MAX_MESSAGE + "… (3976 more characters)".chars().count()
+        );
+        assert!(message.ends_with("… (3976 more characters)"), "{message}");
+    }
+
+    #[test]
+    fn findings_built_for_a_file_are_bounded() {
+        let file = SourceFile::new("clusters/prod.yaml", "spec: {}\n");
+        let finding = file
+            .error("spec", format!("`{}` is wrong", "x\n".repeat(200)))
+            .with_hint("put `a\nb` back");
+        assert!(finding.message.len() < 200, "{}", finding.message);
+        assert_eq!(finding.hint.as_deref(), Some("put `a\\nb` back"));
     }
 }

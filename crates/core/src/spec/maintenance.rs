@@ -1,7 +1,8 @@
 //! Rules of a cluster's `maintenance` block (allow and deny windows, the time zone) and of the
 //! older `rollout.maintenanceWindow`. The zone's name is checked as it is read (an unknown one
-//! never parses); here: one way to write the allow windows, windows that open, and at most
-//! [`MAX_WINDOWS`] of each kind.
+//! never parses); here: one way to write the allow windows, windows that open, at most once a
+//! minute (a schedule firing every second made each plan walk thousands of fire times), and at
+//! most [`MAX_WINDOWS`] of each kind.
 
 use super::diagnostic::{Diagnostic, SourceFile};
 use super::limits::MAX_WINDOWS;
@@ -48,6 +49,16 @@ fn opens(out: &mut Vec<Diagnostic>, window: &MaintenanceWindow, path: &str, file
     if window.duration.0.is_zero() {
         out.push(file.error(&format!("{path}.duration"), "a window of 0 never opens"));
     }
+    let fires = window.schedule.fires_per_minute();
+    if fires > 1 {
+        out.push(
+            file.error(
+                &format!("{path}.schedule"),
+                format!("`{}` opens a window {fires} times a minute: a window opens at most once a minute", window.schedule),
+            )
+            .with_hint("give the seconds field one value (`0 */5 * * * *` opens one every five minutes), or write five fields"),
+        );
+    }
 }
 
 #[cfg(test)]
@@ -90,6 +101,44 @@ mod tests {
             text.contains("clusters/prod.yaml:44:27: error: spec.maintenance.timeZone: `Europe/Roma` is not a time zone of the IANA database: did you mean `Europe/Rome`?"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_window_opening_more_than_once_a_minute_is_refused_naming_how_often() {
+        let with = "maintenance:\n    allow: [{schedule: \"* * * * * *\", duration: 4h}, {schedule: \"*/5 * * * *\", duration: 1m}]\n    deny: [{schedule: \"0,30 * * * * *\", duration: 1m}]";
+        let text = findings(
+            &format!("{WINDOW}\n  {with}").replace("maintenanceWindow", "# maintenanceWindow"),
+        );
+        assert!(
+            text.contains("error: spec.maintenance.allow[0].schedule: `* * * * * *` opens a window 60 times a minute: a window opens at most once a minute\n  hint: give the seconds field one value"),
+            "{text}"
+        );
+        assert!(
+            text.contains("error: spec.maintenance.deny[0].schedule: `0,30 * * * * *` opens a window 2 times a minute"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("allow[1]"),
+            "five fields open once a minute at most: {text}"
+        );
+    }
+
+    #[test]
+    fn a_megabyte_zone_is_refused_quoted_short_and_compared_with_no_zone() {
+        let zone = format!("Europe/{}", "R".repeat(1 << 20));
+        let text = findings(&format!("{WINDOW}\n  maintenance: {{timeZone: {zone}}}"));
+        let line = text
+            .lines()
+            .find(|line| line.contains("spec.maintenance.timeZone"))
+            .expect("a finding about the zone");
+        assert!(
+            line.ends_with(&format!(
+                "`{}…` (1048583 characters) is not a time zone of the IANA database: write an Area/City name such as `Europe/Rome`, or `UTC`",
+                &zone[..crate::spec::diagnostic::MAX_QUOTED]
+            )),
+            "{line}"
+        );
+        assert!(text.len() < 4096, "{} bytes of findings", text.len());
     }
 
     #[test]

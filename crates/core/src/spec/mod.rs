@@ -17,6 +17,7 @@ mod distribution;
 mod k3s;
 mod limits;
 pub mod locate;
+mod machine;
 mod maintenance;
 mod network;
 pub mod notifications;
@@ -34,7 +35,7 @@ pub mod values;
 
 use std::collections::BTreeMap;
 
-pub use diagnostic::{Diagnostic, Diagnostics, Severity, SourceFile};
+pub use diagnostic::{Diagnostic, Diagnostics, Severity, SourceFile, bounded};
 pub use distribution::Capabilities;
 pub use k3s::is_database_name;
 pub use notifications::{

@@ -132,6 +132,9 @@ fn unknown_field(
         .unwrap_or_default();
     let closest = expected
         .iter()
+        // No field is long: a long name is compared with none (that cost its length times
+        // every field's).
+        .filter(|_| unknown.chars().count() <= MAX_FIELD_NAME)
         .map(|name| (strsim::jaro_winkler(unknown, name), *name))
         .filter(|(score, _)| *score > 0.7)
         .max_by(|a, b| a.0.total_cmp(&b.0))
@@ -143,6 +146,9 @@ fn unknown_field(
     };
     (located_path, format!("unknown field `{unknown}`"), hint)
 }
+
+/// The longest field name compared with the known ones for a suggestion.
+const MAX_FIELD_NAME: usize = 64;
 
 fn quoted_after<'a>(message: &'a str, prefix: &str) -> Option<&'a str> {
     let rest = message.split_once(prefix)?.1;

@@ -183,7 +183,7 @@ fn range_size(first: IpAddr, last: IpAddr) -> u128 {
 
 /// `isoStorage` of a Proxmox connection (at `path`): a Proxmox VE storage id.
 pub fn iso_storage(out: &mut Vec<Diagnostic>, file: &SourceFile, path: &str, storage: &str) {
-    if !is_storage_id(storage) {
+    if !super::values::is_storage_id(storage) {
         out.push(
             file.error(
                 path,
@@ -195,14 +195,6 @@ pub fn iso_storage(out: &mut Vec<Diagnostic>, file: &SourceFile, path: &str, sto
             .with_hint("a storage id as Datacenter → Storage lists it, e.g. `local`"),
         );
     }
-}
-
-/// A Proxmox VE storage id (`pve-storage-id`: a letter, then letters, digits, `-`, `_`, `.`).
-fn is_storage_id(text: &str) -> bool {
-    let mut bytes = text.bytes();
-    (2..=64).contains(&text.len())
-        && bytes.next().is_some_and(|b| b.is_ascii_alphabetic())
-        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 /// Whether `image` looks like `registry/path:tag` (or `@sha256:` digest): printable, no

@@ -8,9 +8,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use super::diagnostic::{Diagnostic, SourceFile};
-use super::types::{
-    Cluster, ClusterSpec, DatastoreChoice, DatastoreServer, Fleet, Machine, SecretSource,
-};
+use super::types::{Cluster, ClusterSpec, DatastoreChoice, DatastoreServer, Fleet, SecretSource};
 use super::values::{is_dns1123_label, is_dns1123_subdomain};
 
 /// Prefix of every VM capstan creates; the rest is `<cluster>-<pool>-<5 chars>`.
@@ -27,11 +25,6 @@ const MIN_CONTROL_PLANE_CORES: u32 = 2;
 const MIN_CONTROL_PLANE_MEMORY_MIB: u32 = 1700;
 /// Certificates kubeadm issues last a year; renewing earlier than that renews forever.
 const CERTIFICATE_LIFETIME_DAYS: u64 = 365;
-/// vCPU types without x86-64-v2 (SSE4.2, POPCNT): Calico's binaries crash on them (seed 004).
-const CPU_TYPES_WITHOUT_X86_64_V2: &[&str] = &[
-    "kvm32", "kvm64", "qemu32", "qemu64", "486", "pentium", "pentium2", "pentium3", "athlon",
-    "coreduo", "core2duo", "n270", "phenom",
-];
 
 /// Whether the VMs of `pool` in `cluster` get names a hostname allows:
 /// `capstan-<cluster>-<pool>-xxxxx`, at most 63 characters.
@@ -491,7 +484,7 @@ fn control_plane(out: &mut Vec<Diagnostic>, spec: &ClusterSpec, file: &SourceFil
             format!("{} MiB: {tool} needs at least {MIN_CONTROL_PLANE_MEMORY_MIB} MiB on a control plane", machine.memory_mib),
         ));
     }
-    check_machine(out, machine, path, replicas, file);
+    super::machine::check(out, machine, path, replicas, file);
 }
 
 fn workers(out: &mut Vec<Diagnostic>, cluster: &str, spec: &ClusterSpec, file: &SourceFile) {
@@ -522,7 +515,7 @@ fn workers(out: &mut Vec<Diagnostic>, cluster: &str, spec: &ClusterSpec, file: &
                 format!("pool `{name}` is already defined at spec.workers[{first}]"),
             ));
         }
-        check_machine(
+        super::machine::check(
             out,
             &pool.machine,
             &format!("{path}.machine"),
@@ -555,101 +548,6 @@ fn workers(out: &mut Vec<Diagnostic>, cluster: &str, spec: &ClusterSpec, file: &
         out.push(
             file.error(&field, format!("{total} workers in all, below rollout.minWorkers {minimum}"))
                 .with_hint("add a worker first: keep at least rollout.minWorkers workers so drains can always move workloads"),
-        );
-    }
-}
-
-fn check_machine(
-    out: &mut Vec<Diagnostic>,
-    machine: &Machine,
-    path: &str,
-    replicas: u32,
-    file: &SourceFile,
-) {
-    if machine.template.trim().is_empty() {
-        out.push(file.error(&format!("{path}.template"), "the template name is empty"));
-    }
-    if machine.cores == 0 {
-        out.push(file.error(&format!("{path}.cores"), "a VM needs at least 1 vCPU"));
-    }
-    if machine.memory_mib < 512 {
-        out.push(
-            file.error(
-                &format!("{path}.memoryMiB"),
-                format!(
-                    "{} MiB is too little for a Kubernetes node",
-                    machine.memory_mib
-                ),
-            )
-            .with_hint("give a node at least 2048 MiB"),
-        );
-    }
-    if machine.disk_gib < 10 {
-        out.push(
-            file.error(
-                &format!("{path}.diskGiB"),
-                format!(
-                    "{} GiB is too small for a node's images and logs",
-                    machine.disk_gib
-                ),
-            )
-            .with_hint("use 50 GiB as the seed clusters do"),
-        );
-    }
-    super::bounds::machine(out, machine, path, file);
-    if machine.placement.is_empty() {
-        out.push(
-            file.error(
-                &format!("{path}.placement"),
-                "no Proxmox node to place VMs on",
-            )
-            .with_hint("list at least one, e.g. `placement: [pve1]`"),
-        );
-    }
-    // Past its bound, the list is refused whole: its entries are not checked one by one.
-    let entries = if super::bounds::placement_in_bounds(machine) {
-        machine.placement.as_slice()
-    } else {
-        &[]
-    };
-    for (index, node) in entries.iter().enumerate() {
-        if !is_dns1123_label(node) {
-            out.push(file.error(
-                &format!("{path}.placement[{index}]"),
-                format!("`{node}` is not a Proxmox node name"),
-            ));
-        } else if machine.placement[..index].contains(node) {
-            out.push(file.warning(
-                &format!("{path}.placement[{index}]"),
-                format!("`{node}` is listed twice"),
-            ));
-        }
-    }
-    if machine.placement.len() == 1 && replicas > 1 {
-        out.push(
-            file.warning(
-                &format!("{path}.placement"),
-                format!(
-                    "all {replicas} replicas on `{}`: one host failure takes them all",
-                    machine.placement[0]
-                ),
-            )
-            .with_hint("list several Proxmox nodes to spread them"),
-        );
-    }
-    let cpu_model = machine
-        .cpu
-        .split(',')
-        .next()
-        .unwrap_or_default()
-        .trim_start_matches("cputype=");
-    if CPU_TYPES_WITHOUT_X86_64_V2.contains(&cpu_model) {
-        out.push(
-            file.error(
-                &format!("{path}.cpu"),
-                format!("vCPU type `{cpu_model}` lacks x86-64-v2: binaries built for it stop with `Fatal glibc error: CPU does not support x86-64-v2` (Calico's among them)"),
-            )
-            .with_hint("use `x86-64-v2-AES` (the default) or `host`"),
         );
     }
 }

@@ -237,6 +237,13 @@ impl CronSchedule {
     pub fn schedule(&self) -> &cron::Schedule {
         &self.schedule
     }
+
+    /// How many times a minute it fires at most (its seconds field's values): a schedule
+    /// that fires more than once a minute is refused where a window opens on it.
+    pub fn fires_per_minute(&self) -> u32 {
+        use cron::TimeUnitSpec as _;
+        self.schedule.seconds().count()
+    }
 }
 
 impl PartialEq for CronSchedule {
@@ -357,8 +364,11 @@ impl FromStr for TimeZoneName {
             });
         }
         let mut message = format!("`{text}` is not a time zone of the IANA database");
+        // Only a plausible name is compared with the database's (a long one would cost its
+        // length times every zone's).
         let closest = database
             .available()
+            .filter(|_| plausible)
             .map(|name| {
                 let name = name.as_str().to_owned();
                 (
@@ -472,6 +482,30 @@ pub fn is_dns1123_label(name: &str) -> bool {
 /// Whether `name` is a DNS-1123 subdomain: dot-separated labels, at most 253 characters.
 pub fn is_dns1123_subdomain(name: &str) -> bool {
     name.len() <= 253 && name.split('.').all(is_dns1123_label)
+}
+
+/// Whether `name` is a Proxmox VE VM name (its `dns-name` format: labels of letters, digits
+/// and `-`, not starting or ending with `-`, joined by `.`), at most 253 characters.
+pub fn is_vm_name(name: &str) -> bool {
+    let label = |label: &str| {
+        let bytes = label.as_bytes();
+        (1..=63).contains(&bytes.len())
+            && bytes
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || *b == b'-')
+            && bytes[0] != b'-'
+            && bytes[bytes.len() - 1] != b'-'
+    };
+    name.len() <= 253 && name.split('.').all(label)
+}
+
+/// Whether `id` is a Proxmox VE storage id (`pve-storage-id`: a letter, then letters, digits,
+/// `-`, `_`, `.`).
+pub fn is_storage_id(id: &str) -> bool {
+    let mut bytes = id.bytes();
+    (2..=64).contains(&id.len())
+        && bytes.next().is_some_and(|b| b.is_ascii_alphabetic())
+        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 #[cfg(test)]

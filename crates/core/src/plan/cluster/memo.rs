@@ -4,6 +4,7 @@
 use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
+use std::sync::atomic::AtomicBool;
 
 use smol_str::{SmolStr, format_smolstr};
 
@@ -65,11 +66,17 @@ impl SpecMemo {
         spec: &ClusterSpec,
         now: Timestamp,
         needs: Option<Need>,
+        stop: Option<&AtomicBool>,
     ) -> Rc<WindowState> {
         if let Some((_, state)) = self.windows.borrow().iter().find(|(n, _)| *n == needs) {
             return Rc::clone(state);
         }
-        let state = Rc::new(window::state_for(spec, now, needs));
+        let state = Rc::new(window::state_for(
+            spec,
+            now,
+            needs,
+            &window::Search::new(stop),
+        ));
         self.windows.borrow_mut().push((needs, Rc::clone(&state)));
         state
     }

@@ -19,6 +19,7 @@ mod version;
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
+use std::sync::atomic::AtomicBool;
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -94,6 +95,9 @@ pub(crate) struct Input<'a> {
     /// The machines a prediction keeps aside, counted with the state ([`Quiet`]); `None`
     /// outside predictions.
     pub quiet: Option<&'a Quiet>,
+    /// The caller's stop flag (a preview's deadline), read inside the maintenance-window
+    /// search so that it interrupts even a long one; `None`: never stopped.
+    pub stop: Option<&'a AtomicBool>,
 }
 
 /// A pool: desired (the control plane first, then the worker pools in spec order) or removed
@@ -293,7 +297,7 @@ impl Windows<'_> {
         });
         self.input
             .memo
-            .window(self.input.spec, self.input.now, needs)
+            .window(self.input.spec, self.input.now, needs, self.input.stop)
     }
 
     fn gate(&self, step: &Step) -> Gate {

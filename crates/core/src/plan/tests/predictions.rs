@@ -43,6 +43,7 @@ fn assert_predicted_as_by_replanning(desired: &Desired, observed: &Observed) {
             memo: &memo,
             predicting: false,
             quiet: None,
+            stop: None,
         };
         let slow = predict_by_replanning(&input, &Capacity::of(observed));
         let fast = &cluster.predicted;

@@ -63,7 +63,7 @@ fn needed_by(
     now: Timestamp,
 ) -> Option<WindowsNeeded> {
     let rounds = predicted.iter().map(|step| vec![step]).collect();
-    needed(rounds, spec, durations, now)
+    needed(rounds, spec, durations, now, &WindowSearch::new(None))
 }
 
 /// Saturday 2026-05-02, 01:00 UTC.

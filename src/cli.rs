@@ -4,6 +4,7 @@
 //! `env_vars`), then the built-in default.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -212,6 +213,29 @@ pub struct DaemonArgs {
     /// (PEM) authenticates its connection as the token does (`/healthz` needs none).
     #[arg(long, requires = "http_tls_cert", env = env_vars::CAPSTAN_HTTP_CLIENT_CA)]
     pub http_client_ca: Option<PathBuf>,
+    /// With `--http-client-ca`: a certificate revocation list signed by that CA (PEM, as
+    /// `openssl ca -gencrl` writes it, or DER); a client certificate it lists fails the
+    /// handshake. The file is read again when it changes, so publishing a new CRL revokes a
+    /// certificate without a restart. Without it, a client certificate is valid until it
+    /// expires.
+    #[arg(long, requires = "http_client_ca", env = env_vars::CAPSTAN_HTTP_CLIENT_CRL)]
+    pub http_client_crl: Option<PathBuf>,
+    /// Host names `--http` answers to, besides loopback (`localhost`) and IP addresses
+    /// (comma-separated, e.g. `capstan.example.com,capstan.capstan-system.svc`). A request
+    /// naming another host in its `Host` header is refused (421), so a web page cannot read
+    /// the endpoint through a DNS name it rebinds to this address. Probes and Prometheus
+    /// scraping by pod IP need nothing here; a name people or Prometheus use does.
+    #[arg(long, value_delimiter = ',', requires = "http", env = env_vars::CAPSTAN_HTTP_ALLOWED_HOSTS)]
+    pub http_allowed_hosts: Vec<String>,
+    /// `/events` streams (open dashboard pages) held at once (default: a quarter of
+    /// `--http-max-connections`); one more is answered 503, so pages never take the
+    /// connections Prometheus and people need.
+    #[arg(long, env = env_vars::CAPSTAN_HTTP_MAX_EVENT_STREAMS)]
+    pub http_max_event_streams: Option<usize>,
+    /// `/events` streams one client address holds at once (behind a proxy, every viewer
+    /// shares the proxy's address: raise it there).
+    #[arg(long, default_value_t = crate::daemon::http::DEFAULT_EVENT_STREAMS_PER_CLIENT, env = env_vars::CAPSTAN_HTTP_MAX_EVENT_STREAMS_PER_CLIENT)]
+    pub http_max_event_streams_per_client: usize,
     /// Serve the webhooks (`POST /hooks/...`) on this address only, not on `--http`: the one
     /// port to expose through an ingress.
     #[arg(long, requires = "webhook_secret_from", env = env_vars::CAPSTAN_HOOKS_LISTEN)]
@@ -252,6 +276,11 @@ impl Default for DaemonArgs {
             http_tls_cert: None,
             http_tls_key: None,
             http_client_ca: None,
+            http_client_crl: None,
+            http_allowed_hosts: Vec::new(),
+            http_max_event_streams: None,
+            http_max_event_streams_per_client:
+                crate::daemon::http::DEFAULT_EVENT_STREAMS_PER_CLIENT,
             hooks_listen: None,
             http_read_timeout: crate::spec::HumanDuration(
                 crate::daemon::http::DEFAULT_READ_TIMEOUT,
@@ -290,11 +319,17 @@ impl DaemonArgs {
                 max_connections: self.http_max_connections,
                 tls: self
                     .tls_files()
-                    .as_ref()
-                    .map(crate::daemon::http::tls::server_config)
+                    .map(crate::daemon::http::tls::ServerTls::load)
                     .transpose()
-                    .map_err(crate::daemon::http::HttpError::Tls)?,
+                    .map_err(crate::daemon::http::HttpError::Tls)?
+                    .map(Arc::new),
                 client_certificates: self.http_client_ca.is_some(),
+                allowed_hosts: crate::daemon::http::AllowedHosts::new(&self.http_allowed_hosts),
+                event_streams: crate::daemon::http::StreamCaps::of(
+                    self.http_max_connections,
+                    self.http_max_event_streams,
+                    self.http_max_event_streams_per_client,
+                ),
             },
         })
     }
@@ -305,6 +340,7 @@ impl DaemonArgs {
             cert: self.http_tls_cert.clone()?,
             key: self.http_tls_key.clone()?,
             client_ca: self.http_client_ca.clone(),
+            client_crl: self.http_client_crl.clone(),
         })
     }
 }

@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::env_vars;
 use crate::source::{RepoLocation, SecretFrom, TokenAuth};
 
+mod listeners;
 mod server;
 pub use server::{ReconcileArgs, ResumeArgs, ServerArgs, StatusArgs, SuspendArgs};
 
@@ -212,6 +213,29 @@ pub struct DaemonArgs {
     /// (PEM) authenticates its connection as the token does (`/healthz` needs none).
     #[arg(long, requires = "http_tls_cert", env = env_vars::CAPSTAN_HTTP_CLIENT_CA)]
     pub http_client_ca: Option<PathBuf>,
+    /// With `--http-client-ca`: a certificate revocation list signed by that CA (PEM, as
+    /// `openssl ca -gencrl` writes it, or DER); a client certificate it lists fails the
+    /// handshake. The file is read again when it changes, so publishing a new CRL revokes a
+    /// certificate without a restart. Without it, a client certificate is valid until it
+    /// expires.
+    #[arg(long, requires = "http_client_ca", env = env_vars::CAPSTAN_HTTP_CLIENT_CRL)]
+    pub http_client_crl: Option<PathBuf>,
+    /// Host names `--http` answers to, besides loopback (`localhost`) and IP addresses
+    /// (comma-separated, e.g. `capstan.example.com,capstan.capstan-system.svc`). A request
+    /// naming another host in its `Host` header is refused (421), so a web page cannot read
+    /// the endpoint through a DNS name it rebinds to this address. Probes and Prometheus
+    /// scraping by pod IP need nothing here; a name people or Prometheus use does.
+    #[arg(long, value_delimiter = ',', requires = "http", env = env_vars::CAPSTAN_HTTP_ALLOWED_HOSTS)]
+    pub http_allowed_hosts: Vec<String>,
+    /// `/events` streams (open dashboard pages) held at once (default: a quarter of
+    /// `--http-max-connections`); one more is answered 503, so pages never take the
+    /// connections Prometheus and people need.
+    #[arg(long, env = env_vars::CAPSTAN_HTTP_MAX_EVENT_STREAMS)]
+    pub http_max_event_streams: Option<usize>,
+    /// `/events` streams one client address holds at once (behind a proxy, every viewer
+    /// shares the proxy's address: raise it there).
+    #[arg(long, default_value_t = crate::daemon::http::DEFAULT_EVENT_STREAMS_PER_CLIENT, env = env_vars::CAPSTAN_HTTP_MAX_EVENT_STREAMS_PER_CLIENT)]
+    pub http_max_event_streams_per_client: usize,
     /// Serve the webhooks (`POST /hooks/...`) on this address only, not on `--http`: the one
     /// port to expose through an ingress.
     #[arg(long, requires = "webhook_secret_from", env = env_vars::CAPSTAN_HOOKS_LISTEN)]
@@ -252,6 +276,11 @@ impl Default for DaemonArgs {
             http_tls_cert: None,
             http_tls_key: None,
             http_client_ca: None,
+            http_client_crl: None,
+            http_allowed_hosts: Vec::new(),
+            http_max_event_streams: None,
+            http_max_event_streams_per_client:
+                crate::daemon::http::DEFAULT_EVENT_STREAMS_PER_CLIENT,
             hooks_listen: None,
             http_read_timeout: crate::spec::HumanDuration(
                 crate::daemon::http::DEFAULT_READ_TIMEOUT,
@@ -263,49 +292,6 @@ impl Default for DaemonArgs {
             status_debounce: crate::spec::HumanDuration(crate::status_branch::DEFAULT_WINDOW),
             status_min_interval: crate::spec::HumanDuration(crate::status_branch::DEFAULT_FLOOR),
         }
-    }
-}
-
-impl DaemonArgs {
-    /// Where and how the daemon serves HTTP; `env` reads `--http-token-from env:...`, whose
-    /// value `redactor` learns.
-    ///
-    /// # Errors
-    /// When the token's variable is not set, or a TLS file cannot be used.
-    pub fn listeners(
-        &self,
-        env: &dyn Fn(&str) -> Option<String>,
-        redactor: &crate::source::Redactor,
-    ) -> Result<crate::daemon::http::Listeners, crate::daemon::http::HttpError> {
-        let token = self.http_token_from.clone();
-        Ok(crate::daemon::http::Listeners {
-            http: self.http,
-            hooks: self.hooks_listen,
-            options: crate::daemon::http::HttpOptions {
-                token: token
-                    .map(|origin| crate::source::Secret::resolve(origin, env, redactor))
-                    .transpose()
-                    .map_err(crate::daemon::http::HttpError::Token)?,
-                read_timeout: self.http_read_timeout.0,
-                max_connections: self.http_max_connections,
-                tls: self
-                    .tls_files()
-                    .as_ref()
-                    .map(crate::daemon::http::tls::server_config)
-                    .transpose()
-                    .map_err(crate::daemon::http::HttpError::Tls)?,
-                client_certificates: self.http_client_ca.is_some(),
-            },
-        })
-    }
-
-    /// The TLS files of `--http-tls-cert`, `--http-tls-key` and `--http-client-ca`.
-    pub fn tls_files(&self) -> Option<crate::daemon::http::tls::TlsFiles> {
-        Some(crate::daemon::http::tls::TlsFiles {
-            cert: self.http_tls_cert.clone()?,
-            key: self.http_tls_key.clone()?,
-            client_ca: self.http_client_ca.clone(),
-        })
     }
 }
 

@@ -9,6 +9,7 @@
 //!     mode: head                # or `all`
 //!     allowedSigners: allowed_signers   # SSH keys, git's gpg.ssh.allowedSignersFile format
 //!     openpgpKeys: keys.asc             # OpenPGP public keys (armored or binary)
+//!     allowRewrite: {from: <last verified commit>, to: <the new tip>}  # one rewrite, once
 //! ```
 //!
 //! # Guarantees
@@ -23,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::source::verify::{KeyFileError, Mode, Verifier, VerifyPolicy};
+use crate::source::verify::{KeyFileError, Mode, Rewrite, Verifier, VerifyPolicy};
 
 /// The `kind` the file must name.
 const KIND: &str = "DaemonConfig";
@@ -91,6 +92,15 @@ struct VerifySection {
     openpgp_keys: Option<PathBuf>,
     max_commits: Option<u32>,
     since: Option<String>,
+    allow_rewrite: Option<RewriteSection>,
+}
+
+/// `source.verify.allowRewrite:`: the one history rewrite the operator allows.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RewriteSection {
+    from: String,
+    to: String,
 }
 
 impl DaemonConfig {
@@ -179,17 +189,15 @@ fn verify_policy(section: VerifySection, folder: &Path) -> Result<VerifyPolicy, 
     }
     let since = section
         .since
-        .map(|text| {
-            git2::Oid::from_str(&text)
-                .ok()
-                .filter(|_| text.len() == 40)
-                .ok_or_else(|| {
-                    (
-                        "since",
-                        format!("`{text}` is not a full commit id"),
-                        "give the 40 hex digits `git rev-parse COMMIT` prints".to_owned(),
-                    )
-                })
+        .map(|text| commit_id("since", &text))
+        .transpose()?;
+    let allow_rewrite = section
+        .allow_rewrite
+        .map(|rewrite| {
+            Ok::<_, FieldProblem>(Rewrite {
+                from: commit_id("allowRewrite.from", &rewrite.from)?,
+                to: commit_id("allowRewrite.to", &rewrite.to)?,
+            })
         })
         .transpose()?;
     let resolve = |file: PathBuf| {
@@ -205,7 +213,22 @@ fn verify_policy(section: VerifySection, folder: &Path) -> Result<VerifyPolicy, 
         openpgp_keys: section.openpgp_keys.map(resolve),
         max_commits,
         since,
+        allow_rewrite,
     })
+}
+
+/// The commit `text` names, as a full commit id.
+fn commit_id(field: &'static str, text: &str) -> Result<git2::Oid, FieldProblem> {
+    git2::Oid::from_str(text)
+        .ok()
+        .filter(|_| text.len() == 40)
+        .ok_or_else(|| {
+            (
+                field,
+                format!("`{}` is not a full commit id", crate::redact::cap(text, 64)),
+                "give the 40 hex digits `git rev-parse COMMIT` prints".to_owned(),
+            )
+        })
 }
 
 #[cfg(test)]
@@ -233,6 +256,27 @@ mod tests {
             Some(Path::new("/keys/team.asc"))
         );
         assert_eq!(verify.max_commits, VerifyPolicy::DEFAULT_MAX_COMMITS);
+    }
+
+    #[test]
+    fn allow_rewrite_names_two_full_commits() {
+        let (from, to) = ("1".repeat(40), "2".repeat(40));
+        let config = parse(&format!(
+            "apiVersion: capstan.dev/v1alpha1\nkind: DaemonConfig\nsource:\n  verify:\n    mode: head\n    allowedSigners: keys\n    allowRewrite: {{from: {from}, to: {to}}}\n"
+        ))
+        .expect("valid");
+        assert_eq!(
+            config.verify.and_then(|v| v.allow_rewrite),
+            Some(Rewrite {
+                from: git2::Oid::from_str(&from).expect("oid"),
+                to: git2::Oid::from_str(&to).expect("oid"),
+            })
+        );
+        let err = parse(&format!(
+            "apiVersion: capstan.dev/v1alpha1\nkind: DaemonConfig\nsource:\n  verify:\n    mode: head\n    allowedSigners: keys\n    allowRewrite: {{from: {from}, to: abc123}}\n"
+        ))
+        .expect_err("a short id");
+        assert!(err.to_string().contains("allowRewrite.to"), "{err}");
     }
 
     #[test]

@@ -50,6 +50,16 @@ pub const CAPSTAN_HTTP_TLS_CERT: &str = "CAPSTAN_HTTP_TLS_CERT";
 pub const CAPSTAN_HTTP_TLS_KEY: &str = "CAPSTAN_HTTP_TLS_KEY";
 /// The CA whose client certificates authenticate callers of the HTTP endpoint.
 pub const CAPSTAN_HTTP_CLIENT_CA: &str = "CAPSTAN_HTTP_CLIENT_CA";
+/// A certificate revocation list (PEM or DER) of the client CA: certificates it lists are
+/// refused in the handshake.
+pub const CAPSTAN_HTTP_CLIENT_CRL: &str = "CAPSTAN_HTTP_CLIENT_CRL";
+/// Host names (besides loopback and IP addresses) the HTTP endpoint answers to.
+pub const CAPSTAN_HTTP_ALLOWED_HOSTS: &str = "CAPSTAN_HTTP_ALLOWED_HOSTS";
+/// `/events` streams the HTTP endpoint holds open at once.
+pub const CAPSTAN_HTTP_MAX_EVENT_STREAMS: &str = "CAPSTAN_HTTP_MAX_EVENT_STREAMS";
+/// `/events` streams one client address may hold open at once.
+pub const CAPSTAN_HTTP_MAX_EVENT_STREAMS_PER_CLIENT: &str =
+    "CAPSTAN_HTTP_MAX_EVENT_STREAMS_PER_CLIENT";
 /// The address the webhooks are served on (instead of the HTTP endpoint's).
 pub const CAPSTAN_HOOKS_LISTEN: &str = "CAPSTAN_HOOKS_LISTEN";
 /// How long a request's head or a webhook's body may take to arrive.

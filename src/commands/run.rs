@@ -481,7 +481,8 @@ async fn serve_daemon(
     let admission = options.admission.clone();
     // Runtime suspensions are kept beside the CA pins, in the management cluster, so they
     // outlive this process; without one, in memory.
-    let actions = match crate::connect::Providers::management(&connections, None).cloned() {
+    let connections_management = crate::connect::Providers::management(&connections, None).cloned();
+    let actions = match connections_management.clone() {
         Some(management) => Actions::new(Box::new(InCluster(management)), true),
         None => Actions::default(),
     };
@@ -513,7 +514,7 @@ async fn serve_daemon(
         }));
     }
     if let Some(tracker) = source.tracker {
-        daemon = daemon.with_tracker(tracker);
+        daemon = daemon.with_tracker(verified_records(tracker, &connections_management));
     }
     daemon = daemon.with_board(source.board);
     let previewer = source.previews.map(|(forge, git, interval, verifier)| {
@@ -541,6 +542,26 @@ async fn serve_daemon(
     }
     result?;
     Ok(())
+}
+
+/// Under `source.verify`, keeps the last verified revision in `management` (the fleet's
+/// first management cluster, beside the runtime suspensions), where every replica reads it;
+/// a fleet without one keeps it in the mirror only.
+fn verified_records(tracker: Tracker, management: &Option<KubeClusterClient>) -> Tracker {
+    let (true, Some(management)) = (tracker.is_verifying(), management) else {
+        if tracker.is_verifying() {
+            tracing::warn!(
+                "source.verify: the fleet has no management cluster, so the last verified revision is kept in this replica's mirror only: a replica with an empty mirror cannot refuse a rollback to an older signed commit"
+            );
+        }
+        return tracker;
+    };
+    let management = management.clone();
+    tracker.with_verified_records(move |url, branch| {
+        Arc::new(crate::daemon::verified::InCluster::new(
+            management, url, branch,
+        ))
+    })
 }
 
 pub(super) async fn start_lab(

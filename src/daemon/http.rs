@@ -19,9 +19,17 @@
 //!   then closed after the request in progress (a client that never reads its answer
 //!   included).
 //! - Each listener serves at most [`HttpOptions::max_connections`] connections at once; one
-//!   more is answered 503 and closed at once, so memory stays bounded whatever the clients do.
+//!   more is answered 503 and closed at once, so memory stays bounded whatever the clients do,
+//!   except a health probe: `--http` answers `/healthz` beside the cap ([`limits`]), and holds
+//!   at most [`StreamCaps`] `/events` streams, so neither pages nor unfinished requests can
+//!   get the pod restarted by its liveness probe.
+//! - A request without the token or a client certificate that needs one is answered 401 and
+//!   its connection closed: an unauthenticated client holds no connection beyond its answer.
+//! - `--http` answers only requests naming loopback, an IP address or a host of
+//!   [`AllowedHosts`], and every answer carries a Content-Security-Policy and
+//!   `X-Content-Type-Options: nosniff` ([`guard`]).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -77,10 +85,14 @@ pub struct HttpOptions {
     pub max_connections: usize,
     /// HTTPS instead of HTTP (for `/status`, `/observed`, `/healthz` and `/metrics`; the
     /// webhooks' own listener stays HTTP behind its ingress).
-    pub tls: Option<Arc<rustls::ServerConfig>>,
+    pub tls: Option<Arc<tls::ServerTls>>,
     /// Whether `tls` asks for client certificates, each one that chains to the client CA
     /// authenticating its connection.
     pub client_certificates: bool,
+    /// Host names answered besides loopback and IP addresses.
+    pub allowed_hosts: AllowedHosts,
+    /// How many `/events` streams are held at once.
+    pub event_streams: StreamCaps,
 }
 
 /// The default for [`HttpOptions::read_timeout`]: a forge or Prometheus sends a request in
@@ -99,6 +111,8 @@ impl Default for HttpOptions {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             tls: None,
             client_certificates: false,
+            allowed_hosts: AllowedHosts::default(),
+            event_streams: StreamCaps::default(),
         }
     }
 }
@@ -191,7 +205,16 @@ pub async fn serve_with(
         board,
         token: options.token.clone(),
         client_certificates: options.client_certificates,
+        streams: limits::EventStreams::new(options.event_streams),
     });
+    let health = guarded(
+        Router::new()
+            .route("/healthz", get(healthz))
+            .fallback(busy)
+            .with_state(Arc::clone(&api))
+            .layer(axum::middleware::map_response(closing)),
+        options,
+    );
     let router = Router::new()
         .route("/", get(dashboard::fleet))
         .route("/clusters/{name}", get(dashboard::cluster))
@@ -208,7 +231,35 @@ pub async fn serve_with(
         .route("/actions/reconcile", post(actions::reconcile))
         .with_state(api)
         .merge(extra);
-    listen(addr, router, options).await
+    listen(addr, guarded(router, options), Some(health), options).await
+}
+
+/// `router` behind the [`guard`]: the `Host` check and the headers of every answer.
+fn guarded(router: Router, options: &HttpOptions) -> Router {
+    router
+        .layer(axum::middleware::from_fn_with_state(
+            options.allowed_hosts.clone(),
+            guard::check_host,
+        ))
+        .layer(axum::middleware::from_fn(guard::secure_headers))
+}
+
+/// What the health lane answers besides `/healthz`.
+async fn busy() -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        "too many connections: try again shortly\n",
+    )
+        .into_response()
+}
+
+/// Closes the connection after the answer (the health lane's, an unauthenticated one's).
+async fn closing(mut response: Response) -> Response {
+    response.headers_mut().insert(
+        header::CONNECTION,
+        axum::http::HeaderValue::from_static("close"),
+    );
+    response
 }
 
 /// Serves only `hooks` (the webhooks' routes) on `addr`, the one listener to expose through
@@ -225,13 +276,15 @@ pub async fn serve_hooks(
         tls: None,
         ..options.clone()
     };
-    listen(addr, hooks, &plain).await
+    listen(addr, hooks, None, &plain).await
 }
 
-/// Binds `addr` and serves `router` on it in a task of its own.
+/// Binds `addr` and serves `router` on it in a task of its own; `health` (for `--http`)
+/// answers probes over the connection cap.
 async fn listen(
     addr: SocketAddr,
     router: Router,
+    health: Option<Router>,
     options: &HttpOptions,
 ) -> Result<SocketAddr, HttpError> {
     let listener = tokio::net::TcpListener::bind(addr)
@@ -240,17 +293,33 @@ async fn listen(
     let bound = listener
         .local_addr()
         .map_err(|source| HttpError::Bind { addr, source })?;
-    tokio::spawn(accept(listener, router, options.clone()));
+    tokio::spawn(accept(listener, router, health, options.clone()));
     Ok(bound)
 }
 
+/// Where connections over the cap go: the health lane when the listener has one, else a 503.
+struct Overflow {
+    health: Option<Router>,
+    lane: Arc<limits::HealthLane>,
+    lingering: Arc<tokio::sync::Semaphore>,
+}
+
 /// Accepts connections for ever, each served in a task of its own while a slot is free.
-async fn accept(listener: tokio::net::TcpListener, router: Router, options: HttpOptions) {
+async fn accept(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    health: Option<Router>,
+    options: HttpOptions,
+) {
     let slots = Arc::new(tokio::sync::Semaphore::new(options.max_connections.max(1)));
-    let lingering = Arc::new(tokio::sync::Semaphore::new(MAX_LINGERING));
+    let overflow = Overflow {
+        health,
+        lane: limits::HealthLane::new(),
+        lingering: Arc::new(tokio::sync::Semaphore::new(MAX_LINGERING)),
+    };
     loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
             Err(err) => {
                 // Out of file descriptors, most likely: others will close.
                 tracing::warn!(error = %err, "cannot accept a connection");
@@ -259,43 +328,168 @@ async fn accept(listener: tokio::net::TcpListener, router: Router, options: Http
             }
         };
         let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-            tracing::debug!("too many connections: one refused");
-            refuse_busy(stream, &lingering);
+            overflow.take(stream, peer.ip(), &options);
             continue;
         };
-        let router = router.clone();
-        let read_timeout = options.read_timeout;
-        let tls = options.tls.clone().map(tokio_rustls::TlsAcceptor::from);
+        let connection = Connection {
+            router: router.clone(),
+            peer: peer.ip(),
+            read_timeout: options.read_timeout,
+        };
+        let tls = options.tls.as_ref().map(|tls| tls.config());
         tokio::spawn(async move {
             let _slot = slot;
-            let Some(tls) = tls else {
-                return serve_connection(TokioIo::new(stream), router, None, read_timeout).await;
-            };
-            // The handshake is part of the head: it gets the same time to arrive.
-            match tokio::time::timeout(read_timeout, tls.accept(stream)).await {
-                Ok(Ok(stream)) => {
-                    // rustls hands over only a certificate its verifier accepted.
-                    let subject = stream
-                        .get_ref()
-                        .1
-                        .peer_certificates()
-                        .and_then(<[_]>::first)
-                        .map(|certificate| certificate_subject(certificate.as_ref()));
-                    serve_connection(TokioIo::new(stream), router, subject, read_timeout).await;
-                }
-                Ok(Err(err)) => tracing::debug!(error = %err, "TLS handshake failed"),
-                Err(_) => tracing::debug!("TLS handshake timed out"),
-            }
+            connection.serve(stream, tls).await;
         });
+    }
+}
+
+impl Overflow {
+    /// A connection over the cap: into the health lane when the listener has one, else
+    /// refused.
+    fn take(&self, stream: tokio::net::TcpStream, peer: IpAddr, options: &HttpOptions) {
+        let Some(health) = &self.health else {
+            tracing::debug!("too many connections: one refused");
+            return refuse_busy(stream, &self.lingering);
+        };
+        let connection = Connection {
+            router: health.clone(),
+            peer,
+            read_timeout: limits::HEALTH_LANE_WAIT,
+        };
+        let Some(tls) = options.tls.as_ref().map(|tls| tls.config()) else {
+            if let Some((stream, connection)) = self.look(stream, connection) {
+                self.wait_in_lane(stream, connection);
+            }
+            return;
+        };
+        // Over TLS the request is known only after the handshake: the lane holds it.
+        self.lane.enter(move |place| async move {
+            let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+            let handshake =
+                tokio::time::timeout(limits::HEALTH_LANE_WAIT, acceptor.accept(stream)).await;
+            let (Ok(Ok(stream)), Some(_answering)) = (handshake, place.told_apart()) else {
+                return;
+            };
+            connection.serve_io(TokioIo::new(stream), None).await;
+        });
+    }
+
+    /// Tells a plain-HTTP connection apart by what it has sent already: a probe is answered,
+    /// anything else refused, at once; one that has sent nothing yet is handed back.
+    fn look(
+        &self,
+        stream: tokio::net::TcpStream,
+        connection: Connection,
+    ) -> Option<(tokio::net::TcpStream, Connection)> {
+        let (socket, looked) = match limits::look_now(stream) {
+            Ok(looked) => looked,
+            Err(err) => {
+                tracing::debug!(error = %err, "a connection over the cap cannot be looked at");
+                return None;
+            }
+        };
+        let answering = match looked {
+            limits::Looked::Other => None,
+            limits::Looked::Health => self.lane.answering(),
+            limits::Looked::NotYet => {
+                return tokio::net::TcpStream::from_std(socket)
+                    .ok()
+                    .map(|stream| (stream, connection));
+            }
+        };
+        let Some(answering) = answering else {
+            tracing::debug!("too many connections: one refused");
+            refuse_busy_std(socket, &self.lingering);
+            return None;
+        };
+        if let Ok(stream) = tokio::net::TcpStream::from_std(socket) {
+            tokio::spawn(async move {
+                let _answering = answering;
+                connection.serve(stream, None).await;
+            });
+        }
+        None
+    }
+
+    /// A plain-HTTP connection over the cap that has sent nothing yet: it waits in the lane.
+    fn wait_in_lane(&self, stream: tokio::net::TcpStream, connection: Connection) {
+        let lingering = Arc::clone(&self.lingering);
+        self.lane.enter(move |place| async move {
+            let answering = match limits::asks_for_health(&stream).await {
+                true => place.told_apart(),
+                false => None,
+            };
+            let Some(_answering) = answering else {
+                tracing::debug!("too many connections: one refused");
+                return refuse_busy(stream, &lingering);
+            };
+            connection.serve(stream, None).await;
+        });
+    }
+}
+
+/// One accepted connection and what serves it.
+struct Connection {
+    router: Router,
+    peer: IpAddr,
+    read_timeout: Duration,
+}
+
+impl Connection {
+    /// Serves the connection, over TLS when `tls` is given.
+    async fn serve(self, stream: tokio::net::TcpStream, tls: Option<Arc<rustls::ServerConfig>>) {
+        let Some(tls) = tls else {
+            return self.serve_io(TokioIo::new(stream), None).await;
+        };
+        let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+        // The handshake is part of the head: it gets the same time to arrive.
+        match tokio::time::timeout(self.read_timeout, acceptor.accept(stream)).await {
+            Ok(Ok(stream)) => {
+                // rustls hands over only a certificate its verifier accepted.
+                let subject = stream
+                    .get_ref()
+                    .1
+                    .peer_certificates()
+                    .and_then(<[_]>::first)
+                    .map(|certificate| certificate_subject(certificate.as_ref()));
+                self.serve_io(TokioIo::new(stream), subject).await;
+            }
+            Ok(Err(err)) => tracing::debug!(error = %err, "TLS handshake failed"),
+            Err(_) => tracing::debug!("TLS handshake timed out"),
+        }
+    }
+
+    async fn serve_io<I>(self, io: I, certified: Option<Arc<str>>)
+    where
+        I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    {
+        serve_connection(io, self.router, certified, self.peer, self.read_timeout).await;
     }
 }
 
 /// Answers a connection over the cap with 503 and closes it, after reading what it sends for
 /// [`BUSY_LINGER`] when a lingering slot is free.
 fn refuse_busy(stream: tokio::net::TcpStream, lingering: &Arc<tokio::sync::Semaphore>) {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     // A fresh socket's send buffer is empty: this never blocks.
     let _ = stream.try_write(BUSY);
+    linger(stream, lingering);
+}
+
+/// [`refuse_busy`] for a connection looked at outside tokio (its readiness not known yet).
+fn refuse_busy_std(socket: std::net::TcpStream, lingering: &Arc<tokio::sync::Semaphore>) {
+    use std::io::Write as _;
+    // Non-blocking, and the send buffer is empty: written at once.
+    let _ = (&socket).write(BUSY);
+    if let Ok(stream) = tokio::net::TcpStream::from_std(socket) {
+        linger(stream, lingering);
+    }
+}
+
+/// Closes a connection answered 503, after reading what it sends for [`BUSY_LINGER`] when a
+/// lingering slot is free.
+fn linger(stream: tokio::net::TcpStream, lingering: &Arc<tokio::sync::Semaphore>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let Ok(permit) = Arc::clone(lingering).try_acquire_owned() else {
         return;
     };
@@ -325,24 +519,26 @@ fn certificate_subject(der: &[u8]) -> Arc<str> {
     crate::redact::cap(&subject, MAX_SUBJECT).into()
 }
 
-/// Serves one connection: `certified` (its subject) when its client certificate chains to
-/// the client CA.
+/// Serves one connection from `peer`: `certified` (its subject) when its client certificate
+/// chains to the client CA.
 async fn serve_connection<I>(
     io: I,
     router: Router,
     certified: Option<Arc<str>>,
+    peer: IpAddr,
     read_timeout: Duration,
 ) where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     use tower::ServiceExt as _;
-    // An extension, not a header: nothing a client sends can set it.
+    // Extensions, not headers: nothing a client sends can set them.
     let router = router.map_request(move |mut request: axum::http::Request<_>| {
         if let Some(subject) = &certified {
             request
                 .extensions_mut()
                 .insert(Certified(Arc::clone(subject)));
         }
+        request.extensions_mut().insert(Peer(peer));
         request
     });
     let service = hyper_util::service::TowerToHyperService::new(router);
@@ -371,12 +567,18 @@ async fn serve_connection<I>(
 #[derive(Debug, Clone)]
 struct Certified(Arc<str>);
 
+/// The address a request's connection came from.
+#[derive(Debug, Clone, Copy)]
+struct Peer(IpAddr);
+
 /// What the routes share.
 struct Api {
     board: Arc<StatusBoard>,
     token: Option<Secret>,
     /// Whether client certificates authenticate (then a request needs one or the token).
     client_certificates: bool,
+    /// The `/events` streams open.
+    streams: Arc<limits::EventStreams>,
 }
 
 /// Who asks: `authenticated` when it presented the token or a client certificate.
@@ -431,10 +633,14 @@ impl FromRequestParts<Arc<Api>> for Caller {
     }
 }
 
+/// 401, and the connection closed: a client without credentials holds none.
 fn unauthorized() -> Response {
     (
         StatusCode::UNAUTHORIZED,
-        [(header::WWW_AUTHENTICATE, "Bearer realm=\"capstan\"")],
+        [
+            (header::WWW_AUTHENTICATE, "Bearer realm=\"capstan\""),
+            (header::CONNECTION, "close"),
+        ],
         "authentication is required: Authorization: Bearer <the token of --http-token-from>, or a client certificate of --http-client-ca\n",
     )
         .into_response()
@@ -495,9 +701,13 @@ pub fn render_metrics(board: &StatusBoard) -> String {
 
 mod actions;
 mod dashboard;
+pub mod guard;
+pub mod limits;
 pub mod tls;
 
 pub use actions::{ActionAnswer, ActionRequest};
+pub use guard::AllowedHosts;
+pub use limits::{DEFAULT_EVENT_STREAMS_PER_CLIENT, StreamCaps};
 
 #[cfg(test)]
 mod tests;

@@ -31,6 +31,7 @@ pub mod previews;
 mod progress;
 mod publish;
 mod timings;
+pub mod verified;
 
 pub use board::{Counters, Health, StatusBoard};
 
@@ -350,7 +351,17 @@ impl<Pr: Providers> Daemon<Pr> {
     ) -> Result<(), source::SourceError> {
         self.tracker.start_watching()?;
         if let Some(writer) = &mut self.status_writer {
-            self.restored = publish::restore_converged(writer).await;
+            self.restored = match self.tracker.is_verifying() {
+                // Whoever can push to the remote can write the status branch: under
+                // source.verify its convergence records would let them end a soak early.
+                true => {
+                    tracing::info!(
+                        "source.verify: the status branch's convergence records are not read back; the soaks of staged rollouts start again"
+                    );
+                    BTreeMap::new()
+                }
+                false => publish::restore_converged(writer).await,
+            };
         }
         let writer = self.status_writer.take().map(|writer| {
             let (out, statuses) = watch::channel(None);
@@ -437,9 +448,13 @@ impl<Pr: Providers> Daemon<Pr> {
         }
         let now = self.clock.now();
         let refresh = self.tracker.refresh().await;
-        if let Some((previous, revision)) = &refresh.forced {
+        if let Some((previous, revision, taken)) = &refresh.forced {
+            let outcome = match taken {
+                true => "taken",
+                false => "not applied (source.verify)",
+            };
             self.events.push(format!(
-                "force-push: {revision} does not descend from {previous}; taken"
+                "force-push: {revision} does not descend from {previous}; {outcome}"
             ));
             if self.events.len() > KEPT_EVENTS {
                 self.events.remove(0);

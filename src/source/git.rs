@@ -240,6 +240,12 @@ impl GitSource {
         &self.options.branch
     }
 
+    /// The remote's URL as given (it may hold a credential: never show it; see
+    /// [`GitSource::remote_name`]).
+    pub fn url(&self) -> &str {
+        &self.options.url
+    }
+
     /// The mirror's folder.
     pub fn mirror_path(&self) -> &Path {
         &self.mirror_path
@@ -428,6 +434,22 @@ impl GitSource {
         vouched: &[git2::Oid],
     ) -> Result<Verified, Refusal> {
         verifier.verify(&self.mirror, tip, vouched)
+    }
+
+    /// Verifies `tip` as the successor of `last`, the last verified revision: it must descend
+    /// from it ([`Verifier::check_descent`]), and the commits it brings since must pass.
+    ///
+    /// # Errors
+    /// Why the revision may not be applied.
+    pub fn verify_after(
+        &self,
+        verifier: &Verifier,
+        tip: git2::Oid,
+        last: Option<git2::Oid>,
+    ) -> Result<Verified, Refusal> {
+        verifier.check_descent(&self.mirror, tip, last)?;
+        let vouched: Vec<git2::Oid> = last.into_iter().collect();
+        verifier.verify(&self.mirror, tip, &vouched)
     }
 
     /// The last revision verified by a previous run (or this one), if the mirror holds it.

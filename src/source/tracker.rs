@@ -10,6 +10,11 @@
 //! - With commit verification ([`Tracker::verifying`]), a tip is read only once it passes; a
 //!   refused tip leaves the last verified snapshot in force, and is verified again at each poll
 //!   (so a key added to the allowed keys lets it through without a new push).
+//! - A tip passes only when it descends from the last verified revision: the management
+//!   cluster's record of it once [`Tracker::with_verified_records`] gave one (read before, and
+//!   written before the tip is applied), else this mirror's. The revision a daemon started
+//!   from, verified against its mirror alone, is checked against the record at the first
+//!   poll; refused, it is withdrawn: nothing is planned from it.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,6 +26,7 @@ use tokio::time::Instant;
 
 use super::git::{GitError, GitSource, PollOutcome};
 use super::tree::Revision;
+use super::verify::record::VerifiedRecords;
 use super::verify::{Refusal, Verifier, VerifyReport};
 use super::{Limits, RepoWatcher, Snapshot, SourceError, SourceMetrics};
 use crate::backoff::{Backoff, random_unit};
@@ -86,8 +92,9 @@ pub struct Refresh {
     pub content: Content,
     /// Why the remote is not being followed right now (redacted), if it is not.
     pub unavailable: Option<String>,
-    /// A force-push seen by this refresh: (previous, new) revisions.
-    pub forced: Option<(String, String)>,
+    /// A force-push seen by this refresh: (previous, new) revisions, and whether the new one
+    /// is applied (under verification it is not, unless the operator allowed the rewrite).
+    pub forced: Option<(String, String, bool)>,
     /// Where commit verification stands, when it is asked for.
     pub verification: Option<VerifyReport>,
 }
@@ -115,8 +122,8 @@ pub fn verified_start(
     tip: Revision,
 ) -> Result<(Revision, VerifyStart), Refusal> {
     let earlier = git.verified_tip();
-    let vouched: Vec<git2::Oid> = earlier.iter().map(|r| r.commit).collect();
-    let refusal = match git.verify(verifier, tip.commit, &vouched) {
+    let last = earlier.as_ref().map(|r| r.commit);
+    let refusal = match git.verify_after(verifier, tip.commit, last) {
         Ok(verified) => {
             record_verified(git, &tip);
             tracing::info!(revision = %tip, signer = %verified.signer, "revision verified");
@@ -168,6 +175,22 @@ struct Verification {
     /// The tip refused last, verified again at each poll while it stays the tip.
     refused: Option<Revision>,
     report: Option<VerifyReport>,
+    /// Where every replica reads the last verified revision, and the runtime its calls run
+    /// on (verification runs on a blocking thread).
+    records: Option<(Arc<dyn VerifiedRecords>, tokio::runtime::Handle)>,
+    /// Whether `verified` still has to be checked against `records` (it was verified against
+    /// the mirror alone, before the records could be reached).
+    unconfirmed: bool,
+}
+
+/// The outcome of verifying a tip.
+enum Verdict {
+    Passed,
+    /// Refused: `withdrawn` when the revision reconciled until now was the one refused (an
+    /// unconfirmed start), with why.
+    Refused {
+        withdrawn: Option<String>,
+    },
 }
 
 enum Kind {
@@ -271,9 +294,51 @@ impl Tracker {
                 verified: start.verified,
                 refused: start.refused,
                 report: start.report,
+                records: None,
+                unconfirmed: false,
             })));
         }
         self
+    }
+
+    /// Under verification, keeps the last verified revision where every replica reads it:
+    /// `records` makes the store for the remote's URL and branch. Call it within the runtime
+    /// the tracker runs on. The revision started from is checked against the store at the
+    /// next poll.
+    pub fn with_verified_records(
+        self,
+        records: impl FnOnce(&str, &str) -> Arc<dyn VerifiedRecords>,
+    ) -> Self {
+        if let Kind::Git {
+            source,
+            verification: Some(verification),
+            ..
+        } = &self.kind
+        {
+            let store = {
+                let source = source
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                records(source.url(), source.branch())
+            };
+            let mut state = verification
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            state.records = Some((store, tokio::runtime::Handle::current()));
+            state.unconfirmed = state.verified.is_some();
+        }
+        self
+    }
+
+    /// Whether revisions are applied only once verified (`source.verify`).
+    pub fn is_verifying(&self) -> bool {
+        matches!(
+            &self.kind,
+            Kind::Git {
+                verification: Some(_),
+                ..
+            }
+        )
     }
 
     /// Polls when `trigger` is pulled (instead of a trigger of its own): webhooks served
@@ -467,7 +532,7 @@ impl Tracker {
 struct Polled {
     /// New content, when the tip moved.
     content: Option<Content>,
-    forced: Option<(String, String)>,
+    forced: Option<(String, String, bool)>,
 }
 
 /// Polls; reads the files when the tip moved, or when `need_content` (nothing read yet), once
@@ -482,7 +547,7 @@ fn poll_and_read(
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let outcome = match source.poll()? {
         PollOutcome::Unchanged(revision)
-            if need_content || verification.is_some_and(|v| is_refused(v, &revision)) =>
+            if need_content || verification.is_some_and(|v| is_to_verify(v, &revision)) =>
         {
             PollOutcome::Moved {
                 revision,
@@ -502,19 +567,22 @@ fn poll_and_read(
             previous,
             forced,
         } => {
+            tracing::info!(revision = %revision, previous = previous.as_ref().map(ToString::to_string), "new revision");
+            let verdict = verification.map(|v| passes(&source, v, &revision));
             let forced = match (&previous, forced) {
                 (Some(previous), true) => {
-                    tracing::warn!(previous = %previous, revision = %revision, "force-push: the branch no longer descends from the revision read before; taking it");
-                    Some((previous.to_string(), revision.to_string()))
+                    let taken = matches!(verdict, None | Some(Verdict::Passed));
+                    tracing::warn!(previous = %previous, revision = %revision, taken, "force-push: the branch no longer descends from the revision read before");
+                    Some((previous.to_string(), revision.to_string(), taken))
                 }
                 _ => None,
             };
-            tracing::info!(revision = %revision, previous = previous.as_ref().map(ToString::to_string), "new revision");
-            if let Some(verification) = verification
-                && !passes(&source, verification, &revision)
-            {
+            if let Some(Verdict::Refused { withdrawn }) = verdict {
                 return Ok(Polled {
-                    content: None,
+                    content: withdrawn.map(|error| Content::Unreadable {
+                        revision: None,
+                        error,
+                    }),
                     forced,
                 });
             }
@@ -541,24 +609,24 @@ fn poll_and_read(
     }
 }
 
-/// Whether `revision` is the tip refused last.
-fn is_refused(verification: &Mutex<Verification>, revision: &Revision) -> bool {
-    verification
+/// Whether `revision`, the tip still, is verified again: it was refused last, or it is the
+/// start not yet checked against the records.
+fn is_to_verify(verification: &Mutex<Verification>, revision: &Revision) -> bool {
+    let state = verification
         .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .refused
-        .as_ref()
-        == Some(revision)
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    state.refused.as_ref() == Some(revision) || state.unconfirmed
 }
 
-/// Verifies `revision` (the commits it brings since the last verified one); records the
-/// outcome. A refusal is logged when it differs from the one before.
-fn passes(source: &GitSource, verification: &Mutex<Verification>, revision: &Revision) -> bool {
+/// Verifies `revision` (it descends from the last verified one, and the commits it brings
+/// since pass), recording it before it is applied; records the outcome. A refusal is
+/// logged when it differs from the one before.
+fn passes(source: &GitSource, verification: &Mutex<Verification>, revision: &Revision) -> Verdict {
     let mut state = verification
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let vouched: Vec<git2::Oid> = state.verified.iter().map(|r| r.commit).collect();
-    match source.verify(&state.verifier, revision.commit, &vouched) {
+    let (recorded, verdict) = verify_and_record(source, &state, revision);
+    match verdict {
         Ok(verified) => {
             record_verified(source, revision);
             tracing::info!(revision = %revision, signer = %verified.signer, commits = verified.commits, "revision verified");
@@ -569,16 +637,62 @@ fn passes(source: &GitSource, verification: &Mutex<Verification>, revision: &Rev
             });
             state.verified = Some(revision.clone());
             state.refused = None;
-            true
+            state.unconfirmed = false;
+            Verdict::Passed
         }
         Err(refusal) => {
+            // A start not yet confirmed stays when the records name it or hold nothing yet;
+            // unreadable records withdraw it (fail closed).
+            let started = state.verified.as_ref().map(|r| r.commit);
+            let withdrawn = std::mem::take(&mut state.unconfirmed)
+                && recorded.is_none_or(|named| named.is_some() && named != started);
+            if withdrawn {
+                state.verified = None;
+            }
             let report = VerifyReport::refused(revision, &refusal, state.verified.as_ref());
             if state.report.as_ref() != Some(&report) {
                 tracing::warn!(revision = %revision, kept = state.verified.as_ref().map(ToString::to_string), "revision not applied: {}", error_chain(&refusal));
             }
+            let message = report.outcome().err().map(|(_, message)| message);
             state.report = Some(report);
             state.refused = Some(revision.clone());
-            false
+            Verdict::Refused {
+                withdrawn: message.filter(|_| withdrawn),
+            }
         }
     }
+}
+
+/// What the records named: `None` when they could not be read, `Some(None)` when there are
+/// none or they hold nothing yet.
+type Named = Option<Option<git2::Oid>>;
+
+/// Verifies `revision` after the last verified revision (the records', else this
+/// daemon's), and records it there before it is applied; also what the records named.
+fn verify_and_record(
+    source: &GitSource,
+    state: &Verification,
+    revision: &Revision,
+) -> (Named, Result<super::verify::Verified, Refusal>) {
+    let recorded = match &state.records {
+        // Verification runs on a blocking thread: it may wait for the store.
+        Some((store, runtime)) => match runtime.block_on(store.read()) {
+            Ok(recorded) => recorded,
+            Err(err) => return (None, Err(Refusal::Record(err))),
+        },
+        None => None,
+    };
+    let named = recorded.as_ref().map(|r| r.commit);
+    let last = named.or_else(|| state.verified.as_ref().map(|r| r.commit));
+    let verified = match source.verify_after(&state.verifier, revision.commit, last) {
+        Ok(verified) => verified,
+        Err(refusal) => return (Some(named), Err(refusal)),
+    };
+    if let Some((store, runtime)) = &state.records
+        && named != Some(revision.commit)
+        && let Err(err) = runtime.block_on(store.write(revision.commit, recorded.as_ref()))
+    {
+        return (Some(named), Err(Refusal::Record(err)));
+    }
+    (Some(named), Ok(verified))
 }

@@ -493,6 +493,11 @@ const PURE_IN_THE_DAEMON: &[(&str, &str)] = &[
         "the connections the operator pinned (flags), for admission.rs",
     ),
     (
+        "src/cli/listeners.rs",
+        "the command line's HTTP flags made into the listeners' options, split from cli.rs for \
+         its length (STYLE §7: flags beside their command)",
+    ),
+    (
         "src/env_vars.rs",
         "the names of the variables main and cli read, beside the command line (STYLE §7)",
     ),

@@ -227,7 +227,30 @@ fn the_dashboard_shows_the_demo_and_a_scale_up_live_in_a_real_browser() {
             "the bar says the duration: {bar:?}"
         );
     }
+    // Under the Content-Security-Policy (no inline style), the stylesheet alone places the
+    // bars and the "now" line.
+    let placed = browser.run(TIMELINE_PLACED);
+    assert_eq!(placed["inlineStyles"], 0, "{placed}");
+    assert!(
+        placed["nowLeft"].as_f64().is_some_and(|left| left > 0.0),
+        "the now line is placed: {placed}"
+    );
+    assert!(
+        placed["barsMoved"].as_u64().is_some_and(|moved| moved > 0),
+        "bars start where their steps started: {placed}"
+    );
 }
+
+/// How the timeline is laid out: elements with a `style` attribute, the "now" line's left
+/// offset (px), and bars whose fill starts right of the track's start.
+const TIMELINE_PLACED: &str = "
+const now = document.querySelector('.timeline .now');
+const fills = [...document.querySelectorAll('.timeline .bar-fill')];
+return {
+  inlineStyles: document.querySelectorAll('[style]').length,
+  nowLeft: now ? parseFloat(getComputedStyle(now).left) : null,
+  barsMoved: fills.filter(fill => parseFloat(getComputedStyle(fill).marginLeft) > 0).length,
+};";
 
 #[test]
 fn axe_finds_no_serious_accessibility_violation_on_the_pages_light_or_dark() {

@@ -21,6 +21,9 @@
 //! - `verify`: verified commits (SSH and OpenPGP signatures) with `git verify-commit`,
 //!   `ssh-keygen` and GnuPG as judges; the daemon refusing unsigned and unknown-key revisions,
 //!   taking a rotated key without a restart, and a force-push to an unsigned commit.
+//! - `rollback`: under verification, an older signed commit force-pushed back is refused in
+//!   both modes, by the daemon that applied the newer one and by a new one with an empty
+//!   mirror (the last verified revision is kept in the management cluster).
 //!
 //! The shared helpers are the test kit's (`capstan_testkit`, crates/testkit): the in-process
 //! daemon (`World` with `Setup::git`), `capstan run` as a process, the remote, the waits.
@@ -31,6 +34,7 @@ mod dashboard;
 mod demo;
 mod http_limits;
 mod k3s;
+mod rollback;
 mod servers;
 mod status_branch;
 mod status_writer;

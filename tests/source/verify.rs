@@ -3,7 +3,8 @@
 //! file, and a GnuPG home holding only the allowed OpenPGP keys) agreeing with capstan on every
 //! case; then `capstan run --config` following a remote: a commit by a key not allowed is not
 //! applied, a key rotated in the allowed-signers file is taken without a restart, a force-push to
-//! an unsigned commit is not applied (before and after a restart).
+//! an unsigned commit is not applied (before and after a restart). Rollbacks to older signed
+//! commits are `rollback`'s.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,8 +17,8 @@ use capstan_testkit::process::CapstanRun;
 use capstan_testkit::{Remote, git};
 
 /// Signing keys made for one test: SSH keys, and GnuPG keys in a throwaway GNUPGHOME.
-struct Keys {
-    dir: tempfile::TempDir,
+pub(super) struct Keys {
+    pub(super) dir: tempfile::TempDir,
 }
 
 impl Drop for Keys {
@@ -33,7 +34,7 @@ impl Drop for Keys {
 }
 
 impl Keys {
-    fn new() -> Keys {
+    pub(super) fn new() -> Keys {
         let keys = Keys {
             dir: tempfile::tempdir().expect("temp dir"),
         };
@@ -56,7 +57,7 @@ impl Keys {
     }
 
     /// A new SSH key `name` (ed25519); its private key file.
-    fn ssh(&self, name: &str) -> PathBuf {
+    pub(super) fn ssh(&self, name: &str) -> PathBuf {
         let path = self.dir.path().join(name);
         run(Command::new("ssh-keygen")
             .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
@@ -65,7 +66,7 @@ impl Keys {
     }
 
     /// The public half of SSH key `name`, as `type base64`.
-    fn ssh_public(&self, name: &str) -> String {
+    pub(super) fn ssh_public(&self, name: &str) -> String {
         let text = std::fs::read_to_string(self.dir.path().join(format!("{name}.pub")))
             .expect("public key");
         text.split_whitespace()
@@ -146,14 +147,14 @@ fn run(command: &mut Command) -> String {
 }
 
 /// How a commit is made.
-enum Sign<'a> {
+pub(super) enum Sign<'a> {
     Unsigned,
     Ssh(&'a Path),
     Gpg(&'a str),
 }
 
 /// Commits everything in `work` (`git commit -S` as `sign` says); the commit id.
-fn commit(work: &Path, keys: &Keys, sign: &Sign<'_>, message: &str) -> String {
+pub(super) fn commit(work: &Path, keys: &Keys, sign: &Sign<'_>, message: &str) -> String {
     let mut command = Command::new("git");
     command
         .current_dir(work)
@@ -226,6 +227,7 @@ fn policy(mode: Mode, allowed_signers: &Path, openpgp_keys: Option<PathBuf>) -> 
         openpgp_keys,
         max_commits: VerifyPolicy::DEFAULT_MAX_COMMITS,
         since: None,
+        allow_rewrite: None,
     }
 }
 
@@ -437,7 +439,7 @@ fn spawn_verifying(dir: &Path, url: &str, config: &Path) -> (CapstanRun, std::ne
 }
 
 /// The fleet's `SourceVerified` condition in a `/status` body: (status, reason, message).
-fn source_verified(body: &str) -> Option<(String, String, String)> {
+pub(super) fn source_verified(body: &str) -> Option<(String, String, String)> {
     let status: serde_json::Value = serde_json::from_str(body).ok()?;
     let condition = status["conditions"]
         .as_array()?
@@ -450,7 +452,7 @@ fn source_verified(body: &str) -> Option<(String, String, String)> {
     ))
 }
 
-fn revision_of(body: &str) -> Option<String> {
+pub(super) fn revision_of(body: &str) -> Option<String> {
     let status: serde_json::Value = serde_json::from_str(body).ok()?;
     status["revision"].as_str().map(str::to_owned)
 }
@@ -544,7 +546,8 @@ fn the_daemon_applies_only_signed_revisions_takes_a_rotated_key_and_refuses_a_fo
     });
     assert!(body.contains("\"bob\""), "bob's cluster is applied: {body}");
 
-    // A force-push to an unsigned commit that adds a cluster: not applied.
+    // A force-push to an unsigned commit that adds a cluster: not applied (a rewrite of the
+    // verified history, refused before its signature is looked at).
     remote.write(
         "clusters/evil.yaml",
         &capstan_testkit::lab_cluster("evil", 2),
@@ -567,7 +570,7 @@ fn the_daemon_applies_only_signed_revisions_takes_a_rotated_key_and_refuses_a_fo
     let refused = |body: &str| {
         source_verified(body).is_some_and(|(status, reason, message)| {
             status == "False"
-                && reason == "Unsigned"
+                && reason == "NotDescendant"
                 && message.contains(&unsigned)
                 && message.contains(&bob_revision)
         })

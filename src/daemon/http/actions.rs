@@ -10,6 +10,12 @@
 //! - The reason is at most [`MAX_REASON`] characters and redacted before it is kept; the user
 //!   a bearer-token caller declares is at most [`MAX_USER`] printable characters and is kept
 //!   marked as declared (a token proves no name).
+//! - No other site's page can take an action through a visitor's browser, which sends a
+//!   client certificate by itself ([`ActionBody`]): the body must be declared
+//!   `Content-Type: application/json` (a type no cross-site form can send, and no script may
+//!   send elsewhere without a preflight this endpoint never grants), else 415; a request that
+//!   says where it comes from (`Origin`, `Sec-Fetch-Site`) must come from this endpoint's own
+//!   origin, else 403. The CLI sends neither header.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +29,69 @@ use serde::{Deserialize, Serialize};
 use super::{Api, Caller};
 use crate::daemon::actions::{Actions, MAX_REASON, MAX_USER};
 use crate::plan::{Suspension, SuspensionSource};
+
+/// An action's body, once the request is shown to come from no other site (see the module).
+pub(super) struct ActionBody(ActionRequest);
+
+impl<S: Send + Sync> axum::extract::FromRequest<S> for ActionBody {
+    type Rejection = Refused;
+
+    async fn from_request(request: axum::extract::Request, state: &S) -> Result<Self, Refused> {
+        let headers = request.headers();
+        if !is_json(headers) {
+            return Err(refuse(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "an action's body is JSON and must say so: Content-Type: application/json"
+                    .to_owned(),
+            ));
+        }
+        if let Some(site) = foreign_site(headers) {
+            return Err(refuse(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "actions are taken only from this endpoint's own origin, not from {site}: use `capstan suspend|resume|reconcile`"
+                ),
+            ));
+        }
+        match Json::<ActionRequest>::from_request(request, state).await {
+            Ok(Json(body)) => Ok(ActionBody(body)),
+            Err(rejection) => Err(refuse(rejection.status(), rejection.body_text())),
+        }
+    }
+}
+
+/// Whether the request declares a JSON body.
+fn is_json(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// The site a browser says the request comes from, when it is not this endpoint's origin:
+/// an `Origin` whose host is not the request's `Host`, or `Sec-Fetch-Site` other than
+/// `same-origin` and `none` (typed by the user).
+fn foreign_site(headers: &axum::http::HeaderMap) -> Option<String> {
+    let text = |name| {
+        headers
+            .get(name)
+            .map(|value| value.to_str().unwrap_or("(not text)").to_owned())
+    };
+    if let Some(site) = text(axum::http::HeaderName::from_static("sec-fetch-site"))
+        && !matches!(site.as_str(), "same-origin" | "none")
+    {
+        return Some(format!("a {} request", crate::redact::cap(&site, 32)));
+    }
+    let origin = text(axum::http::header::ORIGIN)?;
+    let host = text(axum::http::header::HOST).unwrap_or_default();
+    let origin_host = origin
+        .split_once("://")
+        .map_or("", |(_, authority)| authority)
+        .trim_end_matches('/');
+    let same = !host.is_empty() && origin_host.eq_ignore_ascii_case(&host);
+    (!same).then(|| crate::redact::cap(&origin, 128))
+}
 
 /// How long `reconcile` waits for the pass it asked for before answering that it was asked.
 const WAIT_FOR_PASS: Duration = Duration::from_secs(45);
@@ -168,7 +237,7 @@ fn record_failed(err: &crate::daemon::actions::RecordError) -> Refused {
 pub(super) async fn suspend(
     caller: Caller,
     State(api): State<Arc<Api>>,
-    Json(request): Json<ActionRequest>,
+    ActionBody(request): ActionBody,
 ) -> Result<Json<ActionAnswer>, Refused> {
     let actions = allowed(&caller, &api)?;
     let reason = request.reason.as_deref().map(str::trim).unwrap_or_default();
@@ -215,7 +284,7 @@ pub(super) async fn suspend(
 pub(super) async fn resume(
     caller: Caller,
     State(api): State<Arc<Api>>,
-    Json(request): Json<ActionRequest>,
+    ActionBody(request): ActionBody,
 ) -> Result<Json<ActionAnswer>, Refused> {
     let actions = allowed(&caller, &api)?;
     let clusters = clusters_of(&api, &request)?;
@@ -252,7 +321,7 @@ pub(super) async fn resume(
 pub(super) async fn reconcile(
     caller: Caller,
     State(api): State<Arc<Api>>,
-    Json(request): Json<ActionRequest>,
+    ActionBody(request): ActionBody,
 ) -> Result<Json<ActionAnswer>, Refused> {
     let actions = allowed(&caller, &api)?;
     if !request.clusters.is_empty() {

@@ -15,12 +15,13 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 
-use super::{Api, Caller};
+use super::limits::StreamPermit;
+use super::{Api, Caller, Peer};
 use crate::dashboard::{self, assets};
 
 /// How long one `/events` stream lasts: less than a connection is served, so the stream ends
@@ -67,16 +68,43 @@ pub(super) async fn preview(
     }
 }
 
+/// How soon a browser refused a stream (too many open) asks again.
+const RETRY_REFUSED: &str = "10";
+
 /// `event: status`, `data: <generation>` now and whenever a new status is published (a burst
-/// of statuses is one event: the receiver keeps only the latest).
+/// of statuses is one event: the receiver keeps only the latest). Past the stream caps
+/// ([`super::limits`]), 503 and the connection closed.
 pub(super) async fn events(
     _caller: Caller,
     State(api): State<Arc<Api>>,
-) -> Sse<impl futures_util::Stream<Item = Result<Event, Infallible>>> {
+    Extension(Peer(client)): Extension<Peer>,
+) -> Response {
+    match api.streams.open(client) {
+        Ok(permit) => stream(&api, permit).into_response(),
+        Err(refused) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [
+                (header::RETRY_AFTER, RETRY_REFUSED),
+                (header::CONNECTION, "close"),
+                NO_STORE,
+            ],
+            format!("{refused}\n"),
+        )
+            .into_response(),
+    }
+}
+
+/// The stream of [`events`], holding `permit` until it ends.
+fn stream(
+    api: &Api,
+    permit: StreamPermit,
+) -> Sse<impl futures_util::Stream<Item = Result<Event, Infallible>> + use<>> {
     let receiver = api.board.watch_generation();
     let deadline = tokio::time::Instant::now() + EVENTS_LIFETIME;
-    let stream =
-        futures_util::stream::unfold((receiver, true), move |(mut receiver, first)| async move {
+    let stream = futures_util::stream::unfold((receiver, true), move |(mut receiver, first)| {
+        // Held by the stream, so its place is freed when the stream ends.
+        let _held = &permit;
+        async move {
             if !first {
                 match tokio::time::timeout_at(deadline, receiver.changed()).await {
                     Ok(Ok(())) => {}
@@ -92,12 +120,13 @@ pub(super) async fn events(
                 event = event.retry(RECONNECT_AFTER);
             }
             Some((Ok(event), (receiver, false)))
-        });
+        }
+    });
     Sse::new(stream).keep_alive(KeepAlive::default())
 }
 
 pub(super) async fn css() -> Response {
-    asset("text/css; charset=utf-8", assets::CSS)
+    asset("text/css; charset=utf-8", assets::stylesheet())
 }
 
 pub(super) async fn js() -> Response {

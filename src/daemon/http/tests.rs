@@ -38,7 +38,7 @@ fn request(addr: SocketAddr, path: &str, token: Option<&str>) -> (u16, String, S
     // what counts, not whether the request could be written whole.
     let _ = write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: capstan\r\nConnection: close\r\n{authorization}\r\n"
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{authorization}\r\n"
     );
     let mut answer = String::new();
     let _ = stream.read_to_string(&mut answer);
@@ -147,7 +147,7 @@ async fn a_half_sent_request_and_an_idle_connection_are_closed_after_the_read_ti
     })
     .await;
     let mut half = TcpStream::connect(addr).expect("connect");
-    half.write_all(b"GET /status HTTP/1.1\r\nHost: capstan\r\nX-Slow: ")
+    half.write_all(b"GET /status HTTP/1.1\r\nHost: localhost\r\nX-Slow: ")
         .expect("write");
     let idle = TcpStream::connect(addr).expect("connect");
     let (half, idle) = tokio::join!(closed_after(half), closed_after(idle));
@@ -172,7 +172,7 @@ async fn a_connection_over_the_cap_is_answered_503_and_closed() {
         .collect();
     // The two are accepted (and hold their slots) before the third arrives.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let (code, _, body) = tokio::task::spawn_blocking(move || request(addr, "/healthz", None))
+    let (code, _, body) = tokio::task::spawn_blocking(move || request(addr, "/status", None))
         .await
         .expect("joined");
     assert_eq!(code, 503);
@@ -281,9 +281,10 @@ async fn a_client_certificate_of_the_client_ca_authenticates_and_others_do_not()
         cert: write("server.pem", &server.cert_pem),
         key: write("server.key", &server.key_pem),
         client_ca: Some(write("clients.pem", &ca.identity().cert_pem)),
+        client_crl: None,
     };
     let (addr, _board) = served(HttpOptions {
-        tls: Some(tls::server_config(&files).expect("config")),
+        tls: Some(Arc::new(tls::ServerTls::load(files).expect("config"))),
         client_certificates: true,
         ..HttpOptions::default()
     })
@@ -358,7 +359,7 @@ async fn events_say_the_generation_at_once_and_again_when_a_new_status_is_publis
     stream.set_read_timeout(Some(PATIENCE)).expect("timeout");
     write!(
         stream,
-        "GET /events HTTP/1.1\r\nHost: capstan\r\nAccept: text/event-stream\r\n\r\n"
+        "GET /events HTTP/1.1\r\nHost: localhost\r\nAccept: text/event-stream\r\n\r\n"
     )
     .expect("request");
     let (stream, first) = tokio::task::spawn_blocking(move || {
@@ -390,3 +391,5 @@ fn read_until(mut stream: TcpStream, wanted: &str) -> (TcpStream, String) {
     }
     (stream, read)
 }
+
+mod hardening;

@@ -8,8 +8,15 @@
 //! - Mode `head`: the tip must carry a good signature by an allowed key. Mode `all`: every
 //!   commit the tip brings must: those reachable from it and from none of the revisions already
 //!   verified (nor from `since`, which the operator vouches for). With no verified revision yet,
-//!   that is the whole history. A force-push is no exception: the rewritten commits are new,
-//!   so each is verified. More than `maxCommits` to verify is refused, saying so.
+//!   that is the whole history. More than `maxCommits` to verify is refused, saying so.
+//! - In both modes a new tip must descend from the last verified revision
+//!   ([`Verifier::check_descent`]): a signature binds a commit's contents, not the branch it
+//!   is pushed to nor when, so an older signed commit pushed back (a rollback), a signed
+//!   commit of another branch, or a rewritten history is refused (`NotDescendant`), unless
+//!   the operator allows that one rewrite (`allowRewrite: {from, to}`), which then holds only
+//!   while `from` is the last verified revision: once `to` is applied it allows nothing more.
+//!   Where the last verified revision is kept, so that every replica refuses alike, is
+//!   [`record`]'s.
 //! - A refusal names the commit, the signer's key fingerprint when there is a signature, and
 //!   why; commits are checked oldest first, so the one named is the oldest refused.
 //! - The key files are read at each verification and parsed again only when their contents
@@ -17,6 +24,7 @@
 //! - Only daemon-side files are read; a commit chooses nothing but which key it claims.
 
 pub mod openpgp;
+pub mod record;
 pub mod ssh;
 
 use std::path::{Path, PathBuf};
@@ -60,6 +68,18 @@ pub struct VerifyPolicy {
     pub max_commits: u32,
     /// Mode `all`: a commit the operator vouches for; its history is not verified.
     pub since: Option<Oid>,
+    /// The one history rewrite the operator allows: a tip `to` that does not descend from
+    /// the last verified revision `from`.
+    pub allow_rewrite: Option<Rewrite>,
+}
+
+/// A history rewrite the operator allows (`allowRewrite: {from, to}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rewrite {
+    /// The last verified revision it may replace.
+    pub from: Oid,
+    /// The tip that may replace it.
+    pub to: Oid,
 }
 
 impl VerifyPolicy {
@@ -183,6 +203,22 @@ pub enum Refusal {
         /// `maxCommits`.
         limit: u32,
     },
+    /// The tip does not descend from the last verified revision.
+    #[error(
+        "commit {tip} does not descend from {last}, the last verified revision{held}: a rollback or a rewritten history is not applied under source.verify; if this rewrite is deliberate, set `allowRewrite: {{from: {last}, to: {tip}}}` under source.verify in the daemon's configuration and restart it",
+        held = if *in_mirror { "" } else { " (which the branch no longer holds)" }
+    )]
+    NotDescendant {
+        /// The tip.
+        tip: Oid,
+        /// The last verified revision.
+        last: Oid,
+        /// Whether the mirror holds `last` (else the branch was rewritten past it).
+        in_mirror: bool,
+    },
+    /// The record of the last verified revision cannot be read or written.
+    #[error("no new revision is applied until the record of the last verified revision answers")]
+    Record(#[source] record::RecordError),
     /// The allowed keys cannot be read.
     #[error("the allowed keys cannot be read")]
     Keys(#[source] KeyFileError),
@@ -208,6 +244,8 @@ impl Refusal {
             Refusal::KeyNotValid { .. } => reasons::KEY_NOT_VALID,
             Refusal::Unsupported { .. } => reasons::UNSUPPORTED_SIGNATURE,
             Refusal::TooManyCommits { .. } => reasons::TOO_MANY_COMMITS,
+            Refusal::NotDescendant { .. } => reasons::NOT_DESCENDANT,
+            Refusal::Record(_) => reasons::RECORD_UNAVAILABLE,
             Refusal::Keys(_) => reasons::KEYS_UNREADABLE,
             Refusal::Repository { .. } => reasons::UNVERIFIABLE,
         }
@@ -348,6 +386,45 @@ impl Verifier {
             commit: tip,
             signer,
             commits: commits.len(),
+        })
+    }
+
+    /// Whether `tip` may follow `last`, the last verified revision: it is `last`, descends
+    /// from it, or is the rewrite the policy allows from it. Nothing verified yet allows any
+    /// tip.
+    ///
+    /// # Errors
+    /// [`Refusal::NotDescendant`] otherwise (also when the mirror does not hold `last`: no
+    /// descent can be shown from a commit the branch lost).
+    pub fn check_descent(
+        &self,
+        repository: &git2::Repository,
+        tip: Oid,
+        last: Option<Oid>,
+    ) -> Result<(), Refusal> {
+        let Some(last) = last else {
+            return Ok(());
+        };
+        if tip == last {
+            return Ok(());
+        }
+        if self.policy.allow_rewrite
+            == Some(Rewrite {
+                from: last,
+                to: tip,
+            })
+        {
+            tracing::warn!(from = %last, to = %tip, "history rewrite allowed by source.verify.allowRewrite");
+            return Ok(());
+        }
+        let in_mirror = repository.find_commit(last).is_ok();
+        if in_mirror && repository.graph_descendant_of(tip, last).unwrap_or(false) {
+            return Ok(());
+        }
+        Err(Refusal::NotDescendant {
+            tip,
+            last,
+            in_mirror,
         })
     }
 
@@ -541,7 +618,10 @@ impl VerifyReport {
                 kept,
             } => {
                 let kept = kept.as_ref().map_or_else(
-                    || "no revision is verified yet: nothing is applied".to_owned(),
+                    || {
+                        "no verified revision is reconciled meanwhile: nothing is applied"
+                            .to_owned()
+                    },
                     |kept| format!("still reconciling {kept}, the last verified revision"),
                 );
                 Err((reason, format!("{tip} is not applied: {message}; {kept}")))

@@ -40,8 +40,18 @@ use crate::status::FleetStatus;
 /// The stylesheet and script every page links to (served by the daemon from the binary, so
 /// nothing is fetched from elsewhere).
 pub mod assets {
-    /// `GET /assets/dashboard.css`: light and dark schemes, readable from 320 px wide.
+    /// The hand-written part of the stylesheet: light and dark schemes, readable from 320 px
+    /// wide.
     pub const CSS: &str = include_str!("assets/dashboard.css");
+
+    /// `GET /assets/dashboard.css`: [`CSS`] and the rules that place the timeline's bars
+    /// ([`super::timeline::placement_rules`]). A page carries no `style` attribute, so the
+    /// daemon's Content-Security-Policy (`default-src 'self'`) needs no exception.
+    pub fn stylesheet() -> &'static str {
+        static STYLESHEET: std::sync::LazyLock<String> =
+            std::sync::LazyLock::new(|| format!("{CSS}{}", super::timeline::placement_rules()));
+        &STYLESHEET
+    }
     /// `GET /assets/dashboard.js`: listens to `/events` and swaps in the newer `<main>`.
     pub const JS: &str = include_str!("assets/dashboard.js");
     /// Where the daemon serves [`CSS`].

@@ -155,6 +155,7 @@ fn the_timeline_table_lists_each_step_with_its_duration_and_result() {
         .expect("the timeline's table");
     let rows: Vec<&str> = table.split("<tr data-action=").skip(1).collect();
     assert_eq!(rows.len(), 4, "{table}");
+    placed_by_the_stylesheet_alone(&page);
     let expect = [
         ("create-machine", "42 s", "✓ succeeded"),
         ("prepare-node", "5 s", "✕ failed: &lt;script&gt;"),
@@ -373,9 +374,10 @@ fn predicted_steps_follow_the_maintenance_window_at_their_medians_and_removals_a
     view.plan = Some(&plan);
     let page = cluster_page(&view, "prod").expect("known");
     assert!(
-        page.contains("class=\"hold\""),
+        page.contains("class=\"hold l-"),
         "the window's wait is shaded: {page}"
     );
+    placed_by_the_stylesheet_alone(&page);
     assert!(
         page.contains("A maintenance window holds the predicted steps"),
         "{page}"
@@ -403,4 +405,40 @@ fn predicted_steps_follow_the_maintenance_window_at_their_medians_and_removals_a
         page.contains("to be removed"),
         "the node is marked in the nodes table: {page}"
     );
+}
+
+/// `page` has no `style` attribute (the daemon's Content-Security-Policy would drop it), and
+/// every placement class it uses (`l-`, `ml-`, `w-`) has its rule in the stylesheet.
+fn placed_by_the_stylesheet_alone(page: &str) {
+    assert!(!page.contains("style="), "{page}");
+    let stylesheet = assets::stylesheet();
+    let mut used = 0;
+    for classes in page.split("class=\"").skip(1) {
+        let classes = classes.split('"').next().unwrap_or_default();
+        for class in classes.split_whitespace() {
+            let Some((prefix, step)) = class.split_once('-') else {
+                continue;
+            };
+            if ["l", "ml", "w"].contains(&prefix) && step.parse::<u32>().is_ok() {
+                used += 1;
+                assert!(stylesheet.contains(&format!(".{class}{{")), "{class}");
+            }
+        }
+    }
+    assert!(used >= 3, "the now line and a bar are placed: {page}");
+}
+
+#[test]
+fn the_stylesheet_places_every_half_percent_from_zero_to_a_hundred() {
+    let stylesheet = assets::stylesheet();
+    assert!(stylesheet.starts_with(assets::CSS));
+    for rule in [
+        ".l-0{left:0%}",
+        ".l-1{left:0.5%}",
+        ".ml-75{margin-left:37.5%}",
+        ".w-200{width:100%}",
+    ] {
+        assert!(stylesheet.contains(rule), "{rule}");
+    }
+    assert!(!stylesheet.contains(".w-201{"));
 }

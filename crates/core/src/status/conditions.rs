@@ -122,9 +122,15 @@ pub mod reasons {
     pub const KEYS_UNREADABLE: &str = "KeysUnreadable";
     /// `SourceVerified` False: the commits cannot be read from the mirror.
     pub const UNVERIFIABLE: &str = "Unverifiable";
+    /// `SourceVerified` False: the tip does not descend from the last verified revision (a
+    /// rollback, a replay, or a rewritten history the operator did not allow).
+    pub const NOT_DESCENDANT: &str = "NotDescendant";
+    /// `SourceVerified` False: the record of the last verified revision in the management
+    /// cluster cannot be read or written, so no new revision is applied.
+    pub const RECORD_UNAVAILABLE: &str = "RecordUnavailable";
 
     /// Every reason.
-    pub const ALL: [&str; 34] = [
+    pub const ALL: [&str; 36] = [
         TOO_MANY_UNHEALTHY,
         SUSPENDED_IN_GIT,
         SUSPENDED_AT_RUNTIME,
@@ -159,6 +165,8 @@ pub mod reasons {
         TOO_MANY_COMMITS,
         KEYS_UNREADABLE,
         UNVERIFIABLE,
+        NOT_DESCENDANT,
+        RECORD_UNAVAILABLE,
     ];
 }
 

@@ -212,3 +212,69 @@ fn a_client_certificate_is_known_by_its_subject() {
     let subject = super::super::certificate_subject(der.as_ref());
     assert!(subject.contains("CN=alice"), "{subject}");
 }
+
+/// A POST of `body` to `/actions/suspend` with the token and `headers` (a browser's), as raw
+/// reqwest sends it: the status code and body.
+async fn post_raw(server: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut request = reqwest::Client::new()
+        .post(format!("{server}/actions/suspend"))
+        .bearer_auth(TOKEN)
+        .body(body.to_owned());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.expect("answers");
+    let code = response.status().as_u16();
+    (code, response.text().await.expect("body"))
+}
+
+#[tokio::test]
+async fn an_action_from_another_site_or_without_a_json_content_type_is_refused_and_nothing_changes()
+{
+    let dir = tempfile::tempdir().expect("dir");
+    let (server, _board, actions) = served(with_token(&dir)).await;
+    let body = serde_json::to_string(&suspend_prod()).expect("json");
+    let json = ("Content-Type", "application/json");
+    let own_origin = server.clone();
+    let refused = [
+        // What a cross-site form can send: no preflight.
+        (vec![("Content-Type", "text/plain")], 415),
+        (vec![], 415),
+        // A page elsewhere (its browser sends the client certificate by itself).
+        (vec![json, ("Origin", "https://attacker.example")], 403),
+        (vec![json, ("Origin", "null")], 403),
+        (vec![json, ("Sec-Fetch-Site", "cross-site")], 403),
+        (
+            vec![
+                json,
+                ("Origin", own_origin.as_str()),
+                ("Sec-Fetch-Site", "same-site"),
+            ],
+            403,
+        ),
+    ];
+    for (headers, expected) in refused {
+        let (code, answer) = post_raw(&server, &headers, &body).await;
+        assert_eq!(code, expected, "{headers:?}: {answer}");
+        assert!(
+            answer.contains("Content-Type: application/json") || answer.contains("own origin"),
+            "{answer}"
+        );
+    }
+    assert!(actions.suspended().await.is_empty(), "nothing changed");
+    // The endpoint's own page, and the CLI (which sends no Origin), are taken.
+    let (code, answer) = post_raw(
+        &server,
+        &[
+            json,
+            ("Origin", own_origin.as_str()),
+            ("Sec-Fetch-Site", "same-origin"),
+        ],
+        &body,
+    )
+    .await;
+    assert_eq!(code, 200, "{answer}");
+    let (code, answer) = post_raw(&server, &[json], &body).await;
+    assert_eq!(code, 200, "{answer}");
+}

@@ -28,6 +28,7 @@ struct FakeCluster {
     version: Option<KubeVersion>,
     nodes: BTreeMap<String, (bool, KubeVersion, Role)>,
     renewals: u32,
+    kube_proxy_deployments: u32,
 }
 
 impl FakeClusters {
@@ -86,6 +87,22 @@ impl ClusterBackend for FakeClusters {
         if let Some(entry) = self.clusters.lock().expect("lock").get_mut(cluster) {
             entry.version = Some(version);
         }
+    }
+    fn apply_manifest(&self, cluster: &str, _: &str) -> Result<String, BackendError> {
+        // capstan applies nothing through a node's kubectl.
+        Err(BackendError::NoCluster {
+            cluster: cluster.to_owned(),
+        })
+    }
+    fn deploy_kube_proxy(&self, cluster: &str) -> Result<(), BackendError> {
+        let mut clusters = self.clusters.lock().expect("lock");
+        let entry = clusters
+            .get_mut(cluster)
+            .ok_or_else(|| BackendError::NoCluster {
+                cluster: cluster.to_owned(),
+            })?;
+        entry.kube_proxy_deployments += 1;
+        Ok(())
     }
     fn renew_certificates(&self, cluster: &str) -> Result<ClusterAccess, BackendError> {
         let mut clusters = self.clusters.lock().expect("lock");
@@ -196,7 +213,13 @@ impl Lab {
 
     async fn init(&self, target: &NodeTarget) {
         self.prepare(target).await;
-        let init = steps::init_control_plane("platform", &self.spec, &target.name, address());
+        let init = steps::init_control_plane(
+            "platform",
+            &self.spec,
+            &self.spec.cluster_network(None),
+            &target.name,
+            address(),
+        );
         self.kubeadm
             .run_steps("init", target, &init)
             .await
@@ -259,7 +282,13 @@ async fn a_cluster_comes_up_through_capstans_own_steps() {
     );
 
     // Repeating init on the initialised node is a no-op (its guard sees admin.conf).
-    let again = steps::init_control_plane("platform", &lab.spec, &cp.name, address());
+    let again = steps::init_control_plane(
+        "platform",
+        &lab.spec,
+        &lab.spec.cluster_network(None),
+        &cp.name,
+        address(),
+    );
     lab.kubeadm
         .run_steps("init", &cp, &again)
         .await
@@ -270,7 +299,13 @@ async fn a_cluster_comes_up_through_capstans_own_steps() {
 async fn kubeadm_is_missing_until_the_node_is_prepared() {
     let lab = lab();
     let cp = node(100, "cp");
-    let init = steps::init_control_plane("platform", &lab.spec, &cp.name, address());
+    let init = steps::init_control_plane(
+        "platform",
+        &lab.spec,
+        &lab.spec.cluster_network(None),
+        &cp.name,
+        address(),
+    );
     let err = lab
         .kubeadm
         .run_steps("init", &cp, &init)
@@ -479,7 +514,11 @@ async fn upgrades_move_one_minor_at_a_time_with_a_matching_kubeadm() {
     };
     let err = lab
         .kubeadm
-        .run_steps("upgrade", &cp, &steps::upgrade_control_plane(skip))
+        .run_steps(
+            "upgrade",
+            &cp,
+            &steps::upgrade_control_plane(skip, &lab.spec.cluster_network(None)),
+        )
         .await
         .expect_err("skips a minor");
     assert!(err.to_string().contains("exited 1"), "{err}");
@@ -489,7 +528,11 @@ async fn upgrades_move_one_minor_at_a_time_with_a_matching_kubeadm() {
         ..current
     };
     lab.kubeadm
-        .run_steps("upgrade", &cp, &steps::upgrade_control_plane(patch))
+        .run_steps(
+            "upgrade",
+            &cp,
+            &steps::upgrade_control_plane(patch, &lab.spec.cluster_network(None)),
+        )
         .await
         .expect("patch upgrade");
     let cluster = lab.clusters.cluster("platform");
@@ -499,8 +542,31 @@ async fn upgrades_move_one_minor_at_a_time_with_a_matching_kubeadm() {
         "kubeadm upgrade apply renews certificates"
     );
     assert_eq!(
+        cluster.kube_proxy_deployments, 1,
+        "and deploys kube-proxy again (its addon phase)"
+    );
+    let mut without = lab.spec.cluster_network(None);
+    without.kube_proxy = false;
+    let next = capstan::spec::KubeVersion {
+        patch: patch.patch + 1,
+        ..patch
+    };
+    lab.kubeadm
+        .run_steps(
+            "upgrade",
+            &cp,
+            &steps::upgrade_control_plane(next, &without),
+        )
+        .await
+        .expect("patch upgrade without kube-proxy");
+    assert_eq!(
+        lab.clusters.cluster("platform").kube_proxy_deployments,
+        1,
+        "a cluster without kube-proxy skips the phase"
+    );
+    assert_eq!(
         lab.kubeadm.admin_kubeconfig(&cp).await.expect("admin.conf"),
-        "kubeconfig-1"
+        "kubeconfig-2"
     );
 
     lab.kubeadm
@@ -509,7 +575,7 @@ async fn upgrades_move_one_minor_at_a_time_with_a_matching_kubeadm() {
         .expect("renew");
     assert_eq!(
         lab.kubeadm.admin_kubeconfig(&cp).await.expect("admin.conf"),
-        "kubeconfig-2"
+        "kubeconfig-3"
     );
 }
 

@@ -392,6 +392,8 @@ fn ready_node(now: Timestamp, version: Option<KubeVersion>) -> ObservedNode {
         unschedulable: false,
         taints: Vec::new(),
         drain: None,
+        pod_cidr: None,
+        awaiting_network: false,
     }
 }
 
@@ -466,6 +468,8 @@ pub(crate) fn apply(
                 certificates_expire: None,
                 admin_kubeconfig,
                 bootstrap_incomplete: false,
+                network: None,
+                api_service_address: None,
             });
             state
                 .nodes

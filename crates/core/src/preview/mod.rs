@@ -654,6 +654,9 @@ fn fix_for(rule: Rule) -> &'static str {
         Rule::ReplaceGuard => {
             "put back the fields the message names, or let the machines be replaced with `replace: allow` (on the pool, the control plane or spec.rollout)"
         }
+        Rule::NetworkFixed => {
+            "put spec.network back as the cluster runs it, or remove the field to keep it; another network or CNI needs a new cluster (or Flux, for the CNI)"
+        }
         Rule::DrainTimeout => {
             "find what the drain could not evict (its PodDisruptionBudget) and let it move; the node stays cordoned"
         }

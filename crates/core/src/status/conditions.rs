@@ -54,6 +54,9 @@ pub mod reasons {
     pub const CONVERGED: &str = "Converged";
     /// `Ready` False: work in progress.
     pub const RECONCILING: &str = "Reconciling";
+    /// `Ready` False: the file says `cni: none` and nodes report `NetworkPluginNotReady`
+    /// until Flux installs a CNI (the message names them and the Flux Secret).
+    pub const WAITING_FOR_CNI: &str = "WaitingForCNI";
     /// `APIAvailable` False: not initialised yet.
     pub const NOT_INITIALISED: &str = "NotInitialised";
     /// `APIAvailable` False: the API does not answer.
@@ -130,8 +133,9 @@ pub mod reasons {
     pub const RECORD_UNAVAILABLE: &str = "RecordUnavailable";
 
     /// Every reason.
-    pub const ALL: [&str; 36] = [
+    pub const ALL: [&str; 37] = [
         TOO_MANY_UNHEALTHY,
+        WAITING_FOR_CNI,
         SUSPENDED_IN_GIT,
         SUSPENDED_AT_RUNTIME,
         CONVERGED,

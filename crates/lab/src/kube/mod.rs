@@ -15,6 +15,7 @@ mod apply;
 mod cluster;
 mod config;
 mod controllers;
+pub mod network;
 mod patch;
 mod protobuf;
 mod resources;
@@ -24,6 +25,7 @@ mod status;
 mod store;
 mod subresources;
 mod table;
+mod tigera;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -141,6 +143,7 @@ impl KubeLab {
                 endpoint_host: config.endpoint_host.clone(),
                 endpoint_port: config.endpoint_port,
                 authority: None,
+                network: None,
             })
             .await?;
         for node in &config.nodes {

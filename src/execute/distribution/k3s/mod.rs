@@ -105,8 +105,9 @@ impl Distribution for K3s {
         let target = node_target(machine)?;
         let address = ex.address(ctx, &target).await?;
         let join = server_join(ex, ctx, &spec, action).await?;
+        let network = ctx.network().ok_or(ExecuteError::NoSpec { action })?;
         let nodes = ex.nodes(ctx)?;
-        let steps = commands::install_server(&spec, &join, &target.name, address);
+        let steps = commands::install_server(&spec, &network, &join, &target.name, address);
         commands::install(
             &nodes,
             action.name(),
@@ -151,7 +152,8 @@ impl Distribution for K3s {
         let steps = match role {
             Role::ControlPlane => {
                 let join = server_join(ex, ctx, spec, action).await?;
-                commands::install_server(spec, &join, &target.name, address)
+                let network = ctx.network().ok_or(ExecuteError::NoSpec { action })?;
+                commands::install_server(spec, &network, &join, &target.name, address)
             }
             Role::Worker => {
                 let secrets = secrets(ex, ctx, spec, action).await?;

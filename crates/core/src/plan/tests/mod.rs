@@ -3,6 +3,7 @@
 
 mod guard;
 mod later_rules;
+mod network;
 mod predictions;
 mod remediation;
 mod stages;

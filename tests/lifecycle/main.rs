@@ -16,6 +16,7 @@ mod hostile_guests;
 mod k3s;
 mod kubeconfig_trust;
 mod leader;
+mod network;
 mod notifications;
 mod observe_cost;
 mod preview_live;

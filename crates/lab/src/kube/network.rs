@@ -379,6 +379,10 @@ pub(crate) fn pod_address(pod: &Value, node: &Value, pods: &[Value]) -> Option<S
 }
 
 #[cfg(test)]
+#[path = "network_tests.rs"]
+mod cluster_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

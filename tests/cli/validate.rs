@@ -167,7 +167,7 @@ fn an_even_number_of_control_planes_is_refused() {
     );
     repo.validate()
         .assert_code(1)
-        .assert_reports("clusters/platform.yaml:20:5: error: spec.controlPlane.replicas: 2 control planes cannot keep etcd quorum")
+        .assert_reports("clusters/platform.yaml:25:5: error: spec.controlPlane.replicas: 2 control planes cannot keep etcd quorum")
         .assert_reports("use an odd number: 1, 3 or 5");
 }
 
@@ -311,4 +311,30 @@ fn a_lease_duration_with_a_fraction_of_a_second_is_a_usage_error() {
             run.stderr
         );
     }
+}
+
+#[test]
+fn a_k3s_or_talos_pod_range_overlapping_the_node_subnet_is_refused_at_its_line() {
+    // The pod range goes right under `nodes:` (line 31 of edge.yaml, 52 of talos.yaml).
+    for (file, line) in [("clusters/edge.yaml", 32), ("clusters/talos.yaml", 53)] {
+        let repo = ScratchRepo::from_examples();
+        repo.edit(
+            file,
+            "    nodes: 192.168.1.0/24\n",
+            "    nodes: 192.168.1.0/24\n    pods: 192.168.0.0/16\n",
+        );
+        repo.validate()
+            .assert_code(1)
+            .assert_reports(&format!("{file}:{line}:5: error: spec.network.pods: nodes 192.168.1.0/24 overlaps pods 192.168.0.0/16"));
+    }
+}
+
+#[test]
+fn a_cni_the_distribution_cannot_install_is_refused_with_those_it_can() {
+    let repo = ScratchRepo::from_examples();
+    repo.edit(PROD, "cni: calico ", "cni: flannel ");
+    repo.validate()
+        .assert_code(1)
+        .assert_reports("clusters/prod.yaml:24:5: error: spec.network.cni: kubeadm cannot install the CNI `flannel`")
+        .assert_reports("kubeadm installs `calico` (IPIP, applied through the new cluster's API at bootstrap) or `none` (no CNI: Flux installs one)");
 }

@@ -16,6 +16,7 @@ mod cidata;
 mod cluster;
 mod delivery;
 mod example;
+mod network;
 mod python;
 mod reconcile;
 mod secrets;

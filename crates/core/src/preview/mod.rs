@@ -24,6 +24,7 @@ mod changes;
 pub mod comment;
 mod drains;
 mod estimate;
+mod network;
 pub mod render;
 mod stages;
 mod summary;
@@ -352,6 +353,15 @@ pub fn build_within(
                 changes: field_changes
                     .iter()
                     .map(|c| summary::explain(c, &predicted))
+                    .chain(network::cni_notes(
+                        name,
+                        head_cluster,
+                        observed
+                            .clusters
+                            .get(name)
+                            .and_then(|o| o.control_plane.as_ref()?.network.as_ref()),
+                        head_steps,
+                    ))
                     .collect(),
                 estimate: estimate::estimate(&predicted, &observed.step_durations).map(|e| {
                     e.with_windows(head_cluster.and_then(|c| {

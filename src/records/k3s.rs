@@ -1,9 +1,14 @@
 //! Secrets capstan generates for a K3s cluster and must find again after a restart: the K3s
 //! cluster token (every later server and agent presents the same one) and the password of the
 //! cluster's datastore user. They live in one Secret per cluster in the management cluster's
-//! `capstan-system` namespace, never in Git, logs or status.
+//! `capstan-system` namespace (a `k3s-secrets` record, [`crate::records`]), never in Git, logs
+//! or status. The record also names the datastore database capstan provisioned for the
+//! cluster ([`DATASTORE_ANNOTATION`]), so deleting the cluster, whose file is gone by then,
+//! knows which database and user to drop.
 //!
 //! # Guarantees
+//! - Only the cluster's own record, of its identity, is read or written; a Secret of that
+//!   name that is anything else is refused by name.
 //! - Both are known to the redactor ([`crate::redact`]) once generated or read.
 //! - Generated once: a Secret that exists is read, never regenerated; two replicas racing to
 //!   create it both end with the one that was written first (the loser's create is a 409 and
@@ -14,20 +19,18 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::providers::datastore::generate_secret;
-use crate::providers::flux::{MANAGED_BY, MANAGED_BY_LABEL};
-use crate::providers::kube::{ClusterClient, ClusterError, SecretRecord};
+use crate::providers::kube::{ClusterClient, SecretRecord};
+use crate::records::{ClusterRecords, NAMESPACE, RecordError, RecordKind};
 
-/// The namespace of the management cluster that holds capstan's own Secrets.
-pub const NAMESPACE: &str = "capstan-system";
 /// Secret key of the K3s cluster token.
 pub const TOKEN_KEY: &str = "k3s-token";
 /// Secret key of the datastore user's password.
 pub const DATASTORE_PASSWORD_KEY: &str = "datastore-password";
 
-/// The annotation naming the workload cluster. Not Flux delivery's `capstan.dev/cluster`: the
-/// listing of delivered kubeconfigs (which finds a deleted cluster's Secret) reads that one, and
-/// must not take this Secret for a kubeconfig.
-pub const CLUSTER_ANNOTATION: &str = "capstan.dev/k3s-cluster";
+/// The datastore database capstan provisioned for the cluster, `<server>/<database>` (a
+/// server of `datastores:` in `capstan.yaml`); absent for the embedded SQLite and a DSN given
+/// whole (`endpointFrom`), whose database capstan did not create.
+pub const DATASTORE_ANNOTATION: &str = "capstan.dev/datastore-database";
 
 /// The Secret's name for `cluster`.
 pub fn secret_name(cluster: &str) -> String {
@@ -52,18 +55,19 @@ impl fmt::Debug for K3sSecrets {
 /// Reading or creating the Secret failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SecretsError {
-    /// The management cluster refused or did not answer.
+    /// The management cluster refused or did not answer, or the Secret is not the cluster's
+    /// record.
     #[error("the K3s secrets of `{cluster}` in {NAMESPACE}")]
-    Cluster {
+    Record {
         /// The workload cluster.
         cluster: String,
-        /// The cluster operation that failed, and its cause.
+        /// Why.
         #[source]
-        source: Box<ClusterError>,
+        source: Box<RecordError>,
     },
-    /// The Secret exists but lacks a key, or was made by someone else.
+    /// The Secret lacks a key.
     #[error(
-        "Secret {NAMESPACE}/{name} lacks `{key}` or is not capstan's: delete it only if no server of the cluster was ever started with it"
+        "Secret {NAMESPACE}/{name} lacks `{key}`: delete it only if no server of the cluster was ever started with it"
     )]
     Malformed {
         /// The Secret's name.
@@ -76,44 +80,101 @@ pub enum SecretsError {
     Random(String),
 }
 
-/// The secrets of `cluster`, generated and stored on first use.
+impl SecretsError {
+    /// Whether retrying later may succeed.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            SecretsError::Record { source, .. } => source.is_transient(),
+            SecretsError::Malformed { .. } => false,
+            SecretsError::Random(_) => true,
+        }
+    }
+}
+
+/// The datastore database a K3s cluster's servers use, as its record names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProvisionedDatabase {
+    /// The datastore server (a name under `datastores:` in `capstan.yaml`).
+    pub server: String,
+    /// The database, and the user of the same name.
+    pub database: String,
+}
+
+impl ProvisionedDatabase {
+    fn annotation(&self) -> String {
+        format!("{}/{}", self.server, self.database)
+    }
+
+    /// The database `record` names, if it names one.
+    pub fn of(record: &SecretRecord) -> Option<Self> {
+        let (server, database) = record
+            .annotations
+            .get(DATASTORE_ANNOTATION)?
+            .split_once('/')?;
+        Some(ProvisionedDatabase {
+            server: server.to_owned(),
+            database: database.to_owned(),
+        })
+    }
+}
+
+/// The secrets of `cluster`, generated and stored on first use, its record naming `database`
+/// (the database capstan provisions for it, if any). `live`: the cluster's VMs exist (a record
+/// an earlier capstan made is adopted only then).
 ///
 /// # Errors
 /// [`SecretsError`] when the management cluster fails or holds a foreign or broken Secret.
 pub async fn k3s_secrets<C: ClusterClient>(
     management: &C,
     cluster: &str,
+    database: Option<&ProvisionedDatabase>,
+    live: bool,
 ) -> Result<K3sSecrets, SecretsError> {
     let name = secret_name(cluster);
-    let wrap = |source| SecretsError::Cluster {
+    let wrap = |source| SecretsError::Record {
         cluster: cluster.to_owned(),
         source: Box::new(source),
     };
-    if let Some(existing) = management.secret(NAMESPACE, &name).await.map_err(wrap)? {
-        return read(&name, &existing);
-    }
-    let fresh = K3sSecrets {
-        token: generate_secret().map_err(|_| SecretsError::Random(cluster.to_owned()))?,
-        datastore_password: generate_secret()
-            .map_err(|_| SecretsError::Random(cluster.to_owned()))?,
+    let records = ClusterRecords::new(management, cluster, live);
+    let fresh = || -> Result<SecretRecord, RecordError> {
+        let random = |_| RecordError::Random(cluster.to_owned());
+        let secrets = K3sSecrets {
+            token: generate_secret().map_err(random)?,
+            datastore_password: generate_secret().map_err(random)?,
+        };
+        Ok(record(&secrets, database))
     };
-    match management
-        .write_secret(NAMESPACE, &name, &record(cluster, &fresh))
+    let (stored, created) = records
+        .read_or_create(NAMESPACE, &name, RecordKind::K3sSecrets, fresh)
         .await
-    {
-        Ok(_) => {
-            tracing::info!(cluster, secret = %format!("{NAMESPACE}/{name}"), "generated the K3s token and datastore password");
-            Ok(fresh)
-        }
-        Err(err) if err.is_conflict() => {
-            let written = management.secret(NAMESPACE, &name).await.map_err(wrap)?;
-            read(&name, &written.unwrap_or_default())
-        }
-        Err(err) => Err(wrap(err)),
+        .map_err(wrap)?;
+    if created {
+        tracing::info!(cluster, secret = %format!("{NAMESPACE}/{name}"), "generated the K3s token and datastore password");
     }
+    let secrets = read(&name, &stored)?;
+    if let Some(database) = database
+        && ProvisionedDatabase::of(&stored).as_ref() != Some(database)
+    {
+        // Named before the database is provisioned: a deletion finds what to drop.
+        let mut named = stored.clone();
+        named
+            .annotations
+            .insert(DATASTORE_ANNOTATION.to_owned(), database.annotation());
+        records
+            .put(
+                NAMESPACE,
+                &name,
+                RecordKind::K3sSecrets,
+                named,
+                Some(&stored),
+            )
+            .await
+            .map_err(wrap)?;
+    }
+    Ok(secrets)
 }
 
-fn record(cluster: &str, secrets: &K3sSecrets) -> SecretRecord {
+fn record(secrets: &K3sSecrets, database: Option<&ProvisionedDatabase>) -> SecretRecord {
     SecretRecord {
         data: BTreeMap::from([
             (TOKEN_KEY.to_owned(), secrets.token.clone().into_bytes()),
@@ -122,19 +183,14 @@ fn record(cluster: &str, secrets: &K3sSecrets) -> SecretRecord {
                 secrets.datastore_password.clone().into_bytes(),
             ),
         ]),
-        labels: BTreeMap::from([(MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned())]),
-        annotations: BTreeMap::from([(CLUSTER_ANNOTATION.to_owned(), cluster.to_owned())]),
-        resource_version: None,
+        annotations: database
+            .map(|d| BTreeMap::from([(DATASTORE_ANNOTATION.to_owned(), d.annotation())]))
+            .unwrap_or_default(),
+        ..SecretRecord::default()
     }
 }
 
 fn read(name: &str, secret: &SecretRecord) -> Result<K3sSecrets, SecretsError> {
-    if secret.labels.get(MANAGED_BY_LABEL).map(String::as_str) != Some(MANAGED_BY) {
-        return Err(SecretsError::Malformed {
-            name: name.to_owned(),
-            key: MANAGED_BY_LABEL_KEY,
-        });
-    }
     let value = |key: &'static str| {
         secret
             .data
@@ -154,6 +210,3 @@ fn read(name: &str, secret: &SecretRecord) -> Result<K3sSecrets, SecretsError> {
     crate::redact::remember(&secrets.datastore_password);
     Ok(secrets)
 }
-
-/// Named in [`SecretsError::Malformed`] when the managed-by label is missing.
-const MANAGED_BY_LABEL_KEY: &str = "label app.kubernetes.io/managed-by=capstan";

@@ -15,10 +15,14 @@ use super::diagnostic::Diagnostic;
 use super::validate::Checked;
 
 /// The findings about clusters delivering to one Secret (management cluster, namespace and
-/// name), each with the index (in `clusters`) of its file. Every valid file of a collision
-/// loses, not only the later one: the file sorted first may be the one that aimed at the
-/// other's Secret, and neither may deliver into a Secret that is contested. A file that is
-/// invalid anyway loses alone, as with every rule across files: it never blocks a valid one.
+/// name), each with the index (in `clusters`) of its file, which loses:
+/// - a file invalid anyway, always (as with every rule across files, it never blocks a valid
+///   one);
+/// - of the valid files, every one but the cluster the Secret is named after
+///   (`<cluster>-kubeconfig`, the default name): a commit aiming another cluster's delivery at
+///   it must not take the Secret from its cluster;
+/// - every valid file when none is that cluster: the file sorted first may be the one that
+///   aimed at the other's Secret, and neither may deliver into a contested Secret.
 pub fn across(clusters: &[Checked<'_>]) -> Vec<(usize, Diagnostic)> {
     let mut targets: BTreeMap<(String, String, String), Vec<usize>> = BTreeMap::new();
     for (index, checked) in clusters.iter().enumerate() {
@@ -37,17 +41,7 @@ pub fn across(clusters: &[Checked<'_>]) -> Vec<(usize, Diagnostic)> {
         if indices.len() < 2 {
             continue;
         }
-        let invalid: Vec<usize> = indices
-            .iter()
-            .copied()
-            .filter(|&index| !clusters[index].valid)
-            .collect();
-        let losing = if invalid.is_empty() {
-            indices.clone()
-        } else {
-            invalid
-        };
-        for &index in &losing {
+        for index in losing(clusters, &indices, &secret) {
             let others: Vec<String> = indices
                 .iter()
                 .filter(|&&other| other != index)
@@ -75,6 +69,25 @@ pub fn across(clusters: &[Checked<'_>]) -> Vec<(usize, Diagnostic)> {
         }
     }
     out
+}
+
+/// Which of the files in `indices`, all delivering to Secret `secret`, lose (see [`across`]).
+fn losing(clusters: &[Checked<'_>], indices: &[usize], secret: &str) -> Vec<usize> {
+    let (valid, mut lose): (Vec<usize>, Vec<usize>) =
+        indices.iter().partition(|&&index| clusters[index].valid);
+    if valid.len() > 1 {
+        let named_after = valid.iter().copied().find(|&index| {
+            secret == format!("{}-kubeconfig", clusters[index].cluster.metadata.name)
+        });
+        lose.extend(
+            valid
+                .iter()
+                .copied()
+                .filter(|&index| Some(index) != named_after),
+        );
+    }
+    lose.sort_unstable();
+    lose
 }
 
 #[cfg(test)]
@@ -125,14 +138,47 @@ mod tests {
     }
 
     #[test]
-    fn two_clusters_delivering_into_one_secret_are_both_refused() {
+    fn a_delivery_into_another_clusters_flux_secret_is_refused_and_that_cluster_keeps_it() {
         let (text, desired) = load_with("{cluster: management, secretName: prod-kubeconfig}");
+        assert!(
+            text.contains("clusters/platform.yaml:48:5: error: spec.delivery.flux: Secret flux-system/prod-kubeconfig on management cluster `management` is where cluster `prod` (clusters/prod.yaml) delivers its kubeconfig too"),
+            "{text}"
+        );
+        assert!(!text.contains("clusters/prod.yaml:54"), "{text}");
+        assert_eq!(desired, ["prod"], "the Secret is prod's: prod keeps it");
+        // Another Secret, or the same name in another namespace, is fine.
+        let (text, _) =
+            load_with("{cluster: management, namespace: tenants, secretName: prod-kubeconfig}");
+        assert!(!text.contains("error"), "{text}");
+    }
+
+    #[test]
+    fn two_clusters_delivering_into_a_secret_named_after_neither_are_both_refused() {
+        let source = |path: &str, text: String| SourceText {
+            path: path.to_owned(),
+            text,
+        };
+        let prod = PROD.replace("secretName: prod-kubeconfig", "secretName: shared");
+        let platform = PLATFORM.replacen(
+            "    flux: {cluster: management}",
+            "    flux: {cluster: management, secretName: shared}",
+            1,
+        );
+        assert!(prod != PROD && platform != PLATFORM);
+        let loaded = load(&RepoFiles {
+            fleet: source("capstan.yaml", FLEET.to_owned()),
+            clusters: vec![
+                source("clusters/platform.yaml", platform),
+                source("clusters/prod.yaml", prod),
+            ],
+        });
+        let text = loaded.diagnostics.to_string();
         for (file, other) in [
             ("clusters/platform.yaml", "`prod` (clusters/prod.yaml)"),
             ("clusters/prod.yaml", "`platform` (clusters/platform.yaml)"),
         ] {
             let finding = format!(
-                "error: spec.delivery.flux: Secret flux-system/prod-kubeconfig on management cluster `management` is where cluster {other} delivers its kubeconfig too"
+                "error: spec.delivery.flux: Secret flux-system/shared on management cluster `management` is where cluster {other} delivers its kubeconfig too"
             );
             assert!(
                 text.lines()
@@ -140,13 +186,10 @@ mod tests {
                 "{file}: {text}"
             );
         }
+        let desired = loaded.desired.expect("the fleet is valid");
         assert!(
-            desired.is_empty(),
-            "neither delivers into a contested Secret: {desired:?}"
+            desired.clusters.is_empty(),
+            "neither delivers into a contested Secret"
         );
-        // Another Secret, or the same name in another namespace, is fine.
-        let (text, _) =
-            load_with("{cluster: management, namespace: tenants, secretName: prod-kubeconfig}");
-        assert!(!text.contains("error"), "{text}");
     }
 }

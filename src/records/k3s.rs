@@ -119,8 +119,8 @@ impl ProvisionedDatabase {
 }
 
 /// The secrets of `cluster`, generated and stored on first use, its record naming `database`
-/// (the database capstan provisions for it, if any). `live`: the cluster's VMs exist (a record
-/// an earlier capstan made is adopted only then).
+/// (the database capstan provisions for it, if any). `live`: the cluster was seen running (a
+/// record an earlier capstan made is adopted only then).
 ///
 /// # Errors
 /// [`SecretsError`] when the management cluster fails or holds a foreign or broken Secret.
@@ -131,10 +131,6 @@ pub async fn k3s_secrets<C: ClusterClient>(
     live: bool,
 ) -> Result<K3sSecrets, SecretsError> {
     let name = secret_name(cluster);
-    let wrap = |source| SecretsError::Record {
-        cluster: cluster.to_owned(),
-        source: Box::new(source),
-    };
     let records = ClusterRecords::new(management, cluster, live);
     let fresh = || -> Result<SecretRecord, RecordError> {
         let random = |_| RecordError::Random(cluster.to_owned());
@@ -147,31 +143,51 @@ pub async fn k3s_secrets<C: ClusterClient>(
     let (stored, created) = records
         .read_or_create(NAMESPACE, &name, RecordKind::K3sSecrets, fresh)
         .await
-        .map_err(wrap)?;
+        .map_err(wrap(cluster))?;
     if created {
         tracing::info!(cluster, secret = %format!("{NAMESPACE}/{name}"), "generated the K3s token and datastore password");
     }
     let secrets = read(&name, &stored)?;
-    if let Some(database) = database
-        && ProvisionedDatabase::of(&stored).as_ref() != Some(database)
-    {
-        // Named before the database is provisioned: a deletion finds what to drop.
-        let mut named = stored.clone();
-        named
-            .annotations
-            .insert(DATASTORE_ANNOTATION.to_owned(), database.annotation());
-        records
-            .put(
-                NAMESPACE,
-                &name,
-                RecordKind::K3sSecrets,
-                named,
-                Some(&stored),
-            )
+    if let Some(database) = database {
+        name_database(&records, &stored, database)
             .await
-            .map_err(wrap)?;
+            .map_err(wrap(cluster))?;
     }
     Ok(secrets)
+}
+
+/// Names `database` on the cluster's record `stored` unless it does: before the database is
+/// provisioned, so a deletion finds what to drop.
+async fn name_database<C: ClusterClient>(
+    records: &ClusterRecords<'_, C>,
+    stored: &SecretRecord,
+    database: &ProvisionedDatabase,
+) -> Result<(), RecordError> {
+    if ProvisionedDatabase::of(stored).as_ref() == Some(database) {
+        return Ok(());
+    }
+    let mut named = stored.clone();
+    named
+        .annotations
+        .insert(DATASTORE_ANNOTATION.to_owned(), database.annotation());
+    let name = secret_name(records.cluster());
+    records
+        .put(
+            NAMESPACE,
+            &name,
+            RecordKind::K3sSecrets,
+            named,
+            Some(stored),
+        )
+        .await
+        .map(drop)
+}
+
+fn wrap(cluster: &str) -> impl Fn(RecordError) -> SecretsError + '_ {
+    move |source| SecretsError::Record {
+        cluster: cluster.to_owned(),
+        source: Box::new(source),
+    }
 }
 
 fn record(secrets: &K3sSecrets, database: Option<&ProvisionedDatabase>) -> SecretRecord {

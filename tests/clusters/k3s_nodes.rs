@@ -11,12 +11,12 @@ use std::time::Duration;
 use crate::kube_support::Kubectl;
 use crate::lab_support::eventually;
 use capstan::model::NodeName;
-use capstan::providers::cluster_secrets::k3s_secrets;
 use capstan::providers::datastore::{AdminAccess, generate_secret};
 use capstan::providers::k3s::{self, ServerJoin};
 use capstan::providers::kube::{AdminKubeconfig, ApiEndpoint, KubeClusterClient};
 use capstan::providers::kubeadm::Kubeadm;
 use capstan::providers::node_exec::{Command, ExecError, NodeExec, NodeTarget, Output};
+use capstan::records::k3s::k3s_secrets;
 use capstan::spec::{DatastoreChoice, DatastoreServer, SecretSource};
 use capstan_core::model::VmId;
 use capstan_lab::clock::LabClock;
@@ -241,7 +241,9 @@ async fn capstans_k3s_steps_build_the_seed_cluster_on_a_provisioned_mariadb() {
     .expect("management client");
 
     // What the daemon does before the first server: the secrets, then the datastore.
-    let secrets = k3s_secrets(&management, "edge").await.expect("secrets");
+    let secrets = k3s_secrets(&management, "edge", None, true)
+        .await
+        .expect("secrets");
     let Some(DatastoreChoice::Provisioned { server, database }) =
         spec.kubernetes.datastore.as_ref().and_then(|d| d.choice())
     else {
@@ -366,7 +368,9 @@ async fn capstans_k3s_steps_build_the_seed_cluster_on_a_provisioned_mariadb() {
         "1\n",
         "one bootstrap, shared by the three servers"
     );
-    let restarted = k3s_secrets(&management, "edge").await.expect("found again");
+    let restarted = k3s_secrets(&management, "edge", None, true)
+        .await
+        .expect("found again");
     assert_eq!(
         restarted, secrets,
         "a restarted daemon finds the same token"

@@ -43,6 +43,9 @@ impl FakeClusters {
 
 impl ClusterBackend for FakeClusters {
     fn talos_api(&self, _: std::net::IpAddr, _: Option<std::net::SocketAddr>) {}
+    fn remove_cluster(&self, cluster: &str) {
+        self.clusters.lock().expect("lock").remove(cluster);
+    }
     fn create_cluster(&self, request: &NewCluster) -> Result<ClusterAccess, BackendError> {
         let mut clusters = self.clusters.lock().expect("lock");
         clusters.insert(

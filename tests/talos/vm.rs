@@ -120,6 +120,7 @@ struct NoClusters;
 
 impl ClusterBackend for NoClusters {
     fn talos_api(&self, _: std::net::IpAddr, _: Option<std::net::SocketAddr>) {}
+    fn remove_cluster(&self, _: &str) {}
     fn create_cluster(&self, request: &NewCluster) -> Result<ClusterAccess, BackendError> {
         Err(BackendError::NoCluster {
             cluster: request.name.clone(),

@@ -13,6 +13,7 @@
 //!   [`crate::fingerprint::FingerprintKey::fingerprint`] only.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use jiff::Timestamp;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
@@ -209,6 +210,12 @@ pub struct ObservedCluster {
     /// The cluster's PodDisruptionBudgets, for drain simulation.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub disruption_budgets: Vec<DisruptionBudget>,
+    /// The Secrets capstan keeps for this cluster on the management clusters (its Flux
+    /// kubeconfig, CA pin, secrets bundle, talosconfig, K3s token, suspension, identity),
+    /// found by their owner annotation: what deleting the cluster must remove, so a deletion
+    /// interrupted after its last VM is taken up again. Names only, never content.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub records: Vec<ObservedRecord>,
 }
 
 impl ObservedCluster {
@@ -218,6 +225,32 @@ impl ObservedCluster {
             && self.nodes.is_empty()
             && self.control_plane.is_none()
             && self.flux.is_none()
+            && self.records.is_empty()
+    }
+}
+
+/// A Secret capstan keeps for a cluster on a management cluster.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObservedRecord {
+    /// The management cluster (a name under `managementClusters` in `capstan.yaml`).
+    pub management: String,
+    /// Namespace of the Secret.
+    pub namespace: String,
+    /// Name of the Secret.
+    pub name: String,
+    /// What it is (its `capstan.dev/record-kind`: `flux-kubeconfig`, `ca-pin`,
+    /// `talos-bundle`, ...).
+    pub kind: String,
+}
+
+impl fmt::Display for ObservedRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {}/{} on {}",
+            self.kind, self.namespace, self.name, self.management
+        )
     }
 }
 

@@ -172,6 +172,7 @@ fn planned_part(observed: &ObservedCluster) -> ObservedCluster {
         flux: observed.flux.clone(),
         pods: BTreeMap::new(),
         disruption_budgets: Vec::new(),
+        records: observed.records.clone(),
     }
 }
 

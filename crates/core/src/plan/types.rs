@@ -314,8 +314,8 @@ pub enum Action {
         /// Its Node.
         node: NodeName,
     },
-    /// Reset (without draining) and destroy every VM of a removed cluster, and withdraw its
-    /// Flux Secret.
+    /// Destroy every VM of a removed cluster (without draining), withdraw its Flux Secret,
+    /// then delete every record capstan keeps of it (its identity last) and its config ISOs.
     #[serde(rename_all = "camelCase")]
     DeleteCluster {
         /// Every VM, with the tags each must still carry.
@@ -323,6 +323,10 @@ pub enum Action {
         /// The Secret to delete.
         #[serde(skip_serializing_if = "Option::is_none")]
         flux: Option<FluxTarget>,
+        /// The records capstan keeps of the cluster on the management clusters, deleted after
+        /// the VMs.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        records: Vec<crate::observed::ObservedRecord>,
     },
 }
 

@@ -12,6 +12,7 @@
 
 mod addresses;
 pub mod bounds;
+mod delivery;
 pub mod diagnostic;
 mod distribution;
 mod k3s;
@@ -221,13 +222,18 @@ pub fn load(files: &RepoFiles) -> Loaded {
         .iter()
         .map(|&index| {
             let (cluster, file) = &parsed[index];
-            validate::Checked { cluster, file }
+            validate::Checked {
+                cluster,
+                file,
+                valid: valid[index],
+            }
         })
         .collect();
     let findings = validate::across(&checked)
         .into_iter()
         .chain(stages::across(&checked))
-        .chain(addresses::across(&checked));
+        .chain(addresses::across(&checked))
+        .chain(delivery::across(&checked));
     for (position, diagnostic) in findings {
         valid[order[position]] = false;
         diagnostics.push(diagnostic);

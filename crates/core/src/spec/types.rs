@@ -715,6 +715,10 @@ pub struct Delivery {
     pub flux: Option<FluxDelivery>,
 }
 
+/// The namespace of the management cluster where capstan keeps its records (secrets bundles,
+/// CA pins, K3s tokens, suspensions): no cluster delivers its kubeconfig there.
+pub const RECORDS_NAMESPACE: &str = "capstan-system";
+
 /// The Flux Secret holding this cluster's kubeconfig (key `value`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -8,7 +8,9 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 
 use super::diagnostic::{Diagnostic, SourceFile};
-use super::types::{Cluster, ClusterSpec, DatastoreChoice, DatastoreServer, Fleet, SecretSource};
+use super::types::{
+    Cluster, ClusterSpec, DatastoreChoice, DatastoreServer, Fleet, RECORDS_NAMESPACE, SecretSource,
+};
 use super::values::{is_dns1123_label, is_dns1123_subdomain};
 
 /// Prefix of every VM capstan creates; the rest is `<cluster>-<pool>-<5 chars>`.
@@ -281,6 +283,17 @@ pub fn cluster(fleet: &Fleet, cluster: &Cluster, file: &SourceFile) -> Vec<Diagn
     rollout(&mut out, spec, file);
     super::bounds::cluster(&mut out, spec, file);
     if let Some(flux) = &spec.delivery.flux {
+        if flux.namespace == RECORDS_NAMESPACE {
+            out.push(
+                file.error(
+                    "spec.delivery.flux.namespace",
+                    format!(
+                        "`{RECORDS_NAMESPACE}` holds the records capstan keeps (secrets bundles, CA pins, K3s tokens, suspensions): no kubeconfig is delivered there"
+                    ),
+                )
+                .with_hint("deliver to the namespace Flux reads (flux-system, the default) or another of yours"),
+            );
+        }
         if !is_dns1123_label(&flux.namespace) {
             out.push(
                 file.error(
@@ -607,6 +620,9 @@ pub struct Checked<'a> {
     pub cluster: &'a Cluster,
     /// Its file, to position findings.
     pub file: &'a SourceFile,
+    /// Whether the file passed its own rules (a collision with an invalid file is reported
+    /// on the invalid one).
+    pub valid: bool,
 }
 
 /// Rules across cluster files: names, endpoint hosts and addresses must be unique. Returns the
@@ -618,7 +634,7 @@ pub fn across(clusters: &[Checked<'_>]) -> Vec<(usize, Diagnostic)> {
     let mut addresses: BTreeMap<IpAddr, &SourceFile> = BTreeMap::new();
     let mut databases: BTreeMap<(&str, &str), &SourceFile> = BTreeMap::new();
     for (index, checked) in clusters.iter().enumerate() {
-        let Checked { cluster, file } = checked;
+        let Checked { cluster, file, .. } = checked;
         if let Some(DatastoreChoice::Provisioned { server, database }) = cluster
             .spec
             .kubernetes

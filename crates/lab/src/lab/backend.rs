@@ -165,6 +165,12 @@ impl ClusterBackend for LabBackend {
         Ok(LabBackend::access(&cluster))
     }
 
+    fn remove_cluster(&self, cluster: &str) {
+        if self.kube.remove_cluster(cluster) {
+            tracing::info!(cluster, "simulated cluster gone with its last machine");
+        }
+    }
+
     fn register_node(&self, cluster: &str, node: &NewNode) -> Result<(), BackendError> {
         let config = SimNodeConfig {
             kubelet_version: Some(node.kubelet_version.to_string()),

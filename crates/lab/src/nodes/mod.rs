@@ -130,6 +130,9 @@ pub trait ClusterBackend: Send + Sync + 'static {
     /// The Talos API of the node at `node` (its address, as its guest agent reports it) is
     /// served at `served`, a loopback address, from now on; `None`: no longer served.
     fn talos_api(&self, node: IpAddr, served: Option<std::net::SocketAddr>);
+    /// The last machine of `cluster` was destroyed: the API server that ran on its machines
+    /// stops and the cluster is forgotten, so a new cluster of that name starts its own.
+    fn remove_cluster(&self, cluster: &str);
 }
 
 /// How long node operations take in the lab (short defaults: a cluster comes up in seconds).

@@ -6,7 +6,8 @@
 //!
 //! # Guarantees
 //! - The token and the datastore user's password are generated once and kept in the
-//!   management cluster ([`cluster_secrets`]); the datastore is provisioned (idempotently)
+//!   management cluster ([`k3s_records`]), whose record names the database capstan provisions
+//!   (for the cluster's deletion); the datastore is provisioned (idempotently)
 //!   before every server install, so a server always starts with a DSN that works.
 //! - A datastore that refuses the admin stops the cluster's first clone with the server's
 //!   own error text (no password in it).
@@ -18,10 +19,10 @@ use crate::execute::{
 };
 use crate::model::{NodeName, Role};
 use crate::plan::{ActionKind, MachineRef};
-use crate::providers::cluster_secrets::{self, K3sSecrets};
 use crate::providers::k3s::{self as commands, ServerJoin};
 use crate::providers::kubeadm::NodeStep;
 use crate::providers::proxmox::VmRef;
+use crate::records::k3s::{self as k3s_records, K3sSecrets, ProvisionedDatabase};
 use crate::spec::{ClusterSpec, Endpoint, KubeVersion};
 
 use super::{AdminSource, Distribution, VersionSource};
@@ -283,7 +284,19 @@ async fn secrets<Pr: Providers>(
             })?;
     // May generate and store the cluster's token.
     fenced(ctx, "reading or creating the cluster's K3s secrets")?;
-    cluster_secrets::k3s_secrets(management, ctx.cluster)
+    let database = match spec.kubernetes.datastore.as_ref().and_then(|d| d.choice()) {
+        Some(crate::spec::DatastoreChoice::Provisioned { server, database }) => {
+            Some(ProvisionedDatabase {
+                server: server.to_owned(),
+                database: database.to_owned(),
+            })
+        }
+        _ => None,
+    };
+    // A record an earlier capstan made is adopted only for a cluster whose API was seen: a
+    // new cluster's first server (its VMs just made) must not take a deleted one's token.
+    let live = ctx.observed.control_plane.is_some();
+    k3s_records::k3s_secrets(management, ctx.cluster, database.as_ref(), live)
         .await
         .map_err(|source| ExecuteError::Secrets {
             action,

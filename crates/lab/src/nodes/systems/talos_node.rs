@@ -198,7 +198,8 @@ impl GuestSystems {
     }
 
     /// A Talos VM stops (its API stops serving, its Node turns NotReady, its etcd member
-    /// unhealthy) or is destroyed (its member stays until removed).
+    /// unhealthy) or is destroyed (its member stays until removed; the cluster's API server
+    /// goes with its last machine).
     fn talos_stop(
         &mut self,
         backend: &impl ClusterBackend,
@@ -224,9 +225,19 @@ impl GuestSystems {
         if destroyed {
             self.talos.remove(&vmid);
         }
-        if let Some(cluster_id) = cluster_id {
-            self.talos_reconcile(backend, &cluster_id, later);
+        let Some(cluster_id) = cluster_id else {
+            return;
+        };
+        if destroyed && !self.talos.values().any(|g| g.of_cluster(&cluster_id)) {
+            // Its last machine is gone, and with it the API server and etcd they ran.
+            if let Some(gone) = self.talos_clusters.remove(&cluster_id)
+                && let Some(kubernetes) = gone.kubernetes
+            {
+                backend.remove_cluster(&kubernetes);
+            }
+            return;
         }
+        self.talos_reconcile(backend, &cluster_id, later);
     }
 
     /// Brings cluster `cluster_id` in line with its machines: Talos APIs served, the API

@@ -234,11 +234,29 @@ async fn a_template_of_another_release_is_refused_with_no_config_iso_left() {
                 ))
         })
         .await;
-    // The machine took its config (its Talos API answered): its ISO, every CA key, is gone.
-    let isos = isos(&world).await;
+    // Each machine took its config (its Talos API answered) and was refused: its ISO, every
+    // CA key, is gone. Machines are made together and prepared one by one, so a worker's ISO
+    // may still wait for its prepare when the first refusal is reported: wait for every one.
+    capstan_testkit::wait::on("no config ISO left by the refused machines")
+        .until(async || {
+            let left: Vec<String> = isos(&world)
+                .await
+                .into_iter()
+                .filter(|iso| iso.contains("capstan-config-"))
+                .collect();
+            if left.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{left:?}"))
+            }
+        })
+        .await;
+    let status = serde_json::to_string(&world.status().clusters.get(CLUSTER)).unwrap_or_default();
     assert!(
-        !isos.iter().any(|iso| iso.contains("capstan-config-")),
-        "a config ISO outlived the refusal: {isos:?}"
+        status.contains(&format!(
+            "runs Talos {TALOS}, the cluster file asks for {NEXT_TALOS}"
+        )),
+        "still refused, never prepared: {status}"
     );
     assert!(!world.vms_of(CLUSTER).is_empty(), "the machines were made");
     world.kill_daemon().await;

@@ -44,6 +44,7 @@ use crate::observed::{
 use crate::providers::kube::{AdminKubeconfig, ClusterClient, NodeState};
 use crate::providers::proxmox::{self, ProxmoxProvider, VmInfo};
 use crate::records::flux::{self, KubeconfigDelivery};
+use crate::scheduling::{MANAGED_LABELS_ANNOTATION, MANAGED_TAINTS_ANNOTATION, ManagedKeys};
 use crate::spec::{Cluster, Desired, Endpoint, KubeVersion};
 use guest::{mark_guest_agents, read_admin_kubeconfig, read_built_from};
 use talos::talos_admin_kubeconfig;
@@ -690,6 +691,15 @@ fn observed_node(node: &NodeState, drain: Option<DrainObserved>, now: Timestamp)
             })
             .collect(),
         drain,
+        labels: node.labels.clone(),
+        managed: ManagedKeys::from_annotations(
+            node.annotations
+                .get(MANAGED_LABELS_ANNOTATION)
+                .map(String::as_str),
+            node.annotations
+                .get(MANAGED_TAINTS_ANNOTATION)
+                .map(String::as_str),
+        ),
     }
 }
 

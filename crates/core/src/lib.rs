@@ -24,6 +24,7 @@ pub mod notify;
 pub mod observed;
 pub mod plan;
 pub mod preview;
+pub mod scheduling;
 pub mod spec;
 pub mod status;
 pub mod talos;

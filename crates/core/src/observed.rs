@@ -550,6 +550,15 @@ pub struct ObservedNode {
     /// capstan's drain, when it started one ([`DRAIN_STARTED_ANNOTATION`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain: Option<DrainObserved>,
+    /// `metadata.labels`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// The label and taint keys capstan set on it, as its annotations record them.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::scheduling::ManagedKeys::is_empty"
+    )]
+    pub managed: crate::scheduling::ManagedKeys,
 }
 
 impl ObservedNode {

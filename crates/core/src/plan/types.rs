@@ -14,6 +14,7 @@ use super::Suspension;
 mod resource;
 use crate::model::{NodeName, Ownership, Role, VmId};
 use crate::observed::{FluxTarget, MachineSpec};
+use crate::scheduling::{NodeScheduling, Relabel};
 use crate::spec::{Endpoint, KubeVersion};
 pub use resource::{Resource, Shortfall, WindowFit};
 pub(crate) use resource::{day_and_time, seconds};
@@ -221,6 +222,9 @@ pub enum Action {
         pod_network: String,
         /// Service network.
         service_network: String,
+        /// The labels and taints its Node carries: through its registration where the
+        /// distribution allows, the rest through the API once it has registered.
+        scheduling: NodeScheduling,
     },
     /// Run the prepare script (CRI-O and the Kubernetes packages of `version`) through the
     /// guest agent, then tag the VM [`crate::observed::PREPARED_TAG`] so it is never run twice.
@@ -241,6 +245,8 @@ pub enum Action {
         role: Role,
         /// The endpoint to join through.
         endpoint: Endpoint,
+        /// The labels and taints its Node carries (as for `init-control-plane`).
+        scheduling: NodeScheduling,
     },
     /// Mark the Node unschedulable.
     #[serde(rename_all = "camelCase")]
@@ -314,6 +320,14 @@ pub enum Action {
         /// Its Node.
         node: NodeName,
     },
+    /// Change labels and taints in place on running Nodes, through the API: set what the
+    /// file declares, remove what capstan set and the file dropped, record capstan's keys on
+    /// each Node. Never touches a key capstan did not set; replaces no machine.
+    #[serde(rename_all = "camelCase")]
+    LabelNodes {
+        /// Each Node's change.
+        nodes: Vec<Relabel>,
+    },
     /// Destroy every VM of a removed cluster (without draining), withdraw its Flux Secret,
     /// then delete every record capstan keeps of it (its identity last) and its config ISOs.
     #[serde(rename_all = "camelCase")]
@@ -347,6 +361,7 @@ impl Action {
             Action::RenewCertificates { .. } => ActionKind::RenewCertificates,
             Action::DeliverKubeconfig { .. } => ActionKind::DeliverKubeconfig,
             Action::FenceMachine { .. } => ActionKind::FenceMachine,
+            Action::LabelNodes { .. } => ActionKind::LabelNodes,
             Action::DeleteCluster { .. } => ActionKind::DeleteCluster,
         }
     }
@@ -388,13 +403,15 @@ pub enum ActionKind {
     DeliverKubeconfig,
     /// [`Action::FenceMachine`].
     FenceMachine,
+    /// [`Action::LabelNodes`].
+    LabelNodes,
     /// [`Action::DeleteCluster`].
     DeleteCluster,
 }
 
 impl ActionKind {
     /// Every action, in declaration order.
-    pub const ALL: [ActionKind; 14] = [
+    pub const ALL: [ActionKind; 15] = [
         ActionKind::CreateMachine,
         ActionKind::InitControlPlane,
         ActionKind::PrepareNode,
@@ -408,6 +425,7 @@ impl ActionKind {
         ActionKind::RenewCertificates,
         ActionKind::DeliverKubeconfig,
         ActionKind::FenceMachine,
+        ActionKind::LabelNodes,
         ActionKind::DeleteCluster,
     ];
 
@@ -427,6 +445,7 @@ impl ActionKind {
             ActionKind::RenewCertificates => "renew-certificates",
             ActionKind::DeliverKubeconfig => "deliver-kubeconfig",
             ActionKind::FenceMachine => "fence-machine",
+            ActionKind::LabelNodes => "label-nodes",
             ActionKind::DeleteCluster => "delete-cluster",
         }
     }

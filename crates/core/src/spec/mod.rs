@@ -26,6 +26,7 @@ mod parse;
 mod policies;
 pub mod remediation;
 mod replace;
+pub mod scheduling;
 mod secret_source;
 mod stages;
 mod talos;

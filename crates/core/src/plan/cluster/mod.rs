@@ -12,6 +12,7 @@ mod create;
 mod guard;
 mod health;
 mod join;
+mod labels;
 mod memo;
 mod quiet;
 mod removal;
@@ -581,6 +582,7 @@ impl<'a> Ctx<'a> {
             self.creates(out, capacity);
         }
         self.removals(out, upgrading);
+        self.relabels(out);
         self.report_nodes(out);
     }
 
@@ -684,6 +686,8 @@ impl<'a> Ctx<'a> {
         self.views
             .iter()
             .filter(|v| quiet::is_quiet(v, self.pools[v.pool].desired.is_some()))
+            // A Node whose labels change produces a step of its own.
+            .filter(|v| self.relabel_of(v).is_none())
             .map(|v| (v.name.clone(), v.facts()))
             .collect()
     }

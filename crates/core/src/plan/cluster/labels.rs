@@ -1,0 +1,63 @@
+//! Labels and taints follow the file in place: every running Node whose labels, taints or
+//! capstan's record of them differ from what its pool declares gets its change in one
+//! `label-nodes` step, through the API, with no machine created or destroyed (they are not
+//! part of a machine's spec hash). See `crate::scheduling` for what a node carries and whose
+//! keys capstan touches.
+
+use std::collections::HashMap;
+
+use super::*;
+use crate::scheduling::{NodeScheduling, Relabel, in_place_summary, relabel};
+
+impl<'a> Ctx<'a> {
+    /// What `view`'s Node carries: its pool's labels and taints, capstan's own labels (the
+    /// Proxmox node its VM runs on among them).
+    pub(super) fn scheduling_of(&self, view: &View<'_>) -> NodeScheduling {
+        NodeScheduling::of(
+            self.spec(),
+            &view.machine.ownership.pool,
+            view.role(),
+            &view.machine.proxmox_node,
+        )
+    }
+
+    /// Whether `view`'s Node is one whose labels capstan keeps now: joined, of a desired
+    /// pool, neither retiring, fenced nor being drained away.
+    fn is_labelled(&self, view: &View<'_>) -> bool {
+        view.node.is_some_and(|node| node.drain.is_none())
+            && !view.retiring
+            && !view.fenced
+            && self.pools[view.pool].desired.is_some()
+    }
+
+    /// The change `view`'s Node needs, when it needs one.
+    pub(super) fn relabel_of(&self, view: &View<'_>) -> Option<Relabel> {
+        if !self.is_labelled(view) {
+            return None;
+        }
+        relabel(view.name, &self.scheduling_of(view), view.node?)
+    }
+
+    /// Rule: one `label-nodes` step for every Node that differs from the file, never gated by
+    /// a maintenance window (it disturbs no workload that runs).
+    pub(super) fn relabels(&self, out: &mut Outcome) {
+        // Nodes of one pool on one Proxmox node carry the same: computed once each.
+        let mut wanted: HashMap<(usize, &str), NodeScheduling> = HashMap::new();
+        let mut nodes = Vec::new();
+        for view in self.views.iter().filter(|v| self.is_labelled(v)) {
+            let Some(node) = view.node else { continue };
+            let desired = wanted
+                .entry((view.pool, view.machine.proxmox_node.as_str()))
+                .or_insert_with(|| self.scheduling_of(view));
+            nodes.extend(relabel(view.name, desired, node));
+        }
+        if nodes.is_empty() {
+            return;
+        }
+        let reason = in_place_summary(&nodes);
+        out.push(
+            Self::step(Action::LabelNodes { nodes }, self.cluster_target(), reason),
+            Gate::Open,
+        );
+    }
+}

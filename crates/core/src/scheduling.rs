@@ -1,0 +1,314 @@
+//! The labels and taints each node should carry, and how capstan keeps them without taking
+//! over anyone else's.
+//!
+//! A node gets, from its pool (or the control plane): the pool's labels and taints, capstan's
+//! own labels ([`POOL_LABEL`], [`REGION_LABEL`]: the Proxmox connection, [`ZONE_LABEL`]: the
+//! Proxmox node its VM runs on) and, on a control plane that takes no workloads,
+//! [`CONTROL_PLANE_TAINT`]. Taints and the labels a kubelet may set on itself go through the
+//! node's registration (its distribution's configuration), so no pod lands before its taint;
+//! the rest goes through the API once the node has joined ([`NodeScheduling::registration`]).
+//!
+//! # Guarantees
+//! - capstan is authoritative only for the keys it set: it records them on each Node
+//!   ([`MANAGED_LABELS_ANNOTATION`], [`MANAGED_TAINTS_ANNOTATION`]), removes a key it set that
+//!   the file dropped, and never touches a key it did not set and the file does not declare
+//!   (a label added with `kubectl label` stays). A key the file declares is capstan's: it is
+//!   set to the declared value and recorded. A restarted daemon or a new leader reads the
+//!   record from the Node, not from memory.
+//! - A change is applied in place ([`relabel`] gives the `label-nodes` step's work per node);
+//!   labels and taints are no part of a machine's spec hash, so they never replace a machine.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::model::{NodeName, Role};
+use crate::observed::{ObservedNode, Taint};
+use crate::spec::ClusterSpec;
+use crate::spec::scheduling::{
+    CONTROL_PLANE_TAINT, POOL_LABEL, REGION_LABEL, SchedulingWays, ZONE_LABEL, is_kubelet_label,
+};
+use crate::spec::validate::CONTROL_PLANE_POOL;
+
+/// Node annotation: the label keys capstan set on the Node, a JSON array (as Talos records
+/// its own in `talos.dev/owned-labels`).
+pub const MANAGED_LABELS_ANNOTATION: &str = "capstan.dev/managed-labels";
+/// Node annotation: the taints capstan set on the Node, a JSON array of `key:Effect`.
+pub const MANAGED_TAINTS_ANNOTATION: &str = "capstan.dev/managed-taints";
+
+/// How many keys an annotation may record: a Node annotation written by someone else is
+/// read no further (a pool declares at most 64 labels and 32 taints).
+const MAX_RECORDED_KEYS: usize = 256;
+
+/// The labels and taints capstan gives one node.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeScheduling {
+    /// Every label capstan sets, by key.
+    pub labels: BTreeMap<String, String>,
+    /// Every taint capstan sets.
+    pub taints: Vec<Taint>,
+}
+
+/// What a node registers with (its distribution's configuration): the rest of its
+/// [`NodeScheduling`] is set through the API once it has joined.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Registration {
+    /// Labels the kubelet sets on itself as it registers (only keys NodeRestriction allows).
+    pub labels: BTreeMap<String, String>,
+    /// Taints it registers with.
+    pub taints: Vec<Taint>,
+}
+
+impl NodeScheduling {
+    /// What a node of `pool` (`cp` for the control plane) of `spec` carries, its VM on
+    /// Proxmox node `proxmox_node`.
+    pub fn of(spec: &ClusterSpec, pool: &str, role: Role, proxmox_node: &str) -> Self {
+        let declared = match role {
+            Role::ControlPlane => Some((&spec.control_plane.labels, &spec.control_plane.taints)),
+            Role::Worker => spec
+                .workers
+                .iter()
+                .find(|p| p.pool == pool)
+                .map(|p| (&p.labels, &p.taints)),
+        };
+        let pool = if role == Role::ControlPlane {
+            CONTROL_PLANE_POOL
+        } else {
+            pool
+        };
+        let mut labels = declared.map(|(l, _)| l.clone()).unwrap_or_default();
+        labels.insert(POOL_LABEL.to_owned(), pool.to_owned());
+        labels.insert(REGION_LABEL.to_owned(), spec.proxmox.clone());
+        labels.insert(ZONE_LABEL.to_owned(), proxmox_node.to_owned());
+        let mut taints: Vec<Taint> = declared
+            .into_iter()
+            .flat_map(|(_, taints)| taints)
+            .map(|t| Taint {
+                key: t.key.clone(),
+                value: t.value.clone(),
+                effect: t.effect.as_str().to_owned(),
+            })
+            .collect();
+        if role == Role::ControlPlane && !spec.control_planes_schedulable() {
+            taints.push(Taint {
+                key: CONTROL_PLANE_TAINT.to_owned(),
+                value: None,
+                effect: "NoSchedule".to_owned(),
+            });
+        }
+        NodeScheduling { labels, taints }
+    }
+
+    /// What goes through the node's registration under `ways`: every taint, and the labels a
+    /// kubelet may set on itself where the distribution registers labels.
+    pub fn registration(&self, ways: &SchedulingWays) -> Registration {
+        let labels = if ways.registers_labels {
+            self.labels
+                .iter()
+                .filter(|(key, _)| is_kubelet_label(key))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
+        Registration {
+            labels,
+            taints: self.taints.clone(),
+        }
+    }
+
+    /// The keys capstan records on the node for what it sets.
+    pub fn managed(&self) -> ManagedKeys {
+        ManagedKeys {
+            labels: self.labels.keys().cloned().collect(),
+            taints: self.taints.iter().map(taint_id).collect(),
+        }
+    }
+}
+
+/// A taint as the record names it: `key:Effect` (a node carries one taint per key and effect).
+pub fn taint_id(taint: &Taint) -> String {
+    format!("{}:{}", taint.key, taint.effect)
+}
+
+/// The label and taint keys capstan set on a Node, as its annotations record them.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ManagedKeys {
+    /// Label keys ([`MANAGED_LABELS_ANNOTATION`]).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub labels: BTreeSet<String>,
+    /// Taints, `key:Effect` ([`MANAGED_TAINTS_ANNOTATION`]).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub taints: BTreeSet<String>,
+}
+
+impl ManagedKeys {
+    /// Whether capstan recorded nothing.
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.taints.is_empty()
+    }
+
+    /// Reads the two annotations' values. A value that is no JSON array of strings records
+    /// nothing (someone else wrote it): capstan then claims only what the file declares.
+    pub fn from_annotations(labels: Option<&str>, taints: Option<&str>) -> Self {
+        fn keys(value: Option<&str>) -> BTreeSet<String> {
+            value
+                .and_then(|text| serde_json::from_str::<Vec<String>>(text).ok())
+                .unwrap_or_default()
+                .into_iter()
+                .take(MAX_RECORDED_KEYS)
+                .collect()
+        }
+        ManagedKeys {
+            labels: keys(labels),
+            taints: keys(taints),
+        }
+    }
+
+    /// The annotations that record these keys, by name.
+    pub fn annotations(&self) -> [(&'static str, String); 2] {
+        let json = |keys: &BTreeSet<String>| {
+            serde_json::to_string(keys).unwrap_or_else(|_| "[]".to_owned())
+        };
+        [
+            (MANAGED_LABELS_ANNOTATION, json(&self.labels)),
+            (MANAGED_TAINTS_ANNOTATION, json(&self.taints)),
+        ]
+    }
+}
+
+/// What the `label-nodes` step changes on one Node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Relabel {
+    /// The Node.
+    pub node: NodeName,
+    /// Labels to add or change, with their values.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub set_labels: BTreeMap<String, String>,
+    /// Labels capstan set that the file no longer declares.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub remove_labels: Vec<String>,
+    /// Taints to add, or to change the value of.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub set_taints: Vec<Taint>,
+    /// Taints (`key:Effect`) capstan set that the file no longer declares.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub remove_taints: Vec<String>,
+    /// What capstan records as its own on the Node from now on.
+    pub managed: ManagedKeys,
+}
+
+impl Relabel {
+    /// Everything of `scheduling` on a Node that just registered with part of it (the rest
+    /// goes through the API now), and capstan's record of it: what `init-control-plane` and
+    /// `join-node` do once the Node exists. Idempotent, and it removes nothing.
+    pub fn whole(node: &NodeName, scheduling: &NodeScheduling) -> Self {
+        Relabel {
+            node: node.clone(),
+            set_labels: scheduling.labels.clone(),
+            remove_labels: Vec::new(),
+            set_taints: scheduling.taints.clone(),
+            remove_taints: Vec::new(),
+            managed: scheduling.managed(),
+        }
+    }
+
+    /// Whether any label changes (not only the record).
+    pub fn changes_labels(&self) -> bool {
+        !self.set_labels.is_empty() || !self.remove_labels.is_empty()
+    }
+
+    /// Whether any taint changes.
+    pub fn changes_taints(&self) -> bool {
+        !self.set_taints.is_empty() || !self.remove_taints.is_empty()
+    }
+
+    /// Applies the change to an observed Node, as the step does to the real one.
+    pub fn apply_to(&self, node: &mut ObservedNode) {
+        for key in &self.remove_labels {
+            node.labels.remove(key);
+        }
+        node.labels.extend(self.set_labels.clone());
+        node.taints.retain(|taint| {
+            let id = taint_id(taint);
+            !self.remove_taints.contains(&id) && !self.set_taints.iter().any(|t| taint_id(t) == id)
+        });
+        node.taints.extend(self.set_taints.iter().cloned());
+        node.managed = self.managed.clone();
+    }
+}
+
+/// What must change on `node` (named `name`) for it to carry `desired`, or `None` when it
+/// does and capstan's record says so.
+pub fn relabel(name: &NodeName, desired: &NodeScheduling, node: &ObservedNode) -> Option<Relabel> {
+    let set_labels: BTreeMap<String, String> = desired
+        .labels
+        .iter()
+        .filter(|(key, value)| node.labels.get(*key) != Some(*value))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let remove_labels: Vec<String> = node
+        .managed
+        .labels
+        .iter()
+        .filter(|key| !desired.labels.contains_key(*key) && node.labels.contains_key(*key))
+        .cloned()
+        .collect();
+    let set_taints: Vec<Taint> = desired
+        .taints
+        .iter()
+        .filter(|wanted| !node.taints.contains(wanted))
+        .cloned()
+        .collect();
+    let wanted: BTreeSet<String> = desired.taints.iter().map(taint_id).collect();
+    let remove_taints: Vec<String> = node
+        .taints
+        .iter()
+        .map(taint_id)
+        .filter(|id| node.managed.taints.contains(id) && !wanted.contains(id))
+        .collect();
+    let managed = desired.managed();
+    let unchanged = set_labels.is_empty()
+        && remove_labels.is_empty()
+        && set_taints.is_empty()
+        && remove_taints.is_empty()
+        && managed == node.managed;
+    (!unchanged).then(|| Relabel {
+        node: name.clone(),
+        set_labels,
+        remove_labels,
+        set_taints,
+        remove_taints,
+        managed,
+    })
+}
+
+/// What a `label-nodes` step does, in words: `in place, no machine replaced: labels change
+/// on 3 nodes, taints change on 1 node`.
+pub fn in_place_summary(nodes: &[Relabel]) -> String {
+    let labels = nodes.iter().filter(|n| n.changes_labels()).count();
+    let taints = nodes.iter().filter(|n| n.changes_taints()).count();
+    let plural = |count: usize| if count == 1 { "node" } else { "nodes" };
+    let mut parts = Vec::new();
+    if labels > 0 {
+        parts.push(format!("labels change on {labels} {}", plural(labels)));
+    }
+    if taints > 0 {
+        parts.push(format!("taints change on {taints} {}", plural(taints)));
+    }
+    if parts.is_empty() {
+        parts.push(format!(
+            "capstan records the keys it set on {} {}",
+            nodes.len(),
+            plural(nodes.len())
+        ));
+    }
+    format!("in place, no machine replaced: {}", parts.join(", "))
+}
+
+#[cfg(test)]
+mod tests;

@@ -372,10 +372,15 @@ impl SimCluster {
                 "node.kubernetes.io/exclude-from-external-load-balancers".into(),
                 String::new(),
             );
-            taints.push(
-                json!({"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}),
-            );
+            taints.push(super::SimTaint::control_plane());
         }
+        if let Some(registered) = &node.taints {
+            taints.clone_from(registered);
+        }
+        let taints: Vec<serde_json::Value> = taints
+            .iter()
+            .map(|taint| serde_json::to_value(taint).unwrap_or_default())
+            .collect();
         labels.extend(node.labels.clone());
         let mut object = json!({
             "metadata": {

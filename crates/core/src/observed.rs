@@ -559,6 +559,12 @@ pub struct ObservedNode {
         skip_serializing_if = "crate::scheduling::ManagedKeys::is_empty"
     )]
     pub managed: crate::scheduling::ManagedKeys,
+    /// The label and taint keys another controller owns on it (Talos's record).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::scheduling::OwnedElsewhere::is_empty"
+    )]
+    pub owned_elsewhere: crate::scheduling::OwnedElsewhere,
 }
 
 impl ObservedNode {

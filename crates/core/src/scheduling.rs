@@ -37,6 +37,14 @@ pub const MANAGED_LABELS_ANNOTATION: &str = "capstan.dev/managed-labels";
 /// Node annotation: the taints capstan set on the Node, a JSON array of `key:Effect`.
 pub const MANAGED_TAINTS_ANNOTATION: &str = "capstan.dev/managed-taints";
 
+/// Node annotations in which another controller records the label and taint keys it owns
+/// and reconciles (Talos: the keys of its machine config's `machine.nodeLabels` and
+/// `machine.nodeTaints`, and the control-plane taint it sets itself; JSON arrays of keys).
+/// capstan never sets, records or removes such a key: the other controller would put back
+/// its own value.
+pub const OWNED_ELSEWHERE_ANNOTATIONS: (&str, &str) =
+    ("talos.dev/owned-labels", "talos.dev/owned-taints");
+
 /// How many keys an annotation may record: a Node annotation written by someone else is
 /// read no further (a pool declares at most 64 labels and 32 taints).
 const MAX_RECORDED_KEYS: usize = 256;
@@ -180,6 +188,61 @@ impl ManagedKeys {
     }
 }
 
+/// The label and taint keys another controller owns on a Node
+/// ([`OWNED_ELSEWHERE_ANNOTATIONS`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OwnedElsewhere {
+    /// Label keys.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub labels: BTreeSet<String>,
+    /// Taint keys (every effect).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub taints: BTreeSet<String>,
+}
+
+impl OwnedElsewhere {
+    /// Whether another controller owns nothing.
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.taints.is_empty()
+    }
+
+    /// Reads the annotations' values (unreadable ones: nothing).
+    pub fn from_annotations(labels: Option<&str>, taints: Option<&str>) -> Self {
+        let ManagedKeys { labels, taints } = ManagedKeys::from_annotations(labels, taints);
+        OwnedElsewhere { labels, taints }
+    }
+}
+
+/// The keys of `desired` another controller owns on `node`, whose value there differs from
+/// the declared one: capstan leaves them (see [`relabel`]), and the plan says so.
+pub fn held_elsewhere(desired: &NodeScheduling, node: &ObservedNode) -> Vec<String> {
+    let owned = &node.owned_elsewhere;
+    let labels = desired
+        .labels
+        .iter()
+        .filter(|(key, value)| owned.labels.contains(*key) && node.labels.get(*key) != Some(value))
+        .map(|(key, _)| key.clone());
+    let declared: BTreeSet<&str> = desired.taints.iter().map(|t| t.key.as_str()).collect();
+    let taints = node
+        .taints
+        .iter()
+        .filter(|t| owned.taints.contains(&t.key))
+        .filter(|t| !desired.taints.contains(t))
+        .map(|t| t.key.clone())
+        .chain(
+            declared
+                .into_iter()
+                .filter(|key| owned.taints.contains(*key))
+                .filter(|key| !node.taints.iter().any(|t| t.key == *key))
+                .map(str::to_owned),
+        );
+    let mut keys: Vec<String> = labels.chain(taints).collect();
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
 /// What the `label-nodes` step changes on one Node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -245,6 +308,7 @@ impl Relabel {
 /// What must change on `node` (named `name`) for it to carry `desired`, or `None` when it
 /// does and capstan's record says so.
 pub fn relabel(name: &NodeName, desired: &NodeScheduling, node: &ObservedNode) -> Option<Relabel> {
+    let desired = &without_owned_elsewhere(desired, &node.owned_elsewhere);
     let set_labels: BTreeMap<String, String> = desired
         .labels
         .iter()
@@ -256,6 +320,7 @@ pub fn relabel(name: &NodeName, desired: &NodeScheduling, node: &ObservedNode) -
         .labels
         .iter()
         .filter(|key| !desired.labels.contains_key(*key) && node.labels.contains_key(*key))
+        .filter(|key| !node.owned_elsewhere.labels.contains(*key))
         .cloned()
         .collect();
     let set_taints: Vec<Taint> = desired
@@ -270,6 +335,10 @@ pub fn relabel(name: &NodeName, desired: &NodeScheduling, node: &ObservedNode) -
         .iter()
         .map(taint_id)
         .filter(|id| node.managed.taints.contains(id) && !wanted.contains(id))
+        .filter(|id| {
+            let key = id.rsplit_once(':').map_or(id.as_str(), |(key, _)| key);
+            !node.owned_elsewhere.taints.contains(key)
+        })
         .collect();
     let managed = desired.managed();
     let unchanged = set_labels.is_empty()
@@ -285,6 +354,27 @@ pub fn relabel(name: &NodeName, desired: &NodeScheduling, node: &ObservedNode) -
         remove_taints,
         managed,
     })
+}
+
+/// `desired` without the keys another controller owns.
+fn without_owned_elsewhere(desired: &NodeScheduling, owned: &OwnedElsewhere) -> NodeScheduling {
+    if owned.is_empty() {
+        return desired.clone();
+    }
+    NodeScheduling {
+        labels: desired
+            .labels
+            .iter()
+            .filter(|(key, _)| !owned.labels.contains(*key))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        taints: desired
+            .taints
+            .iter()
+            .filter(|t| !owned.taints.contains(&t.key))
+            .cloned()
+            .collect(),
+    }
 }
 
 /// What a `label-nodes` step does, in words: `in place, no machine replaced: labels change

@@ -403,6 +403,7 @@ fn ready_node(
         drain: None,
         labels: scheduling.labels.clone(),
         managed: scheduling.managed(),
+        owned_elsewhere: Default::default(),
     }
 }
 

@@ -614,6 +614,9 @@ pub enum FindingKind {
     Drift,
     /// A node cordoned by someone else: not counted as schedulable.
     Cordoned,
+    /// A label or taint the file declares that another controller owns on a node (Talos's
+    /// machine config): capstan leaves it.
+    OwnedElsewhere,
 }
 
 /// A fact worth telling that the plan does not act on (or acts on only with `prune`).

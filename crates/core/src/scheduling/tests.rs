@@ -32,6 +32,7 @@ fn node(scheduling: &NodeScheduling) -> ObservedNode {
         drain: None,
         labels: scheduling.labels.clone(),
         managed: scheduling.managed(),
+        owned_elsewhere: OwnedElsewhere::default(),
     }
 }
 
@@ -168,4 +169,25 @@ fn the_record_reads_back_what_it_wrote_and_ignores_what_it_cannot_read() {
         managed
     );
     assert!(ManagedKeys::from_annotations(Some("workload-class"), None).is_empty());
+}
+
+#[test]
+fn a_key_another_controller_owns_is_never_set_recorded_or_removed_and_is_reported() {
+    let mut compact = memory_pool();
+    compact.spec.control_plane.schedulable = Some(true);
+    let before = NodeScheduling::of(&memory_pool().spec, "cp", Role::ControlPlane, "pve1");
+    // A control plane whose machine config let Talos set (and own) its taint.
+    let mut observed = node(&before);
+    observed.managed.taints.clear();
+    observed.owned_elsewhere = OwnedElsewhere::from_annotations(
+        None,
+        Some(r#"["node-role.kubernetes.io/control-plane"]"#),
+    );
+    let wanted = NodeScheduling::of(&compact.spec, "cp", Role::ControlPlane, "pve1");
+    assert_eq!(relabel(&NodeName::from("cp"), &wanted, &observed), None);
+    assert_eq!(
+        held_elsewhere(&wanted, &observed),
+        ["node-role.kubernetes.io/control-plane"]
+    );
+    assert!(held_elsewhere(&before, &observed).is_empty(), "as declared");
 }

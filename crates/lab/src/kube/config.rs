@@ -83,6 +83,9 @@ pub struct SimNodeConfig {
     /// control-plane taint on a control plane, none on a worker).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub taints: Option<Vec<SimTaint>>,
+    /// Extra annotations.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
 }
 
 /// A Node taint, as the API writes it.
@@ -125,6 +128,7 @@ impl SimNodeConfig {
             address: None,
             labels: BTreeMap::new(),
             taints: None,
+            annotations: BTreeMap::new(),
         }
     }
 

@@ -186,6 +186,7 @@ impl ClusterBackend for LabBackend {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
             taints: Some(registration.taints.clone()),
+            annotations: registration.annotations.clone(),
             ..match node.role {
                 Role::ControlPlane => SimNodeConfig::control_plane(&node.name),
                 Role::Worker => SimNodeConfig::worker(&node.name),

@@ -22,6 +22,9 @@ pub struct Registration {
     pub privileged_labels: BTreeMap<String, String>,
     /// The taints it registers with, exactly.
     pub taints: Vec<SimTaint>,
+    /// Annotations the distribution writes on the Node (Talos's record of the label and taint
+    /// keys it owns, `talos.dev/owned-labels` and `talos.dev/owned-taints`).
+    pub annotations: BTreeMap<String, String>,
 }
 
 const EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];

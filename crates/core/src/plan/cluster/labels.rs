@@ -7,7 +7,9 @@
 use std::collections::HashMap;
 
 use super::*;
-use crate::scheduling::{NodeScheduling, Relabel, in_place_summary, relabel};
+use crate::scheduling::{
+    NodeScheduling, OWNED_ELSEWHERE_ANNOTATIONS, Relabel, held_elsewhere, in_place_summary, relabel,
+};
 
 impl<'a> Ctx<'a> {
     /// What `view`'s Node carries: its pool's labels and taints, capstan's own labels (the
@@ -38,6 +40,30 @@ impl<'a> Ctx<'a> {
         relabel(view.name, &self.scheduling_of(view), view.node?)
     }
 
+    /// Keys the file declares for `view`'s Node whose value there differs, which another
+    /// controller owns on it: capstan leaves them, and says so.
+    fn held_elsewhere(
+        &self,
+        view: &View<'_>,
+        desired: &NodeScheduling,
+        node: &ObservedNode,
+    ) -> Option<Finding> {
+        let keys = held_elsewhere(desired, node);
+        (!keys.is_empty()).then(|| Finding {
+            kind: FindingKind::OwnedElsewhere,
+            cluster: self.name().into(),
+            machine: Some(view.name.clone()),
+            vm_id: Some(view.machine.vm_id),
+            message: format!(
+                "node {}: {} owned by another controller on it ({} or {}, e.g. Talos's from the machine's config): capstan leaves them as they are; the file's values take effect when the machine is replaced",
+                view.name,
+                keys.join(", "),
+                OWNED_ELSEWHERE_ANNOTATIONS.0,
+                OWNED_ELSEWHERE_ANNOTATIONS.1
+            ),
+        })
+    }
+
     /// Rule: one `label-nodes` step for every Node that differs from the file, never gated by
     /// a maintenance window (it disturbs no workload that runs).
     pub(super) fn relabels(&self, out: &mut Outcome) {
@@ -50,6 +76,10 @@ impl<'a> Ctx<'a> {
                 .entry((view.pool, view.machine.proxmox_node.as_str()))
                 .or_insert_with(|| self.scheduling_of(view));
             nodes.extend(relabel(view.name, desired, node));
+            if !self.input.predicting {
+                out.findings
+                    .extend(self.held_elsewhere(view, desired, node));
+            }
         }
         if nodes.is_empty() {
             return;

@@ -379,10 +379,22 @@ fn registration(
             .add_taint_objects(&extra.register_with_taints)
             .map_err(TalosBootError::Taints)?;
     }
+    // Talos taints control planes itself (its NodeApplyController) and records the keys it
+    // owns on the Node, as it does for `machine.nodeLabels`.
+    let record = |keys: Vec<&String>| serde_json::to_string(&keys).unwrap_or_default();
     if role == Role::ControlPlane && !cluster.allow_scheduling_on_control_planes {
+        let taint = crate::kube::SimTaint::control_plane();
+        let owned = record(vec![&taint.key]);
+        registration.taints.push(taint);
         registration
-            .taints
-            .push(crate::kube::SimTaint::control_plane());
+            .annotations
+            .insert("talos.dev/owned-taints".to_owned(), owned);
+    }
+    if !machine.node_labels.is_empty() {
+        let owned = record(machine.node_labels.keys().collect());
+        registration
+            .annotations
+            .insert("talos.dev/owned-labels".to_owned(), owned);
     }
     match role {
         Role::ControlPlane => registration.privileged_labels = machine.node_labels.clone(),

@@ -20,6 +20,7 @@ pub mod dashboard;
 pub mod errors;
 pub mod fingerprint;
 pub mod model;
+pub mod node_keys;
 pub mod notify;
 pub mod observed;
 pub mod plan;

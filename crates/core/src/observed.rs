@@ -556,15 +556,15 @@ pub struct ObservedNode {
     /// The label and taint keys capstan set on it, as its annotations record them.
     #[serde(
         default,
-        skip_serializing_if = "crate::scheduling::ManagedKeys::is_empty"
+        skip_serializing_if = "crate::node_keys::ManagedKeys::is_empty"
     )]
-    pub managed: crate::scheduling::ManagedKeys,
+    pub managed: crate::node_keys::ManagedKeys,
     /// The label and taint keys another controller owns on it (Talos's record).
     #[serde(
         default,
-        skip_serializing_if = "crate::scheduling::OwnedElsewhere::is_empty"
+        skip_serializing_if = "crate::node_keys::OwnedElsewhere::is_empty"
     )]
-    pub owned_elsewhere: crate::scheduling::OwnedElsewhere,
+    pub owned_elsewhere: crate::node_keys::OwnedElsewhere,
 }
 
 impl ObservedNode {

@@ -20,34 +20,20 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::model::{NodeName, Role};
+pub use crate::node_keys::{
+    MANAGED_LABELS_ANNOTATION, MANAGED_TAINTS_ANNOTATION, ManagedKeys, OWNED_ELSEWHERE_ANNOTATIONS,
+    OwnedElsewhere,
+};
 use crate::observed::{ObservedNode, Taint};
 use crate::spec::ClusterSpec;
 use crate::spec::scheduling::{
     CONTROL_PLANE_TAINT, POOL_LABEL, REGION_LABEL, SchedulingWays, ZONE_LABEL, is_kubelet_label,
 };
 use crate::spec::validate::CONTROL_PLANE_POOL;
-
-/// Node annotation: the label keys capstan set on the Node, a JSON array (as Talos records
-/// its own in `talos.dev/owned-labels`).
-pub const MANAGED_LABELS_ANNOTATION: &str = "capstan.dev/managed-labels";
-/// Node annotation: the taints capstan set on the Node, a JSON array of `key:Effect`.
-pub const MANAGED_TAINTS_ANNOTATION: &str = "capstan.dev/managed-taints";
-
-/// Node annotations in which another controller records the label and taint keys it owns
-/// and reconciles (Talos: the keys of its machine config's `machine.nodeLabels` and
-/// `machine.nodeTaints`, and the control-plane taint it sets itself; JSON arrays of keys).
-/// capstan never sets, records or removes such a key: the other controller would put back
-/// its own value.
-pub const OWNED_ELSEWHERE_ANNOTATIONS: (&str, &str) =
-    ("talos.dev/owned-labels", "talos.dev/owned-taints");
-
-/// How many keys an annotation may record: a Node annotation written by someone else is
-/// read no further (a pool declares at most 64 labels and 32 taints).
-const MAX_RECORDED_KEYS: usize = 256;
+use crate::spec::{NodeTaint, TaintEffect};
 
 /// The labels and taints capstan gives one node.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
@@ -56,7 +42,7 @@ pub struct NodeScheduling {
     /// Every label capstan sets, by key.
     pub labels: BTreeMap<String, String>,
     /// Every taint capstan sets.
-    pub taints: Vec<Taint>,
+    pub taints: Vec<NodeTaint>,
 }
 
 /// What a node registers with (its distribution's configuration): the rest of its
@@ -66,7 +52,7 @@ pub struct Registration {
     /// Labels the kubelet sets on itself as it registers (only keys NodeRestriction allows).
     pub labels: BTreeMap<String, String>,
     /// Taints it registers with.
-    pub taints: Vec<Taint>,
+    pub taints: Vec<NodeTaint>,
 }
 
 impl NodeScheduling {
@@ -90,20 +76,15 @@ impl NodeScheduling {
         labels.insert(POOL_LABEL.to_owned(), pool.to_owned());
         labels.insert(REGION_LABEL.to_owned(), spec.proxmox.clone());
         labels.insert(ZONE_LABEL.to_owned(), proxmox_node.to_owned());
-        let mut taints: Vec<Taint> = declared
+        let mut taints: Vec<NodeTaint> = declared
             .into_iter()
-            .flat_map(|(_, taints)| taints)
-            .map(|t| Taint {
-                key: t.key.clone(),
-                value: t.value.clone(),
-                effect: t.effect.as_str().to_owned(),
-            })
+            .flat_map(|(_, taints)| taints.iter().cloned())
             .collect();
         if role == Role::ControlPlane && !spec.control_planes_schedulable() {
-            taints.push(Taint {
+            taints.push(NodeTaint {
                 key: CONTROL_PLANE_TAINT.to_owned(),
                 value: None,
-                effect: "NoSchedule".to_owned(),
+                effect: TaintEffect::NoSchedule,
             });
         }
         NodeScheduling { labels, taints }
@@ -137,81 +118,20 @@ impl NodeScheduling {
 }
 
 /// A taint as the record names it: `key:Effect` (a node carries one taint per key and effect).
-pub fn taint_id(taint: &Taint) -> String {
+pub fn taint_id(taint: &NodeTaint) -> String {
     format!("{}:{}", taint.key, taint.effect)
 }
 
-/// The label and taint keys capstan set on a Node, as its annotations record them.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ManagedKeys {
-    /// Label keys ([`MANAGED_LABELS_ANNOTATION`]).
-    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
-    pub labels: BTreeSet<String>,
-    /// Taints, `key:Effect` ([`MANAGED_TAINTS_ANNOTATION`]).
-    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
-    pub taints: BTreeSet<String>,
+/// [`taint_id`] of a taint as observed on a Node.
+fn observed_id(taint: &Taint) -> String {
+    format!("{}:{}", taint.key, taint.effect)
 }
 
-impl ManagedKeys {
-    /// Whether capstan recorded nothing.
-    pub fn is_empty(&self) -> bool {
-        self.labels.is_empty() && self.taints.is_empty()
-    }
-
-    /// Reads the two annotations' values. A value that is no JSON array of strings records
-    /// nothing (someone else wrote it): capstan then claims only what the file declares.
-    pub fn from_annotations(labels: Option<&str>, taints: Option<&str>) -> Self {
-        fn keys(value: Option<&str>) -> BTreeSet<String> {
-            value
-                .and_then(|text| serde_json::from_str::<Vec<String>>(text).ok())
-                .unwrap_or_default()
-                .into_iter()
-                .take(MAX_RECORDED_KEYS)
-                .collect()
-        }
-        ManagedKeys {
-            labels: keys(labels),
-            taints: keys(taints),
-        }
-    }
-
-    /// The annotations that record these keys, by name.
-    pub fn annotations(&self) -> [(&'static str, String); 2] {
-        let json = |keys: &BTreeSet<String>| {
-            serde_json::to_string(keys).unwrap_or_else(|_| "[]".to_owned())
-        };
-        [
-            (MANAGED_LABELS_ANNOTATION, json(&self.labels)),
-            (MANAGED_TAINTS_ANNOTATION, json(&self.taints)),
-        ]
-    }
-}
-
-/// The label and taint keys another controller owns on a Node
-/// ([`OWNED_ELSEWHERE_ANNOTATIONS`]).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct OwnedElsewhere {
-    /// Label keys.
-    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
-    pub labels: BTreeSet<String>,
-    /// Taint keys (every effect).
-    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
-    pub taints: BTreeSet<String>,
-}
-
-impl OwnedElsewhere {
-    /// Whether another controller owns nothing.
-    pub fn is_empty(&self) -> bool {
-        self.labels.is_empty() && self.taints.is_empty()
-    }
-
-    /// Reads the annotations' values (unreadable ones: nothing).
-    pub fn from_annotations(labels: Option<&str>, taints: Option<&str>) -> Self {
-        let ManagedKeys { labels, taints } = ManagedKeys::from_annotations(labels, taints);
-        OwnedElsewhere { labels, taints }
-    }
+/// Whether an observed taint is `wanted`, value and all.
+fn is_same(observed: &Taint, wanted: &NodeTaint) -> bool {
+    observed.key == wanted.key
+        && observed.value == wanted.value
+        && observed.effect == wanted.effect.as_str()
 }
 
 /// The keys of `desired` another controller owns on `node`, whose value there differs from
@@ -228,7 +148,7 @@ pub fn held_elsewhere(desired: &NodeScheduling, node: &ObservedNode) -> Vec<Stri
         .taints
         .iter()
         .filter(|t| owned.taints.contains(&t.key))
-        .filter(|t| !desired.taints.contains(t))
+        .filter(|t| !desired.taints.iter().any(|wanted| is_same(t, wanted)))
         .map(|t| t.key.clone())
         .chain(
             declared
@@ -257,7 +177,7 @@ pub struct Relabel {
     pub remove_labels: Vec<String>,
     /// Taints to add, or to change the value of.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub set_taints: Vec<Taint>,
+    pub set_taints: Vec<NodeTaint>,
     /// Taints (`key:Effect`) capstan set that the file no longer declares.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub remove_taints: Vec<String>,
@@ -297,10 +217,14 @@ impl Relabel {
         }
         node.labels.extend(self.set_labels.clone());
         node.taints.retain(|taint| {
-            let id = taint_id(taint);
+            let id = observed_id(taint);
             !self.remove_taints.contains(&id) && !self.set_taints.iter().any(|t| taint_id(t) == id)
         });
-        node.taints.extend(self.set_taints.iter().cloned());
+        node.taints.extend(self.set_taints.iter().map(|t| Taint {
+            key: t.key.clone(),
+            value: t.value.clone(),
+            effect: t.effect.as_str().to_owned(),
+        }));
         node.managed = self.managed.clone();
     }
 }
@@ -323,17 +247,17 @@ pub fn relabel(name: &NodeName, desired: &NodeScheduling, node: &ObservedNode) -
         .filter(|key| !node.owned_elsewhere.labels.contains(*key))
         .cloned()
         .collect();
-    let set_taints: Vec<Taint> = desired
+    let set_taints: Vec<NodeTaint> = desired
         .taints
         .iter()
-        .filter(|wanted| !node.taints.contains(wanted))
+        .filter(|wanted| !node.taints.iter().any(|t| is_same(t, wanted)))
         .cloned()
         .collect();
     let wanted: BTreeSet<String> = desired.taints.iter().map(taint_id).collect();
     let remove_taints: Vec<String> = node
         .taints
         .iter()
-        .map(taint_id)
+        .map(observed_id)
         .filter(|id| node.managed.taints.contains(id) && !wanted.contains(id))
         .filter(|id| {
             let key = id.rsplit_once(':').map_or(id.as_str(), |(key, _)| key);

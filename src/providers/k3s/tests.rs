@@ -116,15 +116,15 @@ fn an_agent_registers_with_its_labels_and_taints_as_flags() {
     let registration = Registration {
         labels: [("workload-class".to_owned(), "memory".to_owned())].into(),
         taints: vec![
-            crate::observed::Taint {
+            crate::spec::NodeTaint {
                 key: "dedicated".to_owned(),
                 value: Some("memory".to_owned()),
-                effect: "NoSchedule".to_owned(),
+                effect: crate::spec::TaintEffect::NoSchedule,
             },
-            crate::observed::Taint {
+            crate::spec::NodeTaint {
                 key: "gpu".to_owned(),
                 value: None,
-                effect: "NoExecute".to_owned(),
+                effect: crate::spec::TaintEffect::NoExecute,
             },
         ],
     };

@@ -72,7 +72,7 @@ fn apply(node: &mut Node, change: &Relabel) {
     taints.extend(change.set_taints.iter().map(|t| Taint {
         key: t.key.clone(),
         value: t.value.clone(),
-        effect: t.effect.clone(),
+        effect: t.effect.as_str().to_owned(),
         time_added: None,
     }));
     spec.taints = (!taints.is_empty()).then_some(taints);

@@ -199,7 +199,7 @@ fn node_taints(registration: &Registration) -> String {
         .taints
         .iter()
         .map(|taint| {
-            let mut entry = serde_json::json!({"key": taint.key, "effect": taint.effect});
+            let mut entry = serde_json::json!({"key": taint.key, "effect": taint.effect.as_str()});
             if let Some(value) = &taint.value {
                 entry["value"] = serde_json::Value::String(value.clone());
             }

@@ -399,7 +399,15 @@ fn ready_node(
         ready_since: now,
         kubelet_version: version,
         unschedulable: false,
-        taints: scheduling.taints.clone(),
+        taints: scheduling
+            .taints
+            .iter()
+            .map(|t| Taint {
+                key: t.key.clone(),
+                value: t.value.clone(),
+                effect: t.effect.as_str().to_owned(),
+            })
+            .collect(),
         drain: None,
         labels: scheduling.labels.clone(),
         managed: scheduling.managed(),

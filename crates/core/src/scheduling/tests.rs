@@ -1,6 +1,5 @@
 use super::*;
-use crate::plan::fixtures::now;
-use crate::spec::{Cluster, Distribution, NodeTaint, TaintEffect};
+use crate::spec::{Cluster, Distribution};
 
 fn memory_pool() -> Cluster {
     let mut cluster = Cluster::test("prod").with_workers("memory", 2);
@@ -25,10 +24,18 @@ fn memory_pool() -> Cluster {
 fn node(scheduling: &NodeScheduling) -> ObservedNode {
     ObservedNode {
         ready: true,
-        ready_since: now(),
+        ready_since: "2026-04-29T12:00:00Z".parse().expect("a time"),
         kubelet_version: None,
         unschedulable: false,
-        taints: scheduling.taints.clone(),
+        taints: scheduling
+            .taints
+            .iter()
+            .map(|t| Taint {
+                key: t.key.clone(),
+                value: t.value.clone(),
+                effect: t.effect.as_str().to_owned(),
+            })
+            .collect(),
         drain: None,
         labels: scheduling.labels.clone(),
         managed: scheduling.managed(),
@@ -49,10 +56,10 @@ fn a_node_carries_its_pools_labels_and_taints_and_capstans_topology_labels() {
     assert_eq!(control_plane.labels[POOL_LABEL], "cp");
     assert_eq!(
         control_plane.taints,
-        [Taint {
+        [NodeTaint {
             key: CONTROL_PLANE_TAINT.to_owned(),
             value: None,
-            effect: "NoSchedule".to_owned()
+            effect: TaintEffect::NoSchedule
         }]
     );
 }

@@ -16,6 +16,7 @@ mod delivery;
 pub mod diagnostic;
 mod distribution;
 mod k3s;
+mod labels;
 mod limits;
 pub mod locate;
 mod machine;

@@ -281,7 +281,7 @@ pub fn cluster(fleet: &Fleet, cluster: &Cluster, file: &SourceFile) -> Vec<Diagn
     control_plane(&mut out, spec, file);
     workers(&mut out, name, spec, file);
     rollout(&mut out, spec, file);
-    super::scheduling::check(&mut out, spec, file);
+    super::labels::check(&mut out, spec, file);
     super::bounds::cluster(&mut out, spec, file);
     if let Some(flux) = &spec.delivery.flux {
         if flux.namespace == RECORDS_NAMESPACE {

@@ -112,7 +112,7 @@ pub struct NodeFacts {
     pub static_address: Option<StaticAddress>,
     /// The taints its Node registers with (the kubelet's `registerWithTaints`), so no pod
     /// lands on it before them.
-    pub register_with_taints: Vec<crate::observed::Taint>,
+    pub register_with_taints: Vec<crate::spec::NodeTaint>,
 }
 
 /// Facts a config cannot be rendered from, naming what is wrong.

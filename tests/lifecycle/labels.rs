@@ -174,6 +174,55 @@ async fn a_pools_labels_and_taint_show_on_its_nodes_and_a_label_change_applies_i
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_daemon_removes_the_keys_it_set_that_the_file_dropped_and_no_other() {
+    if !judge::present(&[Judge::Kubectl]) {
+        return;
+    }
+    let mut world = World::new(
+        &fleet_yaml(&["1.36"], false),
+        &[(CLUSTER, labelled("memory"))],
+    )
+    .await;
+    world.start_until_ready(&[CLUSTER]).await;
+    let workers: Vec<String> = world
+        .vms_of(CLUSTER)
+        .into_iter()
+        .filter(|vm| vm.name.contains("-general-"))
+        .map(|vm| vm.name)
+        .collect();
+    world.kubectl(
+        CLUSTER,
+        &["label", "node", &workers[0], "workload-tier=gold"],
+    );
+    // A new daemon knows only what the Nodes record: the file drops the pool's label and
+    // taint while none runs.
+    world.kill_daemon().await;
+    world.write_cluster(CLUSTER, &ClusterYaml::lab(CLUSTER).address(41).render());
+    world.start_daemon().await;
+    world
+        .wait_for("the label-nodes step", |_| {
+            world.steps_ok("label-nodes") >= 1
+        })
+        .await;
+    let seen = nodes(&world, CLUSTER);
+    for worker in &workers {
+        let (labels, taints, annotations) = &seen[worker];
+        assert!(
+            !labels.contains_key("workload-class"),
+            "{worker}: {labels:?}"
+        );
+        assert!(taints.is_empty(), "{worker}: {taints:?}");
+        assert_eq!(labels["capstan.dev/pool"], "general");
+        let record = &annotations["capstan.dev/managed-labels"];
+        assert!(!record.contains("workload-class"), "{record}");
+    }
+    assert_eq!(
+        seen[&workers[0]].0["workload-tier"], "gold",
+        "not capstan's"
+    );
+}
+
 /// A single control plane that takes workloads and no worker, on `template`.
 fn compact(name: &str, distribution: &str, version: &str, template: &str) -> String {
     format!(

@@ -18,6 +18,7 @@
 //! - A change is applied in place ([`relabel`] gives the `label-nodes` step's work per node);
 //!   labels and taints are no part of a machine's spec hash, so they never replace a machine.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
@@ -232,7 +233,7 @@ impl Relabel {
 /// What must change on `node` (named `name`) for it to carry `desired`, or `None` when it
 /// does and capstan's record says so.
 pub fn relabel(name: &NodeName, desired: &NodeScheduling, node: &ObservedNode) -> Option<Relabel> {
-    let desired = &without_owned_elsewhere(desired, &node.owned_elsewhere);
+    let desired: &NodeScheduling = &without_owned_elsewhere(desired, &node.owned_elsewhere);
     let set_labels: BTreeMap<String, String> = desired
         .labels
         .iter()
@@ -264,28 +265,31 @@ pub fn relabel(name: &NodeName, desired: &NodeScheduling, node: &ObservedNode) -
             !node.owned_elsewhere.taints.contains(key)
         })
         .collect();
-    let managed = desired.managed();
     let unchanged = set_labels.is_empty()
         && remove_labels.is_empty()
         && set_taints.is_empty()
         && remove_taints.is_empty()
-        && managed == node.managed;
+        && records(&node.managed, desired);
     (!unchanged).then(|| Relabel {
         node: name.clone(),
         set_labels,
         remove_labels,
         set_taints,
         remove_taints,
-        managed,
+        managed: desired.managed(),
     })
 }
 
 /// `desired` without the keys another controller owns.
-fn without_owned_elsewhere(desired: &NodeScheduling, owned: &OwnedElsewhere) -> NodeScheduling {
+fn without_owned_elsewhere<'a>(
+    desired: &'a NodeScheduling,
+    owned: &OwnedElsewhere,
+) -> Cow<'a, NodeScheduling> {
     if owned.is_empty() {
-        return desired.clone();
+        // The usual case, at every plan of every node: no copy.
+        return Cow::Borrowed(desired);
     }
-    NodeScheduling {
+    Cow::Owned(NodeScheduling {
         labels: desired
             .labels
             .iter()
@@ -298,7 +302,18 @@ fn without_owned_elsewhere(desired: &NodeScheduling, owned: &OwnedElsewhere) -> 
             .filter(|t| !owned.taints.contains(&t.key))
             .cloned()
             .collect(),
-    }
+    })
+}
+
+/// Whether `recorded` is the record of exactly what `desired` sets (compared without
+/// building the record: this runs for every node at every plan).
+fn records(recorded: &ManagedKeys, desired: &NodeScheduling) -> bool {
+    recorded.labels.iter().eq(desired.labels.keys())
+        && recorded.taints.len() == desired.taints.len()
+        && desired
+            .taints
+            .iter()
+            .all(|t| recorded.taints.contains(&taint_id(t)))
 }
 
 /// What a `label-nodes` step does, in words: `in place, no machine replaced: labels change

@@ -2,9 +2,9 @@
 //! over anyone else's.
 //!
 //! A node gets, from its pool (or the control plane): the pool's labels and taints, capstan's
-//! own labels ([`POOL_LABEL`], [`REGION_LABEL`]: the Proxmox connection, [`ZONE_LABEL`]: the
+//! own labels (`capstan.dev/pool`, `topology.kubernetes.io/region`: the Proxmox connection, `topology.kubernetes.io/zone`: the
 //! Proxmox node its VM runs on) and, on a control plane that takes no workloads,
-//! [`CONTROL_PLANE_TAINT`]. Taints and the labels a kubelet may set on itself go through the
+//! the control-plane taint. Taints and the labels a kubelet may set on itself go through the
 //! node's registration (its distribution's configuration), so no pod lands before its taint;
 //! the rest goes through the API once the node has joined ([`NodeScheduling::registration`]).
 //!
@@ -23,6 +23,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+mod declared;
+
+pub use declared::Declared;
+
 use crate::model::{NodeName, Role};
 pub use crate::node_keys::{
     MANAGED_LABELS_ANNOTATION, MANAGED_TAINTS_ANNOTATION, ManagedKeys, OWNED_ELSEWHERE_ANNOTATIONS,
@@ -30,11 +34,8 @@ pub use crate::node_keys::{
 };
 use crate::observed::{ObservedNode, Taint};
 use crate::spec::ClusterSpec;
-use crate::spec::scheduling::{
-    CONTROL_PLANE_TAINT, POOL_LABEL, REGION_LABEL, SchedulingWays, ZONE_LABEL, is_kubelet_label,
-};
-use crate::spec::validate::CONTROL_PLANE_POOL;
-use crate::spec::{NodeTaint, TaintEffect};
+use crate::spec::NodeTaint;
+use crate::spec::scheduling::{SchedulingWays, is_kubelet_label};
 
 /// The labels and taints capstan gives one node.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
@@ -60,35 +61,7 @@ impl NodeScheduling {
     /// What a node of `pool` (`cp` for the control plane) of `spec` carries, its VM on
     /// Proxmox node `proxmox_node`.
     pub fn of(spec: &ClusterSpec, pool: &str, role: Role, proxmox_node: &str) -> Self {
-        let declared = match role {
-            Role::ControlPlane => Some((&spec.control_plane.labels, &spec.control_plane.taints)),
-            Role::Worker => spec
-                .workers
-                .iter()
-                .find(|p| p.pool == pool)
-                .map(|p| (&p.labels, &p.taints)),
-        };
-        let pool = if role == Role::ControlPlane {
-            CONTROL_PLANE_POOL
-        } else {
-            pool
-        };
-        let mut labels = declared.map(|(l, _)| l.clone()).unwrap_or_default();
-        labels.insert(POOL_LABEL.to_owned(), pool.to_owned());
-        labels.insert(REGION_LABEL.to_owned(), spec.proxmox.clone());
-        labels.insert(ZONE_LABEL.to_owned(), proxmox_node.to_owned());
-        let mut taints: Vec<NodeTaint> = declared
-            .into_iter()
-            .flat_map(|(_, taints)| taints.iter().cloned())
-            .collect();
-        if role == Role::ControlPlane && !spec.control_planes_schedulable() {
-            taints.push(NodeTaint {
-                key: CONTROL_PLANE_TAINT.to_owned(),
-                value: None,
-                effect: TaintEffect::NoSchedule,
-            });
-        }
-        NodeScheduling { labels, taints }
+        Declared::of(spec, pool, role, proxmox_node).into()
     }
 
     /// What goes through the node's registration under `ways`: every taint, and the labels a
@@ -265,18 +238,19 @@ pub fn relabel(name: &NodeName, desired: &NodeScheduling, node: &ObservedNode) -
             !node.owned_elsewhere.taints.contains(key)
         })
         .collect();
+    let managed = desired.managed();
     let unchanged = set_labels.is_empty()
         && remove_labels.is_empty()
         && set_taints.is_empty()
         && remove_taints.is_empty()
-        && records(&node.managed, desired);
+        && managed == node.managed;
     (!unchanged).then(|| Relabel {
         node: name.clone(),
         set_labels,
         remove_labels,
         set_taints,
         remove_taints,
-        managed: desired.managed(),
+        managed,
     })
 }
 
@@ -305,17 +279,6 @@ fn without_owned_elsewhere<'a>(
     })
 }
 
-/// Whether `recorded` is the record of exactly what `desired` sets (compared without
-/// building the record: this runs for every node at every plan).
-fn records(recorded: &ManagedKeys, desired: &NodeScheduling) -> bool {
-    recorded.labels.iter().eq(desired.labels.keys())
-        && recorded.taints.len() == desired.taints.len()
-        && desired
-            .taints
-            .iter()
-            .all(|t| recorded.taints.contains(&taint_id(t)))
-}
-
 /// What a `label-nodes` step does, in words: `in place, no machine replaced: labels change
 /// on 3 nodes, taints change on 1 node`.
 pub fn in_place_summary(nodes: &[Relabel]) -> String {
@@ -337,6 +300,25 @@ pub fn in_place_summary(nodes: &[Relabel]) -> String {
         ));
     }
     format!("in place, no machine replaced: {}", parts.join(", "))
+}
+
+impl From<Declared<'_>> for NodeScheduling {
+    fn from(declared: Declared<'_>) -> Self {
+        NodeScheduling {
+            labels: declared
+                .all_labels()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+            taints: declared
+                .all_taints()
+                .map(|(key, value, effect)| NodeTaint {
+                    key: key.to_owned(),
+                    value: value.map(str::to_owned),
+                    effect,
+                })
+                .collect(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -123,6 +123,9 @@ pub(crate) fn predict(
                     observed: &state,
                     predicting: true,
                     quiet: Some(&quiet),
+                    // Past the first batch, Nodes change only by steps' effects (a join
+                    // registers a Node as declared, label-nodes makes it so).
+                    labels_settled: batch_index > 0,
                     ..*start
                 };
                 let outcome = cluster::candidates(&input, &capacity);

@@ -4,6 +4,7 @@
 //! use them.
 
 use std::fmt;
+use std::sync::Arc;
 
 use jiff::Timestamp;
 use serde::Serialize;
@@ -223,8 +224,10 @@ pub enum Action {
         /// Service network.
         service_network: String,
         /// The labels and taints its Node carries: through its registration where the
-        /// distribution allows, the rest through the API once it has registered.
-        scheduling: NodeScheduling,
+        /// distribution allows, the rest through the API once it has registered. Shared by
+        /// every node of its pool on one Proxmox node.
+        #[serde(serialize_with = "shared")]
+        scheduling: Arc<NodeScheduling>,
     },
     /// Run the prepare script (CRI-O and the Kubernetes packages of `version`) through the
     /// guest agent, then tag the VM [`crate::observed::PREPARED_TAG`] so it is never run twice.
@@ -246,7 +249,8 @@ pub enum Action {
         /// The endpoint to join through.
         endpoint: Endpoint,
         /// The labels and taints its Node carries (as for `init-control-plane`).
-        scheduling: NodeScheduling,
+        #[serde(serialize_with = "shared")]
+        scheduling: Arc<NodeScheduling>,
     },
     /// Mark the Node unschedulable.
     #[serde(rename_all = "camelCase")]
@@ -342,6 +346,14 @@ pub enum Action {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         records: Vec<crate::observed::ObservedRecord>,
     },
+}
+
+/// A shared value, serialised as the value itself.
+fn shared<T: Serialize, S: serde::Serializer>(
+    value: &Arc<T>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    T::serialize(value, serializer)
 }
 
 impl Action {

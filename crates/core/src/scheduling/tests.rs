@@ -1,5 +1,6 @@
 use super::*;
-use crate::spec::{Cluster, Distribution};
+use crate::spec::scheduling::{CONTROL_PLANE_TAINT, POOL_LABEL, REGION_LABEL, ZONE_LABEL};
+use crate::spec::{Cluster, Distribution, TaintEffect};
 
 fn memory_pool() -> Cluster {
     let mut cluster = Cluster::test("prod").with_workers("memory", 2);
@@ -197,4 +198,41 @@ fn a_key_another_controller_owns_is_never_set_recorded_or_removed_and_is_reporte
         ["node-role.kubernetes.io/control-plane"]
     );
     assert!(held_elsewhere(&before, &observed).is_empty(), "as declared");
+}
+
+#[test]
+fn the_quick_check_agrees_with_the_change_on_every_kind_of_difference() {
+    let cluster = memory_pool();
+    let spec = &cluster.spec;
+    for (pool, role) in [("memory", Role::Worker), ("cp", Role::ControlPlane)] {
+        let desired = NodeScheduling::of(spec, pool, role, "pve2");
+        let declared = Declared::of(spec, pool, role, "pve2");
+        let as_desired = node(&desired);
+        let mut variants = vec![as_desired.clone()];
+        let mut changed = as_desired.clone();
+        changed
+            .labels
+            .insert("workload-class".to_owned(), "cpu".to_owned());
+        variants.push(changed);
+        let mut unrecorded = as_desired.clone();
+        unrecorded.managed = ManagedKeys::default();
+        variants.push(unrecorded);
+        let mut extra = as_desired.clone();
+        extra.managed.labels.insert("gone".to_owned());
+        extra.labels.insert("gone".to_owned(), String::new());
+        variants.push(extra);
+        let mut untainted = as_desired.clone();
+        untainted.taints.clear();
+        variants.push(untainted);
+        let mut hand = as_desired.clone();
+        hand.labels.insert("owner".to_owned(), "alice".to_owned());
+        variants.push(hand);
+        for (index, observed) in variants.iter().enumerate() {
+            assert_eq!(
+                declared.carried_by(observed),
+                relabel(&NodeName::from("n"), &desired, observed).is_none(),
+                "{pool} variant {index}"
+            );
+        }
+    }
 }

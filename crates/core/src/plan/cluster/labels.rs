@@ -4,18 +4,17 @@
 //! part of a machine's spec hash). See `crate::scheduling` for what a node carries and whose
 //! keys capstan touches.
 
-use std::collections::HashMap;
-
 use super::*;
 use crate::scheduling::{
-    NodeScheduling, OWNED_ELSEWHERE_ANNOTATIONS, Relabel, held_elsewhere, in_place_summary, relabel,
+    Declared, NodeScheduling, OWNED_ELSEWHERE_ANNOTATIONS, Relabel, held_elsewhere,
+    in_place_summary, relabel,
 };
 
 impl<'a> Ctx<'a> {
     /// What `view`'s Node carries: its pool's labels and taints, capstan's own labels (the
     /// Proxmox node its VM runs on among them).
-    pub(super) fn scheduling_of(&self, view: &View<'_>) -> NodeScheduling {
-        NodeScheduling::of(
+    pub(super) fn scheduling_of(&self, view: &View<'_>) -> std::sync::Arc<NodeScheduling> {
+        self.input.memo.scheduling(
             self.spec(),
             &view.machine.ownership.pool,
             view.role(),
@@ -34,10 +33,24 @@ impl<'a> Ctx<'a> {
 
     /// The change `view`'s Node needs, when it needs one.
     pub(super) fn relabel_of(&self, view: &View<'_>) -> Option<Relabel> {
-        if !self.is_labelled(view) {
+        let node = view.node.filter(|_| self.is_labelled(view))?;
+        if self.carries_its_own(view, node) {
             return None;
         }
-        relabel(view.name, &self.scheduling_of(view), view.node?)
+        relabel(view.name, &self.scheduling_of(view), node)
+    }
+
+    /// Whether `node` carries what its pool declares and capstan's record says so, checked
+    /// without copying anything (every node, every plan), when no other controller owns a key
+    /// on it.
+    fn carries_its_own(&self, view: &View<'_>, node: &ObservedNode) -> bool {
+        let declared = Declared::of(
+            self.spec(),
+            &view.machine.ownership.pool,
+            view.role(),
+            &view.machine.proxmox_node,
+        );
+        node.owned_elsewhere.is_empty() && declared.carried_by(node)
     }
 
     /// Keys the file declares for `view`'s Node whose value there differs, which another
@@ -67,14 +80,16 @@ impl<'a> Ctx<'a> {
     /// Rule: one `label-nodes` step for every Node that differs from the file, never gated by
     /// a maintenance window (it disturbs no workload that runs).
     pub(super) fn relabels(&self, out: &mut Outcome) {
-        // Nodes of one pool on one Proxmox node carry the same: computed once each.
-        let mut wanted: HashMap<(usize, &str), NodeScheduling> = HashMap::new();
+        if self.input.labels_settled {
+            return;
+        }
         let mut nodes = Vec::new();
         for view in self.views.iter().filter(|v| self.is_labelled(v)) {
             let Some(node) = view.node else { continue };
-            let desired = wanted
-                .entry((view.pool, view.machine.proxmox_node.as_str()))
-                .or_insert_with(|| self.scheduling_of(view));
+            if self.carries_its_own(view, node) {
+                continue;
+            }
+            let desired = &*self.scheduling_of(view);
             nodes.extend(relabel(view.name, desired, node));
             if !self.input.predicting {
                 out.findings

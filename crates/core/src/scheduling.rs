@@ -2,9 +2,9 @@
 //! over anyone else's.
 //!
 //! A node gets, from its pool (or the control plane): the pool's labels and taints, capstan's
-//! own labels (`capstan.dev/pool`, `topology.kubernetes.io/region`: the Proxmox connection, `topology.kubernetes.io/zone`: the
-//! Proxmox node its VM runs on) and, on a control plane that takes no workloads,
-//! the control-plane taint. Taints and the labels a kubelet may set on itself go through the
+//! own labels (`capstan.dev/pool`; `topology.kubernetes.io/region`, the Proxmox connection;
+//! `topology.kubernetes.io/zone`, the Proxmox node its VM runs on) and, on a control plane
+//! that takes no workloads, the control-plane taint. Taints and the labels a kubelet may set on itself go through the
 //! node's registration (its distribution's configuration), so no pod lands before its taint;
 //! the rest goes through the API once the node has joined ([`NodeScheduling::registration`]).
 //!
@@ -33,9 +33,8 @@ pub use crate::node_keys::{
     OwnedElsewhere,
 };
 use crate::observed::{ObservedNode, Taint};
-use crate::spec::ClusterSpec;
-use crate::spec::NodeTaint;
 use crate::spec::scheduling::{SchedulingWays, is_kubelet_label};
+use crate::spec::{ClusterSpec, NodeTaint};
 
 /// The labels and taints capstan gives one node.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]

@@ -39,5 +39,6 @@ pub mod status_branch;
 pub mod timed_preview;
 
 pub use capstan_core::{
-    dashboard, errors, fingerprint, model, observed, plan, preview, spec, status, workloads,
+    dashboard, errors, fingerprint, model, observed, plan, preview, scheduling, spec, status,
+    workloads,
 };

@@ -38,6 +38,7 @@ mod deliveries;
 pub mod distribution;
 mod drains;
 mod error;
+mod labels;
 mod machines;
 mod membership;
 mod removal;
@@ -141,12 +142,19 @@ impl<Pr: Providers> Executor<Pr> {
                 machine,
                 endpoint,
                 version,
+                scheduling,
                 ..
             } => {
-                self.init_control_plane(ctx, machine, endpoint, *version)
+                self.init_control_plane(ctx, machine, endpoint, *version, scheduling)
                     .await?
             }
-            Action::JoinNode { machine, role, .. } => self.join_node(ctx, machine, *role).await?,
+            Action::JoinNode {
+                machine,
+                role,
+                scheduling,
+                ..
+            } => self.join_node(ctx, machine, *role, scheduling).await?,
+            Action::LabelNodes { nodes } => self.label_nodes(ctx, nodes).await?,
             Action::DeleteNode {
                 node,
                 role,

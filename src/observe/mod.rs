@@ -44,6 +44,10 @@ use crate::observed::{
 use crate::providers::kube::{AdminKubeconfig, ClusterClient, NodeState};
 use crate::providers::proxmox::{self, ProxmoxProvider, VmInfo};
 use crate::records::flux::{self, KubeconfigDelivery};
+use crate::scheduling::{
+    MANAGED_LABELS_ANNOTATION, MANAGED_TAINTS_ANNOTATION, ManagedKeys, OWNED_ELSEWHERE_ANNOTATIONS,
+    OwnedElsewhere,
+};
 use crate::spec::{Cluster, Desired, Endpoint, KubeVersion};
 use guest::{mark_guest_agents, read_admin_kubeconfig, read_built_from};
 use talos::talos_admin_kubeconfig;
@@ -690,7 +694,20 @@ fn observed_node(node: &NodeState, drain: Option<DrainObserved>, now: Timestamp)
             })
             .collect(),
         drain,
+        labels: node.labels.clone(),
+        managed: ManagedKeys::from_annotations(
+            annotation(node, MANAGED_LABELS_ANNOTATION),
+            annotation(node, MANAGED_TAINTS_ANNOTATION),
+        ),
+        owned_elsewhere: OwnedElsewhere::from_annotations(
+            annotation(node, OWNED_ELSEWHERE_ANNOTATIONS.0),
+            annotation(node, OWNED_ELSEWHERE_ANNOTATIONS.1),
+        ),
     }
+}
+
+fn annotation<'a>(node: &'a NodeState, name: &str) -> Option<&'a str> {
+    node.annotations.get(name).map(String::as_str)
 }
 
 /// The oldest release the control planes' kubelets report (the cluster's version while an

@@ -17,6 +17,7 @@ use capstan::providers::kube::{AdminKubeconfig, ApiEndpoint, KubeClusterClient};
 use capstan::providers::kubeadm::Kubeadm;
 use capstan::providers::node_exec::{Command, ExecError, NodeExec, NodeTarget, Output};
 use capstan::records::k3s::k3s_secrets;
+use capstan::scheduling::Registration;
 use capstan::spec::{DatastoreChoice, DatastoreServer, SecretSource};
 use capstan_core::model::VmId;
 use capstan_lab::clock::LabClock;
@@ -273,7 +274,13 @@ async fn capstans_k3s_steps_build_the_seed_cluster_on_a_provisioned_mariadb() {
         let address = format!("192.168.1.{}", server.vmid.0 - 100)
             .parse()
             .expect("ip");
-        let steps = k3s::install_server(&spec, &join, &server.name, address);
+        let steps = k3s::install_server(
+            &spec,
+            &join,
+            &server.name,
+            address,
+            &Registration::default(),
+        );
         nodes
             .run_steps("init-control-plane", server, &steps)
             .await
@@ -286,7 +293,13 @@ async fn capstans_k3s_steps_build_the_seed_cluster_on_a_provisioned_mariadb() {
     for i in 0..2 {
         let agent = target(121 + i, &format!("capstan-edge-agents-{i}"));
         let address = format!("192.168.1.{}", 21 + i).parse().expect("ip");
-        let steps = k3s::install_agent(&spec, &secrets.token, &agent.name, address);
+        let steps = k3s::install_agent(
+            &spec,
+            &secrets.token,
+            &agent.name,
+            address,
+            &Registration::default(),
+        );
         nodes
             .run_steps("join-node", &agent, &steps)
             .await
@@ -558,6 +571,7 @@ async fn an_install_on_a_template_without_k3s_says_what_the_template_lacks() {
         &join,
         &node.name,
         "192.168.1.21".parse().expect("ip"),
+        &Registration::default(),
     );
     let err = k3s::install(
         &Kubeadm::new(BareNodes(lab.nodes.clone())),
@@ -654,7 +668,13 @@ async fn capstans_certificate_rotation_on_a_server_issues_a_new_admin_kubeconfig
         .run_steps(
             "init-control-plane",
             &server,
-            &k3s::install_server(&spec, &join, &server.name, address),
+            &k3s::install_server(
+                &spec,
+                &join,
+                &server.name,
+                address,
+                &Registration::default(),
+            ),
         )
         .await
         .expect("server");
@@ -693,7 +713,13 @@ async fn capstans_certificate_rotation_on_a_server_issues_a_new_admin_kubeconfig
         .run_steps(
             "join-node",
             &agent,
-            &k3s::install_agent(&spec, "t0k3n", &agent.name, agent_address),
+            &k3s::install_agent(
+                &spec,
+                "t0k3n",
+                &agent.name,
+                agent_address,
+                &Registration::default(),
+            ),
         )
         .await
         .expect("agent");

@@ -10,6 +10,7 @@ use std::time::Duration;
 use capstan::model::{NodeName, Role, VmId};
 use capstan::providers::kubeadm::{self as steps, Kubeadm, KubeadmError};
 use capstan::providers::node_exec::{Command, ExecError, NodeExec, NodeTarget, Output};
+use capstan::scheduling::Registration;
 use capstan_lab::clock::LabClock;
 use capstan_lab::nodes::{
     BackendError, ClusterAccess, ClusterBackend, NewCluster, NewNode, NodeSoftware, NodeTimings,
@@ -199,7 +200,13 @@ impl Lab {
 
     async fn init(&self, target: &NodeTarget) {
         self.prepare(target).await;
-        let init = steps::init_control_plane("platform", &self.spec, &target.name, address());
+        let init = steps::init_control_plane(
+            "platform",
+            &self.spec,
+            &target.name,
+            address(),
+            &Registration::default(),
+        );
         self.kubeadm
             .run_steps("init", target, &init)
             .await
@@ -224,6 +231,7 @@ impl Lab {
             &self.spec,
             &target.name,
             address(),
+            &Registration::default(),
         );
         self.kubeadm.run_steps("join", target, &join).await
     }
@@ -262,7 +270,13 @@ async fn a_cluster_comes_up_through_capstans_own_steps() {
     );
 
     // Repeating init on the initialised node is a no-op (its guard sees admin.conf).
-    let again = steps::init_control_plane("platform", &lab.spec, &cp.name, address());
+    let again = steps::init_control_plane(
+        "platform",
+        &lab.spec,
+        &cp.name,
+        address(),
+        &Registration::default(),
+    );
     lab.kubeadm
         .run_steps("init", &cp, &again)
         .await
@@ -273,7 +287,13 @@ async fn a_cluster_comes_up_through_capstans_own_steps() {
 async fn kubeadm_is_missing_until_the_node_is_prepared() {
     let lab = lab();
     let cp = node(100, "cp");
-    let init = steps::init_control_plane("platform", &lab.spec, &cp.name, address());
+    let init = steps::init_control_plane(
+        "platform",
+        &lab.spec,
+        &cp.name,
+        address(),
+        &Registration::default(),
+    );
     let err = lab
         .kubeadm
         .run_steps("init", &cp, &init)
@@ -301,6 +321,7 @@ async fn a_join_with_an_expired_token_fails_as_kubeadm_does() {
         &lab.spec,
         &worker.name,
         address(),
+        &Registration::default(),
     );
     let err = lab
         .kubeadm
@@ -343,6 +364,7 @@ async fn the_join_token_and_certificate_key_reach_the_node_in_a_file_only_root_r
         &lab.spec,
         &second.name,
         address(),
+        &Registration::default(),
     );
     // Up to the join: the file holds the token and the key, and only root reads it.
     let (written, _) = join.split_at(1);
@@ -416,6 +438,7 @@ async fn a_control_plane_join_needs_a_fresh_certificate_key() {
         &lab.spec,
         &third.name,
         address(),
+        &Registration::default(),
     );
     let err = lab
         .kubeadm

@@ -16,6 +16,7 @@ mod guard;
 mod hostile_guests;
 mod k3s;
 mod kubeconfig_trust;
+mod labels;
 mod leader;
 mod notifications;
 mod observe_cost;

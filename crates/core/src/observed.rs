@@ -550,6 +550,21 @@ pub struct ObservedNode {
     /// capstan's drain, when it started one ([`DRAIN_STARTED_ANNOTATION`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain: Option<DrainObserved>,
+    /// `metadata.labels`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// The label and taint keys capstan set on it, as its annotations record them.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::node_keys::ManagedKeys::is_empty"
+    )]
+    pub managed: crate::node_keys::ManagedKeys,
+    /// The label and taint keys another controller owns on it (Talos's record).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::node_keys::OwnedElsewhere::is_empty"
+    )]
+    pub owned_elsewhere: crate::node_keys::OwnedElsewhere,
 }
 
 impl ObservedNode {

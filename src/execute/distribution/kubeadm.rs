@@ -12,6 +12,7 @@ use crate::model::{NodeName, Role};
 use crate::plan::{ActionKind, MachineRef};
 use crate::providers::kubeadm::{self, NodeStep};
 use crate::providers::proxmox::VmRef;
+use crate::scheduling::{NodeScheduling, Registration};
 use crate::spec::{ClusterSpec, Endpoint, KubeVersion};
 
 use super::{AdminSource, Distribution, VersionSource};
@@ -29,6 +30,7 @@ impl Distribution for Kubeadm {
         _: &VmRef,
         _: &NodeName,
         _: Role,
+        _: &NodeScheduling,
     ) -> Result<Option<String>, ExecuteError> {
         Ok(None)
     }
@@ -61,6 +63,7 @@ impl Distribution for Kubeadm {
         machine: &MachineRef,
         endpoint: &Endpoint,
         version: KubeVersion,
+        scheduling: &NodeScheduling,
     ) -> Result<String, ExecuteError> {
         let mut spec = require_spec(ctx, ActionKind::InitControlPlane)?.clone();
         spec.endpoint = endpoint.clone();
@@ -70,7 +73,13 @@ impl Distribution for Kubeadm {
         let nodes = ex.nodes(ctx)?;
         let steps = [
             prepare_unless_done(ctx, machine, version),
-            kubeadm::init_control_plane(ctx.cluster, &spec, &target.name, address),
+            kubeadm::init_control_plane(
+                ctx.cluster,
+                &spec,
+                &target.name,
+                address,
+                &registration(&spec, scheduling),
+            ),
         ]
         .concat();
         run_steps(&nodes, ActionKind::InitControlPlane, &target, &steps).await?;
@@ -82,8 +91,11 @@ impl Distribution for Kubeadm {
         let kubeconfig = ex.admit(ctx, &spec, &target, &read).await?;
         ex.mark_bootstrapped(ctx, &kubeconfig).await?;
         let ready = ex.await_ready(&kubeconfig, &target.name).await;
+        let labelled = ex
+            .settle_node(ctx, &kubeconfig, &target.name, scheduling)
+            .await;
         Ok(format!(
-            "kubeadm init on {} (endpoint {}:{}){ready}",
+            "kubeadm init on {} (endpoint {}:{}){ready}{labelled}",
             target.name, endpoint.host, endpoint.port
         ))
     }
@@ -94,6 +106,7 @@ impl Distribution for Kubeadm {
         ctx: StepContext<'_>,
         machine: &MachineRef,
         role: Role,
+        scheduling: &NodeScheduling,
     ) -> Result<String, ExecuteError> {
         let spec = require_spec(ctx, ActionKind::JoinNode)?;
         let target = node_target(machine)?;
@@ -116,16 +129,28 @@ impl Distribution for Kubeadm {
         let version = kubelet_version_for(ctx, machine, spec);
         let steps = [
             prepare_unless_done(ctx, machine, version),
-            kubeadm::join_node(role, &ticket, key.as_deref(), spec, &target.name, address),
+            kubeadm::join_node(
+                role,
+                &ticket,
+                key.as_deref(),
+                spec,
+                &target.name,
+                address,
+                &registration(spec, scheduling),
+            ),
         ]
         .concat();
         run_steps(&nodes, ActionKind::JoinNode, &target, &steps).await?;
-        let ready = match ctx.access.kubeconfig.as_ref() {
-            Some(kubeconfig) => ex.await_ready(kubeconfig, &target.name).await,
-            None => "",
+        let (ready, labelled) = match ctx.access.kubeconfig.as_ref() {
+            Some(kubeconfig) => (
+                ex.await_ready(kubeconfig, &target.name).await,
+                ex.settle_node(ctx, kubeconfig, &target.name, scheduling)
+                    .await,
+            ),
+            None => ("", ""),
         };
         Ok(format!(
-            "{} joined as {role} (v{version}) through {}{ready}",
+            "{} joined as {role} (v{version}) through {}{ready}{labelled}",
             target.name, control_plane.name
         ))
     }
@@ -226,4 +251,10 @@ fn kubelet_version_for(
         }
         _ => desired,
     }
+}
+
+/// What of `scheduling` the node registers with (kubeadm: the labels a kubelet may set on
+/// itself, through `node-labels`, and every taint, through `nodeRegistration.taints`).
+fn registration(spec: &ClusterSpec, scheduling: &NodeScheduling) -> Registration {
+    scheduling.registration(&spec.kubernetes.distribution.capabilities().scheduling)
 }

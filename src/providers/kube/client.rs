@@ -115,7 +115,7 @@ impl KubeClusterClient {
         Ok(KubeClusterClient { client })
     }
 
-    fn nodes_api(&self) -> Api<Node> {
+    pub(super) fn nodes_api(&self) -> Api<Node> {
         Api::all(self.client.clone())
     }
 
@@ -265,6 +265,7 @@ fn node_state(node: &Node) -> NodeState {
             })
             .collect(),
         annotations: metadata.annotations.clone().unwrap_or_default(),
+        labels: metadata.labels.clone().unwrap_or_default(),
     }
 }
 
@@ -356,6 +357,10 @@ impl ClusterClient for KubeClusterClient {
         .await?;
         info!(node = %node, taint = %taint.key, effect = taint.effect.as_str(), "node tainted");
         Ok(())
+    }
+
+    async fn relabel(&self, change: &crate::scheduling::Relabel) -> Result<(), ClusterError> {
+        self.relabel_node(change).await
     }
 
     async fn annotate(

@@ -17,6 +17,7 @@ mod admin;
 mod client;
 mod drain;
 mod lease;
+mod relabel;
 mod workloads;
 
 use std::collections::BTreeMap;
@@ -34,6 +35,7 @@ pub use lease::{LeaseClient, LeaseError, LeaseRecord, Written};
 pub use workloads::Workloads;
 
 use crate::model::NodeName;
+use crate::scheduling::Relabel;
 
 /// The taint that marks a node as shut down so its volumes and pods can move
 /// (non-graceful node shutdown); capstan sets it when it fences a node.
@@ -122,6 +124,8 @@ pub struct NodeState {
     pub addresses: Vec<NodeAddress>,
     /// Annotations.
     pub annotations: BTreeMap<String, String>,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
 }
 
 /// A Secret's content and bookkeeping. `Debug` shows key names and fingerprints, never data.
@@ -216,6 +220,15 @@ pub enum ClusterError {
     /// Changing taints failed.
     #[error("cannot change the taints of node {node}")]
     Taint {
+        /// Node.
+        node: NodeName,
+        /// What the API server (or the connection to it) said.
+        #[source]
+        source: kube::Error,
+    },
+    /// Changing a node's labels, taints and capstan's record of them failed.
+    #[error("cannot change the labels and taints of node {node}")]
+    Relabel {
         /// Node.
         node: NodeName,
         /// What the API server (or the connection to it) said.
@@ -369,6 +382,7 @@ impl ClusterError {
             | ClusterError::Cordon { source, .. }
             | ClusterError::DeleteNode { source, .. }
             | ClusterError::Taint { source, .. }
+            | ClusterError::Relabel { source, .. }
             | ClusterError::Annotate { source, .. }
             | ClusterError::ListPods { source, .. }
             | ClusterError::ListWorkloads { source, .. }
@@ -446,6 +460,11 @@ pub trait ClusterClient: Send + Sync {
         node: &NodeName,
         taint: &Taint,
     ) -> impl Future<Output = Result<(), ClusterError>> + Send;
+
+    /// Applies `change` to its node's labels, taints and capstan's record of them: sets and
+    /// removes what it names and writes the record; every other label and taint stays. A
+    /// missing node is an error.
+    fn relabel(&self, change: &Relabel) -> impl Future<Output = Result<(), ClusterError>> + Send;
 
     /// Sets (`Some`) or removes (`None`) an annotation on the node.
     fn annotate(
@@ -561,6 +580,10 @@ impl<T: ClusterClient> ClusterClient for Arc<T> {
     ) -> impl Future<Output = Result<(), ClusterError>> + Send {
         (**self).add_taint(node, taint)
     }
+    fn relabel(&self, change: &Relabel) -> impl Future<Output = Result<(), ClusterError>> + Send {
+        (**self).relabel(change)
+    }
+
     fn annotate(
         &self,
         node: &NodeName,

@@ -39,6 +39,8 @@ pub struct Capabilities {
     pub etcd_leave: (&'static str, &'static str),
     /// What preparing a new machine does, around its version: (before, after).
     prepare: (&'static str, &'static str),
+    /// Where its nodes' labels and taints come from.
+    pub scheduling: super::scheduling::SchedulingWays,
 }
 
 impl Capabilities {
@@ -64,6 +66,10 @@ const KUBEADM: Capabilities = Capabilities {
         "its etcd member is removed through another control plane",
     ),
     prepare: ("install CRI-O and Kubernetes ", ""),
+    scheduling: super::scheduling::SchedulingWays {
+        control_planes_schedulable: false,
+        registers_labels: true,
+    },
 };
 
 const K3S: Capabilities = Capabilities {
@@ -78,6 +84,10 @@ const K3S: Capabilities = Capabilities {
     reset: "K3s uninstall",
     etcd_leave: ("", ""),
     prepare: ("check that K3s ", " is in its template"),
+    scheduling: super::scheduling::SchedulingWays {
+        control_planes_schedulable: true,
+        registers_labels: true,
+    },
 };
 
 const TALOS: Capabilities = Capabilities {
@@ -98,6 +108,10 @@ const TALOS: Capabilities = Capabilities {
         "check that Talos runs its machine config for Kubernetes ",
         "",
     ),
+    scheduling: super::scheduling::SchedulingWays {
+        control_planes_schedulable: false,
+        registers_labels: false,
+    },
 };
 
 impl Distribution {

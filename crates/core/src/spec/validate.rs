@@ -281,6 +281,7 @@ pub fn cluster(fleet: &Fleet, cluster: &Cluster, file: &SourceFile) -> Vec<Diagn
     control_plane(&mut out, spec, file);
     workers(&mut out, name, spec, file);
     rollout(&mut out, spec, file);
+    super::labels::check(&mut out, spec, file);
     super::bounds::cluster(&mut out, spec, file);
     if let Some(flux) = &spec.delivery.flux {
         if flux.namespace == RECORDS_NAMESPACE {
@@ -551,7 +552,8 @@ fn workers(out: &mut Vec<Diagnostic>, cluster: &str, spec: &ClusterSpec, file: &
         }
     }
     let total = spec.worker_replicas();
-    let minimum = spec.rollout.min_workers;
+    // A compact cluster (no worker, its control planes schedulable) needs none.
+    let minimum = spec.min_workers();
     if total < minimum {
         let field = if spec.workers.is_empty() {
             "spec.workers".to_owned()

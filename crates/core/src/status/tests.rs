@@ -206,6 +206,9 @@ fn a_cluster_whose_file_has_errors_stays_in_the_status_blocked_on_its_file() {
             unschedulable: false,
             taints: Vec::new(),
             drain: None,
+            labels: Default::default(),
+            managed: Default::default(),
+            owned_elsewhere: Default::default(),
         },
     );
     let status = invalid_file(

@@ -15,6 +15,7 @@ mod apply;
 mod cluster;
 mod config;
 mod controllers;
+pub mod node_restriction;
 mod patch;
 mod protobuf;
 mod resources;
@@ -32,7 +33,8 @@ use std::sync::{Arc, Mutex};
 
 pub use cluster::{NewCluster, SimCluster};
 pub use config::{
-    MANAGEMENT, SimClusterConfig, SimDaemonSet, SimDeployment, SimNodeConfig, SimPod, SimWorkloads,
+    MANAGEMENT, SimClusterConfig, SimDaemonSet, SimDeployment, SimNodeConfig, SimPod, SimTaint,
+    SimWorkloads,
 };
 pub use state::Eviction;
 

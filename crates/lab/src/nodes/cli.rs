@@ -309,6 +309,12 @@ pub struct K3sServerArgs {
     /// Node name (default: the hostname).
     #[arg(long)]
     pub node_name: Option<String>,
+    /// A label the kubelet registers with, `KEY=VALUE` (repeatable).
+    #[arg(long = "node-label")]
+    pub node_label: Vec<String>,
+    /// A taint the kubelet registers with, `KEY[=VALUE]:EFFECT` (repeatable).
+    #[arg(long = "node-taint")]
+    pub node_taint: Vec<String>,
 }
 
 /// `k3s agent` flags.
@@ -326,6 +332,12 @@ pub struct K3sAgentArgs {
     /// Node name (default: the hostname).
     #[arg(long)]
     pub node_name: Option<String>,
+    /// A label the kubelet registers with, `KEY=VALUE` (repeatable).
+    #[arg(long = "node-label")]
+    pub node_label: Vec<String>,
+    /// A taint the kubelet registers with, `KEY[=VALUE]:EFFECT` (repeatable).
+    #[arg(long = "node-taint")]
+    pub node_taint: Vec<String>,
 }
 
 /// Parses `args` (without the program name) as `P`, or gives the error the real program prints,

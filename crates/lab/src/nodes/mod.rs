@@ -12,7 +12,10 @@
 pub mod cli;
 pub mod iso9660;
 pub mod paths;
+mod registration;
 mod systems;
+
+pub use registration::Registration;
 
 pub use systems::talos::{TalosBootError, TalosMachine};
 pub use systems::talos_node::TalosClusterRef;
@@ -80,6 +83,18 @@ pub struct NewNode {
     pub address: Option<IpAddr>,
     /// Whether it starts Ready.
     pub ready: bool,
+    /// The labels and taints its configuration registers it with.
+    pub registration: Registration,
+}
+
+impl NewNode {
+    /// The same Node, registering with `registration`.
+    pub fn registering(self, registration: Registration) -> Self {
+        NewNode {
+            registration,
+            ..self
+        }
+    }
 }
 
 /// Why the simulated API servers refused the node software.
@@ -94,6 +109,9 @@ pub enum BackendError {
     /// The simulated API server refused the change.
     #[error(transparent)]
     Kube(#[from] crate::kube::SimKubeError),
+    /// An admission plugin refused the request, in the API server's words.
+    #[error("{0}")]
+    Forbidden(String),
     /// The `ClusterConfiguration` kubeadm stored is no YAML.
     #[error("the stored ClusterConfiguration does not parse")]
     StoredConfiguration {

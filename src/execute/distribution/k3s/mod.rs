@@ -23,6 +23,7 @@ use crate::providers::k3s::{self as commands, ServerJoin};
 use crate::providers::kubeadm::NodeStep;
 use crate::providers::proxmox::VmRef;
 use crate::records::k3s::{self as k3s_records, K3sSecrets, ProvisionedDatabase};
+use crate::scheduling::{NodeScheduling, Registration};
 use crate::spec::{ClusterSpec, Endpoint, KubeVersion};
 
 use super::{AdminSource, Distribution, VersionSource};
@@ -59,6 +60,7 @@ impl Distribution for K3s {
         _: &VmRef,
         _: &NodeName,
         _: Role,
+        _: &NodeScheduling,
     ) -> Result<Option<String>, ExecuteError> {
         Ok(None)
     }
@@ -98,6 +100,7 @@ impl Distribution for K3s {
         machine: &MachineRef,
         endpoint: &Endpoint,
         version: KubeVersion,
+        scheduling: &NodeScheduling,
     ) -> Result<String, ExecuteError> {
         let action = ActionKind::InitControlPlane;
         let mut spec = require_spec(ctx, action)?.clone();
@@ -107,7 +110,8 @@ impl Distribution for K3s {
         let address = ex.address(ctx, &target).await?;
         let join = server_join(ex, ctx, &spec, action).await?;
         let nodes = ex.nodes(ctx)?;
-        let steps = commands::install_server(&spec, &join, &target.name, address);
+        let registration = registration(&spec, scheduling);
+        let steps = commands::install_server(&spec, &join, &target.name, address, &registration);
         commands::install(
             &nodes,
             action.name(),
@@ -125,8 +129,11 @@ impl Distribution for K3s {
         crate::redact::remember_kubeconfig(&read);
         let kubeconfig = ex.admit(ctx, &spec, &target, &read).await?;
         ex.mark_bootstrapped(ctx, &kubeconfig).await?;
+        let labelled = ex
+            .settle_node(ctx, &kubeconfig, &target.name, scheduling)
+            .await;
         Ok(format!(
-            "K3s server {} started (endpoint {}:{}, {})",
+            "K3s server {} started (endpoint {}:{}, {}){labelled}",
             target.name,
             endpoint.host,
             endpoint.port,
@@ -141,6 +148,7 @@ impl Distribution for K3s {
         ctx: StepContext<'_>,
         machine: &MachineRef,
         role: Role,
+        scheduling: &NodeScheduling,
     ) -> Result<String, ExecuteError> {
         let action = ActionKind::JoinNode;
         let mut spec = require_spec(ctx, action)?.clone();
@@ -149,14 +157,15 @@ impl Distribution for K3s {
         let target = node_target(machine)?;
         let address = ex.address(ctx, &target).await?;
         let nodes = ex.nodes(ctx)?;
+        let registration = registration(spec, scheduling);
         let steps = match role {
             Role::ControlPlane => {
                 let join = server_join(ex, ctx, spec, action).await?;
-                commands::install_server(spec, &join, &target.name, address)
+                commands::install_server(spec, &join, &target.name, address, &registration)
             }
             Role::Worker => {
-                let secrets = secrets(ex, ctx, spec, action).await?;
-                commands::install_agent(spec, &secrets.token, &target.name, address)
+                let token = secrets(ex, ctx, spec, action).await?.token;
+                commands::install_agent(spec, &token, &target.name, address, &registration)
             }
         };
         commands::install(
@@ -172,8 +181,15 @@ impl Distribution for K3s {
             Role::ControlPlane => "server",
             Role::Worker => "agent",
         };
+        let labelled = match ctx.access.kubeconfig.as_ref() {
+            Some(kubeconfig) => {
+                ex.settle_node(ctx, kubeconfig, &target.name, scheduling)
+                    .await
+            }
+            None => "",
+        };
         Ok(format!(
-            "{} joined as a K3s {what} (v{}) through {}:{}",
+            "{} joined as a K3s {what} (v{}) through {}:{}{labelled}",
             target.name, spec.kubernetes.version, spec.endpoint.host, spec.endpoint.port
         ))
     }
@@ -319,4 +335,10 @@ fn join_version(ctx: StepContext<'_>, spec: &ClusterSpec) -> KubeVersion {
         }
         _ => desired,
     }
+}
+
+/// What of `scheduling` the node registers with (K3s: `--node-label` for the labels a kubelet
+/// may set on itself, `--node-taint` for every taint).
+fn registration(spec: &ClusterSpec, scheduling: &NodeScheduling) -> Registration {
+    scheduling.registration(&spec.kubernetes.distribution.capabilities().scheduling)
 }

@@ -34,6 +34,7 @@ use crate::providers::talos::api::{
 };
 use crate::providers::talos::{admin_credentials, kubeconfig};
 use crate::records::talos::{self as store, StoredBundle};
+use crate::scheduling::NodeScheduling;
 use crate::spec::{ClusterSpec, Endpoint, KubeVersion};
 
 use super::{AdminSource, Distribution, VersionSource};
@@ -100,6 +101,7 @@ impl Distribution for Talos {
         vm: &VmRef,
         name: &NodeName,
         role: Role,
+        scheduling: &NodeScheduling,
     ) -> Result<Option<String>, ExecuteError> {
         let action = ActionKind::CreateMachine;
         let spec = require_spec(ctx, action)?;
@@ -138,6 +140,9 @@ impl Distribution for Talos {
             install_disk: INSTALL_DISK.to_owned(),
             mac_address,
             static_address: addresses::node_address(ex, ctx, spec, vm, name).await?,
+            register_with_taints: scheduling
+                .registration(&spec.kubernetes.distribution.capabilities().scheduling)
+                .taints,
         };
         let image = cidata(ctx.cluster, spec, &node, vm, &stored)
             .map_err(|source| failed(action, source))?;
@@ -209,6 +214,7 @@ impl Distribution for Talos {
         machine: &MachineRef,
         endpoint: &Endpoint,
         _: KubeVersion,
+        scheduling: &NodeScheduling,
     ) -> Result<String, ExecuteError> {
         let action = ActionKind::InitControlPlane;
         let spec = require_spec(ctx, action)?;
@@ -245,24 +251,28 @@ impl Distribution for Talos {
         let kubeconfig = ex.admit(ctx, spec, &target, &text).await?;
         ex.mark_bootstrapped(ctx, &kubeconfig).await?;
         let ready = ex.await_ready(&kubeconfig, &target.name).await;
+        let labelled = ex
+            .settle_node(ctx, &kubeconfig, &target.name, scheduling)
+            .await;
         let how = match outcome {
             BootstrapOutcome::Bootstrapped => "etcd bootstrapped",
             BootstrapOutcome::AlreadyBootstrapped => "etcd was bootstrapped already",
         };
         Ok(format!(
-            "{how} on {} (endpoint {}:{} on Talos's VIP {}){ready}",
+            "{how} on {} (endpoint {}:{} on Talos's VIP {}){ready}{labelled}",
             target.name, endpoint.host, endpoint.port, endpoint.address
         ))
     }
 
     /// Nothing to run: a Talos machine joins with its machine config as it boots. The step
-    /// waits briefly for its Node.
+    /// waits briefly for its Node, then labels it.
     async fn join<Pr: Providers>(
         &self,
         ex: &Executor<Pr>,
         ctx: StepContext<'_>,
         machine: &MachineRef,
         _: Role,
+        scheduling: &NodeScheduling,
     ) -> Result<String, ExecuteError> {
         let action = ActionKind::JoinNode;
         let kubeconfig = ctx
@@ -271,8 +281,11 @@ impl Distribution for Talos {
             .as_ref()
             .ok_or(ExecuteError::NoKubeconfig { action })?;
         let ready = ex.await_ready(kubeconfig, &machine.name).await;
+        let labelled = ex
+            .settle_node(ctx, kubeconfig, &machine.name, scheduling)
+            .await;
         Ok(format!(
-            "{} joins with its machine config{ready}",
+            "{} joins with its machine config{ready}{labelled}",
             machine.name
         ))
     }

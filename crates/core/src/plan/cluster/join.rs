@@ -35,6 +35,7 @@ impl<'a> Ctx<'a> {
                 version: self.target_version,
                 pod_network: spec.network.pods.to_string(),
                 service_network: spec.network.services.to_string(),
+                scheduling: self.scheduling_of(view),
             },
             self.target(view),
             format!(
@@ -176,6 +177,7 @@ impl<'a> Ctx<'a> {
                     machine: view.machine_ref(),
                     role,
                     endpoint: self.spec().endpoint.clone(),
+                    scheduling: self.scheduling_of(view),
                 },
                 self.target(view),
                 format!(

@@ -33,6 +33,7 @@ pub(in crate::nodes) struct ServerRequest {
     pub datastore: Option<Dsn>,
     pub tls_san: Vec<String>,
     pub port: u16,
+    pub registration: Registration,
 }
 
 #[derive(Debug, Clone)]
@@ -41,6 +42,7 @@ pub(in crate::nodes) struct AgentRequest {
     pub node: String,
     pub token: String,
     pub server: String,
+    pub registration: Registration,
 }
 
 /// The state of a K3s cluster besides the common one.
@@ -218,6 +220,7 @@ fn install(
             let token = setting("token").ok_or_else(|| {
                 fatal("starting kubernetes: preparing server: token is required to join a cluster; with an external datastore every server must be started with the same --token")
             })?;
+            let registration = registration(&server.node_label, &server.node_taint, &settings)?;
             Ok(K3sInstall::Server(ServerRequest {
                 version,
                 node: server.node_name.unwrap_or_else(|| vm.name.clone()),
@@ -225,6 +228,7 @@ fn install(
                 datastore,
                 tls_san: server.tls_san,
                 port: server.https_listen_port,
+                registration,
             }))
         }
         cli::K3sCommand::Agent(agent) => {
@@ -232,14 +236,50 @@ fn install(
                 .or_else(|| setting("server"))
                 .ok_or_else(|| fatal("--server is required"))?;
             let token = setting("token").ok_or_else(|| fatal("--token is required"))?;
+            let registration = registration(&agent.node_label, &agent.node_taint, &settings)?;
             Ok(K3sInstall::Agent(AgentRequest {
                 version,
                 node: agent.node_name.unwrap_or_else(|| vm.name.clone()),
                 token,
                 server,
+                registration,
             }))
         }
     }
+}
+
+/// What the kubelet registers with: the `node-label` and `node-taint` lists of K3s's
+/// configuration file, then the flags. A K3s server carries no taint unless given one (servers
+/// run workloads).
+fn registration(
+    labels: &[String],
+    taints: &[String],
+    settings: &Option<serde_json::Value>,
+) -> Result<Registration, Exit> {
+    let listed = |key: &str| -> Vec<String> {
+        settings
+            .as_ref()
+            .and_then(|s| s.get(key))
+            .and_then(serde_json::Value::as_array)
+            .map(|list| {
+                list.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut registration = Registration::default();
+    for label in listed("node-label").iter().chain(labels) {
+        registration
+            .add_labels_flag("--node-label", label)
+            .map_err(|message| fatal(&message))?;
+    }
+    for taint in listed("node-taint").iter().chain(taints) {
+        registration
+            .add_taint_flag(taint)
+            .map_err(|message| fatal(&message))?;
+    }
+    Ok(registration)
 }
 
 impl GuestSystems {
@@ -301,7 +341,8 @@ impl GuestSystems {
             ));
         }
         let admin = state.access.admin_kubeconfig.clone();
-        let node = kubelet(vm, &request.node, request.version, Role::ControlPlane);
+        let node = kubelet(vm, &request.node, request.version, Role::ControlPlane)
+            .registering(request.registration.clone());
         self.join_k3s(backend, vm, &name, &node, later)
             .map_err(|message| fatal(&message))?;
         let guest = self.guest(vm.vmid);
@@ -396,7 +437,8 @@ impl GuestSystems {
                 request.server
             ));
         }
-        let node = kubelet(vm, &request.node, request.version, Role::Worker);
+        let node = kubelet(vm, &request.node, request.version, Role::Worker)
+            .registering(request.registration.clone());
         match self.join_k3s(backend, vm, &name, &node, later) {
             Ok(()) => {
                 self.guest(vm.vmid).put_file(
@@ -560,6 +602,7 @@ fn kubelet(vm: &GuestVm, name: &str, version: KubeVersion, role: Role) -> NewNod
         role,
         address: vm.address.map(IpAddr::V4),
         ready: false,
+        registration: Registration::default(),
     }
 }
 

@@ -26,7 +26,9 @@ use super::cli::{
     TokenCommand, UpgradeCommand,
 };
 use super::paths;
-use super::{ClusterAccess, ClusterBackend, NewCluster, NewNode, NodeTimings, random_hex};
+use super::{
+    ClusterAccess, ClusterBackend, NewCluster, NewNode, NodeTimings, Registration, random_hex,
+};
 use crate::proxmox::{ExecOutcome as Exit, GuestIdentity as GuestVm, PowerEvent};
 use crate::values::KubeVersion;
 use capstan_core::model::{Role, VmId};

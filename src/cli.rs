@@ -412,6 +412,13 @@ pub struct SecretArgs {
     /// until the pin changes. `--lab` pins nothing.
     #[arg(long = "pin", value_name = "FIELD=VALUE", value_delimiter = ',', env = env_vars::CAPSTAN_PINS)]
     pub pins: Vec<crate::secrets::Pin>,
+    /// The namespaces of the management clusters a cluster file may deliver its admin
+    /// kubeconfig to (`delivery.flux.namespace`; repeat it, or separate them with `,`).
+    /// Unset: any namespace but `capstan-system`, which is always refused. A cluster file
+    /// naming another is refused with its line: its cluster is left as it is, Blocked on its
+    /// file.
+    #[arg(long, value_name = "NAMESPACE", value_delimiter = ',', env = env_vars::CAPSTAN_DELIVERY_NAMESPACES)]
+    pub delivery_namespaces: Vec<String>,
 }
 
 impl SecretArgs {
@@ -440,7 +447,8 @@ impl SecretArgs {
         } else {
             let pins = crate::secrets::Pins::new(self.pins.iter().cloned())?;
             crate::secrets::Admission::fleet(std::sync::Arc::clone(&policy), pins)
-        };
+        }
+        .with_delivery_namespaces(&self.delivery_namespaces);
         Ok(crate::secrets::Limits { policy, admission })
     }
 }

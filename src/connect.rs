@@ -17,9 +17,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use crate::fingerprint::FingerprintKey;
-use crate::providers::ca_pins::{CaPins, PinError, PinStore};
 use crate::providers::datastore::{AdminAccess, DatastoreError};
-use crate::providers::flux::{FluxDeliverer, KubeconfigDelivery};
 use crate::providers::kube::{
     AdminKubeconfig, ApiEndpoint, ClusterClient, ClusterError, KubeClusterClient, KubeconfigRefused,
 };
@@ -28,6 +26,8 @@ use crate::providers::proxmox::{
     Trust,
 };
 use crate::providers::talos::api::{GrpcTalosApi, TALOS_API_PORT, TalosApiError, TalosCredentials};
+use crate::records::ca_pins::{CaPins, PinError, PinStore};
+use crate::records::flux::{FluxDeliverer, KubeconfigDelivery};
 use crate::secrets::{SecretError, SecretReader, SecretUse};
 use crate::spec::{ClusterSpec, Fleet, SecretSource};
 use capstan_lab::lab::{ApiAddresses, LabFile};

@@ -137,5 +137,7 @@ pub const CAPSTAN_SECRETS_ENV_PREFIX: &str = "CAPSTAN_SECRETS_ENV_PREFIX";
 pub const CAPSTAN_SECRETS_DIR: &str = "CAPSTAN_SECRETS_DIR";
 /// Where connections' secrets may be sent: `FIELD=VALUE` pins, separated by `,`.
 pub const CAPSTAN_PINS: &str = "CAPSTAN_PINS";
+/// The namespaces cluster files may deliver their kubeconfig to, separated by `,`.
+pub const CAPSTAN_DELIVERY_NAMESPACES: &str = "CAPSTAN_DELIVERY_NAMESPACES";
 /// `capstan run`: the daemon's own configuration file (commit verification, ...).
 pub const CAPSTAN_CONFIG: &str = "CAPSTAN_CONFIG";

@@ -5,7 +5,8 @@
 //! `source` (read the repository) → `spec` (parse, default, validate; pure) → `observe` →
 //! `plan` (pure) → `execute` → `status` (pure) → publish (`daemon`'s `/status` and `/metrics`,
 //! `status_branch`, the previews posted by `forge`). `cli` turns the command line into typed
-//! configuration.
+//! configuration; `records` is what capstan keeps in the management cluster (Flux
+//! kubeconfigs, CA pins, cluster secrets, identities) and who may overwrite it.
 //!
 //! This crate is the daemon: everything that does I/O. The pure parts (`spec`, `observed`,
 //! `plan` with its rendering, `status`, `preview`, `model`, `fingerprint`, `errors`) live in
@@ -30,6 +31,7 @@ pub mod metrics;
 pub mod notify;
 pub mod observe;
 pub mod providers;
+pub mod records;
 pub mod redact;
 pub mod secrets;
 pub mod source;
@@ -37,5 +39,6 @@ pub mod status_branch;
 pub mod timed_preview;
 
 pub use capstan_core::{
-    dashboard, errors, fingerprint, model, observed, plan, preview, spec, status, workloads,
+    dashboard, errors, fingerprint, model, observed, plan, preview, scheduling, spec, status,
+    workloads,
 };

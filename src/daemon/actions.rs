@@ -10,6 +10,12 @@
 //! they last until it restarts.
 //!
 //! # Guarantees
+//! - A record is a `suspension` record of its cluster ([`crate::records`]): suspending writes
+//!   only over the cluster's own suspension record, resuming deletes only it.
+//! - Fail closed: a suspension record that does not parse, or is not a suspension record of
+//!   the cluster it names, holds that cluster as suspended
+//!   ([`crate::plan::SuspensionSource::Unreadable`], reason `SuspensionUnreadable`, naming the
+//!   record); a broken record never lifts an operator's suspension.
 //! - A record says who (a client certificate's subject, or `bearer token` and the user name the
 //!   client declared, marked declared), when, and why (at most [`MAX_REASON`] characters,
 //!   redacted before it is kept).
@@ -26,10 +32,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::{Notify, watch};
 
-use crate::plan::Suspension;
-use crate::providers::cluster_secrets::NAMESPACE;
-use crate::providers::flux::{MANAGED_BY, MANAGED_BY_LABEL};
-use crate::providers::kube::{ClusterClient, ClusterError, SecretRecord};
+use crate::plan::{Suspension, SuspensionSource};
+use crate::providers::kube::{ClusterClient, ClusterError, ListedSecret, SecretRecord};
+use crate::records::{
+    ClusterRecords, Expected, IdentityCheck, NAMESPACE, OWNER_ANNOTATION,
+    RecordError as StoreError, RecordKind, delete_owned, judge,
+};
 use crate::source::PollTrigger;
 
 /// The longest reason kept, in characters: a sentence and an incident link.
@@ -41,7 +49,8 @@ pub const MAX_USER: usize = 64;
 /// The label marking a suspension record.
 pub const SUSPENSION_LABEL: &str = "capstan.dev/suspension";
 
-/// The annotation naming the suspended cluster.
+/// The annotation earlier capstans named the suspended cluster with (now
+/// [`crate::records::OWNER_ANNOTATION`]).
 pub const CLUSTER_ANNOTATION: &str = "capstan.dev/suspended-cluster";
 
 /// The record's key holding the suspension (JSON).
@@ -57,16 +66,17 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Where runtime suspensions are kept.
 pub trait SuspensionStore: Send + Sync {
-    /// Every suspension, by cluster.
+    /// Every suspension, by cluster (an unreadable record as
+    /// [`SuspensionSource::Unreadable`]).
     fn list(&self) -> BoxFuture<'_, Result<BTreeMap<String, Suspension>, ClusterError>>;
     /// Records `suspension` of `cluster`, replacing one already there.
     fn put<'a>(
         &'a self,
         cluster: &'a str,
         suspension: &'a Suspension,
-    ) -> BoxFuture<'a, Result<(), ClusterError>>;
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
     /// Removes the suspension of `cluster`; returns whether there was one.
-    fn remove<'a>(&'a self, cluster: &'a str) -> BoxFuture<'a, Result<bool, ClusterError>>;
+    fn remove<'a>(&'a self, cluster: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
 }
 
 /// Suspensions kept in this daemon's memory (a fleet without a management cluster).
@@ -87,7 +97,7 @@ impl SuspensionStore for InMemory {
         &'a self,
         cluster: &'a str,
         suspension: &'a Suspension,
-    ) -> BoxFuture<'a, Result<(), ClusterError>> {
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -95,7 +105,7 @@ impl SuspensionStore for InMemory {
         Box::pin(async { Ok(()) })
     }
 
-    fn remove<'a>(&'a self, cluster: &'a str) -> BoxFuture<'a, Result<bool, ClusterError>> {
+    fn remove<'a>(&'a self, cluster: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
         let was = self
             .0
             .lock()
@@ -113,27 +123,28 @@ pub struct InCluster<C>(pub C);
 impl<C: ClusterClient + Sync> SuspensionStore for InCluster<C> {
     fn list(&self) -> BoxFuture<'_, Result<BTreeMap<String, Suspension>, ClusterError>> {
         Box::pin(async move {
-            let selector = format!("{SUSPENSION_LABEL}=true,{MANAGED_BY_LABEL}={MANAGED_BY}");
-            let listed = self.0.secrets_labelled(&selector).await?;
+            let listed = self
+                .0
+                .secrets_labelled(&format!("{SUSPENSION_LABEL}=true"))
+                .await?;
             let mut all = BTreeMap::new();
             for secret in listed.into_iter().filter(|s| s.namespace == NAMESPACE) {
-                let Some(cluster) = secret.record.annotations.get(CLUSTER_ANNOTATION) else {
+                let Some(cluster) = suspended_cluster(&secret) else {
+                    tracing::warn!(
+                        secret = %format!("{NAMESPACE}/{}", secret.name),
+                        "a suspension record that names no cluster is ignored; delete it"
+                    );
                     continue;
                 };
-                let parsed = secret
-                    .record
-                    .data
-                    .get(RECORD_KEY)
-                    .and_then(|bytes| serde_json::from_slice::<Suspension>(bytes).ok());
-                match parsed {
-                    Some(suspension) if secret.name == record_name(cluster) => {
-                        all.insert(cluster.clone(), suspension);
-                    }
-                    _ => tracing::warn!(
-                        secret = %format!("{NAMESPACE}/{}", secret.name),
-                        "a suspension record that does not parse is ignored; delete it or run `capstan suspend` again"
-                    ),
-                }
+                let suspension = read_suspension(&cluster, &secret).unwrap_or_else(|why| {
+                    let why = format!(
+                        "its runtime suspension record {NAMESPACE}/{} {why}",
+                        secret.name
+                    );
+                    tracing::warn!(cluster = %cluster, "{why}: the cluster stays suspended");
+                    Suspension::unreadable(why)
+                });
+                all.insert(cluster, suspension);
             }
             Ok(all)
         })
@@ -143,37 +154,93 @@ impl<C: ClusterClient + Sync> SuspensionStore for InCluster<C> {
         &'a self,
         cluster: &'a str,
         suspension: &'a Suspension,
-    ) -> BoxFuture<'a, Result<(), ClusterError>> {
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
             let name = record_name(cluster);
-            let mut record = SecretRecord {
+            let records = ClusterRecords::new(&self.0, cluster, true);
+            let existing = records
+                .read(NAMESPACE, &name, RecordKind::Suspension)
+                .await?;
+            let record = SecretRecord {
                 data: BTreeMap::from([(
                     RECORD_KEY.to_owned(),
                     serde_json::to_vec(suspension).unwrap_or_default(),
                 )]),
-                labels: BTreeMap::from([
-                    (MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned()),
-                    (SUSPENSION_LABEL.to_owned(), "true".to_owned()),
-                ]),
+                labels: BTreeMap::from([(SUSPENSION_LABEL.to_owned(), "true".to_owned())]),
                 annotations: BTreeMap::from([(CLUSTER_ANNOTATION.to_owned(), cluster.to_owned())]),
                 resource_version: None,
             };
-            match self.0.write_secret(NAMESPACE, &name, &record).await {
-                Ok(_) => Ok(()),
-                Err(err) if err.is_conflict() => {
-                    // Already suspended: the new record replaces the old one.
-                    let existing = self.0.secret(NAMESPACE, &name).await?;
-                    record.resource_version = existing.and_then(|s| s.resource_version);
-                    self.0.write_secret(NAMESPACE, &name, &record).await?;
-                    Ok(())
-                }
-                Err(err) => Err(err),
-            }
+            records
+                .put(
+                    NAMESPACE,
+                    &name,
+                    RecordKind::Suspension,
+                    record,
+                    existing.as_ref(),
+                )
+                .await
+                .map(drop)
         })
     }
 
-    fn remove<'a>(&'a self, cluster: &'a str) -> BoxFuture<'a, Result<bool, ClusterError>> {
-        Box::pin(async move { self.0.delete_secret(NAMESPACE, &record_name(cluster)).await })
+    fn remove<'a>(&'a self, cluster: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let kind = RecordKind::Suspension.name();
+            delete_owned(&self.0, NAMESPACE, &record_name(cluster), kind, cluster).await
+        })
+    }
+}
+
+/// The cluster a Secret labelled as a suspension names: its owner, as an earlier capstan
+/// annotated it, or as its name says.
+fn suspended_cluster(secret: &ListedSecret) -> Option<String> {
+    let annotations = &secret.record.annotations;
+    annotations
+        .get(OWNER_ANNOTATION)
+        .or_else(|| annotations.get(CLUSTER_ANNOTATION))
+        .cloned()
+        .or_else(|| {
+            secret
+                .name
+                .strip_prefix(&record_name(""))
+                .filter(|name| !name.is_empty())
+                .map(str::to_owned)
+        })
+}
+
+/// The runtime suspension `secret` records for `cluster`, or why it cannot be read (words
+/// that follow "its runtime suspension record NAME").
+fn read_suspension(cluster: &str, secret: &ListedSecret) -> Result<Suspension, String> {
+    let expected = Expected {
+        kind: RecordKind::Suspension,
+        owner: cluster,
+        identity: IdentityCheck::Any,
+    };
+    judge(&secret.namespace, &secret.name, &secret.record, &expected)
+        .map_err(|refusal| format!("is not one: it is {}", refusal.found))?;
+    if secret.name != record_name(cluster) {
+        return Err(format!("is not named {}", record_name(cluster)));
+    }
+    let bytes = secret
+        .record
+        .data
+        .get(RECORD_KEY)
+        .ok_or_else(|| format!("holds no `{RECORD_KEY}`"))?;
+    let suspension: Suspension = serde_json::from_slice(bytes)
+        .map_err(|err| format!("does not parse ({})", json_failure(&err)))?;
+    if suspension.source != SuspensionSource::Runtime {
+        return Err("does not hold a runtime suspension".to_owned());
+    }
+    Ok(suspension)
+}
+
+/// What kind of JSON failure `err` is, in words that quote nothing of the record.
+fn json_failure(err: &serde_json::Error) -> &'static str {
+    match err.classify() {
+        serde_json::error::Category::Io => "unreadable",
+        serde_json::error::Category::Syntax => "not JSON",
+        serde_json::error::Category::Data => "not a suspension",
+        serde_json::error::Category::Eof => "cut short",
     }
 }
 
@@ -215,9 +282,10 @@ impl Default for Actions {
 pub struct RecordError {
     /// The cluster.
     pub cluster: String,
-    /// What the management cluster said.
+    /// What the management cluster said, or why the Secret there is not its suspension
+    /// record.
     #[source]
-    pub source: ClusterError,
+    pub source: StoreError,
 }
 
 impl Actions {

@@ -171,6 +171,7 @@ mod tests {
             machine: machine(name),
             role,
             endpoint,
+            scheduling: Default::default(),
         };
         step(name, action, false)
     }

@@ -163,6 +163,8 @@ struct Failure {
     transient: bool,
     /// The revision the step was decided at.
     revision: String,
+    /// The `Blocked` reason of a failure no retry lifts (a record refused), reported at once.
+    refusal: Option<&'static str>,
 }
 
 /// Per-cluster retry state.
@@ -508,6 +510,13 @@ impl<Pr: Providers> Daemon<Pr> {
             .share_plan(Arc::clone(&plan), Arc::clone(&loaded));
         self.board
             .set_observed(observation.observed.clone(), settings.workloads);
+        if self.leadership.is_leading() {
+            // Config ISOs hold CA keys: any a failed step or a hand-destroyed VM left goes now.
+            let fence = Fence::new(Arc::clone(&self.leadership) as Arc<dyn crate::fence::Licence>);
+            self.executor
+                .sweep_config_isos(&desired.fleet, &fence)
+                .await;
+        }
         let mut work = false;
         for cluster in &plan.clusters {
             let runnable = !cluster.steps.is_empty()

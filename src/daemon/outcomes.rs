@@ -60,6 +60,7 @@ impl<Pr: Providers> Daemon<Pr> {
                     message,
                     transient: false,
                     revision: running.revision,
+                    refusal: None,
                 };
                 self.fail(&running.cluster, running.spec.as_ref(), failure);
             }
@@ -116,6 +117,7 @@ impl<Pr: Providers> Daemon<Pr> {
                         failures: 0,
                         at: now,
                         revision: Some(finished.revision.clone()),
+                        refusal: None,
                     });
                     self.notify_step(&finished.cluster);
                 }
@@ -126,6 +128,9 @@ impl<Pr: Providers> Daemon<Pr> {
                         message: crate::errors::error_chain(&err),
                         transient: err.is_transient(),
                         revision: finished.revision.clone(),
+                        refusal: err
+                            .record_refusal()
+                            .map(|_| crate::status::reasons::RECORD_REFUSED),
                     };
                     self.fail(&finished.cluster, finished.spec.as_ref(), failure);
                 }
@@ -155,6 +160,7 @@ impl<Pr: Providers> Daemon<Pr> {
             failures: retry.failures,
             at: now,
             revision: Some(revision.to_owned()),
+            refusal: None,
         });
     }
 
@@ -176,6 +182,7 @@ impl<Pr: Providers> Daemon<Pr> {
             message,
             transient,
             revision,
+            refusal,
         } = failure;
         let message = crate::redact::message(&message);
         tracing::warn!(cluster = %cluster, action = %action, failures = retry.failures, retry_in = ?delay, transient, "step failed: {message}");
@@ -187,6 +194,7 @@ impl<Pr: Providers> Daemon<Pr> {
             failures: retry.failures,
             at: self.clock.now(),
             revision: Some(revision),
+            refusal: refusal.map(str::to_owned),
         });
         self.notify_step(cluster);
     }

@@ -192,6 +192,7 @@ async fn a_failed_steps_message_is_redacted_and_capped_before_the_status_and_the
             message,
             transient: false,
             revision: "r1".to_owned(),
+            refusal: None,
         },
     );
     let last = daemon.retries["edge"].last.as_ref().expect("recorded");

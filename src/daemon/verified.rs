@@ -15,15 +15,14 @@ use std::collections::BTreeMap;
 
 use git2::Oid;
 
-use crate::providers::cluster_secrets::NAMESPACE;
-use crate::providers::flux::{MANAGED_BY, MANAGED_BY_LABEL};
 use crate::providers::kube::{ClusterClient, SecretRecord};
+use crate::records::{
+    KIND_ANNOTATION as RECORD_KIND_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL, NAMESPACE,
+};
 use crate::source::verify::record::{BoxFuture, RecordError, Recorded, VerifiedRecords};
 
-/// The annotation every record capstan keeps in `capstan-system` carries: which kind it is.
-pub const RECORD_KIND_ANNOTATION: &str = "capstan.dev/record-kind";
-
-/// This record's kind.
+/// This record's kind (a fleet's record, not a cluster's: it is not one of
+/// [`crate::records::RecordKind`], which each belong to a cluster).
 pub const RECORD_KIND: &str = "verified-revision";
 
 /// The annotation naming the branch whose revision the record holds.

@@ -4,7 +4,7 @@
 use crate::connect::Providers;
 use crate::observed::FluxTarget;
 use crate::plan::ActionKind;
-use crate::providers::flux::{self, DeliveryOutcome, KubeconfigDelivery};
+use crate::records::flux::{self, DeliveryOutcome, KubeconfigDelivery};
 
 use super::access::fenced;
 use super::{ExecuteError, Executor, StepContext};

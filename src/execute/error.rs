@@ -2,10 +2,10 @@
 
 use crate::model::NodeName;
 use crate::plan::ActionKind;
-use crate::providers::flux::FluxError;
 use crate::providers::kube::ClusterError;
 use crate::providers::kubeadm::KubeadmError;
 use crate::providers::proxmox::ProxmoxError;
+use crate::records::flux::FluxError;
 
 /// A step failed.
 #[derive(Debug, thiserror::Error)]
@@ -68,7 +68,7 @@ pub enum ExecuteError {
     },
     /// A deleted cluster's pinned CA could not be forgotten.
     #[error("{}: forget the pinned CA", ActionKind::DeleteCluster)]
-    ForgetCa(#[source] Box<crate::providers::ca_pins::PinError>),
+    ForgetCa(#[source] Box<crate::records::ca_pins::PinError>),
     /// No healthy control plane to act through.
     #[error("{action}: no Ready control plane other than {excluding} to act through")]
     NoControlPlane {
@@ -115,7 +115,7 @@ pub enum ExecuteError {
         action: ActionKind,
         /// Why the cluster's secrets could not be read or kept.
         #[source]
-        source: Box<crate::providers::cluster_secrets::SecretsError>,
+        source: Box<crate::records::k3s::SecretsError>,
     },
     /// The step names a VM that was not observed.
     #[error("{machine} has no known VM id (was it observed?)")]
@@ -144,6 +144,16 @@ pub enum ExecuteError {
         #[source]
         source: Box<super::distribution::talos::TalosError>,
     },
+    /// A record capstan keeps in the management cluster could not be read, written or
+    /// deleted, or is not the record expected (a refusal: reason `RecordRefused`).
+    #[error("{action}")]
+    Record {
+        /// The step.
+        action: ActionKind,
+        /// Why.
+        #[source]
+        source: Box<crate::records::RecordError>,
+    },
     /// A step that needs the cluster's spec on a removed cluster.
     #[error("{action} needs the cluster file, which is gone")]
     NoSpec {
@@ -159,6 +169,12 @@ impl ExecuteError {
         crate::fence::not_leading(self)
     }
 
+    /// The refusal of a record anywhere in the chain ([`crate::records::RecordRefusal`]): a
+    /// failure no retry lifts, reported at once as `Blocked` with reason `RecordRefused`.
+    pub fn record_refusal(&self) -> Option<&crate::records::RecordRefusal> {
+        crate::records::refusal_in(self)
+    }
+
     /// Whether retrying later may succeed without anyone changing anything.
     pub fn is_transient(&self) -> bool {
         match self {
@@ -172,10 +188,8 @@ impl ExecuteError {
             ExecuteError::KubeconfigRefused { source, .. } => source.is_transient(),
             ExecuteError::ForgetCa(source) => source.is_transient(),
             ExecuteError::Datastore { source, .. } => source.is_transient(),
-            ExecuteError::Secrets { source, .. } => !matches!(
-                **source,
-                crate::providers::cluster_secrets::SecretsError::Malformed { .. }
-            ),
+            ExecuteError::Secrets { source, .. } => source.is_transient(),
+            ExecuteError::Record { source, .. } => source.is_transient(),
             ExecuteError::NoConnection { .. }
             | ExecuteError::NoManagement { .. }
             | ExecuteError::UnknownVm { .. }

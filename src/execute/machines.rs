@@ -11,6 +11,7 @@ use crate::observed::{MachineSpec, PREPARED_TAG};
 use crate::plan::{ActionKind, MachineRef};
 use crate::providers::kube::{ClusterClient, Taint};
 use crate::providers::proxmox::{CloneRequest, ExpectedVm, ProxmoxProvider, PveNode, VmSettings};
+use crate::scheduling::NodeScheduling;
 use crate::spec::KubeVersion;
 
 use super::access::{api_failed, fenced, node_target, proxmox_failed, vm_ref};
@@ -65,9 +66,13 @@ impl<Pr: Providers> Executor<Pr> {
             .resize_disk(&vm, machine.disk_gib)
             .await
             .map_err(proxmox_failed("resize disk"))?;
+        let scheduling = ctx
+            .spec
+            .map(|spec| NodeScheduling::of(spec, &ownership.pool, ownership.role, proxmox_node))
+            .unwrap_or_default();
         let delivered = ctx
             .distribution()
-            .deliver_config(self, ctx, &vm, name, ownership.role)
+            .deliver_config(self, ctx, &vm, name, ownership.role, &scheduling)
             .await?;
         proxmox
             .start_vm(&vm)

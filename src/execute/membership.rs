@@ -9,6 +9,7 @@ use crate::observed::RETIRING_TAG;
 use crate::plan::{ActionKind, MachineRef};
 use crate::providers::kube::ClusterClient;
 use crate::providers::proxmox::ProxmoxProvider;
+use crate::scheduling::NodeScheduling;
 use crate::spec::{Endpoint, KubeVersion};
 
 use super::access::{api_failed, fenced, node_target, proxmox_failed, run_steps};
@@ -21,10 +22,11 @@ impl<Pr: Providers> Executor<Pr> {
         machine: &MachineRef,
         endpoint: &Endpoint,
         version: KubeVersion,
+        scheduling: &NodeScheduling,
     ) -> Result<String, ExecuteError> {
         let distribution = ctx.distribution();
         distribution
-            .init(self, ctx, machine, endpoint, version)
+            .init(self, ctx, machine, endpoint, version, scheduling)
             .await
     }
 
@@ -33,8 +35,11 @@ impl<Pr: Providers> Executor<Pr> {
         ctx: StepContext<'_>,
         machine: &MachineRef,
         role: Role,
+        scheduling: &NodeScheduling,
     ) -> Result<String, ExecuteError> {
-        ctx.distribution().join(self, ctx, machine, role).await
+        ctx.distribution()
+            .join(self, ctx, machine, role, scheduling)
+            .await
     }
 
     /// Tags the VM retiring, lets the member leave (kubeadm: its etcd member), deletes the

@@ -2,8 +2,9 @@
 //! (VMs: clone, prepare, reset, destroy, fence), membership.rs (the first control plane,
 //! joins, a Node's deletion, upgrades, certificates: through the cluster's
 //! [`distribution`]), drains.rs (cordon and drain), deliveries.rs (the kubeconfig to
-//! Flux), removal.rs (a whole cluster); access.rs reaches the cluster's VMs and API, and
-//! bootstrap.rs admits the first admin kubeconfig.
+//! Flux), removal.rs (a whole cluster), config_isos.rs (the config ISOs' names, their
+//! deletion and the sweep of those left behind); access.rs reaches the cluster's VMs and API,
+//! and bootstrap.rs admits the first admin kubeconfig.
 //!
 //! # Guarantees
 //! Every step is idempotent and tolerates being repeated after a crash or a cancellation:
@@ -32,10 +33,12 @@ use distribution::Chosen;
 
 mod access;
 mod bootstrap;
+pub(crate) mod config_isos;
 mod deliveries;
 pub mod distribution;
 mod drains;
 mod error;
+mod labels;
 mod machines;
 mod membership;
 mod removal;
@@ -148,12 +151,19 @@ impl<Pr: Providers> Executor<Pr> {
                 machine,
                 endpoint,
                 version,
+                scheduling,
                 ..
             } => {
-                self.init_control_plane(ctx, machine, endpoint, *version)
+                self.init_control_plane(ctx, machine, endpoint, *version, scheduling)
                     .await?
             }
-            Action::JoinNode { machine, role, .. } => self.join_node(ctx, machine, *role).await?,
+            Action::JoinNode {
+                machine,
+                role,
+                scheduling,
+                ..
+            } => self.join_node(ctx, machine, *role, scheduling).await?,
+            Action::LabelNodes { nodes } => self.label_nodes(ctx, nodes).await?,
             Action::DeleteNode {
                 node,
                 role,
@@ -168,8 +178,13 @@ impl<Pr: Providers> Executor<Pr> {
             Action::Cordon { node } => self.cordon(ctx, node).await?,
             Action::Drain { node, deadline } => self.drain(ctx, node, *deadline).await?,
             Action::DeliverKubeconfig { flux } => self.deliver_kubeconfig(ctx, flux).await?,
-            Action::DeleteCluster { machines, flux } => {
-                self.delete_cluster(ctx, machines, flux.as_ref()).await?
+            Action::DeleteCluster {
+                machines,
+                flux,
+                records,
+            } => {
+                self.delete_cluster(ctx, machines, flux.as_ref(), records)
+                    .await?
             }
         };
         let report = StepReport::new(step.kind(), summary);

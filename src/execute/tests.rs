@@ -15,13 +15,13 @@ use crate::observed::PREPARED_TAG;
 use crate::observed::{ObservedMachine, PowerState};
 use crate::plan::Target;
 use crate::plan::{ActionKind, MachineRef};
-use crate::providers::ca_pins::PinError;
 use crate::providers::datastore::AdminAccess;
-use crate::providers::flux::FluxDeliverer;
 use crate::providers::kube::ClusterError;
 use crate::providers::kube::{AdminKubeconfig, KubeClusterClient};
 use crate::providers::kubeadm;
 use crate::providers::proxmox::recorder::{Recorder, exited};
+use crate::records::ca_pins::PinError;
+use crate::records::flux::FluxDeliverer;
 use crate::spec::{ClusterSpec, Distribution};
 
 /// One Proxmox connection, `p`, and nothing else.
@@ -258,6 +258,7 @@ async fn a_standby_destroys_nothing() {
         Action::DeleteCluster {
             machines: vec![machine("w-1", 201), machine("w-2", 202)],
             flux: None,
+            records: Vec::new(),
         },
     )
     .await

@@ -260,6 +260,7 @@ alerts:
         failures,
         at: jiff::Timestamp::now(),
         revision: None,
+        refusal: None,
     };
     notifier.step_finished("prod", &failed(1));
     hook.wait_for(1).await;

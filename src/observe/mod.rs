@@ -5,8 +5,9 @@
 //! admin kubeconfig (kept between passes by [`admin`], read from a control plane through the
 //! guest agent only when it is missing, refused or replaced), then its Nodes, its
 //! `kubeadm-config` and its version through the API; per Flux target the fingerprint Flux holds,
-//! and per management cluster one listing of the Secrets capstan manages (how the Secret of a
-//! cluster whose file is gone is found).
+//! and per management cluster two listings of the Secrets capstan manages: the Flux
+//! kubeconfigs and every record by its cluster (how what a cluster whose file is gone left is
+//! found, to be deleted with it).
 //! Per-VM calls happen only where they matter: a guest-agent ping for a VM whose Node is not
 //! Ready (a machine waiting to join, or one that may need fencing).
 //! Pods and PodDisruptionBudgets (previews' drain simulation) are read only when
@@ -21,6 +22,7 @@
 
 mod admin;
 mod guest;
+mod management;
 mod network;
 mod nodes;
 mod sessions;
@@ -41,9 +43,9 @@ use crate::observed::{
     ObservedCluster, ObservedControlPlane, ObservedMachine, ObservedStorage, ObservedTemplate,
     PodRef, PowerState, ProxmoxNode, VmConfig,
 };
-use crate::providers::flux::{self, KubeconfigDelivery};
 use crate::providers::kube::{AdminKubeconfig, ClusterClient, NodeState};
 use crate::providers::proxmox::{self, ProxmoxProvider, VmInfo};
+use crate::records::flux::{self, KubeconfigDelivery};
 use crate::spec::{Cluster, Desired, Endpoint, KubeVersion, RecordedNetwork};
 use guest::{mark_guest_agents, read_admin_kubeconfig, read_built_from};
 use nodes::{observed_node, servers_version};
@@ -202,11 +204,14 @@ impl<Pr: Providers> Observer<Pr> {
         observation.observed.proxmox_templates = Some(templates);
         observation.observed.proxmox_storages = Some(storages);
         let (held, unlisted) = self.held_secrets(desired).await;
+        let (mut records, unlisted_records) = self.records(desired).await;
+        let unlisted = unlisted.or(unlisted_records);
 
         let mut names: Vec<String> = desired.clusters.keys().cloned().collect();
         let removed: std::collections::BTreeSet<&String> = machines
             .keys()
             .chain(held.keys())
+            .chain(records.keys())
             .filter(|n| !desired.clusters.contains_key(*n))
             .collect();
         names.extend(removed.into_iter().cloned());
@@ -232,19 +237,23 @@ impl<Pr: Providers> Observer<Pr> {
                 continue;
             }
             let held = held.get(&name).and_then(|secrets| secrets.first()).cloned();
-            pending.push((name, cluster, connection, vms, held));
+            let kept = records.remove(&name).unwrap_or_default();
+            pending.push((name, cluster, connection, vms, (held, kept)));
         }
         // Clusters are independent: observe a few at once (each waits mostly on guest agents
         // and API servers), in a bounded number so a large fleet does not flood Proxmox.
-        let observations =
-            pending
-                .into_iter()
-                .map(|(name, cluster, connection, vms, held)| async move {
-                    let result = self
-                        .observe_cluster(&name, cluster, &connection, &vms, held, now)
-                        .await;
-                    (name, result)
-                });
+        let observations = pending.into_iter().map(
+            |(name, cluster, connection, vms, (held, kept))| async move {
+                let result = self
+                    .observe_cluster(&name, cluster, &connection, &vms, held, now)
+                    .await
+                    .map(|(mut observed, access)| {
+                        observed.records = kept;
+                        (observed, access)
+                    });
+                (name, result)
+            },
+        );
         let results: Vec<_> = futures_util::stream::iter(observations.collect::<Vec<_>>())
             .buffer_unordered(CLUSTERS_OBSERVED_AT_ONCE)
             .collect()
@@ -276,42 +285,6 @@ impl<Pr: Providers> Observer<Pr> {
             .guest_agent_calls_total
             .saturating_sub(agent_calls_before);
         observation
-    }
-
-    /// The Flux Secrets capstan manages on every management cluster, by the cluster each
-    /// belongs to, and why some management cluster could not list them.
-    async fn held_secrets(
-        &self,
-        desired: &Desired,
-    ) -> (BTreeMap<String, Vec<FluxSecret>>, Option<String>) {
-        let mut held: BTreeMap<String, Vec<FluxSecret>> = BTreeMap::new();
-        let mut unlisted = None;
-        for management in desired.fleet.management_clusters.keys() {
-            let Some(deliverer) = self.providers.flux(management) else {
-                continue;
-            };
-            match deliverer.held().await {
-                Ok(secrets) => {
-                    for (target, delivered) in secrets {
-                        held.entry(target.cluster).or_default().push(FluxSecret {
-                            target: FluxTarget {
-                                cluster: management.clone(),
-                                namespace: target.namespace,
-                                secret_name: target.secret_name,
-                            },
-                            kubeconfig: delivered.fingerprint,
-                        });
-                    }
-                }
-                Err(err) => {
-                    unlisted = Some(format!(
-                        "management cluster `{management}`: {}",
-                        crate::errors::error_chain(&err)
-                    ));
-                }
-            }
-        }
-        (held, unlisted)
     }
 
     /// One cluster; `held` is the Flux Secret found for it by listing, which is how a

@@ -12,6 +12,10 @@ use jiff::{SignedDuration, Timestamp};
 use crate::model::Role;
 use crate::observed::{DrainObserved, ObservedCluster, ObservedNode, Taint};
 use crate::providers::kube::NodeState;
+use crate::scheduling::{
+    MANAGED_LABELS_ANNOTATION, MANAGED_TAINTS_ANNOTATION, ManagedKeys, OWNED_ELSEWHERE_ANNOTATIONS,
+    OwnedElsewhere,
+};
 use crate::spec::KubeVersion;
 
 /// How long after registering a kubelet posts its first status: a Ready condition set within
@@ -42,7 +46,20 @@ pub(super) fn observed_node(
         drain,
         pod_cidr: node.pod_cidr.as_deref().and_then(|c| c.parse().ok()),
         awaiting_network: is_awaiting_network(node),
+        labels: node.labels.clone(),
+        managed: ManagedKeys::from_annotations(
+            annotation(node, MANAGED_LABELS_ANNOTATION),
+            annotation(node, MANAGED_TAINTS_ANNOTATION),
+        ),
+        owned_elsewhere: OwnedElsewhere::from_annotations(
+            annotation(node, OWNED_ELSEWHERE_ANNOTATIONS.0),
+            annotation(node, OWNED_ELSEWHERE_ANNOTATIONS.1),
+        ),
     }
+}
+
+fn annotation<'a>(node: &'a NodeState, name: &str) -> Option<&'a str> {
+    node.annotations.get(name).map(String::as_str)
 }
 
 /// NotReady with `NetworkPluginNotReady`, its Ready condition unchanged since it registered.
@@ -90,6 +107,7 @@ mod tests {
             roles: Vec::new(),
             addresses: Vec::new(),
             annotations: Default::default(),
+            labels: Default::default(),
             pod_cidr: Some("10.60.3.0/24".to_owned()),
             created: Some(registered.parse().expect("time")),
             network_plugin_not_ready: plugin,

@@ -5,7 +5,8 @@
 use crate::connect::Providers;
 use crate::providers::node_exec::NodeTarget;
 use crate::providers::proxmox::VmInfo;
-use crate::providers::talos::{kubeconfig, store};
+use crate::providers::talos::kubeconfig;
+use crate::records::talos as store;
 use crate::spec::Cluster;
 
 use super::guest::running_control_planes;
@@ -27,7 +28,14 @@ pub(super) async fn talos_admin_kubeconfig<Pr: Providers>(
         .as_ref()
         .map(|f| f.cluster.as_str());
     let management = providers.management(preferred)?;
-    let stored = match store::stored(management, name).await {
+    // A bundle an earlier capstan made is adopted once a machine was prepared from it (a new
+    // cluster's machines never are from a deleted one's bundle: its first config is refused).
+    let live = vms.iter().any(|vm| {
+        vm.tags
+            .iter()
+            .any(|tag| tag == crate::observed::PREPARED_TAG)
+    });
+    let stored = match store::stored(management, name, live).await {
         Ok(Some(stored)) if stored.bootstrapped => stored,
         Ok(_) => return None,
         Err(err) => {

@@ -10,7 +10,9 @@
 //! - Passwords appear in no `Debug`, log or error: [`AdminAccess`] and [`KineEndpoint`] print
 //!   fingerprints instead.
 //! - Provisioning twice changes nothing: the database and user are created if absent, and the
-//!   user's password and grant are set to the same values again.
+//!   user's password and grant are set to the same values again; dropping them (a deleted
+//!   cluster) twice changes nothing either. Only a database capstan provisioned is dropped:
+//!   one a DSN given whole names is the user's.
 
 use std::fmt;
 use std::time::Duration;
@@ -175,6 +177,42 @@ impl AdminAccess {
             password: password.to_owned(),
             database: database.to_owned(),
         })
+    }
+
+    /// Drops `database` and the user of the same name, which [`AdminAccess::provision`]
+    /// made: a deleted cluster's data and credentials go with it, and a new cluster of the
+    /// same name (a new K3s token) starts on an empty database (K3s refuses bootstrap data
+    /// encrypted with another token). Dropping what is gone succeeds.
+    ///
+    /// # Errors
+    /// As [`AdminAccess::provision`].
+    pub async fn drop_database(&self, database: &str) -> Result<(), DatastoreError> {
+        if !crate::spec::is_database_name(database) {
+            return Err(DatastoreError::BadEndpoint(format!(
+                "`{database}` is not a plain database name"
+            )));
+        }
+        let who = format!("admin user `{}` dropping `{database}`", self.user);
+        let mut conn = connect(
+            &self.host,
+            self.port,
+            &self.user,
+            &self.password,
+            None,
+            &who,
+        )
+        .await?;
+        let statements = [
+            format!("DROP DATABASE IF EXISTS `{database}`"),
+            format!("DROP USER IF EXISTS '{database}'@'%'"),
+        ];
+        for statement in &statements {
+            conn.query_drop(statement)
+                .await
+                .map_err(|err| self.failure(&who, err))?;
+        }
+        let _ = conn.disconnect().await;
+        Ok(())
     }
 
     fn failure(&self, who: &str, err: mysql_async::Error) -> DatastoreError {

@@ -1,7 +1,7 @@
 //! Talos Linux's daemon side, what needs randomness or a clock and so cannot be in core
 //! (which renders every machine config from the bundle made here); the executor's Talos
-//! distribution (`execute/distribution/talos/`) uses it, `store` keeps the bundle in the
-//! management cluster and `kubeconfig` computes the admin kubeconfig from it.
+//! distribution (`execute/distribution/talos/`) uses it, the records module
+//! (`src/records/talos.rs`) keeps the bundle in the management cluster and `kubeconfig` computes the admin kubeconfig from it.
 //!
 //! A Talos cluster's secrets, generated once: the four CAs (the OS CA Ed25519 as Talos makes
 //! it; Kubernetes, etcd and aggregator ECDSA P-256), the service-account key, the bootstrap
@@ -30,12 +30,10 @@ use rcgen::{
     Issuer, KeyPair, KeyUsagePurpose, SignatureAlgorithm,
 };
 
-use crate::providers::flux::{MANAGED_BY, MANAGED_BY_LABEL};
 use crate::providers::kube::SecretRecord;
 
 pub mod api;
 pub mod kubeconfig;
-pub mod store;
 
 /// The Secret's key holding the bundle as JSON.
 pub const BUNDLE_KEY: &str = "bundle.json";
@@ -113,9 +111,9 @@ pub enum TalosSecretsError {
     /// A key did not have the PKCS#8 shape ring writes (a defect, not bad input).
     #[error("cannot re-encode the Talos {0} key as SEC1")]
     KeyEncoding(&'static str),
-    /// The Secret lacks the bundle, or is not capstan's.
+    /// The Secret lacks the bundle.
     #[error(
-        "Secret {name} lacks `{BUNDLE_KEY}` or is not capstan's: delete it only if no machine of the cluster was ever configured from it"
+        "Secret {name} lacks `{BUNDLE_KEY}`: delete it only if no machine of the cluster was ever configured from it"
     )]
     Malformed {
         /// The Secret's name.
@@ -268,30 +266,29 @@ fn subject_of(certificate_pem: &str) -> Option<DistinguishedName> {
     Some(name)
 }
 
-/// The Secret holding `bundle` for `cluster`: the bundle as JSON, labelled capstan's.
+/// The Secret holding `bundle` for `cluster`: the bundle as JSON (the records module stamps
+/// it as capstan's, with its kind, owner and identity, when it writes it).
 pub fn record(cluster: &str, bundle: &SecretsBundle) -> SecretRecord {
     let json = serde_json::to_vec(bundle).expect("a bundle of strings serializes");
     SecretRecord {
         data: BTreeMap::from([(BUNDLE_KEY.to_owned(), json)]),
-        labels: BTreeMap::from([(MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned())]),
+        labels: BTreeMap::new(),
         annotations: BTreeMap::from([(CLUSTER_ANNOTATION.to_owned(), cluster.to_owned())]),
         resource_version: None,
     }
 }
 
-/// The bundle a Secret named `name` holds, checked and remembered by the redactor.
+/// The bundle a Secret named `name` holds (one the records module judged to be the cluster's
+/// bundle), checked and remembered by the redactor.
 ///
 /// # Errors
 ///
-/// [`TalosSecretsError`] when the Secret is not capstan's, lacks the bundle, or holds a
-/// malformed one (naming the field, never a value).
+/// [`TalosSecretsError`] when the Secret lacks the bundle, or holds a malformed one (naming
+/// the field, never a value).
 pub fn read(name: &str, secret: &SecretRecord) -> Result<SecretsBundle, TalosSecretsError> {
     let malformed = || TalosSecretsError::Malformed {
         name: name.to_owned(),
     };
-    if secret.labels.get(MANAGED_BY_LABEL).map(String::as_str) != Some(MANAGED_BY) {
-        return Err(malformed());
-    }
     let json = secret.data.get(BUNDLE_KEY).ok_or_else(malformed)?;
     let bundle: SecretsBundle =
         serde_json::from_slice(json).map_err(|source| TalosSecretsError::Unreadable {

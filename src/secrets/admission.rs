@@ -5,9 +5,10 @@
 //! Pure: the rules are checked on the parsed files alone (the reader checks the file system
 //! when it reads), so a pull request's head is judged without touching anything it names.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use crate::spec::{self, Diagnostic, Fleet, Loaded, RepoFiles, SourceFile};
+use crate::spec::{self, Cluster, Diagnostic, Fleet, Loaded, RepoFiles, SourceFile};
 
 use super::pins::{PinKind, PinOrigin, Pins};
 use super::policy::{SecretPolicy, SecretUse};
@@ -32,6 +33,9 @@ pub struct Admission {
     /// Whether `tokenFrom`, `caFile` and `kubeconfigFrom` are read (a real fleet), or the
     /// lab's connections stand in for them.
     reads_connections: bool,
+    /// The namespaces a cluster may deliver its kubeconfig to (`--delivery-namespaces`);
+    /// `None`: any (but `capstan-system`, which validation always refuses).
+    delivery_namespaces: Option<Arc<BTreeSet<String>>>,
 }
 
 impl Default for Admission {
@@ -49,6 +53,7 @@ impl Admission {
             policy: Some(policy),
             pins: PinCheck::Required(pins),
             reads_connections: true,
+            delivery_namespaces: None,
         }
     }
 
@@ -60,6 +65,7 @@ impl Admission {
             policy: Some(policy),
             pins: PinCheck::Off,
             reads_connections: false,
+            delivery_namespaces: None,
         }
     }
 
@@ -70,7 +76,17 @@ impl Admission {
             policy: None,
             pins: PinCheck::AgainstBase,
             reads_connections: true,
+            delivery_namespaces: None,
         }
+    }
+
+    /// This admission, refusing a cluster file whose `delivery.flux.namespace` is not one of
+    /// `namespaces` (none given: no limit).
+    #[must_use]
+    pub fn with_delivery_namespaces(mut self, namespaces: &[String]) -> Self {
+        self.delivery_namespaces = (!namespaces.is_empty())
+            .then(|| Arc::new(namespaces.iter().map(|n| n.trim().to_owned()).collect()));
+        self
     }
 
     /// The admission of a preview's head whose base loaded as `base`.
@@ -100,42 +116,73 @@ impl Admission {
         fleet_findings.extend(self.fleet_pins(&desired.fleet, &fleet_file));
         let fleet_refused = fleet_findings.iter().any(Diagnostic::is_error);
         loaded.diagnostics.0.extend(fleet_findings);
-        if let Some(policy) = &self.policy {
-            let refused: Vec<(String, Diagnostic)> = desired
-                .clusters
-                .iter()
-                .filter_map(|(name, cluster)| {
-                    let source = cluster.spec.kubernetes.datastore.as_ref()?;
-                    let source = source.endpoint_from.as_ref()?;
-                    let refusal = policy.check(SecretUse::KineDsn(name), source).err()?;
-                    let field = SecretUse::KineDsn(name).field();
-                    let diagnostic = match files.clusters.iter().find(|file| {
-                        crate::spec::declared_name(&file.text).as_deref() == Some(name)
-                    }) {
-                        Some(text) => {
-                            SourceFile::new(&text.path, &text.text).error(&field, refusal.message)
-                        }
-                        // Loaded from these files, so never: refused all the same.
-                        None => Diagnostic::file_error(
-                            &format!("cluster {name}"),
-                            format!("{field}: {}", refusal.message),
-                        ),
-                    };
-                    Some((name.clone(), diagnostic.with_hint(refusal.hint)))
-                })
-                .collect();
-            for (name, diagnostic) in refused {
-                desired.clusters.remove(&name);
-                desired.invalid.insert(diagnostic.file.clone(), Some(name));
-                desired.incomplete = true;
-                loaded.diagnostics.push(diagnostic);
-            }
+        let refused: Vec<(String, Diagnostic)> = desired
+            .clusters
+            .iter()
+            .filter_map(|(name, cluster)| {
+                let (field, message, hint) = self.cluster_refusal(name, cluster)?;
+                let diagnostic = match files
+                    .clusters
+                    .iter()
+                    .find(|file| crate::spec::declared_name(&file.text).as_deref() == Some(name))
+                {
+                    Some(text) => SourceFile::new(&text.path, &text.text).error(&field, message),
+                    // Loaded from these files, so never: refused all the same.
+                    None => Diagnostic::file_error(
+                        &format!("cluster {name}"),
+                        format!("{field}: {message}"),
+                    ),
+                };
+                Some((name.clone(), diagnostic.with_hint(hint)))
+            })
+            .collect();
+        for (name, diagnostic) in refused {
+            desired.clusters.remove(&name);
+            desired.invalid.insert(diagnostic.file.clone(), Some(name));
+            desired.incomplete = true;
+            loaded.diagnostics.push(diagnostic);
         }
         if fleet_refused {
             loaded.desired = None;
         }
         loaded.diagnostics.sort();
         loaded
+    }
+
+    /// Why cluster `name` is refused under the operator's limits, if it is: the field, the
+    /// message and the hint. Its `endpointFrom` must be a source the policy allows, its Flux
+    /// delivery a namespace `--delivery-namespaces` allows.
+    fn cluster_refusal(&self, name: &str, cluster: &Cluster) -> Option<(String, String, String)> {
+        if let Some(policy) = &self.policy
+            && let Some(source) = cluster
+                .spec
+                .kubernetes
+                .datastore
+                .as_ref()
+                .and_then(|d| d.endpoint_from.as_ref())
+            && let Err(refusal) = policy.check(SecretUse::KineDsn(name), source)
+        {
+            let field = SecretUse::KineDsn(name).field();
+            return Some((field, refusal.message, refusal.hint));
+        }
+        let allowed = self.delivery_namespaces.as_ref()?;
+        let flux = cluster.spec.delivery.flux.as_ref()?;
+        if allowed.contains(&flux.namespace) {
+            return None;
+        }
+        let list: Vec<&str> = allowed.iter().map(String::as_str).collect();
+        Some((
+            "spec.delivery.flux.namespace".to_owned(),
+            format!(
+                "`{}` is not a namespace the daemon delivers kubeconfigs to ({})",
+                flux.namespace,
+                list.join(", ")
+            ),
+            format!(
+                "deliver to one of them; if this namespace is right, the operator adds it to --delivery-namespaces ({})",
+                crate::env_vars::CAPSTAN_DELIVERY_NAMESPACES
+            ),
+        ))
     }
 
     /// The refusals of `capstan.yaml`'s secret sources.

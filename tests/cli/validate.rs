@@ -129,6 +129,55 @@ fn fewer_workers_than_min_workers_says_add_a_worker_first() {
 }
 
 #[test]
+fn labels_and_taints_are_judged_as_kubernetes_judges_them_at_their_place_with_a_fix() {
+    let repo = ScratchRepo::from_examples();
+    repo.edit(
+        PLATFORM,
+        "labels: {workload-class: memory}",
+        "labels: {_workload: memory, capstan.dev/pool: big, workload-class: -x-}",
+    );
+    repo.validate()
+        .assert_code(1)
+        .assert_reports("clusters/platform.yaml:42:16: error: spec.workers[1].labels._workload: `_workload` is not a label key")
+        .assert_reports("hint: a key is an optional DNS subdomain prefix")
+        .assert_reports("spec.workers[1].labels.capstan.dev/pool: capstan sets `capstan.dev/pool` itself")
+        .assert_reports("spec.workers[1].labels.workload-class: `-x-` is not a label value");
+    let repo = ScratchRepo::from_examples();
+    repo.edit(PLATFORM, "effect: NoSchedule}", "effect: NoScheduled}");
+    repo.validate().assert_code(1).assert_reports(
+        "clusters/platform.yaml:43:56: error: spec.workers[1].taints[0].effect: unknown variant `NoScheduled`, expected one of NoSchedule, PreferNoSchedule, NoExecute",
+    );
+    let repo = ScratchRepo::from_examples();
+    repo.edit(
+        PLATFORM,
+        "taints: [{key: dedicated, value: memory, effect: NoSchedule}]",
+        "taints: [{key: node-role.kubernetes.io/control-plane, effect: NoSchedule}]",
+    );
+    repo.validate()
+        .assert_code(1)
+        .assert_reports("spec.workers[1].taints[0].key: `node-role.kubernetes.io/control-plane` is the control planes' own taint")
+        .assert_reports("hint: set `controlPlane.schedulable` instead");
+}
+
+#[test]
+fn a_compact_cluster_needs_no_workers_and_no_min_workers() {
+    let repo = ScratchRepo::from_examples();
+    let prod = std::fs::read_to_string(repo.path().join(PROD)).expect("prod");
+    let start = prod.find("  workers:\n").expect("workers");
+    let end = prod.find("  rollout:").expect("rollout");
+    let compact = format!("{}  workers: []\n{}", &prod[..start], &prod[end..]).replace(
+        "  controlPlane:\n",
+        "  controlPlane:\n    schedulable: true\n",
+    );
+    repo.write(PROD, &compact);
+    repo.validate().assert_code(0);
+    repo.write(PROD, &compact.replace("    schedulable: true\n", ""));
+    repo.validate()
+        .assert_code(1)
+        .assert_reports("0 workers in all, below rollout.minWorkers 2");
+}
+
+#[test]
 fn counts_and_sizes_past_their_bounds_are_refused_with_their_position_and_a_fix() {
     let repo = ScratchRepo::from_examples();
     repo.edit(PROD, "      replicas: 3", "      replicas: 4000000000");

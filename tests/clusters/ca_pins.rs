@@ -1,15 +1,15 @@
 //! The CA first seen for a workload cluster, pinned in the lab's management cluster
-//! (`providers::ca_pins`): kept across restarts, another CA refused naming both fingerprints,
+//! (`records::ca_pins`): kept across restarts, another CA refused naming both fingerprints,
 //! and accepted only once an operator deletes the record.
 
 use std::collections::BTreeMap;
 
-use capstan::providers::ca_pins::{
-    CERTIFICATE_KEY, CaPins, FINGERPRINT_KEY, PinError, PinStore, record_name,
-};
-use capstan::providers::cluster_secrets::NAMESPACE;
 use capstan::providers::kube::{
     AdminKubeconfig, ApiEndpoint, ClusterClient, KubeClusterClient, SecretRecord,
+};
+use capstan::records::NAMESPACE;
+use capstan::records::ca_pins::{
+    CERTIFICATE_KEY, CaPins, FINGERPRINT_KEY, PinError, PinStore, record_name,
 };
 use capstan_lab::kube::{KubeLab, SimCluster};
 
@@ -129,7 +129,12 @@ async fn a_record_capstan_did_not_write_is_refused_not_overwritten() {
         )
         .await
         .expect_err("not capstan's");
-    assert!(matches!(err, PinError::Malformed { .. }), "{err}");
+    assert!(matches!(err, PinError::Refused { .. }), "{err}");
+    let chain = capstan::errors::error_chain(&err);
+    assert!(
+        chain.contains("Secret capstan-system/capstan-ca-prod is not capstan's"),
+        "{chain}"
+    );
     let kept = management
         .secret(NAMESPACE, &record_name("prod"))
         .await
@@ -230,4 +235,103 @@ async fn while_the_management_cluster_does_not_answer_only_the_ca_read_last_is_a
         .await
         .expect_err("a daemon that never read the pin cannot tell");
     assert!(matches!(err, PinError::Management { .. }), "{err}");
+}
+
+/// A Secret labelled capstan's with `annotations` and `fingerprint` as its pin.
+fn pin_secret(annotations: &[(&str, &str)], fingerprint: &str) -> SecretRecord {
+    SecretRecord {
+        data: BTreeMap::from([(FINGERPRINT_KEY.to_owned(), fingerprint.as_bytes().to_vec())]),
+        labels: BTreeMap::from([(
+            "app.kubernetes.io/managed-by".to_owned(),
+            "capstan".to_owned(),
+        )]),
+        annotations: annotations
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        resource_version: None,
+    }
+}
+
+#[tokio::test]
+async fn a_pin_an_earlier_capstan_recorded_is_adopted_and_one_of_another_cluster_or_life_is_refused()
+ {
+    let lab = lab(&drain_world(false)).await;
+    let prod = lab.cluster("prod").expect("prod");
+    let genuine = admitted(&prod, &prod);
+    let management = management(&lab).await;
+    let store = PinStore::Management("management", &management);
+    let pins = CaPins::default();
+
+    // As capstan wrote it before records carried a kind: adopted on the live cluster.
+    let legacy = pin_secret(
+        &[("capstan.dev/ca-of-cluster", "prod")],
+        genuine.ca_fingerprint(),
+    );
+    management
+        .write_secret(NAMESPACE, &record_name("prod"), &legacy)
+        .await
+        .expect("a legacy pin");
+    pins.check(store, "prod", &genuine).await.expect("adopted");
+    let adopted = management
+        .secret(NAMESPACE, &record_name("prod"))
+        .await
+        .expect("read")
+        .expect("kept");
+    let identity = management
+        .secret(NAMESPACE, "capstan-cluster-prod")
+        .await
+        .expect("read")
+        .expect("the cluster's identity, minted to adopt it");
+    assert_eq!(adopted.annotations["capstan.dev/record-kind"], "ca-pin");
+    assert_eq!(adopted.annotations["capstan.dev/owner-cluster"], "prod");
+    assert_eq!(
+        adopted.annotations["capstan.dev/cluster-uid"],
+        identity.annotations["capstan.dev/cluster-uid"]
+    );
+
+    // A pin of another cluster under this cluster's record name: refused, not read.
+    let other = pin_secret(
+        &[("capstan.dev/ca-of-cluster", "edge")],
+        genuine.ca_fingerprint(),
+    );
+    management
+        .write_secret(NAMESPACE, &record_name("stage"), &other)
+        .await
+        .expect("another cluster's pin");
+    let err = pins
+        .check(store, "stage", &genuine)
+        .await
+        .expect_err("another cluster's");
+    assert!(matches!(err, PinError::Refused { .. }), "{err}");
+    assert!(
+        capstan::errors::error_chain(&err).contains("is a `ca-pin` record of cluster `edge`"),
+        "{err}"
+    );
+
+    // A pin of an earlier life of the name (another identity): never used.
+    let earlier = pin_secret(
+        &[
+            ("capstan.dev/record-kind", "ca-pin"),
+            ("capstan.dev/owner-cluster", "qa"),
+            (
+                "capstan.dev/cluster-uid",
+                "0123456789abcdef0123456789abcdef",
+            ),
+        ],
+        genuine.ca_fingerprint(),
+    );
+    management
+        .write_secret(NAMESPACE, &record_name("qa"), &earlier)
+        .await
+        .expect("an earlier life's pin");
+    let err = pins
+        .check(store, "qa", &genuine)
+        .await
+        .expect_err("another life's");
+    assert!(
+        capstan::errors::error_chain(&err)
+            .contains("a `ca-pin` record of an earlier cluster `qa` (identity 0123456789abcdef0123456789abcdef)"),
+        "{err}"
+    );
 }

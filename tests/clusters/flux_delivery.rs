@@ -1,15 +1,15 @@
-//! Kubeconfig delivery to Flux (`providers::flux`) against the simulated management cluster,
+//! Kubeconfig delivery to Flux (`records::flux`) against the simulated management cluster,
 //! with the workload cluster's kubeconfig proven against the simulated workload cluster.
 
 use std::time::Duration;
 
 use crate::kube_support::{Kubectl, drain_world, lab};
 use capstan::fingerprint::FingerprintKey;
-use capstan::providers::flux::{
+use capstan::providers::kube::{AdminKubeconfig, ApiEndpoint, KubeClusterClient};
+use capstan::records::flux::{
     CLUSTER_ANNOTATION, DeliveryOutcome, EXPIRY_ANNOTATION, FINGERPRINT_ANNOTATION, FluxDeliverer,
     FluxError, FluxTarget, KubeconfigDelivery, REVISION_ANNOTATION, VALUE_KEY, WATCH_LABEL,
 };
-use capstan::providers::kube::{AdminKubeconfig, ApiEndpoint, KubeClusterClient};
 use capstan::spec::FluxDelivery;
 use capstan_lab::kube::{KubeLab, SimCluster};
 use capstan_testkit::judge::{self, Judge};
@@ -118,7 +118,6 @@ async fn the_first_delivery_creates_the_secret_flux_reads() {
         delivered.client_certificate_expiry,
         Some(prod.admin_certificate_expiry())
     );
-    assert!(delivered.managed);
 
     // What an operator sees with the stock kubectl.
     let management = lab.management().expect("management");
@@ -239,6 +238,11 @@ async fn a_kubeconfig_that_does_not_authenticate_is_refused() {
     );
 }
 
+/// Whether `err` is a record refused ([`capstan::records::RecordRefusal`]).
+fn refused(err: &FluxError) -> bool {
+    capstan::records::refusal_in(err).is_some()
+}
+
 #[tokio::test]
 async fn withdrawing_is_idempotent_and_spares_foreign_secrets() {
     let lab = lab(&drain_world(false)).await;
@@ -260,12 +264,12 @@ async fn withdrawing_is_idempotent_and_spares_foreign_secrets() {
         )
         .expect("someone else's secret");
     let err = flux.withdraw(&target()).await.expect_err("not ours");
-    assert!(matches!(err, FluxError::NotOwned { .. }), "{err}");
+    assert!(refused(&err), "{err}");
     let err = flux
         .deliver(&target(), &admitted(&prod), "rev-2")
         .await
         .expect_err("not ours");
-    assert!(matches!(err, FluxError::NotOwned { .. }), "{err}");
+    assert!(refused(&err), "{err}");
     assert!(secret(&lab).is_some());
 }
 
@@ -306,7 +310,6 @@ async fn the_secrets_capstan_manages_are_found_without_their_cluster_file() {
     let (target, delivered) = &held[0];
     assert_eq!(target, &custom);
     assert_eq!(delivered.fingerprint, admitted(&prod).fingerprint());
-    assert!(delivered.managed);
     assert!(flux.withdraw(target).await.expect("withdraw"));
     assert_eq!(flux.held().await.expect("list"), vec![]);
 }

@@ -5,9 +5,10 @@
 use std::process::Command;
 
 use crate::kube_support::{drain_world, lab};
-use capstan::providers::cluster_secrets::{self, K3sSecrets, NAMESPACE, k3s_secrets};
 use capstan::providers::datastore::{AdminAccess, DatastoreError, KineEndpoint, generate_secret};
 use capstan::providers::kube::KubeClusterClient;
+use capstan::records::NAMESPACE;
+use capstan::records::k3s::{self as k3s_records, K3sSecrets, k3s_secrets};
 use capstan::spec::{DatastoreServer, SecretSource};
 use capstan_testkit::judge::{self, Judge};
 use capstan_testkit::mariadb::MariaDb;
@@ -185,7 +186,9 @@ async fn the_k3s_token_and_datastore_password_are_generated_once_and_found_after
     let client = KubeClusterClient::connect(&management.admin_kubeconfig())
         .await
         .expect("management client");
-    let first: K3sSecrets = k3s_secrets(&client, "edge").await.expect("generated");
+    let first: K3sSecrets = k3s_secrets(&client, "edge", None, false)
+        .await
+        .expect("generated");
     assert_eq!(first.token.len(), 64);
     assert_ne!(first.token, first.datastore_password);
     let debug = format!("{first:?}");
@@ -195,7 +198,9 @@ async fn the_k3s_token_and_datastore_password_are_generated_once_and_found_after
     let restarted = KubeClusterClient::connect(&management.admin_kubeconfig())
         .await
         .expect("management client");
-    let found = k3s_secrets(&restarted, "edge").await.expect("found");
+    let found = k3s_secrets(&restarted, "edge", None, false)
+        .await
+        .expect("found");
     assert_eq!(
         found, first,
         "the same token: later servers must present it"
@@ -204,14 +209,24 @@ async fn the_k3s_token_and_datastore_password_are_generated_once_and_found_after
         .object(
             "secrets",
             Some(NAMESPACE),
-            &cluster_secrets::secret_name("edge"),
+            &k3s_records::secret_name("edge"),
         )
         .expect("a Secret in capstan-system");
     assert_eq!(
         stored["metadata"]["labels"]["app.kubernetes.io/managed-by"],
         "capstan"
     );
-    use capstan::providers::flux::{FluxDeliverer, KubeconfigDelivery};
+    let annotations = &stored["metadata"]["annotations"];
+    assert_eq!(annotations["capstan.dev/record-kind"], "k3s-secrets");
+    assert_eq!(annotations["capstan.dev/owner-cluster"], "edge");
+    let identity = management
+        .object("secrets", Some(NAMESPACE), "capstan-cluster-edge")
+        .expect("the cluster's identity, minted with its first record");
+    assert_eq!(
+        annotations["capstan.dev/cluster-uid"],
+        identity["metadata"]["annotations"]["capstan.dev/cluster-uid"]
+    );
+    use capstan::records::flux::{FluxDeliverer, KubeconfigDelivery};
     let held = FluxDeliverer::new(
         restarted.clone(),
         capstan::fingerprint::FingerprintKey::derive([]),
@@ -223,6 +238,80 @@ async fn the_k3s_token_and_datastore_password_are_generated_once_and_found_after
         held.iter().all(|(target, _)| target.namespace != NAMESPACE),
         "the token's Secret is not taken for a delivered kubeconfig: {held:?}"
     );
-    let other = k3s_secrets(&restarted, "edge2").await.expect("generated");
+    let other = k3s_secrets(&restarted, "edge2", None, false)
+        .await
+        .expect("generated");
     assert_ne!(other.token, first.token, "each cluster its own token");
+}
+
+#[tokio::test]
+async fn k3s_secrets_an_earlier_capstan_left_serve_only_a_cluster_that_was_running() {
+    use capstan::providers::kube::ClusterClient as _;
+    let lab = lab(&drain_world(false)).await;
+    let management = lab.management().expect("management");
+    let client = KubeClusterClient::connect(&management.admin_kubeconfig())
+        .await
+        .expect("management client");
+    // As capstan wrote them before records carried a kind and an identity.
+    let legacy = |cluster: &str| capstan::providers::kube::SecretRecord {
+        data: std::collections::BTreeMap::from([
+            (
+                "k3s-token".to_owned(),
+                b"0123456789abcdef0123456789abcdef".to_vec(),
+            ),
+            (
+                "datastore-password".to_owned(),
+                b"fedcba9876543210fedcba9876543210".to_vec(),
+            ),
+        ]),
+        labels: std::collections::BTreeMap::from([(
+            "app.kubernetes.io/managed-by".to_owned(),
+            "capstan".to_owned(),
+        )]),
+        annotations: std::collections::BTreeMap::from([(
+            "capstan.dev/k3s-cluster".to_owned(),
+            cluster.to_owned(),
+        )]),
+        resource_version: None,
+    };
+    for cluster in ["old", "live"] {
+        client
+            .write_secret(
+                NAMESPACE,
+                &k3s_records::secret_name(cluster),
+                &legacy(cluster),
+            )
+            .await
+            .expect("a legacy record");
+    }
+    // A new cluster of a deleted one's name (no server seen yet): its token is not taken.
+    let err = k3s_secrets(&client, "old", None, false)
+        .await
+        .expect_err("a leftover");
+    let chain = capstan::errors::error_chain(&err);
+    assert!(
+        chain.contains("Secret capstan-system/capstan-k3s-old is a `k3s-secrets` record of cluster `old` made before records carried an identity")
+            && chain.contains("delete it for the cluster to start with secrets of its own"),
+        "{chain}"
+    );
+    // A running cluster keeps its token: the record is adopted.
+    let kept = k3s_secrets(&client, "live", None, true)
+        .await
+        .expect("adopted");
+    assert_eq!(kept.token, "0123456789abcdef0123456789abcdef");
+    let stored = management
+        .object(
+            "secrets",
+            Some(NAMESPACE),
+            &k3s_records::secret_name("live"),
+        )
+        .expect("kept");
+    assert_eq!(
+        stored["metadata"]["annotations"]["capstan.dev/record-kind"],
+        "k3s-secrets"
+    );
+    assert!(
+        stored["metadata"]["annotations"]["capstan.dev/cluster-uid"].is_string(),
+        "{stored}"
+    );
 }

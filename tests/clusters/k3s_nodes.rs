@@ -11,12 +11,13 @@ use std::time::Duration;
 use crate::kube_support::Kubectl;
 use crate::lab_support::eventually;
 use capstan::model::NodeName;
-use capstan::providers::cluster_secrets::k3s_secrets;
 use capstan::providers::datastore::{AdminAccess, generate_secret};
 use capstan::providers::k3s::{self, ServerJoin};
 use capstan::providers::kube::{AdminKubeconfig, ApiEndpoint, KubeClusterClient};
 use capstan::providers::kubeadm::Kubeadm;
 use capstan::providers::node_exec::{Command, ExecError, NodeExec, NodeTarget, Output};
+use capstan::records::k3s::k3s_secrets;
+use capstan::scheduling::Registration;
 use capstan::spec::{DatastoreChoice, DatastoreServer, SecretSource};
 use capstan_core::model::VmId;
 use capstan_lab::clock::LabClock;
@@ -241,7 +242,9 @@ async fn capstans_k3s_steps_build_the_seed_cluster_on_a_provisioned_mariadb() {
     .expect("management client");
 
     // What the daemon does before the first server: the secrets, then the datastore.
-    let secrets = k3s_secrets(&management, "edge").await.expect("secrets");
+    let secrets = k3s_secrets(&management, "edge", None, true)
+        .await
+        .expect("secrets");
     let Some(DatastoreChoice::Provisioned { server, database }) =
         spec.kubernetes.datastore.as_ref().and_then(|d| d.choice())
     else {
@@ -277,6 +280,7 @@ async fn capstans_k3s_steps_build_the_seed_cluster_on_a_provisioned_mariadb() {
             &join,
             &server.name,
             address,
+            &Registration::default(),
         );
         nodes
             .run_steps("init-control-plane", server, &steps)
@@ -290,7 +294,13 @@ async fn capstans_k3s_steps_build_the_seed_cluster_on_a_provisioned_mariadb() {
     for i in 0..2 {
         let agent = target(121 + i, &format!("capstan-edge-agents-{i}"));
         let address = format!("192.168.1.{}", 21 + i).parse().expect("ip");
-        let steps = k3s::install_agent(&spec, &secrets.token, &agent.name, address);
+        let steps = k3s::install_agent(
+            &spec,
+            &secrets.token,
+            &agent.name,
+            address,
+            &Registration::default(),
+        );
         nodes
             .run_steps("join-node", &agent, &steps)
             .await
@@ -372,7 +382,9 @@ async fn capstans_k3s_steps_build_the_seed_cluster_on_a_provisioned_mariadb() {
         "1\n",
         "one bootstrap, shared by the three servers"
     );
-    let restarted = k3s_secrets(&management, "edge").await.expect("found again");
+    let restarted = k3s_secrets(&management, "edge", None, true)
+        .await
+        .expect("found again");
     assert_eq!(
         restarted, secrets,
         "a restarted daemon finds the same token"
@@ -561,6 +573,7 @@ async fn an_install_on_a_template_without_k3s_says_what_the_template_lacks() {
         &join,
         &node.name,
         "192.168.1.21".parse().expect("ip"),
+        &Registration::default(),
     );
     let err = k3s::install(
         &Kubeadm::new(BareNodes(lab.nodes.clone())),
@@ -663,6 +676,7 @@ async fn capstans_certificate_rotation_on_a_server_issues_a_new_admin_kubeconfig
                 &join,
                 &server.name,
                 address,
+                &Registration::default(),
             ),
         )
         .await
@@ -702,7 +716,13 @@ async fn capstans_certificate_rotation_on_a_server_issues_a_new_admin_kubeconfig
         .run_steps(
             "join-node",
             &agent,
-            &k3s::install_agent(&spec, "t0k3n", &agent.name, agent_address),
+            &k3s::install_agent(
+                &spec,
+                "t0k3n",
+                &agent.name,
+                agent_address,
+                &Registration::default(),
+            ),
         )
         .await
         .expect("agent");

@@ -10,6 +10,7 @@ use std::time::Duration;
 use capstan::model::{NodeName, Role, VmId};
 use capstan::providers::kubeadm::{self as steps, Kubeadm, KubeadmError};
 use capstan::providers::node_exec::{Command, ExecError, NodeExec, NodeTarget, Output};
+use capstan::scheduling::Registration;
 use capstan_lab::clock::LabClock;
 use capstan_lab::nodes::{
     BackendError, ClusterAccess, ClusterBackend, NewCluster, NewNode, NodeSoftware, NodeTimings,
@@ -44,6 +45,9 @@ impl FakeClusters {
 
 impl ClusterBackend for FakeClusters {
     fn talos_api(&self, _: std::net::IpAddr, _: Option<std::net::SocketAddr>) {}
+    fn remove_cluster(&self, cluster: &str) {
+        self.clusters.lock().expect("lock").remove(cluster);
+    }
     fn create_cluster(&self, request: &NewCluster) -> Result<ClusterAccess, BackendError> {
         let mut clusters = self.clusters.lock().expect("lock");
         clusters.insert(
@@ -219,6 +223,7 @@ impl Lab {
             &self.spec.cluster_network(None),
             &target.name,
             address(),
+            &Registration::default(),
         );
         self.kubeadm
             .run_steps("init", target, &init)
@@ -244,6 +249,7 @@ impl Lab {
             &self.spec,
             &target.name,
             address(),
+            &Registration::default(),
         );
         self.kubeadm.run_steps("join", target, &join).await
     }
@@ -288,6 +294,7 @@ async fn a_cluster_comes_up_through_capstans_own_steps() {
         &lab.spec.cluster_network(None),
         &cp.name,
         address(),
+        &Registration::default(),
     );
     lab.kubeadm
         .run_steps("init", &cp, &again)
@@ -305,6 +312,7 @@ async fn kubeadm_is_missing_until_the_node_is_prepared() {
         &lab.spec.cluster_network(None),
         &cp.name,
         address(),
+        &Registration::default(),
     );
     let err = lab
         .kubeadm
@@ -333,6 +341,7 @@ async fn a_join_with_an_expired_token_fails_as_kubeadm_does() {
         &lab.spec,
         &worker.name,
         address(),
+        &Registration::default(),
     );
     let err = lab
         .kubeadm
@@ -375,6 +384,7 @@ async fn the_join_token_and_certificate_key_reach_the_node_in_a_file_only_root_r
         &lab.spec,
         &second.name,
         address(),
+        &Registration::default(),
     );
     // Up to the join: the file holds the token and the key, and only root reads it.
     let (written, _) = join.split_at(1);
@@ -448,6 +458,7 @@ async fn a_control_plane_join_needs_a_fresh_certificate_key() {
         &lab.spec,
         &third.name,
         address(),
+        &Registration::default(),
     );
     let err = lab
         .kubeadm

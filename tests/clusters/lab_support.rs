@@ -16,6 +16,7 @@ use capstan::providers::proxmox::{
     ClientOptions, CloneRequest, CloudInit, ConnectionConfig, ExpectedVm, ProxmoxClient,
     ProxmoxProvider, PveNode, TokenSecret, Trust, VmSettings,
 };
+use capstan::scheduling::{NodeScheduling, Registration};
 use capstan::spec::{ClusterSpec, Machine};
 use capstan_lab::lab::{LAB_FILE, Lab, LabFile, LabOptions};
 use capstan_lab::world::LabConfig;
@@ -217,6 +218,7 @@ pub async fn bring_up() -> UpCluster {
                 &spec.cluster_network(None),
                 &control_plane.target.name,
                 control_plane.ip(),
+                &registration(&spec, "cp", Role::ControlPlane, &control_plane.target),
             ),
         )
         .await
@@ -242,6 +244,7 @@ pub async fn bring_up() -> UpCluster {
             &spec,
             &worker.target.name,
             worker.ip(),
+            &registration(&spec, "general", Role::Worker, &worker.target),
         );
         kubeadm
             .run_steps("join", &worker.target, &steps)
@@ -324,4 +327,11 @@ where
         .within(PATIENCE)
         .until(async || check().await.ok_or_else(|| "not yet".to_owned()))
         .await
+}
+
+/// What a node of `pool` registers with, its VM on `target`'s Proxmox node, as capstan's
+/// kubeadm join step gives it.
+fn registration(spec: &ClusterSpec, pool: &str, role: Role, target: &NodeTarget) -> Registration {
+    NodeScheduling::of(spec, pool, role, &target.proxmox_node)
+        .registration(&spec.kubernetes.distribution.capabilities().scheduling)
 }

@@ -320,7 +320,7 @@ impl Providers for PanickingProviders {
         &self,
         cluster: &str,
         management: Option<&str>,
-    ) -> impl Future<Output = Result<(), capstan::providers::ca_pins::PinError>> + Send {
+    ) -> impl Future<Output = Result<(), capstan::records::ca_pins::PinError>> + Send {
         self.inner.forget_ca(cluster, management)
     }
 

@@ -1,5 +1,6 @@
 //! Belongs here: the whole daemon on the lab reconciling a folder (`capstan_testkit::World`):
-//! bootstrap, scale, replacement, upgrades, certificates, drains, prune, failures and crashes,
+//! bootstrap, scale, replacement, upgrades, certificates, drains, prune, the records capstan
+//! keeps in the management cluster, failures and crashes,
 //! `capstan status`/`observe` against a running daemon, and the deploy manifests.
 //!
 //! The shared helpers are the test kit's (`capstan_testkit`, crates/testkit).
@@ -15,6 +16,7 @@ mod guard;
 mod hostile_guests;
 mod k3s;
 mod kubeconfig_trust;
+mod labels;
 mod leader;
 mod network;
 mod notifications;
@@ -22,6 +24,7 @@ mod observe_cost;
 mod preview_live;
 mod prune;
 mod real_connections;
+mod records;
 mod remediation;
 mod replace;
 mod scale;

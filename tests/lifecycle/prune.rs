@@ -140,7 +140,7 @@ fn ca_pinned(world: &World, cluster: &str) -> bool {
         .object(
             "secrets",
             Some("capstan-system"),
-            &capstan::providers::ca_pins::record_name(cluster),
+            &capstan::records::ca_pins::record_name(cluster),
         )
         .is_some()
 }

@@ -211,3 +211,65 @@ async fn a_suspension_from_the_cli_holds_the_cluster_survives_kill_9_and_resume_
         "the token never reaches the logs"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unparsable_suspension_record_keeps_the_cluster_suspended_naming_the_record() {
+    let world = World::new("apiVersion: capstan.dev/v1alpha1\nkind: Fleet\n", &[]).await;
+    world.write_fleet(&world.real_fleet());
+    world.write_cluster(
+        "prod",
+        &cluster_yaml("prod", 30, "1.36.2", 2, "debian13-k8s"),
+    );
+    // A record of prod's suspension that does not parse (a write over it, a hand edit).
+    let management = world.lab.kube().management().expect("management");
+    management
+        .create_object(
+            "secrets",
+            Some("capstan-system"),
+            serde_json::json!({
+                "metadata": {
+                    "name": "capstan-suspend-prod",
+                    "labels": {
+                        "app.kubernetes.io/managed-by": "capstan",
+                        "capstan.dev/suspension": "true",
+                    },
+                    "annotations": {"capstan.dev/suspended-cluster": "prod"},
+                },
+                "data": {"suspension.json": "eyJzb3VyY2UiOg=="},
+            }),
+        )
+        .expect("a broken suspension record");
+    let dir = tempfile::tempdir().expect("dir");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, TOKEN).expect("token file");
+    let run_dir = dir.path().join("run");
+    std::fs::create_dir_all(&run_dir).expect("run dir");
+
+    let mut run = start(&world, &run_dir, &token_file);
+    let address = run.address();
+    let status = wait_status(&mut run, address, "prod held as suspended", |s| {
+        suspended(s).is_some()
+    });
+    let condition = suspended(&status).expect("suspended");
+    assert_eq!(condition["reason"], "SuspensionUnreadable");
+    let message = condition["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(
+            "its runtime suspension record capstan-system/capstan-suspend-prod does not parse"
+        ),
+        "{message}"
+    );
+    for _ in 0..10 {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(world.vms_of("prod").is_empty(), "no VM while held");
+    }
+
+    // `capstan resume` deletes the record: the cluster goes on.
+    let (ok, text) = capstan(address, Some(&token_file), &["resume", "prod"]);
+    assert!(ok, "{text}");
+    wait_status(&mut run, address, "prod building", |s| {
+        suspended(s).is_none() && nodes(s) > 0
+    });
+    run.spawned.0.kill().expect("SIGKILL");
+    let _ = run.spawned.0.wait();
+}

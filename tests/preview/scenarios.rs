@@ -101,6 +101,42 @@ fn changing_a_template_replaces_every_worker_new_before_old_in_the_window() {
 }
 
 #[test]
+fn a_label_change_applies_in_place_on_the_pools_nodes_and_replaces_no_machine() {
+    let fleet = Fleet::new();
+    fleet.branch(
+        "labels",
+        "clusters/platform.yaml",
+        "labels: {workload-class: memory}",
+        "labels: {workload-class: cpu}",
+    );
+
+    let markdown = fleet.preview("labels", "markdown");
+    markdown
+        .assert_code(0)
+        .assert_reports("**platform: labels change in place on 2 nodes; edge: unchanged; prod: unchanged; talos: unchanged**")
+        .assert_reports("- workers.memory.labels.workload-class memory → cpu: applies in place on 2 nodes (label-nodes), replaces no machine");
+
+    let value = json(&fleet.preview("labels", "json"));
+    let platform = &value["clusters"][0];
+    assert_eq!(platform["name"], "platform");
+    let actions: Vec<&str> = platform["predicted"]
+        .as_array()
+        .expect("predicted")
+        .iter()
+        .map(|s| s["action"].as_str().expect("action"))
+        .collect();
+    assert_eq!(actions, ["label-nodes"], "{platform:#}");
+    let nodes = platform["predicted"][0]["nodes"].as_array().expect("nodes");
+    assert_eq!(nodes.len(), 2);
+    assert!(
+        nodes
+            .iter()
+            .all(|n| n["setLabels"]["workload-class"] == "cpu"),
+        "{platform:#}"
+    );
+}
+
+#[test]
 fn an_unapproved_minor_is_refused_with_its_place_in_the_file() {
     let fleet = Fleet::new();
     fleet.branch("minor", PROD, "version: 1.36.2", "version: 1.37.0");

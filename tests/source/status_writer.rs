@@ -67,6 +67,7 @@ fn planted_status(token: &str) -> FleetStatus {
                 failures: 1,
                 at: jiff::Timestamp::UNIX_EPOCH,
                 revision: None,
+                refusal: None,
             }),
             suspended: Vec::new(),
             converged: None,
@@ -537,6 +538,7 @@ fn the_branch_reads_back_as_the_tree_the_server_shows() {
             failures: 0,
             at: now,
             revision: status.revision.clone(),
+            refusal: None,
         });
     }
     let files = render::render(

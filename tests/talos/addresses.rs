@@ -1,13 +1,13 @@
 //! Static node addresses on Talos: a cluster with `network.nodeAddresses` comes up with every
 //! VM on its own address of the range (written into its cidata `network-config`, reported by
 //! its guest agent, its Node's InternalIP) and the address tagged on the VM; a replacement
-//! takes an address no other machine holds.
+//! takes an address no other machine holds, nor one a `capstan-ip-` tag gives another VM.
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 
 use capstan_lab::proxmox::SimVm;
-use capstan_lab::world::CallFault;
+use capstan_lab::world::{CallFault, WorldVm};
 use capstan_testkit::{World, kubectl_with, ready};
 
 use crate::reconcile::{CLUSTER, NEXT_TALOS, TALOS, cluster, fleet, talos_lab};
@@ -148,4 +148,31 @@ async fn a_machine_whose_config_upload_failed_keeps_the_address_it_was_tagged_wi
         .filter(|e| e.template.ends_with("/upload") && e.status == 503)
         .count();
     assert_eq!(failed, FAILED_UPLOADS as usize, "the uploads failed first");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_another_vm_is_tagged_with_is_never_given_to_a_machine() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    // A VM no cluster owns, tagged by hand with the range's first address.
+    let mut lab = talos_lab();
+    lab.proxmox.vms.push(WorldVm {
+        vmid: 900,
+        name: "hand-made".into(),
+        node: "pve1".into(),
+        cores: 1,
+        memory_mib: 1024,
+        disk_gib: 10,
+        tags: Some(format!("capstan-ip-{FIRST}")),
+        description: None,
+        running: false,
+    });
+    let mut world =
+        World::with_lab(lab, &fleet(), &[(CLUSTER, static_cluster(TALOS))], false).await;
+    world.start_until_ready(&[CLUSTER]).await;
+    let held = addresses(&world.vms_of(CLUSTER));
+    assert_eq!(held.len(), 4);
+    assert!(
+        !held.contains(&FIRST),
+        "{FIRST} is tagged on another VM, yet a machine holds it: {held:?}"
+    );
 }

@@ -38,6 +38,7 @@ pub(crate) fn node(static_address: Option<StaticAddress>) -> NodeFacts {
         install_disk: "/dev/sda".into(),
         mac_address: "bc:24:11:12:34:56".parse().expect("a MAC address"),
         static_address,
+        register_with_taints: Vec::new(),
     }
 }
 

@@ -6,7 +6,8 @@
 //! TLS gRPC), and third-party Python bindings of the Talos API against the same lab server;
 //! a 3 + 2 Talos cluster booted in the lab from capstan's ISOs and bootstrapped through
 //! capstan's client, judged by the stock kubectl and etcd's quorum; Talos clusters the daemon
-//! builds, examples-repo's among them, and one on static node addresses from a declared range.
+//! builds, examples-repo's among them, and one on static node addresses from a declared range;
+//! what a commit may write in the management cluster and what a deleted Talos cluster leaves.
 //!
 //! The shared helpers are the test kit's (`capstan_testkit`, crates/testkit).
 
@@ -16,8 +17,10 @@ mod cidata;
 mod cluster;
 mod delivery;
 mod example;
+mod labels;
 mod network;
 mod python;
 mod reconcile;
+mod records;
 mod secrets;
 mod vm;

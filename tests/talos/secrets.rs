@@ -127,6 +127,7 @@ fn configs_rendered_from_a_generated_bundle_pass_talos_schema() {
             install_disk: "/dev/sda".into(),
             mac_address: "bc:24:11:00:00:07".parse().expect("MAC"),
             static_address: None,
+            register_with_taints: Vec::new(),
         };
         let config = render_machine_config(&cluster, &node, &bundle).expect("renders");
         let documents: Vec<serde_json::Value> =

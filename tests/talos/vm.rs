@@ -120,6 +120,7 @@ struct NoClusters;
 
 impl ClusterBackend for NoClusters {
     fn talos_api(&self, _: std::net::IpAddr, _: Option<std::net::SocketAddr>) {}
+    fn remove_cluster(&self, _: &str) {}
     fn create_cluster(&self, request: &NewCluster) -> Result<ClusterAccess, BackendError> {
         Err(BackendError::NoCluster {
             cluster: request.name.clone(),
@@ -174,6 +175,7 @@ fn cidata_for(name: &str, role: MachineRole, bundle: &SecretsBundle) -> Vec<u8> 
         install_disk: "/dev/sda".into(),
         mac_address: "bc:24:11:00:00:07".parse().expect("MAC"),
         static_address: None,
+        register_with_taints: Vec::new(),
     };
     let config = render_machine_config(&cluster_facts(), &facts, bundle).expect("renders");
     let files = cidata_files(&facts, name, &config).expect("files");

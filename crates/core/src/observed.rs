@@ -13,6 +13,7 @@
 //!   [`crate::fingerprint::FingerprintKey::fingerprint`] only.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
@@ -211,6 +212,12 @@ pub struct ObservedCluster {
     /// The cluster's PodDisruptionBudgets, for drain simulation.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub disruption_budgets: Vec<DisruptionBudget>,
+    /// The Secrets capstan keeps for this cluster on the management clusters (its Flux
+    /// kubeconfig, CA pin, secrets bundle, talosconfig, K3s token, suspension, identity),
+    /// found by their owner annotation: what deleting the cluster must remove, so a deletion
+    /// interrupted after its last VM is taken up again. Names only, never content.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub records: Vec<ObservedRecord>,
 }
 
 impl ObservedCluster {
@@ -220,6 +227,32 @@ impl ObservedCluster {
             && self.nodes.is_empty()
             && self.control_plane.is_none()
             && self.flux.is_none()
+            && self.records.is_empty()
+    }
+}
+
+/// A Secret capstan keeps for a cluster on a management cluster.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObservedRecord {
+    /// The management cluster (a name under `managementClusters` in `capstan.yaml`).
+    pub management: String,
+    /// Namespace of the Secret.
+    pub namespace: String,
+    /// Name of the Secret.
+    pub name: String,
+    /// What it is (its `capstan.dev/record-kind`: `flux-kubeconfig`, `ca-pin`,
+    /// `talos-bundle`, ...).
+    pub kind: String,
+}
+
+impl fmt::Display for ObservedRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {}/{} on {}",
+            self.kind, self.namespace, self.name, self.management
+        )
     }
 }
 
@@ -529,6 +562,21 @@ pub struct ObservedNode {
     /// Ready, NotReady is NotReady.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub awaiting_network: bool,
+    /// `metadata.labels`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// The label and taint keys capstan set on it, as its annotations record them.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::node_keys::ManagedKeys::is_empty"
+    )]
+    pub managed: crate::node_keys::ManagedKeys,
+    /// The label and taint keys another controller owns on it (Talos's record).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::node_keys::OwnedElsewhere::is_empty"
+    )]
+    pub owned_elsewhere: crate::node_keys::OwnedElsewhere,
 }
 
 impl ObservedNode {

@@ -23,6 +23,7 @@ use crate::plan::MachineRef;
 use crate::providers::kubeadm::NodeStep;
 use crate::providers::node_exec::Command;
 use crate::providers::proxmox::VmRef;
+use crate::scheduling::NodeScheduling;
 use crate::spec::{self, ClusterSpec, Endpoint, KubeVersion};
 
 pub mod k3s;
@@ -42,7 +43,8 @@ pub trait Distribution: Sync {
     ) -> impl Future<Output = Result<(), ExecuteError>> + Send;
 
     /// Gives a new machine, cloned and configured but not yet started, what it must hold at
-    /// its first boot (Talos: its machine config on a NoCloud ISO); says what, when anything.
+    /// its first boot (Talos: its machine config on a NoCloud ISO, with the taints its Node
+    /// registers with from `scheduling`); says what, when anything.
     fn deliver_config<Pr: Providers>(
         &self,
         ex: &Executor<Pr>,
@@ -50,6 +52,7 @@ pub trait Distribution: Sync {
         vm: &VmRef,
         name: &NodeName,
         role: Role,
+        scheduling: &NodeScheduling,
     ) -> impl Future<Output = Result<Option<String>, ExecuteError>> + Send;
 
     /// Prepares a new machine for `version` (kubeadm installs CRI-O and Kubernetes; a K3s
@@ -62,8 +65,10 @@ pub trait Distribution: Sync {
         version: KubeVersion,
     ) -> impl Future<Output = Result<String, ExecuteError>> + Send;
 
-    /// Starts the cluster's first control plane on `machine`, admits (and pins) the admin
-    /// kubeconfig it writes and records the bootstrap; says what started.
+    /// Starts the cluster's first control plane on `machine`, its Node registering with what
+    /// the distribution's configuration can give of `scheduling` (the rest through the API,
+    /// [`Executor::settle_node`]), admits (and pins) the admin kubeconfig it writes and
+    /// records the bootstrap; says what started.
     fn init<Pr: Providers>(
         &self,
         ex: &Executor<Pr>,
@@ -71,15 +76,18 @@ pub trait Distribution: Sync {
         machine: &MachineRef,
         endpoint: &Endpoint,
         version: KubeVersion,
+        scheduling: &NodeScheduling,
     ) -> impl Future<Output = Result<String, ExecuteError>> + Send;
 
-    /// Joins `machine` to the cluster as `role`; says how.
+    /// Joins `machine` to the cluster as `role`, its Node labelled and tainted as for
+    /// [`Distribution::init`]; says how.
     fn join<Pr: Providers>(
         &self,
         ex: &Executor<Pr>,
         ctx: StepContext<'_>,
         machine: &MachineRef,
         role: Role,
+        scheduling: &NodeScheduling,
     ) -> impl Future<Output = Result<String, ExecuteError>> + Send;
 
     /// What a member leaving the cluster takes with it before its Node is deleted (kubeadm:
@@ -200,8 +208,9 @@ impl Distribution for Chosen {
         vm: &VmRef,
         name: &NodeName,
         role: Role,
+        scheduling: &NodeScheduling,
     ) -> Result<Option<String>, ExecuteError> {
-        each!(self, d => d.deliver_config(ex, ctx, vm, name, role).await)
+        each!(self, d => d.deliver_config(ex, ctx, vm, name, role, scheduling).await)
     }
 
     async fn prepare<Pr: Providers>(
@@ -221,8 +230,9 @@ impl Distribution for Chosen {
         machine: &MachineRef,
         endpoint: &Endpoint,
         version: KubeVersion,
+        scheduling: &NodeScheduling,
     ) -> Result<String, ExecuteError> {
-        each!(self, d => d.init(ex, ctx, machine, endpoint, version).await)
+        each!(self, d => d.init(ex, ctx, machine, endpoint, version, scheduling).await)
     }
 
     async fn join<Pr: Providers>(
@@ -231,8 +241,9 @@ impl Distribution for Chosen {
         ctx: StepContext<'_>,
         machine: &MachineRef,
         role: Role,
+        scheduling: &NodeScheduling,
     ) -> Result<String, ExecuteError> {
-        each!(self, d => d.join(ex, ctx, machine, role).await)
+        each!(self, d => d.join(ex, ctx, machine, role, scheduling).await)
     }
 
     async fn leave<Pr: Providers>(

@@ -21,6 +21,7 @@ use std::time::Duration;
 use super::kubeadm::{Kubeadm, KubeadmError, NodeStep, write_file};
 use super::node_exec::{Command, FileMode, NodeExec, NodeTarget};
 use crate::model::NodeName;
+use crate::scheduling::Registration;
 use crate::spec::{ClusterNetwork, ClusterSpec};
 
 /// The install script a K3s template carries (K3s's air-gap install).
@@ -104,6 +105,24 @@ pub fn network_flags(network: &ClusterNetwork) -> Vec<String> {
     flags
 }
 
+/// `--node-label KEY=VALUE` and `--node-taint KEY[=VALUE]:EFFECT` for each of what the node
+/// registers with (K3s applies them at registration only; capstan changes them later through
+/// the API). Keys and values are validated as Kubernetes does: no shell or flag syntax.
+fn registration_flags(registration: &Registration) -> Vec<String> {
+    let labels = registration
+        .labels
+        .iter()
+        .flat_map(|(key, value)| ["--node-label".to_owned(), format!("{key}={value}")]);
+    let taints = registration.taints.iter().flat_map(|taint| {
+        let taint = match &taint.value {
+            Some(value) => format!("{}={value}:{}", taint.key, taint.effect),
+            None => format!("{}:{}", taint.key, taint.effect),
+        };
+        ["--node-taint".to_owned(), taint]
+    });
+    labels.chain(taints).collect()
+}
+
 /// A K3s server (the first, or any later one: with a shared datastore they are alike):
 /// kube-vip's static pod, K3s's configuration file (token, datastore), then the install on
 /// `network` (see [`network_flags`]).
@@ -113,6 +132,7 @@ pub fn install_server(
     join: &ServerJoin,
     node: &NodeName,
     address: IpAddr,
+    registration: &Registration,
 ) -> Vec<NodeStep> {
     let endpoint = &spec.endpoint;
     let mut settings = vec![("token", join.token.as_str())];
@@ -139,6 +159,7 @@ pub fn install_server(
         .map(str::to_owned),
     );
     argv.extend(network_flags(network));
+    argv.extend(registration_flags(registration));
     vec![
         write_file(KUBE_VIP_MANIFEST, FileMode::Config, kube_vip(spec)),
         write_file(CONFIG, FileMode::Secret, config_file(&settings)),
@@ -155,6 +176,7 @@ pub fn install_agent(
     token: &str,
     node: &NodeName,
     address: IpAddr,
+    registration: &Registration,
 ) -> Vec<NodeStep> {
     let endpoint = &spec.endpoint;
     let mut argv = install_env(&spec.kubernetes.version.to_string());
@@ -174,6 +196,7 @@ pub fn install_agent(
         ]
         .map(str::to_owned),
     );
+    argv.extend(registration_flags(registration));
     vec![
         write_file(CONFIG, FileMode::Secret, config_file(&[("token", token)])),
         NodeStep::Run {

@@ -73,6 +73,7 @@ fn a_server_installs_air_gapped_with_its_token_and_datastore_in_a_0600_file() {
         &join(),
         &NodeName::from("capstan-prod-cp-a1b2c"),
         address(),
+        &Registration::default(),
     );
     assert_secrets_only_in_the_config_file(
         &steps,
@@ -118,6 +119,45 @@ fn a_server_installs_air_gapped_with_its_token_and_datastore_in_a_0600_file() {
 }
 
 #[test]
+fn an_agent_registers_with_its_labels_and_taints_as_flags() {
+    let registration = Registration {
+        labels: [("workload-class".to_owned(), "memory".to_owned())].into(),
+        taints: vec![
+            crate::spec::NodeTaint {
+                key: "dedicated".to_owned(),
+                value: Some("memory".to_owned()),
+                effect: crate::spec::TaintEffect::NoSchedule,
+            },
+            crate::spec::NodeTaint {
+                key: "gpu".to_owned(),
+                value: None,
+                effect: crate::spec::TaintEffect::NoExecute,
+            },
+        ],
+    };
+    let steps = install_agent(
+        &edge_spec(),
+        "t0k3n-secret",
+        &NodeName::from("w1"),
+        address(),
+        &registration,
+    );
+    let install = *commands(&steps).last().expect("the install");
+    let flags = &install.argv[install.argv.len() - 6..];
+    assert_eq!(
+        flags,
+        [
+            "--node-label",
+            "workload-class=memory",
+            "--node-taint",
+            "dedicated=memory:NoSchedule",
+            "--node-taint",
+            "gpu:NoExecute"
+        ]
+    );
+}
+
+#[test]
 fn kube_vip_holds_the_endpoint_on_every_server_with_k3s_kubeconfig() {
     let spec = edge_spec();
     let steps = install_server(
@@ -126,6 +166,7 @@ fn kube_vip_holds_the_endpoint_on_every_server_with_k3s_kubeconfig() {
         &join(),
         &NodeName::from("n"),
         address(),
+        &Registration::default(),
     );
     let NodeStep::WriteFile { path, content, .. } = &steps[0] else {
         panic!("kube-vip first: {steps:?}");
@@ -142,7 +183,13 @@ fn kube_vip_holds_the_endpoint_on_every_server_with_k3s_kubeconfig() {
 #[test]
 fn an_agent_joins_the_endpoint_with_the_token_from_a_0600_file() {
     let spec = edge_spec();
-    let steps = install_agent(&spec, "t0k3n-secret", &NodeName::from("w1"), address());
+    let steps = install_agent(
+        &spec,
+        "t0k3n-secret",
+        &NodeName::from("w1"),
+        address(),
+        &Registration::default(),
+    );
     assert_secrets_only_in_the_config_file(&steps, "token: \"t0k3n-secret\"\n");
     let install = *commands(&steps).last().expect("the install");
     assert!(

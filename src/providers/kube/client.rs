@@ -119,7 +119,7 @@ impl KubeClusterClient {
         Ok(KubeClusterClient { client })
     }
 
-    fn nodes_api(&self) -> Api<Node> {
+    pub(super) fn nodes_api(&self) -> Api<Node> {
         Api::all(self.client.clone())
     }
 
@@ -278,6 +278,7 @@ fn node_state(node: &Node) -> NodeState {
                         .as_deref()
                         .is_some_and(|m| m.contains(NETWORK_PLUGIN_NOT_READY)))
         }),
+        labels: metadata.labels.clone().unwrap_or_default(),
     }
 }
 
@@ -386,6 +387,10 @@ impl ClusterClient for KubeClusterClient {
         .await?;
         info!(node = %node, taint = %taint.key, effect = taint.effect.as_str(), "node tainted");
         Ok(())
+    }
+
+    async fn relabel(&self, change: &crate::scheduling::Relabel) -> Result<(), ClusterError> {
+        self.relabel_node(change).await
     }
 
     async fn annotate(

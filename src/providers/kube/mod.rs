@@ -18,6 +18,7 @@ mod apply;
 mod client;
 mod drain;
 mod lease;
+mod relabel;
 mod workloads;
 
 use std::collections::BTreeMap;
@@ -35,6 +36,7 @@ pub use lease::{LeaseClient, LeaseError, LeaseRecord, Written};
 pub use workloads::Workloads;
 
 use crate::model::NodeName;
+use crate::scheduling::Relabel;
 
 /// The taint that marks a node as shut down so its volumes and pods can move
 /// (non-graceful node shutdown); capstan sets it when it fences a node.
@@ -130,6 +132,8 @@ pub struct NodeState {
     /// Its kubelet posts NotReady because the runtime has no network plugin (the Ready
     /// condition's `NetworkPluginNotReady`).
     pub network_plugin_not_ready: bool,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
 }
 
 /// A Secret's content and bookkeeping. `Debug` shows key names and fingerprints, never data.
@@ -224,6 +228,15 @@ pub enum ClusterError {
     /// Changing taints failed.
     #[error("cannot change the taints of node {node}")]
     Taint {
+        /// Node.
+        node: NodeName,
+        /// What the API server (or the connection to it) said.
+        #[source]
+        source: kube::Error,
+    },
+    /// Changing a node's labels, taints and capstan's record of them failed.
+    #[error("cannot change the labels and taints of node {node}")]
+    Relabel {
         /// Node.
         node: NodeName,
         /// What the API server (or the connection to it) said.
@@ -417,6 +430,7 @@ impl ClusterError {
             | ClusterError::Cordon { source, .. }
             | ClusterError::DeleteNode { source, .. }
             | ClusterError::Taint { source, .. }
+            | ClusterError::Relabel { source, .. }
             | ClusterError::Annotate { source, .. }
             | ClusterError::ListPods { source, .. }
             | ClusterError::ListWorkloads { source, .. }
@@ -500,6 +514,11 @@ pub trait ClusterClient: Send + Sync {
         node: &NodeName,
         taint: &Taint,
     ) -> impl Future<Output = Result<(), ClusterError>> + Send;
+
+    /// Applies `change` to its node's labels, taints and capstan's record of them: sets and
+    /// removes what it names and writes the record; every other label and taint stays. A
+    /// missing node is an error.
+    fn relabel(&self, change: &Relabel) -> impl Future<Output = Result<(), ClusterError>> + Send;
 
     /// Sets (`Some`) or removes (`None`) an annotation on the node.
     fn annotate(
@@ -633,6 +652,10 @@ impl<T: ClusterClient> ClusterClient for Arc<T> {
     ) -> impl Future<Output = Result<(), ClusterError>> + Send {
         (**self).add_taint(node, taint)
     }
+    fn relabel(&self, change: &Relabel) -> impl Future<Output = Result<(), ClusterError>> + Send {
+        (**self).relabel(change)
+    }
+
     fn annotate(
         &self,
         node: &NodeName,

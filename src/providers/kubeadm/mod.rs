@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use super::node_exec::{Command, ExecError, FileMode, NodeExec, NodeTarget, Output};
 use crate::model::{NodeName, Role};
+use crate::scheduling::Registration;
 use crate::spec::{ClusterNetwork, ClusterSpec, KubeVersion};
 
 /// The most of a failed sensitive command's standard error an error quotes (after the
@@ -176,11 +177,45 @@ fn skip_phases(network: &ClusterNetwork) -> String {
     }
 }
 
-fn node_values(node: &NodeName, address: IpAddr) -> Vec<(&'static str, String)> {
+fn node_values(
+    node: &NodeName,
+    address: IpAddr,
+    registration: &Registration,
+) -> Vec<(&'static str, String)> {
     vec![
         ("NODE_NAME", node.to_string()),
         ("NODE_ADDRESS", address.to_string()),
+        ("NODE_LABELS", node_labels(registration)),
+        ("NODE_TAINTS", node_taints(registration)),
     ]
+}
+
+/// The kubelet's `--node-labels` (`k=v,k=v`) as a YAML double-quoted string. Keys and values
+/// are validated as Kubernetes does: no `,`, `=` or quote can appear in them.
+fn node_labels(registration: &Registration) -> String {
+    let pairs: Vec<String> = registration
+        .labels
+        .iter()
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect();
+    serde_json::Value::String(pairs.join(",")).to_string()
+}
+
+/// `nodeRegistration.taints` as a YAML flow sequence (JSON): the node registers with exactly
+/// these, `[]` meaning none (not kubeadm's default control-plane taint).
+fn node_taints(registration: &Registration) -> String {
+    let taints: Vec<serde_json::Value> = registration
+        .taints
+        .iter()
+        .map(|taint| {
+            let mut entry = serde_json::json!({"key": taint.key, "effect": taint.effect.as_str()});
+            if let Some(value) = &taint.value {
+                entry["value"] = serde_json::Value::String(value.clone());
+            }
+            entry
+        })
+        .collect();
+    serde_json::Value::Array(taints).to_string()
 }
 
 /// Phase 2: CRI-O and kubelet/kubeadm/kubectl of `version`.
@@ -203,9 +238,10 @@ pub fn init_control_plane(
     network: &ClusterNetwork,
     node: &NodeName,
     address: IpAddr,
+    registration: &Registration,
 ) -> Vec<NodeStep> {
     let mut values = cluster_values(cluster_name, spec, network);
-    values.extend(node_values(node, address));
+    values.extend(node_values(node, address, registration));
     let kube_vip = |kubeconfig: &str| {
         let mut values = values.clone();
         values.push(("KUBE_VIP_KUBECONFIG", kubeconfig.to_owned()));
@@ -308,8 +344,9 @@ pub fn join_node(
     spec: &ClusterSpec,
     node: &NodeName,
     address: IpAddr,
+    registration: &Registration,
 ) -> Vec<NodeStep> {
-    let mut values = node_values(node, address);
+    let mut values = node_values(node, address, registration);
     values.extend([
         ("API_SERVER_ENDPOINT", ticket.api_server_endpoint.clone()),
         ("TOKEN", ticket.token.clone()),

@@ -29,6 +29,12 @@ pub(crate) fn example_cluster(name: &str) -> Cluster {
     desired.clusters[name].clone()
 }
 
+/// What a node of `pool` of `cluster` on pve2 registers with, as kubeadm registers it.
+fn registration_of(cluster: &Cluster, role: Role, pool: &str) -> Registration {
+    let scheduling = crate::scheduling::NodeScheduling::of(&cluster.spec, pool, role, "pve2");
+    scheduling.registration(&crate::spec::Distribution::Kubeadm.capabilities().scheduling)
+}
+
 fn address() -> IpAddr {
     "192.168.1.101".parse().expect("ip")
 }
@@ -59,6 +65,9 @@ fn known_fields(kind: &str) -> BTreeSet<&'static str> {
         "nodeRegistration.name",
         "nodeRegistration.criSocket",
         "nodeRegistration.taints",
+        "nodeRegistration.taints.key",
+        "nodeRegistration.taints.value",
+        "nodeRegistration.taints.effect",
         "nodeRegistration.kubeletExtraArgs",
         "nodeRegistration.kubeletExtraArgs.name",
         "nodeRegistration.kubeletExtraArgs.value",
@@ -215,6 +224,7 @@ fn init_configuration_uses_kubeadm_field_names_and_the_cluster_values() {
         &network_of(&cluster),
         &NodeName::from("capstan-prod-cp-1a2b3"),
         address(),
+        &registration_of(&cluster, Role::ControlPlane, "cp"),
     );
     let config = written(&steps, INIT_CONFIG);
     assert_kubeadm_fields(
@@ -264,6 +274,7 @@ fn a_cluster_without_kube_proxy_skips_its_addon_at_init_and_at_every_upgrade() {
         &network,
         &NodeName::from("n"),
         address(),
+        &Registration::default(),
     );
     let documents: Vec<serde_json::Value> =
         serde_saphyr::from_multiple(&written(&steps, INIT_CONFIG)).expect("parses");
@@ -322,6 +333,7 @@ fn platform_join(role: Role, certificate_key: Option<&str>) -> Vec<NodeStep> {
         &cluster.spec,
         &NodeName::from(node),
         address(),
+        &registration_of(&cluster, role, "memory"),
     )
 }
 
@@ -345,6 +357,59 @@ fn join_configurations_use_kubeadm_field_names() {
         kube_vip.contains("value: \"192.168.1.24\"")
             && kube_vip.contains("/etc/kubernetes/admin.conf")
     );
+}
+
+#[test]
+fn nodes_register_with_their_taints_and_the_labels_a_kubelet_may_set_on_itself() {
+    let registration = |config: &str| {
+        let documents: Vec<serde_json::Value> =
+            serde_saphyr::from_multiple(config).expect("parses");
+        let node = documents[0]["nodeRegistration"].clone();
+        let labels = node["kubeletExtraArgs"]
+            .as_array()
+            .and_then(|args| args.iter().find(|a| a["name"] == "node-labels"))
+            .and_then(|arg| arg["value"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        (labels, node["taints"].clone())
+    };
+    let worker = written(&platform_join(Role::Worker, None), JOIN_CONFIG);
+    let (labels, taints) = registration(&worker);
+    assert_eq!(
+        labels,
+        "capstan.dev/pool=memory,topology.kubernetes.io/region=homelab,topology.kubernetes.io/zone=pve2,workload-class=memory"
+    );
+    assert_eq!(
+        taints,
+        serde_json::json!([{"key": "dedicated", "value": "memory", "effect": "NoSchedule"}])
+    );
+    let cluster = example_cluster("prod");
+    let init = init_control_plane(
+        "prod",
+        &cluster.spec,
+        &network_of(&cluster),
+        &NodeName::from("n"),
+        address(),
+        &registration_of(&cluster, Role::ControlPlane, "cp"),
+    );
+    let (labels, taints) = registration(&written(&init, INIT_CONFIG));
+    assert!(labels.starts_with("capstan.dev/pool=cp,"), "{labels}");
+    assert_eq!(
+        taints,
+        serde_json::json!([{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}])
+    );
+    let mut compact = cluster.clone();
+    compact.spec.control_plane.schedulable = Some(true);
+    let init = init_control_plane(
+        "prod",
+        &compact.spec,
+        &network_of(&compact),
+        &NodeName::from("n"),
+        address(),
+        &registration_of(&compact, Role::ControlPlane, "cp"),
+    );
+    let (_, taints) = registration(&written(&init, INIT_CONFIG));
+    assert_eq!(taints, serde_json::json!([]), "not kubeadm's default taint");
 }
 
 #[test]
@@ -408,6 +473,7 @@ fn kube_vip_starts_with_super_admin_during_init_then_switches_to_admin() {
         &network_of(&cluster),
         &NodeName::from("n"),
         address(),
+        &Registration::default(),
     );
     let manifests: Vec<&String> = steps
         .iter()
@@ -505,6 +571,7 @@ async fn init_is_skipped_on_a_node_that_was_already_initialised() {
         &network_of(&cluster),
         &target().name,
         address(),
+        &Registration::default(),
     );
 
     let fresh = Kubeadm::new(ScriptedNode::default());
@@ -547,6 +614,7 @@ async fn every_file_is_created_with_its_mode_and_folder_just_before_it_is_writte
         &network_of(&cluster),
         &target().name,
         address(),
+        &Registration::default(),
     ));
     steps.extend(renew_certificates());
     let node = Kubeadm::new(ScriptedNode::default());

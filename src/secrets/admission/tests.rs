@@ -309,3 +309,45 @@ fn a_notification_address_or_key_is_read_only_from_its_providers_own_source() {
         );
     }
 }
+
+#[test]
+fn a_delivery_outside_the_operators_namespaces_refuses_that_cluster_only() {
+    let delivering = |name: &str, octet: u8, namespace: &str| {
+        let mut cluster = k3s_cluster(
+            name,
+            octet,
+            &format!(
+                "{{env: CAPSTAN_CLUSTER_{}_DATASTORE_ENDPOINT}}",
+                name.to_uppercase()
+            ),
+        );
+        cluster.text.push_str(&format!(
+            "  delivery:\n    flux: {{cluster: management, namespace: {namespace}}}\n"
+        ));
+        cluster
+    };
+    let repository = files(
+        &fleet_text("https://pve1.lab.example:8006"),
+        vec![
+            delivering("edge", 25, "tenants"),
+            delivering("prod", 26, "flux-system"),
+        ],
+    );
+    // No flag: both deliver where they say.
+    let loaded = real_fleet().load(&repository);
+    assert!(errors(&loaded).is_empty(), "{}", loaded.diagnostics);
+
+    let limited = real_fleet().with_delivery_namespaces(&["flux-system".to_owned()]);
+    let loaded = limited.load(&repository);
+    let desired = loaded.desired.as_ref().expect("capstan.yaml is fine");
+    assert_eq!(desired.clusters.keys().collect::<Vec<_>>(), ["prod"]);
+    assert_eq!(desired.invalid_file_of("edge"), Some("clusters/edge.yaml"));
+    let shown: Vec<String> = errors(&loaded).iter().map(ToString::to_string).collect();
+    assert_eq!(shown.len(), 1, "{shown:#?}");
+    assert!(
+        shown[0].starts_with("clusters/edge.yaml:23:33:")
+            && shown[0].contains("error: spec.delivery.flux.namespace: `tenants` is not a namespace the daemon delivers kubeconfigs to (flux-system)")
+            && shown[0].contains("--delivery-namespaces"),
+        "{shown:#?}"
+    );
+}

@@ -267,6 +267,7 @@ fn record(action: ActionKind, succeeded: bool) -> StepRecord {
         failures: u32::from(!succeeded) * 3,
         at: at(30),
         revision: Some("main@sha1:0123456789ab".to_owned()),
+        refusal: None,
     }
 }
 

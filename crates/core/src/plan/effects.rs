@@ -56,7 +56,10 @@ impl ActionKind {
                 every_machine: true,
                 ..NOTHING
             },
-            ActionKind::JoinNode | ActionKind::Cordon | ActionKind::Drain => Changes {
+            ActionKind::JoinNode
+            | ActionKind::Cordon
+            | ActionKind::Drain
+            | ActionKind::LabelNodes => Changes {
                 nodes: true,
                 ..NOTHING
             },

@@ -80,12 +80,17 @@ impl Cluster {
                     replicas: 1,
                     replace: None,
                     machine: machine("debian13-k8s", 2, 6144),
+                    schedulable: None,
+                    labels: BTreeMap::new(),
+                    taints: Vec::new(),
                 },
                 workers: vec![WorkerPool {
                     pool: "general".to_owned(),
                     replicas: 3,
                     replace: None,
                     machine: machine("debian13-k8s", 4, 8192),
+                    labels: BTreeMap::new(),
+                    taints: Vec::new(),
                 }],
                 rollout: Rollout::default(),
                 maintenance: Maintenance::default(),
@@ -117,6 +122,8 @@ impl Cluster {
                 replicas,
                 replace: None,
                 machine: machine("debian13-k8s", 4, 8192),
+                labels: BTreeMap::new(),
+                taints: Vec::new(),
             }),
         }
         self

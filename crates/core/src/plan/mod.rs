@@ -315,6 +315,7 @@ impl Prediction<'_> {
             predicting: false,
             quiet: None,
             stop: budget.stop,
+            labels_settled: false,
         };
         simulate::predict(&input, &self.capacity, &self.listed, budget)
     }
@@ -452,6 +453,7 @@ fn plan_cluster<'a>(
         predicting: false,
         quiet: None,
         stop,
+        labels_settled: false,
     };
     let outcome = cluster::candidates(&input, capacity);
     let mut waiting_on = Vec::new();

@@ -1,5 +1,7 @@
 //! Rule 12: a cluster whose file was removed. With `prune` on (and every cluster file valid),
-//! it is deleted in one `delete-cluster` step; otherwise it is reported and kept.
+//! it is deleted in one `delete-cluster` step, VMs first, then every record capstan keeps of
+//! it (so a new cluster of that name starts with secrets of its own); otherwise it is
+//! reported and kept.
 
 use super::Policy;
 use super::placement::Capacity;
@@ -46,17 +48,19 @@ pub(crate) fn plan(
             proxmox_node: vm.proxmox_node.clone(),
         })
         .collect();
+    let records = observed.records.len();
     let step = Step {
         action: Action::DeleteCluster {
             machines,
             flux: observed.flux.as_ref().map(|f| f.target.clone()),
+            records: observed.records.clone(),
         },
         target: Target {
             cluster: name.into(),
             ..Target::default()
         },
         reason: format!(
-            "cluster {name} has no file any more and prune is on: destroy its {vms} VM(s) without draining, withdraw its Flux Secret"
+            "cluster {name} has no file any more and prune is on: destroy its {vms} VM(s) without draining, withdraw its Flux Secret, delete the {records} record(s) capstan keeps of it (secrets, CA pin, identity) and its config ISOs"
         ),
         disruptive: true,
         waits_on: None,

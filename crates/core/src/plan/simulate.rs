@@ -18,6 +18,7 @@ use crate::observed::{
     DrainObserved, FluxSecret, OUT_OF_SERVICE_TAINT, ObservedCluster, ObservedControlPlane,
     ObservedMachine, ObservedNode, PREPARED_TAG, PowerState, RETIRING_TAG, Taint, VmConfig,
 };
+use crate::scheduling::NodeScheduling;
 use crate::spec::{ClusterSpec, KubeVersion};
 
 /// Predictions stop after this many batches per machine (and [`MIN_BATCHES`] more): far more
@@ -122,6 +123,9 @@ pub(crate) fn predict(
                     observed: &state,
                     predicting: true,
                     quiet: Some(&quiet),
+                    // Past the first batch, Nodes change only by steps' effects (a join
+                    // registers a Node as declared, label-nodes makes it so).
+                    labels_settled: batch_index > 0,
                     ..*start
                 };
                 let outcome = cluster::candidates(&input, &capacity);
@@ -172,6 +176,7 @@ fn planned_part(observed: &ObservedCluster) -> ObservedCluster {
         flux: observed.flux.clone(),
         pods: BTreeMap::new(),
         disruption_budgets: Vec::new(),
+        records: observed.records.clone(),
     }
 }
 
@@ -209,6 +214,7 @@ fn machines_named(step: &Step) -> Vec<NodeName> {
             names.extend(machines.iter().map(|m| m.name.clone()));
         }
         Action::DeliverKubeconfig { .. } => {}
+        Action::LabelNodes { nodes } => names.extend(nodes.iter().map(|n| n.node.clone())),
     }
     names
 }
@@ -384,16 +390,33 @@ fn settle(state: &mut ObservedCluster, changes: Vec<Settling>, now: Timestamp) {
     }
 }
 
-fn ready_node(now: Timestamp, version: Option<KubeVersion>) -> ObservedNode {
+/// A node that registered with `scheduling` (the rest set through the API by its step) and
+/// turned Ready.
+fn ready_node(
+    now: Timestamp,
+    version: Option<KubeVersion>,
+    scheduling: &NodeScheduling,
+) -> ObservedNode {
     ObservedNode {
         ready: true,
         ready_since: now,
         kubelet_version: version,
         unschedulable: false,
-        taints: Vec::new(),
+        taints: scheduling
+            .taints
+            .iter()
+            .map(|t| Taint {
+                key: t.key.clone(),
+                value: t.value.clone(),
+                effect: t.effect.as_str().to_owned(),
+            })
+            .collect(),
         drain: None,
         pod_cidr: None,
         awaiting_network: false,
+        labels: scheduling.labels.clone(),
+        managed: scheduling.managed(),
+        owned_elsewhere: Default::default(),
     }
 }
 
@@ -454,6 +477,7 @@ pub(crate) fn apply(
             machine,
             endpoint,
             version,
+            scheduling,
             ..
         } => {
             // Certificates and the admin kubeconfig are new: see below.
@@ -471,9 +495,10 @@ pub(crate) fn apply(
                 network: None,
                 api_service_address: None,
             });
-            state
-                .nodes
-                .insert(machine.name.clone(), ready_node(now, Some(*version)));
+            state.nodes.insert(
+                machine.name.clone(),
+                ready_node(now, Some(*version), scheduling),
+            );
         }
         Action::PrepareNode { machine, .. } => {
             if let Some(vm) = state.machines.get_mut(&machine.name)
@@ -482,7 +507,11 @@ pub(crate) fn apply(
                 vm.tags.push(PREPARED_TAG.into());
             }
         }
-        Action::JoinNode { machine, .. } => {
+        Action::JoinNode {
+            machine,
+            scheduling,
+            ..
+        } => {
             let version = state
                 .machines
                 .get(&machine.name)
@@ -490,7 +519,14 @@ pub(crate) fn apply(
                 .map(|spec| spec.kubernetes);
             state
                 .nodes
-                .insert(machine.name.clone(), ready_node(now, version));
+                .insert(machine.name.clone(), ready_node(now, version, scheduling));
+        }
+        Action::LabelNodes { nodes } => {
+            for change in nodes {
+                if let Some(node) = state.nodes.get_mut(&change.node) {
+                    change.apply_to(node);
+                }
+            }
         }
         Action::Cordon { node } => {
             if let Some(node) = state.nodes.get_mut(node) {

@@ -21,6 +21,11 @@ pub enum SuspensionSource {
     Git,
     /// `capstan suspend` against the daemon.
     Runtime,
+    /// A runtime suspension record that cannot be read (it does not parse, or is not a
+    /// suspension record of this cluster): it holds the cluster as a suspension would, since
+    /// lifting an operator's suspension because its record broke would fail open. `reason`
+    /// names the record and what is wrong with it.
+    Unreadable,
 }
 
 impl fmt::Display for SuspensionSource {
@@ -28,6 +33,7 @@ impl fmt::Display for SuspensionSource {
         f.write_str(match self {
             SuspensionSource::Git => "Git",
             SuspensionSource::Runtime => "runtime",
+            SuspensionSource::Unreadable => "an unreadable runtime record",
         })
     }
 }
@@ -66,10 +72,26 @@ impl Suspension {
         }
     }
 
+    /// A runtime suspension record of the cluster that cannot be read: `why` names the record
+    /// and what is wrong with it.
+    pub fn unreadable(why: String) -> Self {
+        Suspension {
+            source: SuspensionSource::Unreadable,
+            by: None,
+            declared: false,
+            at: None,
+            reason: Some(why),
+        }
+    }
+
     /// In words, with how to resume: "suspended in Git (spec.suspend: true) ...",
     /// "suspended at runtime by CN=alice at 2026-12-02T15:00:00Z: incident 42 ...".
     pub fn message(&self, cluster: &str) -> String {
         match self.source {
+            SuspensionSource::Unreadable => format!(
+                "held as suspended: {}; no step starts; `capstan suspend {cluster}` rewrites the record, `capstan resume {cluster}` deletes it",
+                self.reason.as_deref().unwrap_or("its runtime suspension record cannot be read")
+            ),
             SuspensionSource::Git => "suspended in Git (spec.suspend: true): no step starts; remove it or set it to false to resume".to_owned(),
             SuspensionSource::Runtime => {
                 let by = match (&self.by, self.declared) {
@@ -95,6 +117,13 @@ impl fmt::Display for Suspension {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.source {
             SuspensionSource::Git => f.write_str("suspended in Git (spec.suspend: true)"),
+            SuspensionSource::Unreadable => write!(
+                f,
+                "held as suspended: {}",
+                self.reason
+                    .as_deref()
+                    .unwrap_or("its runtime suspension record cannot be read")
+            ),
             SuspensionSource::Runtime => {
                 f.write_str("suspended at runtime")?;
                 if let Some(by) = &self.by {

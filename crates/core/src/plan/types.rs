@@ -4,6 +4,7 @@
 //! use them.
 
 use std::fmt;
+use std::sync::Arc;
 
 use jiff::Timestamp;
 use serde::Serialize;
@@ -14,6 +15,7 @@ use super::Suspension;
 mod resource;
 use crate::model::{NodeName, Ownership, Role, VmId};
 use crate::observed::{FluxTarget, MachineSpec};
+use crate::scheduling::{NodeScheduling, Relabel};
 use crate::spec::{Endpoint, KubeVersion};
 pub use resource::{Resource, Shortfall, WindowFit};
 pub(crate) use resource::{day_and_time, seconds};
@@ -221,6 +223,11 @@ pub enum Action {
         pod_network: String,
         /// Service network.
         service_network: String,
+        /// The labels and taints its Node carries: through its registration where the
+        /// distribution allows, the rest through the API once it has registered. Shared by
+        /// every node of its pool on one Proxmox node.
+        #[serde(serialize_with = "shared")]
+        scheduling: Arc<NodeScheduling>,
     },
     /// Run the prepare script (CRI-O and the Kubernetes packages of `version`) through the
     /// guest agent, then tag the VM [`crate::observed::PREPARED_TAG`] so it is never run twice.
@@ -241,6 +248,9 @@ pub enum Action {
         role: Role,
         /// The endpoint to join through.
         endpoint: Endpoint,
+        /// The labels and taints its Node carries (as for `init-control-plane`).
+        #[serde(serialize_with = "shared")]
+        scheduling: Arc<NodeScheduling>,
     },
     /// Mark the Node unschedulable.
     #[serde(rename_all = "camelCase")]
@@ -314,8 +324,16 @@ pub enum Action {
         /// Its Node.
         node: NodeName,
     },
-    /// Reset (without draining) and destroy every VM of a removed cluster, and withdraw its
-    /// Flux Secret.
+    /// Change labels and taints in place on running Nodes, through the API: set what the
+    /// file declares, remove what capstan set and the file dropped, record capstan's keys on
+    /// each Node. Never touches a key capstan did not set; replaces no machine.
+    #[serde(rename_all = "camelCase")]
+    LabelNodes {
+        /// Each Node's change.
+        nodes: Vec<Relabel>,
+    },
+    /// Destroy every VM of a removed cluster (without draining), withdraw its Flux Secret,
+    /// then delete every record capstan keeps of it (its identity last) and its config ISOs.
     #[serde(rename_all = "camelCase")]
     DeleteCluster {
         /// Every VM, with the tags each must still carry.
@@ -323,7 +341,19 @@ pub enum Action {
         /// The Secret to delete.
         #[serde(skip_serializing_if = "Option::is_none")]
         flux: Option<FluxTarget>,
+        /// The records capstan keeps of the cluster on the management clusters, deleted after
+        /// the VMs.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        records: Vec<crate::observed::ObservedRecord>,
     },
+}
+
+/// A shared value, serialised as the value itself.
+fn shared<T: Serialize, S: serde::Serializer>(
+    value: &Arc<T>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    T::serialize(value, serializer)
 }
 
 impl Action {
@@ -343,6 +373,7 @@ impl Action {
             Action::RenewCertificates { .. } => ActionKind::RenewCertificates,
             Action::DeliverKubeconfig { .. } => ActionKind::DeliverKubeconfig,
             Action::FenceMachine { .. } => ActionKind::FenceMachine,
+            Action::LabelNodes { .. } => ActionKind::LabelNodes,
             Action::DeleteCluster { .. } => ActionKind::DeleteCluster,
         }
     }
@@ -384,13 +415,15 @@ pub enum ActionKind {
     DeliverKubeconfig,
     /// [`Action::FenceMachine`].
     FenceMachine,
+    /// [`Action::LabelNodes`].
+    LabelNodes,
     /// [`Action::DeleteCluster`].
     DeleteCluster,
 }
 
 impl ActionKind {
     /// Every action, in declaration order.
-    pub const ALL: [ActionKind; 14] = [
+    pub const ALL: [ActionKind; 15] = [
         ActionKind::CreateMachine,
         ActionKind::InitControlPlane,
         ActionKind::PrepareNode,
@@ -404,6 +437,7 @@ impl ActionKind {
         ActionKind::RenewCertificates,
         ActionKind::DeliverKubeconfig,
         ActionKind::FenceMachine,
+        ActionKind::LabelNodes,
         ActionKind::DeleteCluster,
     ];
 
@@ -423,6 +457,7 @@ impl ActionKind {
             ActionKind::RenewCertificates => "renew-certificates",
             ActionKind::DeliverKubeconfig => "deliver-kubeconfig",
             ActionKind::FenceMachine => "fence-machine",
+            ActionKind::LabelNodes => "label-nodes",
             ActionKind::DeleteCluster => "delete-cluster",
         }
     }
@@ -594,6 +629,9 @@ pub enum FindingKind {
     Drift,
     /// A node cordoned by someone else: not counted as schedulable.
     Cordoned,
+    /// A label or taint the file declares that another controller owns on a node (Talos's
+    /// machine config): capstan leaves it.
+    OwnedElsewhere,
 }
 
 /// A fact worth telling that the plan does not act on (or acts on only with `prune`).

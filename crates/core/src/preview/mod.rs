@@ -552,8 +552,8 @@ fn mark_pending(head: &[Step], base: &[Step]) -> Vec<PreviewStep> {
         .collect()
 }
 
-/// What makes two steps the same: the action, the cluster, the machine, the pool and, for
-/// an upgrade, its version. A machine that does not exist yet is named after the spec it is
+/// What makes two steps the same: the action, the cluster, the machine, the pool, for an
+/// upgrade its version and for `label-nodes` what it changes. A machine that does not exist yet is named after the spec it is
 /// built from, so the base and the head name it differently: its creation and join match by
 /// pool instead. (Both plans see the same observed state, so a machine is new in both or in
 /// neither.)
@@ -563,6 +563,7 @@ type StepKey<'a> = (
     Option<&'a crate::model::NodeName>,
     Option<&'a str>,
     Option<crate::spec::KubeVersion>,
+    Option<String>,
 );
 
 fn step_key(step: &Step) -> StepKey<'_> {
@@ -577,12 +578,17 @@ fn step_key(step: &Step) -> StepKey<'_> {
         plan::Action::UpgradeControlPlane { to, .. } => Some(*to),
         _ => None,
     };
+    let changes = match &step.action {
+        plan::Action::LabelNodes { nodes } => serde_json::to_string(nodes).ok(),
+        _ => None,
+    };
     (
         step.name(),
         step.target.cluster.as_str(),
         step.target.machine.as_ref().filter(|_| !is_new_machine),
         step.target.pool.as_deref(),
         upgrade_to,
+        changes,
     )
 }
 

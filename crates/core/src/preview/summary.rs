@@ -44,6 +44,7 @@ pub(super) fn cluster(facts: &Facts<'_>) -> String {
         }
     }
     parts.extend(machine_phrases(&added));
+    parts.extend(in_place_phrases(&added));
     for step in &added {
         if let Action::UpgradeControlPlane { from, to, .. } = &step.step.action {
             parts.push(format!("upgrade {from} → {to}"));
@@ -134,6 +135,44 @@ fn machine_phrases(added: &[&PreviewStep]) -> Vec<String> {
     out
 }
 
+/// `labels change in place on 3 nodes`, `taints change in place on 1 node`: what the
+/// `label-nodes` steps this change adds do.
+fn in_place_phrases(added: &[&PreviewStep]) -> Vec<String> {
+    let relabelled: Vec<&crate::scheduling::Relabel> = added
+        .iter()
+        .filter_map(|s| match &s.step.action {
+            Action::LabelNodes { nodes } => Some(nodes),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let labels = relabelled.iter().filter(|n| n.changes_labels()).count();
+    let taints = relabelled.iter().filter(|n| n.changes_taints()).count();
+    [("labels", labels), ("taints", taints)]
+        .into_iter()
+        .filter(|(_, count)| *count > 0)
+        .map(|(what, count)| {
+            format!(
+                "{what} change in place on {count} {}",
+                plural("node", count)
+            )
+        })
+        .collect()
+}
+
+/// Whether a changed field is one that applies in place (labels, taints, `schedulable`).
+fn applies_in_place(path: &str) -> bool {
+    let field = path
+        .strip_prefix("controlPlane.")
+        .or_else(|| {
+            path.strip_prefix("workers.")
+                .and_then(|rest| rest.split_once('.'))
+                .map(|(_, field)| field)
+        })
+        .unwrap_or_default();
+    field == "taints" || field == "schedulable" || field.starts_with("labels.")
+}
+
 fn plural(noun: &str, count: usize) -> String {
     if count == 1 {
         noun.to_owned()
@@ -176,6 +215,19 @@ pub(super) fn explain(change: &FieldChange, predicted: &[PreviewStep]) -> String
         } else {
             format!("{text}: replaces {count} {}", plural(noun, count))
         };
+    }
+    if applies_in_place(&change.path) {
+        let count: usize = predicted
+            .iter()
+            .filter_map(|s| match &s.step.action {
+                Action::LabelNodes { nodes } => Some(nodes.len()),
+                _ => None,
+            })
+            .sum();
+        return format!(
+            "{text}: applies in place on {count} {} (label-nodes), replaces no machine",
+            plural("node", count)
+        );
     }
     if change.path == "talos.version" {
         let count = destroyed_in(None);

@@ -42,6 +42,8 @@ pub struct Capabilities {
     pub network: NetworkDefaults,
     /// What preparing a new machine does, around its version: (before, after).
     prepare: (&'static str, &'static str),
+    /// Where its nodes' labels and taints come from.
+    pub scheduling: super::scheduling::SchedulingWays,
 }
 
 impl Capabilities {
@@ -79,6 +81,10 @@ const KUBEADM: Capabilities = Capabilities {
         ],
     },
     prepare: ("install CRI-O and Kubernetes ", ""),
+    scheduling: super::scheduling::SchedulingWays {
+        control_planes_schedulable: false,
+        registers_labels: true,
+    },
 };
 
 const K3S: Capabilities = Capabilities {
@@ -107,6 +113,10 @@ const K3S: Capabilities = Capabilities {
         ],
     },
     prepare: ("check that K3s ", " is in its template"),
+    scheduling: super::scheduling::SchedulingWays {
+        control_planes_schedulable: true,
+        registers_labels: true,
+    },
 };
 
 const TALOS: Capabilities = Capabilities {
@@ -140,6 +150,10 @@ const TALOS: Capabilities = Capabilities {
         "check that Talos runs its machine config for Kubernetes ",
         "",
     ),
+    scheduling: super::scheduling::SchedulingWays {
+        control_planes_schedulable: false,
+        registers_labels: false,
+    },
 };
 
 impl Distribution {

@@ -12,9 +12,11 @@
 
 mod addresses;
 pub mod bounds;
+mod delivery;
 pub mod diagnostic;
 mod distribution;
 mod k3s;
+mod labels;
 mod limits;
 pub mod locate;
 mod machine;
@@ -26,6 +28,7 @@ mod parse;
 mod policies;
 pub mod remediation;
 mod replace;
+pub mod scheduling;
 mod secret_source;
 mod stages;
 mod talos;
@@ -222,13 +225,18 @@ pub fn load(files: &RepoFiles) -> Loaded {
         .iter()
         .map(|&index| {
             let (cluster, file) = &parsed[index];
-            validate::Checked { cluster, file }
+            validate::Checked {
+                cluster,
+                file,
+                valid: valid[index],
+            }
         })
         .collect();
     let findings = validate::across(&checked)
         .into_iter()
         .chain(stages::across(&checked))
-        .chain(addresses::across(&checked));
+        .chain(addresses::across(&checked))
+        .chain(delivery::across(&checked));
     for (position, diagnostic) in findings {
         valid[order[position]] = false;
         diagnostics.push(diagnostic);

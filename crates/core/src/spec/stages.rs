@@ -22,7 +22,7 @@ pub fn across(clusters: &[Checked<'_>]) -> Vec<(usize, Diagnostic)> {
     }
     let mut edges: Vec<Vec<usize>> = vec![Vec::new(); clusters.len()];
     for (index, checked) in clusters.iter().enumerate() {
-        let Checked { cluster, file } = checked;
+        let Checked { cluster, file, .. } = checked;
         let after = &cluster.spec.rollout.after;
         if after.len() > MAX_FOLLOWED {
             out.push((

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::limits as bounds;
 pub use super::network::{ClusterNetwork, Cni, Network, NetworkDefaults, RecordedNetwork};
 pub use super::policies::{BlockedDrain, ReplacePolicy};
+pub use super::scheduling::{NodeTaint, TaintEffect};
 pub use super::secret_source::SecretSource;
 use super::values::{CronSchedule, HumanDuration, KubeVersion, MinorVersion, TimeZoneName};
 
@@ -465,6 +466,20 @@ pub struct ControlPlane {
     pub replace: Option<ReplacePolicy>,
     /// The VM every control-plane node is built from.
     pub machine: Machine,
+    /// Whether the control planes take workloads (`true` drops their `NoSchedule` taint, and
+    /// `workers: []` is then valid); unset: the distribution's way (K3s servers do, kubeadm's
+    /// and Talos's control planes do not). A change applies in place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedulable: Option<bool>,
+    /// Labels every control plane carries (see `workers[].labels`). A change applies in place.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(length(max = super::scheduling::MAX_LABELS))]
+    pub labels: BTreeMap<String, String>,
+    /// Taints every control plane carries from its registration on, besides its own
+    /// (`schedulable`). A change applies in place.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = super::scheduling::MAX_TAINTS))]
+    pub taints: Vec<NodeTaint>,
 }
 
 fn default_control_plane_replicas() -> u32 {
@@ -485,6 +500,17 @@ pub struct WorkerPool {
     pub replace: Option<ReplacePolicy>,
     /// The VM every worker of the pool is built from.
     pub machine: Machine,
+    /// Labels every node of the pool carries (`workload-class: memory`); capstan adds
+    /// `capstan.dev/pool` and `topology.kubernetes.io/region|zone` (the Proxmox connection and
+    /// node). A change applies in place, never by replacing machines.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(length(max = super::scheduling::MAX_LABELS))]
+    pub labels: BTreeMap<String, String>,
+    /// Taints every node of the pool carries from its registration on (`{key: dedicated,
+    /// effect: NoSchedule}`). A change applies in place.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = super::scheduling::MAX_TAINTS))]
+    pub taints: Vec<NodeTaint>,
 }
 
 /// The VM a node is built from. A node whose machine differs from this is replaced, never
@@ -714,6 +740,10 @@ pub struct Delivery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flux: Option<FluxDelivery>,
 }
+
+/// The namespace of the management cluster where capstan keeps its records (secrets bundles,
+/// CA pins, K3s tokens, suspensions): no cluster delivers its kubeconfig there.
+pub const RECORDS_NAMESPACE: &str = "capstan-system";
 
 /// The Flux Secret holding this cluster's kubeconfig (key `value`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use super::diagnostic::{Diagnostic, SourceFile};
-use super::types::{Cluster, ClusterSpec, DatastoreChoice, DatastoreServer, Fleet, SecretSource};
+use super::types::{
+    Cluster, ClusterSpec, DatastoreChoice, DatastoreServer, Fleet, RECORDS_NAMESPACE, SecretSource,
+};
 use super::values::{is_dns1123_label, is_dns1123_subdomain};
 
 /// Prefix of every VM capstan creates; the rest is `<cluster>-<pool>-<5 chars>`.
@@ -277,8 +279,20 @@ pub fn cluster(fleet: &Fleet, cluster: &Cluster, file: &SourceFile) -> Vec<Diagn
     control_plane(&mut out, spec, file);
     workers(&mut out, name, spec, file);
     rollout(&mut out, spec, file);
+    super::labels::check(&mut out, spec, file);
     super::bounds::cluster(&mut out, spec, file);
     if let Some(flux) = &spec.delivery.flux {
+        if flux.namespace == RECORDS_NAMESPACE {
+            out.push(
+                file.error(
+                    "spec.delivery.flux.namespace",
+                    format!(
+                        "`{RECORDS_NAMESPACE}` holds the records capstan keeps (secrets bundles, CA pins, K3s tokens, suspensions): no kubeconfig is delivered there"
+                    ),
+                )
+                .with_hint("deliver to the namespace Flux reads (flux-system, the default) or another of yours"),
+            );
+        }
         if !is_dns1123_label(&flux.namespace) {
             out.push(
                 file.error(
@@ -502,7 +516,8 @@ fn workers(out: &mut Vec<Diagnostic>, cluster: &str, spec: &ClusterSpec, file: &
         }
     }
     let total = spec.worker_replicas();
-    let minimum = spec.rollout.min_workers;
+    // A compact cluster (no worker, its control planes schedulable) needs none.
+    let minimum = spec.min_workers();
     if total < minimum {
         let field = if spec.workers.is_empty() {
             "spec.workers".to_owned()
@@ -571,6 +586,9 @@ pub struct Checked<'a> {
     pub cluster: &'a Cluster,
     /// Its file, to position findings.
     pub file: &'a SourceFile,
+    /// Whether the file passed its own rules (a collision with an invalid file is reported
+    /// on the invalid one).
+    pub valid: bool,
 }
 
 /// Rules across cluster files: names, endpoint hosts and addresses must be unique. Returns the
@@ -582,7 +600,7 @@ pub fn across(clusters: &[Checked<'_>]) -> Vec<(usize, Diagnostic)> {
     let mut addresses: BTreeMap<IpAddr, &SourceFile> = BTreeMap::new();
     let mut databases: BTreeMap<(&str, &str), &SourceFile> = BTreeMap::new();
     for (index, checked) in clusters.iter().enumerate() {
-        let Checked { cluster, file } = checked;
+        let Checked { cluster, file, .. } = checked;
         if let Some(DatastoreChoice::Provisioned { server, database }) = cluster
             .spec
             .kubernetes

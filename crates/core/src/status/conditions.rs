@@ -86,6 +86,14 @@ pub mod reasons {
     /// `Suspended` True: `capstan suspend` suspended the cluster (the message says who, when
     /// and why).
     pub const SUSPENDED_AT_RUNTIME: &str = "SuspendedAtRuntime";
+    /// `Blocked` True: a step was refused because a Secret capstan keeps in the management
+    /// cluster is not the record it expected there (another kind, another cluster, another
+    /// identity, or not capstan's): it blocks at once, since retrying never changes that. The
+    /// message names the Secret.
+    pub const RECORD_REFUSED: &str = "RecordRefused";
+    /// `Suspended` True: the cluster's runtime suspension record cannot be read; it counts as
+    /// a suspension (fail closed). The message names the record.
+    pub const SUSPENSION_UNREADABLE: &str = "SuspensionUnreadable";
     /// `Blocked` False: nothing blocks.
     pub const CLEAR: &str = "Clear";
     /// `Blocked` True: the cluster could not be observed.
@@ -133,11 +141,13 @@ pub mod reasons {
     pub const RECORD_UNAVAILABLE: &str = "RecordUnavailable";
 
     /// Every reason.
-    pub const ALL: [&str; 37] = [
+    pub const ALL: [&str; 39] = [
         TOO_MANY_UNHEALTHY,
         WAITING_FOR_CNI,
         SUSPENDED_IN_GIT,
         SUSPENDED_AT_RUNTIME,
+        SUSPENSION_UNREADABLE,
+        RECORD_REFUSED,
         CONVERGED,
         RECONCILING,
         NOT_INITIALISED,

@@ -264,6 +264,10 @@ pub struct StepRecord {
     /// The repository revision it was decided at.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
+    /// For a failure no retry can lift (a record refused: [`reasons::RECORD_REFUSED`]), the
+    /// `Blocked` reason it reports at once, without waiting for `failures_to_block`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
 }
 
 /// Everything [`cluster_status`] reads.
@@ -295,7 +299,7 @@ pub fn cluster_status(input: &StatusInput<'_>) -> ClusterStatus {
     let control_plane = observed.and_then(|o| o.control_plane.as_ref());
     let failing = input
         .last_step
-        .filter(|s| !s.succeeded && s.failures >= input.failures_to_block);
+        .filter(|s| !s.succeeded && (s.failures >= input.failures_to_block || s.refusal.is_some()));
     let phase = if failing.is_some() {
         Phase::Blocked
     } else {
@@ -384,8 +388,11 @@ pub fn cluster_status(input: &StatusInput<'_>) -> ClusterStatus {
     conditions.push(if blocked_message.is_empty() {
         condition(conditions::BLOCKED, false, reasons::CLEAR, "nothing blocks")
     } else {
-        let reason = if failing.is_some() {
-            reasons::STEP_FAILING
+        let reason = if let Some(failing) = failing {
+            match failing.refusal.as_deref() {
+                Some(reasons::RECORD_REFUSED) => reasons::RECORD_REFUSED,
+                _ => reasons::STEP_FAILING,
+            }
         } else if plan.blocked.iter().all(|b| b.rule == Rule::ReplaceGuard) {
             reasons::REPLACEMENT_FORBIDDEN
         } else {
@@ -405,6 +412,7 @@ pub fn cluster_status(input: &StatusInput<'_>) -> ClusterStatus {
         let reason = match first.source {
             SuspensionSource::Git => reasons::SUSPENDED_IN_GIT,
             SuspensionSource::Runtime => reasons::SUSPENDED_AT_RUNTIME,
+            SuspensionSource::Unreadable => reasons::SUSPENSION_UNREADABLE,
         };
         let message = plan
             .suspended

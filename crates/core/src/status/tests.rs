@@ -275,6 +275,9 @@ fn a_cluster_whose_file_has_errors_stays_in_the_status_blocked_on_its_file() {
             drain: None,
             pod_cidr: None,
             awaiting_network: false,
+            labels: Default::default(),
+            managed: Default::default(),
+            owned_elsewhere: Default::default(),
         },
     );
     let status = invalid_file(

@@ -8,6 +8,8 @@
 //!   looks at no more candidates than there are taken addresses plus one.
 //! - [`address_tag`] and [`tagged_address`] round-trip every address; the tag uses only the
 //!   characters Proxmox tags allow (an IPv6 address's `:` is written `_`).
+//! - [`trusted_address`] keeps a VM's tagged address only inside the declared range and held
+//!   by no other VM.
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
@@ -28,9 +30,26 @@ pub fn address_tag(address: IpAddr) -> String {
 
 /// The static address a VM's tags record, if any (a malformed tag records none).
 pub fn tagged_address<S: AsRef<str>>(tags: &[S]) -> Option<IpAddr> {
+    tagged_addresses(tags).next()
+}
+
+/// Every static address a VM's tags record, in tag order (malformed tags left out).
+pub fn tagged_addresses<S: AsRef<str>>(tags: &[S]) -> impl Iterator<Item = IpAddr> + '_ {
     tags.iter()
         .filter_map(|tag| tag.as_ref().strip_prefix(ADDRESS_TAG))
-        .find_map(|value| value.replace('_', ":").parse().ok())
+        .filter_map(|value| value.replace('_', ":").parse().ok())
+}
+
+/// The address a VM's own `tags` record that it may keep: the first inside `range` that no
+/// other VM holds (`taken`). A tag is anyone's to write who may tag VMs in Proxmox, so one
+/// outside the declared range, or one naming another VM's address, is no address of this
+/// machine's: it would put the machine outside its network or on a neighbour's address.
+pub fn trusted_address<S: AsRef<str>>(
+    tags: &[S],
+    range: AddressRange,
+    taken: &BTreeSet<IpAddr>,
+) -> Option<IpAddr> {
+    tagged_addresses(tags).find(|address| range.contains(*address) && !taken.contains(address))
 }
 
 /// The lowest address of `range` not in `taken`; `None` when every one is taken.
@@ -137,5 +156,23 @@ mod tests {
         let fixed = static_address(&network, ip("192.168.1.51"));
         assert_eq!(fixed.gateway, ip("192.168.1.254"));
         assert_eq!(fixed.nameservers, vec![ip("1.1.1.1")]);
+    }
+
+    #[test]
+    fn a_tagged_address_outside_the_range_or_held_by_another_vm_is_not_trusted() {
+        let range: AddressRange = "10.20.0.50-10.20.0.59".parse().expect("range");
+        let taken = BTreeSet::from(["10.20.0.51".parse().expect("ip")]);
+        let trusted = |tags: &[&str]| trusted_address(tags, range, &taken);
+        assert_eq!(
+            trusted(&["capstan-ip-10.20.0.50"]),
+            "10.20.0.50".parse().ok()
+        );
+        assert_eq!(trusted(&["capstan-ip-10.9.9.9"]), None, "outside the range");
+        assert_eq!(trusted(&["capstan-ip-10.20.0.51"]), None, "another VM's");
+        assert_eq!(
+            trusted(&["capstan-ip-10.9.9.9", "capstan-ip-10.20.0.52"]),
+            "10.20.0.52".parse().ok(),
+            "the first tag that may be kept"
+        );
     }
 }

@@ -102,10 +102,7 @@ fn v1alpha1(cluster: &ClusterFacts, node: &NodeFacts, secrets: &SecretsBundle) -
         "token": secrets.trustd_token,
         "ca": authority(&secrets.os_ca, is_control_plane),
         "certSANs": sans,
-        "kubelet": {
-            "image": format!("ghcr.io/siderolabs/kubelet:{kubernetes}"),
-            "defaultRuntimeSeccompProfileEnabled": true,
-        },
+        "kubelet": kubelet(&kubernetes, node),
         "install": {
             "disk": node.install_disk,
             "image": installer,
@@ -119,6 +116,10 @@ fn v1alpha1(cluster: &ClusterFacts, node: &NodeFacts, secrets: &SecretsBundle) -
         "clusterName": cluster.cluster_name,
         "network": network(cluster),
         "token": secrets.bootstrap_token,
+        // Talos would taint control planes itself (and own the taint, putting it back after
+        // an in-place change): capstan registers the control-plane taint with the kubelet
+        // instead, unless `controlPlane.schedulable`, so it is capstan's to change.
+        "allowSchedulingOnControlPlanes": true,
         "ca": authority(&secrets.kubernetes_ca, is_control_plane),
         "proxy": proxy(cluster, &kubernetes),
         // Membership comes from the endpoint and etcd, not from Talos's discovery service
@@ -174,6 +175,30 @@ fn proxy(cluster: &ClusterFacts, kubernetes: &str) -> Value {
         section["disabled"] = json!(true);
     }
     section
+}
+
+/// `machine.kubelet`: its image and, when the node has any, the taints it registers with
+/// (`extraConfig.registerWithTaints`, the KubeletConfiguration field: set at registration
+/// only, which NodeRestriction allows a kubelet; Talos's own `machine.nodeTaints` are applied
+/// after registration with the kubelet's credentials, which NodeRestriction refuses on a
+/// worker).
+fn kubelet(kubernetes: &str, node: &NodeFacts) -> Value {
+    let mut kubelet = json!({
+        "image": format!("ghcr.io/siderolabs/kubelet:{kubernetes}"),
+        "defaultRuntimeSeccompProfileEnabled": true,
+    });
+    if !node.register_with_taints.is_empty() {
+        let taints: Vec<Value> = node
+            .register_with_taints
+            .iter()
+            .map(|taint| match &taint.value {
+                Some(value) => json!({"key": taint.key, "value": value, "effect": taint.effect}),
+                None => json!({"key": taint.key, "effect": taint.effect}),
+            })
+            .collect();
+        kubelet["extraConfig"] = json!({"registerWithTaints": taints});
+    }
+    kubelet
 }
 
 /// A CA as Talos writes it: base64 of the PEM; the key only where the node signs with it.

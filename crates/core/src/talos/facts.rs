@@ -113,6 +113,9 @@ pub struct NodeFacts {
     pub mac_address: MacAddress,
     /// Its static address; `None` takes one from DHCP.
     pub static_address: Option<StaticAddress>,
+    /// The taints its Node registers with (the kubelet's `registerWithTaints`), so no pod
+    /// lands on it before them.
+    pub register_with_taints: Vec<crate::spec::NodeTaint>,
 }
 
 /// Facts a config cannot be rendered from, naming what is wrong.

@@ -23,7 +23,10 @@ pub(crate) mod fixtures;
 #[cfg(test)]
 mod tests;
 
-pub use addresses::{ADDRESS_TAG, address_tag, choose_address, static_address, tagged_address};
+pub use addresses::{
+    ADDRESS_TAG, address_tag, choose_address, static_address, tagged_address, tagged_addresses,
+    trusted_address,
+};
 pub use config::{RenderProblem, render_machine_config};
 pub use facts::{ClusterFacts, FactsProblem, MacAddress, MachineRole, NodeFacts, StaticAddress};
 pub use nocloud::{CidataFiles, CidataProblem, cidata_files, cidata_image};

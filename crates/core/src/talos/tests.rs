@@ -414,6 +414,7 @@ prop_compose! {
             install_disk: disk,
             mac_address: super::facts::MacAddress(mac),
             static_address,
+            register_with_taints: Vec::new(),
         };
         (cluster, node)
     }

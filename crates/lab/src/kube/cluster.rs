@@ -383,17 +383,32 @@ impl SimCluster {
                 "node.kubernetes.io/exclude-from-external-load-balancers".into(),
                 String::new(),
             );
-            taints.push(
-                json!({"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}),
-            );
+            taints.push(super::SimTaint::control_plane());
         }
+        if let Some(registered) = &node.taints {
+            taints.clone_from(registered);
+        }
+        let taints: Vec<serde_json::Value> = taints
+            .iter()
+            .map(|taint| serde_json::to_value(taint).unwrap_or_default())
+            .collect();
         labels.extend(node.labels.clone());
+        let mut annotations: BTreeMap<String, String> = [
+            ("node.alpha.kubernetes.io/ttl", "0"),
+            (
+                "volumes.kubernetes.io/controller-managed-attach-detach",
+                "true",
+            ),
+        ]
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+        annotations.extend(node.annotations.clone());
         let mut object = json!({
             "metadata": {
                 "name": node.name,
                 "labels": labels,
-                "annotations": {"node.alpha.kubernetes.io/ttl": "0",
-                                "volumes.kubernetes.io/controller-managed-attach-detach": "true"},
+                "annotations": annotations,
             },
             // spec.podCIDR comes from the simulated node IPAM (`network`).
             "spec": {},

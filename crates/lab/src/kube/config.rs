@@ -79,6 +79,37 @@ pub struct SimNodeConfig {
     /// Extra labels.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// The taints it registers with, exactly; unset: as kubeadm registers it (the
+    /// control-plane taint on a control plane, none on a worker).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taints: Option<Vec<SimTaint>>,
+    /// Extra annotations.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// A Node taint, as the API writes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SimTaint {
+    /// Key.
+    pub key: String,
+    /// Value, when any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    pub effect: String,
+}
+
+impl SimTaint {
+    /// The taint kubeadm and Talos give control planes that take no workloads.
+    pub fn control_plane() -> Self {
+        SimTaint {
+            key: "node-role.kubernetes.io/control-plane".to_owned(),
+            value: None,
+            effect: "NoSchedule".to_owned(),
+        }
+    }
 }
 
 fn default_role() -> Role {
@@ -96,6 +127,8 @@ impl SimNodeConfig {
             unschedulable: false,
             address: None,
             labels: BTreeMap::new(),
+            taints: None,
+            annotations: BTreeMap::new(),
         }
     }
 

@@ -16,6 +16,7 @@ mod cluster;
 mod config;
 mod controllers;
 pub mod network;
+pub mod node_restriction;
 mod patch;
 mod protobuf;
 mod resources;
@@ -34,7 +35,8 @@ use std::sync::{Arc, Mutex};
 
 pub use cluster::{NewCluster, SimCluster};
 pub use config::{
-    MANAGEMENT, SimClusterConfig, SimDaemonSet, SimDeployment, SimNodeConfig, SimPod, SimWorkloads,
+    MANAGEMENT, SimClusterConfig, SimDaemonSet, SimDeployment, SimNodeConfig, SimPod, SimTaint,
+    SimWorkloads,
 };
 pub use state::Eviction;
 

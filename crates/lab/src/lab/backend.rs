@@ -166,11 +166,28 @@ impl ClusterBackend for LabBackend {
         Ok(LabBackend::access(&cluster))
     }
 
+    fn remove_cluster(&self, cluster: &str) {
+        if self.kube.remove_cluster(cluster) {
+            tracing::info!(cluster, "simulated cluster gone with its last machine");
+        }
+    }
+
     fn register_node(&self, cluster: &str, node: &NewNode) -> Result<(), BackendError> {
+        let registration = &node.registration;
+        crate::kube::node_restriction::admit_registration(&node.name, &registration.labels)
+            .map_err(BackendError::Forbidden)?;
         let config = SimNodeConfig {
             kubelet_version: Some(node.kubelet_version.to_string()),
             ready: node.ready,
             address: node.address.map(|ip| ip.to_string()),
+            labels: registration
+                .labels
+                .iter()
+                .chain(&registration.privileged_labels)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            taints: Some(registration.taints.clone()),
+            annotations: registration.annotations.clone(),
             ..match node.role {
                 Role::ControlPlane => SimNodeConfig::control_plane(&node.name),
                 Role::Worker => SimNodeConfig::worker(&node.name),
@@ -319,6 +336,11 @@ mod tests {
             role: Role::ControlPlane,
             address: Some("192.168.1.100".parse().expect("ip")),
             ready: false,
+            registration: crate::nodes::Registration {
+                labels: [("workload-class".to_owned(), "memory".to_owned())].into(),
+                taints: vec![crate::kube::SimTaint::control_plane()],
+                ..Default::default()
+            },
         };
         backend.register_node("prod", &node).expect("registered");
         let cluster = backend.kube().cluster("prod").expect("cluster");
@@ -333,6 +355,7 @@ mod tests {
                 .get("node-role.kubernetes.io/control-plane")
                 .is_some()
         );
+        assert_eq!(stored["metadata"]["labels"]["workload-class"], "memory");
         let ready = |object: &Value| {
             object["status"]["conditions"]
                 .as_array()
@@ -357,6 +380,30 @@ mod tests {
             gone.to_string(),
             "the cluster gone has no API server in the lab"
         );
+    }
+
+    #[tokio::test]
+    async fn a_kubelet_registering_a_label_node_restriction_forbids_is_refused() {
+        let (backend, _) = backend().await;
+        backend.create_cluster(&request()).expect("created");
+        let node = NewNode {
+            name: "capstan-prod-general-aaaaa".into(),
+            kubelet_version: "1.36.2".parse().expect("version"),
+            role: Role::Worker,
+            address: None,
+            ready: false,
+            registration: crate::nodes::Registration {
+                labels: [("node-role.kubernetes.io/worker".to_owned(), String::new())].into(),
+                ..Default::default()
+            },
+        };
+        let refused = backend.register_node("prod", &node).expect_err("forbidden");
+        assert_eq!(
+            refused.to_string(),
+            "nodes \"capstan-prod-general-aaaaa\" is forbidden: node \"capstan-prod-general-aaaaa\" is not allowed to set the following labels: node-role.kubernetes.io/worker"
+        );
+        let cluster = backend.kube().cluster("prod").expect("cluster");
+        assert!(cluster.object("nodes", None, &node.name).is_none());
     }
 
     #[tokio::test]

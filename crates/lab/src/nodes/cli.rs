@@ -335,6 +335,12 @@ pub struct K3sServerArgs {
     /// Runs no kube-proxy (a CNI replaces it).
     #[arg(long)]
     pub disable_kube_proxy: bool,
+    /// A label the kubelet registers with, `KEY=VALUE` (repeatable).
+    #[arg(long = "node-label")]
+    pub node_label: Vec<String>,
+    /// A taint the kubelet registers with, `KEY[=VALUE]:EFFECT` (repeatable).
+    #[arg(long = "node-taint")]
+    pub node_taint: Vec<String>,
 }
 
 /// `k3s agent` flags.
@@ -352,6 +358,12 @@ pub struct K3sAgentArgs {
     /// Node name (default: the hostname).
     #[arg(long)]
     pub node_name: Option<String>,
+    /// A label the kubelet registers with, `KEY=VALUE` (repeatable).
+    #[arg(long = "node-label")]
+    pub node_label: Vec<String>,
+    /// A taint the kubelet registers with, `KEY[=VALUE]:EFFECT` (repeatable).
+    #[arg(long = "node-taint")]
+    pub node_taint: Vec<String>,
 }
 
 /// Parses `args` (without the program name) as `P`, or gives the error the real program prints,

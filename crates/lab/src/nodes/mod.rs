@@ -12,7 +12,10 @@
 pub mod cli;
 pub mod iso9660;
 pub mod paths;
+mod registration;
 mod systems;
+
+pub use registration::Registration;
 
 pub use systems::talos::{TalosBootError, TalosMachine};
 pub use systems::talos_node::TalosClusterRef;
@@ -82,6 +85,18 @@ pub struct NewNode {
     pub address: Option<IpAddr>,
     /// Whether it starts Ready.
     pub ready: bool,
+    /// The labels and taints its configuration registers it with.
+    pub registration: Registration,
+}
+
+impl NewNode {
+    /// The same Node, registering with `registration`.
+    pub fn registering(self, registration: Registration) -> Self {
+        NewNode {
+            registration,
+            ..self
+        }
+    }
 }
 
 /// Why the simulated API servers refused the node software.
@@ -96,6 +111,9 @@ pub enum BackendError {
     /// The simulated API server refused the change.
     #[error(transparent)]
     Kube(#[from] crate::kube::SimKubeError),
+    /// An admission plugin refused the request, in the API server's words.
+    #[error("{0}")]
+    Forbidden(String),
     /// The `ClusterConfiguration` kubeadm stored is no YAML.
     #[error("the stored ClusterConfiguration does not parse")]
     StoredConfiguration {
@@ -143,6 +161,9 @@ pub trait ClusterBackend: Send + Sync + 'static {
     /// The Talos API of the node at `node` (its address, as its guest agent reports it) is
     /// served at `served`, a loopback address, from now on; `None`: no longer served.
     fn talos_api(&self, node: IpAddr, served: Option<std::net::SocketAddr>);
+    /// The last machine of `cluster` was destroyed: the API server that ran on its machines
+    /// stops and the cluster is forgotten, so a new cluster of that name starts its own.
+    fn remove_cluster(&self, cluster: &str);
 }
 
 /// How long node operations take in the lab (short defaults: a cluster comes up in seconds).

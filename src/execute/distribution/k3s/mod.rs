@@ -6,7 +6,8 @@
 //!
 //! # Guarantees
 //! - The token and the datastore user's password are generated once and kept in the
-//!   management cluster ([`cluster_secrets`]); the datastore is provisioned (idempotently)
+//!   management cluster ([`k3s_records`]), whose record names the database capstan provisions
+//!   (for the cluster's deletion); the datastore is provisioned (idempotently)
 //!   before every server install, so a server always starts with a DSN that works.
 //! - A datastore that refuses the admin stops the cluster's first clone with the server's
 //!   own error text (no password in it).
@@ -18,10 +19,11 @@ use crate::execute::{
 };
 use crate::model::{NodeName, Role};
 use crate::plan::{ActionKind, MachineRef};
-use crate::providers::cluster_secrets::{self, K3sSecrets};
 use crate::providers::k3s::{self as commands, ServerJoin};
 use crate::providers::kubeadm::NodeStep;
 use crate::providers::proxmox::VmRef;
+use crate::records::k3s::{self as k3s_records, K3sSecrets, ProvisionedDatabase};
+use crate::scheduling::{NodeScheduling, Registration};
 use crate::spec::{ClusterSpec, Endpoint, KubeVersion};
 
 use super::{AdminSource, Distribution, VersionSource};
@@ -58,6 +60,7 @@ impl Distribution for K3s {
         _: &VmRef,
         _: &NodeName,
         _: Role,
+        _: &NodeScheduling,
     ) -> Result<Option<String>, ExecuteError> {
         Ok(None)
     }
@@ -97,6 +100,7 @@ impl Distribution for K3s {
         machine: &MachineRef,
         endpoint: &Endpoint,
         version: KubeVersion,
+        scheduling: &NodeScheduling,
     ) -> Result<String, ExecuteError> {
         let action = ActionKind::InitControlPlane;
         let mut spec = require_spec(ctx, action)?.clone();
@@ -107,7 +111,9 @@ impl Distribution for K3s {
         let join = server_join(ex, ctx, &spec, action).await?;
         let network = ctx.network().ok_or(ExecuteError::NoSpec { action })?;
         let nodes = ex.nodes(ctx)?;
-        let steps = commands::install_server(&spec, &network, &join, &target.name, address);
+        let registration = registration(&spec, scheduling);
+        let steps =
+            commands::install_server(&spec, &network, &join, &target.name, address, &registration);
         commands::install(
             &nodes,
             action.name(),
@@ -125,8 +131,11 @@ impl Distribution for K3s {
         crate::redact::remember_kubeconfig(&read);
         let kubeconfig = ex.admit(ctx, &spec, &target, &read).await?;
         ex.mark_bootstrapped(ctx, &kubeconfig).await?;
+        let labelled = ex
+            .settle_node(ctx, &kubeconfig, &target.name, scheduling)
+            .await;
         Ok(format!(
-            "K3s server {} started (endpoint {}:{}, {})",
+            "K3s server {} started (endpoint {}:{}, {}){labelled}",
             target.name,
             endpoint.host,
             endpoint.port,
@@ -141,6 +150,7 @@ impl Distribution for K3s {
         ctx: StepContext<'_>,
         machine: &MachineRef,
         role: Role,
+        scheduling: &NodeScheduling,
     ) -> Result<String, ExecuteError> {
         let action = ActionKind::JoinNode;
         let mut spec = require_spec(ctx, action)?.clone();
@@ -149,15 +159,23 @@ impl Distribution for K3s {
         let target = node_target(machine)?;
         let address = ex.address(ctx, &target).await?;
         let nodes = ex.nodes(ctx)?;
+        let registration = registration(spec, scheduling);
         let steps = match role {
             Role::ControlPlane => {
                 let join = server_join(ex, ctx, spec, action).await?;
                 let network = ctx.network().ok_or(ExecuteError::NoSpec { action })?;
-                commands::install_server(spec, &network, &join, &target.name, address)
+                commands::install_server(
+                    spec,
+                    &network,
+                    &join,
+                    &target.name,
+                    address,
+                    &registration,
+                )
             }
             Role::Worker => {
-                let secrets = secrets(ex, ctx, spec, action).await?;
-                commands::install_agent(spec, &secrets.token, &target.name, address)
+                let token = secrets(ex, ctx, spec, action).await?.token;
+                commands::install_agent(spec, &token, &target.name, address, &registration)
             }
         };
         commands::install(
@@ -173,8 +191,15 @@ impl Distribution for K3s {
             Role::ControlPlane => "server",
             Role::Worker => "agent",
         };
+        let labelled = match ctx.access.kubeconfig.as_ref() {
+            Some(kubeconfig) => {
+                ex.settle_node(ctx, kubeconfig, &target.name, scheduling)
+                    .await
+            }
+            None => "",
+        };
         Ok(format!(
-            "{} joined as a K3s {what} (v{}) through {}:{}",
+            "{} joined as a K3s {what} (v{}) through {}:{}{labelled}",
             target.name, spec.kubernetes.version, spec.endpoint.host, spec.endpoint.port
         ))
     }
@@ -285,7 +310,19 @@ async fn secrets<Pr: Providers>(
             })?;
     // May generate and store the cluster's token.
     fenced(ctx, "reading or creating the cluster's K3s secrets")?;
-    cluster_secrets::k3s_secrets(management, ctx.cluster)
+    let database = match spec.kubernetes.datastore.as_ref().and_then(|d| d.choice()) {
+        Some(crate::spec::DatastoreChoice::Provisioned { server, database }) => {
+            Some(ProvisionedDatabase {
+                server: server.to_owned(),
+                database: database.to_owned(),
+            })
+        }
+        _ => None,
+    };
+    // A record an earlier capstan made is adopted only for a cluster whose API was seen: a
+    // new cluster's first server (its VMs just made) must not take a deleted one's token.
+    let live = ctx.observed.control_plane.is_some();
+    k3s_records::k3s_secrets(management, ctx.cluster, database.as_ref(), live)
         .await
         .map_err(|source| ExecuteError::Secrets {
             action,
@@ -308,4 +345,10 @@ fn join_version(ctx: StepContext<'_>, spec: &ClusterSpec) -> KubeVersion {
         }
         _ => desired,
     }
+}
+
+/// What of `scheduling` the node registers with (K3s: `--node-label` for the labels a kubelet
+/// may set on itself, `--node-taint` for every taint).
+fn registration(spec: &ClusterSpec, scheduling: &NodeScheduling) -> Registration {
+    scheduling.registration(&spec.kubernetes.distribution.capabilities().scheduling)
 }

@@ -14,6 +14,7 @@ use crate::model::{NodeName, Role};
 use crate::plan::{ActionKind, MachineRef};
 use crate::providers::kubeadm::{self, NodeStep};
 use crate::providers::proxmox::VmRef;
+use crate::scheduling::{NodeScheduling, Registration};
 use crate::spec::Cni;
 use crate::spec::{ClusterSpec, Endpoint, KubeVersion};
 
@@ -34,6 +35,7 @@ impl Distribution for Kubeadm {
         _: &VmRef,
         _: &NodeName,
         _: Role,
+        _: &NodeScheduling,
     ) -> Result<Option<String>, ExecuteError> {
         Ok(None)
     }
@@ -66,6 +68,7 @@ impl Distribution for Kubeadm {
         machine: &MachineRef,
         endpoint: &Endpoint,
         version: KubeVersion,
+        scheduling: &NodeScheduling,
     ) -> Result<String, ExecuteError> {
         let action = ActionKind::InitControlPlane;
         let mut spec = require_spec(ctx, action)?.clone();
@@ -77,7 +80,14 @@ impl Distribution for Kubeadm {
         let nodes = ex.nodes(ctx)?;
         let steps = [
             prepare_unless_done(ctx, machine, version),
-            kubeadm::init_control_plane(ctx.cluster, &spec, &network, &target.name, address),
+            kubeadm::init_control_plane(
+                ctx.cluster,
+                &spec,
+                &network,
+                &target.name,
+                address,
+                &registration(&spec, scheduling),
+            ),
         ]
         .concat();
         run_steps(&nodes, action, &target, &steps).await?;
@@ -104,8 +114,11 @@ impl Distribution for Kubeadm {
         };
         ex.mark_bootstrapped(ctx, &kubeconfig).await?;
         let ready = ex.await_ready(ctx, &kubeconfig, &target.name).await;
+        let labelled = ex
+            .settle_node(ctx, &kubeconfig, &target.name, scheduling)
+            .await;
         Ok(format!(
-            "kubeadm init on {} (endpoint {}:{}){cni}{ready}",
+            "kubeadm init on {} (endpoint {}:{}){cni}{ready}{labelled}",
             target.name, endpoint.host, endpoint.port
         ))
     }
@@ -116,6 +129,7 @@ impl Distribution for Kubeadm {
         ctx: StepContext<'_>,
         machine: &MachineRef,
         role: Role,
+        scheduling: &NodeScheduling,
     ) -> Result<String, ExecuteError> {
         let spec = require_spec(ctx, ActionKind::JoinNode)?;
         let target = node_target(machine)?;
@@ -138,16 +152,28 @@ impl Distribution for Kubeadm {
         let version = kubelet_version_for(ctx, machine, spec);
         let steps = [
             prepare_unless_done(ctx, machine, version),
-            kubeadm::join_node(role, &ticket, key.as_deref(), spec, &target.name, address),
+            kubeadm::join_node(
+                role,
+                &ticket,
+                key.as_deref(),
+                spec,
+                &target.name,
+                address,
+                &registration(spec, scheduling),
+            ),
         ]
         .concat();
         run_steps(&nodes, ActionKind::JoinNode, &target, &steps).await?;
-        let ready = match ctx.access.kubeconfig.as_ref() {
-            Some(kubeconfig) => ex.await_ready(ctx, kubeconfig, &target.name).await,
-            None => "",
+        let (ready, labelled) = match ctx.access.kubeconfig.as_ref() {
+            Some(kubeconfig) => (
+                ex.await_ready(ctx, kubeconfig, &target.name).await,
+                ex.settle_node(ctx, kubeconfig, &target.name, scheduling)
+                    .await,
+            ),
+            None => ("", ""),
         };
         Ok(format!(
-            "{} joined as {role} (v{version}) through {}{ready}",
+            "{} joined as {role} (v{version}) through {}{ready}{labelled}",
             target.name, control_plane.name
         ))
     }
@@ -249,4 +275,10 @@ fn kubelet_version_for(
         }
         _ => desired,
     }
+}
+
+/// What of `scheduling` the node registers with (kubeadm: the labels a kubelet may set on
+/// itself, through `node-labels`, and every taint, through `nodeRegistration.taints`).
+fn registration(spec: &ClusterSpec, scheduling: &NodeScheduling) -> Registration {
+    scheduling.registration(&spec.kubernetes.distribution.capabilities().scheduling)
 }

@@ -3,16 +3,19 @@
 //!
 //! # Guarantees
 //! - A VM that already carries an address tag (a retry after a crash) keeps that address; so
-//!   does one the pass observed with it (creating the machine again rewrites its tags).
-//! - A new address is the lowest of the range that no other VM of the cluster holds, read
-//!   fresh from Proxmox and from what the pass observed, under the executor's lock: two
-//!   machines created at once never get the same one.
+//!   does one the pass observed with it (creating the machine again rewrites its tags). Only
+//!   while the address is inside `network.nodeAddresses` and no other VM holds it: a tag is
+//!   anyone's to write who may tag VMs, so one outside the range or naming another VM's
+//!   address is ignored (with a warning naming it) and the machine takes a free address.
+//! - A new address is the lowest of the range that no other VM holds (any VM's tag counts,
+//!   the cluster's or not), read fresh from Proxmox and from what the pass observed, under the
+//!   executor's lock: two machines created at once never get the same one.
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use capstan_core::talos::{
-    StaticAddress, address_tag, choose_address, static_address, tagged_address,
+    StaticAddress, address_tag, choose_address, static_address, tagged_addresses, trusted_address,
 };
 
 use crate::connect::Providers;
@@ -49,27 +52,39 @@ pub(super) async fn node_address<Pr: Providers>(
     let this = inventory
         .owned_by(ctx.cluster)
         .find(|info| info.vm_ref() == *vm);
-    let observed_tags = |machine: &NodeName| {
+    let observed_tags = |machine: &NodeName| -> Vec<IpAddr> {
         ctx.observed
             .machines
             .get(machine)
-            .and_then(|observed| tagged_address(&observed.tags))
+            .map(|observed| tagged_addresses(&observed.tags).collect())
+            .unwrap_or_default()
     };
-    let held = this
-        .and_then(|info| tagged_address(&info.tags))
-        .or_else(|| observed_tags(name));
     let mut taken: BTreeSet<IpAddr> = inventory
-        .owned_by(ctx.cluster)
+        .vms
+        .iter()
         .filter(|info| info.vm_ref() != *vm && info.name != name.as_str())
-        .filter_map(|info| tagged_address(&info.tags))
+        .flat_map(|info| tagged_addresses(&info.tags).collect::<Vec<_>>())
         .collect();
     taken.extend(
         ctx.observed
             .machines
             .keys()
             .filter(|machine| *machine != name)
-            .filter_map(observed_tags),
+            .flat_map(observed_tags),
     );
+    let own_tags: Vec<String> = this.map(|info| info.tags.clone()).unwrap_or_default();
+    let held = trusted_address(&own_tags, range, &taken).or_else(|| {
+        let observed: Vec<String> = observed_tags(name)
+            .iter()
+            .map(|a| address_tag(*a))
+            .collect();
+        trusted_address(&observed, range, &taken)
+    });
+    if held.is_none()
+        && let Some(ignored) = tagged_addresses(&own_tags).next()
+    {
+        tracing::warn!(cluster = ctx.cluster, machine = %name, %ignored, %range, "a static address tag outside the range or held by another VM is ignored");
+    }
     let address = match held {
         Some(address) => address,
         None => choose_address(range, &taken).ok_or_else(|| {

@@ -7,7 +7,7 @@ use crate::model::NodeName;
 use crate::providers::proxmox::ProxmoxError;
 use crate::providers::talos::TalosSecretsError;
 use crate::providers::talos::api::TalosApiError;
-use crate::providers::talos::store::TalosStoreError;
+use crate::records::talos::TalosStoreError;
 
 /// A Talos step failed.
 #[derive(Debug, thiserror::Error)]

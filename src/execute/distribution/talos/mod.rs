@@ -10,8 +10,9 @@
 //! # Guarantees
 //! - The ISO, which holds the cluster's CA keys, lives only until the machine's Talos API
 //!   answers under the cluster's OS CA (proof it took and stored its config): `prepare`
-//!   detaches and deletes it then, before the machine is marked prepared, so a crash in
-//!   between deletes it again.
+//!   detaches and deletes it then, before any other check (the release it runs) and before
+//!   the machine is marked prepared, so a crash or a refusal in between leaves none; the
+//!   daemon's sweep (`execute/config_isos.rs`) deletes any a step left anyway.
 //! - `Bootstrap` runs on one machine; a repeated one (after a crash) is Talos's
 //!   `AlreadyExists`, taken as done. The bundle is marked bootstrapped only after it.
 //! - A control plane leaves etcd (forfeit leadership, leave) before it is drained away; a dead
@@ -31,8 +32,9 @@ use crate::providers::proxmox::{ProxmoxProvider as _, StorageContent, VmRef, Vol
 use crate::providers::talos::api::{
     BootstrapOutcome, GrpcTalosApi, TalosApi as _, TalosCredentials,
 };
-use crate::providers::talos::store::{self, StoredBundle};
 use crate::providers::talos::{admin_credentials, kubeconfig};
+use crate::records::talos::{self as store, StoredBundle};
+use crate::scheduling::NodeScheduling;
 use crate::spec::{ClusterSpec, Endpoint, KubeVersion};
 
 use super::{AdminSource, Distribution, VersionSource};
@@ -99,6 +101,7 @@ impl Distribution for Talos {
         vm: &VmRef,
         name: &NodeName,
         role: Role,
+        scheduling: &NodeScheduling,
     ) -> Result<Option<String>, ExecuteError> {
         let action = ActionKind::CreateMachine;
         let spec = require_spec(ctx, action)?;
@@ -137,6 +140,9 @@ impl Distribution for Talos {
             install_disk: INSTALL_DISK.to_owned(),
             mac_address,
             static_address: addresses::node_address(ex, ctx, spec, vm, name).await?,
+            register_with_taints: scheduling
+                .registration(&spec.kubernetes.distribution.capabilities().scheduling)
+                .taints,
         };
         let running = ctx.observed.control_plane.as_ref();
         let running = running.and_then(|cp| cp.network.as_ref());
@@ -155,7 +161,8 @@ impl Distribution for Talos {
     }
 
     /// Waits for the machine's Talos API (which answers under the cluster's OS CA only once
-    /// it took its config), checks the release it runs, then detaches and deletes its ISO.
+    /// it took its config), detaches and deletes its ISO at once, then checks the release it
+    /// runs (a template of another release is refused with no ISO left behind).
     async fn prepare<Pr: Providers>(
         &self,
         ex: &Executor<Pr>,
@@ -170,6 +177,9 @@ impl Distribution for Talos {
             .version()
             .await
             .map_err(|source| failed(action, source.into()))?;
+        // The machine answered under the cluster's OS CA: it took and stored its config, so
+        // the ISO (every CA key) goes now, before any other check can fail and leave it.
+        eject_config(ex, ctx, machine, action).await?;
         // The tag as the node sends it, bounded and printable: it is named in the refusal.
         let runs: String = runs
             .talos_tag
@@ -192,7 +202,6 @@ impl Distribution for Talos {
                 },
             ));
         }
-        eject_config(ex, ctx, machine, action).await?;
         Ok(format!(
             "Talos {runs} runs its machine config for Kubernetes {version}; its config ISO deleted"
         ))
@@ -207,6 +216,7 @@ impl Distribution for Talos {
         machine: &MachineRef,
         endpoint: &Endpoint,
         _: KubeVersion,
+        scheduling: &NodeScheduling,
     ) -> Result<String, ExecuteError> {
         let action = ActionKind::InitControlPlane;
         let spec = require_spec(ctx, action)?;
@@ -243,24 +253,28 @@ impl Distribution for Talos {
         let kubeconfig = ex.admit(ctx, spec, &target, &text).await?;
         ex.mark_bootstrapped(ctx, &kubeconfig).await?;
         let ready = ex.await_ready(ctx, &kubeconfig, &target.name).await;
+        let labelled = ex
+            .settle_node(ctx, &kubeconfig, &target.name, scheduling)
+            .await;
         let how = match outcome {
             BootstrapOutcome::Bootstrapped => "etcd bootstrapped",
             BootstrapOutcome::AlreadyBootstrapped => "etcd was bootstrapped already",
         };
         Ok(format!(
-            "{how} on {} (endpoint {}:{} on Talos's VIP {}){ready}",
+            "{how} on {} (endpoint {}:{} on Talos's VIP {}){ready}{labelled}",
             target.name, endpoint.host, endpoint.port, endpoint.address
         ))
     }
 
     /// Nothing to run: a Talos machine joins with its machine config as it boots. The step
-    /// waits briefly for its Node.
+    /// waits briefly for its Node, then labels it.
     async fn join<Pr: Providers>(
         &self,
         ex: &Executor<Pr>,
         ctx: StepContext<'_>,
         machine: &MachineRef,
         _: Role,
+        scheduling: &NodeScheduling,
     ) -> Result<String, ExecuteError> {
         let action = ActionKind::JoinNode;
         let kubeconfig = ctx
@@ -269,8 +283,11 @@ impl Distribution for Talos {
             .as_ref()
             .ok_or(ExecuteError::NoKubeconfig { action })?;
         let ready = ex.await_ready(ctx, kubeconfig, &machine.name).await;
+        let labelled = ex
+            .settle_node(ctx, kubeconfig, &machine.name, scheduling)
+            .await;
         Ok(format!(
-            "{} joins with its machine config{ready}",
+            "{} joins with its machine config{ready}{labelled}",
             machine.name
         ))
     }
@@ -370,7 +387,7 @@ fn iso_storage<'a>(ctx: StepContext<'a>, action: ActionKind) -> Result<&'a str, 
 
 /// The ISO of machine `name` on VM `vm`: one per VM, so a replacement never reuses one.
 fn iso_file_name(name: &NodeName, vm: &VmRef) -> String {
-    format!("capstan-config-{name}-{}.iso", vm.vmid)
+    crate::execute::config_isos::file_name(name, vm.vmid)
 }
 
 /// The `cidata` image of `node`, on the network the cluster runs (`running`: what it was
@@ -446,9 +463,18 @@ async fn bundle<Pr: Providers>(
     let management = management(ex, spec)?;
     // May generate and store the cluster's secrets.
     fenced(ctx, "reading or creating the cluster's Talos secrets")?;
-    store::bundle_or_create(management, ctx.cluster, time::OffsetDateTime::now_utc())
-        .await
-        .map_err(|source| failed(action, source.into()))
+    // A bundle an earlier capstan made is adopted only once a machine of the cluster was
+    // prepared (it took a config from that bundle): a new cluster's first machine must not be
+    // configured from a deleted one's keys.
+    let live = ctx.observed.machines.values().any(|m| m.is_prepared());
+    store::bundle_or_create(
+        management,
+        ctx.cluster,
+        live,
+        time::OffsetDateTime::now_utc(),
+    )
+    .await
+    .map_err(|source| failed(action, source.into()))
 }
 
 /// An `os:admin` client certificate for the Talos API, from the bundle.

@@ -36,6 +36,7 @@ impl<'a> Ctx<'a> {
                 version: self.target_version,
                 pod_network: network.pods.to_string(),
                 service_network: network.services.to_string(),
+                scheduling: self.scheduling_of(view),
             },
             self.target(view),
             format!(
@@ -177,6 +178,7 @@ impl<'a> Ctx<'a> {
                     machine: view.machine_ref(),
                     role,
                     endpoint: self.spec().endpoint.clone(),
+                    scheduling: self.scheduling_of(view),
                 },
                 self.target(view),
                 format!(

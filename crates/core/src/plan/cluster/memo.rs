@@ -4,6 +4,7 @@
 use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use smol_str::{SmolStr, format_smolstr};
@@ -14,6 +15,7 @@ use super::super::window::{self, Need, WindowState};
 use super::placement;
 use crate::model::{NodeName, Role};
 use crate::observed::{FluxTarget, MachineSpec};
+use crate::scheduling::NodeScheduling;
 use crate::spec::{ClusterSpec, KubeVersion};
 
 /// Each pool's desired machine spec and its spec hash, the control plane first.
@@ -34,6 +36,9 @@ pub(crate) struct SpecMemo {
     /// The maintenance windows at the plan's time (the same at every batch), by what a step
     /// needs of them (a few measured durations: one per disruptive action).
     windows: RefCell<Vec<(Option<Need>, Rc<WindowState>)>>,
+    /// What a node carries, by pool and Proxmox node: the same for every node of a pool on one
+    /// Proxmox node, asked of every node at every batch.
+    scheduling: RefCell<HashMap<(SmolStr, Role, SmolStr), Arc<NodeScheduling>>>,
 }
 
 impl SpecMemo {
@@ -79,6 +84,25 @@ impl SpecMemo {
         ));
         self.windows.borrow_mut().push((needs, Rc::clone(&state)));
         state
+    }
+
+    /// What a node of `pool` (as `role`) on Proxmox node `proxmox_node` carries.
+    pub(super) fn scheduling(
+        &self,
+        spec: &ClusterSpec,
+        pool: &SmolStr,
+        role: Role,
+        proxmox_node: &SmolStr,
+    ) -> Arc<NodeScheduling> {
+        let key = (pool.clone(), role, proxmox_node.clone());
+        if let Some(known) = self.scheduling.borrow().get(&key) {
+            return Arc::clone(known);
+        }
+        let scheduling = Arc::new(NodeScheduling::of(spec, pool, role, proxmox_node));
+        self.scheduling
+            .borrow_mut()
+            .insert(key, Arc::clone(&scheduling));
+        scheduling
     }
 
     /// The Secret Flux reads the admin kubeconfig from, when the spec delivers to Flux.

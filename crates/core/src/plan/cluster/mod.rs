@@ -13,6 +13,7 @@ mod fixed;
 mod guard;
 mod health;
 mod join;
+mod labels;
 mod memo;
 mod quiet;
 mod removal;
@@ -99,6 +100,9 @@ pub(crate) struct Input<'a> {
     /// The caller's stop flag (a preview's deadline), read inside the maintenance-window
     /// search so that it interrupts even a long one; `None`: never stopped.
     pub stop: Option<&'a AtomicBool>,
+    /// Every Node carries what its pool declares (see `labels`): a prediction past its first
+    /// batch, since only steps' effects change Nodes then, and they leave them as declared.
+    pub labels_settled: bool,
 }
 
 /// A pool: desired (the control plane first, then the worker pools in spec order) or removed
@@ -557,6 +561,7 @@ impl<'a> Ctx<'a> {
             self.creates(out, capacity);
         }
         self.removals(out, upgrading);
+        self.relabels(out);
         self.report_nodes(out);
     }
 
@@ -660,6 +665,8 @@ impl<'a> Ctx<'a> {
         self.views
             .iter()
             .filter(|v| quiet::is_quiet(v, self.pools[v.pool].desired.is_some()))
+            // A Node whose labels change produces a step of its own.
+            .filter(|v| self.input.labels_settled || self.relabel_of(v).is_none())
             .map(|v| (v.name.clone(), v.facts()))
             .collect()
     }

@@ -131,7 +131,7 @@ impl<'a> Ctx<'a> {
         if others < replicas {
             return Some(Hold::Replacement);
         }
-        let minimum = self.spec().rollout.min_workers;
+        let minimum = self.spec().min_workers();
         let ready = self.counted_workers();
         if view.is_counted() && ready.saturating_sub(1) < minimum {
             let incoming = self.census.incoming_workers > 0 || out.candidates.iter().any(|c| {
@@ -174,14 +174,14 @@ impl<'a> Ctx<'a> {
     /// the Node; `retiring` then resets and destroys the VM.
     pub(super) fn removals(&self, out: &mut Outcome, upgrading: bool) {
         self.surplus_unjoined(out);
-        let spec_too_small = self.spec().worker_replicas() < self.spec().rollout.min_workers;
+        let spec_too_small = self.spec().worker_replicas() < self.spec().min_workers();
         if spec_too_small {
             out.blocked.push(Blocked {
                 rule: Rule::MinWorkers,
                 message: format!(
                     "the spec asks for {} worker(s), below rollout.minWorkers {}: add a worker first; no worker is removed until then",
                     self.spec().worker_replicas(),
-                    self.spec().rollout.min_workers
+                    self.spec().min_workers()
                 ),
             });
         }

@@ -431,7 +431,7 @@ fn rule_12_a_removed_cluster_is_reported_or_deleted_with_prune() {
     let staging = plan.cluster("staging").expect("deleting");
     assert_eq!(staging.phase, Phase::Deleting);
     assert_eq!(shape(&staging.steps), vec![c("delete-cluster")]);
-    let Action::DeleteCluster { machines, flux } = &staging.steps[0].action else {
+    let Action::DeleteCluster { machines, flux, .. } = &staging.steps[0].action else {
         panic!("delete-cluster");
     };
     assert_eq!(machines.len(), 4);

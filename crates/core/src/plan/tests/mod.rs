@@ -2,6 +2,7 @@
 //! whole ordered plans and the exact refusal messages.
 
 mod guard;
+mod labels;
 mod later_rules;
 mod network;
 mod predictions;

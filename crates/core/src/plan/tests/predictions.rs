@@ -22,6 +22,24 @@ fn medium(surge: u32) -> Cluster {
         .with_max_surge(surge)
 }
 
+/// `cluster` with pool `general` labelled and tainted.
+fn labelled(mut cluster: Cluster) -> Cluster {
+    let pool = cluster
+        .spec
+        .workers
+        .iter_mut()
+        .find(|p| p.pool == "general")
+        .expect("pool");
+    pool.labels
+        .insert("workload-class".to_owned(), "cpu".to_owned());
+    pool.taints.push(crate::spec::NodeTaint {
+        key: "dedicated".to_owned(),
+        value: None,
+        effect: crate::spec::TaintEffect::NoSchedule,
+    });
+    cluster
+}
+
 /// Asserts that each cluster's prediction in the plan of `observed` is the one made by
 /// planning every batch from scratch.
 fn assert_predicted_as_by_replanning(desired: &Desired, observed: &Observed) {
@@ -44,6 +62,7 @@ fn assert_predicted_as_by_replanning(desired: &Desired, observed: &Observed) {
             predicting: false,
             quiet: None,
             stop: None,
+            labels_settled: false,
         };
         let slow = predict_by_replanning(&input, &Capacity::of(observed));
         let fast = &cluster.predicted;
@@ -92,6 +111,11 @@ fn predictions_are_those_of_planning_every_batch_from_scratch() {
             "drift replaced, in a window",
             medium(1).with_drift_replace().with_window(),
         ),
+        (
+            "labels of a pool with its template",
+            labelled(medium(1).with_template("general", "debian13-k8s-v2")),
+        ),
+        ("labels of nodes built before them", medium(1)),
     ];
     for (what, cluster) in changes {
         let desired = desired(vec![cluster]);
@@ -101,6 +125,12 @@ fn predictions_are_those_of_planning_every_batch_from_scratch() {
             built_world.clone()
         };
         let mut observed = observed;
+        if what == "labels of nodes built before them" {
+            for node in cluster_mut(&mut observed, "mid").nodes.values_mut() {
+                node.labels.clear();
+                node.managed = Default::default();
+            }
+        }
         if what.starts_with("drift") {
             let state = cluster_mut(&mut observed, "mid");
             for vm in state.machines.values_mut().skip(4).step_by(3) {

@@ -21,6 +21,7 @@ fn action_kinds_are_named_as_the_actions_serialise() {
             "renew-certificates",
             "deliver-kubeconfig",
             "fence-machine",
+            "label-nodes",
             "delete-cluster",
         ]
     );

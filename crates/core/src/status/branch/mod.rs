@@ -484,6 +484,7 @@ fn cluster_status(file: ClusterFile, revision: Option<&str>) -> ClusterStatus {
             failures: s.failures,
             at: Timestamp::UNIX_EPOCH,
             revision: s.revision,
+            refusal: None,
         }),
         suspended: file.suspended,
         converged,

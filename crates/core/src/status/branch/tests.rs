@@ -64,6 +64,7 @@ fn cluster(phase: Phase, ready_workers: usize, transitions: Timestamp) -> Cluste
             failures: 0,
             at: transitions,
             revision: Some("main@sha1:1111111111111111111111111111111111111111".to_owned()),
+            refusal: None,
         }),
         suspended: Vec::new(),
         converged: None,

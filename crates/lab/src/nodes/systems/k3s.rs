@@ -35,6 +35,7 @@ pub(in crate::nodes) struct ServerRequest {
     pub port: u16,
     /// The network its flags (or configuration file) give the cluster.
     pub network: crate::kube::network::ClusterNetwork,
+    pub registration: Registration,
 }
 
 #[derive(Debug, Clone)]
@@ -43,6 +44,7 @@ pub(in crate::nodes) struct AgentRequest {
     pub node: String,
     pub token: String,
     pub server: String,
+    pub registration: Registration,
 }
 
 /// The state of a K3s cluster besides the common one.
@@ -221,6 +223,7 @@ fn install(
                 fatal("starting kubernetes: preparing server: token is required to join a cluster; with an external datastore every server must be started with the same --token")
             })?;
             let network = k3s_network(&server, &setting, settings.as_ref())?;
+            let registration = registration(&server.node_label, &server.node_taint, &settings)?;
             Ok(K3sInstall::Server(ServerRequest {
                 version,
                 node: server.node_name.unwrap_or_else(|| vm.name.clone()),
@@ -229,6 +232,7 @@ fn install(
                 tls_san: server.tls_san,
                 port: server.https_listen_port,
                 network,
+                registration,
             }))
         }
         cli::K3sCommand::Agent(agent) => {
@@ -236,11 +240,13 @@ fn install(
                 .or_else(|| setting("server"))
                 .ok_or_else(|| fatal("--server is required"))?;
             let token = setting("token").ok_or_else(|| fatal("--token is required"))?;
+            let registration = registration(&agent.node_label, &agent.node_taint, &settings)?;
             Ok(K3sInstall::Agent(AgentRequest {
                 version,
                 node: agent.node_name.unwrap_or_else(|| vm.name.clone()),
                 token,
                 server,
+                registration,
             }))
         }
     }
@@ -289,6 +295,40 @@ fn k3s_network(
     };
     network.check().map_err(|m| fatal(&m))?;
     Ok(network)
+}
+
+/// What the kubelet registers with: the `node-label` and `node-taint` lists of K3s's
+/// configuration file, then the flags. A K3s server carries no taint unless given one (servers
+/// run workloads).
+fn registration(
+    labels: &[String],
+    taints: &[String],
+    settings: &Option<serde_json::Value>,
+) -> Result<Registration, Exit> {
+    let listed = |key: &str| -> Vec<String> {
+        settings
+            .as_ref()
+            .and_then(|s| s.get(key))
+            .and_then(serde_json::Value::as_array)
+            .map(|list| {
+                list.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut registration = Registration::default();
+    for label in listed("node-label").iter().chain(labels) {
+        registration
+            .add_labels_flag("--node-label", label)
+            .map_err(|message| fatal(&message))?;
+    }
+    for taint in listed("node-taint").iter().chain(taints) {
+        registration
+            .add_taint_flag(taint)
+            .map_err(|message| fatal(&message))?;
+    }
+    Ok(registration)
 }
 
 impl GuestSystems {
@@ -350,7 +390,8 @@ impl GuestSystems {
             ));
         }
         let admin = state.access.admin_kubeconfig.clone();
-        let node = kubelet(vm, &request.node, request.version, Role::ControlPlane);
+        let node = kubelet(vm, &request.node, request.version, Role::ControlPlane)
+            .registering(request.registration.clone());
         self.join_k3s(backend, vm, &name, &node, later)
             .map_err(|message| fatal(&message))?;
         let guest = self.guest(vm.vmid);
@@ -443,7 +484,8 @@ impl GuestSystems {
                 request.server
             ));
         }
-        let node = kubelet(vm, &request.node, request.version, Role::Worker);
+        let node = kubelet(vm, &request.node, request.version, Role::Worker)
+            .registering(request.registration.clone());
         match self.join_k3s(backend, vm, &name, &node, later) {
             Ok(()) => {
                 self.guest(vm.vmid).put_file(
@@ -607,6 +649,7 @@ fn kubelet(vm: &GuestVm, name: &str, version: KubeVersion, role: Role) -> NewNod
         role,
         address: vm.address.map(IpAddr::V4),
         ready: false,
+        registration: Registration::default(),
     }
 }
 

@@ -222,6 +222,11 @@ impl GuestSystems {
                 );
             }
         };
+        let registration =
+            match Registration::from_kubeadm(&init["nodeRegistration"], Role::ControlPlane) {
+                Ok(registration) => registration,
+                Err(message) => return Exit::failure(1, format!("{message}\n")),
+            };
         let cluster_configuration = serde_json::to_string(&cluster).unwrap_or_default();
         let access = match backend.create_cluster(&NewCluster {
             name: name.clone(),
@@ -261,7 +266,8 @@ impl GuestSystems {
             key
         });
         self.clusters.insert(name.clone(), state);
-        if let Err(message) = self.register(backend, vm, &name, &node, Role::ControlPlane, later) {
+        let member = (node.as_str(), Role::ControlPlane, registration);
+        if let Err(message) = self.register(backend, vm, &name, member, later) {
             return Exit::failure(
                 1,
                 format!("error execution phase kubelet-start: {message}\n"),
@@ -284,8 +290,7 @@ impl GuestSystems {
         backend: &impl ClusterBackend,
         vm: &GuestVm,
         cluster: &str,
-        node: &str,
-        role: Role,
+        (node, role, registration): (&str, Role, Registration),
         later: &mut Vec<Later>,
     ) -> Result<(), String> {
         let state = self.clusters.get(cluster).ok_or("no such cluster")?;
@@ -301,6 +306,7 @@ impl GuestSystems {
                     role,
                     address: vm.address.map(IpAddr::V4),
                     ready: false,
+                    registration,
                 },
             )
             .map_err(|err| capstan_core::errors::error_chain(&err))?;
@@ -494,7 +500,8 @@ impl GuestSystems {
             }
             state.etcd.insert(member_id(), request.node.clone());
         }
-        if let Err(message) = self.register(backend, vm, &name, &request.node, role, later) {
+        let member = (request.node.as_str(), role, request.registration);
+        if let Err(message) = self.register(backend, vm, &name, member, later) {
             return Exit::failure(
                 1,
                 format!("error execution phase kubelet-start: {message}\n"),
@@ -514,6 +521,13 @@ impl GuestSystems {
             .unwrap_or(Value::Null);
         let token = &join["discovery"]["bootstrapToken"];
         let text = |value: &Value| value.as_str().unwrap_or_default().to_owned();
+        let role = if join["controlPlane"].is_null() {
+            Role::Worker
+        } else {
+            Role::ControlPlane
+        };
+        let registration = Registration::from_kubeadm(&join["nodeRegistration"], role)
+            .map_err(|message| Exit::failure(1, format!("{message}\n")))?;
         Ok(JoinRequest {
             endpoint: text(&token["apiServerEndpoint"]),
             token: text(&token["token"]),
@@ -529,6 +543,7 @@ impl GuestSystems {
             certificate_key: join["controlPlane"]["certificateKey"]
                 .as_str()
                 .map(str::to_owned),
+            registration,
         })
     }
 
@@ -692,6 +707,7 @@ struct JoinRequest {
     node: String,
     control_plane: bool,
     certificate_key: Option<String>,
+    registration: Registration,
 }
 
 fn preflight_error(check: &str, detail: &str) -> Exit {

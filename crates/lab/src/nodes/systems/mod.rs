@@ -26,7 +26,9 @@ use super::cli::{
     TokenCommand, UpgradeCommand,
 };
 use super::paths;
-use super::{ClusterAccess, ClusterBackend, NewCluster, NewNode, NodeTimings, random_hex};
+use super::{
+    ClusterAccess, ClusterBackend, NewCluster, NewNode, NodeTimings, Registration, random_hex,
+};
 use crate::proxmox::{ExecOutcome as Exit, GuestIdentity as GuestVm, PowerEvent};
 use crate::values::KubeVersion;
 use capstan_core::model::{Role, VmId};
@@ -505,9 +507,24 @@ impl GuestSystems {
                 }
                 if let Some(member) = member {
                     backend.set_node_ready(&member.cluster, &member.node, false);
+                    if event == PowerEvent::Destroyed {
+                        self.forget_if_last(backend, &member.cluster);
+                    }
                 }
                 Vec::new()
             }
+        }
+    }
+
+    /// Forgets `cluster` (and stops its API server) when no machine of it is left: a new
+    /// cluster of that name starts its own, as on real machines.
+    fn forget_if_last(&mut self, backend: &impl ClusterBackend, cluster: &str) {
+        let left = self
+            .guests
+            .values()
+            .any(|g| g.member.as_ref().is_some_and(|m| m.cluster == cluster));
+        if !left && self.clusters.remove(cluster).is_some() {
+            backend.remove_cluster(cluster);
         }
     }
 

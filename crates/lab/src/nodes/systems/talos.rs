@@ -7,11 +7,14 @@
 //!
 //! The config holds secrets: none of them enters a console line, an error or a `Debug`.
 
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 use crate::kube::network::{ClusterNetwork, KubeProxy, NetworkPlugin};
+use crate::nodes::Registration;
 use crate::nodes::iso9660::{IsoReadError, read_image};
 use crate::tls::AuthorityPem;
 use crate::values::KubeVersion;
@@ -80,6 +83,9 @@ pub enum TalosBootError {
     /// `cluster.network` or `cluster.proxy` is unusable.
     #[error("cluster.network: {0}")]
     Network(String),
+    /// `machine.kubelet.extraConfig.registerWithTaints` holds a malformed taint.
+    #[error("machine.kubelet.extraConfig.registerWithTaints: {0}")]
+    Taints(String),
 }
 
 /// A Talos machine whose config the lab took.
@@ -103,6 +109,8 @@ pub struct TalosMachine {
     /// The Kubernetes version of the kubelet it runs: the tag of `machine.kubelet.image`
     /// (`ghcr.io/siderolabs/kubelet:v1.36.2`), if the config names one.
     pub kubernetes_version: Option<KubeVersion>,
+    /// What its Node registers with (see [`registration`]).
+    pub registration: Registration,
     /// The OS CA key (PEM), a control plane's: what signs the Talos API's certificates.
     os_ca_key_pem: Option<String>,
     /// The Kubernetes CA key (PEM), a control plane's: what the API server signs with.
@@ -167,12 +175,24 @@ struct MachineSection {
     kubelet: Option<Kubelet>,
     #[serde(default)]
     network: Option<Network>,
+    #[serde(default, rename = "nodeLabels")]
+    node_labels: BTreeMap<String, String>,
 }
 
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct Kubelet {
     #[serde(default)]
     image: Option<String>,
+    #[serde(default)]
+    extra_config: Option<KubeletExtraConfig>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct KubeletExtraConfig {
+    #[serde(default)]
+    register_with_taints: Vec<Value>,
 }
 
 #[derive(Deserialize)]
@@ -196,6 +216,8 @@ struct ClusterSection {
     control_plane: Option<ControlPlane>,
     #[serde(default)]
     ca: Option<Authority>,
+    #[serde(default)]
+    allow_scheduling_on_control_planes: bool,
     #[serde(default)]
     network: Option<ClusterNetworkSection>,
     #[serde(default)]
@@ -339,6 +361,7 @@ fn machine_config(user_data: &[u8]) -> Result<TalosMachine, TalosBootError> {
     {
         return Err(TalosBootError::ClusterName);
     }
+    let registration = registration(&machine, &cluster, role)?;
     let hostname = hostname_document.or(machine.network.and_then(|n| n.hostname));
     if let Some(name) = &hostname
         && !is_dns_name(name)
@@ -365,6 +388,7 @@ fn machine_config(user_data: &[u8]) -> Result<TalosMachine, TalosBootError> {
         os_ca_pem,
         hostname,
         kubernetes_version,
+        registration,
         os_ca_key_pem,
         kubernetes_ca_key_pem,
         shared_secrets: hash.finalize().into(),
@@ -413,6 +437,51 @@ fn talos_network(
     };
     network.check()?;
     Ok(network)
+}
+
+/// What the machine's Node registers with, as Talos gives it: the kubelet's
+/// `registerWithTaints` (`machine.kubelet.extraConfig`), the control-plane taint on a control
+/// plane unless `cluster.allowSchedulingOnControlPlanes`, and `machine.nodeLabels`, which
+/// Talos applies once the Node exists (with the kubelet's credentials on a worker, where
+/// NodeRestriction judges them; with its own on a control plane). Talos's later
+/// reconciliation of `machine.nodeLabels` is not modelled: the lab applies them once.
+fn registration(
+    machine: &MachineSection,
+    cluster: &ClusterSection,
+    role: Role,
+) -> Result<Registration, TalosBootError> {
+    let mut registration = Registration::default();
+    if let Some(extra) = machine
+        .kubelet
+        .as_ref()
+        .and_then(|k| k.extra_config.as_ref())
+    {
+        registration
+            .add_taint_objects(&extra.register_with_taints)
+            .map_err(TalosBootError::Taints)?;
+    }
+    // Talos taints control planes itself (its NodeApplyController) and records the keys it
+    // owns on the Node, as it does for `machine.nodeLabels`.
+    let record = |keys: Vec<&String>| serde_json::to_string(&keys).unwrap_or_default();
+    if role == Role::ControlPlane && !cluster.allow_scheduling_on_control_planes {
+        let taint = crate::kube::SimTaint::control_plane();
+        let owned = record(vec![&taint.key]);
+        registration.taints.push(taint);
+        registration
+            .annotations
+            .insert("talos.dev/owned-taints".to_owned(), owned);
+    }
+    if !machine.node_labels.is_empty() {
+        let owned = record(machine.node_labels.keys().collect());
+        registration
+            .annotations
+            .insert("talos.dev/owned-labels".to_owned(), owned);
+    }
+    match role {
+        Role::ControlPlane => registration.privileged_labels = machine.node_labels.clone(),
+        Role::Worker => registration.labels = machine.node_labels.clone(),
+    }
+    Ok(registration)
 }
 
 /// The Kubernetes version an image's tag names (`…/kubelet:v1.36.2`, a digest after `@`

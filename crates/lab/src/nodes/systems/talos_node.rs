@@ -20,12 +20,13 @@
 //! - A worker's Talos API serves once the OS CA's key is known from a control plane of its
 //!   cluster (Talos's trustd hands workers their certificates).
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use super::talos::{TalosMachine, boot};
 use super::{GuestSystems, Later};
-use crate::nodes::{ClusterBackend, NewCluster, NewNode};
+use crate::nodes::{ClusterBackend, NewCluster, NewNode, Registration};
 use crate::proxmox::{GuestIdentity, PowerEvent};
 use crate::talos::{EtcdChanged, EtcdCluster, OsCa, TALOS_API_PORT, TalosNode, TalosNodeApi};
 use crate::values::KubeVersion;
@@ -198,7 +199,8 @@ impl GuestSystems {
     }
 
     /// A Talos VM stops (its API stops serving, its Node turns NotReady, its etcd member
-    /// unhealthy) or is destroyed (its member stays until removed).
+    /// unhealthy) or is destroyed (its member stays until removed; the cluster's API server
+    /// goes with its last machine).
     fn talos_stop(
         &mut self,
         backend: &impl ClusterBackend,
@@ -224,9 +226,19 @@ impl GuestSystems {
         if destroyed {
             self.talos.remove(&vmid);
         }
-        if let Some(cluster_id) = cluster_id {
-            self.talos_reconcile(backend, &cluster_id, later);
+        let Some(cluster_id) = cluster_id else {
+            return;
+        };
+        if destroyed && !self.talos.values().any(|g| g.of_cluster(&cluster_id)) {
+            // Its last machine is gone, and with it the API server and etcd they ran.
+            if let Some(gone) = self.talos_clusters.remove(&cluster_id)
+                && let Some(kubernetes) = gone.kubernetes
+            {
+                backend.remove_cluster(&kubernetes);
+            }
+            return;
         }
+        self.talos_reconcile(backend, &cluster_id, later);
     }
 
     /// Brings cluster `cluster_id` in line with its machines: Talos APIs served, the API
@@ -542,13 +554,19 @@ fn register_nodes(
             guest.say("[talos] kubelet: the machine config has no machine.kubelet.image".into());
             continue;
         };
+        let (registration, refusal) =
+            worker_labels_admitted(&guest.hostname, &machine.registration);
         let node = NewNode {
             name: guest.hostname.clone(),
             kubelet_version: version,
             role: machine.role,
             address: guest.address,
             ready: false,
+            registration,
         };
+        if let Some(refusal) = refusal {
+            guest.say(refusal);
+        }
         match backend.register_node(kubernetes, &node) {
             Ok(()) => {
                 guest.registered = true;
@@ -562,6 +580,27 @@ fn register_nodes(
                 "[talos] kubelet: {}",
                 capstan_core::errors::error_chain(&err)
             )),
+        }
+    }
+}
+
+/// `registration` without the `machine.nodeLabels` of a worker when NodeRestriction forbids
+/// one of them, and the console line that says so: Talos applies them in one update once the
+/// Node exists, with the kubelet's credentials, and only logs the API server's refusal (the
+/// Node registers all the same).
+fn worker_labels_admitted(
+    hostname: &str,
+    registration: &Registration,
+) -> (Registration, Option<String>) {
+    let mut admitted = registration.clone();
+    match crate::kube::node_restriction::admit_registration(hostname, &admitted.labels) {
+        Ok(()) => (admitted, None),
+        Err(refusal) => {
+            admitted.labels = BTreeMap::new();
+            (
+                admitted,
+                Some(format!("[talos] k8s.NodeApplyController: {refusal}")),
+            )
         }
     }
 }

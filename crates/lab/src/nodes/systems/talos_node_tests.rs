@@ -15,6 +15,7 @@ struct Recorded {
     storage: Mutex<Vec<Option<String>>>,
     apis: Mutex<Vec<(IpAddr, Option<SocketAddr>)>>,
     versions: Mutex<Vec<String>>,
+    removed: Mutex<Vec<String>>,
 }
 
 impl ClusterBackend for Recorded {
@@ -62,6 +63,9 @@ impl ClusterBackend for Recorded {
     }
     fn talos_api(&self, node: IpAddr, served: Option<SocketAddr>) {
         self.apis.lock().expect("lock").push((node, served));
+    }
+    fn remove_cluster(&self, cluster: &str) {
+        self.removed.lock().expect("lock").push(cluster.to_owned());
     }
 }
 

@@ -244,3 +244,38 @@ fn an_image_tag_names_the_version_a_registry_port_does_not() {
     assert_eq!(image_version("registry.lab:5000/kubelet"), None);
     assert_eq!(image_version("kubelet"), None);
 }
+
+#[test]
+fn the_taints_and_labels_a_node_registers_with_are_read_as_talos_applies_them() {
+    let cas = cas();
+    let text = config(&cas, "controlplane", "aaaaaa.0123456789abcdef");
+    // Talos taints a control plane itself, and records that it owns the taint.
+    let cp = boot_one(&iso("cidata", &text)).expect("taken");
+    assert_eq!(
+        cp.registration.taints,
+        [crate::kube::SimTaint::control_plane()]
+    );
+    assert_eq!(
+        cp.registration.annotations["talos.dev/owned-taints"],
+        r#"["node-role.kubernetes.io/control-plane"]"#
+    );
+    // Unless told to let it take workloads; the kubelet registers with its own taints.
+    let schedulable = text
+        .replace(
+            "cluster:\n",
+            "cluster:\n  allowSchedulingOnControlPlanes: true\n",
+        )
+        .replace(
+            "    image: ghcr.io/siderolabs/kubelet:v1.36.2\n",
+            "    image: ghcr.io/siderolabs/kubelet:v1.36.2\n    extraConfig:\n      registerWithTaints: [{key: dedicated, value: db, effect: NoSchedule}]\n",
+        )
+        .replace("  type: controlplane\n", "  type: controlplane\n  nodeLabels: {tier: db}\n");
+    let cp = boot_one(&iso("cidata", &schedulable)).expect("taken");
+    assert_eq!(cp.registration.taints.len(), 1);
+    assert_eq!(cp.registration.taints[0].key, "dedicated");
+    assert_eq!(cp.registration.privileged_labels["tier"], "db");
+    assert!(cp.registration.labels.is_empty(), "not the kubelet's own");
+    let refused = schedulable.replace("effect: NoSchedule}", "effect: Never}");
+    let err = boot_one(&iso("cidata", &refused)).expect_err("an unknown effect");
+    assert!(err.to_string().contains("registerWithTaints"), "{err}");
+}

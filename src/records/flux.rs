@@ -11,7 +11,10 @@
 //!   nor put in an error).
 //! - Never writes a kubeconfig that does not authenticate against its own cluster: a broken
 //!   kubeconfig would cut Flux off the cluster, so it is refused before the Secret changes.
-//! - Touches only Secrets it created (label `app.kubernetes.io/managed-by: capstan`).
+//! - Overwrites or deletes only the `flux-kubeconfig` record of the same cluster (and, when
+//!   writing, of the same identity): a Secret that is not capstan's, or is another kind of
+//!   record (a Talos bundle, a suspension) or another cluster's kubeconfig, is refused by name
+//!   ([`crate::records::RecordRefusal`]), whatever `delivery.flux` names.
 //! - Every operation is idempotent (unchanged content, an already withdrawn Secret: success).
 
 use std::collections::BTreeMap;
@@ -25,6 +28,9 @@ use crate::fingerprint::FingerprintKey;
 use crate::providers::kube::{
     AdminKubeconfig, ClusterClient, ClusterError, KubeClusterClient, SecretRecord,
 };
+use crate::records::{
+    ClusterRecords, Expected, IdentityCheck, RecordError, RecordKind, delete_owned, judge,
+};
 use crate::spec::FluxDelivery;
 
 /// The Secret key Flux reads the kubeconfig from.
@@ -33,11 +39,8 @@ pub const VALUE_KEY: &str = "value";
 pub const WATCH_LABEL: &str = "reconcile.fluxcd.io/watch";
 /// The watch label's value.
 pub const WATCH_ENABLED: &str = "Enabled";
-/// Marks what capstan owns; capstan overwrites or deletes only Secrets carrying it.
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-/// The managed-by label's value.
-pub const MANAGED_BY: &str = "capstan";
-/// The cluster the kubeconfig belongs to.
+/// The cluster the kubeconfig belongs to (also in [`crate::records::OWNER_ANNOTATION`]; kept
+/// for whoever reads the Secret as earlier capstans wrote it).
 pub const CLUSTER_ANNOTATION: &str = "capstan.dev/cluster";
 /// The Git revision capstan acted on when it delivered.
 pub const REVISION_ANNOTATION: &str = "capstan.dev/revision";
@@ -78,8 +81,6 @@ pub struct Delivered {
     pub revision: Option<String>,
     /// The expiry annotation.
     pub client_certificate_expiry: Option<Timestamp>,
-    /// Whether capstan manages the Secret.
-    pub managed: bool,
 }
 
 /// What a delivery did.
@@ -96,42 +97,20 @@ pub enum DeliveryOutcome {
 /// A Flux delivery failed.
 #[derive(Debug, thiserror::Error)]
 pub enum FluxError {
-    /// Reading the Secret failed.
-    #[error("cannot read the Flux Secret {namespace}/{name}")]
-    ReadSecret {
+    /// The Secret could not be read, written or deleted, or is not this cluster's record.
+    #[error("the Flux Secret {namespace}/{name}")]
+    Secret {
         /// Namespace.
         namespace: String,
         /// Name.
         name: String,
-        /// The cluster operation that failed, and its cause.
+        /// Why: the management cluster's error, or the record refused.
         #[source]
-        source: ClusterError,
-    },
-    /// Writing the Secret failed.
-    #[error("cannot write the Flux Secret {namespace}/{name}")]
-    WriteSecret {
-        /// Namespace.
-        namespace: String,
-        /// Name.
-        name: String,
-        /// The cluster operation that failed, and its cause.
-        #[source]
-        source: ClusterError,
+        source: RecordError,
     },
     /// Listing the Secrets capstan manages failed.
     #[error("cannot list the Flux Secrets capstan manages")]
     ListSecrets(#[source] ClusterError),
-    /// Deleting the Secret failed.
-    #[error("cannot delete the Flux Secret {namespace}/{name}")]
-    DeleteSecret {
-        /// Namespace.
-        namespace: String,
-        /// Name.
-        name: String,
-        /// The cluster operation that failed, and its cause.
-        #[source]
-        source: ClusterError,
-    },
     /// The new kubeconfig does not authenticate against its cluster; the Secret was left as
     /// it was.
     #[error(
@@ -146,28 +125,16 @@ pub enum FluxError {
         #[source]
         source: ClusterError,
     },
-    /// A Secret of that name exists but capstan does not manage it.
-    #[error(
-        "Secret {namespace}/{name} exists but is not managed by capstan (no label {MANAGED_BY_LABEL}={MANAGED_BY}); refusing to touch it"
-    )]
-    NotOwned {
-        /// Namespace.
-        namespace: String,
-        /// Name.
-        name: String,
-    },
 }
 
 impl FluxError {
     /// Whether retrying later may succeed.
     pub fn is_transient(&self) -> bool {
         match self {
-            FluxError::ReadSecret { source, .. }
-            | FluxError::WriteSecret { source, .. }
-            | FluxError::DeleteSecret { source, .. }
-            | FluxError::NotAuthenticated { source, .. }
-            | FluxError::ListSecrets(source) => source.is_transient(),
-            FluxError::NotOwned { .. } => false,
+            FluxError::Secret { source, .. } => source.is_transient(),
+            FluxError::NotAuthenticated { source, .. } | FluxError::ListSecrets(source) => {
+                source.is_transient()
+            }
         }
     }
 }
@@ -256,15 +223,19 @@ impl<C: ClusterClient> FluxDeliverer<C> {
         &self.management
     }
 
-    async fn read(&self, target: &FluxTarget) -> Result<Option<SecretRecord>, FluxError> {
-        self.management
-            .secret(&target.namespace, &target.secret_name)
-            .await
-            .map_err(|source| FluxError::ReadSecret {
-                namespace: target.namespace.clone(),
-                name: target.secret_name.clone(),
-                source,
-            })
+    /// The records of `target`'s cluster on this management cluster; the cluster is live
+    /// (its kubeconfig authenticates), so an unmarked record is adopted.
+    fn records<'a>(&'a self, target: &'a FluxTarget) -> ClusterRecords<'a, C> {
+        ClusterRecords::new(&self.management, &target.cluster, true)
+    }
+}
+
+/// `target`'s Secret failed for `source`.
+fn secret_failed(target: &FluxTarget) -> impl FnOnce(RecordError) -> FluxError + '_ {
+    move |source| FluxError::Secret {
+        namespace: target.namespace.clone(),
+        name: target.secret_name.clone(),
+        source,
     }
 }
 
@@ -278,19 +249,18 @@ fn delivered(secret: &SecretRecord, fingerprints: &FingerprintKey) -> Delivered 
             .annotations
             .get(EXPIRY_ANNOTATION)
             .and_then(|t| t.parse().ok()),
-        managed: is_managed(secret),
     }
 }
 
-fn is_managed(secret: &SecretRecord) -> bool {
-    secret.labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY)
-}
-
-fn not_owned(target: &FluxTarget) -> FluxError {
-    FluxError::NotOwned {
-        namespace: target.namespace.clone(),
-        name: target.secret_name.clone(),
-    }
+/// Whether `secret` is `target`'s kubeconfig as a record (any identity: what Flux holds is
+/// observed, not used).
+fn is_delivered_record(target: &FluxTarget, secret: &SecretRecord) -> bool {
+    let expected = Expected {
+        kind: RecordKind::FluxKubeconfig,
+        owner: &target.cluster,
+        identity: IdentityCheck::Any,
+    };
+    judge(&target.namespace, &target.secret_name, secret, &expected).is_ok()
 }
 
 /// Proves a kubeconfig authenticates against the cluster it names; returns the user name.
@@ -309,19 +279,19 @@ impl<C: ClusterClient> KubeconfigDelivery for FluxDeliverer<C> {
         revision: &str,
     ) -> Result<DeliveryOutcome, FluxError> {
         let fingerprint = kubeconfig.fingerprint().to_owned();
-        let existing = self.read(target).await?;
-        if let Some(existing) = &existing {
-            if !is_managed(existing) {
-                return Err(not_owned(target));
-            }
-            let held = existing
-                .data
-                .get(VALUE_KEY)
-                .map(|value| self.fingerprints.fingerprint(value));
-            if held.as_deref() == Some(fingerprint.as_str()) {
-                debug!(cluster = %target.cluster, %fingerprint, "flux already holds this kubeconfig");
-                return Ok(DeliveryOutcome::Unchanged);
-            }
+        let records = self.records(target);
+        let (namespace, name) = (&target.namespace, &target.secret_name);
+        let existing = records
+            .read(namespace, name, RecordKind::FluxKubeconfig)
+            .await
+            .map_err(secret_failed(target))?;
+        let held = existing
+            .as_ref()
+            .and_then(|existing| existing.data.get(VALUE_KEY))
+            .map(|value| self.fingerprints.fingerprint(value));
+        if held.as_deref() == Some(fingerprint.as_str()) {
+            debug!(cluster = %target.cluster, %fingerprint, "flux already holds this kubeconfig");
+            return Ok(DeliveryOutcome::Unchanged);
         }
         let expiry = kubeconfig.client_certificate_expiry();
         let user = prove(kubeconfig)
@@ -337,9 +307,6 @@ impl<C: ClusterClient> KubeconfigDelivery for FluxDeliverer<C> {
         record
             .labels
             .insert(WATCH_LABEL.to_owned(), WATCH_ENABLED.to_owned());
-        record
-            .labels
-            .insert(MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned());
         let annotations = &mut record.annotations;
         annotations.insert(CLUSTER_ANNOTATION.to_owned(), target.cluster.clone());
         annotations.insert(REVISION_ANNOTATION.to_owned(), revision.to_owned());
@@ -348,14 +315,16 @@ impl<C: ClusterClient> KubeconfigDelivery for FluxDeliverer<C> {
             Some(expiry) => annotations.insert(EXPIRY_ANNOTATION.to_owned(), expiry.to_string()),
             None => annotations.remove(EXPIRY_ANNOTATION),
         };
-        self.management
-            .write_secret(&target.namespace, &target.secret_name, &record)
+        records
+            .put(
+                namespace,
+                name,
+                RecordKind::FluxKubeconfig,
+                record,
+                existing.as_ref(),
+            )
             .await
-            .map_err(|source| FluxError::WriteSecret {
-                namespace: target.namespace.clone(),
-                name: target.secret_name.clone(),
-                source,
-            })?;
+            .map_err(secret_failed(target))?;
         let outcome = if existing.is_some() {
             DeliveryOutcome::Updated
         } else {
@@ -373,50 +342,55 @@ impl<C: ClusterClient> KubeconfigDelivery for FluxDeliverer<C> {
     }
 
     async fn delivered(&self, target: &FluxTarget) -> Result<Option<Delivered>, FluxError> {
-        Ok(self
-            .read(target)
-            .await?
+        let found = self
+            .management
+            .secret(&target.namespace, &target.secret_name)
+            .await
+            .map_err(|source| {
+                secret_failed(target)(RecordError::Cluster {
+                    namespace: target.namespace.clone(),
+                    name: target.secret_name.clone(),
+                    source: Box::new(source),
+                })
+            })?;
+        // A Secret there that is not this cluster's kubeconfig is not what Flux holds for it:
+        // delivering says why ([`crate::records::RecordRefusal`]).
+        Ok(found
+            .filter(|secret| is_delivered_record(target, secret))
             .map(|secret| delivered(&secret, &self.fingerprints)))
     }
 
     async fn held(&self) -> Result<Vec<(FluxTarget, Delivered)>, FluxError> {
-        let selector = format!("{MANAGED_BY_LABEL}={MANAGED_BY}");
-        let secrets = self
-            .management
-            .secrets_labelled(&selector)
+        let listed = crate::records::list(&self.management)
             .await
             .map_err(FluxError::ListSecrets)?;
-        Ok(secrets
+        Ok(listed
             .into_iter()
-            .filter_map(|listed| {
-                let cluster = listed.record.annotations.get(CLUSTER_ANNOTATION)?.clone();
+            .filter(|record| record.kind == RecordKind::FluxKubeconfig.name())
+            .map(|record| {
                 let target = FluxTarget {
-                    cluster,
-                    namespace: listed.namespace,
-                    secret_name: listed.name,
+                    cluster: record.owner,
+                    namespace: record.namespace,
+                    secret_name: record.name,
                 };
-                Some((target, delivered(&listed.record, &self.fingerprints)))
+                (target, delivered(&record.record, &self.fingerprints))
             })
             .collect())
     }
 
     async fn withdraw(&self, target: &FluxTarget) -> Result<bool, FluxError> {
-        match self.read(target).await? {
-            None => Ok(false),
-            Some(secret) if !is_managed(&secret) => Err(not_owned(target)),
-            Some(_) => {
-                let existed = self
-                    .management
-                    .delete_secret(&target.namespace, &target.secret_name)
-                    .await
-                    .map_err(|source| FluxError::DeleteSecret {
-                        namespace: target.namespace.clone(),
-                        name: target.secret_name.clone(),
-                        source,
-                    })?;
-                info!(cluster = %target.cluster, secret = %target.secret_name, "kubeconfig withdrawn from flux");
-                Ok(existed)
-            }
+        let existed = delete_owned(
+            &self.management,
+            &target.namespace,
+            &target.secret_name,
+            RecordKind::FluxKubeconfig.name(),
+            &target.cluster,
+        )
+        .await
+        .map_err(secret_failed(target))?;
+        if existed {
+            info!(cluster = %target.cluster, secret = %target.secret_name, "kubeconfig withdrawn from flux");
         }
+        Ok(existed)
     }
 }

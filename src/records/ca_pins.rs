@@ -12,6 +12,9 @@
 //! it restarts.
 //!
 //! # Guarantees
+//! - The record is the cluster's `ca-pin` record ([`crate::records`]): a Secret of that name
+//!   that is another record, another cluster's or another identity's is refused by name, never
+//!   read as a pin nor overwritten.
 //! - A CA other than the pinned one is refused ([`PinError::Changed`], naming the cluster, both
 //!   fingerprints and how to accept a new CA on purpose: delete the record). Nothing is
 //!   replaced automatically.
@@ -26,18 +29,13 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use crate::providers::cluster_secrets::NAMESPACE;
-use crate::providers::flux::{MANAGED_BY, MANAGED_BY_LABEL};
-use crate::providers::kube::{AdminKubeconfig, ClusterClient, ClusterError, SecretRecord};
+use crate::providers::kube::{AdminKubeconfig, ClusterClient, SecretRecord};
+use crate::records::{ClusterRecords, NAMESPACE, RecordError, RecordKind, RecordRefusal};
 
 /// The record's key holding the CA's fingerprint.
 pub const FINGERPRINT_KEY: &str = "ca-sha256";
 /// The record's key holding the CA certificates (PEM), for an operator to read.
 pub const CERTIFICATE_KEY: &str = "ca.crt";
-/// The annotation naming the workload cluster. Not Flux delivery's `capstan.dev/cluster`: the
-/// listing of delivered kubeconfigs reads that one and must not take this record for one.
-pub const CLUSTER_ANNOTATION: &str = "capstan.dev/ca-of-cluster";
-
 /// The record's name for `cluster`.
 pub fn record_name(cluster: &str) -> String {
     format!("capstan-ca-{cluster}")
@@ -89,13 +87,24 @@ pub enum PinError {
         name: String,
         /// The management cluster.
         management: String,
-        /// The cluster operation that failed, and its cause.
+        /// The operation that failed, and its cause.
         #[source]
-        source: Box<ClusterError>,
+        source: Box<RecordError>,
     },
-    /// The record exists but is not capstan's, or lacks the fingerprint.
+    /// The Secret of the record's name is not the cluster's CA record.
+    #[error("the pinned CA of cluster {cluster} on management cluster `{management}`")]
+    Refused {
+        /// The workload cluster.
+        cluster: String,
+        /// The management cluster.
+        management: String,
+        /// What the Secret is.
+        #[source]
+        source: Box<RecordRefusal>,
+    },
+    /// The record lacks the fingerprint.
     #[error(
-        "Secret {NAMESPACE}/{name} on management cluster `{management}` is not a CA record of capstan's (label {MANAGED_BY_LABEL}={MANAGED_BY} and key {FINGERPRINT_KEY}): delete it and capstan pins the CA it sees next"
+        "Secret {NAMESPACE}/{name} on management cluster `{management}` holds no CA fingerprint (key {FINGERPRINT_KEY}): delete it and capstan pins the CA it sees next"
     )]
     Malformed {
         /// The record's name.
@@ -110,7 +119,9 @@ impl PinError {
     pub fn is_transient(&self) -> bool {
         match self {
             PinError::Management { source, .. } => source.is_transient(),
-            PinError::Changed { .. } | PinError::Malformed { .. } => false,
+            PinError::Changed { .. } | PinError::Malformed { .. } | PinError::Refused { .. } => {
+                false
+            }
         }
     }
 }
@@ -197,16 +208,15 @@ impl CaPins {
             PinStore::Memory => {}
             PinStore::Management(name, management) => {
                 let record = record_name(cluster);
-                let deleted =
-                    management
-                        .delete_secret(NAMESPACE, &record)
-                        .await
-                        .map_err(|source| PinError::Management {
-                            cluster: cluster.to_owned(),
-                            name: record.clone(),
-                            management: name.to_owned(),
-                            source: Box::new(source),
-                        })?;
+                let deleted = crate::records::delete_owned(
+                    management,
+                    NAMESPACE,
+                    &record,
+                    RecordKind::CaPin.name(),
+                    cluster,
+                )
+                .await
+                .map_err(|source| pin_failed(cluster, &record, name, source))?;
                 if deleted {
                     tracing::info!(cluster, record = %format!("{NAMESPACE}/{record}"), management = name, "forgot the deleted cluster's pinned CA");
                 }
@@ -222,8 +232,27 @@ impl CaPins {
     }
 }
 
+/// `source` as the error of the pin of `cluster` (record `name` on management cluster
+/// `management`).
+fn pin_failed(cluster: &str, name: &str, management: &str, source: RecordError) -> PinError {
+    match source {
+        RecordError::Refused(refusal) => PinError::Refused {
+            cluster: cluster.to_owned(),
+            management: management.to_owned(),
+            source: Box::new(refusal),
+        },
+        other => PinError::Management {
+            cluster: cluster.to_owned(),
+            name: name.to_owned(),
+            management: management.to_owned(),
+            source: Box::new(other),
+        },
+    }
+}
+
 /// The fingerprint the record on `management` holds for `cluster`, recording `admin`'s CA
-/// when there is none.
+/// when there is none. The cluster is live (its kubeconfig was read from it), so a record
+/// an earlier capstan made is adopted.
 async fn recorded<C: ClusterClient>(
     management_name: &str,
     management: &C,
@@ -231,38 +260,21 @@ async fn recorded<C: ClusterClient>(
     admin: &AdminKubeconfig,
 ) -> Result<String, PinError> {
     let name = record_name(cluster);
-    let failed = |source| PinError::Management {
-        cluster: cluster.to_owned(),
-        name: name.clone(),
-        management: management_name.to_owned(),
-        source: Box::new(source),
-    };
-    let read = |record: &SecretRecord| {
-        fingerprint_of(record).ok_or_else(|| PinError::Malformed {
-            name: name.clone(),
-            management: management_name.to_owned(),
-        })
-    };
-    if let Some(existing) = management.secret(NAMESPACE, &name).await.map_err(failed)? {
-        return read(&existing);
-    }
-    match management
-        .write_secret(NAMESPACE, &name, &record(cluster, admin))
+    let records = ClusterRecords::new(management, cluster, true);
+    let (record, created) = records
+        .read_or_create(NAMESPACE, &name, RecordKind::CaPin, || Ok(record(admin)))
         .await
-    {
-        Ok(_) => {
-            tracing::info!(cluster, ca = %admin.ca_fingerprint(), record = %format!("{NAMESPACE}/{name}"), management = management_name, "pinned the cluster's CA");
-            Ok(admin.ca_fingerprint().to_owned())
-        }
-        Err(err) if err.is_conflict() => {
-            let written = management.secret(NAMESPACE, &name).await.map_err(failed)?;
-            read(&written.unwrap_or_default())
-        }
-        Err(err) => Err(failed(err)),
+        .map_err(|source| pin_failed(cluster, &name, management_name, source))?;
+    if created {
+        tracing::info!(cluster, ca = %admin.ca_fingerprint(), record = %format!("{NAMESPACE}/{name}"), management = management_name, "pinned the cluster's CA");
     }
+    fingerprint_of(&record).ok_or_else(|| PinError::Malformed {
+        name,
+        management: management_name.to_owned(),
+    })
 }
 
-fn record(cluster: &str, admin: &AdminKubeconfig) -> SecretRecord {
+fn record(admin: &AdminKubeconfig) -> SecretRecord {
     SecretRecord {
         data: BTreeMap::from([
             (
@@ -271,16 +283,11 @@ fn record(cluster: &str, admin: &AdminKubeconfig) -> SecretRecord {
             ),
             (CERTIFICATE_KEY.to_owned(), admin.ca_pem().into_bytes()),
         ]),
-        labels: BTreeMap::from([(MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned())]),
-        annotations: BTreeMap::from([(CLUSTER_ANNOTATION.to_owned(), cluster.to_owned())]),
-        resource_version: None,
+        ..SecretRecord::default()
     }
 }
 
 fn fingerprint_of(record: &SecretRecord) -> Option<String> {
-    if record.labels.get(MANAGED_BY_LABEL).map(String::as_str) != Some(MANAGED_BY) {
-        return None;
-    }
     record
         .data
         .get(FINGERPRINT_KEY)

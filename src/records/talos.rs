@@ -1,9 +1,13 @@
 //! Where a Talos cluster's secrets live: the bundle in `capstan-system/capstan-talos-<cluster>`
-//! on the management cluster (generated once, found again after a restart, as the K3s token
-//! is), marked once its etcd is bootstrapped; and the operators' `talosconfig` in
-//! `capstan-system/<cluster>-talosconfig`.
+//! on the management cluster (a `talos-bundle` record: generated once, found again after a
+//! restart, as the K3s token is), marked once its etcd is bootstrapped; and the operators'
+//! `talosconfig` in `capstan-system/<cluster>-talosconfig` (a `talosconfig` record).
 //!
 //! # Guarantees
+//! - Both are read and written only as the cluster's own records, of its identity
+//!   ([`crate::records`]): a bundle left by an earlier cluster of the same name (its CA keys,
+//!   its bootstrap mark) is refused, never used, and a Secret of the talosconfig's name that
+//!   is anything else is never replaced.
 //! - Generated once: a Secret that exists is read, never regenerated; two replicas racing to
 //!   create it both end with the one written first (the loser's create is a 409 and it reads
 //!   the winner's).
@@ -15,12 +19,11 @@ use std::collections::BTreeMap;
 
 use capstan_core::talos::SecretsBundle;
 
-use super::{
+use crate::providers::kube::{ClusterClient, SecretRecord};
+use crate::providers::talos::{
     AdminCredentials, TalosSecretsError, generate_bundle, read, record, secret_name, talosconfig,
 };
-use crate::providers::cluster_secrets::NAMESPACE;
-use crate::providers::flux::{MANAGED_BY, MANAGED_BY_LABEL};
-use crate::providers::kube::{ClusterClient, ClusterError, SecretRecord};
+use crate::records::{ClusterRecords, NAMESPACE, RecordError, RecordKind};
 
 /// The annotation that records when the cluster's etcd was bootstrapped.
 pub const BOOTSTRAPPED_ANNOTATION: &str = "capstan.dev/talos-bootstrapped";
@@ -30,14 +33,15 @@ pub const TALOSCONFIG_KEY: &str = "talosconfig";
 /// Reading or writing a Talos cluster's Secrets failed.
 #[derive(Debug, thiserror::Error)]
 pub enum TalosStoreError {
-    /// The management cluster refused or did not answer.
+    /// The management cluster refused or did not answer, or the Secret is not the cluster's
+    /// record.
     #[error("the Talos secrets of `{cluster}` in {NAMESPACE}")]
-    Cluster {
+    Record {
         /// The workload cluster.
         cluster: String,
-        /// The cluster operation that failed.
+        /// Why.
         #[source]
-        source: Box<ClusterError>,
+        source: Box<RecordError>,
     },
     /// The bundle could not be generated or read.
     #[error(transparent)]
@@ -48,7 +52,7 @@ impl TalosStoreError {
     /// Whether retrying later may succeed.
     pub fn is_transient(&self) -> bool {
         match self {
-            TalosStoreError::Cluster { source, .. } => source.is_transient(),
+            TalosStoreError::Record { source, .. } => source.is_transient(),
             TalosStoreError::Secrets(TalosSecretsError::Malformed { .. }) => false,
             TalosStoreError::Secrets(_) => true,
         }
@@ -65,65 +69,73 @@ pub struct StoredBundle {
     record: SecretRecord,
 }
 
-/// The stored bundle of `cluster`, if any.
+/// The stored bundle of `cluster`, if any. `live`: the cluster's VMs exist (a bundle an
+/// earlier capstan made is adopted only then).
 ///
 /// # Errors
 /// [`TalosStoreError`] when the management cluster fails or holds a foreign or broken Secret.
 pub async fn stored<C: ClusterClient>(
     management: &C,
     cluster: &str,
+    live: bool,
 ) -> Result<Option<StoredBundle>, TalosStoreError> {
     let name = secret_name(cluster);
-    let Some(secret) = management
-        .secret(NAMESPACE, &name)
+    let Some(secret) = ClusterRecords::new(management, cluster, live)
+        .read(NAMESPACE, &name, RecordKind::TalosBundle)
         .await
         .map_err(wrap(cluster))?
     else {
         return Ok(None);
     };
-    Ok(Some(StoredBundle {
-        bundle: read(&name, &secret)?,
-        bootstrapped: secret.annotations.contains_key(BOOTSTRAPPED_ANNOTATION),
-        record: secret,
-    }))
+    stored_from(&name, secret).map(Some)
 }
 
-/// The bundle of `cluster`, generated (its CAs valid from `now`) and stored on first use.
+fn stored_from(name: &str, secret: SecretRecord) -> Result<StoredBundle, TalosStoreError> {
+    Ok(StoredBundle {
+        bundle: read(name, &secret)?,
+        bootstrapped: secret.annotations.contains_key(BOOTSTRAPPED_ANNOTATION),
+        record: secret,
+    })
+}
+
+/// The bundle of `cluster`, generated (its CAs valid from `now`) and stored on first use (the
+/// cluster's identity minted first, when it has none).
 ///
 /// # Errors
 /// [`TalosStoreError`] when the management cluster fails or holds a foreign or broken Secret.
 pub async fn bundle_or_create<C: ClusterClient>(
     management: &C,
     cluster: &str,
+    live: bool,
     now: time::OffsetDateTime,
 ) -> Result<StoredBundle, TalosStoreError> {
-    if let Some(existing) = stored(management, cluster).await? {
-        return Ok(existing);
-    }
-    let fresh = generate_bundle(cluster, now)?;
     let name = secret_name(cluster);
-    match management
-        .write_secret(NAMESPACE, &name, &record(cluster, &fresh))
-        .await
-    {
-        Ok(_) => {
-            tracing::info!(cluster, secret = %format!("{NAMESPACE}/{name}"), "generated the Talos secrets bundle");
-        }
-        Err(err) if err.is_conflict() => {}
-        Err(err) => return Err(wrap(cluster)(err)),
+    let mut generated = None;
+    let fresh = || -> Result<SecretRecord, RecordError> {
+        let bundle = generate_bundle(cluster, now).map_err(|source| {
+            generated = Some(source);
+            RecordError::Random(cluster.to_owned())
+        })?;
+        Ok(record(cluster, &bundle))
+    };
+    let outcome = ClusterRecords::new(management, cluster, live)
+        .read_or_create(NAMESPACE, &name, RecordKind::TalosBundle, fresh)
+        .await;
+    if let Some(source) = generated {
+        return Err(source.into());
     }
-    // Read back: the one stored is the one every machine gets, the winner's after a race.
-    stored(management, cluster)
-        .await?
-        .ok_or(TalosStoreError::Secrets(TalosSecretsError::Malformed {
-            name,
-        }))
+    let (secret, created) = outcome.map_err(wrap(cluster))?;
+    if created {
+        tracing::info!(cluster, secret = %format!("{NAMESPACE}/{name}"), "generated the Talos secrets bundle");
+    }
+    // The one stored is the one every machine gets, the winner's after a race.
+    stored_from(&name, secret)
 }
 
 /// Marks `stored` bootstrapped at `now` (a no-op when it is).
 ///
 /// # Errors
-/// [`TalosStoreError::Cluster`] when the Secret cannot be replaced.
+/// [`TalosStoreError::Record`] when the Secret cannot be replaced.
 pub async fn mark_bootstrapped<C: ClusterClient>(
     management: &C,
     cluster: &str,
@@ -137,8 +149,14 @@ pub async fn mark_bootstrapped<C: ClusterClient>(
     record
         .annotations
         .insert(BOOTSTRAPPED_ANNOTATION.to_owned(), now.to_string());
-    management
-        .write_secret(NAMESPACE, &secret_name(cluster), &record)
+    ClusterRecords::new(management, cluster, true)
+        .put(
+            NAMESPACE,
+            &secret_name(cluster),
+            RecordKind::TalosBundle,
+            record,
+            Some(&stored.record),
+        )
         .await
         .map(|_| ())
         .map_err(wrap(cluster))
@@ -150,10 +168,11 @@ pub fn talosconfig_secret_name(cluster: &str) -> String {
 }
 
 /// Writes (or replaces) `cluster`'s talosconfig: the OS CA, `admin`'s `os:admin` certificate,
-/// and `endpoints` (the control planes' addresses).
+/// and `endpoints` (the control planes' addresses). Replaces only the cluster's own
+/// talosconfig record.
 ///
 /// # Errors
-/// [`TalosStoreError::Cluster`] when the Secret cannot be written.
+/// [`TalosStoreError::Record`] when the Secret cannot be written or is not that record.
 pub async fn write_talosconfig<C: ClusterClient>(
     management: &C,
     cluster: &str,
@@ -163,25 +182,30 @@ pub async fn write_talosconfig<C: ClusterClient>(
 ) -> Result<(), TalosStoreError> {
     let name = talosconfig_secret_name(cluster);
     let text = talosconfig(cluster, endpoints, &bundle.os_ca.certificate_pem, admin);
-    let existing = management
-        .secret(NAMESPACE, &name)
+    let records = ClusterRecords::new(management, cluster, true);
+    let existing = records
+        .read(NAMESPACE, &name, RecordKind::Talosconfig)
         .await
         .map_err(wrap(cluster))?;
     let record = SecretRecord {
         data: BTreeMap::from([(TALOSCONFIG_KEY.to_owned(), text.into_bytes())]),
-        labels: BTreeMap::from([(MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned())]),
-        annotations: BTreeMap::from([(super::CLUSTER_ANNOTATION.to_owned(), cluster.to_owned())]),
-        resource_version: existing.and_then(|s| s.resource_version),
+        ..SecretRecord::default()
     };
-    management
-        .write_secret(NAMESPACE, &name, &record)
+    records
+        .put(
+            NAMESPACE,
+            &name,
+            RecordKind::Talosconfig,
+            record,
+            existing.as_ref(),
+        )
         .await
         .map(|_| ())
         .map_err(wrap(cluster))
 }
 
-fn wrap(cluster: &str) -> impl FnOnce(ClusterError) -> TalosStoreError + '_ {
-    move |source| TalosStoreError::Cluster {
+fn wrap(cluster: &str) -> impl FnOnce(RecordError) -> TalosStoreError + '_ {
+    move |source| TalosStoreError::Record {
         cluster: cluster.to_owned(),
         source: Box::new(source),
     }

@@ -138,14 +138,14 @@ fn labels_and_taints_are_judged_as_kubernetes_judges_them_at_their_place_with_a_
     );
     repo.validate()
         .assert_code(1)
-        .assert_reports("clusters/platform.yaml:42:16: error: spec.workers[1].labels._workload: `_workload` is not a label key")
+        .assert_reports("clusters/platform.yaml:47:16: error: spec.workers[1].labels._workload: `_workload` is not a label key")
         .assert_reports("hint: a key is an optional DNS subdomain prefix")
         .assert_reports("spec.workers[1].labels.capstan.dev/pool: capstan sets `capstan.dev/pool` itself")
         .assert_reports("spec.workers[1].labels.workload-class: `-x-` is not a label value");
     let repo = ScratchRepo::from_examples();
     repo.edit(PLATFORM, "effect: NoSchedule}", "effect: NoScheduled}");
     repo.validate().assert_code(1).assert_reports(
-        "clusters/platform.yaml:43:56: error: spec.workers[1].taints[0].effect: unknown variant `NoScheduled`, expected one of NoSchedule, PreferNoSchedule, NoExecute",
+        "clusters/platform.yaml:48:56: error: spec.workers[1].taints[0].effect: unknown variant `NoScheduled`, expected one of NoSchedule, PreferNoSchedule, NoExecute",
     );
     let repo = ScratchRepo::from_examples();
     repo.edit(

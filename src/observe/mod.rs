@@ -23,6 +23,8 @@
 mod admin;
 mod guest;
 mod management;
+mod network;
+mod nodes;
 mod sessions;
 mod talos;
 
@@ -35,21 +37,18 @@ use jiff::Timestamp;
 
 use crate::connect::Providers;
 use crate::execute::distribution::{self, AdminSource, Distribution as _, VersionSource};
-use crate::model::{NodeName, Role};
+use crate::model::NodeName;
 use crate::observed::{
     BOOTSTRAP_MARKER, DRAIN_STARTED_ANNOTATION, DrainObserved, FluxSecret, FluxTarget, Observed,
-    ObservedCluster, ObservedControlPlane, ObservedMachine, ObservedNode, ObservedStorage,
-    ObservedTemplate, PodRef, PowerState, ProxmoxNode, Taint, VmConfig,
+    ObservedCluster, ObservedControlPlane, ObservedMachine, ObservedStorage, ObservedTemplate,
+    PodRef, PowerState, ProxmoxNode, VmConfig,
 };
 use crate::providers::kube::{AdminKubeconfig, ClusterClient, NodeState};
 use crate::providers::proxmox::{self, ProxmoxProvider, VmInfo};
 use crate::records::flux::{self, KubeconfigDelivery};
-use crate::scheduling::{
-    MANAGED_LABELS_ANNOTATION, MANAGED_TAINTS_ANNOTATION, ManagedKeys, OWNED_ELSEWHERE_ANNOTATIONS,
-    OwnedElsewhere,
-};
-use crate::spec::{Cluster, Desired, Endpoint, KubeVersion};
+use crate::spec::{Cluster, Desired, Endpoint, KubeVersion, RecordedNetwork};
 use guest::{mark_guest_agents, read_admin_kubeconfig, read_built_from};
+use nodes::{observed_node, servers_version};
 use talos::talos_admin_kubeconfig;
 
 /// How many clusters one pass observes at the same time.
@@ -443,6 +442,8 @@ impl<Pr: Providers> Observer<Pr> {
             bootstrap_incomplete: remembered
                 .as_ref()
                 .is_some_and(|cp| cp.bootstrap_incomplete),
+            network: remembered.as_ref().and_then(|cp| cp.network),
+            api_service_address: remembered.as_ref().and_then(|cp| cp.api_service_address),
         };
         let mut refused = false;
         let session = match self.sessions.get(name, kubeconfig) {
@@ -476,14 +477,16 @@ impl<Pr: Providers> Observer<Pr> {
         match (session, nodes) {
             (Some(session), Some(nodes)) => {
                 let api = &session.client;
+                let mut configured = RecordedNetwork::default();
                 match distribution::of(cluster.map(|c| &c.spec)).version_source() {
                     VersionSource::ClusterConfiguration => {
                         if let Ok(Some(config)) =
                             api.config_map("kube-system", "kubeadm-config").await
-                            && let Some((endpoint, version)) = config
+                            && let Some((endpoint, version, networking)) = config
                                 .get("ClusterConfiguration")
                                 .and_then(|text| session.cluster_configuration(text))
                         {
+                            configured = networking;
                             control_plane.endpoint = Endpoint {
                                 address: endpoint
                                     .address
@@ -502,8 +505,11 @@ impl<Pr: Providers> Observer<Pr> {
                     }
                 }
                 let (namespace, marker) = BOOTSTRAP_MARKER;
-                control_plane.bootstrap_incomplete =
-                    matches!(api.config_map(namespace, marker).await, Ok(None));
+                let marker = api.config_map(namespace, marker).await;
+                control_plane.bootstrap_incomplete = matches!(marker, Ok(None));
+                let marker = marker.ok().flatten();
+                control_plane.network = network::running(marker.as_ref(), configured, cluster);
+                control_plane.api_service_address = network::api_service_address(api, name).await;
                 for node in nodes {
                     let drain = self.observe_drain(api, &node).await;
                     observed
@@ -676,53 +682,6 @@ fn observed_machine(vm: &VmInfo, now: Timestamp) -> Option<ObservedMachine> {
         }),
         task: None,
     })
-}
-
-fn observed_node(node: &NodeState, drain: Option<DrainObserved>, now: Timestamp) -> ObservedNode {
-    ObservedNode {
-        ready: node.ready,
-        ready_since: node.ready_since.unwrap_or(now),
-        kubelet_version: node.kubelet_version.parse().ok(),
-        unschedulable: node.unschedulable,
-        taints: node
-            .taints
-            .iter()
-            .map(|t| Taint {
-                key: t.key.clone(),
-                value: t.value.clone(),
-                effect: t.effect.as_str().to_owned(),
-            })
-            .collect(),
-        drain,
-        labels: node.labels.clone(),
-        managed: ManagedKeys::from_annotations(
-            annotation(node, MANAGED_LABELS_ANNOTATION),
-            annotation(node, MANAGED_TAINTS_ANNOTATION),
-        ),
-        owned_elsewhere: OwnedElsewhere::from_annotations(
-            annotation(node, OWNED_ELSEWHERE_ANNOTATIONS.0),
-            annotation(node, OWNED_ELSEWHERE_ANNOTATIONS.1),
-        ),
-    }
-}
-
-fn annotation<'a>(node: &'a NodeState, name: &str) -> Option<&'a str> {
-    node.annotations.get(name).map(String::as_str)
-}
-
-/// The oldest release the control planes' kubelets report (the cluster's version while an
-/// upgrade by replacement is under way).
-fn servers_version(nodes: &[NodeState], observed: &ObservedCluster) -> Option<KubeVersion> {
-    nodes
-        .iter()
-        .filter(|node| {
-            observed
-                .machines
-                .get(&node.name)
-                .is_some_and(|m| m.ownership.role == Role::ControlPlane)
-        })
-        .filter_map(|node| node.kubelet_version.parse::<KubeVersion>().ok())
-        .min()
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ mod cluster;
 mod delivery;
 mod example;
 mod labels;
+mod network;
 mod python;
 mod reconcile;
 mod records;

@@ -10,6 +10,7 @@
 //!   (and core's typed fixtures, [`fixtures`]).
 //! - [`wait`]: polling with a deadline, naming what was awaited; [`judge`]: third-party
 //!   programs as judges, skipped (or required in CI) in the name of the running test.
+//! - [`network`]: the cluster network as kubectl sees it, and a CNI installed as Flux would.
 //! - [`mariadb`]: a real MariaDB for K3s datastores; [`talos`]: a lab with a Talos template
 //!   and an ISO storage.
 
@@ -20,6 +21,7 @@ pub mod fleet;
 pub mod git;
 pub mod judge;
 pub mod mariadb;
+pub mod network;
 pub mod process;
 pub mod talos;
 pub mod timeline;

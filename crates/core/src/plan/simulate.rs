@@ -412,6 +412,8 @@ fn ready_node(
             })
             .collect(),
         drain: None,
+        pod_cidr: None,
+        awaiting_network: false,
         labels: scheduling.labels.clone(),
         managed: scheduling.managed(),
         owned_elsewhere: Default::default(),
@@ -490,6 +492,8 @@ pub(crate) fn apply(
                 certificates_expire: None,
                 admin_kubeconfig,
                 bootstrap_incomplete: false,
+                network: None,
+                api_service_address: None,
             });
             state.nodes.insert(
                 machine.name.clone(),

@@ -565,6 +565,8 @@ pub enum Rule {
     Capacity,
     /// 16. The replacement guard: `replace: forbid` keeps live machines.
     ReplaceGuard,
+    /// 17. The cluster network is fixed: pod and service ranges, CNI, kube-proxy.
+    NetworkFixed,
 }
 
 impl Rule {
@@ -592,6 +594,7 @@ impl Rule {
             Rule::Drift => "drift",
             Rule::Capacity => "capacity",
             Rule::ReplaceGuard => "replacement guard",
+            Rule::NetworkFixed => "the cluster network is fixed",
         }
     }
 }

@@ -22,6 +22,7 @@ pub mod locate;
 mod machine;
 mod maintenance;
 mod network;
+pub mod network_rules;
 pub mod notifications;
 mod parse;
 mod policies;

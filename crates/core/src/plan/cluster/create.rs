@@ -426,6 +426,12 @@ impl<'a> Ctx<'a> {
             return false;
         };
         let reason = match &self.input.observed.flux {
+            // Without a CNI from capstan, Flux installs it: it needs the kubeconfig as soon as
+            // the API answers (the nodes are Ready only once the CNI runs).
+            None if self.network().awaits_flux_cni() => format!(
+                "first delivery: the API answers and cni is none; Flux gets its kubeconfig in {}/{} to install the CNI",
+                target.namespace, target.secret_name
+            ),
             None => {
                 let built = (0..self.pools.len()).all(|pool| {
                     let tally = self.pools[pool].tally;

@@ -1,0 +1,397 @@
+//! The cluster network on the lab, kubeadm and K3s (Talos's are in the `talos` tests): the
+//! declared pod and service ranges as the stock kubectl sees them; Calico applied through the
+//! API while the lab's VMs fetch nothing from outside; kube-proxy absent when the file says so,
+//! also after an upgrade; and `cni: none` on K3s, where the kubeconfig reaches Flux before any
+//! node is Ready, nothing is fenced while the nodes wait for the CNI, the status names the
+//! wait, and the cluster goes Ready once a CNI is applied as Flux would.
+
+use std::time::Duration;
+
+use capstan::plan::ActionKind;
+use capstan::providers::node_exec::{Command, GuestAgent, NodeExec as _, NodeTarget};
+use capstan::providers::proxmox::{
+    ClientOptions, ConnectionConfig, ProxmoxClient, TokenSecret, Trust,
+};
+use capstan::status::{FleetStatus, reasons};
+use capstan_lab::values::LabDuration;
+use capstan_lab::world::LabConfig;
+use capstan_testkit::judge::{self, Judge};
+use capstan_testkit::network::{FLUX_CNI, assert_network_shown, with_network};
+use capstan_testkit::{ClusterYaml, World, fleet_yaml, kubectl_with, ready};
+
+const RANGES: &str = "pods: 10.60.0.0/16, services: 10.70.0.0/16";
+
+/// A K3s cluster of one server (embedded SQLite) and `agents` agents, endpoint .`octet`.
+fn k3s_cluster(name: &str, octet: u8, agents: u32, network: &str) -> String {
+    format!(
+        "apiVersion: capstan.dev/v1alpha1
+kind: Cluster
+metadata: {{name: {name}}}
+spec:
+  proxmox: homelab
+  kubernetes: {{distribution: k3s, version: {release}}}
+  endpoint: {{host: k8s-{name}.lab.example, address: 192.168.1.{octet}}}
+  network: {{{network}nodes: 192.168.1.0/24, reserved: [\"192.168.1.170-192.168.1.189\"]}}
+  controlPlane:
+    replicas: 1
+    machine: {{template: debian13-k3s, cores: 2, memoryMiB: 4096, cpu: host, placement: [pve1]}}
+  workers:
+    - pool: agents
+      replicas: {agents}
+      machine: {{template: debian13-k3s, cores: 2, memoryMiB: 4096, cpu: host, placement: [pve1, pve2, pve3]}}
+  rollout: {{minWorkers: 1, drainTimeout: 4s, joinTimeout: 2m}}
+  remediation: {{fence: true, after: 2s}}
+  delivery:
+    flux: {{cluster: management}}
+",
+        release = capstan_lab::world::DEFAULT_K3S_RELEASE
+    )
+}
+
+/// The kubeconfig Flux holds for `cluster`, as a file.
+fn flux_kubeconfig(world: &World, cluster: &str) -> std::path::PathBuf {
+    let delivered = world.flux_kubeconfig(cluster).expect("delivered to Flux");
+    let file = world
+        .state
+        .path()
+        .join(format!("{cluster}-from-flux.kubeconfig"));
+    std::fs::write(&file, delivered).expect("write kubeconfig");
+    file
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubeadm_cluster_runs_the_declared_pod_and_service_ranges_kubectl_shows() {
+    if !judge::present(&[Judge::Kubectl]) {
+        return;
+    }
+    let file = with_network(&ClusterYaml::lab("ranges").address(61).render(), RANGES);
+    let mut world = World::with_lab(
+        LabConfig::default(),
+        &fleet_yaml(&["1.36"], false),
+        &[("ranges", file)],
+        false,
+    )
+    .await;
+    world.start_until_ready(&["ranges"]).await;
+    let kubeconfig = flux_kubeconfig(&world, "ranges");
+    kubectl_with(
+        &kubeconfig,
+        &[
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx",
+            "--replicas=2",
+        ],
+    );
+    assert_network_shown(&kubeconfig, 3, "10.60.0.0/16", "10.70.0.1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubeadm_bootstrap_applies_calico_through_the_api_while_the_lab_refuses_every_fetch() {
+    if !judge::present(&[Judge::Kubectl]) {
+        return;
+    }
+    let mut world = World::with_lab(
+        LabConfig::default(),
+        &fleet_yaml(&["1.36"], false),
+        &[("calico", ClusterYaml::lab("calico").address(62).render())],
+        false,
+    )
+    .await;
+    world.start_until_ready(&["calico"]).await;
+    let kubeconfig = flux_kubeconfig(&world, "calico");
+    let calico = kubectl_with(
+        &kubeconfig,
+        &[
+            "get",
+            "daemonsets",
+            "-A",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name} {end}",
+        ],
+    );
+    assert!(calico.contains("calico-system/calico-node"), "{calico}");
+    assert!(
+        calico.contains("kube-system/kube-proxy"),
+        "kube-proxy by default: {calico}"
+    );
+    let installation = kubectl_with(
+        &kubeconfig,
+        &[
+            "get",
+            "installations.operator.tigera.io",
+            "default",
+            "-o",
+            "jsonpath={.spec.calicoNetwork.ipPools[0].cidr}",
+        ],
+    );
+    assert_eq!(
+        installation, "172.16.0.0/16",
+        "over the cluster's pod network"
+    );
+    let nodes = world.lab.nodes().expect("the lab's node software");
+    assert_eq!(
+        nodes.refused_fetches(),
+        Vec::<String>::new(),
+        "no VM tried to fetch anything"
+    );
+
+    // The lab does refuse: the manifest capstan used to fetch on the node, asked for there.
+    let client = proxmox_client(&world);
+    let vm = world
+        .vms_of("calico")
+        .into_iter()
+        .find(|vm| vm.name.contains("-cp-"))
+        .expect("a control plane");
+    let target = NodeTarget {
+        vmid: capstan::model::VmId(vm.vmid),
+        proxmox_node: vm.node.clone(),
+        name: capstan::model::NodeName::from(vm.name.as_str()),
+    };
+    let url = "https://raw.githubusercontent.com/projectcalico/calico/v3.31.2/manifests/tigera-operator.yaml";
+    let fetch = Command::new(&[
+        "kubectl",
+        "--kubeconfig",
+        "/etc/kubernetes/admin.conf",
+        "apply",
+        "--server-side",
+        "-f",
+        url,
+    ]);
+    let output = GuestAgent::new(client)
+        .run(&target, &fetch)
+        .await
+        .expect("the agent answers");
+    assert_ne!(output.exit_code, 0, "{output:?}");
+    assert!(output.stderr.contains("no such host"), "{}", output.stderr);
+    assert_eq!(nodes.refused_fetches(), [url]);
+}
+
+fn proxmox_client(world: &World) -> ProxmoxClient {
+    let lab = &world.lab;
+    let config = ConnectionConfig::new(
+        &lab.proxmox_url(),
+        lab.token_id(),
+        TokenSecret::new(lab.token()),
+        Trust::Fingerprint(lab.fingerprint()),
+    )
+    .expect("connection config");
+    ProxmoxClient::new(&config, ClientOptions::for_lab()).expect("client")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubeadm_cluster_without_kube_proxy_runs_none_also_after_an_upgrade() {
+    if !judge::present(&[Judge::Kubectl]) {
+        return;
+    }
+    let file = |version: &str| {
+        with_network(
+            &ClusterYaml::lab("noproxy")
+                .address(63)
+                .version(version)
+                .render(),
+            "kubeProxy: false",
+        )
+    };
+    let mut world = World::with_lab(
+        LabConfig::default(),
+        &fleet_yaml(&["1.36"], false),
+        &[("noproxy", file("1.36.2"))],
+        false,
+    )
+    .await;
+    world.start_until_ready(&["noproxy"]).await;
+    let kubeconfig = flux_kubeconfig(&world, "noproxy");
+    let daemon_sets = |kubeconfig: &std::path::Path| {
+        kubectl_with(
+            kubeconfig,
+            &["get", "daemonsets", "-n", "kube-system", "-o", "name"],
+        )
+    };
+    assert!(
+        !daemon_sets(&kubeconfig).contains("kube-proxy"),
+        "{}",
+        daemon_sets(&kubeconfig)
+    );
+    let dataplane = kubectl_with(
+        &kubeconfig,
+        &[
+            "get",
+            "installations.operator.tigera.io",
+            "default",
+            "-o",
+            "jsonpath={.spec.calicoNetwork.linuxDataplane}",
+        ],
+    );
+    assert_eq!(
+        dataplane, "BPF",
+        "Calico's eBPF dataplane in kube-proxy's place"
+    );
+
+    world.write_cluster("noproxy", &file("1.36.3"));
+    world
+        .wait_for("the upgrade done", |s| {
+            ready(s, &["noproxy"])
+                && s.clusters["noproxy"]
+                    .version
+                    .map(|v| v.to_string())
+                    .as_deref()
+                    == Some("1.36.3")
+        })
+        .await;
+    assert!(
+        world.steps_ok(ActionKind::UpgradeControlPlane.name()) >= 1,
+        "kubeadm upgrade apply ran"
+    );
+    let kubeconfig = flux_kubeconfig(&world, "noproxy");
+    assert!(
+        !daemon_sets(&kubeconfig).contains("kube-proxy"),
+        "kubeadm upgrade apply skipped its kube-proxy addon: {}",
+        daemon_sets(&kubeconfig)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_k3s_cluster_runs_the_declared_pod_and_service_ranges_kubectl_shows() {
+    if !judge::present(&[Judge::Kubectl]) {
+        return;
+    }
+    let file = k3s_cluster("k3ranges", 64, 2, &format!("{RANGES}, "));
+    let mut world = World::with_lab(
+        LabConfig::default(),
+        &fleet_yaml(&["1.36"], false),
+        &[("k3ranges", file)],
+        false,
+    )
+    .await;
+    world.start_until_ready(&["k3ranges"]).await;
+    let kubeconfig = flux_kubeconfig(&world, "k3ranges");
+    kubectl_with(
+        &kubeconfig,
+        &[
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx",
+            "--replicas=2",
+        ],
+    );
+    assert_network_shown(&kubeconfig, 3, "10.60.0.0/16", "10.70.0.1");
+}
+
+/// The Ready condition of `cluster`, as `reason: message`.
+fn ready_condition(status: &FleetStatus, cluster: &str) -> Option<String> {
+    let condition = status.clusters.get(cluster)?.conditions.first()?;
+    Some(format!("{}: {}", condition.reason, condition.message))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_k3s_cluster_without_a_cni_reaches_flux_first_is_not_fenced_and_goes_ready_with_one() {
+    if !judge::present(&[Judge::Kubectl]) {
+        return;
+    }
+    const CLUSTER: &str = "bare";
+    let mut config = LabConfig::default();
+    // A silent agent's ping gives up after 200 ms, not a real host's 3 s.
+    config.proxmox.timings.agent_timeout = LabDuration(Duration::from_millis(200));
+    let mut world = World::with_lab(
+        config,
+        &fleet_yaml(&["1.36"], false),
+        &[(CLUSTER, k3s_cluster(CLUSTER, 65, 2, "cni: none, "))],
+        false,
+    )
+    .await;
+    world.start_daemon().await;
+    // The kubeconfig reaches Flux's Secret while no node can be Ready (there is no CNI).
+    world
+        .wait_for("the kubeconfig delivered", |s| {
+            s.clusters
+                .get(CLUSTER)
+                .and_then(|c| c.flux_kubeconfig_fingerprint.as_ref())
+                .is_some()
+        })
+        .await;
+    assert!(
+        world.flux_kubeconfig(CLUSTER).is_some(),
+        "Flux's Secret holds it"
+    );
+    assert!(
+        world.nodes_of(CLUSTER).iter().all(|n| !n.ready),
+        "no node Ready yet: {:?}",
+        world.nodes_of(CLUSTER)
+    );
+    let status = world
+        .wait_for("the three nodes waiting for a CNI", |s| {
+            ready_condition(s, CLUSTER).is_some_and(|c| c.contains("3 nodes report"))
+        })
+        .await;
+    assert_eq!(
+        ready_condition(&status, CLUSTER).as_deref(),
+        Some(format!("{}: waiting for a CNI: 3 nodes report NetworkPluginNotReady (Flux installs it from flux-system/{CLUSTER}-kubeconfig)", reasons::WAITING_FOR_CNI).as_str())
+    );
+
+    // An agent goes silent while its node waits for the CNI: over 3× remediation.after (2 s),
+    // nothing is fenced, stopped or replaced.
+    let silent = world
+        .vm_views(CLUSTER)
+        .into_iter()
+        .find(|vm| vm.is_worker())
+        .expect("an agent")
+        .name;
+    world.lab.faults().hang_vm(&silent);
+    let vms_before: Vec<String> = world
+        .vms_of(CLUSTER)
+        .into_iter()
+        .map(|vm| vm.name)
+        .collect();
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    world.wait_passes(3).await;
+    let fences: u64 = ["ok", "error"]
+        .iter()
+        .filter_map(|outcome| {
+            world
+                .counters()
+                .steps
+                .get(&(ActionKind::FenceMachine, *outcome))
+                .copied()
+        })
+        .sum();
+    assert_eq!(fences, 0, "nothing fenced: {:?}", world.counters().steps);
+    let status = world.status();
+    assert!(
+        status.clusters[CLUSTER]
+            .conditions
+            .iter()
+            .all(|c| c.kind != "RemediationHeld"),
+        "nodes waiting for a CNI count against no maxUnhealthy: {:?}",
+        status.clusters[CLUSTER].conditions
+    );
+    let vms_after: Vec<String> = world
+        .vms_of(CLUSTER)
+        .into_iter()
+        .map(|vm| vm.name)
+        .collect();
+    assert_eq!(vms_after, vms_before, "no machine created or removed");
+    assert!(
+        world
+            .lab
+            .proxmox()
+            .vm_named(&silent)
+            .is_some_and(|vm| vm.running)
+    );
+    world.lab.faults().unhang_vm(&silent);
+
+    // Flux installs the CNI: the cluster goes Ready.
+    let kubeconfig = flux_kubeconfig(&world, CLUSTER);
+    let manifest = world.state.path().join("cni.yaml");
+    std::fs::write(&manifest, FLUX_CNI).expect("write the CNI");
+    kubectl_with(
+        &kubeconfig,
+        &["apply", "-f", &manifest.display().to_string()],
+    );
+    world
+        .wait_for("the cluster Ready with its CNI", |s| ready(s, &[CLUSTER]))
+        .await;
+    assert!(world.nodes_of(CLUSTER).iter().all(|n| n.ready));
+}

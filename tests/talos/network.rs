@@ -1,0 +1,186 @@
+//! The cluster network of Talos clusters the daemon builds on the lab: the declared pod and
+//! service ranges (the machine config's `cluster.network`) as the stock kubectl sees them,
+//! and `cni: none` (`cluster.network.cni.name: none`): the kubeconfig reaches Flux before any
+//! node is Ready, the control planes all come up without a CNI, nothing is fenced while the
+//! nodes wait for one, the status names the wait, and a CNI applied as Flux would makes the
+//! cluster Ready.
+
+use std::time::Duration;
+
+use capstan::plan::ActionKind;
+use capstan::status::{FleetStatus, reasons};
+use capstan_lab::values::LabDuration;
+use capstan_testkit::judge::{self, Judge};
+use capstan_testkit::network::{FLUX_CNI, assert_network_shown};
+use capstan_testkit::{World, kubectl_with, ready};
+
+use crate::reconcile::{TALOS, fleet, talos_lab};
+
+/// A Talos cluster `name` of `control_planes` and `workers`, endpoint .`octet`, with
+/// `network` fields (ending `, `) and fencing after 2 s.
+fn cluster(name: &str, octet: u8, control_planes: u32, workers: u32, network: &str) -> String {
+    format!(
+        "apiVersion: capstan.dev/v1alpha1
+kind: Cluster
+metadata: {{name: {name}}}
+spec:
+  proxmox: homelab
+  kubernetes: {{distribution: talos, version: 1.36.2}}
+  talos: {{version: {TALOS}}}
+  endpoint: {{host: k8s-{name}.lab.example, address: 192.168.1.{octet}}}
+  network: {{{network}nodes: 192.168.1.0/24, reserved: [\"192.168.1.170-192.168.1.189\"]}}
+  controlPlane:
+    replicas: {control_planes}
+    machine: {{template: talos-{TALOS}, cores: 2, memoryMiB: 4096, placement: [pve1, pve2, pve3]}}
+  workers:
+    - pool: general
+      replicas: {workers}
+      machine: {{template: talos-{TALOS}, cores: 2, memoryMiB: 4096, placement: [pve1, pve2, pve3]}}
+  rollout: {{minWorkers: 1, drainTimeout: 4s, joinTimeout: 2m}}
+  remediation: {{fence: true, after: 2s}}
+  delivery:
+    flux: {{cluster: management}}
+"
+    )
+}
+
+fn flux_kubeconfig(world: &World, name: &str) -> std::path::PathBuf {
+    let delivered = world.flux_kubeconfig(name).expect("delivered to Flux");
+    let file = world
+        .state
+        .path()
+        .join(format!("{name}-from-flux.kubeconfig"));
+    std::fs::write(&file, delivered).expect("write kubeconfig");
+    file
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_talos_cluster_runs_the_declared_pod_and_service_ranges_kubectl_shows() {
+    if !judge::present(&[Judge::Kubectl]) {
+        return;
+    }
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let file = cluster(
+        "tranges",
+        67,
+        1,
+        2,
+        "pods: 10.60.0.0/16, services: 10.70.0.0/16, ",
+    );
+    let mut world = World::with_lab(talos_lab(), &fleet(), &[("tranges", file)], false).await;
+    world.start_until_ready(&["tranges"]).await;
+    let kubeconfig = flux_kubeconfig(&world, "tranges");
+    kubectl_with(
+        &kubeconfig,
+        &[
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx",
+            "--replicas=2",
+        ],
+    );
+    assert_network_shown(&kubeconfig, 3, "10.60.0.0/16", "10.70.0.1");
+    let daemon_sets = kubectl_with(
+        &kubeconfig,
+        &["get", "daemonsets", "-n", "kube-system", "-o", "name"],
+    );
+    assert!(
+        daemon_sets.contains("kube-flannel") && daemon_sets.contains("kube-proxy"),
+        "Talos's flannel and kube-proxy: {daemon_sets}"
+    );
+}
+
+fn ready_condition(status: &FleetStatus, name: &str) -> Option<String> {
+    let condition = status.clusters.get(name)?.conditions.first()?;
+    Some(format!("{}: {}", condition.reason, condition.message))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_talos_cluster_without_a_cni_reaches_flux_first_is_not_fenced_and_goes_ready_with_one() {
+    if !judge::present(&[Judge::Kubectl]) {
+        return;
+    }
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    const NAME: &str = "tbare";
+    let mut lab = talos_lab();
+    // A silent agent's ping gives up after 200 ms, not a real host's 3 s.
+    lab.proxmox.timings.agent_timeout = LabDuration(Duration::from_millis(200));
+    let file = cluster(NAME, 68, 3, 1, "cni: none, kubeProxy: false, ");
+    let mut world = World::with_lab(lab, &fleet(), &[(NAME, file)], false).await;
+    world.start_daemon().await;
+    world
+        .wait_for("the kubeconfig delivered", |s| {
+            s.clusters
+                .get(NAME)
+                .and_then(|c| c.flux_kubeconfig_fingerprint.as_ref())
+                .is_some()
+        })
+        .await;
+    assert!(
+        world.flux_kubeconfig(NAME).is_some(),
+        "Flux's Secret holds it"
+    );
+    assert!(
+        world.nodes_of(NAME).iter().all(|n| !n.ready),
+        "no node Ready yet: {:?}",
+        world.nodes_of(NAME)
+    );
+    // The three control planes and the worker come up without a CNI.
+    let status = world
+        .wait_for("four nodes waiting for a CNI", |s| {
+            ready_condition(s, NAME).is_some_and(|c| c.contains("4 nodes report"))
+        })
+        .await;
+    assert_eq!(
+        ready_condition(&status, NAME).as_deref(),
+        Some(format!("{}: waiting for a CNI: 4 nodes report NetworkPluginNotReady (Flux installs it from flux-system/{NAME}-kubeconfig)", reasons::WAITING_FOR_CNI).as_str())
+    );
+
+    // The worker's agent goes silent while it waits: over 3x remediation.after, nothing is
+    // fenced, stopped or replaced.
+    let silent = world
+        .vm_views(NAME)
+        .into_iter()
+        .find(|vm| vm.is_worker())
+        .expect("a worker")
+        .name;
+    world.lab.faults().hang_vm(&silent);
+    let vms_before: Vec<String> = world.vms_of(NAME).into_iter().map(|vm| vm.name).collect();
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    world.wait_passes(3).await;
+    let fences: u64 = ["ok", "error"]
+        .iter()
+        .filter_map(|outcome| {
+            world
+                .counters()
+                .steps
+                .get(&(ActionKind::FenceMachine, *outcome))
+                .copied()
+        })
+        .sum();
+    assert_eq!(fences, 0, "nothing fenced: {:?}", world.counters().steps);
+    let vms_after: Vec<String> = world.vms_of(NAME).into_iter().map(|vm| vm.name).collect();
+    assert_eq!(vms_after, vms_before, "no machine created or removed");
+    world.lab.faults().unhang_vm(&silent);
+
+    let kubeconfig = flux_kubeconfig(&world, NAME);
+    let daemon_sets = kubectl_with(
+        &kubeconfig,
+        &["get", "daemonsets", "-n", "kube-system", "-o", "name"],
+    );
+    assert!(
+        !daemon_sets.contains("kube-proxy") && !daemon_sets.contains("flannel"),
+        "no CNI and no kube-proxy from Talos: {daemon_sets}"
+    );
+    let manifest = world.state.path().join("cni.yaml");
+    std::fs::write(&manifest, FLUX_CNI).expect("write the CNI");
+    kubectl_with(
+        &kubeconfig,
+        &["apply", "-f", &manifest.display().to_string()],
+    );
+    world
+        .wait_for("the cluster Ready with its CNI", |s| ready(s, &[NAME]))
+        .await;
+    assert!(world.nodes_of(NAME).iter().all(|n| n.ready));
+}

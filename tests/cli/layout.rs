@@ -34,6 +34,10 @@ const DISTRIBUTION_MODULES: &[(&str, &str)] = &[
         "each distribution's Capabilities: the one description the planner and the validator read",
     ),
     (
+        "crates/core/src/spec/patches/",
+        "patches in each distribution's own language: its merge rules, its reference data, what it owns",
+    ),
+    (
         "crates/core/src/spec/k3s.rs",
         "validation of the fields one distribution has and the other refuses (a K3s build in the version, a datastore)",
     ),

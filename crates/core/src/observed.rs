@@ -372,19 +372,26 @@ pub struct MachineSpec {
     /// The Talos release the machine runs (Talos clusters only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub talos: Option<TalosVersion>,
+    /// The digest of the patches that reach the machine (`spec::patches::digest`), when any
+    /// does: a changed patch replaces the machines it reaches, and only those.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patches: Option<SmolStr>,
 }
 
 impl MachineSpec {
     /// The spec of one of `spec`'s machines at a Kubernetes release: [`MachineSpec::new`] with
-    /// the cluster's distribution and, for Talos, its release.
+    /// the cluster's distribution, for Talos its release, and the digest of the patches that
+    /// reach the machines of `pool` (`None`: the control planes).
     pub fn for_cluster(
         spec: &ClusterSpec,
+        pool: Option<&str>,
         machine: &Machine,
         kubernetes: KubeVersion,
         role: Role,
     ) -> Self {
         MachineSpec {
             talos: spec.talos.as_ref().map(|t| t.version),
+            patches: crate::spec::patches::digest(spec, pool),
             ..MachineSpec::new(machine, kubernetes, spec.kubernetes.distribution, role)
         }
     }
@@ -406,6 +413,7 @@ impl MachineSpec {
             distribution,
             role,
             talos: None,
+            patches: None,
         }
     }
 
@@ -429,6 +437,9 @@ impl MachineSpec {
             Some(talos) => format!("{normalised}talos={talos}\n"),
             None => normalised,
         };
+        // Likewise, only machines some patch reaches.
+        let patches = self.patches.as_ref().map(|p| format!("patches={p}\n"));
+        let normalised = normalised + &patches.unwrap_or_default();
         let digest = Sha1::digest(normalised.as_bytes());
         // The first 6 bytes in lowercase hex (a format per byte cost more than the digest: a
         // plan hashes every pool of every cluster).
@@ -456,10 +467,12 @@ impl MachineSpec {
             self.kubernetes,
             self.role
         );
-        match self.talos {
-            Some(talos) => format!("{summary} talos={talos}"),
-            None => summary,
-        }
+        let talos = self
+            .talos
+            .map(|t| format!(" talos={t}"))
+            .unwrap_or_default();
+        let patches = self.patches.as_ref().map(|p| format!(" patches={p}"));
+        format!("{summary}{talos}{}", patches.unwrap_or_default())
     }
 
     /// Reads a [`MachineSpec::summary`] back; `None` when a field is missing or malformed.
@@ -482,10 +495,8 @@ impl MachineSpec {
                 "worker" => Role::Worker,
                 _ => return None,
             },
-            talos: match field("talos") {
-                Some(talos) => Some(talos.parse().ok()?),
-                None => None,
-            },
+            talos: field("talos").map(str::parse).transpose().ok()?,
+            patches: field("patches").map(SmolStr::new),
         })
     }
 
@@ -526,6 +537,9 @@ impl MachineSpec {
                 name(self.talos),
                 name(newer.talos)
             ));
+        }
+        if self.patches != newer.patches {
+            out.push("patches changed".to_owned());
         }
         out
     }
@@ -690,107 +704,4 @@ pub fn json_schema() -> serde_json::Value {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn spec() -> MachineSpec {
-        MachineSpec {
-            template: "debian13-k8s".into(),
-            cores: 4,
-            memory_mib: 8192,
-            disk_gib: 50,
-            cpu: "x86-64-v2-AES".into(),
-            kubernetes: "1.36.2".parse().expect("version"),
-            distribution: Distribution::Kubeadm,
-            role: Role::Worker,
-            talos: None,
-        }
-    }
-
-    #[test]
-    fn spec_hashes_are_12_hex_digits_and_change_with_every_field() {
-        let base = spec();
-        let hash = base.spec_hash();
-        assert_eq!(hash.len(), 12);
-        assert!(hash.chars().all(|c| c.is_ascii_hexdigit()));
-        let mut changed = base.clone();
-        changed.template = "debian13-k8s-v2".into();
-        assert_ne!(changed.spec_hash(), hash);
-        let mut changed = base.clone();
-        changed.role = Role::ControlPlane;
-        assert_ne!(changed.spec_hash(), hash);
-        assert_eq!(base.clone().spec_hash(), hash, "stable");
-        // Talos machines hash their release too; the others keep the hash they always had.
-        assert_eq!(hash, "6926a32f0b77", "a kubeadm machine's hash never moves");
-        let mut talos = base.clone();
-        talos.distribution = Distribution::Talos;
-        talos.talos = Some("v1.13.9".parse().expect("talos"));
-        let mut newer_talos = talos.clone();
-        newer_talos.talos = Some("v1.13.10".parse().expect("talos"));
-        assert_ne!(talos.spec_hash(), newer_talos.spec_hash());
-        assert_eq!(
-            talos.differences(&newer_talos),
-            vec!["talos v1.13.9 → v1.13.10"]
-        );
-    }
-
-    #[test]
-    fn differences_name_each_changed_field() {
-        let mut newer = spec();
-        newer.template = "debian13-k8s-v2".into();
-        newer.kubernetes = "1.36.4".parse().expect("version");
-        assert_eq!(
-            spec().differences(&newer),
-            vec![
-                "template debian13-k8s → debian13-k8s-v2",
-                "kubernetes 1.36.2 → 1.36.4"
-            ]
-        );
-    }
-
-    #[test]
-    fn a_machine_summary_reads_back_as_the_same_spec() {
-        let spec = spec();
-        assert_eq!(
-            MachineSpec::parse_summary(&spec.summary()),
-            Some(spec.clone())
-        );
-        let talos = MachineSpec {
-            distribution: Distribution::Talos,
-            talos: Some("v1.13.9".parse().expect("talos")),
-            ..spec.clone()
-        };
-        assert!(talos.summary().ends_with(" talos=v1.13.9"));
-        assert_eq!(MachineSpec::parse_summary(&talos.summary()), Some(talos));
-        assert_eq!(MachineSpec::parse_summary("template=x cores=four"), None);
-    }
-
-    #[test]
-    fn snapshots_round_trip_through_json() {
-        let mut observed = Observed::nothing();
-        observed.clusters.insert(
-            "prod".into(),
-            ObservedCluster {
-                control_plane: Some(ObservedControlPlane {
-                    endpoint: Endpoint {
-                        host: "k8s-prod.lab.example".into(),
-                        address: "192.168.1.23".parse().expect("ip"),
-                        port: 6443,
-                    },
-                    version: "1.36.2".parse().expect("version"),
-                    unreachable_since: None,
-                    certificates_expire: Some("2027-01-01T00:00:00Z".parse().expect("time")),
-                    admin_kubeconfig: Some("sha256:0011223344556677".into()),
-                    bootstrap_incomplete: false,
-                    network: None,
-                    api_service_address: None,
-                }),
-                ..ObservedCluster::default()
-            },
-        );
-        let text = serde_json::to_string(&observed).expect("serialise");
-        assert!(text.contains("\"certificatesExpire\":\"2027-01-01T00:00:00Z\""));
-        let back: Observed = serde_json::from_str(&text).expect("parse");
-        assert_eq!(back, observed);
-    }
-}
+mod tests;

@@ -25,6 +25,8 @@ mod network;
 pub mod network_rules;
 pub mod notifications;
 mod parse;
+mod patch;
+pub mod patches;
 mod policies;
 pub mod remediation;
 mod replace;

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::limits as bounds;
 pub use super::network::{ClusterNetwork, Cni, Network, NetworkDefaults, RecordedNetwork};
+pub use super::patch::Patch;
 pub use super::policies::{BlockedDrain, ReplacePolicy};
 pub use super::scheduling::{NodeTaint, TaintEffect};
 pub use super::secret_source::SecretSource;
@@ -333,6 +334,12 @@ pub struct ClusterSpec {
     /// Where the admin kubeconfig is delivered.
     #[serde(default)]
     pub delivery: Delivery,
+    /// Settings capstan has no field for, in the distribution's own language (Talos
+    /// strategic-merge patches, kubeadm documents, K3s `config.yaml` keys), for every machine;
+    /// the control plane's and each pool's follow. A change replaces the machines it reaches.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = super::patch::MAX_PATCHES))]
+    pub patches: Vec<Patch>,
 }
 
 /// Kubernetes version and distribution.
@@ -480,6 +487,10 @@ pub struct ControlPlane {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = super::scheduling::MAX_TAINTS))]
     pub taints: Vec<NodeTaint>,
+    /// Patches for the control planes only, after `spec.patches` (see there).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = super::patch::MAX_PATCHES))]
+    pub patches: Vec<Patch>,
 }
 
 fn default_control_plane_replicas() -> u32 {
@@ -511,6 +522,10 @@ pub struct WorkerPool {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = super::scheduling::MAX_TAINTS))]
     pub taints: Vec<NodeTaint>,
+    /// Patches for this pool's workers only, after `spec.patches` (see there).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = super::patch::MAX_PATCHES))]
+    pub patches: Vec<Patch>,
 }
 
 /// The VM a node is built from. A node whose machine differs from this is replaced, never
@@ -769,23 +784,5 @@ impl FluxDelivery {
         self.secret_name
             .clone()
             .unwrap_or_else(|| format!("{cluster}-kubeconfig"))
-    }
-}
-
-impl ClusterSpec {
-    /// Total workers over every pool (saturating: validation bounds them far below).
-    pub fn worker_replicas(&self) -> u32 {
-        self.workers
-            .iter()
-            .fold(0, |sum: u32, pool| sum.saturating_add(pool.replicas))
-    }
-
-    /// The network the cluster runs on: the file's fields, else what the live cluster was
-    /// built with (`running`, when observed), else its distribution's defaults.
-    pub fn cluster_network(&self, running: Option<&RecordedNetwork>) -> ClusterNetwork {
-        self.network.resolve(
-            &self.kubernetes.distribution.capabilities().network,
-            running,
-        )
     }
 }

@@ -11,6 +11,9 @@
 //! - `Layer2VIPConfig` (control planes): the endpoint address, announced on `net0` by one
 //!   control plane at a time (Talos's own VIP, not kube-vip).
 //!
+//! The node's patches (`spec.patches` and its level's) are merged last, by Talos's rules
+//! (`spec::patches::talos`); validation judged the result by the schema before.
+//!
 //! Workers get only what they need: the CA certificates without their keys, no etcd,
 //! aggregator, service-account or encryption secret.
 
@@ -74,6 +77,7 @@ pub fn render_machine_config(
             "link": LINK_ALIAS,
         }));
     }
+    crate::spec::patches::talos::apply(&mut documents, &node.patches);
     let mut out = String::new();
     for document in &documents {
         let yaml = serde_saphyr::to_string(document)

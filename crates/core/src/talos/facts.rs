@@ -116,6 +116,9 @@ pub struct NodeFacts {
     /// The taints its Node registers with (the kubelet's `registerWithTaints`), so no pod
     /// lands on it before them.
     pub register_with_taints: Vec<crate::spec::NodeTaint>,
+    /// The patches of its level, in the order they apply (`spec.patches`, then its control
+    /// plane's or pool's): merged onto the rendered documents by Talos's rules.
+    pub patches: Vec<crate::spec::Patch>,
 }
 
 /// Facts a config cannot be rendered from, naming what is wrong.

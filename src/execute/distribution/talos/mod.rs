@@ -143,6 +143,7 @@ impl Distribution for Talos {
             register_with_taints: scheduling
                 .registration(&spec.kubernetes.distribution.capabilities().scheduling)
                 .taints,
+            patches: capstan_core::talos::patches::patches_for(spec, scheduling.worker_pool()),
         };
         let running = ctx.observed.control_plane.as_ref();
         let running = running.and_then(|cp| cp.network.as_ref());

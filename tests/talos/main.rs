@@ -19,6 +19,7 @@ mod delivery;
 mod example;
 mod labels;
 mod network;
+mod patches;
 mod python;
 mod reconcile;
 mod records;

@@ -206,6 +206,54 @@ pub fn install_agent(
     ]
 }
 
+/// `steps` (from [`install_server`] or [`install_agent`]) with the cluster's K3s patches for
+/// `pool`'s machines (`None`: a server) added to [`CONFIG`]: the keys the role reads
+/// (`capstan_core::spec::patches::k3s`), after capstan's own. Unchanged when none reaches it.
+///
+/// # Errors
+/// [`KubeadmError::Patches`] when capstan's own file does not read back as YAML.
+pub fn with_patches(
+    steps: Vec<NodeStep>,
+    spec: &ClusterSpec,
+    pool: Option<&str>,
+    node: &str,
+) -> Result<Vec<NodeStep>, KubeadmError> {
+    let settings = crate::spec::patches::k3s::settings(spec, pool);
+    if settings.is_empty() {
+        return Ok(steps);
+    }
+    let failed = |reason: &str| KubeadmError::Patches {
+        node: node.to_owned(),
+        reason: reason.to_owned(),
+    };
+    steps
+        .into_iter()
+        .map(|step| match step {
+            NodeStep::WriteFile {
+                path,
+                mode,
+                content,
+            } if path == CONFIG => {
+                // The file holds the token: an error never quotes it.
+                let mut config: serde_json::Map<String, serde_json::Value> =
+                    serde_saphyr::from_str(&content)
+                        .map_err(|_| failed("config.yaml does not read back as YAML"))?;
+                for (key, value) in &settings {
+                    config.entry(key.clone()).or_insert_with(|| value.clone());
+                }
+                let content = serde_saphyr::to_string(&config)
+                    .map_err(|_| failed("config.yaml cannot be written as YAML"))?;
+                Ok(NodeStep::WriteFile {
+                    path,
+                    mode,
+                    content,
+                })
+            }
+            other => Ok(other),
+        })
+        .collect()
+}
+
 /// Runs an install's `steps` (from [`install_server`] or [`install_agent`]) on `target`, cloned
 /// from `template`. When a command fails and the node has no [`BINARY`], says that the
 /// template carries no K3s air-gap install, rather than the install script's last words.

@@ -404,6 +404,8 @@ impl SimCluster {
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
         annotations.extend(node.annotations.clone());
+        // The kubelet reports its configuration's maxPods as the Node's pod capacity.
+        let pods = node.max_pods.unwrap_or(110).to_string();
         let mut object = json!({
             "metadata": {
                 "name": node.name,
@@ -417,8 +419,8 @@ impl SimCluster {
                     {"type": "InternalIP", "address": node.address.clone().unwrap_or_else(|| "127.0.0.1".into())},
                     {"type": "Hostname", "address": node.name},
                 ],
-                "capacity": {"cpu": "4", "memory": "8131264Ki", "pods": "110", "ephemeral-storage": "51343840Ki"},
-                "allocatable": {"cpu": "4", "memory": "8028864Ki", "pods": "110", "ephemeral-storage": "47318999Ki"},
+                "capacity": {"cpu": "4", "memory": "8131264Ki", "pods": pods, "ephemeral-storage": "51343840Ki"},
+                "allocatable": {"cpu": "4", "memory": "8028864Ki", "pods": pods, "ephemeral-storage": "47318999Ki"},
                 "nodeInfo": {
                     "kubeletVersion": kubelet,
                     "kubeProxyVersion": kubelet,

@@ -15,6 +15,8 @@ pub enum ListRule {
     Append,
     /// The patch's list is the result.
     Replace,
+    /// The patch's value is the result, whatever it is (a map too).
+    ReplaceWhole,
     /// Items with the same value of this key are merged; the others follow.
     MergeBy(&'static str),
 }
@@ -45,7 +47,7 @@ pub fn without_directives(value: &Value) -> Value {
 
 /// Merges `patch` onto `base`; `rule` says what a list at a field path (keys from the document's
 /// root, list indexes left out) does, and whether a map at a path is replaced whole
-/// ([`ListRule::Replace`] on a map).
+/// ([`ListRule::ReplaceWhole`]).
 pub fn merge(
     base: &mut Value,
     patch: &Value,
@@ -54,7 +56,7 @@ pub fn merge(
 ) {
     match (base, patch) {
         (Value::Object(base), Value::Object(patch)) => {
-            if rule(path) == ListRule::Replace {
+            if rule(path) == ListRule::ReplaceWhole {
                 *base = strip(patch);
                 return;
             }
@@ -62,7 +64,9 @@ pub fn merge(
         }
         (Value::Array(base), Value::Array(patch)) => match rule(path) {
             ListRule::Append => base.extend(patch.iter().map(without_directives)),
-            ListRule::Replace => *base = patch.iter().map(without_directives).collect(),
+            ListRule::Replace | ListRule::ReplaceWhole => {
+                *base = patch.iter().map(without_directives).collect();
+            }
             ListRule::MergeBy(key) => {
                 for item in patch {
                     let found = item

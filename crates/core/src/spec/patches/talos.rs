@@ -223,11 +223,11 @@ pub fn rule(kind: Option<&str>, path: &[String]) -> ListRule {
     let at = |fields: &[&str]| path.iter().map(String::as_str).eq(fields.iter().copied());
     match kind {
         None if at(&["cluster", "network", "podSubnets"])
-            || at(&["cluster", "network", "serviceSubnets"])
-            || at(&["cluster", "apiServer", "auditPolicy"]) =>
+            || at(&["cluster", "network", "serviceSubnets"]) =>
         {
             ListRule::Replace
         }
+        None if at(&["cluster", "apiServer", "auditPolicy"]) => ListRule::ReplaceWhole,
         Some("ExtensionServiceConfig") if at(&["configFiles"]) => ListRule::MergeBy("mountPath"),
         _ => ListRule::Append,
     }

@@ -22,6 +22,7 @@
 
 mod changes;
 pub mod comment;
+mod configs;
 mod drains;
 mod estimate;
 mod network;
@@ -172,6 +173,10 @@ pub struct ClusterPreview {
     pub diff: String,
     /// The fields of its spec that change (`workers.general.replicas 3 → 4`).
     pub changes: Vec<String>,
+    /// What changed patches do to each level's rendered configuration, as unified diffs
+    /// (secret-named lines redacted).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub config_diffs: Vec<String>,
     /// The head's predicted steps against the observed state, in order.
     pub predicted: Vec<PreviewStep>,
     /// Refusals about this cluster.
@@ -350,6 +355,7 @@ pub fn build_within(
                 file: path,
                 summary,
                 diff,
+                config_diffs: configs::config_diffs(base_cluster, head_cluster),
                 changes: field_changes
                     .iter()
                     .map(|c| summary::explain(c, &predicted))

@@ -248,6 +248,36 @@ fn patch_path(document: &Value, patch: &Value, path: &[String]) -> Vec<String> {
     out
 }
 
+/// The machine config of `pool`'s machines (`None`: a control plane) of cluster `name`,
+/// rendered with their patches from placeholder secrets (what a preview diffs: no secret is
+/// read to show a change); `None` when the facts are not valid.
+pub fn rendered_config(name: &str, spec: &ClusterSpec, pool: Option<&str>) -> Option<String> {
+    let talos = spec.talos.as_ref()?;
+    let cluster = ClusterFacts {
+        cluster_name: name.to_owned(),
+        endpoint_host: spec.endpoint.host.clone(),
+        endpoint_address: spec.endpoint.address,
+        endpoint_port: spec.endpoint.port,
+        kubernetes_version: spec.kubernetes.version,
+        talos_version: talos.version,
+        installer_image: talos.installer_image.clone(),
+        network: spec.cluster_network(None),
+    };
+    let node = NodeFacts {
+        role: match pool {
+            None => MachineRole::ControlPlane,
+            Some(_) => MachineRole::Worker,
+        },
+        hostname: format!("{name}-{}-00000", pool.unwrap_or("cp")),
+        install_disk: "/dev/sda".to_owned(),
+        mac_address: MacAddress([0xbc, 0x24, 0x11, 0, 0, 1]),
+        static_address: None,
+        register_with_taints: Vec::new(),
+        patches: patches_for(spec, pool),
+    };
+    render_machine_config(&cluster, &node, &placeholder_bundle()).ok()
+}
+
 /// The patches of `level` for `pool`, as the renderer takes them.
 pub fn patches_for(spec: &ClusterSpec, pool: Option<&str>) -> Vec<Patch> {
     spec.patches_of(pool)

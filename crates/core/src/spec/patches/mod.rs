@@ -275,5 +275,43 @@ pub fn digest(spec: &ClusterSpec, pool: Option<&str>) -> Option<smol_str::SmolSt
     Some(hex.into())
 }
 
+/// What the patches make of the configuration of `pool`'s machines (`None`: the control
+/// planes), as text a preview diffs: kubeadm's documents merged by kind (those that reach the
+/// role), K3s's `config.yaml` keys the role reads; for Talos, the patches themselves (the
+/// preview diffs the rendered machine config instead, `talos::patches::rendered_config`).
+pub fn view(spec: &ClusterSpec, pool: Option<&str>) -> String {
+    let documents: Vec<Value> = match spec.kubernetes.distribution {
+        Distribution::Kubeadm => kubeadm::KINDS
+            .iter()
+            .filter(|(kind, _, _)| {
+                pool.is_none() || matches!(*kind, "JoinConfiguration" | "KubeletConfiguration")
+            })
+            .filter_map(|(kind, api, _)| {
+                let merged = kubeadm::merged(&spec.patches_of(pool), kind)?;
+                let mut document = serde_json::json!({"apiVersion": api, "kind": kind});
+                if let Value::Object(map) = &mut document {
+                    map.extend(merged);
+                }
+                Some(document)
+            })
+            .collect(),
+        Distribution::K3s => {
+            let settings = k3s::settings(spec, pool);
+            if settings.is_empty() {
+                Vec::new()
+            } else {
+                vec![Value::Object(settings)]
+            }
+        }
+        Distribution::Talos => spec.patches_of(pool).iter().map(Located::value).collect(),
+    };
+    let mut out = String::new();
+    for document in documents {
+        out.push_str("---\n");
+        out.push_str(&serde_saphyr::to_string(&document).unwrap_or_default());
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests;

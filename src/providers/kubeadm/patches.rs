@@ -24,10 +24,11 @@ pub const CLUSTER_CONFIG: &str = "/etc/capstan/kubeadm-cluster.yaml";
 
 /// Before a control plane joins, on a control plane of the cluster: kubeadm's
 /// `ClusterConfiguration` as capstan renders it now (the cluster's patches merged, at the
-/// `version` the control plane runs), uploaded with `kubeadm init phase upload-config kubeadm`.
-/// A joining control plane renders its static pods from the configuration kubeadm keeps in the
-/// cluster, so a changed `ClusterConfiguration` patch reaches the control planes that replace
-/// the old ones.
+/// `version` the control plane runs), uploaded with `kubeadm init phase upload-config kubeadm`,
+/// and kube-proxy's addon written again with its `KubeProxyConfiguration` (`addon kube-proxy`,
+/// when the cluster runs it). A joining control plane renders its static pods from the
+/// configuration kubeadm keeps in the cluster, so a changed patch reaches the control planes
+/// that replace the old ones, and kube-proxy.
 ///
 /// # Errors
 /// [`KubeadmError::Patches`] when capstan's own configuration does not read back as YAML.
@@ -48,36 +49,42 @@ pub fn upload_cluster_configuration(
         node: node.to_owned(),
         reason: reason.to_owned(),
     };
-    let text = patched(
-        &rendered,
-        &spec.patches_of(None),
-        &["ClusterConfiguration"],
-        false,
-    )
-    .map_err(|reason| failed(&reason))?;
+    let kinds = ["ClusterConfiguration", "KubeProxyConfiguration"];
+    let text = patched(&rendered, &spec.patches_of(None), &kinds, false)
+        .map_err(|reason| failed(&reason))?;
     let documents: Vec<Value> = serde_saphyr::from_multiple(&text)
         .map_err(|_| failed("capstan's configuration does not read back as YAML"))?;
-    let cluster = documents
-        .into_iter()
-        .find(|d| d["kind"] == "ClusterConfiguration")
-        .ok_or_else(|| failed("capstan's configuration holds no ClusterConfiguration"))?;
-    let content = serde_saphyr::to_string(&cluster)
-        .map_err(|_| failed("the ClusterConfiguration cannot be written as YAML"))?;
-    Ok(vec![
+    let mut content = String::new();
+    for document in documents
+        .iter()
+        .filter(|d| kinds.iter().any(|k| d["kind"] == *k))
+    {
+        content.push_str("---\n");
+        content.push_str(
+            &serde_saphyr::to_string(document)
+                .map_err(|_| failed("the configuration cannot be written as YAML"))?,
+        );
+    }
+    let phase = |args: &[&str]| NodeStep::Run {
+        command: crate::providers::node_exec::Command::new(
+            &[
+                &["kubeadm", "init", "phase"],
+                args,
+                &["--config", CLUSTER_CONFIG],
+            ]
+            .concat(),
+        ),
+        unless: None,
+    };
+    let mut steps = vec![
         write_file(CLUSTER_CONFIG, FileMode::Config, content),
-        NodeStep::Run {
-            command: crate::providers::node_exec::Command::new(&[
-                "kubeadm",
-                "init",
-                "phase",
-                "upload-config",
-                "kubeadm",
-                "--config",
-                CLUSTER_CONFIG,
-            ]),
-            unless: None,
-        },
-    ])
+        phase(&["upload-config", "kubeadm"]),
+    ];
+    // kube-proxy's configuration (a KubeProxyConfiguration patch) lives in its ConfigMap.
+    if network.kube_proxy {
+        steps.push(phase(&["addon", "kube-proxy"]));
+    }
+    Ok(steps)
 }
 
 /// The kinds merged into each file kubeadm reads.

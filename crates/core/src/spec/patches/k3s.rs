@@ -91,8 +91,14 @@ pub const OWNED: &[(&str, &str)] = &[
         "write-kubeconfig",
         "nothing: capstan reads the admin kubeconfig where K3s writes it by default",
     ),
-    ("private-registry", "`spec.kubernetes.registries`"),
-    ("system-default-registry", "`spec.kubernetes.registries`"),
+    (
+        "private-registry",
+        "nothing here: registry mirrors and credentials are capstan's to write (credentials never go in Git), and it has no field for them yet",
+    ),
+    (
+        "system-default-registry",
+        "nothing here: registry mirrors and credentials are capstan's to write (credentials never go in Git), and it has no field for them yet",
+    ),
     ("config", "nothing: this is the config file"),
 ];
 

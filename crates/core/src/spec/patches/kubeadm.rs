@@ -2,12 +2,14 @@
 //! published API (`reference/kubeadm.schema.json`, see its README):
 //! - `InitConfiguration`, `ClusterConfiguration` (`kubeadm.k8s.io/v1beta4`): the control plane
 //!   (cluster or control-plane level); kubeadm reads them when the cluster is created, and
-//!   capstan uploads the ClusterConfiguration again before each new control plane joins;
+//!   capstan uploads the ClusterConfiguration again (`upload-config kubeadm`) before each new
+//!   control plane joins;
 //! - `JoinConfiguration` (`kubeadm.k8s.io/v1beta4`): every joining node of its level;
 //! - `KubeletConfiguration` (`kubelet.config.k8s.io/v1beta1`): the kubelet of every machine of
 //!   its level, delivered through kubeadm's patches directory (target `kubeletconfiguration`);
 //! - `KubeProxyConfiguration` (`kubeproxy.config.k8s.io/v1alpha1`): kube-proxy, cluster level
-//!   only, when the cluster runs it.
+//!   only, when the cluster runs it; written again (`addon kube-proxy`) before each new control
+//!   plane joins.
 //!
 //! Maps merge, scalars and lists replace, except the argument lists (`extraArgs`,
 //! `kubeletExtraArgs`), volumes and variables (`extraVolumes`, `extraEnvs`), merged by `name`.
@@ -59,8 +61,7 @@ const ENDPOINT: &str = "`spec.endpoint`: capstan writes it into every config, ce
 const NODE_NAME: &str = "nothing: capstan names every node (its VM's name)";
 const CRI_O: &str = "nothing: capstan's kubeadm nodes run CRI-O with systemd's cgroups";
 const TAINTS: &str = "`taints` (and `spec.controlPlane.schedulable`)";
-const AUTHENTICATION: &str =
-    "`spec.kubernetes.authentication`: capstan writes the API server's authentication";
+const AUTHENTICATION: &str = "nothing here: the API server's authentication is capstan's to write, and it has no field for it yet";
 const PATCH_DIRECTORY: &str =
     "a `KubeletConfiguration` patch: capstan delivers it through kubeadm's patches directory";
 

@@ -25,6 +25,9 @@ impl GuestSystems {
                 Some(InitPhase::Phase {
                     phase: PhaseName::UploadConfig { what, config },
                 }) => self.upload_config(vm, &what, config.as_deref()),
+                Some(InitPhase::Phase {
+                    phase: PhaseName::Addon { which, config },
+                }) => self.addon(backend, vm, &which, config.as_deref()),
                 None => self.init(
                     backend,
                     vm,

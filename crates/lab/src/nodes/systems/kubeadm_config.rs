@@ -71,6 +71,40 @@ pub(super) fn take(
 impl super::GuestSystems {
     /// `kubeadm init phase upload-config kubeadm`: the ClusterConfiguration new control planes
     /// take (their API server's arguments among it) is the file's from now on.
+    /// `kubeadm init phase addon kube-proxy`: kube-proxy's DaemonSet (and its configuration,
+    /// which the lab does not model) written again.
+    pub(super) fn addon(
+        &mut self,
+        backend: &impl crate::nodes::ClusterBackend,
+        vm: &GuestVm,
+        which: &str,
+        config: Option<&str>,
+    ) -> Exit {
+        let cluster = match self.control_plane_of(vm.vmid) {
+            Ok(cluster) => cluster,
+            Err(exit) => return exit,
+        };
+        if which != "kube-proxy" {
+            return Exit::failure(
+                1,
+                format!("the lab deploys the kube-proxy addon only, not {which}\n"),
+            );
+        }
+        if let Err(exit) = self.read_config(vm.vmid, config) {
+            return exit;
+        }
+        match backend.deploy_kube_proxy(&cluster) {
+            Ok(()) => Exit::success("[addons] Applied essential addon: kube-proxy\n"),
+            Err(err) => Exit::failure(
+                1,
+                format!(
+                    "error execution phase addon/kube-proxy: {}\n",
+                    capstan_core::errors::error_chain(&err)
+                ),
+            ),
+        }
+    }
+
     pub(super) fn upload_config(&mut self, vm: &GuestVm, what: &str, config: Option<&str>) -> Exit {
         let cluster = match self.control_plane_of(vm.vmid) {
             Ok(cluster) => cluster,

@@ -2,8 +2,9 @@
 //! audit-log argument of the API server reach the nodes (the Node's pod capacity, the API
 //! server's static pod); K3s started with `disable: [traefik, servicelb]` runs no Traefik where
 //! another K3s cluster does; and a pool patch changed in Git replaces that pool's workers and
-//! no other machine.
+//! no other machine, as its preview says, with the rendered configuration's difference.
 
+use capstan::clock::Clock as _;
 use capstan::model::Role;
 use capstan_testkit::judge::{self, Judge};
 use capstan_testkit::{ClusterYaml, World, fleet_yaml, kubectl_with, ready};
@@ -219,6 +220,39 @@ async fn a_pool_patch_changed_in_git_replaces_that_pool_s_workers_and_no_other_m
     assert_eq!(before.len(), 3, "{before:?}");
     let storage: Vec<&String> = before.iter().filter(|n| n.contains("-storage-")).collect();
     assert_eq!(storage.len(), 1);
+
+    // The preview of the change names the pool's patches as the cause of the replacement and
+    // shows the rendered difference.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let address = capstan::daemon::http::serve("127.0.0.1:0".parse().expect("addr"), world.board())
+        .await
+        .expect("serve");
+    let server = format!("http://{address}");
+    let repo = capstan_testkit::git::preview_repo(
+        world.repo.path(),
+        "pools",
+        &two_pools(150),
+        "pods",
+        &two_pools(200),
+    );
+    let now = world.lab.clock().now().to_string();
+    let run = capstan_testkit::cli::preview(repo.path(), "pods", &server, &now, "json").await;
+    run.assert_code(0);
+    let preview: serde_json::Value = serde_json::from_str(&run.stdout).expect("json");
+    let cluster = &preview["clusters"][0];
+    assert_eq!(
+        cluster["changes"],
+        serde_json::json!(["replaces 1 worker: workers.storage.patches changed"]),
+        "{cluster:#}"
+    );
+    let diffs = cluster["configDiffs"].as_array().expect("config diffs");
+    assert_eq!(diffs.len(), 1, "the storage pool's only: {diffs:#?}");
+    let diff = diffs[0].as_str().expect("a diff");
+    assert!(
+        diff.contains("workers.storage (rendered configuration)"),
+        "{diff}"
+    );
+    assert!(diff.contains("-maxPods: 150\n+maxPods: 200"), "{diff}");
 
     world.write_cluster("pools", &two_pools(200));
     world

@@ -183,6 +183,12 @@ impl Distribution for K3s {
         let steps =
             commands::with_patches(steps, spec, scheduling.worker_pool(), target.name.as_str())
                 .map_err(kubeadm_failed(action.name()))?;
+        if role == Role::ControlPlane {
+            let running = ex.join_through(ctx, &target.name)?;
+            commands::same_critical_values(&nodes, &running, spec, target.name.as_str())
+                .await
+                .map_err(kubeadm_failed(action.name()))?;
+        }
         commands::install(
             &nodes,
             action.name(),

@@ -118,6 +118,31 @@ fn is_critical(key: &str, value: &Value) -> bool {
     critical.iter().any(|c| c == key)
 }
 
+/// The critical values (K3s's list; of `disable`, only `servicelb`) on which a running server's
+/// configuration (`running`, its `config.yaml`) and a new server's (`new`) differ, by key: a
+/// new server is refused when any does (K3s itself does not refuse it on an external
+/// datastore). Values compare as written in the file (a list and a comma-separated string
+/// naming the same components are equal).
+pub fn critical_differences(running: &Map<String, Value>, new: &Map<String, Value>) -> Vec<String> {
+    let critical = &reference().critical;
+    let mut keys: Vec<&String> = running.keys().chain(new.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter(|key| *key == "disable" || critical.iter().any(|c| c == *key))
+        .filter(|key| {
+            let (a, b) = (running.get(*key), new.get(*key));
+            if *key == "disable" {
+                let servicelb = |v: Option<&Value>| v.is_some_and(|v| is_critical("disable", v));
+                servicelb(a) != servicelb(b)
+            } else {
+                a != b
+            }
+        })
+        .cloned()
+        .collect()
+}
+
 /// The keys `pool`'s machines (`None`: the servers) read, merged in order: a later level's key
 /// replaces an earlier one's; keys the role does not read are left out.
 pub fn settings(spec: &ClusterSpec, pool: Option<&str>) -> Map<String, Value> {

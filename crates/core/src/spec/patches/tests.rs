@@ -315,3 +315,25 @@ fn a_pool_patch_is_part_of_that_pool_s_machine_hash_only() {
     let workers_only_kubelet = super::kubeadm::reaching(&cluster, Some(&pool));
     assert_eq!(workers_only_kubelet.len(), 1, "{workers_only_kubelet:?}");
 }
+
+#[test]
+fn a_new_server_whose_critical_values_differ_from_a_running_one_s_is_told_which() {
+    let map = |value: serde_json::Value| match value {
+        serde_json::Value::Object(map) => map,
+        _ => unreachable!("a map"),
+    };
+    let running = map(
+        serde_json::json!({"token": "x", "disable": "traefik,servicelb", "kube-apiserver-arg": ["a=1"]}),
+    );
+    let same = map(
+        serde_json::json!({"token": "x", "disable": ["servicelb", "traefik"], "kube-apiserver-arg": ["a=2"]}),
+    );
+    assert!(super::k3s::critical_differences(&running, &same).is_empty());
+    let without = map(
+        serde_json::json!({"token": "x", "disable": ["traefik"], "egress-selector-mode": "pod"}),
+    );
+    assert_eq!(
+        super::k3s::critical_differences(&running, &without),
+        ["disable", "egress-selector-mode"]
+    );
+}

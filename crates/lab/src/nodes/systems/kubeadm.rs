@@ -152,34 +152,10 @@ impl GuestSystems {
         let (Some(kubelet), Some(kubeadm)) = (guest.kubelet, guest.kubeadm) else {
             return preflight_error("FileExisting-kubelet", "kubelet not found in system path");
         };
-        let version = match cluster["kubernetesVersion"]
-            .as_str()
-            .map(str::parse::<KubeVersion>)
-        {
-            Some(Ok(version)) => version,
-            _ => {
-                return Exit::failure(
-                    1,
-                    "ClusterConfiguration.kubernetesVersion: invalid or missing version\n",
-                );
-            }
+        let version = match init_version(&cluster, kubelet, kubeadm) {
+            Ok(version) => version,
+            Err(exit) => return exit,
         };
-        if version > kubeadm {
-            return Exit::failure(
-                1,
-                format!(
-                    "this version of kubeadm only supports deploying clusters with the control plane version <= v{kubeadm}. Current version: v{version}\n"
-                ),
-            );
-        }
-        if kubelet.minor_version() > version.minor_version() {
-            return preflight_error(
-                "KubeletVersion",
-                &format!(
-                    "the kubelet version is higher than the control plane version. This is not a supported version skew and may lead to a malfunctional cluster. Kubelet version: \"{kubelet}\" Control plane version: \"{version}\""
-                ),
-            );
-        }
         let Some(endpoint) = cluster["controlPlaneEndpoint"].as_str().map(str::to_owned) else {
             return Exit::failure(
                 1,
@@ -512,14 +488,8 @@ impl GuestSystems {
             Role::Worker
         };
         if role == Role::ControlPlane {
-            let key_valid = state.certificate_key.as_ref().is_some_and(|(key, expiry)| {
-                Some(key) == request.certificate_key.as_ref() && *expiry > now
-            });
-            if !key_valid {
-                return Exit::failure(
-                    1,
-                    "error execution phase control-plane-prepare/download-certs: error downloading certs: error downloading the secret: Secret \"kubeadm-certs\" was not found in the \"kube-system\" Namespace. This Secret might have expired. Please, run `kubeadm init phase upload-certs --upload-certs` on a control plane to generate a new one\n",
-                );
+            if !key_valid(state, &request, now) {
+                return Exit::failure(1, CERTS_MISSING);
             }
             state.etcd.insert(member_id(), request.node.clone());
         }
@@ -742,6 +712,56 @@ struct JoinRequest {
     registration: Registration,
     /// The `JoinConfiguration` (its `patches.directory`).
     document: Value,
+}
+
+/// The control plane's version `kubeadm init` deploys (`ClusterConfiguration.kubernetesVersion`),
+/// refused as kubeadm refuses it: newer than kubeadm, or older than the kubelet.
+fn init_version(
+    cluster: &Value,
+    kubelet: KubeVersion,
+    kubeadm: KubeVersion,
+) -> Result<KubeVersion, Exit> {
+    let version = match cluster["kubernetesVersion"]
+        .as_str()
+        .map(str::parse::<KubeVersion>)
+    {
+        Some(Ok(version)) => version,
+        _ => {
+            return Err(Exit::failure(
+                1,
+                "ClusterConfiguration.kubernetesVersion: invalid or missing version\n",
+            ));
+        }
+    };
+    if version > kubeadm {
+        return Err(Exit::failure(
+            1,
+            format!(
+                "this version of kubeadm only supports deploying clusters with the control plane version <= v{kubeadm}. Current version: v{version}\n"
+            ),
+        ));
+    }
+    if kubelet.minor_version() > version.minor_version() {
+        return Err(preflight_error(
+            "KubeletVersion",
+            &format!(
+                "the kubelet version is higher than the control plane version. This is not a supported version skew and may lead to a malfunctional cluster. Kubelet version: \"{kubelet}\" Control plane version: \"{version}\""
+            ),
+        ));
+    }
+    Ok(version)
+}
+
+/// What `kubeadm join --control-plane` says when the certificate key is not (or no longer)
+/// the one uploaded.
+const CERTS_MISSING: &str = "error execution phase control-plane-prepare/download-certs: error downloading certs: error downloading the secret: Secret \"kubeadm-certs\" was not found in the \"kube-system\" Namespace. This Secret might have expired. Please, run `kubeadm init phase upload-certs --upload-certs` on a control plane to generate a new one\n";
+
+/// Whether the joining control plane's certificate key is the uploaded one, unexpired.
+fn key_valid(state: &ClusterState, request: &JoinRequest, now: Timestamp) -> bool {
+    state
+        .certificate_key
+        .as_ref()
+        .is_some_and(|(key, expiry)| Some(key) == request.certificate_key.as_ref() && *expiry > now)
 }
 
 fn preflight_error(check: &str, detail: &str) -> Exit {

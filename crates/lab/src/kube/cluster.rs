@@ -417,8 +417,8 @@ impl SimCluster {
                     {"type": "InternalIP", "address": node.address.clone().unwrap_or_else(|| "127.0.0.1".into())},
                     {"type": "Hostname", "address": node.name},
                 ],
-                "capacity": {"cpu": "4", "memory": "8131264Ki", "pods": pod_capacity(node), "ephemeral-storage": "51343840Ki"},
-                "allocatable": {"cpu": "4", "memory": "8028864Ki", "pods": pod_capacity(node), "ephemeral-storage": "47318999Ki"},
+                "capacity": {"cpu": "4", "memory": "8131264Ki", "pods": node.max_pods.unwrap_or(110).to_string(), "ephemeral-storage": "51343840Ki"},
+                "allocatable": {"cpu": "4", "memory": "8028864Ki", "pods": node.max_pods.unwrap_or(110).to_string(), "ephemeral-storage": "47318999Ki"},
                 "nodeInfo": {
                     "kubeletVersion": kubelet,
                     "kubeProxyVersion": kubelet,
@@ -793,9 +793,4 @@ fn machine_id(node: &str, purpose: &str) -> String {
 
 fn base64_of(text: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(text)
-}
-
-/// The pods a Node's kubelet runs at most (its configuration's `maxPods`; 110 by default).
-fn pod_capacity(node: &SimNodeConfig) -> String {
-    node.max_pods.unwrap_or(110).to_string()
 }

@@ -11,4 +11,5 @@ mod failures;
 mod fidelity;
 mod iso;
 mod lab;
+mod schema;
 mod third_party;

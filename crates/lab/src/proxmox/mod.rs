@@ -21,6 +21,7 @@ mod guest;
 mod handlers;
 mod http;
 mod params;
+pub mod pattern;
 mod state;
 mod storage;
 mod tasks;
@@ -42,7 +43,7 @@ pub use guest::{
     DefaultShell, ExecFuture, ExecOutcome, FileOpenError, GuestIdentity, GuestSoftware, MediaImage,
     PowerEvent,
 };
-pub use state::Exchange;
+pub use state::{Exchange, SentParameter};
 pub use upload::UPLOAD_MAX_BYTES;
 
 use state::{Durations, Shared, SimState};
@@ -312,6 +313,13 @@ impl SimHandle {
     /// The recorded requests and answers (empty unless started with `record`).
     pub fn exchanges(&self) -> Vec<Exchange> {
         self.shared.lock().exchanges.clone()
+    }
+
+    /// Every distinct scalar parameter received since the start, as (method, path template,
+    /// name, value), whatever the answer (a refused call's parameters too): what a judge of
+    /// the published schema checks.
+    pub fn sent_parameters(&self) -> Vec<state::SentParameter> {
+        self.shared.lock().sent.iter().cloned().collect()
     }
 
     /// Every VM and template, by VMID.

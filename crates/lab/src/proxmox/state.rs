@@ -366,11 +366,41 @@ pub(super) struct SimState {
     pub faults: Faults,
     pub calls: BTreeMap<String, u64>,
     pub exchanges: Vec<Exchange>,
+    /// Every scalar parameter received, as (method, template, name, value), deduplicated:
+    /// what judges of the published schema read ([`super::SimHandle::sent_parameters`]).
+    pub sent: std::collections::BTreeSet<SentParameter>,
     pub next_mac: u32,
     pub store: super::volumes::Store,
 }
 
+/// One parameter a client sent: (method, path template, name, value as text).
+pub type SentParameter = (String, String, String, String);
+
+/// Distinct parameters remembered at most (a lab runs for minutes; values repeat).
+const MAX_SENT: usize = 50_000;
+
 impl SimState {
+    /// Remembers the scalar parameters of one call (arrays and objects are no property
+    /// strings; path parameters are not in `raw`).
+    pub fn remember_sent(&mut self, method: &str, template: &str, raw: &BTreeMap<String, Value>) {
+        for (name, value) in raw {
+            let text = match value {
+                Value::String(text) => text.clone(),
+                Value::Number(number) => number.to_string(),
+                Value::Bool(flag) => u8::from(*flag).to_string(),
+                _ => continue,
+            };
+            if name == "_dc" {
+                continue;
+            }
+            if self.sent.len() >= MAX_SENT {
+                return;
+            }
+            self.sent
+                .insert((method.to_owned(), template.to_owned(), name.clone(), text));
+        }
+    }
+
     /// Counts one call of an endpoint.
     pub fn count(&mut self, key: &str) {
         *self.calls.entry(key.to_owned()).or_default() += 1;
@@ -436,6 +466,7 @@ impl SimState {
             },
             calls: BTreeMap::new(),
             exchanges: Vec::new(),
+            sent: std::collections::BTreeSet::new(),
             next_mac: 1,
             store: super::volumes::Store::default(),
         };

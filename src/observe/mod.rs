@@ -22,6 +22,7 @@
 
 mod admin;
 mod guest;
+mod hardware;
 mod management;
 mod sessions;
 mod talos;
@@ -166,6 +167,9 @@ impl<Pr: Providers> Observer<Pr> {
         let mut storages = BTreeMap::new();
         let mut machines: BTreeMap<String, (String, Vec<VmInfo>)> = BTreeMap::new();
         let mut unreachable_connections = BTreeMap::new();
+        let mut offered_pools: Vec<String> = Vec::new();
+        let mut offered_mappings: Option<BTreeMap<String, Vec<String>>> = None;
+        let mut pools_observed = false;
         for connection in self.providers.proxmox_connections() {
             let Some(client) = self.providers.proxmox(connection) else {
                 continue;
@@ -183,8 +187,32 @@ impl<Pr: Providers> Observer<Pr> {
                             .push(observed_template(template, &inventory.storages));
                     }
                     for (storage, shared) in &inventory.storages {
-                        storages.insert(storage.clone(), ObservedStorage { shared: *shared });
+                        storages.insert(
+                            storage.clone(),
+                            ObservedStorage {
+                                shared: *shared,
+                                nodes: BTreeMap::new(),
+                            },
+                        );
                     }
+                    let mut space = crate::observed::Observed {
+                        proxmox_storages: Some(std::mem::take(&mut storages)),
+                        proxmox_nodes: Some(std::mem::take(&mut proxmox_nodes)),
+                        ..crate::observed::Observed::default()
+                    };
+                    hardware::storage_space(&inventory, &mut space);
+                    if hardware::wanted(desired, connection) {
+                        hardware::offer(client, &inventory, &mut space).await;
+                        offered_pools.extend(space.proxmox_pools.take().unwrap_or_default());
+                        if let Some(mappings) = space.pci_mappings.take() {
+                            offered_mappings
+                                .get_or_insert_with(BTreeMap::new)
+                                .extend(mappings);
+                        }
+                        pools_observed = true;
+                    }
+                    storages = space.proxmox_storages.unwrap_or_default();
+                    proxmox_nodes = space.proxmox_nodes.unwrap_or_default();
                     for vm in inventory.vms.into_iter().filter(|vm| !vm.is_template) {
                         if let Some(owner) = &vm.owner {
                             let cluster = owner.ownership.cluster.clone();
@@ -204,6 +232,12 @@ impl<Pr: Providers> Observer<Pr> {
         observation.observed.proxmox_nodes = Some(proxmox_nodes);
         observation.observed.proxmox_templates = Some(templates);
         observation.observed.proxmox_storages = Some(storages);
+        if pools_observed {
+            offered_pools.sort();
+            offered_pools.dedup();
+            observation.observed.proxmox_pools = Some(offered_pools);
+            observation.observed.pci_mappings = Some(offered_mappings.unwrap_or_default());
+        }
         let (held, unlisted) = self.held_secrets(desired).await;
         let (mut records, unlisted_records) = self.records(desired).await;
         let unlisted = unlisted.or(unlisted_records);
@@ -265,11 +299,10 @@ impl<Pr: Providers> Observer<Pr> {
                     if !observed.is_empty() {
                         observation.observed.clusters.insert(name.clone(), observed);
                     }
-                    access.iso_storage = desired
-                        .fleet
-                        .proxmox
-                        .get(&access.connection)
-                        .and_then(|connection| connection.iso_storage.clone());
+                    let connection = desired.fleet.proxmox.get(&access.connection);
+                    access.iso_storage =
+                        connection.and_then(|connection| connection.iso_storage.clone());
+                    access.create_pools = connection.is_some_and(|c| c.create_pools);
                     observation.access.insert(name, access);
                 }
                 Err(err) => {
@@ -356,6 +389,7 @@ impl<Pr: Providers> Observer<Pr> {
             mark_guest_agents(client, vms, &mut observed).await;
             if let Some(cluster) = cluster {
                 read_built_from(client, &cluster.spec, vms, &mut observed).await;
+                hardware::machine_configs(client, &cluster.spec, vms, &mut observed).await;
             }
         }
         observed.flux = match cluster {
@@ -629,6 +663,7 @@ fn proxmox_node(host: &proxmox::HostInfo, vms: &[VmInfo]) -> ProxmoxNode {
                 .count(),
         )
         .unwrap_or(u32::MAX),
+        bridges: None,
     }
 }
 
@@ -673,8 +708,11 @@ fn observed_machine(vm: &VmInfo, now: Timestamp) -> Option<ObservedMachine> {
             cores: vm.cores,
             memory_mib: u32::try_from(vm.memory_mib).unwrap_or(u32::MAX),
             disk_gib: u32::try_from(vm.disk_bytes / GIB).unwrap_or(u32::MAX),
+            hardware: None,
         }),
         task: None,
+        pool: vm.pool.as_deref().map(Into::into),
+        recorded_tags: None,
     })
 }
 

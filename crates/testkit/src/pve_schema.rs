@@ -79,6 +79,13 @@ impl PveSchema {
         Ok(PveSchema { endpoints })
     }
 
+    /// Whether the published schema has `method` on `template`.
+    pub fn has_method(&self, template: &str, method: &str) -> bool {
+        self.endpoints
+            .get(template)
+            .is_some_and(|info| info.get(method).is_some())
+    }
+
     /// The schema of parameter `name` of `method` on `template`: the property of that name, or
     /// of its family (`net3` → `net[n]`).
     pub fn parameter(&self, template: &str, method: &str, name: &str) -> Option<&Value> {

@@ -15,6 +15,8 @@ use crate::observed::{Observed, ObservedStorage, ObservedTemplate};
 use crate::spec::Distribution;
 use crate::spec::validate::VM_NAME_PREFIX;
 
+use super::hardware_fit::HardwareNeeds;
+
 const SUFFIX_LEN: u32 = 5;
 
 /// Placement preference, smallest first: VMs of the pool on the node, free memory (most
@@ -49,11 +51,21 @@ pub fn machine_name(cluster: &str, pool: &str, spec_hash: &str, ordinal: u32) ->
     ))
 }
 
-/// Free memory of each Proxmox node, as the plan reserves and releases it.
+/// Free memory of each Proxmox node, free space of each storage and free devices of each PCI
+/// mapping, as the plan reserves and releases them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Capacity {
     /// `None` when the Proxmox nodes were not observed: memory is not checked.
     nodes: Option<BTreeMap<String, Load>>,
+    /// Free GiB of each storage as a node sees it: (storage, node), or (storage, "") for a
+    /// shared storage. Only what was observed is checked.
+    storage_free: BTreeMap<(String, String), i64>,
+    /// Free devices of each PCI mapping on each node: (mapping, node). Only what was observed
+    /// is checked.
+    devices_free: BTreeMap<(String, String), i64>,
+    /// Bridges, storages, pools and PCI mappings, as observed (shared: never changes during a
+    /// plan).
+    offer: Arc<super::hardware_fit::Offer>,
     /// Where templates are, shared (the plan copies `Capacity` per cluster; this never
     /// changes during a plan). `None` when not observed: any node of placement is taken.
     templates: Option<Arc<TemplateSites>>,
@@ -96,7 +108,54 @@ impl Capacity {
                 storages: observed.proxmox_storages.clone().unwrap_or_default(),
             })
         });
-        Capacity { nodes, templates }
+        let mut storage_free = BTreeMap::new();
+        for (name, storage) in observed.proxmox_storages.iter().flatten() {
+            for (node, space) in &storage.nodes {
+                let at = if storage.shared { "" } else { node.as_str() };
+                let free = i64::try_from(space.free_gib()).unwrap_or(i64::MAX);
+                storage_free.insert((name.clone(), at.to_owned()), free);
+            }
+        }
+        let mut devices_free: BTreeMap<(String, String), i64> = BTreeMap::new();
+        for (mapping, nodes) in observed.pci_mappings.iter().flatten() {
+            for node in nodes {
+                *devices_free
+                    .entry((mapping.clone(), node.clone()))
+                    .or_default() += 1;
+            }
+        }
+        // Devices running machines hold (Proxmox reserves a device for a running VM only).
+        let running = observed
+            .clusters
+            .values()
+            .flat_map(|cluster| cluster.machines.values())
+            .filter(|machine| machine.is_running());
+        for machine in running {
+            let held = machine
+                .config
+                .as_ref()
+                .and_then(|c| c.hardware.as_ref())
+                .map(|h| h.pci.as_slice())
+                .unwrap_or_default();
+            for device in held {
+                let key = (device.mapping.clone(), machine.proxmox_node.to_string());
+                if let Some(free) = devices_free.get_mut(&key) {
+                    *free -= 1;
+                }
+            }
+        }
+        Capacity {
+            nodes,
+            templates,
+            storage_free,
+            devices_free,
+            offer: Arc::new(super::hardware_fit::Offer::of(observed)),
+        }
+    }
+
+    /// What Proxmox offers machines' hardware.
+    pub(crate) fn offer(&self) -> &super::hardware_fit::Offer {
+        &self.offer
     }
 
     /// The nodes of `placement` (in its order) where Proxmox can make a full clone of
@@ -202,6 +261,69 @@ impl Capacity {
         }
     }
 
+    /// The key of `storage`'s space as `node` sees it, when observed.
+    fn storage_key(&self, storage: &str, node: &str) -> Option<(String, String)> {
+        let shared = (storage.to_owned(), String::new());
+        let local = (storage.to_owned(), node.to_owned());
+        if self.storage_free.contains_key(&shared) {
+            Some(shared)
+        } else {
+            self.storage_free.contains_key(&local).then_some(local)
+        }
+    }
+
+    /// Takes a new VM's data disks (`(storage, GiB)`) and PCI devices (`(mapping, count)`) on
+    /// `node`.
+    pub(crate) fn reserve_hardware(&mut self, node: &str, needs: &HardwareNeeds<'_>) {
+        for (storage, gib) in &needs.disks {
+            if let Some(key) = self.storage_key(storage, node)
+                && let Some(free) = self.storage_free.get_mut(&key)
+            {
+                *free -= i64::try_from(*gib).unwrap_or(i64::MAX);
+            }
+        }
+        for (mapping, count) in &needs.devices {
+            if let Some(free) = self
+                .devices_free
+                .get_mut(&((*mapping).to_owned(), node.to_owned()))
+            {
+                *free -= i64::from(*count);
+            }
+        }
+    }
+
+    /// Why `node` cannot hold `needs` now (storage space, free devices), if it cannot.
+    fn hardware_refusal(&self, node: &str, needs: &HardwareNeeds<'_>) -> Option<NodeRefused> {
+        for (storage, gib) in &needs.disks {
+            let free = self
+                .storage_key(storage, node)
+                .and_then(|key| self.storage_free.get(&key));
+            if let Some(free) = free
+                && *free < i64::try_from(*gib).unwrap_or(i64::MAX)
+            {
+                return Some(NodeRefused::Storage {
+                    node: node.to_owned(),
+                    storage: storage.clone(),
+                    free_gib: (*free).max(0),
+                    needed_gib: *gib,
+                });
+            }
+        }
+        for (mapping, count) in &needs.devices {
+            if let Some(free) = self
+                .devices_free
+                .get(&((*mapping).to_owned(), node.to_owned()))
+                && *free < i64::from(*count)
+            {
+                return Some(NodeRefused::Device {
+                    node: node.to_owned(),
+                    mapping: (*mapping).to_owned(),
+                });
+            }
+        }
+        None
+    }
+
     /// Gives back `mib` on `node` (a running VM was destroyed or stopped).
     pub(crate) fn release(&mut self, node: &str, mib: u32) {
         if let Some(load) = self.nodes.as_mut().and_then(|nodes| nodes.get_mut(node)) {
@@ -230,10 +352,15 @@ impl Capacity {
         placement: &'p [String],
         memory_mib: u32,
         spread: &BTreeMap<&str, u32>,
+        needs: &HardwareNeeds<'_>,
     ) -> Result<&'p str, NoNodeFits> {
         let mut best: Option<(PlacementKey, &String)> = None;
         let mut why = Vec::new();
         for (index, node) in placement.iter().enumerate() {
+            if let Some(refused) = self.hardware_refusal(node, needs) {
+                why.push(refused);
+                continue;
+            }
             let free = match &self.nodes {
                 None => 0,
                 Some(nodes) => match nodes.get(node) {
@@ -334,6 +461,26 @@ pub(crate) enum NodeRefused {
     /// The node has less free memory than the VM asks.
     #[error("{node} has {free_mib} MiB free")]
     Memory { node: String, free_mib: i64 },
+    /// A storage has less room than the VM's data disks on it.
+    #[error(
+        "storage {storage} on {node} has {free_gib} GiB free, the data disks need {needed_gib} GiB"
+    )]
+    Storage {
+        node: String,
+        storage: String,
+        free_gib: i64,
+        needed_gib: u64,
+    },
+    /// Every device of a PCI mapping on the node is held by a running VM.
+    #[error("every device of PCI mapping {mapping} on {node} is held by a running VM")]
+    Device { node: String, mapping: String },
+}
+
+impl NoNodeFits {
+    /// Whether a node was refused for storage space or devices (not only memory).
+    pub(crate) fn is_hardware(&self) -> bool {
+        matches!(self, NoNodeFits::Refused(why) if why.iter().any(|r| matches!(r, NodeRefused::Storage { .. } | NodeRefused::Device { .. })))
+    }
 }
 
 fn refusals(refused: &[NodeRefused]) -> String {
@@ -373,6 +520,7 @@ mod tests {
             memory_total_mib: 65536,
             memory_used_mib: used,
             vm_count: 0,
+            bridges: None,
         };
         let observed = Observed {
             clusters: BTreeMap::new(),
@@ -386,13 +534,26 @@ mod tests {
         let capacity = Capacity::of(&observed);
         let placement: Vec<String> = ["pve1", "pve2", "pve3"].map(String::from).to_vec();
         assert_eq!(
-            capacity.choose(&placement, 4096, &BTreeMap::new()),
+            capacity.choose(
+                &placement,
+                4096,
+                &BTreeMap::new(),
+                &HardwareNeeds::default()
+            ),
             Ok("pve2")
         );
         let spread = BTreeMap::from([("pve2", 1)]);
-        assert_eq!(capacity.choose(&placement, 4096, &spread), Ok("pve1"));
         assert_eq!(
-            capacity.choose(&placement, 60000, &BTreeMap::new()),
+            capacity.choose(&placement, 4096, &spread, &HardwareNeeds::default()),
+            Ok("pve1")
+        );
+        assert_eq!(
+            capacity.choose(
+                &placement,
+                60000,
+                &BTreeMap::new(),
+                &HardwareNeeds::default()
+            ),
             Err(NoNodeFits::Refused(vec![
                 NodeRefused::Memory {
                     node: "pve1".into(),
@@ -409,7 +570,12 @@ mod tests {
         );
         assert_eq!(
             capacity
-                .choose(&placement, 60000, &BTreeMap::new())
+                .choose(
+                    &placement,
+                    60000,
+                    &BTreeMap::new(),
+                    &HardwareNeeds::default()
+                )
                 .expect_err("no room")
                 .to_string(),
             "pve1 has 5536 MiB free, pve2 has 55536 MiB free, pve3 is offline"
@@ -433,8 +599,20 @@ mod tests {
         Capacity::of(&Observed {
             proxmox_templates: Some(templates),
             proxmox_storages: Some(BTreeMap::from([
-                ("local-lvm".to_owned(), ObservedStorage { shared: false }),
-                ("ceph".to_owned(), ObservedStorage { shared: true }),
+                (
+                    "local-lvm".to_owned(),
+                    ObservedStorage {
+                        shared: false,
+                        nodes: BTreeMap::new(),
+                    },
+                ),
+                (
+                    "ceph".to_owned(),
+                    ObservedStorage {
+                        shared: true,
+                        nodes: BTreeMap::new(),
+                    },
+                ),
             ])),
             ..Observed::default()
         })

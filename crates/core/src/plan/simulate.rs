@@ -215,6 +215,9 @@ fn machines_named(step: &Step) -> Vec<NodeName> {
         }
         Action::DeliverKubeconfig { .. } => {}
         Action::LabelNodes { nodes } => names.extend(nodes.iter().map(|n| n.node.clone())),
+        Action::TagMachines { machines } => {
+            names.extend(machines.iter().map(|f| f.machine.name.clone()));
+        }
     }
     names
 }
@@ -446,9 +449,18 @@ pub(crate) fn apply(
             ownership,
             machine,
             proxmox_node,
-            ..
+            storage,
+            tags,
+            pool,
         } => {
             capacity.reserve(proxmox_node, machine.memory_mib);
+            capacity.reserve_hardware(
+                proxmox_node,
+                &crate::plan::hardware_fit::HardwareNeeds::of_parts(
+                    &machine.hardware,
+                    storage.as_deref(),
+                ),
+            );
             // Finishing an interrupted creation starts the VM that is there, id and all.
             let vm_id = state.machines.get(name).map_or(UNASSIGNED, |vm| vm.vm_id);
             state.machines.insert(
@@ -457,17 +469,22 @@ pub(crate) fn apply(
                     vm_id,
                     proxmox_node: proxmox_node.clone(),
                     ownership: ownership.clone(),
-                    tags: Vec::new(),
+                    tags: tags.iter().map(|t| t.as_str().into()).collect(),
                     power: PowerState::Running,
                     created: now,
                     guest_agent: true,
-                    built_from: Some(machine.clone()),
+                    built_from: Some((**machine).clone()),
                     config: Some(VmConfig {
-                        cores: machine.cores,
+                        cores: machine.cores * machine.hardware.sockets(),
                         memory_mib: machine.memory_mib,
                         disk_gib: machine.disk_gib,
+                        hardware: (!machine.hardware.is_default())
+                            .then(|| machine.hardware.clone()),
                     }),
                     task: None,
+                    pool: pool.as_deref().map(Into::into),
+                    recorded_tags: (!tags.is_empty())
+                        .then(|| tags.iter().map(|t| t.as_str().into()).collect()),
                 },
             );
         }
@@ -521,6 +538,13 @@ pub(crate) fn apply(
             for change in nodes {
                 if let Some(node) = state.nodes.get_mut(&change.node) {
                     change.apply_to(node);
+                }
+            }
+        }
+        Action::TagMachines { machines } => {
+            for filing in machines {
+                if let Some(vm) = state.machines.get_mut(&filing.machine.name) {
+                    super::cluster::file_in_place(vm, filing);
                 }
             }
         }

@@ -41,6 +41,15 @@ pub struct Capabilities {
     prepare: (&'static str, &'static str),
     /// Where its nodes' labels and taints come from.
     pub scheduling: super::scheduling::SchedulingWays,
+    /// The folder under which alone it mounts a data disk (`machine.disks[].mount`), when it
+    /// has one: Talos mounts user volumes only at `/var/mnt/<name>`.
+    pub user_volumes_under: Option<&'static str>,
+    /// How a node's static address and network cards reach it, as reasons and docs name it.
+    pub network_config: &'static str,
+    /// Whether a node's static address and cards are configured through Proxmox's cloud-init
+    /// (`ipconfig<n>`, `nameserver`, `searchdomain`): its template needs a cloud-init drive and
+    /// cloud-init. Without, the distribution's own config carries them (Talos).
+    pub cloud_init_network: bool,
 }
 
 impl Capabilities {
@@ -70,6 +79,9 @@ const KUBEADM: Capabilities = Capabilities {
         control_planes_schedulable: false,
         registers_labels: true,
     },
+    user_volumes_under: None,
+    network_config: "Proxmox's cloud-init (ipconfig, nameserver, searchdomain)",
+    cloud_init_network: true,
 };
 
 const K3S: Capabilities = Capabilities {
@@ -88,6 +100,9 @@ const K3S: Capabilities = Capabilities {
         control_planes_schedulable: true,
         registers_labels: true,
     },
+    user_volumes_under: None,
+    network_config: "Proxmox's cloud-init (ipconfig, nameserver, searchdomain)",
+    cloud_init_network: true,
 };
 
 const TALOS: Capabilities = Capabilities {
@@ -112,6 +127,9 @@ const TALOS: Capabilities = Capabilities {
         control_planes_schedulable: false,
         registers_labels: false,
     },
+    user_volumes_under: Some("/var/mnt/"),
+    network_config: "its machine config (NoCloud network-config, LinkConfig per card)",
+    cloud_init_network: false,
 };
 
 impl Distribution {

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::endpoints::Route;
 use super::params::Params;
 use super::state::{ApiFail, GIB, Shared, SimState};
-use super::{agent_handlers, storage, upload, vm_handlers};
+use super::{agent_handlers, hardware_api, storage, upload, vm_handlers};
 
 /// A successful answer: `data`, and `total` for paged lists.
 pub(super) struct Reply {
@@ -74,6 +74,10 @@ pub(super) async fn dispatch(
         Route::StorageUpload => upload::upload(shared, &p, user),
         Route::DeleteVolume => storage::delete_volume(shared, &p, user),
         Route::Pools => pools(shared, &p),
+        Route::PoolsCreate => hardware_api::create_pool(shared, &p),
+        Route::PoolsUpdate => hardware_api::update_pool(shared, &p),
+        Route::NodeNetwork => hardware_api::node_network(shared, &p),
+        Route::PciMappings => hardware_api::pci_mappings(shared),
     }
 }
 

@@ -17,11 +17,15 @@
 mod addresses;
 mod agent_handlers;
 mod endpoints;
+mod formats;
 mod guest;
 mod handlers;
+mod hardware;
+mod hardware_api;
 mod http;
 mod params;
 pub mod pattern;
+mod sizes;
 mod state;
 mod storage;
 mod tasks;
@@ -39,9 +43,10 @@ use crate::serve::{HttpsServer, ServeError};
 use crate::tls::{Identity, TlsError, self_signed_server};
 use crate::world::{CallFault, ProxmoxWorld, TaskFault, WorldError, WorldVm};
 
+pub use formats::known_keys as known_property_keys;
 pub use guest::{
-    DefaultShell, ExecFuture, ExecOutcome, FileOpenError, GuestIdentity, GuestSoftware, MediaImage,
-    PowerEvent,
+    DefaultShell, ExecFuture, ExecOutcome, FileOpenError, GuestCard, GuestDisk, GuestHardware,
+    GuestIdentity, GuestSoftware, MediaImage, PowerEvent,
 };
 pub use state::{Exchange, SentParameter};
 pub use upload::UPLOAD_MAX_BYTES;

@@ -17,12 +17,10 @@ use serde_json::Value;
 use sha1::{Digest, Sha1};
 
 use super::guest::{GuestIdentity, GuestSoftware, PowerEvent};
+pub(super) use super::sizes::{GIB, MIB, format_size, parse_size, property_default};
 use crate::clock::{Clock, LabClock};
 use crate::world::{CallFault, ProxmoxWorld, TaskFault, Timings};
 use capstan_core::model::VmId;
-
-pub(super) const MIB: u64 = 1024 * 1024;
-pub(super) const GIB: u64 = 1024 * MIB;
 
 /// An error answer: HTTP status, message, and per-parameter errors for a 400.
 #[derive(Debug, Clone)]
@@ -134,6 +132,8 @@ pub(super) struct NodeState {
     pub memory_bytes: u64,
     pub online: bool,
     pub index: u32,
+    /// Its bridges and their MTU.
+    pub bridges: BTreeMap<String, u32>,
 }
 
 pub(super) struct StorageState {
@@ -168,6 +168,8 @@ pub(super) struct VmState {
     /// The Talos version the disk boots (a Talos template's and its clones'): the guest
     /// agent is Talos's extension, which runs no commands.
     pub talos: Option<String>,
+    /// Whether the disk carries cloud-init (a template's, inherited by its clones).
+    pub cloud_init: bool,
 }
 
 impl VmState {
@@ -248,43 +250,6 @@ impl VmState {
     }
 }
 
-/// The value of a property string's default key (`8192` in `8192` or `current=8192`).
-pub(super) fn property_default<'a>(value: &'a str, key: &str) -> Option<&'a str> {
-    value
-        .split(',')
-        .find_map(|part| match part.split_once('=') {
-            Some((k, v)) if k == key => Some(v),
-            Some(_) => None,
-            None => Some(part),
-        })
-}
-
-/// Parses `32G`, `512M`, `1T`, `10K` or plain bytes.
-pub(super) fn parse_size(text: &str) -> Option<u64> {
-    let (number, factor) = match text.chars().last()? {
-        'K' | 'k' => (&text[..text.len() - 1], 1024.0),
-        'M' | 'm' => (&text[..text.len() - 1], MIB as f64),
-        'G' | 'g' => (&text[..text.len() - 1], GIB as f64),
-        'T' | 't' => (&text[..text.len() - 1], (GIB * 1024) as f64),
-        _ => (text, 1.0),
-    };
-    let value: f64 = number.parse().ok()?;
-    (value >= 0.0).then(|| (value * factor).round() as u64)
-}
-
-/// Formats a size the way Proxmox writes it in a disk's `size=`.
-pub(super) fn format_size(bytes: u64) -> String {
-    if bytes.is_multiple_of(GIB * 1024) && bytes > 0 {
-        format!("{}T", bytes / (GIB * 1024))
-    } else if bytes.is_multiple_of(GIB) {
-        format!("{}G", bytes / GIB)
-    } else if bytes.is_multiple_of(MIB) {
-        format!("{}M", bytes / MIB)
-    } else {
-        format!("{}K", bytes.div_ceil(1024))
-    }
-}
-
 pub(super) struct TaskState {
     pub node: String,
     pub pid: u32,
@@ -359,10 +324,16 @@ pub(super) struct SimState {
     pub tasks: HashMap<String, TaskState>,
     pub next_pid: u32,
     pub pstart: u64,
+    /// Each VM's node address (its default route's).
     pub leases: BTreeMap<u32, Ipv4Addr>,
-    pub dhcp_first: u32,
-    pub dhcp_last: u32,
-    pub prefix_len: u8,
+    /// Each card's address, by (VMID, card index).
+    pub card_leases: BTreeMap<(u32, usize), Ipv4Addr>,
+    /// The network segments, the main one first.
+    pub segments: Vec<crate::world::WorldSegment>,
+    /// PCI mappings: id → (node, device path).
+    pub pci_mappings: BTreeMap<String, Vec<(String, String)>>,
+    /// The mapped devices each running VM holds: (mapping, device path).
+    pub held_devices: BTreeMap<u32, Vec<(String, String)>>,
     pub faults: Faults,
     pub calls: BTreeMap<String, u64>,
     pub exchanges: Vec<Exchange>,
@@ -422,6 +393,11 @@ impl SimState {
                             memory_bytes: node.memory_gib * GIB,
                             online: node.online && !world.faults.offline_nodes.contains(&node.name),
                             index: index as u32 + 1,
+                            bridges: node
+                                .bridges
+                                .iter()
+                                .map(|b| (b.name.clone(), b.mtu))
+                                .collect(),
                         },
                     )
                 })
@@ -446,14 +422,26 @@ impl SimState {
                 .iter()
                 .map(|p| (p.clone(), String::new()))
                 .collect(),
+            held_devices: BTreeMap::new(),
             vms: BTreeMap::new(),
             tasks: HashMap::new(),
             next_pid: 0x1000,
             pstart: 0x10_0000,
             leases: BTreeMap::new(),
-            dhcp_first: u32::from(world.network.dhcp_range.first),
-            dhcp_last: u32::from(world.network.dhcp_range.last),
-            prefix_len: world.network.subnet.prefix_len(),
+            card_leases: BTreeMap::new(),
+            segments: world.network.all_segments(),
+            pci_mappings: world
+                .pci_mappings
+                .iter()
+                .map(|m| {
+                    let devices = m
+                        .devices
+                        .iter()
+                        .map(|d| (d.node.clone(), d.path.clone()))
+                        .collect();
+                    (m.id.clone(), devices)
+                })
+                .collect(),
             faults: Faults {
                 tasks: world.faults.fail_tasks.clone(),
                 calls: world.faults.fail_calls.clone(),
@@ -491,6 +479,10 @@ impl SimState {
             if !template.tags.is_empty() {
                 config.insert("tags".into(), template.tags.join(";"));
             }
+            if !template.cloud_init_drive {
+                config.remove("ide2");
+                config.remove("ipconfig0");
+            }
             config.insert(
                 "scsi0".into(),
                 format!(
@@ -502,6 +494,7 @@ impl SimState {
             if let Some(vm) = state.vms.get_mut(&template.vmid) {
                 vm.k3s_airgap = template.k3s.clone();
                 vm.talos = template.talos.clone();
+                vm.cloud_init = template.has_cloud_init();
             }
         }
         for vm in &world.vms {
@@ -614,6 +607,7 @@ impl SimState {
                 received: Vec::new(),
                 k3s_airgap: None,
                 talos: None,
+                cloud_init: true,
             },
         );
     }
@@ -652,6 +646,7 @@ impl SimState {
                     .find_map(|tag| tag.strip_prefix("cluster-"))
                     .map(str::to_owned)
             }),
+            hardware: self.guest_hardware(vmid),
         })
     }
 
@@ -667,19 +662,6 @@ impl SimState {
             .filter_map(|(_, value)| self.volume_bytes(&vm.node, value.split(',').next()?))
             .map(super::guest::MediaImage)
             .collect()
-    }
-
-    /// Hands `vmid` an address from the DHCP range (kept until the VM is destroyed).
-    pub fn lease(&mut self, vmid: u32) -> Option<Ipv4Addr> {
-        if let Some(address) = self.leases.get(&vmid) {
-            return Some(*address);
-        }
-        let taken: std::collections::BTreeSet<u32> =
-            self.leases.values().map(|ip| u32::from(*ip)).collect();
-        let free = (self.dhcp_first..=self.dhcp_last).find(|ip| !taken.contains(ip))?;
-        let address = Ipv4Addr::from(free);
-        self.leases.insert(vmid, address);
-        Some(address)
     }
 
     /// The next free VMID (100 and up).
@@ -782,26 +764,6 @@ fn fake_uuid(seed: u32, now: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_round_trip_through_the_proxmox_form() {
-        assert_eq!(parse_size("20G"), Some(20 * GIB));
-        assert_eq!(format_size(20 * GIB), "20G");
-        assert_eq!(format_size(2048 * GIB), "2T");
-        assert_eq!(format_size(512 * MIB), "512M");
-        assert_eq!(parse_size("+1G"), Some(GIB));
-    }
-
-    #[test]
-    fn property_strings_yield_their_default_key() {
-        assert_eq!(property_default("8192", "current"), Some("8192"));
-        assert_eq!(property_default("current=4096", "current"), Some("4096"));
-        assert_eq!(
-            property_default("1,fstrim_cloned_disks=1", "enabled"),
-            Some("1")
-        );
-        assert_eq!(property_default("enabled=0", "enabled"), Some("0"));
-    }
 
     #[test]
     fn selectors_match_ids_names_and_prefixes() {

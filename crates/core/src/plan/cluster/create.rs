@@ -3,6 +3,7 @@
 //! changed control plane (rule 10).
 
 use super::*;
+use crate::plan::hardware_fit::HardwareNeeds;
 use crate::plan::types::PREDICTED;
 
 /// Counts one more VM of a pool on `node` (borrowed: a prediction asks at every batch).
@@ -241,6 +242,7 @@ impl<'a> Ctx<'a> {
         };
         let mut scratch = capacity.clone();
         let mut refused = Vec::new();
+        let mut short_of_hardware = false;
         let mut unclonable = Vec::new();
         let mut planned = Vec::new();
         for (pool, now, later) in demand {
@@ -262,6 +264,24 @@ impl<'a> Ctx<'a> {
                     continue;
                 }
             };
+            let create_pools = self
+                .input
+                .policy
+                .pool_creating_connections
+                .contains(&self.spec().proxmox);
+            let placement = match crate::plan::hardware_fit::fitting(
+                capacity.offer(),
+                desired.machine,
+                &placement,
+                create_pools,
+            ) {
+                Ok(placement) => placement,
+                Err(why) => {
+                    unclonable.push(format!("pool {}: {why}", self.pools[pool].name));
+                    continue;
+                }
+            };
+            let needs = HardwareNeeds::of(desired.machine);
             let mut spread: BTreeMap<&str, u32> = BTreeMap::new();
             for &index in &self.pools[pool].members {
                 count_on(&mut spread, &self.views[index].machine.proxmox_node);
@@ -271,15 +291,17 @@ impl<'a> Ctx<'a> {
                 *spread.entry(node).or_default() += count;
             }
             for index in 0..now + later {
-                match scratch.choose(&placement, desired.machine.memory_mib, &spread) {
+                match scratch.choose(&placement, desired.machine.memory_mib, &spread, &needs) {
                     Ok(node) => {
                         scratch.reserve(node, desired.machine.memory_mib);
+                        scratch.reserve_hardware(node, &needs);
                         count_on(&mut spread, node);
                         if index < now {
                             planned.push((pool, SmolStr::new(node)));
                         }
                     }
                     Err(why) => {
+                        short_of_hardware |= why.is_hardware();
                         refused.push(format!(
                             "a {} MiB {} of pool {} ({why})",
                             desired.machine.memory_mib,
@@ -306,8 +328,10 @@ impl<'a> Ctx<'a> {
             out.blocked.push(Blocked {
                 rule: Rule::Capacity,
                 message: format!(
-                    "no Proxmox node in placement has the memory for {}: nothing is cloned until the VMs this cluster still needs fit; free memory or add nodes to placement",
-                    refused.join("; ")
+                    "no Proxmox node in placement has the {} for {}: nothing is cloned until the VMs this cluster still needs fit; free {} or add nodes to placement",
+                    if short_of_hardware { "memory, storage space or devices" } else { "memory" },
+                    refused.join("; "),
+                    if short_of_hardware { "them" } else { "memory" }
                 ),
             });
             return;
@@ -387,9 +411,11 @@ impl<'a> Ctx<'a> {
                         pool: pool_name.into(),
                         spec_hash: desired.hash().clone(),
                     },
-                    machine: desired.spec().clone(),
+                    machine: Box::new(desired.spec().clone()),
                     proxmox_node: node.clone(),
                     storage: desired.machine.storage.clone(),
+                    tags: desired.machine.tags.clone(),
+                    pool: desired.machine.pool.clone(),
                 },
                 Target {
                     cluster: self.name().into(),

@@ -13,6 +13,7 @@ mod deploy;
 mod drain;
 mod failures;
 mod guard;
+mod hardware;
 mod hostile_guests;
 mod k3s;
 mod kubeconfig_trust;

@@ -463,7 +463,7 @@ pub(crate) enum NodeRefused {
     Memory { node: String, free_mib: i64 },
     /// A storage has less room than the VM's data disks on it.
     #[error(
-        "storage {storage} on {node} has {free_gib} GiB free, the data disks need {needed_gib} GiB"
+        "machine.disks: storage {storage} on {node} has {free_gib} GiB free, the data disks need {needed_gib} GiB"
     )]
     Storage {
         node: String,

@@ -372,6 +372,12 @@ impl SimHandle {
         self.vms().into_iter().find(|vm| vm.vmid == vmid)
     }
 
+    /// What the guest of VM `vmid` is, as the node software sees it (its disks and cards
+    /// derived from its config), if it exists.
+    pub fn guest(&self, vmid: u32) -> Option<GuestIdentity> {
+        self.shared.lock().identity(vmid)
+    }
+
     /// The VM named `name`, if one exists.
     pub fn vm_named(&self, name: &str) -> Option<SimVm> {
         self.vms().into_iter().find(|vm| vm.name == name)

@@ -1,0 +1,312 @@
+//! Machine hardware as Proxmox users declare it, built by the daemon on the lab: a worker pool
+//! with two data disks and two network cards (VLAN 20 on `vmbr0`, VLAN 30 at MTU 9000 on
+//! `vmbr1`) holds exactly those devices, read back through the API by `proxmoxer`; inside the
+//! VM the disks are block devices (one mounted where the file says) and the Node's InternalIP
+//! is on the declared card; a change of tags is applied in place, a change of disks replaces
+//! the pool's machines one at a time; and what Proxmox lacks (a bridge, a PCI mapping, room on
+//! a storage) is refused before any clone, naming the field and the node.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use capstan_lab::world::{LabConfig, WorldBridge, WorldSegment};
+use capstan_testkit::judge::{self, Judge};
+use capstan_testkit::{ClusterYaml, World, fleet_yaml, ready};
+use serde_json::Value;
+
+/// The workers' machine line of [`ClusterYaml`], which each test extends.
+const WORKERS_MACHINE: &str = "placement: [pve1, pve2, pve3]}\n";
+
+/// Two data disks (a raw one for Longhorn-like storage, one mounted) and two cards.
+const HARDWARE: &str = "disks: [{sizeGiB: 20, ssd: true, discard: true}, {sizeGiB: 10, mount: {path: /var/lib/data}}], networks: [{bridge: vmbr0, vlan: 20}, {bridge: vmbr1, vlan: 30, mtu: 9000}], ";
+
+/// `cluster`'s file with its workers' machine given `extra` (flow-style fields).
+fn with_workers(cluster: ClusterYaml, extra: &str) -> String {
+    let text = cluster.render();
+    let changed = text.replacen(
+        WORKERS_MACHINE,
+        &WORKERS_MACHINE.replacen("placement:", &format!("{extra}placement:"), 1),
+        1,
+    );
+    assert_ne!(changed, text, "the workers' machine line is as expected");
+    changed
+}
+
+/// The lab with `vmbr1` (MTU 9000) on every node, VLAN 20 on `vmbr0` (10.20.0.0/24, DHCP and
+/// a router) and VLAN 30 on `vmbr1` (10.30.0.0/24, DHCP, no router).
+fn vlan_lab() -> LabConfig {
+    let mut config = LabConfig::default();
+    for node in &mut config.proxmox.nodes {
+        node.bridges.push(WorldBridge {
+            name: "vmbr1".into(),
+            mtu: 9000,
+        });
+    }
+    config.proxmox.network.segments = vec![segment("vmbr0", 20, true), segment("vmbr1", 30, false)];
+    config
+}
+
+fn segment(bridge: &str, vlan: u16, router: bool) -> WorldSegment {
+    let subnet = format!("10.{vlan}.0.0/24");
+    serde_json::from_value(serde_json::json!({
+        "bridge": bridge,
+        "vlan": vlan,
+        "subnet": subnet,
+        "dhcpRange": format!("10.{vlan}.0.100-10.{vlan}.0.150"),
+        "router": router,
+    }))
+    .expect("a segment")
+}
+
+/// Each worker VM's config as `proxmoxer` reads it: name → config.
+fn configs_by_proxmoxer(world: &World, vmids: &[(String, String, u32)]) -> BTreeMap<String, Value> {
+    let dir = tempfile::tempdir().expect("dir");
+    let ca = dir.path().join("pve.pem");
+    std::fs::write(&ca, world.lab.proxmox_server().certificate_pem()).expect("cert");
+    let script = r#"
+import json, sys
+from proxmoxer import ProxmoxAPI
+host, port, user, token_name, token_value, ca = sys.argv[1:7]
+px = ProxmoxAPI(host, port=int(port), user=user, token_name=token_name,
+                token_value=token_value, verify_ssl=ca, service="PVE")
+out = {}
+for item in sys.argv[7:]:
+    name, node, vmid = item.split(":")
+    out[name] = px.nodes(node).qemu(int(vmid)).config.get()
+print(json.dumps(out))
+"#;
+    let addr = world.lab.proxmox_server().local_addr();
+    let (user, token_name) = world.lab.token_id().split_once('!').expect("token id");
+    let output = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", script])
+        .args([
+            &addr.ip().to_string(),
+            &addr.port().to_string(),
+            user,
+            token_name,
+            world.lab.token(),
+            ca.to_str().expect("utf-8 path"),
+        ])
+        .args(
+            vmids
+                .iter()
+                .map(|(name, node, vmid)| format!("{name}:{node}:{vmid}")),
+        )
+        .output()
+        .expect("/usr/bin/python3 runs");
+    assert!(
+        output.status.success(),
+        "proxmoxer failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice::<BTreeMap<String, Value>>(&output.stdout).expect("JSON")
+}
+
+/// The keys of `config` that are disks (`scsi<n>`, not the cloud-init drive) or cards.
+fn devices(config: &Value) -> BTreeMap<String, String> {
+    config
+        .as_object()
+        .expect("a config")
+        .iter()
+        .filter(|(key, _)| {
+            let family = key.trim_end_matches(|c: char| c.is_ascii_digit());
+            family.len() < key.len()
+                && ["scsi", "net", "hostpci", "virtio", "sata"].contains(&family)
+        })
+        .map(|(key, value)| (key.clone(), value.as_str().unwrap_or_default().to_owned()))
+        .collect()
+}
+
+/// An option of a property string (`tag` in `virtio=..,bridge=vmbr0,tag=20`).
+fn option<'a>(value: &'a str, key: &str) -> Option<&'a str> {
+    value
+        .split(',')
+        .find_map(|part| part.strip_prefix(key)?.strip_prefix('='))
+}
+
+/// Each Node's InternalIP, by name, as kubectl prints it.
+fn internal_ips(world: &World, cluster: &str) -> BTreeMap<String, String> {
+    let listed: Value =
+        serde_json::from_str(&world.kubectl(cluster, &["get", "nodes", "-o", "json"]))
+            .expect("kubectl prints JSON");
+    listed["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|node| {
+            let ip = node["status"]["addresses"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|a| a["type"] == "InternalIP")
+                .and_then(|a| a["address"].as_str())
+                .unwrap_or_default()
+                .to_owned();
+            (
+                node["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                ip,
+            )
+        })
+        .collect()
+}
+
+/// What `lsblk` in the guest of `vmid` lists: (name, serial, bytes, mount point).
+async fn block_devices(world: &World, vmid: u32) -> Vec<(String, String, u64, String)> {
+    let guest = world.lab.proxmox().guest(vmid).expect("the VM exists");
+    let argv: Vec<String> = ["lsblk", "-b", "-dn", "-o", "NAME,SERIAL,SIZE,MOUNTPOINT"]
+        .map(String::from)
+        .to_vec();
+    let out = world
+        .lab
+        .nodes()
+        .expect("lab nodes")
+        .exec(&guest, &argv)
+        .await;
+    assert_eq!(out.exit_code, 0, "{out:?}");
+    out.stdout
+        .lines()
+        .map(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            (
+                words[0].to_owned(),
+                words[1].to_owned(),
+                words[2].parse().unwrap_or(0),
+                words[3].to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubeadm_pool_with_two_data_disks_and_two_vlan_cards_gets_exactly_those_devices() {
+    if !judge::present(&[Judge::Kubectl, Judge::Proxmoxer]) {
+        return;
+    }
+    const CLUSTER: &str = "storage";
+    let mut world = World::with_lab(
+        vlan_lab(),
+        &fleet_yaml(&["1.36"], false),
+        &[(
+            CLUSTER,
+            with_workers(ClusterYaml::lab(CLUSTER).address(44), HARDWARE),
+        )],
+        false,
+    )
+    .await;
+    world.start_until_ready(&[CLUSTER]).await;
+    let workers: Vec<(String, String, u32)> = world
+        .vms_of(CLUSTER)
+        .into_iter()
+        .filter(|vm| vm.name.contains("-general-"))
+        .map(|vm| (vm.name, vm.node, vm.vmid))
+        .collect();
+    assert_eq!(workers.len(), 2, "{workers:?}");
+    let configs = configs_by_proxmoxer(&world, &workers);
+    let ips = internal_ips(&world, CLUSTER);
+    for (name, _, vmid) in &workers {
+        let devices = devices(&configs[name]);
+        let keys: Vec<&str> = devices.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            ["net0", "net1", "scsi0", "scsi1", "scsi2"],
+            "{name}: exactly the template's boot disk, two data disks and two cards: {devices:?}"
+        );
+        let scsi1 = &devices["scsi1"];
+        assert_eq!(option(scsi1, "size"), Some("20G"), "{scsi1}");
+        assert_eq!(option(scsi1, "ssd"), Some("1"), "{scsi1}");
+        assert_eq!(option(scsi1, "discard"), Some("on"), "{scsi1}");
+        assert_eq!(option(scsi1, "serial"), Some("capstan-disk1"), "{scsi1}");
+        let scsi2 = &devices["scsi2"];
+        assert_eq!(option(scsi2, "size"), Some("10G"), "{scsi2}");
+        assert_eq!(option(scsi2, "serial"), Some("capstan-disk2"), "{scsi2}");
+        let (net0, net1) = (&devices["net0"], &devices["net1"]);
+        assert_eq!(option(net0, "bridge"), Some("vmbr0"), "{net0}");
+        assert_eq!(option(net0, "tag"), Some("20"), "{net0}");
+        assert_eq!(option(net0, "mtu"), None, "{net0}");
+        assert_eq!(option(net1, "bridge"), Some("vmbr1"), "{net1}");
+        assert_eq!(option(net1, "tag"), Some("30"), "{net1}");
+        assert_eq!(option(net1, "mtu"), Some("9000"), "{net1}");
+        assert!(
+            net0.starts_with("virtio=") && net1.starts_with("virtio="),
+            "MACs given"
+        );
+
+        let disks = block_devices(&world, *vmid).await;
+        let data: Vec<(&str, u64, &str)> = disks
+            .iter()
+            .filter(|(_, serial, _, _)| serial.starts_with("capstan-disk"))
+            .map(|(_, serial, bytes, mount)| (serial.as_str(), *bytes, mount.as_str()))
+            .collect();
+        assert_eq!(
+            data,
+            [
+                ("capstan-disk1", 20 << 30, "-"),
+                ("capstan-disk2", 10 << 30, "/var/lib/data")
+            ],
+            "{name}: the raw disk stays raw, the other is mounted: {disks:?}"
+        );
+        let ip = &ips[name];
+        assert!(
+            ip.starts_with("10.20.0."),
+            "{name}: its InternalIP {ip} is on the first card (VLAN 20)"
+        );
+    }
+    world.kill_daemon().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_bridge_a_missing_mapping_and_a_full_storage_are_refused_before_any_clone() {
+    const CLUSTER: &str = "refused";
+    let cases = [
+        (
+            "networks: [{bridge: vmbr7, vlan: 20}], ",
+            "machine.networks[0].bridge: bridge vmbr7 does not exist on pve1 (it has vmbr0, vmbr1)",
+        ),
+        (
+            "pci: [{mapping: gpu-a40}], ",
+            "machine.pci[0].mapping: PCI mapping gpu-a40 does not exist (Proxmox has none)",
+        ),
+        (
+            "disks: [{sizeGiB: 60000, storage: local-lvm}], ",
+            "machine.disks: storage local-lvm on pve1 has",
+        ),
+    ];
+    for (extra, words) in cases {
+        let mut world = World::with_lab(
+            vlan_lab(),
+            &fleet_yaml(&["1.36"], false),
+            &[(
+                CLUSTER,
+                with_workers(ClusterYaml::lab(CLUSTER).address(45), extra),
+            )],
+            false,
+        )
+        .await;
+        world.start_daemon().await;
+        let status = world
+            .wait_for_within("the refusal in the status", Duration::from_secs(30), |s| {
+                serde_json::to_string(&s.clusters.get(CLUSTER))
+                    .unwrap_or_default()
+                    .contains(words)
+            })
+            .await;
+        let text = serde_json::to_string(&status.clusters.get(CLUSTER)).unwrap_or_default();
+        assert!(text.contains("pool general"), "names the pool: {text}");
+        assert!(
+            world.vms_of(CLUSTER).is_empty(),
+            "{extra}: no VM is cloned, not even the control plane's"
+        );
+        let clones = world
+            .lab
+            .proxmox()
+            .tasks()
+            .iter()
+            .filter(|t| t.kind == "qmclone")
+            .count();
+        assert_eq!(clones, 0, "{extra}");
+        world.kill_daemon().await;
+    }
+}

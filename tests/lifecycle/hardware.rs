@@ -310,3 +310,130 @@ async fn a_missing_bridge_a_missing_mapping_and_a_full_storage_are_refused_befor
         world.kill_daemon().await;
     }
 }
+
+/// `qmclone` tasks the simulated Proxmox ran so far.
+fn clones(world: &World) -> usize {
+    world
+        .lab
+        .proxmox()
+        .tasks()
+        .iter()
+        .filter(|t| t.kind == "qmclone")
+        .count()
+}
+
+/// The operator's tags of a VM (capstan's own left out), sorted.
+fn operator_tags(config: &BTreeMap<String, String>) -> Vec<String> {
+    let mut tags: Vec<String> = config
+        .get("tags")
+        .map(String::as_str)
+        .unwrap_or_default()
+        .split([';', ',', ' '])
+        .filter(|t| !t.is_empty() && !capstan::spec::hardware::is_capstan_tag(t))
+        .map(str::to_owned)
+        .collect();
+    tags.sort();
+    tags
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tags_and_pool_change_in_place_and_a_disk_change_replaces_the_pool_one_at_a_time() {
+    if !judge::present(&[Judge::Kubectl]) {
+        return;
+    }
+    const CLUSTER: &str = "filed";
+    let fleet = fleet_yaml(&["1.36"], false).replacen(
+        "tokenFrom: {env: CAPSTAN_PROXMOX_HOMELAB_TOKEN}\n",
+        "tokenFrom: {env: CAPSTAN_PROXMOX_HOMELAB_TOKEN}\n    createPools: true\n",
+        1,
+    );
+    let cluster = |extra: &str| with_workers(ClusterYaml::lab(CLUSTER).address(46), extra);
+    let mut world = World::with_lab(
+        LabConfig::default(),
+        &fleet,
+        &[(CLUSTER, cluster("tags: [team-a, backup], pool: capstan, "))],
+        false,
+    )
+    .await;
+    world.start_until_ready(&[CLUSTER]).await;
+    let workers = |world: &World| -> Vec<capstan_lab::proxmox::SimVm> {
+        world
+            .vms_of(CLUSTER)
+            .into_iter()
+            .filter(|vm| vm.name.contains("-general-"))
+            .collect()
+    };
+    let before: Vec<String> = workers(&world).into_iter().map(|vm| vm.name).collect();
+    assert_eq!(before.len(), 2);
+    for vm in workers(&world) {
+        assert_eq!(
+            operator_tags(&vm.config),
+            ["backup", "team-a"],
+            "{}",
+            vm.name
+        );
+    }
+    let cloned = clones(&world);
+
+    // Tags and pool: in place, on every worker, with no clone.
+    world.write_cluster(CLUSTER, &cluster("tags: [team-b, backup], pool: k8s, "));
+    world
+        .wait_for_within("the tags changed in place", Duration::from_secs(60), |_| {
+            workers(&world)
+                .iter()
+                .all(|vm| operator_tags(&vm.config) == ["backup", "team-b"])
+        })
+        .await;
+    assert!(world.steps_ok("tag-machines") >= 1);
+    let after: Vec<String> = workers(&world).into_iter().map(|vm| vm.name).collect();
+    assert_eq!(after, before, "the same machines");
+    assert_eq!(clones(&world), cloned, "no clone for tags and pool");
+    let pool_of = |vmid: u32| world.lab.proxmox().pool_of(vmid);
+    for vm in workers(&world) {
+        assert_eq!(
+            pool_of(vm.vmid).as_deref(),
+            Some("k8s"),
+            "{} moved",
+            vm.name
+        );
+    }
+
+    // A data disk: the pool's machines are replaced, new before old, one at a time.
+    world.write_cluster(
+        CLUSTER,
+        &cluster("tags: [team-b, backup], pool: k8s, disks: [{sizeGiB: 30}], "),
+    );
+    let mut most = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let now = workers(&world);
+        most = most.max(now.len());
+        let replaced = now.len() == 2
+            && now.iter().all(|vm| {
+                !before.contains(&vm.name)
+                    && vm
+                        .config
+                        .values()
+                        .any(|v| v.contains("serial=capstan-disk1"))
+            });
+        if replaced && ready(&world.status(), &[CLUSTER]) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "replaced in time");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        most, 3,
+        "one machine more than the pool at most (maxSurge 1)"
+    );
+    for vm in workers(&world) {
+        assert_eq!(
+            operator_tags(&vm.config),
+            ["backup", "team-b"],
+            "{}",
+            vm.name
+        );
+        assert_eq!(pool_of(vm.vmid).as_deref(), Some("k8s"), "{}", vm.name);
+    }
+    world.kill_daemon().await;
+}

@@ -378,6 +378,11 @@ impl SimHandle {
         self.shared.lock().identity(vmid)
     }
 
+    /// The resource pool VM `vmid` is in, if any.
+    pub fn pool_of(&self, vmid: u32) -> Option<String> {
+        self.shared.lock().vms.get(&vmid)?.pool.clone()
+    }
+
     /// The VM named `name`, if one exists.
     pub fn vm_named(&self, name: &str) -> Option<SimVm> {
         self.vms().into_iter().find(|vm| vm.name == name)

@@ -29,6 +29,7 @@ mod remediation;
 mod replace;
 mod scale;
 mod stages;
+mod static_addresses;
 mod status_observe;
 mod surge;
 mod suspend;

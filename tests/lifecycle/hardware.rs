@@ -180,32 +180,19 @@ async fn block_devices(world: &World, vmid: u32) -> Vec<(String, String, u64, St
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_kubeadm_pool_with_two_data_disks_and_two_vlan_cards_gets_exactly_those_devices() {
-    if !judge::present(&[Judge::Kubectl, Judge::Proxmoxer]) {
-        return;
-    }
-    const CLUSTER: &str = "storage";
-    let mut world = World::with_lab(
-        vlan_lab(),
-        &fleet_yaml(&["1.36"], false),
-        &[(
-            CLUSTER,
-            with_workers(ClusterYaml::lab(CLUSTER).address(44), HARDWARE),
-        )],
-        false,
-    )
-    .await;
-    world.start_until_ready(&[CLUSTER]).await;
+/// Every VM of `cluster`'s pool `pool` holds exactly the devices of [`HARDWARE`] (its
+/// config read back by `proxmoxer`), its guest sees the data disks as block devices (the second
+/// mounted), and its Node's InternalIP is on the first card (VLAN 20).
+async fn assert_declared_hardware(world: &World, cluster: &str, pool: &str) {
     let workers: Vec<(String, String, u32)> = world
-        .vms_of(CLUSTER)
+        .vms_of(cluster)
         .into_iter()
-        .filter(|vm| vm.name.contains("-general-"))
+        .filter(|vm| vm.name.contains(&format!("-{pool}-")))
         .map(|vm| (vm.name, vm.node, vm.vmid))
         .collect();
     assert_eq!(workers.len(), 2, "{workers:?}");
-    let configs = configs_by_proxmoxer(&world, &workers);
-    let ips = internal_ips(&world, CLUSTER);
+    let configs = configs_by_proxmoxer(world, &workers);
+    let ips = internal_ips(world, cluster);
     for (name, _, vmid) in &workers {
         let devices = devices(&configs[name]);
         let keys: Vec<&str> = devices.keys().map(String::as_str).collect();
@@ -234,7 +221,7 @@ async fn a_kubeadm_pool_with_two_data_disks_and_two_vlan_cards_gets_exactly_thos
             "MACs given"
         );
 
-        let disks = block_devices(&world, *vmid).await;
+        let disks = block_devices(world, *vmid).await;
         let data: Vec<(&str, u64, &str)> = disks
             .iter()
             .filter(|(_, serial, _, _)| serial.starts_with("capstan-disk"))
@@ -254,6 +241,67 @@ async fn a_kubeadm_pool_with_two_data_disks_and_two_vlan_cards_gets_exactly_thos
             "{name}: its InternalIP {ip} is on the first card (VLAN 20)"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubeadm_pool_with_two_data_disks_and_two_vlan_cards_gets_exactly_those_devices() {
+    if !judge::present(&[Judge::Kubectl, Judge::Proxmoxer]) {
+        return;
+    }
+    const CLUSTER: &str = "storage";
+    let mut world = World::with_lab(
+        vlan_lab(),
+        &fleet_yaml(&["1.36"], false),
+        &[(
+            CLUSTER,
+            with_workers(ClusterYaml::lab(CLUSTER).address(44), HARDWARE),
+        )],
+        false,
+    )
+    .await;
+    world.start_until_ready(&[CLUSTER]).await;
+    assert_declared_hardware(&world, CLUSTER, "general").await;
+    world.kill_daemon().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_k3s_pool_with_two_data_disks_and_two_vlan_cards_gets_exactly_those_devices() {
+    if !judge::present(&[Judge::Kubectl, Judge::Proxmoxer]) {
+        return;
+    }
+    const CLUSTER: &str = "storagek3s";
+    let release = capstan_lab::world::DEFAULT_K3S_RELEASE;
+    let file = format!(
+        "apiVersion: capstan.dev/v1alpha1
+kind: Cluster
+metadata: {{name: {CLUSTER}}}
+spec:
+  proxmox: homelab
+  kubernetes: {{distribution: k3s, version: {release}}}
+  endpoint: {{host: k8s-{CLUSTER}.lab.example, address: 192.168.1.43}}
+  network: {{nodes: 192.168.1.0/24, reserved: [\"192.168.1.170-192.168.1.189\"]}}
+  controlPlane:
+    machine: {{template: debian13-k3s, cores: 2, memoryMiB: 4096, placement: [pve1]}}
+  workers:
+    - pool: agents
+      replicas: 2
+      machine: {{template: debian13-k3s, cores: 2, memoryMiB: 4096, {HARDWARE}placement: [pve1, pve2, pve3]}}
+  rollout: {{minWorkers: 1, drainTimeout: 4s, joinTimeout: 2m}}
+  delivery:
+    flux: {{cluster: management}}
+"
+    );
+    let mut lab = vlan_lab();
+    lab.proxmox.templates = Some(lab.proxmox.effective_templates());
+    let mut world = World::with_lab(
+        lab,
+        &fleet_yaml(&["1.36"], false),
+        &[(CLUSTER, file)],
+        false,
+    )
+    .await;
+    world.start_until_ready(&[CLUSTER]).await;
+    assert_declared_hardware(&world, CLUSTER, "agents").await;
     world.kill_daemon().await;
 }
 

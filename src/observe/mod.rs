@@ -685,6 +685,7 @@ fn observed_template(
             &template.description,
         ),
         memory_hotplug: template.memory_hotplug,
+        without_cloud_init_drive: !template.cloud_init_drive,
     }
 }
 

@@ -228,3 +228,37 @@ async fn a_k3s_cluster_without_dhcp_comes_up_on_its_static_addresses_across_kill
     assert_on_static_addresses(&world, CLUSTER, &format!("after kills at {kills:?} ms"));
     world.kill_daemon().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_without_a_cloud_init_drive_is_refused_before_any_clone_saying_how_to_fix_it() {
+    const CLUSTER: &str = "nodrive";
+    let mut lab = no_dhcp_lab();
+    for template in lab.proxmox.templates.iter_mut().flatten() {
+        if template.name == "debian13-k8s" {
+            template.cloud_init_drive = false;
+        }
+    }
+    let mut world = World::with_lab(
+        lab,
+        &fleet_yaml(&["1.36"], false),
+        &[(CLUSTER, kubeadm(CLUSTER, "debian13-k8s"))],
+        false,
+    )
+    .await;
+    world.start_daemon().await;
+    let words = "machine.template: template debian13-k8s has no cloud-init drive, through which kubeadm nodes get its static address (network.nodeAddresses)";
+    let status = world
+        .wait_for_within("the refusal", Duration::from_secs(30), |s| {
+            serde_json::to_string(&s.clusters.get(CLUSTER))
+                .unwrap_or_default()
+                .contains(words)
+        })
+        .await;
+    let text = serde_json::to_string(&status.clusters.get(CLUSTER)).unwrap_or_default();
+    assert!(
+        text.contains("--ide2 <storage>:cloudinit"),
+        "says how: {text}"
+    );
+    assert!(world.vms_of(CLUSTER).is_empty(), "no VM cloned");
+    world.kill_daemon().await;
+}

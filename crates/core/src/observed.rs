@@ -159,6 +159,10 @@ pub struct ObservedTemplate {
     /// Whether its `hotplug` option includes memory (its clones inherit it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub memory_hotplug: bool,
+    /// Whether its config has no cloud-init drive (its clones inherit that): Proxmox then
+    /// writes no `ipconfig<n>` anywhere a guest reads it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub without_cloud_init_drive: bool,
 }
 
 impl ObservedTemplate {

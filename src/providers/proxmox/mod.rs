@@ -128,6 +128,8 @@ pub struct TemplateInfo {
     pub description: String,
     /// Whether its `hotplug` option included memory when it was first seen.
     pub memory_hotplug: bool,
+    /// Whether it had a cloud-init drive when it was first seen.
+    pub cloud_init_drive: bool,
 }
 
 impl Inventory {

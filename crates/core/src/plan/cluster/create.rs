@@ -31,6 +31,31 @@ pub(super) struct Tally {
 }
 
 impl<'a> Ctx<'a> {
+    /// Why a machine built from `machine` could not take its network settings, when its
+    /// distribution takes them from Proxmox's cloud-init (kubeadm, K3s) and the cluster
+    /// declares static addresses or the machine declares cards, but no copy of its template
+    /// has a cloud-init drive (its clones would boot without them).
+    fn cloud_init_missing(&self, capacity: &Capacity, machine: &Machine) -> Option<String> {
+        let spec = self.spec();
+        let capabilities = spec.kubernetes.distribution.capabilities();
+        let wanted = spec.network.node_addresses.is_some() || !machine.networks.is_empty();
+        if !capabilities.cloud_init_network
+            || !wanted
+            || !capacity.lacks_cloud_init_drive(&machine.template)
+        {
+            return None;
+        }
+        let what = if spec.network.node_addresses.is_some() {
+            "its static address (network.nodeAddresses)"
+        } else {
+            "its network cards (machine.networks)"
+        };
+        Some(format!(
+            "machine.template: template {} has no cloud-init drive, through which {} nodes get {what}: add one to the template (Hardware → Add → CloudInit Drive, or `qm set <vmid> --ide2 <storage>:cloudinit`) and make sure cloud-init is installed in it",
+            machine.template, capabilities.tool
+        ))
+    }
+
     /// Marks each pool's fresh machines (`View::in_pool`) and, among them, the surplus
     /// ones: those beyond the replicas, taken unjoined first, then being removed, then not
     /// counted, then by name. Counts each pool's members ([`Tally`]), the quiet machines of a
@@ -264,6 +289,10 @@ impl<'a> Ctx<'a> {
                     continue;
                 }
             };
+            if let Some(why) = self.cloud_init_missing(capacity, desired.machine) {
+                unclonable.push(format!("pool {}: {why}", self.pools[pool].name));
+                continue;
+            }
             let create_pools = self
                 .input
                 .policy

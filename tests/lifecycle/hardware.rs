@@ -485,3 +485,62 @@ async fn tags_and_pool_change_in_place_and_a_disk_change_replaces_the_pool_one_a
     }
     world.kill_daemon().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_or_a_tag_changed_outside_capstan_is_reported_as_drift() {
+    if !judge::present(&[Judge::Kubectl]) {
+        return;
+    }
+    const CLUSTER: &str = "drifted";
+    let mut world = World::with_lab(
+        vlan_lab(),
+        &fleet_yaml(&["1.36"], false),
+        &[(
+            CLUSTER,
+            with_workers(
+                ClusterYaml::lab(CLUSTER).address(42),
+                &format!("{HARDWARE}tags: [storage], "),
+            ),
+        )],
+        false,
+    )
+    .await;
+    world.start_until_ready(&[CLUSTER]).await;
+    let worker = world
+        .vms_of(CLUSTER)
+        .into_iter()
+        .find(|vm| vm.name.contains("-general-"))
+        .expect("a worker");
+    // Someone moves the storage card to VLAN 31 and tags the VM by hand.
+    let net1 = worker.config["net1"].replace("tag=30", "tag=31");
+    let tags = format!("{};handmade", worker.config["tags"]);
+    let sim = world.lab.proxmox();
+    sim.edit_config(worker.vmid, "net1", &net1).expect("edit");
+    sim.edit_config(worker.vmid, "tags", &tags).expect("edit");
+    let status = world
+        .wait_for_within("the drift reported", Duration::from_secs(30), |s| {
+            let text = s.findings.join("\n");
+            text.contains("VLAN 31") && text.contains("handmade")
+        })
+        .await;
+    let text = status.findings.join("\n");
+    assert!(
+        text.contains(&format!(
+            "{} drifted (changed outside capstan): networks",
+            worker.name
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("vmbr1 VLAN 30 (MTU 9000)]") && text.contains("vmbr1 VLAN 31 (MTU 9000)]"),
+        "declared and found: {text}"
+    );
+    assert!(
+        text.contains("carries tags the file does not declare and capstan did not set: handmade"),
+        "{text}"
+    );
+    // onDrift is report: nothing is replaced and the hand-made tag stays.
+    assert!(world.vm_views(CLUSTER).len() >= 3);
+    assert!(world.lab.proxmox().vm(worker.vmid).expect("kept").config["tags"].contains("handmade"));
+    world.kill_daemon().await;
+}

@@ -378,6 +378,17 @@ impl SimHandle {
         self.shared.lock().identity(vmid)
     }
 
+    /// Sets `key` of VM `vmid`'s config to `value` as someone at Proxmox's web interface would
+    /// (no checks, no task): a change made outside capstan.
+    pub fn edit_config(&self, vmid: u32, key: &str, value: &str) -> Result<(), SimError> {
+        let mut state = self.shared.lock();
+        let vm = state.vms.get_mut(&vmid).ok_or_else(|| SimError::Change {
+            reason: format!("VM {vmid} does not exist"),
+        })?;
+        vm.config.insert(key.to_owned(), value.to_owned());
+        Ok(())
+    }
+
     /// The resource pool VM `vmid` is in, if any.
     pub fn pool_of(&self, vmid: u32) -> Option<String> {
         self.shared.lock().vms.get(&vmid)?.pool.clone()

@@ -9,6 +9,7 @@ mod proxmox_support;
 mod client;
 mod failures;
 mod fidelity;
+mod hardware;
 mod iso;
 mod lab;
 mod schema;

@@ -144,7 +144,7 @@ mod tests {
             text.contains("clusters/platform.yaml:53:5: error: spec.delivery.flux: Secret flux-system/prod-kubeconfig on management cluster `management` is where cluster `prod` (clusters/prod.yaml) delivers its kubeconfig too"),
             "{text}"
         );
-        assert!(!text.contains("clusters/prod.yaml:54"), "{text}");
+        assert!(!text.contains("clusters/prod.yaml:75"), "{text}");
         assert_eq!(desired, ["prod"], "the Secret is prod's: prod keeps it");
         // Another Secret, or the same name in another namespace, is fine.
         let (text, _) =

@@ -544,3 +544,73 @@ async fn a_card_or_a_tag_changed_outside_capstan_is_reported_as_drift() {
     assert!(world.lab.proxmox().vm(worker.vmid).expect("kept").config["tags"].contains("handmade"));
     world.kill_daemon().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gpu_pool_lands_where_its_mapping_is_and_a_replacement_gets_the_device_back() {
+    if !judge::present(&[Judge::Kubectl]) {
+        return;
+    }
+    const CLUSTER: &str = "accel";
+    let mut lab = LabConfig::default();
+    lab.proxmox.pci_mappings = vec![
+        serde_json::from_value(serde_json::json!({
+            "id": "gpu-a40",
+            "devices": [{"node": "pve2", "path": "0000:01:00.0"}],
+        }))
+        .expect("a mapping"),
+    ];
+    lab.proxmox.timings.agent_timeout =
+        capstan_lab::values::LabDuration(Duration::from_millis(200));
+    let text = ClusterYaml::lab(CLUSTER).address(41).render();
+    let gpu_pool = "    - pool: gpu\n      replicas: 1\n      machine: {template: debian13-k8s, cores: 2, memoryMiB: 4096, pci: [{mapping: gpu-a40}], placement: [pve1, pve2, pve3]}\n  rollout:";
+    let text = text.replacen("  rollout:", gpu_pool, 1).replacen(
+        "  delivery:\n",
+        "  remediation: {fence: true, after: 2s}\n  delivery:\n",
+        1,
+    );
+    let mut world = World::with_lab(
+        lab,
+        &fleet_yaml(&["1.36"], false),
+        &[(CLUSTER, text)],
+        false,
+    )
+    .await;
+    world.start_until_ready(&[CLUSTER]).await;
+    let gpu = |world: &World| -> Vec<capstan_lab::proxmox::SimVm> {
+        world
+            .vms_of(CLUSTER)
+            .into_iter()
+            .filter(|vm| vm.name.contains("-gpu-"))
+            .collect()
+    };
+    let first = gpu(&world);
+    assert_eq!(first.len(), 1);
+    let first = &first[0];
+    assert_eq!(first.node, "pve2", "the only node with the mapping");
+    assert_eq!(
+        first.config.get("hostpci0").map(String::as_str),
+        Some("mapping=gpu-a40")
+    );
+    assert_eq!(first.config.get("balloon").map(String::as_str), Some("0"));
+    assert!(first.running, "it started with the device");
+
+    // The VM dies: it is fenced and replaced, and the new VM starts with the device again.
+    world.lab.faults().crash_vm(first.vmid).expect("crashed");
+    world
+        .wait_for_within("the GPU machine replaced", Duration::from_secs(90), |s| {
+            let now = gpu(&world);
+            ready(s, &[CLUSTER]) && now.len() == 1 && now[0].name != first.name && now[0].running
+        })
+        .await;
+    let second = &gpu(&world)[0];
+    assert_eq!(second.node, "pve2");
+    assert_eq!(
+        second.config.get("hostpci0").map(String::as_str),
+        Some("mapping=gpu-a40")
+    );
+    assert!(
+        world.lab.proxmox().vm(first.vmid).is_none(),
+        "the dead VM is gone"
+    );
+    world.kill_daemon().await;
+}

@@ -16,7 +16,8 @@ use capstan_lab::values::LabDuration;
 use capstan_lab::world::LabConfig;
 use capstan_testkit::judge::{self, Judge};
 use capstan_testkit::network::{
-    assert_network_shown, assert_waits_for_a_cni_unharmed, install_cni_as_flux, with_network,
+    assert_declared_ranges_shown, assert_waits_for_a_cni_unharmed, install_cni_as_flux,
+    with_network,
 };
 use capstan_testkit::{ClusterYaml, World, fleet_yaml, kubectl_with, ready};
 
@@ -63,18 +64,7 @@ async fn a_kubeadm_cluster_runs_the_declared_pod_and_service_ranges_kubectl_show
     )
     .await;
     world.start_until_ready(&["ranges"]).await;
-    let kubeconfig = world.flux_kubeconfig_file("ranges");
-    kubectl_with(
-        &kubeconfig,
-        &[
-            "create",
-            "deployment",
-            "web",
-            "--image=nginx",
-            "--replicas=2",
-        ],
-    );
-    assert_network_shown(&kubeconfig, 3, "10.60.0.0/16", "10.70.0.1");
+    assert_declared_ranges_shown(&world, "ranges");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -256,21 +246,9 @@ async fn a_k3s_cluster_runs_the_declared_pod_and_service_ranges_kubectl_shows() 
     )
     .await;
     world.start_until_ready(&["k3ranges"]).await;
-    let kubeconfig = world.flux_kubeconfig_file("k3ranges");
-    kubectl_with(
-        &kubeconfig,
-        &[
-            "create",
-            "deployment",
-            "web",
-            "--image=nginx",
-            "--replicas=2",
-        ],
-    );
-    assert_network_shown(&kubeconfig, 3, "10.60.0.0/16", "10.70.0.1");
+    assert_declared_ranges_shown(&world, "k3ranges");
 }
 
-/// The Ready condition of `cluster`, as `reason: message`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_k3s_cluster_without_a_cni_reaches_flux_first_is_not_fenced_and_goes_ready_with_one() {
     if !judge::present(&[Judge::Kubectl]) {

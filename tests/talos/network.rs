@@ -10,7 +10,7 @@ use std::time::Duration;
 use capstan_lab::values::LabDuration;
 use capstan_testkit::judge::{self, Judge};
 use capstan_testkit::network::{
-    assert_network_shown, assert_waits_for_a_cni_unharmed, install_cni_as_flux,
+    assert_declared_ranges_shown, assert_waits_for_a_cni_unharmed, install_cni_as_flux,
 };
 use capstan_testkit::{World, kubectl_with};
 
@@ -59,18 +59,7 @@ async fn a_talos_cluster_runs_the_declared_pod_and_service_ranges_kubectl_shows(
     );
     let mut world = World::with_lab(talos_lab(), &fleet(), &[("tranges", file)], false).await;
     world.start_until_ready(&["tranges"]).await;
-    let kubeconfig = world.flux_kubeconfig_file("tranges");
-    kubectl_with(
-        &kubeconfig,
-        &[
-            "create",
-            "deployment",
-            "web",
-            "--image=nginx",
-            "--replicas=2",
-        ],
-    );
-    assert_network_shown(&kubeconfig, 3, "10.60.0.0/16", "10.70.0.1");
+    let kubeconfig = assert_declared_ranges_shown(&world, "tranges");
     let daemon_sets = kubectl_with(
         &kubeconfig,
         &["get", "daemonsets", "-n", "kube-system", "-o", "name"],

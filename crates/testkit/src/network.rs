@@ -124,6 +124,25 @@ pub fn assert_network_shown(kubeconfig: &Path, nodes: usize, pods: &str, api_ser
     }
 }
 
+/// With Flux's kubeconfig of `cluster` (three nodes, declared on pods 10.60.0.0/16 and
+/// services 10.70.0.0/16): runs two pods and asserts the network kubectl shows
+/// ([`assert_network_shown`]). Returns the kubeconfig file.
+pub fn assert_declared_ranges_shown(world: &World, cluster: &str) -> PathBuf {
+    let kubeconfig = world.flux_kubeconfig_file(cluster);
+    kubectl_with(
+        &kubeconfig,
+        &[
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx",
+            "--replicas=2",
+        ],
+    );
+    assert_network_shown(&kubeconfig, 3, "10.60.0.0/16", "10.70.0.1");
+    kubeconfig
+}
+
 /// The `Ready` condition of `cluster` as `reason: message`.
 pub fn ready_condition(status: &FleetStatus, cluster: &str) -> Option<String> {
     let condition = status.clusters.get(cluster)?.conditions.first()?;

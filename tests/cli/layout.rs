@@ -403,20 +403,40 @@ fn readme_paths(readme: &str) -> BTreeSet<String> {
 }
 
 #[test]
-fn every_path_the_readme_names_exists() {
-    let readme = std::fs::read_to_string("README.md").expect("read README.md");
-    let paths = readme_paths(&readme);
+fn every_path_the_readme_and_the_book_name_exists() {
+    let mut texts = vec![(
+        "README.md".to_owned(),
+        std::fs::read_to_string("README.md").expect("read README.md"),
+    )];
+    let mut folders = vec![std::path::PathBuf::from("docs/src")];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).expect("read the book") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                let text = std::fs::read_to_string(&path).expect("read a page");
+                texts.push((path.display().to_string(), text));
+            }
+        }
+    }
+    let mut missing = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (page, text) in &texts {
+        for path in readme_paths(text) {
+            if !Path::new(path.as_str()).exists() {
+                missing.push(format!("{page}: {path}"));
+            }
+            seen.insert(path);
+        }
+    }
     assert!(
-        paths.contains("src/observe/") && paths.contains("crates/core/src/plan/"),
-        "read the README's paths: {paths:?}"
+        seen.contains("src/observe/") && seen.contains("crates/core/src/plan/"),
+        "read the pages' paths: {seen:?}"
     );
-    let missing: Vec<&String> = paths
-        .iter()
-        .filter(|path| !Path::new(path.as_str()).exists())
-        .collect();
     assert!(
         missing.is_empty(),
-        "the README names paths that do not exist: {missing:?}"
+        "pages name paths that do not exist: {missing:#?}"
     );
 }
 

@@ -3,6 +3,7 @@
 //!
 //! The shared helpers are the test kit's (`capstan_testkit`, crates/testkit).
 
+mod book;
 mod demo;
 mod k3s;
 mod layout;

@@ -3,6 +3,7 @@
 //!
 //! The shared helpers are the test kit's (`capstan_testkit`, crates/testkit).
 
+mod architecture;
 mod book;
 mod demo;
 mod k3s;

@@ -44,6 +44,10 @@ pub struct Capabilities {
     prepare: (&'static str, &'static str),
     /// Where its nodes' labels and taints come from.
     pub scheduling: super::scheduling::SchedulingWays,
+    /// The operating system's own client configuration capstan keeps for operators beside
+    /// the kubeconfig, by the key of its record (Talos's `talosconfig`); none when the
+    /// kubeconfig is all there is.
+    pub os_client_config: Option<&'static str>,
 }
 
 impl Capabilities {
@@ -81,6 +85,7 @@ const KUBEADM: Capabilities = Capabilities {
         ],
     },
     prepare: ("install CRI-O and Kubernetes ", ""),
+    os_client_config: None,
     scheduling: super::scheduling::SchedulingWays {
         control_planes_schedulable: false,
         registers_labels: true,
@@ -113,6 +118,7 @@ const K3S: Capabilities = Capabilities {
         ],
     },
     prepare: ("check that K3s ", " is in its template"),
+    os_client_config: None,
     scheduling: super::scheduling::SchedulingWays {
         control_planes_schedulable: true,
         registers_labels: true,
@@ -150,6 +156,7 @@ const TALOS: Capabilities = Capabilities {
         "check that Talos runs its machine config for Kubernetes ",
         "",
     ),
+    os_client_config: Some("talosconfig"),
     scheduling: super::scheduling::SchedulingWays {
         control_planes_schedulable: false,
         registers_labels: false,

@@ -21,6 +21,7 @@ mod guest;
 mod handlers;
 mod http;
 mod params;
+mod reply;
 mod state;
 mod storage;
 mod tasks;

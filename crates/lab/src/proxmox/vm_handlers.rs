@@ -7,8 +7,8 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::guest::PowerEvent;
-use super::handlers::Reply;
 use super::params::Params;
+use super::reply::Reply;
 use super::state::{ApiFail, GIB, MIB, Shared, SimState, format_size, parse_size};
 use super::tasks::{TaskEnd, start_task};
 

@@ -38,6 +38,9 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
         Command::Schema(schema) => commands::schema::run(&schema, &mut stdout)
             .map(|()| Outcome::Success)
             .map_err(Into::into),
+        Command::Reference(reference) => commands::schema::reference(&reference, &mut stdout)
+            .map(|()| Outcome::Success)
+            .map_err(Into::into),
         Command::Plan(plan) => commands::plan::run(&plan, &SystemClock, &environment, &mut stdout)
             .with_context(|| format!("planning {}", plan.repo)),
         Command::Preview(preview) => {

@@ -222,7 +222,7 @@ pub(super) fn proxmox_failed(action: &'static str) -> impl FnOnce(ProxmoxError) 
     }
 }
 
-pub(super) fn api_failed(action: &'static str) -> impl FnOnce(ClusterError) -> ExecuteError {
+pub(crate) fn api_failed(action: &'static str) -> impl FnOnce(ClusterError) -> ExecuteError {
     move |source| ExecuteError::Cluster {
         action,
         source: Box::new(source),

@@ -35,10 +35,14 @@ impl<Pr: Providers> Executor<Pr> {
             .connect_cluster(kubeconfig)
             .await
             .map_err(api_failed(ActionKind::InitControlPlane.name()))?;
-        let data = std::collections::BTreeMap::from([
+        let mut data = std::collections::BTreeMap::from([
             ("cluster".to_owned(), ctx.cluster.to_owned()),
             ("completed".to_owned(), self.clock.now().to_string()),
         ]);
+        // The network it was built with: a file that later leaves a field unset keeps it.
+        if let Some(network) = ctx.network() {
+            data.extend(network.record().into_iter().map(|(k, v)| (k.to_owned(), v)));
+        }
         let (namespace, name) = crate::observed::BOOTSTRAP_MARKER;
         fenced(ctx, "recording the bootstrap")?;
         api.write_config_map(namespace, name, &data)
@@ -48,13 +52,18 @@ impl<Pr: Providers> Executor<Pr> {
 
     /// Waits up to [`READY_WAIT`] for `node` to be Ready; says how that went, for the
     /// step's message. The step succeeded either way: the planner sees a Node that is not
-    /// Ready yet and waits for it.
+    /// Ready yet and waits for it. Without a CNI from capstan (`cni: none`) nothing waits:
+    /// the node is Ready once Flux installs one.
     pub(crate) async fn await_ready(
         &self,
+        ctx: StepContext<'_>,
         kubeconfig: &AdminKubeconfig,
         node: &NodeName,
     ) -> &'static str {
         self.changed.notify_one();
+        if ctx.network().is_some_and(|n| n.awaits_flux_cni()) {
+            return ", NotReady until Flux installs a CNI (cni: none)";
+        }
         let waited = match self.providers.connect_cluster(kubeconfig).await {
             Ok(api) => api.await_ready(node, READY_WAIT).await,
             Err(err) => Err(err),

@@ -74,17 +74,7 @@ impl<Pr: Providers> Executor<Pr> {
             .clone_vm(&request)
             .await
             .map_err(proxmox_failed("clone"))?;
-        let address = match ctx.spec {
-            Some(spec) => super::addresses::node_address(self, ctx, spec, &vm, name).await?,
-            None => None,
-        };
-        let cloud_init = match ctx.spec {
-            Some(spec) => {
-                self.cloud_init(ctx, spec, &vm, machine, address.as_ref())
-                    .await?
-            }
-            None => None,
-        };
+        let (address, cloud_init) = self.network_settings(ctx, &vm, name, machine).await?;
         let settings = VmSettings {
             cores: machine.cores,
             memory_mib: machine.memory_mib,
@@ -141,6 +131,25 @@ impl<Pr: Providers> Executor<Pr> {
             "VM {} cloned from {} on {proxmox_node}{fixed} and started{delivered}{agent}",
             vm.vmid, machine.template
         ))
+    }
+
+    /// A new machine's static address (chosen and recorded on its VM, when the cluster
+    /// declares `network.nodeAddresses`) and its cloud-init settings.
+    async fn network_settings(
+        &self,
+        ctx: StepContext<'_>,
+        vm: &crate::providers::proxmox::VmRef,
+        name: &NodeName,
+        machine: &MachineSpec,
+    ) -> Result<(Option<StaticAddress>, Option<CloudInit>), ExecuteError> {
+        let Some(spec) = ctx.spec else {
+            return Ok((None, None));
+        };
+        let address = super::addresses::node_address(self, ctx, spec, vm, name).await?;
+        let cloud_init = self
+            .cloud_init(ctx, spec, vm, machine, address.as_ref())
+            .await?;
+        Ok((address, cloud_init))
     }
 
     /// The cloud-init settings of a new machine whose distribution is configured through

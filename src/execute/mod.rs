@@ -48,7 +48,7 @@ mod removal;
 
 pub use crate::plan::StepReport;
 pub use access::ClusterAccess;
-pub(crate) use access::{fenced, kubeadm_failed, node_target, require_spec, run_steps};
+pub(crate) use access::{api_failed, fenced, kubeadm_failed, node_target, require_spec, run_steps};
 pub use error::ExecuteError;
 
 /// What a step needs besides itself.
@@ -72,6 +72,15 @@ impl StepContext<'_> {
     /// The cluster's distribution, chosen from its spec.
     pub fn distribution(&self) -> Chosen {
         distribution::of(self.spec)
+    }
+
+    /// The network the cluster runs on (`None` for a removed cluster): the file's fields, else
+    /// what the live cluster was built with, else the distribution's defaults. Every
+    /// configuration a distribution renders takes its ranges, CNI and kube-proxy from here.
+    pub fn network(&self) -> Option<capstan_core::spec::ClusterNetwork> {
+        let running = self.observed.control_plane.as_ref();
+        self.spec
+            .map(|spec| spec.cluster_network(running.and_then(|cp| cp.network.as_ref())))
     }
 }
 

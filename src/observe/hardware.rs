@@ -7,14 +7,100 @@
 use std::collections::BTreeMap;
 
 use crate::model::NodeName;
-use crate::observed::{Observed, ObservedCluster, StorageOnNode};
+use crate::observed::{Observed, ObservedCluster, ObservedStorage, ProxmoxNode, StorageOnNode};
 use crate::providers::proxmox::{Inventory, ProxmoxProvider, PveNode, VmInfo, ownership};
 use crate::spec::{ClusterSpec, Desired};
 
 const GIB: u64 = 1 << 30;
 
+/// The resource pools and PCI mappings read from the connections that needed them.
+#[derive(Debug, Default)]
+pub(super) struct Offered {
+    pools: Vec<String>,
+    mappings: Option<BTreeMap<String, Vec<String>>>,
+    observed: bool,
+}
+
+impl Offered {
+    /// Puts the pools and mappings into `observed`, when any connection read them.
+    pub(super) fn record(mut self, observed: &mut Observed) {
+        if self.observed {
+            self.pools.sort();
+            self.pools.dedup();
+            observed.proxmox_pools = Some(self.pools);
+            observed.pci_mappings = Some(self.mappings.unwrap_or_default());
+        }
+    }
+}
+
+/// What the observation gathers across connections, as one connection's inventory adds to it.
+pub(super) struct Proxmox<'a> {
+    /// Each storage.
+    pub storages: &'a mut BTreeMap<String, ObservedStorage>,
+    /// Each Proxmox node.
+    pub nodes: &'a mut BTreeMap<String, ProxmoxNode>,
+    /// Each template's copies, by name.
+    pub templates: &'a mut BTreeMap<String, Vec<crate::observed::ObservedTemplate>>,
+    /// Pools and PCI mappings.
+    pub offered: &'a mut Offered,
+}
+
+/// Adds one connection's nodes, templates, storages with their space on each node and, when a cluster on it
+/// declares cards, a resource pool or PCI devices, its nodes' bridges, its pools and its PCI
+/// mappings.
+pub(super) async fn add_connection<P: ProxmoxProvider>(
+    client: &P,
+    desired: &Desired,
+    connection: &str,
+    inventory: &Inventory,
+    into: Proxmox<'_>,
+) {
+    for host in &inventory.nodes {
+        into.nodes.insert(
+            host.name.0.clone(),
+            super::proxmox_node(host, &inventory.vms),
+        );
+    }
+    for template in &inventory.templates {
+        into.templates
+            .entry(template.name.clone())
+            .or_default()
+            .push(super::observed_template(template, &inventory.storages));
+    }
+    for (storage, shared) in &inventory.storages {
+        into.storages.insert(
+            storage.clone(),
+            ObservedStorage {
+                shared: *shared,
+                nodes: BTreeMap::new(),
+            },
+        );
+    }
+    let mut space = Observed {
+        proxmox_storages: Some(std::mem::take(into.storages)),
+        proxmox_nodes: Some(std::mem::take(into.nodes)),
+        ..Observed::default()
+    };
+    storage_space(inventory, &mut space);
+    if wanted(desired, connection) {
+        offer(client, inventory, &mut space).await;
+        into.offered
+            .pools
+            .extend(space.proxmox_pools.take().unwrap_or_default());
+        if let Some(mappings) = space.pci_mappings.take() {
+            into.offered
+                .mappings
+                .get_or_insert_with(BTreeMap::new)
+                .extend(mappings);
+        }
+        into.offered.observed = true;
+    }
+    *into.storages = space.proxmox_storages.unwrap_or_default();
+    *into.nodes = space.proxmox_nodes.unwrap_or_default();
+}
+
 /// Adds each storage's space and content on each node of `inventory` to `observed`.
-pub(super) fn storage_space(inventory: &Inventory, observed: &mut Observed) {
+fn storage_space(inventory: &Inventory, observed: &mut Observed) {
     let Some(storages) = observed.proxmox_storages.as_mut() else {
         return;
     };
@@ -35,7 +121,7 @@ pub(super) fn storage_space(inventory: &Inventory, observed: &mut Observed) {
 
 /// Whether any cluster of `desired` on `connection` declares cards, a resource pool or PCI
 /// devices: only then are the bridges, pools and mappings read.
-pub(super) fn wanted(desired: &Desired, connection: &str) -> bool {
+fn wanted(desired: &Desired, connection: &str) -> bool {
     desired
         .clusters
         .values()
@@ -53,11 +139,7 @@ fn machines(spec: &ClusterSpec) -> impl Iterator<Item = &crate::spec::Machine> {
 /// Reads the bridges of `inventory`'s online nodes, the pools and the PCI mappings into
 /// `observed`; a failure leaves them unobserved (placement then does not judge them) and is
 /// logged.
-pub(super) async fn offer<P: ProxmoxProvider>(
-    client: &P,
-    inventory: &Inventory,
-    observed: &mut Observed,
-) {
+async fn offer<P: ProxmoxProvider>(client: &P, inventory: &Inventory, observed: &mut Observed) {
     let nodes: Vec<PveNode> = inventory
         .nodes
         .iter()

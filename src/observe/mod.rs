@@ -24,6 +24,8 @@ mod admin;
 mod guest;
 mod hardware;
 mod management;
+mod network;
+mod nodes;
 mod sessions;
 mod talos;
 
@@ -36,21 +38,18 @@ use jiff::Timestamp;
 
 use crate::connect::Providers;
 use crate::execute::distribution::{self, AdminSource, Distribution as _, VersionSource};
-use crate::model::{NodeName, Role};
+use crate::model::NodeName;
 use crate::observed::{
     BOOTSTRAP_MARKER, DRAIN_STARTED_ANNOTATION, DrainObserved, FluxSecret, FluxTarget, Observed,
-    ObservedCluster, ObservedControlPlane, ObservedMachine, ObservedNode, ObservedStorage,
-    ObservedTemplate, PodRef, PowerState, ProxmoxNode, Taint, VmConfig,
+    ObservedCluster, ObservedControlPlane, ObservedMachine, ObservedTemplate, PodRef, PowerState,
+    ProxmoxNode, VmConfig,
 };
 use crate::providers::kube::{AdminKubeconfig, ClusterClient, NodeState};
 use crate::providers::proxmox::{self, ProxmoxProvider, VmInfo};
 use crate::records::flux::{self, KubeconfigDelivery};
-use crate::scheduling::{
-    MANAGED_LABELS_ANNOTATION, MANAGED_TAINTS_ANNOTATION, ManagedKeys, OWNED_ELSEWHERE_ANNOTATIONS,
-    OwnedElsewhere,
-};
-use crate::spec::{Cluster, Desired, Endpoint, KubeVersion};
+use crate::spec::{Cluster, Desired, Endpoint, KubeVersion, RecordedNetwork};
 use guest::{mark_guest_agents, read_admin_kubeconfig, read_built_from};
+use nodes::{observed_node, servers_version};
 use talos::talos_admin_kubeconfig;
 
 /// How many clusters one pass observes at the same time.
@@ -167,52 +166,21 @@ impl<Pr: Providers> Observer<Pr> {
         let mut storages = BTreeMap::new();
         let mut machines: BTreeMap<String, (String, Vec<VmInfo>)> = BTreeMap::new();
         let mut unreachable_connections = BTreeMap::new();
-        let mut offered_pools: Vec<String> = Vec::new();
-        let mut offered_mappings: Option<BTreeMap<String, Vec<String>>> = None;
-        let mut pools_observed = false;
+        let mut offered = hardware::Offered::default();
         for connection in self.providers.proxmox_connections() {
             let Some(client) = self.providers.proxmox(connection) else {
                 continue;
             };
             match client.inventory().await {
                 Ok(inventory) => {
-                    for host in &inventory.nodes {
-                        proxmox_nodes
-                            .insert(host.name.0.clone(), proxmox_node(host, &inventory.vms));
-                    }
-                    for template in &inventory.templates {
-                        templates
-                            .entry(template.name.clone())
-                            .or_default()
-                            .push(observed_template(template, &inventory.storages));
-                    }
-                    for (storage, shared) in &inventory.storages {
-                        storages.insert(
-                            storage.clone(),
-                            ObservedStorage {
-                                shared: *shared,
-                                nodes: BTreeMap::new(),
-                            },
-                        );
-                    }
-                    let mut space = crate::observed::Observed {
-                        proxmox_storages: Some(std::mem::take(&mut storages)),
-                        proxmox_nodes: Some(std::mem::take(&mut proxmox_nodes)),
-                        ..crate::observed::Observed::default()
+                    let proxmox = hardware::Proxmox {
+                        storages: &mut storages,
+                        nodes: &mut proxmox_nodes,
+                        templates: &mut templates,
+                        offered: &mut offered,
                     };
-                    hardware::storage_space(&inventory, &mut space);
-                    if hardware::wanted(desired, connection) {
-                        hardware::offer(client, &inventory, &mut space).await;
-                        offered_pools.extend(space.proxmox_pools.take().unwrap_or_default());
-                        if let Some(mappings) = space.pci_mappings.take() {
-                            offered_mappings
-                                .get_or_insert_with(BTreeMap::new)
-                                .extend(mappings);
-                        }
-                        pools_observed = true;
-                    }
-                    storages = space.proxmox_storages.unwrap_or_default();
-                    proxmox_nodes = space.proxmox_nodes.unwrap_or_default();
+                    hardware::add_connection(client, desired, connection, &inventory, proxmox)
+                        .await;
                     for vm in inventory.vms.into_iter().filter(|vm| !vm.is_template) {
                         if let Some(owner) = &vm.owner {
                             let cluster = owner.ownership.cluster.clone();
@@ -232,12 +200,7 @@ impl<Pr: Providers> Observer<Pr> {
         observation.observed.proxmox_nodes = Some(proxmox_nodes);
         observation.observed.proxmox_templates = Some(templates);
         observation.observed.proxmox_storages = Some(storages);
-        if pools_observed {
-            offered_pools.sort();
-            offered_pools.dedup();
-            observation.observed.proxmox_pools = Some(offered_pools);
-            observation.observed.pci_mappings = Some(offered_mappings.unwrap_or_default());
-        }
+        offered.record(&mut observation.observed);
         let (held, unlisted) = self.held_secrets(desired).await;
         let (mut records, unlisted_records) = self.records(desired).await;
         let unlisted = unlisted.or(unlisted_records);
@@ -477,6 +440,8 @@ impl<Pr: Providers> Observer<Pr> {
             bootstrap_incomplete: remembered
                 .as_ref()
                 .is_some_and(|cp| cp.bootstrap_incomplete),
+            network: remembered.as_ref().and_then(|cp| cp.network),
+            api_service_address: remembered.as_ref().and_then(|cp| cp.api_service_address),
         };
         let mut refused = false;
         let session = match self.sessions.get(name, kubeconfig) {
@@ -510,14 +475,16 @@ impl<Pr: Providers> Observer<Pr> {
         match (session, nodes) {
             (Some(session), Some(nodes)) => {
                 let api = &session.client;
+                let mut configured = RecordedNetwork::default();
                 match distribution::of(cluster.map(|c| &c.spec)).version_source() {
                     VersionSource::ClusterConfiguration => {
                         if let Ok(Some(config)) =
                             api.config_map("kube-system", "kubeadm-config").await
-                            && let Some((endpoint, version)) = config
+                            && let Some((endpoint, version, networking)) = config
                                 .get("ClusterConfiguration")
                                 .and_then(|text| session.cluster_configuration(text))
                         {
+                            configured = networking;
                             control_plane.endpoint = Endpoint {
                                 address: endpoint
                                     .address
@@ -536,8 +503,11 @@ impl<Pr: Providers> Observer<Pr> {
                     }
                 }
                 let (namespace, marker) = BOOTSTRAP_MARKER;
-                control_plane.bootstrap_incomplete =
-                    matches!(api.config_map(namespace, marker).await, Ok(None));
+                let marker = api.config_map(namespace, marker).await;
+                control_plane.bootstrap_incomplete = matches!(marker, Ok(None));
+                let marker = marker.ok().flatten();
+                control_plane.network = network::running(marker.as_ref(), configured, cluster);
+                control_plane.api_service_address = network::api_service_address(api, name).await;
                 for node in nodes {
                     let drain = self.observe_drain(api, &node).await;
                     observed
@@ -652,7 +622,7 @@ async fn observe_workloads(name: &str, api: &impl ClusterClient, observed: &mut 
     }
 }
 
-fn proxmox_node(host: &proxmox::HostInfo, vms: &[VmInfo]) -> ProxmoxNode {
+pub(super) fn proxmox_node(host: &proxmox::HostInfo, vms: &[VmInfo]) -> ProxmoxNode {
     ProxmoxNode {
         online: host.online,
         memory_total_mib: host.memory_capacity_bytes / MIB,
@@ -669,7 +639,7 @@ fn proxmox_node(host: &proxmox::HostInfo, vms: &[VmInfo]) -> ProxmoxNode {
 
 /// A template copy; it is on shared storage when every volume is on a storage flagged shared,
 /// and built for the distributions its tags or description name.
-fn observed_template(
+pub(super) fn observed_template(
     template: &proxmox::TemplateInfo,
     storages: &BTreeMap<String, bool>,
 ) -> ObservedTemplate {
@@ -715,53 +685,6 @@ fn observed_machine(vm: &VmInfo, now: Timestamp) -> Option<ObservedMachine> {
         pool: vm.pool.as_deref().map(Into::into),
         recorded_tags: None,
     })
-}
-
-fn observed_node(node: &NodeState, drain: Option<DrainObserved>, now: Timestamp) -> ObservedNode {
-    ObservedNode {
-        ready: node.ready,
-        ready_since: node.ready_since.unwrap_or(now),
-        kubelet_version: node.kubelet_version.parse().ok(),
-        unschedulable: node.unschedulable,
-        taints: node
-            .taints
-            .iter()
-            .map(|t| Taint {
-                key: t.key.clone(),
-                value: t.value.clone(),
-                effect: t.effect.as_str().to_owned(),
-            })
-            .collect(),
-        drain,
-        labels: node.labels.clone(),
-        managed: ManagedKeys::from_annotations(
-            annotation(node, MANAGED_LABELS_ANNOTATION),
-            annotation(node, MANAGED_TAINTS_ANNOTATION),
-        ),
-        owned_elsewhere: OwnedElsewhere::from_annotations(
-            annotation(node, OWNED_ELSEWHERE_ANNOTATIONS.0),
-            annotation(node, OWNED_ELSEWHERE_ANNOTATIONS.1),
-        ),
-    }
-}
-
-fn annotation<'a>(node: &'a NodeState, name: &str) -> Option<&'a str> {
-    node.annotations.get(name).map(String::as_str)
-}
-
-/// The oldest release the control planes' kubelets report (the cluster's version while an
-/// upgrade by replacement is under way).
-fn servers_version(nodes: &[NodeState], observed: &ObservedCluster) -> Option<KubeVersion> {
-    nodes
-        .iter()
-        .filter(|node| {
-            observed
-                .machines
-                .get(&node.name)
-                .is_some_and(|m| m.ownership.role == Role::ControlPlane)
-        })
-        .filter_map(|node| node.kubelet_version.parse::<KubeVersion>().ok())
-        .min()
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::providers::kube::AdminKubeconfig;
-use crate::spec::KubeVersion;
+use crate::spec::{KubeVersion, RecordedNetwork};
 
 /// A connected client of one cluster and what was derived from its kubeconfig.
 pub(super) struct Session<C> {
@@ -93,8 +93,9 @@ impl<C> Sessions<C> {
     }
 }
 
-/// What kubeadm's `ClusterConfiguration` says: the endpoint and the version.
-pub(super) type ClusterConfiguration = (ConfiguredEndpoint, KubeVersion);
+/// What kubeadm's `ClusterConfiguration` says: the endpoint, the version and the ranges
+/// (`networking.podSubnet`, `serviceSubnet`).
+pub(super) type ClusterConfiguration = (ConfiguredEndpoint, KubeVersion, RecordedNetwork);
 
 /// Endpoint parts read from kubeadm's `ClusterConfiguration`.
 #[derive(Debug, Clone)]
@@ -104,9 +105,10 @@ pub(super) struct ConfiguredEndpoint {
     pub address: Option<IpAddr>,
 }
 
-/// The endpoint and version in kubeadm's `ClusterConfiguration` (YAML): `controlPlaneEndpoint`,
-/// the address among `apiServer.certSANs`, and `kubernetesVersion`.
-fn parse_cluster_configuration(text: &str) -> Option<(ConfiguredEndpoint, KubeVersion)> {
+/// The endpoint, version and ranges in kubeadm's `ClusterConfiguration` (YAML):
+/// `controlPlaneEndpoint`, the address among `apiServer.certSANs`, `kubernetesVersion` and
+/// `networking`.
+fn parse_cluster_configuration(text: &str) -> Option<ClusterConfiguration> {
     let value: serde_json::Value = serde_saphyr::from_str(text).ok()?;
     let endpoint = value["controlPlaneEndpoint"].as_str()?;
     let (host, port) = endpoint
@@ -117,6 +119,12 @@ fn parse_cluster_configuration(text: &str) -> Option<(ConfiguredEndpoint, KubeVe
             .find_map(|san| san.as_str()?.parse::<IpAddr>().ok())
     });
     let version = value["kubernetesVersion"].as_str()?.parse().ok()?;
+    let range = |field: &str| value["networking"][field].as_str()?.parse().ok();
+    let network = RecordedNetwork {
+        pods: range("podSubnet"),
+        services: range("serviceSubnet"),
+        ..RecordedNetwork::default()
+    };
     Some((
         ConfiguredEndpoint {
             host: host.to_owned(),
@@ -124,6 +132,7 @@ fn parse_cluster_configuration(text: &str) -> Option<(ConfiguredEndpoint, KubeVe
             address,
         },
         version,
+        network,
     ))
 }
 
@@ -134,7 +143,8 @@ mod tests {
     #[test]
     fn the_endpoint_and_version_are_read_from_kubeadm_config() {
         let text = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\ncontrolPlaneEndpoint: k8s-prod.lab.example:6443\nkubernetesVersion: v1.36.2\napiServer:\n  certSANs: [k8s-prod.lab.example, 192.168.1.23]\n";
-        let (endpoint, version) = parse_cluster_configuration(text).expect("parses");
+        let (endpoint, version, network) = parse_cluster_configuration(text).expect("parses");
+        assert_eq!(network, RecordedNetwork::default(), "no networking section");
         assert_eq!(endpoint.host, "k8s-prod.lab.example");
         assert_eq!(endpoint.port, 6443);
         assert_eq!(endpoint.address, Some("192.168.1.23".parse().expect("ip")));

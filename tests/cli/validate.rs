@@ -138,14 +138,14 @@ fn labels_and_taints_are_judged_as_kubernetes_judges_them_at_their_place_with_a_
     );
     repo.validate()
         .assert_code(1)
-        .assert_reports("clusters/platform.yaml:42:16: error: spec.workers[1].labels._workload: `_workload` is not a label key")
+        .assert_reports("clusters/platform.yaml:47:16: error: spec.workers[1].labels._workload: `_workload` is not a label key")
         .assert_reports("hint: a key is an optional DNS subdomain prefix")
         .assert_reports("spec.workers[1].labels.capstan.dev/pool: capstan sets `capstan.dev/pool` itself")
         .assert_reports("spec.workers[1].labels.workload-class: `-x-` is not a label value");
     let repo = ScratchRepo::from_examples();
     repo.edit(PLATFORM, "effect: NoSchedule}", "effect: NoScheduled}");
     repo.validate().assert_code(1).assert_reports(
-        "clusters/platform.yaml:43:56: error: spec.workers[1].taints[0].effect: unknown variant `NoScheduled`, expected one of NoSchedule, PreferNoSchedule, NoExecute",
+        "clusters/platform.yaml:48:56: error: spec.workers[1].taints[0].effect: unknown variant `NoScheduled`, expected one of NoSchedule, PreferNoSchedule, NoExecute",
     );
     let repo = ScratchRepo::from_examples();
     repo.edit(
@@ -216,7 +216,7 @@ fn an_even_number_of_control_planes_is_refused() {
     );
     repo.validate()
         .assert_code(1)
-        .assert_reports("clusters/platform.yaml:20:5: error: spec.controlPlane.replicas: 2 control planes cannot keep etcd quorum")
+        .assert_reports("clusters/platform.yaml:25:5: error: spec.controlPlane.replicas: 2 control planes cannot keep etcd quorum")
         .assert_reports("use an odd number: 1, 3 or 5");
 }
 
@@ -360,4 +360,30 @@ fn a_lease_duration_with_a_fraction_of_a_second_is_a_usage_error() {
             run.stderr
         );
     }
+}
+
+#[test]
+fn a_k3s_or_talos_pod_range_overlapping_the_node_subnet_is_refused_at_its_line() {
+    // The pod range goes right under `nodes:` (line 31 of edge.yaml, 52 of talos.yaml).
+    for (file, line) in [("clusters/edge.yaml", 32), ("clusters/talos.yaml", 53)] {
+        let repo = ScratchRepo::from_examples();
+        repo.edit(
+            file,
+            "    nodes: 192.168.1.0/24\n",
+            "    nodes: 192.168.1.0/24\n    pods: 192.168.0.0/16\n",
+        );
+        repo.validate()
+            .assert_code(1)
+            .assert_reports(&format!("{file}:{line}:5: error: spec.network.pods: nodes 192.168.1.0/24 overlaps pods 192.168.0.0/16"));
+    }
+}
+
+#[test]
+fn a_cni_the_distribution_cannot_install_is_refused_with_those_it_can() {
+    let repo = ScratchRepo::from_examples();
+    repo.edit(PROD, "cni: calico ", "cni: flannel ");
+    repo.validate()
+        .assert_code(1)
+        .assert_reports("clusters/prod.yaml:24:5: error: spec.network.cni: kubeadm cannot install the CNI `flannel`")
+        .assert_reports("kubeadm installs `calico` (IPIP, applied through the new cluster's API at bootstrap) or `none` (no CNI: Flux installs one)");
 }

@@ -277,6 +277,7 @@ async fn capstans_k3s_steps_build_the_seed_cluster_on_a_provisioned_mariadb() {
             .expect("ip");
         let steps = k3s::install_server(
             &spec,
+            &spec.cluster_network(None),
             &join,
             &server.name,
             address,
@@ -569,6 +570,7 @@ async fn an_install_on_a_template_without_k3s_says_what_the_template_lacks() {
     let node = target(121, "capstan-edge-cp-0");
     let steps = k3s::install_server(
         &spec,
+        &spec.cluster_network(None),
         &join,
         &node.name,
         "192.168.1.21".parse().expect("ip"),
@@ -671,6 +673,7 @@ async fn capstans_certificate_rotation_on_a_server_issues_a_new_admin_kubeconfig
             &server,
             &k3s::install_server(
                 &spec,
+                &spec.cluster_network(None),
                 &join,
                 &server.name,
                 address,

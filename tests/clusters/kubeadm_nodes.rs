@@ -29,6 +29,7 @@ struct FakeCluster {
     version: Option<KubeVersion>,
     nodes: BTreeMap<String, (bool, KubeVersion, Role)>,
     renewals: u32,
+    kube_proxy_deployments: u32,
 }
 
 impl FakeClusters {
@@ -90,6 +91,22 @@ impl ClusterBackend for FakeClusters {
         if let Some(entry) = self.clusters.lock().expect("lock").get_mut(cluster) {
             entry.version = Some(version);
         }
+    }
+    fn apply_manifest(&self, cluster: &str, _: &str) -> Result<String, BackendError> {
+        // capstan applies nothing through a node's kubectl.
+        Err(BackendError::NoCluster {
+            cluster: cluster.to_owned(),
+        })
+    }
+    fn deploy_kube_proxy(&self, cluster: &str) -> Result<(), BackendError> {
+        let mut clusters = self.clusters.lock().expect("lock");
+        let entry = clusters
+            .get_mut(cluster)
+            .ok_or_else(|| BackendError::NoCluster {
+                cluster: cluster.to_owned(),
+            })?;
+        entry.kube_proxy_deployments += 1;
+        Ok(())
     }
     fn renew_certificates(&self, cluster: &str) -> Result<ClusterAccess, BackendError> {
         let mut clusters = self.clusters.lock().expect("lock");
@@ -204,6 +221,7 @@ impl Lab {
         let init = steps::init_control_plane(
             "platform",
             &self.spec,
+            &self.spec.cluster_network(None),
             &target.name,
             address(),
             &Registration::default(),
@@ -274,6 +292,7 @@ async fn a_cluster_comes_up_through_capstans_own_steps() {
     let again = steps::init_control_plane(
         "platform",
         &lab.spec,
+        &lab.spec.cluster_network(None),
         &cp.name,
         address(),
         &Registration::default(),
@@ -291,6 +310,7 @@ async fn kubeadm_is_missing_until_the_node_is_prepared() {
     let init = steps::init_control_plane(
         "platform",
         &lab.spec,
+        &lab.spec.cluster_network(None),
         &cp.name,
         address(),
         &Registration::default(),
@@ -506,7 +526,11 @@ async fn upgrades_move_one_minor_at_a_time_with_a_matching_kubeadm() {
     };
     let err = lab
         .kubeadm
-        .run_steps("upgrade", &cp, &steps::upgrade_control_plane(skip))
+        .run_steps(
+            "upgrade",
+            &cp,
+            &steps::upgrade_control_plane(skip, &lab.spec.cluster_network(None)),
+        )
         .await
         .expect_err("skips a minor");
     assert!(err.to_string().contains("exited 1"), "{err}");
@@ -516,7 +540,11 @@ async fn upgrades_move_one_minor_at_a_time_with_a_matching_kubeadm() {
         ..current
     };
     lab.kubeadm
-        .run_steps("upgrade", &cp, &steps::upgrade_control_plane(patch))
+        .run_steps(
+            "upgrade",
+            &cp,
+            &steps::upgrade_control_plane(patch, &lab.spec.cluster_network(None)),
+        )
         .await
         .expect("patch upgrade");
     let cluster = lab.clusters.cluster("platform");
@@ -526,8 +554,31 @@ async fn upgrades_move_one_minor_at_a_time_with_a_matching_kubeadm() {
         "kubeadm upgrade apply renews certificates"
     );
     assert_eq!(
+        cluster.kube_proxy_deployments, 1,
+        "and deploys kube-proxy again (its addon phase)"
+    );
+    let mut without = lab.spec.cluster_network(None);
+    without.kube_proxy = false;
+    let next = capstan::spec::KubeVersion {
+        patch: patch.patch + 1,
+        ..patch
+    };
+    lab.kubeadm
+        .run_steps(
+            "upgrade",
+            &cp,
+            &steps::upgrade_control_plane(next, &without),
+        )
+        .await
+        .expect("patch upgrade without kube-proxy");
+    assert_eq!(
+        lab.clusters.cluster("platform").kube_proxy_deployments,
+        1,
+        "a cluster without kube-proxy skips the phase"
+    );
+    assert_eq!(
         lab.kubeadm.admin_kubeconfig(&cp).await.expect("admin.conf"),
-        "kubeconfig-1"
+        "kubeconfig-2"
     );
 
     lab.kubeadm
@@ -536,7 +587,7 @@ async fn upgrades_move_one_minor_at_a_time_with_a_matching_kubeadm() {
         .expect("renew");
     assert_eq!(
         lab.kubeadm.admin_kubeconfig(&cp).await.expect("admin.conf"),
-        "kubeconfig-2"
+        "kubeconfig-3"
     );
 }
 

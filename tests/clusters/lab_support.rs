@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use capstan::execute::distribution::kubeadm::calico;
 use capstan::model::{NodeName, Ownership, Role};
+use capstan::providers::kube::KubeClusterClient;
 use capstan::providers::kubeadm::{self, Kubeadm};
 use capstan::providers::node_exec::{GuestAgent, NodeTarget};
 use capstan::providers::proxmox::{
@@ -217,6 +219,7 @@ pub async fn bring_up() -> UpCluster {
             &kubeadm::init_control_plane(
                 CLUSTER,
                 &spec,
+                &spec.cluster_network(None),
                 &control_plane.target.name,
                 control_plane.ip(),
                 &registration(&spec, "cp", Role::ControlPlane, &control_plane.target),
@@ -224,6 +227,15 @@ pub async fn bring_up() -> UpCluster {
         )
         .await
         .expect("kubeadm init");
+    // Calico through the new cluster's API, as the executor applies it after init.
+    let admin = kubeadm
+        .admin_kubeconfig(&control_plane.target)
+        .await
+        .expect("admin.conf");
+    let api = KubeClusterClient::connect(&admin).await.expect("a client");
+    calico::install(&api, &spec.cluster_network(None), &spec.endpoint)
+        .await
+        .expect("Calico applied");
     for worker in &workers {
         let ticket = kubeadm
             .join_ticket(&control_plane.target)

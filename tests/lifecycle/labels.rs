@@ -140,10 +140,12 @@ async fn a_pools_labels_and_taint_show_on_its_nodes_and_a_label_change_applies_i
     let taint = "maintenance=soon:PreferNoSchedule";
     world.kubectl(CLUSTER, &["taint", "node", &hand.name, taint]);
     let before = clones_and_destroys(&world);
+    // The bootstrap may have run label-nodes already: wait for one run after the change.
+    let labelled_before = world.steps_ok("label-nodes");
     world.write_cluster(CLUSTER, &labelled("cpu"));
     world
         .wait_for("the label-nodes step", |_| {
-            world.steps_ok("label-nodes") >= 1
+            world.steps_ok("label-nodes") > labelled_before
         })
         .await;
     let status = world
@@ -330,10 +332,12 @@ async fn a_k3s_agent_registers_with_its_pools_labels_and_taint_which_change_in_p
     );
 
     let before = clones_and_destroys(&world);
+    // The bootstrap may have run label-nodes already: wait for one run after the change.
+    let labelled_before = world.steps_ok("label-nodes");
     world.write_cluster("edge", &k3s_pool("cpu"));
     world
         .wait_for("the label-nodes step", |_| {
-            world.steps_ok("label-nodes") >= 1
+            world.steps_ok("label-nodes") > labelled_before
         })
         .await;
     assert_eq!(

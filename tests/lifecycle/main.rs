@@ -19,6 +19,7 @@ mod k3s;
 mod kubeconfig_trust;
 mod labels;
 mod leader;
+mod network;
 mod notifications;
 mod observe_cost;
 mod preview_live;

@@ -46,6 +46,10 @@ fn facts() -> ClusterFacts {
         kubernetes_version: KUBERNETES.parse().expect("version"),
         talos_version: TALOS_VERSION.parse().expect("version"),
         installer_image: None,
+        network: capstan::spec::Distribution::Talos
+            .capabilities()
+            .network
+            .cluster_network(),
     }
 }
 

@@ -19,6 +19,7 @@ mod delivery;
 mod example;
 mod hardware;
 mod labels;
+mod network;
 mod python;
 mod reconcile;
 mod records;

@@ -115,6 +115,10 @@ fn configs_rendered_from_a_generated_bundle_pass_talos_schema() {
         kubernetes_version: "1.36.3".parse().expect("version"),
         talos_version: "v1.13.9".parse().expect("version"),
         installer_image: None,
+        network: capstan::spec::Distribution::Talos
+            .capabilities()
+            .network
+            .cluster_network(),
     };
     for role in [MachineRole::ControlPlane, MachineRole::Worker] {
         let node = NodeFacts {

@@ -139,6 +139,16 @@ impl ClusterBackend for NoClusters {
         })
     }
     fn set_storage_unavailable(&self, _: &str, _: Option<String>) {}
+    fn apply_manifest(&self, cluster: &str, _: &str) -> Result<String, BackendError> {
+        Err(BackendError::NoCluster {
+            cluster: cluster.to_owned(),
+        })
+    }
+    fn deploy_kube_proxy(&self, cluster: &str) -> Result<(), BackendError> {
+        Err(BackendError::NoCluster {
+            cluster: cluster.to_owned(),
+        })
+    }
 }
 
 fn cluster_facts() -> ClusterFacts {
@@ -150,6 +160,10 @@ fn cluster_facts() -> ClusterFacts {
         kubernetes_version: "1.34.2".parse().expect("version"),
         talos_version: TALOS_VERSION.parse().expect("version"),
         installer_image: None,
+        network: capstan::spec::Distribution::Talos
+            .capabilities()
+            .network
+            .cluster_network(),
     }
 }
 

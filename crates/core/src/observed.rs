@@ -14,14 +14,16 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::net::IpAddr;
 
+use ipnet::IpNet;
 use jiff::Timestamp;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 use smol_str::SmolStr;
 
 use crate::model::{NodeName, Ownership, VmId};
-use crate::spec::{Distribution, Endpoint, KubeVersion};
+use crate::spec::{Distribution, Endpoint, KubeVersion, RecordedNetwork};
 use crate::workloads::{DisruptionBudget, ObservedPod};
 
 mod machine_spec;
@@ -415,6 +417,16 @@ pub struct ObservedNode {
     /// capstan's drain, when it started one ([`DRAIN_STARTED_ANNOTATION`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain: Option<DrainObserved>,
+    /// `spec.podCIDR`: the node's share of the pod network, once kube-controller-manager
+    /// gave it one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub pod_cidr: Option<IpNet>,
+    /// NotReady only because no CNI runs yet: its kubelet reports `NetworkPluginNotReady`,
+    /// and it was never Ready since it registered. Remediation leaves it alone; once it was
+    /// Ready, NotReady is NotReady.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub awaiting_network: bool,
     /// `metadata.labels`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
@@ -500,6 +512,15 @@ pub struct ObservedControlPlane {
     /// CNI) did not finish: no [`BOOTSTRAP_MARKER`] yet. `init-control-plane` runs again.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub bootstrap_incomplete: bool,
+    /// The network the cluster was built with, as far as it tells: what capstan recorded in
+    /// the [`BOOTSTRAP_MARKER`], or kubeadm's `ClusterConfiguration`. A file that leaves a
+    /// field unset keeps it; one that sets another value is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<RecordedNetwork>,
+    /// The `default/kubernetes` Service's ClusterIP: the first address of the service network
+    /// the API server runs with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_service_address: Option<IpAddr>,
 }
 
 /// Where a Flux Secret lives (key `value` holds the kubeconfig).
@@ -554,6 +575,8 @@ mod tests {
                     certificates_expire: Some("2027-01-01T00:00:00Z".parse().expect("time")),
                     admin_kubeconfig: Some("sha256:0011223344556677".into()),
                     bootstrap_incomplete: false,
+                    network: None,
+                    api_service_address: None,
                 }),
                 ..ObservedCluster::default()
             },

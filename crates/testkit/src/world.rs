@@ -592,6 +592,17 @@ approvedMinors: [\"1.36\"]
             .to_owned()
     }
 
+    /// The kubeconfig Flux holds for `cluster`, written to a file for kubectl.
+    pub fn flux_kubeconfig_file(&self, cluster: &str) -> PathBuf {
+        let delivered = self.flux_kubeconfig(cluster).expect("delivered to Flux");
+        let file = self
+            .state
+            .path()
+            .join(format!("{cluster}-from-flux.kubeconfig"));
+        std::fs::write(&file, delivered).expect("write kubeconfig");
+        file
+    }
+
     /// The Flux Secret's `value` for a cluster (the delivered kubeconfig), decoded.
     pub fn flux_kubeconfig(&self, cluster: &str) -> Option<String> {
         let management = self.lab.kube().management().expect("management cluster");

@@ -3,7 +3,8 @@
 //! with the cluster token and the datastore endpoint from K3s's configuration file, and
 //! `--tls-san` for the endpoint host and address and `--node-ip` on their command line; agents
 //! join the endpoint with the token from the same file; kube-vip holds the endpoint address as
-//! a static pod on every server. The steps are [`NodeStep`]s, run by the same runner as
+//! a static pod on every server. The servers' flags carry the cluster's network (its ranges,
+//! and no flannel when Flux installs the CNI): secrets never, ranges always. The steps are [`NodeStep`]s, run by the same runner as
 //! kubeadm's ([`crate::providers::kubeadm::Kubeadm::run_steps`]).
 //!
 //! # Guarantees
@@ -21,7 +22,7 @@ use super::kubeadm::{Kubeadm, KubeadmError, NodeStep, write_file};
 use super::node_exec::{Command, FileMode, NodeExec, NodeTarget};
 use crate::model::NodeName;
 use crate::scheduling::Registration;
-use crate::spec::ClusterSpec;
+use crate::spec::{ClusterNetwork, ClusterSpec};
 
 /// The install script a K3s template carries (K3s's air-gap install).
 pub const INSTALL_SCRIPT: &str = "/usr/local/bin/k3s-install.sh";
@@ -82,6 +83,28 @@ fn config_file(settings: &[(&str, &str)]) -> String {
         .collect()
 }
 
+/// K3s's server flags for `network`: the pod and service ranges and the cluster DNS address
+/// derived from the latter (K3s's own rule: the tenth address), then, when capstan installs
+/// no CNI, no flannel and no network policy controller (the CNI Flux installs brings its
+/// own), and no kube-proxy when the cluster runs without.
+pub fn network_flags(network: &ClusterNetwork) -> Vec<String> {
+    let mut flags = vec![
+        "--cluster-cidr".to_owned(),
+        network.pods.to_string(),
+        "--service-cidr".to_owned(),
+        network.services.to_string(),
+        "--cluster-dns".to_owned(),
+        network.dns_service_address().to_string(),
+    ];
+    if network.awaits_flux_cni() {
+        flags.extend(["--flannel-backend", "none", "--disable-network-policy"].map(str::to_owned));
+    }
+    if !network.kube_proxy {
+        flags.push("--disable-kube-proxy".to_owned());
+    }
+    flags
+}
+
 /// `--node-label KEY=VALUE` and `--node-taint KEY[=VALUE]:EFFECT` for each of what the node
 /// registers with (K3s applies them at registration only; capstan changes them later through
 /// the API). Keys and values are validated as Kubernetes does: no shell or flag syntax.
@@ -101,9 +124,11 @@ fn registration_flags(registration: &Registration) -> Vec<String> {
 }
 
 /// A K3s server (the first, or any later one: with a shared datastore they are alike):
-/// kube-vip's static pod, K3s's configuration file (token, datastore), then the install.
+/// kube-vip's static pod, K3s's configuration file (token, datastore), then the install on
+/// `network` (see [`network_flags`]).
 pub fn install_server(
     spec: &ClusterSpec,
+    network: &ClusterNetwork,
     join: &ServerJoin,
     node: &NodeName,
     address: IpAddr,
@@ -133,6 +158,7 @@ pub fn install_server(
         ]
         .map(str::to_owned),
     );
+    argv.extend(network_flags(network));
     argv.extend(registration_flags(registration));
     vec![
         write_file(KUBE_VIP_MANIFEST, FileMode::Config, kube_vip(spec)),

@@ -69,6 +69,7 @@ fn a_server_installs_air_gapped_with_its_token_and_datastore_in_a_0600_file() {
     let spec = edge_spec();
     let steps = install_server(
         &spec,
+        &spec.cluster_network(None),
         &join(),
         &NodeName::from("capstan-prod-cp-a1b2c"),
         address(),
@@ -98,6 +99,12 @@ fn a_server_installs_air_gapped_with_its_token_and_datastore_in_a_0600_file() {
             "capstan-prod-cp-a1b2c",
             "--https-listen-port",
             "6443",
+            "--cluster-cidr",
+            "172.16.0.0/16",
+            "--service-cidr",
+            "10.96.0.0/12",
+            "--cluster-dns",
+            "10.96.0.10",
         ]
     );
     assert!(!install.sensitive, "nothing secret to hide in its output");
@@ -155,6 +162,7 @@ fn kube_vip_holds_the_endpoint_on_every_server_with_k3s_kubeconfig() {
     let spec = edge_spec();
     let steps = install_server(
         &spec,
+        &spec.cluster_network(None),
         &join(),
         &NodeName::from("n"),
         address(),
@@ -193,5 +201,19 @@ fn an_agent_joins_the_endpoint_with_the_token_from_a_0600_file() {
     assert!(
         !install.argv.iter().any(|a| a.contains("DATASTORE")),
         "agents never see the datastore"
+    );
+}
+
+#[test]
+fn a_server_without_a_cni_from_capstan_runs_no_flannel_and_without_kube_proxy_none_either() {
+    let mut spec = edge_spec();
+    spec.network.cni = Some(crate::spec::Cni::None);
+    spec.network.kube_proxy = Some(false);
+    spec.network.pods = None;
+    spec.network.services = Some("10.70.0.0/16".parse().expect("net"));
+    let flags = network_flags(&spec.cluster_network(None));
+    assert_eq!(
+        flags.join(" "),
+        "--cluster-cidr 10.42.0.0/16 --service-cidr 10.70.0.0/16 --cluster-dns 10.70.0.10 --flannel-backend none --disable-network-policy --disable-kube-proxy"
     );
 }

@@ -37,6 +37,10 @@ const CONFLICT_RETRIES: usize = 5;
 /// The label prefix that names node roles (`node-role.kubernetes.io/control-plane`).
 const ROLE_LABEL_PREFIX: &str = "node-role.kubernetes.io/";
 
+/// What a kubelet's Ready condition says while the runtime has no network plugin (its reason
+/// is `KubeletNotReady`; the runtime's reason is in the message).
+const NETWORK_PLUGIN_NOT_READY: &str = "NetworkPluginNotReady";
+
 /// A [`ClusterClient`] talking to one cluster through the kube crate.
 #[derive(Clone)]
 pub struct KubeClusterClient {
@@ -265,11 +269,37 @@ fn node_state(node: &Node) -> NodeState {
             })
             .collect(),
         annotations: metadata.annotations.clone().unwrap_or_default(),
+        pod_cidr: spec.pod_cidr.clone(),
+        created: metadata.creation_timestamp.as_ref().map(|t| t.0),
+        network_plugin_not_ready: ready_condition.is_some_and(|c| {
+            c.status == "False"
+                && (c.reason.as_deref() == Some(NETWORK_PLUGIN_NOT_READY)
+                    || c.message
+                        .as_deref()
+                        .is_some_and(|m| m.contains(NETWORK_PLUGIN_NOT_READY)))
+        }),
         labels: metadata.labels.clone().unwrap_or_default(),
     }
 }
 
 impl ClusterClient for KubeClusterClient {
+    async fn apply_manifest(
+        &self,
+        name: &str,
+        manifest: &str,
+        manager: &str,
+    ) -> Result<usize, ClusterError> {
+        super::apply::apply_manifest(&self.client, name, manifest, manager).await
+    }
+
+    async fn service_address(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<std::net::IpAddr>, ClusterError> {
+        super::apply::service_address(&self.client, namespace, name).await
+    }
+
     async fn nodes(&self) -> Result<Vec<NodeState>, ClusterError> {
         let nodes = self
             .nodes_api()

@@ -14,6 +14,7 @@
 //! `Debug` shows fingerprints only.
 
 mod admin;
+mod apply;
 mod client;
 mod drain;
 mod lease;
@@ -124,6 +125,13 @@ pub struct NodeState {
     pub addresses: Vec<NodeAddress>,
     /// Annotations.
     pub annotations: BTreeMap<String, String>,
+    /// `spec.podCIDR`, once node IPAM gave it one.
+    pub pod_cidr: Option<String>,
+    /// When the Node was registered (`metadata.creationTimestamp`).
+    pub created: Option<Timestamp>,
+    /// Its kubelet posts NotReady because the runtime has no network plugin (the Ready
+    /// condition's `NetworkPluginNotReady`).
+    pub network_plugin_not_ready: bool,
     /// Labels.
     pub labels: BTreeMap<String, String>,
 }
@@ -344,6 +352,44 @@ pub enum ClusterError {
         #[source]
         source: kube::Error,
     },
+    /// A manifest is not a stream of Kubernetes objects.
+    #[error("cannot read manifest {manifest}: {reason}")]
+    ParseManifest {
+        /// Which manifest.
+        manifest: String,
+        /// What is wrong (no content quoted).
+        reason: String,
+    },
+    /// The API serves no such kind (yet: a custom resource before its definition).
+    #[error("the API serves no {kind} in {api_version} (yet)")]
+    NotServed {
+        /// `group/version`.
+        api_version: String,
+        /// The kind.
+        kind: String,
+    },
+    /// Server-side apply of an object failed.
+    #[error("cannot apply {kind} {name}")]
+    Apply {
+        /// The kind.
+        kind: String,
+        /// `namespace/name` or `name`.
+        name: String,
+        /// What the API server (or the connection to it) said.
+        #[source]
+        source: kube::Error,
+    },
+    /// Reading a Service failed.
+    #[error("cannot read Service {namespace}/{name}")]
+    GetService {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// What the API server (or the connection to it) said.
+        #[source]
+        source: kube::Error,
+    },
     /// Deleting a Secret failed.
     #[error("cannot delete Secret {namespace}/{name}")]
     DeleteSecret {
@@ -375,6 +421,8 @@ impl ClusterError {
             | ClusterError::AdminKubeconfig { .. }
             | ClusterError::ClientCertificate { .. }
             | ClusterError::DrainTimedOut { .. }
+            | ClusterError::ParseManifest { .. }
+            | ClusterError::NotServed { .. }
             | ClusterError::NotLeading(_) => None,
             ClusterError::Connect(source)
             | ClusterError::ListNodes(source)
@@ -392,6 +440,8 @@ impl ClusterError {
             | ClusterError::GetSecret { source, .. }
             | ClusterError::ListSecrets { source, .. }
             | ClusterError::WriteSecret { source, .. }
+            | ClusterError::Apply { source, .. }
+            | ClusterError::GetService { source, .. }
             | ClusterError::DeleteSecret { source, .. } => Some(source),
         }
     }
@@ -402,7 +452,11 @@ impl ClusterError {
     pub fn is_transient(&self) -> bool {
         match self.kube_source() {
             Some(source) => is_transient_kube(source),
-            None => matches!(self, ClusterError::DrainTimedOut { .. }),
+            // A custom resource is served once its operator defined it.
+            None => matches!(
+                self,
+                ClusterError::DrainTimedOut { .. } | ClusterError::NotServed { .. }
+            ),
         }
     }
 
@@ -551,6 +605,24 @@ pub trait ClusterClient: Send + Sync {
         namespace: &str,
         name: &str,
     ) -> impl Future<Output = Result<bool, ClusterError>> + Send;
+
+    /// Server-side applies every object of `manifest` (a YAML stream; `name` says which in
+    /// errors) as field manager `manager`, in order, taking over the fields it sets; each
+    /// kind is found through the API's discovery. Returns how many objects it applied.
+    /// [`ClusterError::NotServed`] for a kind the API does not serve yet.
+    fn apply_manifest(
+        &self,
+        name: &str,
+        manifest: &str,
+        manager: &str,
+    ) -> impl Future<Output = Result<usize, ClusterError>> + Send;
+
+    /// A Service's ClusterIP, or `None` when it does not exist or has none.
+    fn service_address(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<std::net::IpAddr>, ClusterError>> + Send;
 }
 
 impl<T: ClusterClient> ClusterClient for Arc<T> {
@@ -659,6 +731,21 @@ impl<T: ClusterClient> ClusterClient for Arc<T> {
         name: &str,
     ) -> impl Future<Output = Result<bool, ClusterError>> + Send {
         (**self).delete_secret(namespace, name)
+    }
+    fn apply_manifest(
+        &self,
+        name: &str,
+        manifest: &str,
+        manager: &str,
+    ) -> impl Future<Output = Result<usize, ClusterError>> + Send {
+        (**self).apply_manifest(name, manifest, manager)
+    }
+    fn service_address(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<std::net::IpAddr>, ClusterError>> + Send {
+        (**self).service_address(namespace, name)
     }
 }
 

@@ -1,9 +1,10 @@
 //! What capstan runs inside a node's VM to build, join, upgrade and take apart a kubeadm
 //! cluster: the phases of the design brief as files and commands.
 //!
-//! The files are templates in `templates/` that a reader can compare line by line with kubeadm's,
-//! kube-vip's and Calico's documentation; this module fills them and lists the commands, and
-//! [`Kubeadm`] runs them through a [`NodeExec`] transport.
+//! The files are templates in `templates/` that a reader can compare line by line with kubeadm's
+//! and kube-vip's documentation; this module fills them and lists the commands, and
+//! [`Kubeadm`] runs them through a [`NodeExec`] transport. Nothing here fetches anything from
+//! the internet: the CNI goes through the cluster's API (`execute::distribution::kubeadm`).
 //!
 //! # Guarantees
 //! - Every operation is safe to repeat: `kubeadm init` and `kubeadm join` are skipped on a node
@@ -27,7 +28,7 @@ use std::time::Duration;
 use super::node_exec::{Command, ExecError, FileMode, NodeExec, NodeTarget, Output};
 use crate::model::{NodeName, Role};
 use crate::scheduling::Registration;
-use crate::spec::{ClusterSpec, KubeVersion};
+use crate::spec::{ClusterNetwork, ClusterSpec, KubeVersion};
 
 /// The most of a failed sensitive command's standard error an error quotes (after the
 /// redactor): enough for the reason it failed (`kubeadm`'s last lines), not a document.
@@ -44,23 +45,23 @@ pub const INIT_CONFIG: &str = "/etc/capstan/kubeadm-init.yaml";
 /// `kubeadm join --config` (holds a bootstrap token, and a control plane's certificate key:
 /// mode 0600, removed after the join).
 pub const JOIN_CONFIG: &str = "/etc/capstan/kubeadm-join.yaml";
-/// Calico's Installation resource.
-pub const CALICO_INSTALLATION: &str = "/etc/capstan/calico-installation.yaml";
+/// `kubeadm upgrade apply --config` (its `UpgradeConfiguration`).
+pub const UPGRADE_CONFIG: &str = "/etc/capstan/kubeadm-upgrade.yaml";
 /// kube-vip's static pod.
 pub const KUBE_VIP_MANIFEST: &str = "/etc/kubernetes/manifests/kube-vip.yaml";
 /// The cluster-admin kubeconfig `kubeadm init` writes (the one delivered to Flux).
 pub const ADMIN_CONF: &str = "/etc/kubernetes/admin.conf";
 /// Present once a node has joined (or initialised) a cluster.
 pub const KUBELET_CONF: &str = "/etc/kubernetes/kubelet.conf";
-/// The Tigera operator that installs Calico, pinned to a release.
-pub const TIGERA_OPERATOR_URL: &str =
-    "https://raw.githubusercontent.com/projectcalico/calico/v3.31.2/manifests/tigera-operator.yaml";
+/// kubeadm's phase that deploys kube-proxy, skipped (at init and at every upgrade) when the
+/// cluster runs without it.
+pub const KUBE_PROXY_PHASE: &str = "addon/kube-proxy";
 
 const INIT_TEMPLATE: &str = include_str!("templates/kubeadm-init.yaml");
 const JOIN_WORKER_TEMPLATE: &str = include_str!("templates/kubeadm-join-worker.yaml");
 const JOIN_CONTROL_PLANE_TEMPLATE: &str = include_str!("templates/kubeadm-join-control-plane.yaml");
 const KUBE_VIP_TEMPLATE: &str = include_str!("templates/kube-vip.yaml");
-const CALICO_TEMPLATE: &str = include_str!("templates/calico-installation.yaml");
+const UPGRADE_TEMPLATE: &str = include_str!("templates/kubeadm-upgrade.yaml");
 const PREPARE_SCRIPT_TEXT: &str = include_str!("templates/prepare-node.sh");
 const RENEW_SCRIPT_TEXT: &str = include_str!("templates/renew-certificates.sh");
 
@@ -140,12 +141,6 @@ fn run_unless_file(command: Command, path: &str) -> NodeStep {
     }
 }
 
-fn kubectl(args: &[&str]) -> Command {
-    let mut argv = vec!["kubectl", "--kubeconfig", ADMIN_CONF];
-    argv.extend_from_slice(args);
-    Command::new(&argv)
-}
-
 /// Fills `${NAME}` placeholders. Every placeholder must have a value (tested for each template).
 fn render(template: &str, values: &[(&str, String)]) -> String {
     values
@@ -156,16 +151,30 @@ fn render(template: &str, values: &[(&str, String)]) -> String {
 }
 
 /// The cluster-wide values every template uses.
-fn cluster_values(cluster_name: &str, spec: &ClusterSpec) -> Vec<(&'static str, String)> {
+fn cluster_values(
+    cluster_name: &str,
+    spec: &ClusterSpec,
+    network: &ClusterNetwork,
+) -> Vec<(&'static str, String)> {
     vec![
         ("CLUSTER_NAME", cluster_name.to_owned()),
         ("KUBERNETES_VERSION", spec.kubernetes.version.to_string()),
         ("ENDPOINT_HOST", spec.endpoint.host.clone()),
         ("ENDPOINT_ADDRESS", spec.endpoint.address.to_string()),
         ("ENDPOINT_PORT", spec.endpoint.port.to_string()),
-        ("POD_SUBNET", spec.network.pods.to_string()),
-        ("SERVICE_SUBNET", spec.network.services.to_string()),
+        ("POD_SUBNET", network.pods.to_string()),
+        ("SERVICE_SUBNET", network.services.to_string()),
+        ("SKIP_PHASES", skip_phases(network)),
     ]
+}
+
+/// kubeadm's `skipPhases` for `network`: its kube-proxy addon when the cluster runs without.
+fn skip_phases(network: &ClusterNetwork) -> String {
+    if network.kube_proxy {
+        "[]".to_owned()
+    } else {
+        format!("[{KUBE_PROXY_PHASE}]")
+    }
 }
 
 fn node_values(
@@ -221,15 +230,17 @@ pub fn prepare_node(version: KubeVersion) -> Vec<NodeStep> {
     ]
 }
 
-/// Phase 3 on the first control plane: kube-vip, `kubeadm init`, then Calico.
+/// Phase 3 on the first control plane: kube-vip, then `kubeadm init` on `network` (the CNI
+/// follows through the cluster's API).
 pub fn init_control_plane(
     cluster_name: &str,
     spec: &ClusterSpec,
+    network: &ClusterNetwork,
     node: &NodeName,
     address: IpAddr,
     registration: &Registration,
 ) -> Vec<NodeStep> {
-    let mut values = cluster_values(cluster_name, spec);
+    let mut values = cluster_values(cluster_name, spec, network);
     values.extend(node_values(node, address, registration));
     let kube_vip = |kubeconfig: &str| {
         let mut values = values.clone();
@@ -253,18 +264,6 @@ pub fn init_control_plane(
             ADMIN_CONF,
         ),
         write_file(KUBE_VIP_MANIFEST, FileMode::Config, kube_vip("admin.conf")),
-        run(kubectl(&[
-            "apply",
-            "--server-side",
-            "-f",
-            TIGERA_OPERATOR_URL,
-        ])),
-        write_file(
-            CALICO_INSTALLATION,
-            FileMode::Config,
-            render(CALICO_TEMPLATE, &values),
-        ),
-        run(kubectl(&["apply", "-f", CALICO_INSTALLATION])),
     ]
 }
 
@@ -465,9 +464,20 @@ pub fn etcd_member_remove(control_plane: &NodeName, member: &EtcdMember) -> Comm
     )
 }
 
-/// Moves the control plane to `version` in place (nodes are replaced afterwards).
-pub fn upgrade_control_plane(version: KubeVersion) -> Vec<NodeStep> {
+/// Moves the control plane to `version` in place (nodes are replaced afterwards), skipping
+/// the kube-proxy addon when `network` runs without it: `kubeadm upgrade apply` would deploy
+/// it again otherwise.
+pub fn upgrade_control_plane(version: KubeVersion, network: &ClusterNetwork) -> Vec<NodeStep> {
+    let values = [
+        ("KUBERNETES_VERSION", version.to_string()),
+        ("SKIP_PHASES", skip_phases(network)),
+    ];
     vec![
+        write_file(
+            UPGRADE_CONFIG,
+            FileMode::Config,
+            render(UPGRADE_TEMPLATE, &values),
+        ),
         write_file(
             PREPARE_SCRIPT,
             FileMode::Script,
@@ -485,6 +495,8 @@ pub fn upgrade_control_plane(version: KubeVersion) -> Vec<NodeStep> {
             "upgrade",
             "apply",
             &format!("v{version}"),
+            "--config",
+            UPGRADE_CONFIG,
             "--yes",
         ])
         .timeout(KUBEADM_TIMEOUT)),

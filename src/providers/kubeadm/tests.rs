@@ -39,6 +39,11 @@ fn address() -> IpAddr {
     "192.168.1.101".parse().expect("ip")
 }
 
+/// The network a new cluster of `cluster` runs on.
+fn network_of(cluster: &Cluster) -> crate::spec::ClusterNetwork {
+    cluster.spec.cluster_network(None)
+}
+
 fn written(steps: &[NodeStep], path: &str) -> String {
     steps
         .iter()
@@ -141,6 +146,24 @@ fn known_fields(kind: &str) -> BTreeSet<&'static str> {
             ]);
         }
         "KubeletConfiguration" => fields.extend(["cgroupDriver"]),
+        "UpgradeConfiguration" => fields.extend([
+            "apply",
+            "apply.kubernetesVersion",
+            "apply.skipPhases",
+            "apply.allowExperimentalUpgrades",
+            "apply.certificateRenewal",
+            "apply.etcdUpgrade",
+            "apply.forceUpgrade",
+            "apply.ignorePreflightErrors",
+            "apply.patches",
+            "apply.printConfig",
+            "apply.imagePullPolicy",
+            "apply.imagePullSerial",
+            "node",
+            "diff",
+            "plan",
+            "timeouts",
+        ]),
         other => panic!("unexpected kind {other}"),
     }
     fields
@@ -198,6 +221,7 @@ fn init_configuration_uses_kubeadm_field_names_and_the_cluster_values() {
     let steps = init_control_plane(
         "prod",
         &cluster.spec,
+        &network_of(&cluster),
         &NodeName::from("capstan-prod-cp-1a2b3"),
         address(),
         &registration_of(&cluster, Role::ControlPlane, "cp"),
@@ -233,6 +257,59 @@ fn init_configuration_uses_kubeadm_field_names_and_the_cluster_values() {
     assert_eq!(
         documents[0]["nodeRegistration"]["name"],
         "capstan-prod-cp-1a2b3"
+    );
+    assert_eq!(documents[0]["skipPhases"], serde_json::json!([]));
+}
+
+#[test]
+fn a_cluster_without_kube_proxy_skips_its_addon_at_init_and_at_every_upgrade() {
+    let mut cluster = example_cluster("prod");
+    cluster.spec.network.kube_proxy = Some(false);
+    cluster.spec.network.pods = Some("10.60.0.0/16".parse().expect("net"));
+    cluster.spec.network.services = Some("10.70.0.0/16".parse().expect("net"));
+    let network = network_of(&cluster);
+    let steps = init_control_plane(
+        "prod",
+        &cluster.spec,
+        &network,
+        &NodeName::from("n"),
+        address(),
+        &Registration::default(),
+    );
+    let documents: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&written(&steps, INIT_CONFIG)).expect("parses");
+    assert_eq!(
+        documents[0]["skipPhases"],
+        serde_json::json!(["addon/kube-proxy"])
+    );
+    assert_eq!(documents[1]["networking"]["podSubnet"], "10.60.0.0/16");
+    assert_eq!(documents[1]["networking"]["serviceSubnet"], "10.70.0.0/16");
+    let version = "1.36.4".parse().expect("version");
+    let upgrade = upgrade_control_plane(version, &network);
+    let config = written(&upgrade, UPGRADE_CONFIG);
+    assert_kubeadm_fields(&config, &["UpgradeConfiguration"]);
+    let document: serde_json::Value = serde_saphyr::from_str(&config).expect("parses");
+    assert_eq!(document["apply"]["kubernetesVersion"], "v1.36.4");
+    assert_eq!(
+        document["apply"]["skipPhases"],
+        serde_json::json!(["addon/kube-proxy"])
+    );
+    let with_proxy = upgrade_control_plane(version, &network_of(&example_cluster("prod")));
+    let document: serde_json::Value =
+        serde_saphyr::from_str(&written(&with_proxy, UPGRADE_CONFIG)).expect("parses");
+    assert_eq!(document["apply"]["skipPhases"], serde_json::json!([]));
+    let command = with_proxy
+        .iter()
+        .find_map(|step| match step {
+            NodeStep::Run { command, .. } if command.argv.contains(&"upgrade".to_owned()) => {
+                Some(command.argv.join(" "))
+            }
+            _ => None,
+        })
+        .expect("upgrade command");
+    assert_eq!(
+        command,
+        format!("kubeadm upgrade apply v1.36.4 --config {UPGRADE_CONFIG} --yes")
     );
 }
 
@@ -310,6 +387,7 @@ fn nodes_register_with_their_taints_and_the_labels_a_kubelet_may_set_on_itself()
     let init = init_control_plane(
         "prod",
         &cluster.spec,
+        &network_of(&cluster),
         &NodeName::from("n"),
         address(),
         &registration_of(&cluster, Role::ControlPlane, "cp"),
@@ -325,6 +403,7 @@ fn nodes_register_with_their_taints_and_the_labels_a_kubelet_may_set_on_itself()
     let init = init_control_plane(
         "prod",
         &compact.spec,
+        &network_of(&compact),
         &NodeName::from("n"),
         address(),
         &registration_of(&compact, Role::ControlPlane, "cp"),
@@ -391,6 +470,7 @@ fn kube_vip_starts_with_super_admin_during_init_then_switches_to_admin() {
     let steps = init_control_plane(
         "prod",
         &cluster.spec,
+        &network_of(&cluster),
         &NodeName::from("n"),
         address(),
         &Registration::default(),
@@ -405,8 +485,8 @@ fn kube_vip_starts_with_super_admin_during_init_then_switches_to_admin() {
     assert_eq!(manifests.len(), 2);
     assert!(manifests[0].contains("path: /etc/kubernetes/super-admin.conf"));
     assert!(manifests[1].contains("path: /etc/kubernetes/admin.conf"));
-    let calico = written(&steps, CALICO_INSTALLATION);
-    assert!(calico.contains("cidr: 172.16.0.0/16") && calico.contains("encapsulation: IPIP"));
+    // The CNI goes through the cluster's API: nothing on the node fetches or applies it.
+    assert!(!format!("{steps:?}").contains("kubectl"), "{steps:#?}");
 }
 
 #[test]
@@ -488,6 +568,7 @@ async fn init_is_skipped_on_a_node_that_was_already_initialised() {
     let steps = init_control_plane(
         "prod",
         &cluster.spec,
+        &network_of(&cluster),
         &target().name,
         address(),
         &Registration::default(),
@@ -517,8 +598,8 @@ async fn init_is_skipped_on_a_node_that_was_already_initialised() {
         "{log:#?}"
     );
     assert!(
-        log.iter().any(|l| l.contains("calico-installation.yaml")),
-        "Calico is still applied: {log:#?}"
+        log.iter().any(|l| l.contains("kube-vip.yaml")),
+        "kube-vip still switches to admin.conf: {log:#?}"
     );
 }
 
@@ -530,6 +611,7 @@ async fn every_file_is_created_with_its_mode_and_folder_just_before_it_is_writte
     steps.extend(init_control_plane(
         "prod",
         &cluster.spec,
+        &network_of(&cluster),
         &target().name,
         address(),
         &Registration::default(),

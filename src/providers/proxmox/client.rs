@@ -314,36 +314,13 @@ impl ProxmoxProvider for ProxmoxClient {
         let vm_entries = of_type("qemu");
         let storage_space = of_type("storage")
             .into_iter()
-            .filter_map(|entry| {
-                Some(super::StorageSpace {
-                    node: text(entry, "node")?,
-                    storage: text(entry, "storage")?,
-                    content: text(entry, "content")
-                        .map(|c| c.split(',').map(str::to_owned).collect())
-                        .unwrap_or_default(),
-                    total_bytes: uint(entry, "maxdisk").unwrap_or(0),
-                    used_bytes: uint(entry, "disk").unwrap_or(0),
-                    available: text(entry, "status").as_deref() == Some("available"),
-                })
-            })
+            .filter_map(storage_space)
             .collect();
         let storages: std::collections::BTreeMap<String, bool> = of_type("storage")
             .into_iter()
             .filter_map(|entry| Some((text(entry, "storage")?, flag(entry, "shared"))))
             .collect();
-        let mut nodes: Vec<HostInfo> = of_type("node")
-            .into_iter()
-            .filter_map(|entry| {
-                Some(HostInfo {
-                    name: PveNode(text(entry, "node")?),
-                    online: text(entry, "status").as_deref() == Some("online"),
-                    cpu_capacity: float(entry, "maxcpu").unwrap_or(0.0) as u32,
-                    cpu_usage: float(entry, "cpu").unwrap_or(0.0),
-                    memory_capacity_bytes: uint(entry, "maxmem").unwrap_or(0),
-                    memory_used_bytes: uint(entry, "mem").unwrap_or(0),
-                })
-            })
-            .collect();
+        let mut nodes: Vec<HostInfo> = of_type("node").into_iter().filter_map(host).collect();
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
         let online = |node: &str| nodes.iter().any(|n| n.name.0 == node && n.online);
         let mut vms = Vec::new();
@@ -788,4 +765,30 @@ impl ProxmoxProvider for ProxmoxClient {
             .await
             .map(|_| ())
     }
+}
+
+/// A storage's space and content on one node, from its `/cluster/resources` entry.
+fn storage_space(entry: &Value) -> Option<super::StorageSpace> {
+    Some(super::StorageSpace {
+        node: text(entry, "node")?,
+        storage: text(entry, "storage")?,
+        content: text(entry, "content")
+            .map(|c| c.split(',').map(str::to_owned).collect())
+            .unwrap_or_default(),
+        total_bytes: uint(entry, "maxdisk").unwrap_or(0),
+        used_bytes: uint(entry, "disk").unwrap_or(0),
+        available: text(entry, "status").as_deref() == Some("available"),
+    })
+}
+
+/// A Proxmox node, from its `/cluster/resources` entry.
+fn host(entry: &Value) -> Option<HostInfo> {
+    Some(HostInfo {
+        name: PveNode(text(entry, "node")?),
+        online: text(entry, "status").as_deref() == Some("online"),
+        cpu_capacity: float(entry, "maxcpu").unwrap_or(0.0) as u32,
+        cpu_usage: float(entry, "cpu").unwrap_or(0.0),
+        memory_capacity_bytes: uint(entry, "maxmem").unwrap_or(0),
+        memory_used_bytes: uint(entry, "mem").unwrap_or(0),
+    })
 }

@@ -71,9 +71,11 @@ impl Cluster {
                     port: 6443,
                 },
                 network: Network {
-                    cni: crate::spec::Cni::Calico,
-                    pods: "172.16.0.0/16".parse().expect("net"),
-                    services: "10.96.0.0/12".parse().expect("net"),
+                    // Unset, as most files leave them: kubeadm's defaults.
+                    cni: None,
+                    kube_proxy: None,
+                    pods: None,
+                    services: None,
                     nodes: "192.168.1.0/24".parse().expect("net"),
                     reserved: Vec::new(),
                     node_addresses: None,

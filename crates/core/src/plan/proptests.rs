@@ -316,12 +316,20 @@ fn check_rules(spec: &Cluster, desired: &Desired, state: &ObservedCluster, steps
 }
 
 /// `rollout.maxSurge`: the creates of a batch never take the cluster above its declared count
-/// plus the surge. Fenced VMs (hard-stopped, their replacement a repair) and orphans kept
+/// plus the surge (a create that finishes an existing VM adds none). Fenced VMs (hard-stopped, their replacement a repair) and orphans kept
 /// because prune is off do not count.
 fn check_surge(spec: &Cluster, state: &ObservedCluster, steps: &[Step], findings: &[Finding]) {
+    // A create that finishes a VM an interrupted creation left (it exists, never started)
+    // adds none.
     let creates = steps
         .iter()
         .filter(|s| matches!(s.action, Action::CreateMachine { .. }))
+        .filter(|s| {
+            s.target
+                .machine
+                .as_ref()
+                .is_none_or(|name| !state.machines.contains_key(name))
+        })
         .count();
     if creates == 0 {
         return;

@@ -415,6 +415,8 @@ fn ready_node(
             })
             .collect(),
         drain: None,
+        pod_cidr: None,
+        awaiting_network: false,
         labels: scheduling.labels.clone(),
         managed: scheduling.managed(),
         owned_elsewhere: Default::default(),
@@ -423,6 +425,53 @@ fn ready_node(
 
 fn renewed(now: Timestamp) -> Option<Timestamp> {
     now.saturating_add(CERTIFICATE_LIFETIME).ok()
+}
+
+/// A `create-machine` step's effect: the VM runs, built as the step says, its memory, data
+/// disks and devices taken on its node.
+fn created(state: &mut ObservedCluster, capacity: &mut Capacity, step: &Step, now: Timestamp) {
+    let Action::CreateMachine {
+        name,
+        ownership,
+        machine,
+        proxmox_node,
+        storage,
+        tags,
+        pool,
+    } = &step.action
+    else {
+        return;
+    };
+    capacity.reserve(proxmox_node, machine.memory_mib);
+    capacity.reserve_hardware(
+        proxmox_node,
+        &crate::plan::hardware_fit::HardwareNeeds::of_parts(&machine.hardware, storage.as_deref()),
+    );
+    // Finishing an interrupted creation starts the VM that is there, id and all.
+    let vm_id = state.machines.get(name).map_or(UNASSIGNED, |vm| vm.vm_id);
+    state.machines.insert(
+        name.clone(),
+        ObservedMachine {
+            vm_id,
+            proxmox_node: proxmox_node.clone(),
+            ownership: ownership.clone(),
+            tags: tags.iter().map(|t| t.as_str().into()).collect(),
+            power: PowerState::Running,
+            created: now,
+            guest_agent: true,
+            built_from: Some((**machine).clone()),
+            config: Some(VmConfig {
+                cores: machine.cores * machine.hardware.sockets(),
+                memory_mib: machine.memory_mib,
+                disk_gib: machine.disk_gib,
+                hardware: (!machine.hardware.is_default()).then(|| machine.hardware.clone()),
+            }),
+            task: None,
+            pool: pool.as_deref().map(Into::into),
+            recorded_tags: (!tags.is_empty())
+                .then(|| tags.iter().map(|t| t.as_str().into()).collect()),
+        },
+    );
 }
 
 /// Applies the expected effect of `step` to `state` (one cluster) and `capacity`. `batch`
@@ -444,50 +493,7 @@ pub(crate) fn apply(
         Some(format!("{PREDICTED}{} (#{serial})", step.name()))
     };
     match &step.action {
-        Action::CreateMachine {
-            name,
-            ownership,
-            machine,
-            proxmox_node,
-            storage,
-            tags,
-            pool,
-        } => {
-            capacity.reserve(proxmox_node, machine.memory_mib);
-            capacity.reserve_hardware(
-                proxmox_node,
-                &crate::plan::hardware_fit::HardwareNeeds::of_parts(
-                    &machine.hardware,
-                    storage.as_deref(),
-                ),
-            );
-            // Finishing an interrupted creation starts the VM that is there, id and all.
-            let vm_id = state.machines.get(name).map_or(UNASSIGNED, |vm| vm.vm_id);
-            state.machines.insert(
-                name.clone(),
-                ObservedMachine {
-                    vm_id,
-                    proxmox_node: proxmox_node.clone(),
-                    ownership: ownership.clone(),
-                    tags: tags.iter().map(|t| t.as_str().into()).collect(),
-                    power: PowerState::Running,
-                    created: now,
-                    guest_agent: true,
-                    built_from: Some((**machine).clone()),
-                    config: Some(VmConfig {
-                        cores: machine.cores * machine.hardware.sockets(),
-                        memory_mib: machine.memory_mib,
-                        disk_gib: machine.disk_gib,
-                        hardware: (!machine.hardware.is_default())
-                            .then(|| machine.hardware.clone()),
-                    }),
-                    task: None,
-                    pool: pool.as_deref().map(Into::into),
-                    recorded_tags: (!tags.is_empty())
-                        .then(|| tags.iter().map(|t| t.as_str().into()).collect()),
-                },
-            );
-        }
+        Action::CreateMachine { .. } => created(state, capacity, step, now),
         Action::InitControlPlane {
             machine,
             endpoint,
@@ -507,6 +513,8 @@ pub(crate) fn apply(
                 certificates_expire: None,
                 admin_kubeconfig,
                 bootstrap_incomplete: false,
+                network: None,
+                api_service_address: None,
             });
             state.nodes.insert(
                 machine.name.clone(),
@@ -543,9 +551,9 @@ pub(crate) fn apply(
         }
         Action::TagMachines { machines } => {
             for filing in machines {
-                if let Some(vm) = state.machines.get_mut(&filing.machine.name) {
-                    super::cluster::file_in_place(vm, filing);
-                }
+                let vm = state.machines.get_mut(&filing.machine.name);
+                vm.into_iter()
+                    .for_each(|vm| super::cluster::file_in_place(vm, filing));
             }
         }
         Action::Cordon { node } => {

@@ -605,6 +605,8 @@ pub enum Rule {
     Capacity,
     /// 16. The replacement guard: `replace: forbid` keeps live machines.
     ReplaceGuard,
+    /// 17. The cluster network is fixed: pod and service ranges, CNI, kube-proxy.
+    NetworkFixed,
 }
 
 impl Rule {
@@ -632,6 +634,7 @@ impl Rule {
             Rule::Drift => "drift",
             Rule::Capacity => "capacity",
             Rule::ReplaceGuard => "replacement guard",
+            Rule::NetworkFixed => "the cluster network is fixed",
         }
     }
 }

@@ -24,6 +24,7 @@ mod changes;
 pub mod comment;
 mod drains;
 mod estimate;
+mod network;
 pub mod render;
 mod stages;
 mod summary;
@@ -352,6 +353,15 @@ pub fn build_within(
                 changes: field_changes
                     .iter()
                     .map(|c| summary::explain(c, &predicted))
+                    .chain(network::cni_notes(
+                        name,
+                        head_cluster,
+                        observed
+                            .clusters
+                            .get(name)
+                            .and_then(|o| o.control_plane.as_ref()?.network.as_ref()),
+                        head_steps,
+                    ))
                     .collect(),
                 estimate: estimate::estimate(&predicted, &observed.step_durations).map(|e| {
                     e.with_windows(head_cluster.and_then(|c| {
@@ -659,6 +669,9 @@ fn fix_for(rule: Rule) -> &'static str {
         }
         Rule::ReplaceGuard => {
             "put back the fields the message names, or let the machines be replaced with `replace: allow` (on the pool, the control plane or spec.rollout)"
+        }
+        Rule::NetworkFixed => {
+            "put spec.network back as the cluster runs it, or remove the field to keep it; another network or CNI needs a new cluster (or Flux, for the CNI)"
         }
         Rule::DrainTimeout => {
             "find what the drain could not evict (its PodDisruptionBudget) and let it move; the node stays cordoned"

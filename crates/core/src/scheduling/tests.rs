@@ -38,6 +38,8 @@ fn node(scheduling: &NodeScheduling) -> ObservedNode {
             })
             .collect(),
         drain: None,
+        pod_cidr: None,
+        awaiting_network: false,
         labels: scheduling.labels.clone(),
         managed: scheduling.managed(),
         owned_elsewhere: OwnedElsewhere::default(),

@@ -131,7 +131,7 @@ mod tests {
             "{cluster: management, namespace: capstan-system, secretName: capstan-talos-talos}",
         );
         assert!(
-            text.contains("clusters/platform.yaml:53:33: error: spec.delivery.flux.namespace: `capstan-system` holds the records capstan keeps"),
+            text.contains("clusters/platform.yaml:58:33: error: spec.delivery.flux.namespace: `capstan-system` holds the records capstan keeps"),
             "{text}"
         );
         assert_eq!(desired, ["prod"], "the file's cluster is not applied");
@@ -141,10 +141,10 @@ mod tests {
     fn a_delivery_into_another_clusters_flux_secret_is_refused_and_that_cluster_keeps_it() {
         let (text, desired) = load_with("{cluster: management, secretName: prod-kubeconfig}");
         assert!(
-            text.contains("clusters/platform.yaml:53:5: error: spec.delivery.flux: Secret flux-system/prod-kubeconfig on management cluster `management` is where cluster `prod` (clusters/prod.yaml) delivers its kubeconfig too"),
+            text.contains("clusters/platform.yaml:58:5: error: spec.delivery.flux: Secret flux-system/prod-kubeconfig on management cluster `management` is where cluster `prod` (clusters/prod.yaml) delivers its kubeconfig too"),
             "{text}"
         );
-        assert!(!text.contains("clusters/prod.yaml:75"), "{text}");
+        assert!(!text.contains("clusters/prod.yaml:56"), "{text}");
         assert_eq!(desired, ["prod"], "the Secret is prod's: prod keeps it");
         // Another Secret, or the same name in another namespace, is fine.
         let (text, _) =

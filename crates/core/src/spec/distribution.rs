@@ -3,6 +3,7 @@
 //! cluster runs. A new distribution is a variant of [`Distribution`] and an arm of
 //! [`Distribution::capabilities`]; the compiler finds the rest.
 
+use super::network::{Cni, NetworkDefaults};
 use super::types::Distribution;
 use super::values::KubeVersion;
 
@@ -37,6 +38,8 @@ pub struct Capabilities {
     /// How a leaving control plane's etcd member goes, as reasons name it (with
     /// `etcd_quorum`): (alive, dead).
     pub etcd_leave: (&'static str, &'static str),
+    /// Its network when the file says nothing, and the CNIs it installs.
+    pub network: NetworkDefaults,
     /// What preparing a new machine does, around its version: (before, after).
     prepare: (&'static str, &'static str),
     /// Where its nodes' labels and taints come from.
@@ -50,6 +53,10 @@ pub struct Capabilities {
     /// (`ipconfig<n>`, `nameserver`, `searchdomain`): its template needs a cloud-init drive and
     /// cloud-init. Without, the distribution's own config carries them (Talos).
     pub cloud_init_network: bool,
+    /// The operating system's own client configuration capstan keeps for operators beside
+    /// the kubeconfig, by the key of its record (Talos's `talosconfig`); none when the
+    /// kubeconfig is all there is.
+    pub os_client_config: Option<&'static str>,
 }
 
 impl Capabilities {
@@ -74,7 +81,20 @@ const KUBEADM: Capabilities = Capabilities {
         "its etcd member is removed through another control plane",
         "its etcd member is removed through another control plane",
     ),
+    network: NetworkDefaults {
+        pods: ([172, 16, 0, 0], 16),
+        services: ([10, 96, 0, 0], 12),
+        cni: Cni::Calico,
+        cnis: &[
+            (
+                Cni::Calico,
+                "IPIP, applied through the new cluster's API at bootstrap",
+            ),
+            (Cni::None, "no CNI: Flux installs one"),
+        ],
+    },
     prepare: ("install CRI-O and Kubernetes ", ""),
+    os_client_config: None,
     scheduling: super::scheduling::SchedulingWays {
         control_planes_schedulable: false,
         registers_labels: true,
@@ -95,7 +115,22 @@ const K3S: Capabilities = Capabilities {
     init: "start the K3s server",
     reset: "K3s uninstall",
     etcd_leave: ("", ""),
+    // K3s's own defaults (`--cluster-cidr`, `--service-cidr`): what its clusters ran before
+    // capstan rendered them.
+    network: NetworkDefaults {
+        pods: ([10, 42, 0, 0], 16),
+        services: ([10, 43, 0, 0], 16),
+        cni: Cni::Flannel,
+        cnis: &[
+            (Cni::Flannel, "built in"),
+            (
+                Cni::None,
+                "`flannel-backend: none` and `disable-network-policy`: Flux installs one",
+            ),
+        ],
+    },
     prepare: ("check that K3s ", " is in its template"),
+    os_client_config: None,
     scheduling: super::scheduling::SchedulingWays {
         control_planes_schedulable: true,
         registers_labels: true,
@@ -119,10 +154,24 @@ const TALOS: Capabilities = Capabilities {
         "it leaves etcd through its Talos API (forfeiting leadership first)",
         "its etcd member is removed by id through a healthy control plane",
     ),
+    // The ranges capstan's Talos configs always carried (Talos's own defaults).
+    network: NetworkDefaults {
+        pods: ([10, 244, 0, 0], 16),
+        services: ([10, 96, 0, 0], 12),
+        cni: Cni::Flannel,
+        cnis: &[
+            (Cni::Flannel, "built in"),
+            (
+                Cni::None,
+                "`cluster.network.cni.name: none`: Flux installs one",
+            ),
+        ],
+    },
     prepare: (
         "check that Talos runs its machine config for Kubernetes ",
         "",
     ),
+    os_client_config: Some("talosconfig"),
     scheduling: super::scheduling::SchedulingWays {
         control_planes_schedulable: false,
         registers_labels: false,

@@ -135,8 +135,8 @@ pub struct DataDisk {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<DiskCache>,
     /// Where the guest mounts it, formatted; absent, it stays a raw block device (what
-    /// Longhorn, Rook-Ceph and Piraeus want). On Talos the path is `/var/mnt/<name>` (a Talos
-    /// user volume).
+    /// Rook-Ceph, Piraeus and Longhorn's V2 engine want; Longhorn's V1 engine wants a mounted
+    /// path). On Talos the path is `/var/mnt/<name>` (a Talos user volume).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mount: Option<DiskMount>,
 }

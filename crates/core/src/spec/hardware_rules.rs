@@ -92,19 +92,7 @@ fn disks(
         }
         let Some(mount) = &disk.mount else { continue };
         let mount_path = mount.path.as_str();
-        let plain = mount_path.starts_with('/')
-            && mount_path.len() > 1
-            && mount_path.len() <= 255
-            && !mount_path.ends_with('/')
-            && mount_path.split('/').skip(1).all(|part| {
-                !part.is_empty()
-                    && part != "."
-                    && part != ".."
-                    && part
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-            });
-        if !plain {
+        if !is_plain_path(mount_path) {
             out.push(
                 file.error(
                     &format!("{at}.mount.path"),
@@ -157,6 +145,23 @@ fn disks(
         }
         mounts.push(mount_path);
     }
+}
+
+/// Whether `path` is an absolute path of plain names (letters, digits, `-`, `_`, `.`; no `.`
+/// or `..`, no trailing `/`), at most 255 bytes.
+fn is_plain_path(path: &str) -> bool {
+    path.starts_with('/')
+        && path.len() > 1
+        && path.len() <= 255
+        && !path.ends_with('/')
+        && path.split('/').skip(1).all(|part| {
+            !part.is_empty()
+                && part != "."
+                && part != ".."
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        })
 }
 
 fn networks(out: &mut Vec<Diagnostic>, machine: &Machine, path: &str, file: &SourceFile) {

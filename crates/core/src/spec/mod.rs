@@ -24,6 +24,7 @@ pub mod locate;
 mod machine;
 mod maintenance;
 mod network;
+pub mod network_rules;
 mod node_addresses;
 pub mod notifications;
 mod parse;

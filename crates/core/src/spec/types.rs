@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 pub use super::hardware::Machine;
 use super::limits as bounds;
-pub use super::network::{Cni, Network};
+pub use super::network::{ClusterNetwork, Cni, Network, NetworkDefaults, RecordedNetwork};
 pub use super::policies::{BlockedDrain, ReplacePolicy};
 pub use super::scheduling::{NodeTaint, TaintEffect};
 pub use super::secret_source::SecretSource;
@@ -757,5 +757,14 @@ impl ClusterSpec {
         self.workers
             .iter()
             .fold(0, |sum: u32, pool| sum.saturating_add(pool.replicas))
+    }
+
+    /// The network the cluster runs on: the file's fields, else what the live cluster was
+    /// built with (`running`, when observed), else its distribution's defaults.
+    pub fn cluster_network(&self, running: Option<&RecordedNetwork>) -> ClusterNetwork {
+        self.network.resolve(
+            &self.kubernetes.distribution.capabilities().network,
+            running,
+        )
     }
 }

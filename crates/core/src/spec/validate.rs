@@ -5,8 +5,6 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use ipnet::IpNet;
-
 use super::diagnostic::{Diagnostic, SourceFile};
 use super::types::{
     Cluster, ClusterSpec, DatastoreChoice, DatastoreServer, Fleet, RECORDS_NAMESPACE, SecretSource,
@@ -276,7 +274,7 @@ pub fn cluster(fleet: &Fleet, cluster: &Cluster, file: &SourceFile) -> Vec<Diagn
     }
     references(&mut out, fleet, spec, file);
     version(&mut out, fleet, spec, file);
-    networks(&mut out, spec, file);
+    super::network_rules::check(&mut out, spec, file);
     endpoint(&mut out, spec, file);
     control_plane(&mut out, spec, file);
     workers(&mut out, name, spec, file);
@@ -379,40 +377,6 @@ fn version(out: &mut Vec<Diagnostic>, fleet: &Fleet, spec: &ClusterSpec, file: &
     {
         check_secret_source(out, file, "spec.kubernetes.datastore.endpointFrom", source);
     }
-}
-
-fn networks(out: &mut Vec<Diagnostic>, spec: &ClusterSpec, file: &SourceFile) {
-    let network = &spec.network;
-    let named = [
-        ("pods", network.pods),
-        ("services", network.services),
-        ("nodes", network.nodes),
-    ];
-    for (i, (a_name, a)) in named.iter().enumerate() {
-        for (b_name, b) in &named[i + 1..] {
-            if overlaps(a, b) {
-                out.push(
-                    file.error(
-                        &format!("spec.network.{b_name}"),
-                        format!("{b_name} {b} overlaps {a_name} {a}"),
-                    )
-                    .with_hint("pod, service and node networks must be disjoint"),
-                );
-            }
-        }
-    }
-    for (index, range) in network.reserved.iter().enumerate() {
-        if !network.nodes.contains(&range.first) || !network.nodes.contains(&range.last) {
-            out.push(file.warning(
-                &format!("spec.network.reserved[{index}]"),
-                format!("{range} is not inside network.nodes {}", network.nodes),
-            ));
-        }
-    }
-}
-
-fn overlaps(a: &IpNet, b: &IpNet) -> bool {
-    a.contains(&b.network()) || b.contains(&a.network())
 }
 
 fn endpoint(out: &mut Vec<Diagnostic>, spec: &ClusterSpec, file: &SourceFile) {

@@ -54,6 +54,9 @@ pub mod reasons {
     pub const CONVERGED: &str = "Converged";
     /// `Ready` False: work in progress.
     pub const RECONCILING: &str = "Reconciling";
+    /// `Ready` False: the file says `cni: none` and nodes report `NetworkPluginNotReady`
+    /// until Flux installs a CNI (the message names them and the Flux Secret).
+    pub const WAITING_FOR_CNI: &str = "WaitingForCNI";
     /// `APIAvailable` False: not initialised yet.
     pub const NOT_INITIALISED: &str = "NotInitialised";
     /// `APIAvailable` False: the API does not answer.
@@ -138,8 +141,9 @@ pub mod reasons {
     pub const RECORD_UNAVAILABLE: &str = "RecordUnavailable";
 
     /// Every reason.
-    pub const ALL: [&str; 38] = [
+    pub const ALL: [&str; 39] = [
         TOO_MANY_UNHEALTHY,
+        WAITING_FOR_CNI,
         SUSPENDED_IN_GIT,
         SUSPENDED_AT_RUNTIME,
         SUSPENSION_UNREADABLE,
@@ -198,8 +202,8 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_table_lists_every_type_and_every_reason() {
-        let readme = include_str!("../../../../README.md");
+    fn the_book_table_lists_every_type_and_every_reason() {
+        let readme = include_str!("../../../../docs/src/reference/conditions.md");
         let rows: Vec<Vec<&str>> = readme
             .lines()
             .skip_while(|line| !line.starts_with("| condition | of |"))

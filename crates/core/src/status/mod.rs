@@ -325,16 +325,7 @@ pub fn cluster_status(input: &StatusInput<'_>) -> ClusterStatus {
         }))
         .collect::<Vec<_>>()
         .join("; ");
-    let mut conditions = vec![condition(
-        conditions::READY,
-        phase == Phase::Ready,
-        if phase == Phase::Ready {
-            reasons::CONVERGED
-        } else {
-            reasons::RECONCILING
-        },
-        &format!("phase {phase}"),
-    )];
+    let mut conditions = vec![ready_condition(plan, phase)];
     conditions.push(match control_plane {
         None => condition(
             conditions::API_AVAILABLE,
@@ -476,6 +467,31 @@ pub fn cluster_status(input: &StatusInput<'_>) -> ClusterStatus {
         suspended: plan.suspended.clone(),
         // Kept by the caller, which knows the revision ([`crate::plan::converged`]).
         converged: None,
+    }
+}
+
+/// `Ready`: converged, reconciling, or waiting for the CNI Flux installs (`cni: none`).
+fn ready_condition(plan: &ClusterPlan, phase: Phase) -> Condition {
+    if phase == Phase::Ready {
+        return condition(conditions::READY, true, reasons::CONVERGED, "phase Ready");
+    }
+    let cni = plan
+        .waiting_on
+        .iter()
+        .find(|w| matches!(w.resource, crate::plan::Resource::Cni { .. }));
+    match cni {
+        Some(wait) if phase != Phase::Blocked => condition(
+            conditions::READY,
+            false,
+            reasons::WAITING_FOR_CNI,
+            &format!("waiting for {}", wait.resource),
+        ),
+        _ => condition(
+            conditions::READY,
+            false,
+            reasons::RECONCILING,
+            &format!("phase {phase}"),
+        ),
     }
 }
 

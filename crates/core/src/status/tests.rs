@@ -173,6 +173,73 @@ fn held_remediation_is_a_condition_naming_the_unhealthy_nodes() {
 }
 
 #[test]
+fn a_cluster_waiting_for_the_cni_flux_installs_says_so_in_its_ready_condition() {
+    let now = at("2026-05-02T00:00:00Z");
+    let wait = crate::plan::Waiting {
+        step: None,
+        machine: None,
+        resource: crate::plan::Resource::Cni {
+            nodes: 5,
+            flux: Some("flux-system/prod-kubeconfig".to_owned()),
+        },
+        since: None,
+    };
+    let plan = ClusterPlan {
+        name: "prod".to_owned(),
+        phase: Phase::Updating,
+        steps: Vec::new(),
+        predicted: Vec::new(),
+        blocked: Vec::new(),
+        waiting_on: vec![wait],
+        findings: Vec::new(),
+        remediation_held: None,
+        suspended: Vec::new(),
+    };
+    let status = cluster_status(&StatusInput {
+        plan: &plan,
+        observed: None,
+        delivers_to_flux: true,
+        declared_nodes: Some(5),
+        last_step: None,
+        failures_to_block: 3,
+        previous: None,
+        api_down_because: None,
+        now,
+    });
+    let ready = &status.conditions[0];
+    assert_eq!(
+        (ready.kind.as_str(), ready.status.as_str()),
+        (conditions::READY, "False")
+    );
+    assert_eq!(ready.reason, reasons::WAITING_FOR_CNI);
+    assert_eq!(
+        ready.message,
+        "waiting for a CNI: 5 nodes report NetworkPluginNotReady (Flux installs it from flux-system/prod-kubeconfig)"
+    );
+    assert_eq!(
+        status.waiting_on[0].resource,
+        "a CNI: 5 nodes report NetworkPluginNotReady (Flux installs it from flux-system/prod-kubeconfig)"
+    );
+    let ready_plan = ClusterPlan {
+        phase: Phase::Ready,
+        waiting_on: Vec::new(),
+        ..plan
+    };
+    let status = cluster_status(&StatusInput {
+        plan: &ready_plan,
+        observed: None,
+        delivers_to_flux: true,
+        declared_nodes: Some(5),
+        last_step: None,
+        failures_to_block: 3,
+        previous: None,
+        api_down_because: None,
+        now,
+    });
+    assert_eq!(status.conditions[0].reason, reasons::CONVERGED);
+}
+
+#[test]
 fn a_cluster_whose_file_has_errors_stays_in_the_status_blocked_on_its_file() {
     let now = at("2026-05-02T00:00:00Z");
     let mut observed = ObservedCluster::default();
@@ -208,6 +275,8 @@ fn a_cluster_whose_file_has_errors_stays_in_the_status_blocked_on_its_file() {
             unschedulable: false,
             taints: Vec::new(),
             drain: None,
+            pod_cidr: None,
+            awaiting_network: false,
             labels: Default::default(),
             managed: Default::default(),
             owned_elsewhere: Default::default(),

@@ -157,18 +157,14 @@ fn v1alpha1(cluster: &ClusterFacts, node: &NodeFacts, secrets: &SecretsBundle) -
         "secret": secrets.cluster_secret,
         "controlPlane": {"endpoint": cluster.endpoint_url()},
         "clusterName": cluster.cluster_name,
-        "network": {
-            "dnsDomain": "cluster.local",
-            "podSubnets": ["10.244.0.0/16"],
-            "serviceSubnets": ["10.96.0.0/12"],
-        },
+        "network": network(cluster),
         "token": secrets.bootstrap_token,
         // Talos would taint control planes itself (and own the taint, putting it back after
         // an in-place change): capstan registers the control-plane taint with the kubelet
         // instead, unless `controlPlane.schedulable`, so it is capstan's to change.
         "allowSchedulingOnControlPlanes": true,
         "ca": authority(&secrets.kubernetes_ca, is_control_plane),
-        "proxy": {"image": format!("{KUBERNETES_REGISTRY}/kube-proxy:{kubernetes}")},
+        "proxy": proxy(cluster, &kubernetes),
         // Membership comes from the endpoint and etcd, not from Talos's discovery service
         // (an outside service an air-gapped site cannot reach).
         "discovery": {"enabled": false},
@@ -198,6 +194,30 @@ fn v1alpha1(cluster: &ClusterFacts, node: &NodeFacts, secrets: &SecretsBundle) -
         "machine": machine,
         "cluster": cluster_section,
     })
+}
+
+/// `cluster.network`: the pod and service subnets; no CNI (`cni.name: none`, Flux installs
+/// one) unless the cluster runs Talos's own flannel, which needs no field.
+fn network(cluster: &ClusterFacts) -> Value {
+    let network = &cluster.network;
+    let mut section = json!({
+        "dnsDomain": "cluster.local",
+        "podSubnets": [network.pods.to_string()],
+        "serviceSubnets": [network.services.to_string()],
+    });
+    if network.awaits_flux_cni() {
+        section["cni"] = json!({"name": "none"});
+    }
+    section
+}
+
+/// `cluster.proxy`: kube-proxy's image, or disabled when a CNI replaces it.
+fn proxy(cluster: &ClusterFacts, kubernetes: &str) -> Value {
+    let mut section = json!({"image": format!("{KUBERNETES_REGISTRY}/kube-proxy:{kubernetes}")});
+    if !cluster.network.kube_proxy {
+        section["disabled"] = json!(true);
+    }
+    section
 }
 
 /// `machine.kubelet`: its image and, when the node has any, the taints it registers with

@@ -9,6 +9,7 @@ use std::str::FromStr;
 use ipnet::IpNet;
 
 use super::versions::{self, TalosVersion, VersionSupport};
+use crate::spec::ClusterNetwork;
 use crate::spec::values::KubeVersion;
 
 /// The Kubernetes API port on the endpoint when none is given (Talos's default).
@@ -33,6 +34,8 @@ pub struct ClusterFacts {
     /// The installer image for `machine.install.image` (an Image Factory image with the guest
     /// agent extension); `None` is Talos's own, `ghcr.io/siderolabs/installer:<talos>`.
     pub installer_image: Option<String>,
+    /// The cluster's network: pod and service subnets, flannel or no CNI, kube-proxy or not.
+    pub network: ClusterNetwork,
 }
 
 /// What a machine is in its cluster. Talos 1.13 has no `init` type (its schema's

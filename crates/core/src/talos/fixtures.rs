@@ -43,7 +43,16 @@ pub fn cluster() -> ClusterFacts {
         kubernetes_version: "1.36.3".parse().expect("a version"),
         talos_version: "v1.13.9".parse().expect("a version"),
         installer_image: None,
+        network: talos_network(),
     }
+}
+
+/// Talos's default network (flannel, kube-proxy, 10.244.0.0/16 and 10.96.0.0/12).
+pub fn talos_network() -> crate::spec::ClusterNetwork {
+    crate::spec::Distribution::Talos
+        .capabilities()
+        .network
+        .cluster_network()
 }
 
 /// A node of `role` taking its address from DHCP.

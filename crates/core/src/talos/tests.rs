@@ -111,6 +111,57 @@ fn a_control_plane_config_is_valid_and_announces_the_vip_on_its_own_link() {
     assert_eq!(vip["link"], "net0");
 }
 
+/// Talos's default network, with no CNI (`cni_none`) and without kube-proxy as asked.
+fn network_of(cni_none: bool, kube_proxy: bool) -> crate::spec::ClusterNetwork {
+    crate::spec::ClusterNetwork {
+        cni: if cni_none {
+            crate::spec::Cni::None
+        } else {
+            crate::spec::Cni::Flannel
+        },
+        kube_proxy,
+        ..super::fixtures::talos_network()
+    }
+}
+
+#[test]
+fn the_declared_network_is_rendered_and_the_default_one_as_talos_always_had_it() {
+    let node = node(MachineRole::ControlPlane);
+    let defaults = render_machine_config(&cluster(), &node, &bundle()).expect("renders");
+    let v1 = &schema_checked(&defaults)[0];
+    assert_eq!(
+        v1["cluster"]["network"],
+        serde_json::json!({"dnsDomain": "cluster.local", "podSubnets": ["10.244.0.0/16"],
+                           "serviceSubnets": ["10.96.0.0/12"]}),
+        "the ranges every Talos cluster of capstan ran before they were declared"
+    );
+    assert_eq!(
+        v1["cluster"]["proxy"],
+        serde_json::json!({"image": "registry.k8s.io/kube-proxy:v1.36.3"})
+    );
+    let mut declared = cluster();
+    declared.network = crate::spec::ClusterNetwork {
+        pods: "10.60.0.0/16".parse().expect("net"),
+        services: "10.70.0.0/16".parse().expect("net"),
+        ..network_of(true, false)
+    };
+    let config = render_machine_config(&declared, &node, &bundle()).expect("renders");
+    let v1 = &schema_checked(&config)[0];
+    assert_eq!(
+        v1["cluster"]["network"]["podSubnets"],
+        serde_json::json!(["10.60.0.0/16"])
+    );
+    assert_eq!(
+        v1["cluster"]["network"]["serviceSubnets"],
+        serde_json::json!(["10.70.0.0/16"])
+    );
+    assert_eq!(
+        v1["cluster"]["network"]["cni"],
+        serde_json::json!({"name": "none"})
+    );
+    assert_eq!(v1["cluster"]["proxy"]["disabled"], true);
+}
+
 #[test]
 fn declared_cards_get_a_link_each_the_vip_follows_the_primary_and_volumes_mount_under_var_mnt() {
     use super::facts::{Link, UserVolume};
@@ -403,6 +454,8 @@ prop_compose! {
         disk in "/dev/(sd|vd|nvme0n)[a-z1-9]",
         mac in any::<[u8; 6]>(),
         static_address in static_address(),
+        cni_none in any::<bool>(),
+        kube_proxy in any::<bool>(),
     ) -> (ClusterFacts, NodeFacts) {
         let kube_minor = talos_minor + 23 - kube_offset;
         let cluster = ClusterFacts {
@@ -413,6 +466,7 @@ prop_compose! {
             kubernetes_version: format!("1.{kube_minor}.{kube_patch}").parse().expect("a version"),
             talos_version: format!("v1.{talos_minor}.{talos_patch}").parse().expect("a version"),
             installer_image: installer,
+            network: network_of(cni_none, kube_proxy),
         };
         let node = NodeFacts {
             role: if is_control_plane { MachineRole::ControlPlane } else { MachineRole::Worker },

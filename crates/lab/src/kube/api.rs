@@ -194,18 +194,22 @@ impl Request<'_> {
                 let address = self.state.address.get().cloned().unwrap_or_default();
                 return ok(resources::api_versions(&address));
             }
-            ["apis"] => return ok(resources::api_group_list()),
+            ["apis"] => return ok(resources::api_group_list(&self.state.defined())),
             ["openapi", "v3"] => {
                 let version = self.state.lock().git_version.clone();
-                return ok(resources::openapi_root(&version));
+                return ok(resources::openapi_root(&version, &self.state.defined()));
             }
             ["openapi", "v3", rest @ ..] => {
                 let version = self.state.lock().git_version.clone();
-                return resources::openapi_document(&rest.join("/"), &version)
-                    .map_or_else(|| Err(ApiError::no_route()), ok);
+                return resources::openapi_document(
+                    &rest.join("/"),
+                    &version,
+                    &self.state.defined(),
+                )
+                .map_or_else(|| Err(ApiError::no_route()), ok);
             }
             ["apis", group] => {
-                return resources::api_group_document(group)
+                return resources::api_group_document(group, &self.state.defined())
                     .map_or_else(|| Err(ApiError::no_route()), ok);
             }
             ["api", version, rest @ ..] => ("", *version, rest),
@@ -213,32 +217,18 @@ impl Request<'_> {
             _ => return Err(ApiError::no_route()),
         };
         if rest.is_empty() {
-            return resources::api_resource_list(group, version)
+            return resources::api_resource_list(group, version, &self.state.defined())
                 .map_or_else(|| Err(ApiError::no_route()), ok);
         }
         let target = parse_target(group, version, rest)?;
+        if !target.resource.is_served(&self.state.defined()) {
+            return Err(ApiError::no_route());
+        }
         self.dispatch(&user, &target)
     }
 
     fn version(&self) -> Value {
-        let git_version = self.state.lock().git_version.clone();
-        let core = git_version.trim_start_matches('v');
-        let mut parts = core.split('.');
-        let major = parts.next().unwrap_or("1").to_owned();
-        let minor = parts.next().unwrap_or("0").to_owned();
-        json!({
-            "major": major,
-            "minor": minor,
-            "emulationMajor": major,
-            "emulationMinor": minor,
-            "gitVersion": git_version,
-            "gitCommit": "0000000000000000000000000000000000000000",
-            "gitTreeState": "clean",
-            "buildDate": "2026-01-01T00:00:00Z",
-            "goVersion": "go1.25.0",
-            "compiler": "gc",
-            "platform": "linux/amd64",
-        })
+        resources::version_document(&self.state.lock().git_version.clone())
     }
 
     fn dispatch(&self, user: &User, target: &Target) -> Result<Response, ApiError> {

@@ -17,6 +17,9 @@ use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 
 use super::config::{SimNodeConfig, SimWorkloads};
+use super::network::{
+    ClusterNetwork, KubeletState, is_network_ready, kubelet_state, node_conditions,
+};
 use super::resources::by_plural;
 use super::state::{ClusterState, Eviction, User};
 use super::status::ApiError;
@@ -53,6 +56,9 @@ pub struct NewCluster {
     /// The cluster's CA (a Talos cluster's, from its machine config); `None`: a new one, as
     /// `kubeadm init` makes.
     pub authority: Option<AuthorityPem>,
+    /// Its network, as its distribution was configured; `None`: the lab's default
+    /// ([`ClusterNetwork::lab_default`]), for clusters the lab config declares.
+    pub network: Option<ClusterNetwork>,
 }
 
 /// A running simulated cluster.
@@ -153,6 +159,11 @@ impl SimCluster {
         for namespace in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             cluster.ensure_namespace(namespace)?;
         }
+        cluster.configure_network(
+            spec.network
+                .clone()
+                .unwrap_or_else(ClusterNetwork::lab_default),
+        )?;
         if cluster.name() == super::MANAGEMENT {
             // Where capstan itself runs (deploy/ makes it on a real management cluster), so
             // `run --lab --leader-elect` finds its Lease's namespace.
@@ -399,7 +410,8 @@ impl SimCluster {
                 "labels": labels,
                 "annotations": annotations,
             },
-            "spec": {"podCIDR": "10.244.0.0/24"},
+            // spec.podCIDR comes from the simulated node IPAM (`network`).
+            "spec": {},
             "status": {
                 "addresses": [
                     {"type": "InternalIP", "address": node.address.clone().unwrap_or_else(|| "127.0.0.1".into())},
@@ -427,10 +439,17 @@ impl SimCluster {
         if node.unschedulable {
             object["spec"]["unschedulable"] = json!(true);
         }
-        let ready = node.ready;
+        let network = self.state.lock().network.clone();
         let leases = by_plural("leases").expect("leases are served");
         self.write(|store, now| {
-            object["status"]["conditions"] = node_conditions(ready, now);
+            // A kubelet that posts status reports the network plugin missing; one that does
+            // not post yet is Unknown, as before it registered.
+            let state = match (node.ready, is_network_ready(store, &network)) {
+                (true, true) => KubeletState::Ready,
+                (_, false) => KubeletState::NetworkNotReady,
+                (false, true) => KubeletState::Silent,
+            };
+            object["status"]["conditions"] = node_conditions(state, now);
             let key = Key::new(nodes, None, &node.name);
             if store.get(&key).is_some() {
                 store.delete(nodes, &key, false)?;
@@ -455,17 +474,72 @@ impl SimCluster {
         })
     }
 
-    /// Marks a Node Ready or NotReady (its kubelet posts status, or stops).
+    /// Marks a Node's kubelet as posting Ready (it started: Ready once a network plugin runs,
+    /// NotReady with `NetworkPluginNotReady` until then) or as silent (it stopped).
     ///
     /// # Errors
     /// When no such node is registered.
     pub fn set_node_ready(&self, node: &str, ready: bool) -> Result<(), SimKubeError> {
-        self.edit_node(node, |object, now| {
-            let currently = super::controllers::is_node_ready(object);
-            if currently != ready {
-                object["status"]["conditions"] = node_conditions(ready, now);
+        let network = self.state.lock().network.clone();
+        let nodes = by_plural("nodes").expect("nodes are served");
+        let key = Key::new(nodes, None, node);
+        let unknown = || SimKubeError::UnknownNode {
+            cluster: self.name().to_owned(),
+            node: node.to_owned(),
+        };
+        let found = self.state.change(|store, now| {
+            let mut object = store.get(&key)?.clone();
+            let wanted = match (ready, is_network_ready(store, &network)) {
+                (true, true) => KubeletState::Ready,
+                (true, false) => KubeletState::NetworkNotReady,
+                (false, _) => KubeletState::Silent,
+            };
+            if kubelet_state(&object) != wanted {
+                object["status"]["conditions"] = node_conditions(wanted, now);
+                object["metadata"]["resourceVersion"] = json!("");
+                let updated = store.update(nodes, &key, object, false);
+                return Some(updated.map(drop));
             }
-        })
+            Some(Ok(()))
+        });
+        match found {
+            None => Err(unknown()),
+            Some(result) => result.map_err(|err| SimKubeError::Write {
+                cluster: self.name().to_owned(),
+                message: err.message,
+            }),
+        }
+    }
+
+    /// Configures the cluster's network as its distribution was (see [`super::network`]):
+    /// its Service range, node IPAM, network plugin and kube-proxy, with the objects that
+    /// come with them.
+    ///
+    /// # Errors
+    /// The component's refusal of an unusable range, or the store's.
+    pub fn configure_network(&self, network: ClusterNetwork) -> Result<(), SimKubeError> {
+        network.check().map_err(|message| SimKubeError::Write {
+            cluster: self.name().to_owned(),
+            message,
+        })?;
+        self.state.lock().network = network.clone();
+        self.write(|store, now| super::network::create_objects(store, &network, now))
+    }
+
+    /// The network the cluster was configured with.
+    pub fn network(&self) -> ClusterNetwork {
+        self.state.lock().network.clone()
+    }
+
+    /// Deploys kube-proxy as a DaemonSet (kubeadm's `addon/kube-proxy` phase: `kubeadm
+    /// upgrade apply` runs it again unless told to skip it).
+    ///
+    /// # Errors
+    /// The store's.
+    pub fn deploy_kube_proxy(&self) -> Result<(), SimKubeError> {
+        self.state.lock().network.kube_proxy = super::network::KubeProxy::DaemonSet;
+        let set = super::network::kube_proxy_daemon_set();
+        self.write(|store, now| super::network::ensure_daemon_set(store, &set, now))
     }
 
     /// Changes a Node's kubelet version (an in-place kubelet upgrade).
@@ -572,6 +646,63 @@ impl SimCluster {
         Ok(stored)
     }
 
+    /// Applies every document of `manifest` (a YAML stream), as `kubectl apply` does: each
+    /// object created, or replaced when it exists (its status kept). Returns kubectl's lines.
+    ///
+    /// # Errors
+    /// kubectl's words for a kind the server does not serve (a custom resource before its
+    /// definition), or the API's refusal.
+    pub fn apply_manifest(&self, manifest: &str) -> Result<String, SimKubeError> {
+        let refused = |message: String| SimKubeError::Write {
+            cluster: self.name().to_owned(),
+            message,
+        };
+        let documents: Vec<Value> = serde_saphyr::from_multiple(manifest).map_err(|err| {
+            refused(format!(
+                "error parsing the manifest: {}",
+                err.without_snippet()
+            ))
+        })?;
+        let defined = self.state.defined();
+        let mut out = String::new();
+        for document in documents.into_iter().filter(|d| d.is_object()) {
+            let api_version = document["apiVersion"].as_str().unwrap_or_default();
+            let kind = document["kind"].as_str().unwrap_or_default();
+            let name = document["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let resource = super::resources::by_kind(api_version, kind)
+                .filter(|r| r.is_served(&defined))
+                .ok_or_else(|| refused(format!(
+                    "resource mapping not found for name: \"{name}\": no matches for kind \"{kind}\" in version \"{api_version}\"\nensure CRDs are installed first"
+                )))?;
+            let namespace = resource.namespaced.then(|| {
+                document["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or("default")
+                    .to_owned()
+            });
+            let exists = self
+                .object(resource.plural, namespace.as_deref(), &name)
+                .is_some();
+            let verb = if exists {
+                self.replace_object(resource.plural, namespace.as_deref(), document)?;
+                "configured"
+            } else {
+                self.create_object(resource.plural, namespace.as_deref(), document)?;
+                "created"
+            };
+            let qualified = if resource.group.is_empty() {
+                resource.singular.to_owned()
+            } else {
+                format!("{}.{}", resource.singular, resource.group)
+            };
+            out.push_str(&format!("{qualified}/{name} {verb}\n"));
+        }
+        Ok(out)
+    }
+
     /// One object as stored (`plural` e.g. `pods`), or `None`.
     pub fn object(&self, plural: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
         let resource = by_plural(plural)?;
@@ -662,28 +793,4 @@ fn machine_id(node: &str, purpose: &str) -> String {
 
 fn base64_of(text: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(text)
-}
-
-fn node_conditions(ready: bool, now: Timestamp) -> Value {
-    let stamp = rfc3339(now);
-    let pressure = |kind: &str, reason: &str, message: &str| {
-        json!({"type": kind, "status": "False", "reason": reason, "message": message,
-               "lastHeartbeatTime": stamp, "lastTransitionTime": stamp})
-    };
-    let (status, reason, message) = if ready {
-        ("True", "KubeletReady", "kubelet is posting ready status")
-    } else {
-        (
-            "Unknown",
-            "NodeStatusUnknown",
-            "Kubelet stopped posting node status.",
-        )
-    };
-    json!([
-        pressure("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
-        pressure("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-        pressure("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-        {"type": "Ready", "status": status, "reason": reason, "message": message,
-         "lastHeartbeatTime": stamp, "lastTransitionTime": stamp},
-    ])
 }

@@ -16,6 +16,7 @@ use jiff::Timestamp;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use super::network::ClusterNetwork;
 use super::resources::{ResourceType, by_plural};
 use super::selectors::LabelSelector;
 use super::store::{Key, Store, rfc3339};
@@ -25,9 +26,11 @@ fn resource(plural: &str) -> &'static ResourceType {
 }
 
 /// Runs every loop until nothing changes (bounded, so a bug cannot hang the server).
-pub(crate) fn reconcile(store: &mut Store, now: Timestamp) {
+pub(crate) fn reconcile(store: &mut Store, network: &ClusterNetwork, now: Timestamp) {
     for _ in 0..16 {
         let before = store.revision();
+        super::network::reconcile(store, network, now);
+        super::tigera::reconcile(store, now);
         deployments(store, now);
         replica_sets(store, now);
         daemon_sets(store, now);
@@ -432,7 +435,9 @@ fn run_pods(store: &mut Store, now: Timestamp) {
         .into_iter()
         .map(|n| (name(&n).to_owned(), n))
         .collect();
-    for mut pod in all(store, "pods") {
+    let mut pods = all(store, "pods");
+    for index in 0..pods.len() {
+        let mut pod = pods[index].clone();
         let Some(node) = pod["spec"]["nodeName"].as_str().and_then(|n| nodes.get(n)) else {
             continue;
         };
@@ -449,13 +454,13 @@ fn run_pods(store: &mut Store, now: Timestamp) {
             .find(|a| a["type"] == "InternalIP")
             .map(|a| a["address"].clone())
             .unwrap_or(Value::Null);
-        let status = &mut pod["status"];
-        if !status["podIP"].is_string() {
-            let number = store.next_number();
-            let ip = format!("10.244.{}.{}", (number / 250) % 250, number % 250 + 2);
-            status["podIP"] = json!(ip);
-            status["podIPs"] = json!([{"ip": ip}]);
+        if !pod["status"]["podIP"].is_string()
+            && let Some(ip) = super::network::pod_address(&pod, node, &pods)
+        {
+            pod["status"]["podIP"] = json!(ip);
+            pod["status"]["podIPs"] = json!([{"ip": ip}]);
         }
+        let status = &mut pod["status"];
         if !status["startTime"].is_string() {
             status["startTime"] = json!(rfc3339(now));
         }
@@ -485,6 +490,7 @@ fn run_pods(store: &mut Store, now: Timestamp) {
             })
             .collect();
         pod["status"]["containerStatuses"] = json!(containers);
+        pods[index] = pod.clone();
         save(store, "pods", pod);
     }
 }

@@ -15,6 +15,7 @@ mod apply;
 mod cluster;
 mod config;
 mod controllers;
+pub mod network;
 pub mod node_restriction;
 mod patch;
 mod protobuf;
@@ -25,6 +26,7 @@ mod status;
 mod store;
 mod subresources;
 mod table;
+mod tigera;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -143,6 +145,7 @@ impl KubeLab {
                 endpoint_host: config.endpoint_host.clone(),
                 endpoint_port: config.endpoint_port,
                 authority: None,
+                network: None,
             })
             .await?;
         for node in &config.nodes {

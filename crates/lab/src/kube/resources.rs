@@ -24,6 +24,9 @@ pub(crate) struct ResourceType {
     pub short_names: &'static [&'static str],
     /// Supported verbs.
     pub verbs: &'static [&'static str],
+    /// For a custom resource, the CustomResourceDefinition that defines it
+    /// (`installations.operator.tigera.io`): it is served only while that object exists.
+    pub crd: Option<&'static str>,
 }
 
 const ALL: &[&str] = &[
@@ -54,6 +57,22 @@ const fn resource(
         namespaced,
         short_names,
         verbs: ALL,
+        crd: None,
+    }
+}
+
+/// A cluster-scoped custom resource of `group`, served once the CustomResourceDefinition
+/// `crd` exists (as an API server serves what a CRD defines).
+const fn custom(
+    group: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+    crd: &'static str,
+) -> ResourceType {
+    ResourceType {
+        crd: Some(crd),
+        ..resource(group, plural, singular, kind, false, &[])
     }
 }
 
@@ -124,6 +143,46 @@ pub(crate) static RESOURCES: &[ResourceType] = &[
         true,
         &[],
     ),
+    resource(
+        "rbac.authorization.k8s.io",
+        "clusterroles",
+        "clusterrole",
+        "ClusterRole",
+        false,
+        &[],
+    ),
+    resource(
+        "rbac.authorization.k8s.io",
+        "clusterrolebindings",
+        "clusterrolebinding",
+        "ClusterRoleBinding",
+        false,
+        &[],
+    ),
+    // Stored: the custom resources below are served while their definition exists.
+    resource(
+        "apiextensions.k8s.io",
+        "customresourcedefinitions",
+        "customresourcedefinition",
+        "CustomResourceDefinition",
+        false,
+        &["crd", "crds"],
+    ),
+    // What the Tigera operator defines (`-manage-crds`) and reads (see `tigera`).
+    custom(
+        "operator.tigera.io",
+        "installations",
+        "installation",
+        "Installation",
+        "installations.operator.tigera.io",
+    ),
+    custom(
+        "operator.tigera.io",
+        "apiservers",
+        "apiserver",
+        "APIServer",
+        "apiservers.operator.tigera.io",
+    ),
     ResourceType {
         group: "authentication.k8s.io",
         version: "v1",
@@ -133,6 +192,7 @@ pub(crate) static RESOURCES: &[ResourceType] = &[
         namespaced: false,
         short_names: &[],
         verbs: &["create"],
+        crd: None,
     },
 ];
 
@@ -199,20 +259,64 @@ pub(crate) fn find(group: &str, version: &str, plural: &str) -> Option<&'static 
         .find(|r| r.group == group && r.version == version && r.plural == plural)
 }
 
+/// The CustomResourceDefinitions that exist, by name: which custom resources are served.
+pub(crate) type Defined = std::collections::BTreeSet<String>;
+
+impl ResourceType {
+    /// Whether it is served now: a built-in type always, a custom one while its definition
+    /// exists.
+    pub fn is_served(&self, defined: &Defined) -> bool {
+        self.crd.is_none_or(|crd| defined.contains(crd))
+    }
+}
+
+/// Every resource type served now, in discovery order.
+fn served(defined: &Defined) -> impl Iterator<Item = &'static ResourceType> + '_ {
+    RESOURCES.iter().filter(|r| r.is_served(defined))
+}
+
+/// The resource type of objects of `api_version` (`v1`, `apps/v1`) and `kind`.
+pub(crate) fn by_kind(api_version: &str, kind: &str) -> Option<&'static ResourceType> {
+    RESOURCES
+        .iter()
+        .find(|r| r.kind == kind && r.api_version() == api_version)
+}
+
 /// The resource type with this plural name (any group).
 pub(crate) fn by_plural(plural: &str) -> Option<&'static ResourceType> {
     RESOURCES.iter().find(|r| r.plural == plural)
 }
 
 /// Groups other than core, in discovery order.
-fn groups() -> Vec<&'static str> {
+fn groups(defined: &Defined) -> Vec<&'static str> {
     let mut groups: Vec<&str> = Vec::new();
-    for r in RESOURCES {
+    for r in served(defined) {
         if !r.group.is_empty() && !groups.contains(&r.group) {
             groups.push(r.group);
         }
     }
     groups
+}
+
+/// `/version` for a server reporting `git_version` (`v1.36.2`).
+pub(crate) fn version_document(git_version: &str) -> Value {
+    let core = git_version.trim_start_matches('v');
+    let mut parts = core.split('.');
+    let major = parts.next().unwrap_or("1").to_owned();
+    let minor = parts.next().unwrap_or("0").to_owned();
+    json!({
+        "major": major,
+        "minor": minor,
+        "emulationMajor": major,
+        "emulationMinor": minor,
+        "gitVersion": git_version,
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "go1.25.0",
+        "compiler": "gc",
+        "platform": "linux/amd64",
+    })
 }
 
 /// `/api`.
@@ -225,14 +329,14 @@ pub(crate) fn api_versions(server_address: &str) -> Value {
 }
 
 /// `/apis`.
-pub(crate) fn api_group_list() -> Value {
-    let groups: Vec<Value> = groups().into_iter().map(api_group).collect();
+pub(crate) fn api_group_list(defined: &Defined) -> Value {
+    let groups: Vec<Value> = groups(defined).into_iter().map(api_group).collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
 /// `/apis/<group>`, or `None` for a group not served.
-pub(crate) fn api_group_document(group: &str) -> Option<Value> {
-    groups().contains(&group).then(|| {
+pub(crate) fn api_group_document(group: &str, defined: &Defined) -> Option<Value> {
+    groups(defined).contains(&group).then(|| {
         let mut doc = api_group(group);
         doc["kind"] = json!("APIGroup");
         doc["apiVersion"] = json!("v1");
@@ -246,12 +350,9 @@ fn api_group(group: &str) -> Value {
 }
 
 /// `/api/v1` or `/apis/<group>/<version>`, or `None` when nothing is served there.
-pub(crate) fn api_resource_list(group: &str, version: &str) -> Option<Value> {
+pub(crate) fn api_resource_list(group: &str, version: &str, defined: &Defined) -> Option<Value> {
     let mut resources = Vec::new();
-    for r in RESOURCES
-        .iter()
-        .filter(|r| r.group == group && r.version == version)
-    {
+    for r in served(defined).filter(|r| r.group == group && r.version == version) {
         let mut entry = json!({
             "name": r.plural,
             "singularName": r.singular,
@@ -303,10 +404,10 @@ pub(crate) fn api_resource_list(group: &str, version: &str) -> Option<Value> {
 }
 
 /// `/openapi/v3`: where each group version's document lives.
-pub(crate) fn openapi_root(hash: &str) -> Value {
+pub(crate) fn openapi_root(hash: &str, defined: &Defined) -> Value {
     let mut paths = serde_json::Map::new();
     let mut versions: Vec<String> = vec!["api/v1".to_owned()];
-    versions.extend(groups().iter().map(|g| format!("apis/{g}/v1")));
+    versions.extend(groups(defined).iter().map(|g| format!("apis/{g}/v1")));
     for version in versions {
         paths.insert(
             version.clone(),
@@ -319,17 +420,18 @@ pub(crate) fn openapi_root(hash: &str) -> Value {
 /// `/openapi/v3/<group version>`: a skeleton document announcing, for each resource, that its
 /// PATCH accepts `fieldValidation`. kubectl reads exactly that to decide it may leave
 /// validation to the server (`fieldValidation=Strict`) instead of downloading schemas.
-pub(crate) fn openapi_document(path: &str, server_version: &str) -> Option<Value> {
+pub(crate) fn openapi_document(
+    path: &str,
+    server_version: &str,
+    defined: &Defined,
+) -> Option<Value> {
     let (group, version) = match path.split('/').collect::<Vec<_>>().as_slice() {
         ["api", version] => ("", *version),
         ["apis", group, version] => (*group, *version),
         _ => return None,
     };
     let mut paths = serde_json::Map::new();
-    for r in RESOURCES
-        .iter()
-        .filter(|r| r.group == group && r.version == version)
-    {
+    for r in served(defined).filter(|r| r.group == group && r.version == version) {
         let prefix = if group.is_empty() {
             format!("/api/{version}")
         } else {
@@ -381,7 +483,7 @@ mod tests {
 
     #[test]
     fn core_discovery_announces_the_policy_eviction_subresource() {
-        let list = api_resource_list("", "v1").expect("core");
+        let list = api_resource_list("", "v1", &Defined::new()).expect("core");
         let eviction = list["resources"]
             .as_array()
             .expect("resources")

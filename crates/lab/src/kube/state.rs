@@ -10,6 +10,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use jiff::Timestamp;
 
 use super::controllers;
+use super::network::ClusterNetwork;
 use super::store::Store;
 use crate::clock::{Clock as _, LabClock};
 
@@ -48,6 +49,8 @@ pub(crate) struct Inner {
     /// Why the cluster's storage does not answer (K3s whose datastore went away): every
     /// request gets a 503 with this message until it is cleared.
     pub storage_unavailable: Option<String>,
+    /// How the control plane and the kubelets were configured to network.
+    pub network: ClusterNetwork,
 }
 
 /// One audited `POST pods/<name>/eviction`.
@@ -75,6 +78,7 @@ impl std::fmt::Debug for Inner {
             .field("partitioned", &self.partitioned.len())
             .field("evictions", &self.evictions.len())
             .field("storage_unavailable", &self.storage_unavailable)
+            .field("network", &self.network)
             .finish()
     }
 }
@@ -104,6 +108,7 @@ impl ClusterState {
                 partitioned: std::collections::BTreeSet::new(),
                 evictions: Vec::new(),
                 storage_unavailable: None,
+                network: ClusterNetwork::lab_default(),
             }),
             address: OnceLock::new(),
         }
@@ -122,12 +127,23 @@ impl ClusterState {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// The CustomResourceDefinitions that exist: the custom resources served now.
+    pub fn defined(&self) -> super::resources::Defined {
+        self.lock()
+            .store
+            .list("customresourcedefinitions", None)
+            .iter()
+            .filter_map(|crd| crd["metadata"]["name"].as_str().map(str::to_owned))
+            .collect()
+    }
+
     /// Runs `change` on the store, then the controllers.
     pub fn change<T>(&self, change: impl FnOnce(&mut Store, Timestamp) -> T) -> T {
         let now = self.now();
         let mut inner = self.lock();
         let result = change(&mut inner.store, now);
-        controllers::reconcile(&mut inner.store, now);
+        let Inner { store, network, .. } = &mut *inner;
+        controllers::reconcile(store, network, now);
         result
     }
 }

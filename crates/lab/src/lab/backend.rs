@@ -142,6 +142,7 @@ impl ClusterBackend for LabBackend {
             endpoint_host: Some(request.endpoint_host.clone()),
             endpoint_port: request.endpoint_port,
             authority: request.authority.clone(),
+            network: Some(request.network.clone()),
         })?;
         if request.cluster_configuration.is_empty() {
             // K3s and Talos have no kubeadm configuration to upload.
@@ -205,6 +206,14 @@ impl ClusterBackend for LabBackend {
             // the real kubelet's status update fails the same way.
             tracing::debug!(cluster, node, ready, reason = %reason, "node status not posted");
         }
+    }
+
+    fn apply_manifest(&self, cluster: &str, manifest: &str) -> Result<String, BackendError> {
+        Ok(self.cluster(cluster)?.apply_manifest(manifest)?)
+    }
+
+    fn deploy_kube_proxy(&self, cluster: &str) -> Result<(), BackendError> {
+        Ok(self.cluster(cluster)?.deploy_kube_proxy()?)
     }
 
     fn set_version(&self, cluster: &str, version: KubeVersion) {
@@ -292,6 +301,7 @@ mod tests {
             version: "1.36.2".parse().expect("version"),
             cluster_configuration: "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: v1.36.2\ncontrolPlaneEndpoint: k8s-prod.lab.example:6443\n".into(),
             authority: None,
+            network: crate::kube::network::ClusterNetwork::lab_default(),
         }
     }
 

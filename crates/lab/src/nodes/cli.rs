@@ -139,17 +139,25 @@ pub enum TokenCommand {
 /// `kubeadm upgrade`.
 #[derive(Debug, Subcommand)]
 pub enum UpgradeCommand {
-    /// `kubeadm upgrade apply VERSION`.
-    Apply {
-        /// Target version, `vMAJOR.MINOR.PATCH`.
-        version: String,
-        /// Do not ask for confirmation.
-        #[arg(short, long)]
-        yes: bool,
-        /// Renew certificates during the upgrade (kubeadm's default).
-        #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-        certificate_renewal: bool,
-    },
+    /// `kubeadm upgrade apply [VERSION] [--config FILE]`.
+    Apply(UpgradeApply),
+}
+
+/// `kubeadm upgrade apply`'s arguments.
+#[derive(Debug, Args)]
+pub struct UpgradeApply {
+    /// Target version, `vMAJOR.MINOR.PATCH` (else the `UpgradeConfiguration`'s).
+    pub version: Option<String>,
+    /// An `UpgradeConfiguration` (kubeadm.k8s.io/v1beta4): its `apply.kubernetesVersion` and
+    /// `apply.skipPhases`.
+    #[arg(long)]
+    pub config: Option<String>,
+    /// Do not ask for confirmation.
+    #[arg(short, long)]
+    pub yes: bool,
+    /// Renew certificates during the upgrade (kubeadm's default).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub certificate_renewal: bool,
 }
 
 /// `kubeadm certs`.
@@ -309,6 +317,24 @@ pub struct K3sServerArgs {
     /// Node name (default: the hostname).
     #[arg(long)]
     pub node_name: Option<String>,
+    /// The pod range (K3s's default 10.42.0.0/16).
+    #[arg(long)]
+    pub cluster_cidr: Option<String>,
+    /// The service range (K3s's default 10.43.0.0/16).
+    #[arg(long)]
+    pub service_cidr: Option<String>,
+    /// The cluster DNS Service's address (the tenth of the service range by default).
+    #[arg(long)]
+    pub cluster_dns: Option<String>,
+    /// flannel's backend; `none` runs no flannel (another CNI is installed).
+    #[arg(long)]
+    pub flannel_backend: Option<String>,
+    /// Runs no network policy controller (with `--flannel-backend none`).
+    #[arg(long)]
+    pub disable_network_policy: bool,
+    /// Runs no kube-proxy (a CNI replaces it).
+    #[arg(long)]
+    pub disable_kube_proxy: bool,
     /// A label the kubelet registers with, `KEY=VALUE` (repeatable).
     #[arg(long = "node-label")]
     pub node_label: Vec<String>,
@@ -394,7 +420,7 @@ mod tests {
         assert!(matches!(
             upgrade.command,
             KubeadmCommand::Upgrade {
-                command: UpgradeCommand::Apply { yes: true, .. }
+                command: UpgradeCommand::Apply(UpgradeApply { yes: true, .. })
             }
         ));
         let exec: Kubectl = parse(

@@ -51,6 +51,8 @@ pub struct NewCluster {
     /// The cluster's CA, when the node software brings its own (Talos's machine config holds
     /// it); `None`: the API server makes one, as `kubeadm init` does.
     pub authority: Option<crate::tls::AuthorityPem>,
+    /// Its network, as the distribution's configuration says.
+    pub network: crate::kube::network::ClusterNetwork,
 }
 
 /// What a simulated cluster hands its control planes.
@@ -135,6 +137,17 @@ pub trait ClusterBackend: Send + Sync + 'static {
     fn register_node(&self, cluster: &str, node: &NewNode) -> Result<(), BackendError>;
     /// Sets a Node's Ready condition (a kubelet started or stopped).
     fn set_node_ready(&self, cluster: &str, node: &str, ready: bool);
+    /// Applies every document of `manifest` (YAML) to the cluster, creating or replacing
+    /// each object; returns kubectl's lines (`namespace/x created`).
+    ///
+    /// # Errors
+    /// Why an object was refused.
+    fn apply_manifest(&self, cluster: &str, manifest: &str) -> Result<String, BackendError>;
+    /// Deploys the kube-proxy DaemonSet (kubeadm's `addon/kube-proxy` phase).
+    ///
+    /// # Errors
+    /// Why it cannot be written.
+    fn deploy_kube_proxy(&self, cluster: &str) -> Result<(), BackendError>;
     /// Moves the control plane's version (`/version`).
     fn set_version(&self, cluster: &str, version: KubeVersion);
     /// Issues fresh certificates (a year from the lab clock) and returns the new admin access.
@@ -336,6 +349,12 @@ impl<B: ClusterBackend> NodeSoftware<B> {
             .contains_key(path)
             .then(|| guest.modes.get(path).copied())
             .flatten()
+    }
+
+    /// Every URL a VM was asked to fetch (`kubectl apply -f https://...`), refused: the
+    /// lab's VMs reach nothing outside the lab.
+    pub fn refused_fetches(&self) -> Vec<String> {
+        self.world().refused_fetches()
     }
 
     /// The console of Talos VM `vmid`: each start says whether it took its machine config

@@ -8,8 +8,8 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 
 use super::endpoints::Route;
-use super::handlers::Reply;
 use super::params::Params;
+use super::reply::Reply;
 use super::state::{AgentState, ApiFail, ExecState, Shared};
 
 pub(super) async fn agent(

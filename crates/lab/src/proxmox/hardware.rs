@@ -83,6 +83,28 @@ pub(super) fn prepare_changes(
     Ok((prepared, disks))
 }
 
+/// Gives each card of a clone's config (copied from `source`) a new MAC address, the rest of
+/// it kept, as a clone does.
+pub(super) fn new_macs(
+    state: &mut SimState,
+    source: &std::collections::BTreeMap<String, String>,
+    config: &mut std::collections::BTreeMap<String, String>,
+) {
+    for card in cards(source) {
+        let key = format!("net{}", card.index);
+        let rest: Vec<&str> = source
+            .get(&key)
+            .map(|value| value.split(',').skip(1).collect())
+            .unwrap_or_default();
+        let mut value = format!("{}={}", card.model, state.new_mac());
+        for part in rest {
+            value.push(',');
+            value.push_str(part);
+        }
+        config.insert(key, value);
+    }
+}
+
 /// A card's property string with a MAC address (`virtio` → `virtio=BC:24:11:..`).
 fn with_mac(state: &mut SimState, value: &str) -> String {
     let mut parts = value.split(',');

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::handlers::Reply;
 use super::params::Params;
+use super::reply::Reply;
 use super::state::{ApiFail, Shared};
 
 /// `GET /nodes/{node}/network`: the node's bridges (with `type`), as `ifupdown2` reports them.

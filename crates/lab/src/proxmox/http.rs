@@ -16,8 +16,9 @@ use axum::response::Response;
 use serde_json::{Map, Value, json};
 
 use super::endpoints::{Endpoint, Route};
-use super::handlers::{Reply, dispatch};
+use super::handlers::dispatch;
 use super::params::validate;
+use super::reply::Reply;
 use super::state::{ApiFail, Exchange, Shared};
 use super::upload::{UPLOAD_MAX_BYTES, upload_params};
 

@@ -25,6 +25,7 @@ mod hardware_api;
 mod http;
 mod params;
 pub mod pattern;
+mod reply;
 mod sizes;
 mod state;
 mod storage;

@@ -430,18 +430,7 @@ impl SimState {
             leases: BTreeMap::new(),
             card_leases: BTreeMap::new(),
             segments: world.network.all_segments(),
-            pci_mappings: world
-                .pci_mappings
-                .iter()
-                .map(|m| {
-                    let devices = m
-                        .devices
-                        .iter()
-                        .map(|d| (d.node.clone(), d.path.clone()))
-                        .collect();
-                    (m.id.clone(), devices)
-                })
-                .collect(),
+            pci_mappings: pci_mappings(world),
             faults: Faults {
                 tasks: world.faults.fail_tasks.clone(),
                 calls: world.faults.fail_calls.clone(),
@@ -464,38 +453,7 @@ impl SimState {
             .map(|s| s.name.clone())
             .unwrap_or_else(|| "local-lvm".into());
         for template in world.effective_templates() {
-            let storage = template.storage.clone().unwrap_or(first_storage.clone());
-            let mut config = state.base_config(
-                template.vmid,
-                &template.name,
-                template.cores,
-                template.memory_mib,
-                &storage,
-                u64::from(template.disk_gib) * GIB,
-                now_unix,
-            );
-            config.insert("cpu".into(), template.cpu.clone());
-            config.insert("template".into(), "1".into());
-            if !template.tags.is_empty() {
-                config.insert("tags".into(), template.tags.join(";"));
-            }
-            if !template.cloud_init_drive {
-                config.remove("ide2");
-                config.remove("ipconfig0");
-            }
-            config.insert(
-                "scsi0".into(),
-                format!(
-                    "{storage}:base-{}-disk-0,size={}G",
-                    template.vmid, template.disk_gib
-                ),
-            );
-            state.insert_vm(template.vmid, &template.node, config, false, None);
-            if let Some(vm) = state.vms.get_mut(&template.vmid) {
-                vm.k3s_airgap = template.k3s.clone();
-                vm.talos = template.talos.clone();
-                vm.cloud_init = template.has_cloud_init();
-            }
+            state.add_template(&template, &first_storage, now_unix);
         }
         for vm in &world.vms {
             let mut config = state.base_config(
@@ -523,6 +481,45 @@ impl SimState {
             }
         }
         state
+    }
+
+    /// Adds `template` as the world declares it (its disk on its storage, else `first_storage`).
+    fn add_template(
+        &mut self,
+        template: &crate::world::WorldTemplate,
+        first_storage: &str,
+        now_unix: i64,
+    ) {
+        let storage = template.storage.clone().unwrap_or(first_storage.to_owned());
+        let mut config = self.base_config(
+            template.vmid,
+            &template.name,
+            template.cores,
+            template.memory_mib,
+            &storage,
+            u64::from(template.disk_gib) * GIB,
+            now_unix,
+        );
+        config.insert("cpu".into(), template.cpu.clone());
+        config.insert("template".into(), "1".into());
+        if !template.tags.is_empty() {
+            config.insert("tags".into(), template.tags.join(";"));
+        }
+        if !template.cloud_init_drive {
+            config.retain(|key, _| key != "ide2" && key != "ipconfig0");
+        }
+        config.insert(
+            "scsi0".into(),
+            format!(
+                "{storage}:base-{}-disk-0,size={}G",
+                template.vmid, template.disk_gib
+            ),
+        );
+        self.insert_vm(template.vmid, &template.node, config, false, None);
+        if let Some(vm) = self.vms.get_mut(&template.vmid) {
+            (vm.k3s_airgap, vm.talos) = (template.k3s.clone(), template.talos.clone());
+            vm.cloud_init = template.has_cloud_init();
+        }
     }
 
     /// The config a fresh VM (or template) of this size has.
@@ -759,6 +756,22 @@ fn fake_uuid(seed: u32, now: i64) -> String {
         (a >> 4) & 0xfff,
         (b.wrapping_mul(0x9E37_79B9)) & 0xffff_ffff_ffff
     )
+}
+
+/// The world's PCI mappings: id → (node, device path) of each device.
+fn pci_mappings(world: &ProxmoxWorld) -> BTreeMap<String, Vec<(String, String)>> {
+    world
+        .pci_mappings
+        .iter()
+        .map(|m| {
+            let devices = m
+                .devices
+                .iter()
+                .map(|d| (d.node.clone(), d.path.clone()))
+                .collect();
+            (m.id.clone(), devices)
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::handlers::Reply;
 use super::params::Params;
+use super::reply::Reply;
 use super::state::{ApiFail, Shared, SimState};
 use super::tasks::{TaskEnd, start_task};
 

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::guest::PowerEvent;
-use super::handlers::Reply;
 use super::params::Params;
+use super::reply::Reply;
 use super::state::{ApiFail, GIB, MIB, Shared, SimState, format_size, parse_size};
 use super::tasks::{TaskEnd, start_task};
 
@@ -59,11 +59,9 @@ pub(super) fn clone_vm(shared: &Arc<Shared>, p: &Params, user: &str) -> Result<R
         .unwrap_or("local-lvm")
         .to_owned();
     let is_template = source.is_template();
-    let k3s_airgap = source.k3s_airgap.clone();
-    let talos = source.talos.clone();
+    let (k3s_airgap, talos) = (source.k3s_airgap.clone(), source.talos.clone());
     let cloud_init = source.cloud_init;
-    let mut config = source.config.clone();
-    let source_config = source.config.clone();
+    let (mut config, source_config) = (source.config.clone(), source.config.clone());
     let source_name = source.name();
     let full = p.flag("full").unwrap_or(!is_template);
     if !full && p.text("storage").is_some() {
@@ -118,20 +116,7 @@ pub(super) fn clone_vm(shared: &Arc<Shared>, p: &Params, user: &str) -> Result<R
             format!("{storage}:vm-{newid}-cloudinit,media=cdrom"),
         );
     }
-    // Each card of the source gets a new MAC address, the rest of it copied.
-    for card in super::addresses::cards(&source_config) {
-        let key = format!("net{}", card.index);
-        let rest: Vec<&str> = source_config
-            .get(&key)
-            .map(|value| value.split(',').skip(1).collect())
-            .unwrap_or_default();
-        let mut value = format!("{}={}", card.model, state.new_mac());
-        for part in rest {
-            value.push(',');
-            value.push_str(part);
-        }
-        config.insert(key, value);
-    }
+    super::hardware::new_macs(&mut state, &source_config, &mut config);
     config.insert("meta".into(), format!("creation-qemu=9.2.0,ctime={now}"));
     config.insert("lock".into(), "clone".into());
     state.insert_vm(newid, &target, config, false, pool);

@@ -113,9 +113,11 @@ impl Distribution for K3s {
         let target = node_target(machine)?;
         let address = ex.address(ctx, &target).await?;
         let join = server_join(ex, ctx, &spec, action).await?;
+        let network = ctx.network().ok_or(ExecuteError::NoSpec { action })?;
         let nodes = ex.nodes(ctx)?;
         let registration = registration(&spec, scheduling);
-        let steps = commands::install_server(&spec, &join, &target.name, address, &registration);
+        let steps =
+            commands::install_server(&spec, &network, &join, &target.name, address, &registration);
         commands::install(
             &nodes,
             action.name(),
@@ -165,7 +167,15 @@ impl Distribution for K3s {
         let steps = match role {
             Role::ControlPlane => {
                 let join = server_join(ex, ctx, spec, action).await?;
-                commands::install_server(spec, &join, &target.name, address, &registration)
+                let network = ctx.network().ok_or(ExecuteError::NoSpec { action })?;
+                commands::install_server(
+                    spec,
+                    &network,
+                    &join,
+                    &target.name,
+                    address,
+                    &registration,
+                )
             }
             Role::Worker => {
                 let token = secrets(ex, ctx, spec, action).await?.token;

@@ -151,20 +151,7 @@ impl Distribution for Talos {
                 .and_then(|mac| mac.parse::<MacAddress>().ok())
                 .ok_or_else(no_mac)?,
         };
-        let volumes = machine
-            .hardware
-            .disks
-            .iter()
-            .enumerate()
-            .filter_map(|(index, disk)| {
-                let mount = disk.mount.as_ref()?;
-                Some(UserVolume {
-                    name: mount.path.strip_prefix("/var/mnt/")?.to_owned(),
-                    serial: crate::providers::proxmox::disk_serial(index),
-                    filesystem: mount.filesystem.as_str(),
-                })
-            })
-            .collect();
+        let volumes = user_volumes(machine.hardware);
         let stored = bundle(ex, ctx, spec, action).await?;
         let node = NodeFacts {
             role: match role {
@@ -182,7 +169,9 @@ impl Distribution for Talos {
             links,
             volumes,
         };
-        let image = cidata(ctx.cluster, spec, &node, vm, &stored)
+        let running = ctx.observed.control_plane.as_ref();
+        let running = running.and_then(|cp| cp.network.as_ref());
+        let image = cidata(ctx.cluster, spec, running, &node, vm, &stored)
             .map_err(|source| failed(action, source))?;
         let file_name = iso_file_name(name, vm);
         let volume = proxmox
@@ -288,7 +277,7 @@ impl Distribution for Talos {
         let target = node_target(machine)?;
         let kubeconfig = ex.admit(ctx, spec, &target, &text).await?;
         ex.mark_bootstrapped(ctx, &kubeconfig).await?;
-        let ready = ex.await_ready(&kubeconfig, &target.name).await;
+        let ready = ex.await_ready(ctx, &kubeconfig, &target.name).await;
         let labelled = ex
             .settle_node(ctx, &kubeconfig, &target.name, scheduling)
             .await;
@@ -318,7 +307,7 @@ impl Distribution for Talos {
             .kubeconfig
             .as_ref()
             .ok_or(ExecuteError::NoKubeconfig { action })?;
-        let ready = ex.await_ready(kubeconfig, &machine.name).await;
+        let ready = ex.await_ready(ctx, kubeconfig, &machine.name).await;
         let labelled = ex
             .settle_node(ctx, kubeconfig, &machine.name, scheduling)
             .await;
@@ -426,15 +415,18 @@ fn iso_file_name(name: &NodeName, vm: &VmRef) -> String {
     crate::execute::config_isos::file_name(name, vm.vmid)
 }
 
-/// The `cidata` image of `node`.
+/// The `cidata` image of `node`, on the network the cluster runs (`running`: what it was
+/// built with, when it exists).
 fn cidata(
     cluster: &str,
     spec: &ClusterSpec,
+    running: Option<&capstan_core::spec::RecordedNetwork>,
     node: &NodeFacts,
     vm: &VmRef,
     stored: &StoredBundle,
 ) -> Result<Vec<u8>, TalosError> {
     let talos = spec.talos.as_ref().ok_or(TalosError::NoRelease)?;
+    let network = spec.cluster_network(running);
     let facts = ClusterFacts {
         cluster_name: cluster.to_owned(),
         endpoint_host: spec.endpoint.host.clone(),
@@ -443,6 +435,7 @@ fn cidata(
         kubernetes_version: spec.kubernetes.version,
         talos_version: talos.version,
         installer_image: talos.installer_image.clone(),
+        network,
     };
     let config = render_machine_config(&facts, node, &stored.bundle).map_err(TalosError::Render)?;
     let instance_id = format!("{}-{}", node.hostname, vm.vmid);
@@ -555,4 +548,22 @@ fn template_of<'a>(ctx: StepContext<'_>, spec: &'a ClusterSpec, name: &NodeName)
         .map_or(&spec.control_plane.machine.template, |workers| {
             &workers.machine.template
         })
+}
+
+/// The data disks Talos mounts as user volumes (those with a mount, under `/var/mnt/`), found
+/// by the serial capstan gives each disk.
+fn user_volumes(hardware: &capstan_core::spec::hardware::MachineHardware) -> Vec<UserVolume> {
+    hardware
+        .disks
+        .iter()
+        .enumerate()
+        .filter_map(|(index, disk)| {
+            let mount = disk.mount.as_ref()?;
+            Some(UserVolume {
+                name: mount.path.strip_prefix("/var/mnt/")?.to_owned(),
+                serial: crate::providers::proxmox::disk_serial(index),
+                filesystem: mount.filesystem.as_str(),
+            })
+        })
+        .collect()
 }

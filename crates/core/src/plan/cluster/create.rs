@@ -31,6 +31,29 @@ pub(super) struct Tally {
 }
 
 impl<'a> Ctx<'a> {
+    /// The nodes of `machine`'s placement a clone of it can go to (rule 15: its template is
+    /// there or can be cloned there, its network settings can reach it, its bridges, storages,
+    /// PCI mappings and resource pool exist); why none can, naming the field.
+    fn placement_of(&self, capacity: &Capacity, machine: &Machine) -> Result<Vec<String>, String> {
+        let placement = capacity
+            .clone_targets(
+                &machine.template,
+                machine.storage.as_deref(),
+                &machine.placement,
+                self.spec().kubernetes.distribution,
+            )
+            .map_err(|why| why.to_string())?;
+        if let Some(why) = self.cloud_init_missing(capacity, machine) {
+            return Err(why);
+        }
+        let create_pools = self
+            .input
+            .policy
+            .pool_creating_connections
+            .contains(&self.spec().proxmox);
+        crate::plan::hardware_fit::fitting(capacity.offer(), machine, &placement, create_pools)
+    }
+
     /// Why a machine built from `machine` could not take its network settings, when its
     /// distribution takes them from Proxmox's cloud-init (kubeadm, K3s) and the cluster
     /// declares static addresses or the machine declares cards, but no copy of its template
@@ -277,33 +300,7 @@ impl<'a> Ctx<'a> {
             if now + later == 0 {
                 continue;
             }
-            let placement = match capacity.clone_targets(
-                &desired.machine.template,
-                desired.machine.storage.as_deref(),
-                &desired.machine.placement,
-                self.spec().kubernetes.distribution,
-            ) {
-                Ok(placement) => placement,
-                Err(why) => {
-                    unclonable.push(format!("pool {}: {why}", self.pools[pool].name));
-                    continue;
-                }
-            };
-            if let Some(why) = self.cloud_init_missing(capacity, desired.machine) {
-                unclonable.push(format!("pool {}: {why}", self.pools[pool].name));
-                continue;
-            }
-            let create_pools = self
-                .input
-                .policy
-                .pool_creating_connections
-                .contains(&self.spec().proxmox);
-            let placement = match crate::plan::hardware_fit::fitting(
-                capacity.offer(),
-                desired.machine,
-                &placement,
-                create_pools,
-            ) {
+            let placement = match self.placement_of(capacity, desired.machine) {
                 Ok(placement) => placement,
                 Err(why) => {
                     unclonable.push(format!("pool {}: {why}", self.pools[pool].name));
@@ -354,15 +351,7 @@ impl<'a> Ctx<'a> {
         }
         if !refused.is_empty() {
             refused.dedup();
-            out.blocked.push(Blocked {
-                rule: Rule::Capacity,
-                message: format!(
-                    "no Proxmox node in placement has the {} for {}: nothing is cloned until the VMs this cluster still needs fit; free {} or add nodes to placement",
-                    if short_of_hardware { "memory, storage space or devices" } else { "memory" },
-                    refused.join("; "),
-                    if short_of_hardware { "them" } else { "memory" }
-                ),
-            });
+            out.blocked.push(no_room(&refused, short_of_hardware));
             return;
         }
         let mut planned_per_pool: BTreeMap<usize, usize> = BTreeMap::new();
@@ -481,6 +470,12 @@ impl<'a> Ctx<'a> {
             return false;
         };
         let reason = match &self.input.observed.flux {
+            // Without a CNI from capstan, Flux installs it: it needs the kubeconfig as soon as
+            // the API answers (the nodes are Ready only once the CNI runs).
+            None if self.network().awaits_flux_cni() => format!(
+                "first delivery: the API answers and cni is none; Flux gets its kubeconfig in {}/{} to install the CNI",
+                target.namespace, target.secret_name
+            ),
             None => {
                 let built = (0..self.pools.len()).all(|pool| {
                     let tally = self.pools[pool].tally;
@@ -522,5 +517,22 @@ impl<'a> Ctx<'a> {
         );
         out.push(step, Gate::Open);
         self.input.observed.flux.is_some()
+    }
+}
+
+/// The refusal of a plan whose new VMs fit no node of their placement (rule 15): `refused`
+/// says why for each, `hardware` whether storage space or devices are short too.
+fn no_room(refused: &[String], hardware: bool) -> Blocked {
+    let (lacking, free) = if hardware {
+        ("memory, storage space or devices", "them")
+    } else {
+        ("memory", "memory")
+    };
+    Blocked {
+        rule: Rule::Capacity,
+        message: format!(
+            "no Proxmox node in placement has the {lacking} for {}: nothing is cloned until the VMs this cluster still needs fit; free {free} or add nodes to placement",
+            refused.join("; ")
+        ),
     }
 }

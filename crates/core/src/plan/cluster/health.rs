@@ -3,6 +3,7 @@
 //! the cluster waits on.
 
 use super::*;
+use crate::spec::ClusterNetwork;
 
 impl<'a> Ctx<'a> {
     /// Rule 13: a node NotReady past `remediation.after` whose VM is stopped or whose guest
@@ -18,7 +19,8 @@ impl<'a> Ctx<'a> {
         let mut steps = Vec::new();
         for view in &self.views {
             let Some(node) = view.node else { continue };
-            if node.ready || view.fenced || view.retiring {
+            // A node waiting for its first CNI is not dead, however long Flux takes.
+            if node.ready || node.awaiting_network || view.fenced || view.retiring {
                 continue;
             }
             let dead = !view.machine.is_running() || !view.machine.guest_agent;
@@ -72,7 +74,10 @@ impl<'a> Ctx<'a> {
                 .filter(|v| v.node.is_some() && !v.retiring)
         };
         let unhealthy: Vec<NodeName> = members()
-            .filter(|v| v.node.is_some_and(|node| !node.ready))
+            .filter(|v| {
+                v.node
+                    .is_some_and(|node| !node.ready && !node.awaiting_network)
+            })
             .map(|v| v.name.clone())
             .collect();
         let nodes = members().count();
@@ -108,10 +113,24 @@ impl<'a> Ctx<'a> {
 
     /// A control plane that is not fully there: NotReady, being removed, or retiring with its
     /// Node still present (rule 9 allows one at a time).
+    /// With `cni: none`, a control plane NotReady only for want of a CNI is there: its join
+    /// made it an etcd member with its API answering, and Flux installs the CNI later.
     pub(super) fn absent_control_planes(&self) -> impl Iterator<Item = &'a NodeName> + '_ {
+        let awaits_cni = self.network().awaits_flux_cni();
         self.control_plane_members()
-            .filter(|v| !v.is_ready() || v.is_in_removal() || v.retiring)
+            .filter(move |v| {
+                let present = v.is_ready() || (awaits_cni && v.awaits_network());
+                !present || v.is_in_removal() || v.retiring
+            })
             .map(|v| v.name)
+    }
+
+    /// The network the cluster runs on: the file's fields, else what it was built with, else
+    /// its distribution's defaults.
+    pub(super) fn network(&self) -> ClusterNetwork {
+        let running = self.input.observed.control_plane.as_ref();
+        self.spec()
+            .cluster_network(running.and_then(|cp| cp.network.as_ref()))
     }
 
     /// Rule 7: the version moves in place on the control plane first. Returns whether an
@@ -257,11 +276,18 @@ impl<'a> Ctx<'a> {
             return;
         }
         let join_timeout = self.spec().rollout.join_timeout.0;
+        let awaits_cni = self.network().awaits_flux_cni();
         let mut waiting = Vec::new();
         let mut findings = Vec::new();
+        let mut without_cni = 0;
         for view in &self.views {
             let Some(node) = view.node else { continue };
             if view.retiring || view.fenced {
+                continue;
+            }
+            if awaits_cni && view.awaits_network() {
+                // One wait for them all: the CNI Flux installs, not each node.
+                without_cni += 1;
                 continue;
             }
             if !node.ready && self.input.now < add(view.machine.created, join_timeout) {
@@ -297,6 +323,21 @@ impl<'a> Ctx<'a> {
                     ),
                 });
             }
+        }
+        if without_cni > 0 {
+            waiting.push(Waiting {
+                step: None,
+                machine: None,
+                resource: Resource::Cni {
+                    nodes: without_cni,
+                    flux: self
+                        .input
+                        .memo
+                        .flux_target(self.name(), self.spec())
+                        .map(|target| format!("{}/{}", target.namespace, target.secret_name)),
+                },
+                since: None,
+            });
         }
         out.waiting.extend(waiting);
         out.findings.extend(findings);

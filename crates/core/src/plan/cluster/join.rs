@@ -28,13 +28,14 @@ impl<'a> Ctx<'a> {
         }
         let gate = self.vm_gate(ActionKind::InitControlPlane, view);
         let spec = self.spec();
+        let network = self.network();
         let step = Self::step(
             Action::InitControlPlane {
                 machine: view.machine_ref(),
                 endpoint: spec.endpoint.clone(),
                 version: self.target_version,
-                pod_network: spec.network.pods.to_string(),
-                service_network: spec.network.services.to_string(),
+                pod_network: network.pods.to_string(),
+                service_network: network.services.to_string(),
                 scheduling: self.scheduling_of(view),
             },
             self.target(view),

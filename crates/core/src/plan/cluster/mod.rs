@@ -10,6 +10,7 @@
 mod classify;
 mod create;
 mod filing;
+mod fixed;
 mod guard;
 mod health;
 mod join;
@@ -222,6 +223,11 @@ impl<'a> View<'a> {
         self.node.is_some_and(|node| node.ready) && !self.fenced
     }
 
+    /// NotReady only for want of a CNI, never Ready yet ([`ObservedNode::awaiting_network`]).
+    fn awaits_network(&self) -> bool {
+        self.node.is_some_and(|node| node.awaiting_network) && !self.fenced
+    }
+
     /// capstan (or someone) started taking it out of service.
     fn is_in_removal(&self) -> bool {
         self.node
@@ -333,7 +339,8 @@ pub(crate) fn candidates(input: &Input<'_>, capacity: &Capacity) -> Outcome {
             .is_some_and(|cp| !cp.bootstrap_incomplete),
         ..Outcome::default()
     };
-    if let Some(blocked) = endpoint_changed(input) {
+    if let Some(blocked) = fixed::endpoint_changed(input).or_else(|| fixed::network_changed(input))
+    {
         out.blocked.push(blocked);
         return out;
     }
@@ -409,37 +416,6 @@ fn hold_if_suspended(input: &Input<'_>, out: &mut Outcome) {
             candidate.gate = Gate::Held(held.clone());
         }
     }
-}
-
-fn endpoint_changed(input: &Input<'_>) -> Option<Blocked> {
-    let observed = &input.observed.control_plane.as_ref()?.endpoint;
-    let desired = &input.spec.endpoint;
-    if observed == desired {
-        return None;
-    }
-    let mut changes = Vec::new();
-    if observed.host != desired.host {
-        changes.push(format!("host {} → {}", observed.host, desired.host));
-    }
-    if observed.address != desired.address {
-        changes.push(format!(
-            "address {} → {}",
-            observed.address, desired.address
-        ));
-    }
-    if observed.port != desired.port {
-        changes.push(format!("port {} → {}", observed.port, desired.port));
-    }
-    Some(Blocked {
-        rule: Rule::EndpointFixed,
-        message: format!(
-            "the endpoint cannot change after init-control-plane ({}): kubeadm wrote {} ({}:{}) into every certificate, kubeconfig and join of this cluster; revert spec.endpoint to it. Nothing else of this cluster proceeds until then (a new endpoint needs a new cluster)",
-            changes.join(", "),
-            observed.host,
-            observed.address,
-            observed.port
-        ),
-    })
 }
 
 fn add(at: Timestamp, duration: std::time::Duration) -> Timestamp {

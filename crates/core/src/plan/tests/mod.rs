@@ -4,6 +4,7 @@
 mod guard;
 mod labels;
 mod later_rules;
+mod network;
 mod predictions;
 mod remediation;
 mod stages;

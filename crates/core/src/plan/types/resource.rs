@@ -83,6 +83,17 @@ pub enum Resource {
         /// Why it holds this cluster, in words.
         why: String,
     },
+    /// A CNI, on a cluster whose file says `cni: none`: its nodes report
+    /// `NetworkPluginNotReady` until Flux installs one.
+    #[serde(rename_all = "camelCase")]
+    Cni {
+        /// Nodes that report `NetworkPluginNotReady` (and were never Ready).
+        nodes: usize,
+        /// The Flux Secret (`namespace/name`) that holds the cluster's kubeconfig, when the
+        /// cluster delivers to Flux.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        flux: Option<String>,
+    },
     /// New workers, before a removal may leave fewer than `rollout.minWorkers` (rule 3).
     #[serde(rename_all = "camelCase")]
     NewWorker {
@@ -147,6 +158,13 @@ impl fmt::Display for Resource {
             },
             Resource::Suspended(suspension) => write!(f, "{suspension}"),
             Resource::Stage { cluster, why, .. } => write!(f, "stage {cluster}: {why}"),
+            Resource::Cni { nodes, flux } => {
+                write!(f, "a CNI: {nodes} nodes report NetworkPluginNotReady")?;
+                match flux {
+                    Some(secret) => write!(f, " (Flux installs it from {secret})"),
+                    None => f.write_str(" (no delivery.flux: install one yourself)"),
+                }
+            }
             Resource::NewWorker { ready, minimum } => write!(
                 f,
                 "a new worker ({ready} Ready, schedulable; rollout.minWorkers {minimum})"

@@ -58,7 +58,7 @@ fn a_cycle_is_refused_in_each_file_of_it() {
         "{text}"
     );
     assert!(
-        text.contains("clusters/platform.yaml:45:13: error: spec.rollout.after[0]: the stages make a cycle: platform → prod → platform"),
+        text.contains("clusters/platform.yaml:50:13: error: spec.rollout.after[0]: the stages make a cycle: platform → prod → platform"),
         "{text}"
     );
 }

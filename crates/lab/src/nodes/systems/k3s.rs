@@ -33,6 +33,8 @@ pub(in crate::nodes) struct ServerRequest {
     pub datastore: Option<Dsn>,
     pub tls_san: Vec<String>,
     pub port: u16,
+    /// The network its flags (or configuration file) give the cluster.
+    pub network: crate::kube::network::ClusterNetwork,
     pub registration: Registration,
 }
 
@@ -220,6 +222,7 @@ fn install(
             let token = setting("token").ok_or_else(|| {
                 fatal("starting kubernetes: preparing server: token is required to join a cluster; with an external datastore every server must be started with the same --token")
             })?;
+            let network = k3s_network(&server, &setting, settings.as_ref())?;
             let registration = registration(&server.node_label, &server.node_taint, &settings)?;
             Ok(K3sInstall::Server(ServerRequest {
                 version,
@@ -228,6 +231,7 @@ fn install(
                 datastore,
                 tls_san: server.tls_san,
                 port: server.https_listen_port,
+                network,
                 registration,
             }))
         }
@@ -246,6 +250,51 @@ fn install(
             }))
         }
     }
+}
+
+/// The network a K3s server starts with, from its flags, else its configuration file, else
+/// K3s's defaults: `--cluster-cidr` (10.42.0.0/16), `--service-cidr` (10.43.0.0/16), flannel
+/// built in unless `--flannel-backend none`, kube-proxy built in unless
+/// `--disable-kube-proxy`.
+fn k3s_network(
+    server: &cli::K3sServerArgs,
+    setting: &dyn Fn(&str) -> Option<String>,
+    settings: Option<&serde_json::Value>,
+) -> Result<crate::kube::network::ClusterNetwork, Exit> {
+    use crate::kube::network::{ClusterNetwork, KubeProxy, NetworkPlugin};
+    let flag = |given: &Option<String>, key: &str, default: &str| {
+        given
+            .clone()
+            .or_else(|| setting(key))
+            .unwrap_or_else(|| default.to_owned())
+    };
+    // A configuration file's switch may be a YAML boolean or a string.
+    let switch = |given: bool, key: &str| {
+        given
+            || settings
+                .and_then(|s| s.get(key))
+                .is_some_and(|v| v == &serde_json::json!(true) || v == &serde_json::json!("true"))
+    };
+    let pods = flag(&server.cluster_cidr, "cluster-cidr", "10.42.0.0/16");
+    let services = flag(&server.service_cidr, "service-cidr", "10.43.0.0/16");
+    let backend = flag(&server.flannel_backend, "flannel-backend", "vxlan");
+    let network = ClusterNetwork {
+        pods: ClusterNetwork::parse_range(&pods, "--cluster-cidr").map_err(|m| fatal(&m))?,
+        services: ClusterNetwork::parse_range(&services, "--service-cidr")
+            .map_err(|m| fatal(&m))?,
+        plugin: if backend == "none" {
+            NetworkPlugin::Applied
+        } else {
+            NetworkPlugin::Embedded
+        },
+        kube_proxy: if switch(server.disable_kube_proxy, "disable-kube-proxy") {
+            KubeProxy::Disabled
+        } else {
+            KubeProxy::Embedded
+        },
+    };
+    network.check().map_err(|m| fatal(&m))?;
+    Ok(network)
 }
 
 /// What the kubelet registers with: the `node-label` and `node-taint` lists of K3s's
@@ -381,6 +430,7 @@ impl GuestSystems {
                 version: request.version,
                 cluster_configuration: String::new(),
                 authority: None,
+                network: request.network.clone(),
             })
             .map_err(|err| {
                 let message = capstan_core::errors::error_chain(&err);
@@ -395,9 +445,6 @@ impl GuestSystems {
                 tokens: BTreeMap::new(),
                 certificate_key: None,
                 etcd: BTreeMap::new(),
-                operator: false,
-                // K3s ships flannel: nodes turn Ready without a CNI step.
-                cni: true,
                 k3s: Some(K3sCluster {
                     token: request.token.clone(),
                     datastore: request.datastore.clone(),

@@ -3,6 +3,7 @@
 //! words.
 
 use super::*;
+use crate::kube::network::{ClusterNetwork, KubeProxy, NetworkPlugin};
 
 impl GuestSystems {
     pub(super) fn kubeadm(
@@ -41,13 +42,8 @@ impl GuestSystems {
                     },
             } => self.token_create(vm, &ttl, print_join_command, now),
             KubeadmCommand::Upgrade {
-                command:
-                    UpgradeCommand::Apply {
-                        version,
-                        yes,
-                        certificate_renewal,
-                    },
-            } => self.upgrade(backend, vm, &version, yes, certificate_renewal),
+                command: UpgradeCommand::Apply(apply),
+            } => self.upgrade(backend, vm, &apply),
             KubeadmCommand::Certs {
                 command: CertsCommand::Renew { which },
             } if which == "all" => self.renew(backend, vm),
@@ -93,7 +89,10 @@ impl GuestSystems {
             let kind = document["kind"].as_str().unwrap_or_default();
             let kubeadm_kind = matches!(
                 kind,
-                "InitConfiguration" | "ClusterConfiguration" | "JoinConfiguration"
+                "InitConfiguration"
+                    | "ClusterConfiguration"
+                    | "JoinConfiguration"
+                    | "UpgradeConfiguration"
             );
             if kubeadm_kind
                 && api_version != "kubeadm.k8s.io/v1beta4"
@@ -214,6 +213,15 @@ impl GuestSystems {
             .as_str()
             .unwrap_or(&vm.name)
             .to_owned();
+        let network = match kubeadm_network(&init, &cluster) {
+            Ok(network) => network,
+            Err(message) => {
+                return Exit::failure(
+                    1,
+                    format!("error execution phase wait-control-plane: {message}\n"),
+                );
+            }
+        };
         let registration =
             match Registration::from_kubeadm(&init["nodeRegistration"], Role::ControlPlane) {
                 Ok(registration) => registration,
@@ -227,6 +235,7 @@ impl GuestSystems {
             version,
             cluster_configuration,
             authority: None,
+            network,
         }) {
             Ok(access) => access,
             Err(err) => {
@@ -244,8 +253,6 @@ impl GuestSystems {
             tokens: BTreeMap::new(),
             certificate_key: None,
             etcd: BTreeMap::new(),
-            operator: false,
-            cni: false,
             k3s: None,
         };
         state.etcd.insert(member_id(), node.clone());
@@ -570,15 +577,34 @@ impl GuestSystems {
         &mut self,
         backend: &impl ClusterBackend,
         vm: &GuestVm,
-        target: &str,
-        yes: bool,
-        renew: bool,
+        apply: &cli::UpgradeApply,
     ) -> Exit {
         let cluster = match self.control_plane_of(vm.vmid) {
             Ok(cluster) => cluster,
             Err(exit) => return exit,
         };
-        if !yes {
+        let config = match &apply.config {
+            Some(path) => match self.read_config(vm.vmid, Some(path)) {
+                Ok(documents) => documents
+                    .into_iter()
+                    .find(|d| d["kind"] == "UpgradeConfiguration")
+                    .unwrap_or(Value::Null),
+                Err(exit) => return exit,
+            },
+            None => Value::Null,
+        };
+        let named = config["apply"]["kubernetesVersion"]
+            .as_str()
+            .map(str::to_owned);
+        let Some(target) = apply.version.clone().or(named) else {
+            return Exit::failure(
+                1,
+                "[upgrade/version] FATAL: missing version: give it as an argument or in UpgradeConfiguration.apply.kubernetesVersion\n",
+            );
+        };
+        let target = target.as_str();
+        let renew = apply.certificate_renewal;
+        if !apply.yes {
             return Exit::failure(
                 1,
                 "[upgrade] Are you sure you want to proceed? [y/N]: error: aborted upgrade\n",
@@ -622,6 +648,16 @@ impl GuestSystems {
         }
         state.version = target;
         backend.set_version(&cluster, target);
+        // The `addon/kube-proxy` phase deploys kube-proxy again unless told to skip it.
+        if !skips(&config["apply"]["skipPhases"], "addon/kube-proxy")
+            && let Err(err) = backend.deploy_kube_proxy(&cluster)
+        {
+            let message = capstan_core::errors::error_chain(&err);
+            return Exit::failure(
+                1,
+                format!("error execution phase addon/kube-proxy: {message}\n"),
+            );
+        }
         if renew && let Err(exit) = self.renew_for(backend, vm.vmid, &cluster) {
             return exit;
         }
@@ -698,4 +734,41 @@ fn new_token() -> String {
 
 fn member_id() -> u64 {
     u64::from_str_radix(&random_hex(8), 16).unwrap_or(1)
+}
+
+/// Whether a `skipPhases` list names `phase` (or its parent, `addon`).
+fn skips(phases: &Value, phase: &str) -> bool {
+    let parent = phase.split('/').next().unwrap_or(phase);
+    phases
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .any(|skipped| skipped == phase || skipped == parent)
+}
+
+/// The network `kubeadm init` configures: `networking.podSubnet` (kube-controller-manager's
+/// `--cluster-cidr`, with node IPAM) and `serviceSubnet` (kubeadm's default 10.96.0.0/12),
+/// the CNI left to whoever applies one, and kube-proxy's DaemonSet unless the
+/// `addon/kube-proxy` phase is skipped.
+fn kubeadm_network(init: &Value, cluster: &Value) -> Result<ClusterNetwork, String> {
+    let networking = &cluster["networking"];
+    let pods = networking["podSubnet"]
+        .as_str()
+        .ok_or("the lab needs ClusterConfiguration.networking.podSubnet (node IPAM): capstan always sets it")?;
+    let services = networking["serviceSubnet"]
+        .as_str()
+        .unwrap_or("10.96.0.0/12");
+    let network = ClusterNetwork {
+        pods: ClusterNetwork::parse_range(pods, "--cluster-cidr")?,
+        services: ClusterNetwork::parse_range(services, "--service-cluster-ip-range")?,
+        plugin: NetworkPlugin::Applied,
+        kube_proxy: if skips(&init["skipPhases"], "addon/kube-proxy") {
+            KubeProxy::Disabled
+        } else {
+            KubeProxy::DaemonSet
+        },
+    };
+    network.check()?;
+    Ok(network)
 }

@@ -1,14 +1,15 @@
-//! `kubectl` in the simulated VMs as capstan's scripts use it (apply of manifests, exec of
-//! etcdctl in the etcd pod to list and remove members).
+//! `kubectl` in the simulated VMs as capstan's scripts use it (apply of a manifest file
+//! through the cluster's API, never of a URL; exec of etcdctl in the etcd pod to list and
+//! remove members).
 
 use super::*;
 
 impl GuestSystems {
     pub(super) fn kubectl(
         &mut self,
+        backend: &impl ClusterBackend,
         vm: &GuestVm,
         args: &[String],
-        later: &mut Vec<Later>,
     ) -> Exit {
         let parsed: cli::Kubectl = match cli::parse("kubectl", args) {
             Ok(parsed) => parsed,
@@ -25,7 +26,7 @@ impl GuestSystems {
         };
         match parsed.command {
             KubectlCommand::Apply { filename, .. } => {
-                self.apply(vm.vmid, &cluster, &filename, later)
+                self.apply(backend, vm.vmid, &cluster, &filename)
             }
             KubectlCommand::Exec { pod, command } => self.etcdctl(&cluster, &pod, &command),
             KubectlCommand::Get { raw } if raw == "/readyz" || raw == "/healthz" => {
@@ -40,59 +41,42 @@ impl GuestSystems {
         }
     }
 
-    fn apply(&mut self, vmid: VmId, cluster: &str, filename: &str, later: &mut Vec<Later>) -> Exit {
-        let is_operator =
-            filename.starts_with("https://") && filename.ends_with("tigera-operator.yaml");
-        let content = if filename.starts_with("https://") {
-            None
-        } else {
-            self.guest(vmid).files.get(filename).cloned()
-        };
-        let Some(state) = self.clusters.get_mut(cluster) else {
-            return Exit::failure(1, "the cluster is gone\n");
-        };
-        if is_operator {
-            state.operator = true;
-            return Exit::success(
-                "namespace/tigera-operator serverside-applied\ndeployment.apps/tigera-operator serverside-applied\n",
+    /// `kubectl apply -f FILE` through the cluster's API. A URL is refused: the lab's VMs
+    /// reach nothing outside the lab, as an air-gapped site's do (each refusal is recorded,
+    /// [`GuestSystems::refused_fetches`]).
+    fn apply(
+        &mut self,
+        backend: &impl ClusterBackend,
+        vmid: VmId,
+        cluster: &str,
+        filename: &str,
+    ) -> Exit {
+        if let Some(url) = filename
+            .strip_prefix("https://")
+            .or_else(|| filename.strip_prefix("http://"))
+        {
+            let host = url.split(['/', ':']).next().unwrap_or_default().to_owned();
+            self.refused_fetches.push(filename.to_owned());
+            return Exit::failure(
+                1,
+                format!(
+                    "error: unable to read URL \"{filename}\": Get \"{filename}\": dial tcp: lookup {host}: no such host (the lab's VMs reach nothing outside the lab)\n"
+                ),
             );
         }
-        let Some(content) = content else {
+        let Some(content) = self.guest(vmid).files.get(filename).cloned() else {
             return Exit::failure(
                 1,
                 format!("error: the path \"{filename}\" does not exist\n"),
             );
         };
-        if content.contains("kind: Installation") {
-            if !state.operator {
-                return Exit::failure(
-                    1,
-                    format!(
-                        "error: resource mapping not found for name: \"default\" namespace: \"\" from \"{filename}\": no matches for kind \"Installation\" in version \"operator.tigera.io/v1\"\nensure CRDs are installed first\n"
-                    ),
-                );
-            }
-            state.cni = true;
-            let members: Vec<(VmId, String)> = self
-                .guests
-                .iter()
-                .filter_map(|(vmid, g)| {
-                    g.member
-                        .as_ref()
-                        .filter(|m| m.cluster == cluster)
-                        .map(|m| (*vmid, m.node.clone()))
-                })
-                .collect();
-            later.extend(members.into_iter().map(|(vmid, node)| Later::NodeReady {
-                cluster: cluster.to_owned(),
-                node,
-                vmid,
-            }));
-            return Exit::success(
-                "installation.operator.tigera.io/default created\napiserver.operator.tigera.io/default created\n",
-            );
+        match backend.apply_manifest(cluster, &content) {
+            Ok(applied) => Exit::success(applied),
+            Err(err) => Exit::failure(
+                1,
+                format!("error: {}\n", capstan_core::errors::error_chain(&err)),
+            ),
         }
-        Exit::success("configured\n")
     }
 
     fn etcdctl(&mut self, cluster: &str, pod: &str, command: &[String]) -> Exit {

@@ -65,6 +65,8 @@ pub(super) struct GuestSystems {
     talos_clusters: BTreeMap<String, talos_node::TalosCluster>,
     /// What a Talos API calls after it changed its cluster's etcd (set by the node software).
     pub(super) talos_hook: Option<talos_node::TalosHook>,
+    /// Every URL a VM was asked to fetch and could not (the lab is air-gapped), in order.
+    refused_fetches: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -205,8 +207,6 @@ struct ClusterState {
     tokens: BTreeMap<String, Timestamp>,
     certificate_key: Option<(String, Timestamp)>,
     etcd: BTreeMap<u64, String>,
-    operator: bool,
-    cni: bool,
     k3s: Option<k3s::K3sCluster>,
 }
 
@@ -237,6 +237,11 @@ impl GuestSystems {
             text,
             mode: guest.modes.get(paths::K3S_CONFIG).copied(),
         })
+    }
+
+    /// Every URL a VM was asked to fetch and refused, in order.
+    pub(super) fn refused_fetches(&self) -> Vec<String> {
+        self.refused_fetches.clone()
     }
 
     pub(super) fn cluster_endpoints(&self) -> BTreeMap<String, String> {
@@ -272,7 +277,7 @@ impl GuestSystems {
                 Exit::failure(127, format!("bash: line 1: {program}: command not found\n"))
             }
             "kubeadm" => self.kubeadm(backend, vm, args, now, &mut later),
-            "kubectl" => self.kubectl(vm, args, &mut later),
+            "kubectl" => self.kubectl(backend, vm, args),
             "systemctl" => self.systemctl(backend, vm, args, &mut later),
             "k3s" if vm.k3s_airgap.is_some() => self.k3s_command(vm, args),
             "sh" => match args {
@@ -566,8 +571,8 @@ impl GuestSystems {
                     .as_ref()
                     .is_some_and(|m| &m.cluster == cluster && &m.node == node)
         });
-        let cni = self.clusters.get(cluster).is_some_and(|c| c.cni);
-        if still_member && cni {
+        // Ready once a network plugin runs: the cluster's API server decides.
+        if still_member {
             backend.set_node_ready(cluster, node, true);
         }
     }

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
+use crate::kube::network::{ClusterNetwork, KubeProxy, NetworkPlugin};
 use crate::nodes::Registration;
 use crate::nodes::iso9660::{IsoReadError, read_image};
 use crate::tls::AuthorityPem;
@@ -79,6 +80,9 @@ pub enum TalosBootError {
     /// The config belongs to a cluster whose members hold other secrets.
     #[error("{0} differs from the one of the cluster's other members")]
     NotShared(&'static str),
+    /// `cluster.network` or `cluster.proxy` is unusable.
+    #[error("cluster.network: {0}")]
+    Network(String),
     /// `machine.kubelet.extraConfig.registerWithTaints` holds a malformed taint.
     #[error("machine.kubelet.extraConfig.registerWithTaints: {0}")]
     Taints(String),
@@ -114,6 +118,9 @@ pub struct TalosMachine {
     /// SHA-256 of the secrets every member shares (`cluster.token`, `cluster.secret`,
     /// `machine.token`): compared, never shown.
     shared_secrets: [u8; 32],
+    /// The cluster's network: `cluster.network` (pod and service subnets, the CNI) and
+    /// `cluster.proxy`.
+    pub network: ClusterNetwork,
 }
 
 impl std::fmt::Debug for TalosMachine {
@@ -125,6 +132,7 @@ impl std::fmt::Debug for TalosMachine {
             .field("endpoint", &self.endpoint)
             .field("hostname", &self.hostname)
             .field("kubernetes_version", &self.kubernetes_version)
+            .field("network", &self.network)
             .finish_non_exhaustive()
     }
 }
@@ -210,6 +218,33 @@ struct ClusterSection {
     ca: Option<Authority>,
     #[serde(default)]
     allow_scheduling_on_control_planes: bool,
+    #[serde(default)]
+    network: Option<ClusterNetworkSection>,
+    #[serde(default)]
+    proxy: Option<ProxySection>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct ClusterNetworkSection {
+    #[serde(default)]
+    pod_subnets: Vec<String>,
+    #[serde(default)]
+    service_subnets: Vec<String>,
+    #[serde(default)]
+    cni: Option<CniSection>,
+}
+
+#[derive(Deserialize)]
+struct CniSection {
+    #[serde(default)]
+    name: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ProxySection {
+    #[serde(default)]
+    disabled: bool,
 }
 
 #[derive(Deserialize)]
@@ -337,6 +372,8 @@ fn machine_config(user_data: &[u8]) -> Result<TalosMachine, TalosBootError> {
         Some(image) => Some(image_version(&image).ok_or(TalosBootError::KubeletImage)?),
         None => None,
     };
+    let network = talos_network(cluster.network.unwrap_or_default(), cluster.proxy)
+        .map_err(TalosBootError::Network)?;
     let mut hash = Sha256::new();
     for secret in [cluster_token, cluster_secret, machine_token] {
         hash.update((secret.len() as u64).to_le_bytes());
@@ -355,7 +392,51 @@ fn machine_config(user_data: &[u8]) -> Result<TalosMachine, TalosBootError> {
         os_ca_key_pem,
         kubernetes_ca_key_pem,
         shared_secrets: hash.finalize().into(),
+        network,
     })
+}
+
+/// The network a Talos cluster runs: the first pod and service subnets (Talos's defaults
+/// 10.244.0.0/16 and 10.96.0.0/12), flannel as a DaemonSet unless `cni.name` is `none` (or
+/// `custom`: applied by someone else), kube-proxy as a DaemonSet unless `proxy.disabled`.
+fn talos_network(
+    network: ClusterNetworkSection,
+    proxy: Option<ProxySection>,
+) -> Result<ClusterNetwork, String> {
+    let first = |subnets: &[String], default: &str| {
+        subnets
+            .first()
+            .cloned()
+            .unwrap_or_else(|| default.to_owned())
+    };
+    let plugin = match network.cni.and_then(|c| c.name).as_deref() {
+        None | Some("flannel") => NetworkPlugin::Flannel,
+        Some("none" | "custom") => NetworkPlugin::Applied,
+        Some(other) => {
+            return Err(format!(
+                "cni.name `{}`: flannel, custom or none",
+                other.chars().take(40).collect::<String>()
+            ));
+        }
+    };
+    let network = ClusterNetwork {
+        pods: ClusterNetwork::parse_range(
+            &first(&network.pod_subnets, "10.244.0.0/16"),
+            "podSubnets",
+        )?,
+        services: ClusterNetwork::parse_range(
+            &first(&network.service_subnets, "10.96.0.0/12"),
+            "serviceSubnets",
+        )?,
+        plugin,
+        kube_proxy: if proxy.is_some_and(|p| p.disabled) {
+            KubeProxy::Disabled
+        } else {
+            KubeProxy::DaemonSet
+        },
+    };
+    network.check()?;
+    Ok(network)
 }
 
 /// What the machine's Node registers with, as Talos gives it: the kubelet's

@@ -515,6 +515,7 @@ fn api_server(backend: &impl ClusterBackend, machine: &TalosMachine) -> Result<S
             version,
             cluster_configuration: String::new(),
             authority: Some(authority),
+            network: machine.network.clone(),
         })
         .map_err(|err| capstan_core::errors::error_chain(&err))?;
     Ok(name)

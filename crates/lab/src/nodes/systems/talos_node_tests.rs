@@ -48,6 +48,16 @@ impl ClusterBackend for Recorded {
             cluster: cluster.to_owned(),
         })
     }
+    fn apply_manifest(&self, cluster: &str, _: &str) -> Result<String, BackendError> {
+        Err(BackendError::NoCluster {
+            cluster: cluster.to_owned(),
+        })
+    }
+    fn deploy_kube_proxy(&self, cluster: &str) -> Result<(), BackendError> {
+        Err(BackendError::NoCluster {
+            cluster: cluster.to_owned(),
+        })
+    }
     fn set_storage_unavailable(&self, _: &str, reason: Option<String>) {
         self.storage.lock().expect("lock").push(reason);
     }

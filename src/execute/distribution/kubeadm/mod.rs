@@ -1,20 +1,25 @@
 //! kubeadm: CRI-O and the Kubernetes packages installed on a prepared machine, `kubeadm
-//! init` on the first control plane and `kubeadm join` through a Ready one, a stacked etcd
+//! init` on the first control plane (then Calico through the new cluster's API, [`calico`],
+//! unless the file says `cni: none`) and `kubeadm join` through a Ready one, a stacked etcd
 //! whose member leaves with its control plane, `kubeadm reset`, in-place upgrades with
 //! `kubeadm upgrade apply` and `kubeadm certs renew`; the admin credentials are
 //! `/etc/kubernetes/admin.conf`, and the version is kubeadm's `ClusterConfiguration`.
 
 use crate::connect::Providers;
 use crate::execute::{
-    ExecuteError, Executor, StepContext, kubeadm_failed, node_target, require_spec, run_steps,
+    ExecuteError, Executor, StepContext, api_failed, fenced, kubeadm_failed, node_target,
+    require_spec, run_steps,
 };
 use crate::model::{NodeName, Role};
 use crate::plan::{ActionKind, MachineRef};
 use crate::providers::kubeadm::{self, NodeStep};
 use crate::scheduling::{NodeScheduling, Registration};
+use crate::spec::Cni;
 use crate::spec::{ClusterSpec, Endpoint, KubeVersion};
 
 use super::{AdminSource, Distribution, NewMachine, VersionSource};
+
+pub mod calico;
 
 /// kubeadm with CRI-O and a stacked etcd.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -67,9 +72,11 @@ impl Distribution for Kubeadm {
         version: KubeVersion,
         scheduling: &NodeScheduling,
     ) -> Result<String, ExecuteError> {
-        let mut spec = require_spec(ctx, ActionKind::InitControlPlane)?.clone();
+        let action = ActionKind::InitControlPlane;
+        let mut spec = require_spec(ctx, action)?.clone();
         spec.endpoint = endpoint.clone();
         spec.kubernetes.version = version;
+        let network = ctx.network().ok_or(ExecuteError::NoSpec { action })?;
         let target = node_target(machine)?;
         let address = ex.address(ctx, &target).await?;
         let nodes = ex.nodes(ctx)?;
@@ -78,26 +85,42 @@ impl Distribution for Kubeadm {
             kubeadm::init_control_plane(
                 ctx.cluster,
                 &spec,
+                &network,
                 &target.name,
                 address,
                 &registration(&spec, scheduling),
             ),
         ]
         .concat();
-        run_steps(&nodes, ActionKind::InitControlPlane, &target, &steps).await?;
+        run_steps(&nodes, action, &target, &steps).await?;
         let read = nodes
             .admin_kubeconfig(&target)
             .await
-            .map_err(kubeadm_failed(ActionKind::InitControlPlane.name()))?;
+            .map_err(kubeadm_failed(action.name()))?;
         // The first kubeconfig of the cluster: its CA is pinned here.
         let kubeconfig = ex.admit(ctx, &spec, &target, &read).await?;
+        let cni = match network.cni {
+            Cni::Calico => {
+                let api = ex
+                    .providers()
+                    .connect_cluster(&kubeconfig)
+                    .await
+                    .map_err(api_failed(action.name()))?;
+                fenced(ctx, "applying Calico")?;
+                let applied = calico::install(&api, &network, endpoint)
+                    .await
+                    .map_err(api_failed("apply Calico"))?;
+                format!(", {applied}")
+            }
+            Cni::Flannel | Cni::None => ", no CNI: Flux installs one".to_owned(),
+        };
         ex.mark_bootstrapped(ctx, &kubeconfig).await?;
-        let ready = ex.await_ready(&kubeconfig, &target.name).await;
+        let ready = ex.await_ready(ctx, &kubeconfig, &target.name).await;
         let labelled = ex
             .settle_node(ctx, &kubeconfig, &target.name, scheduling)
             .await;
         Ok(format!(
-            "kubeadm init on {} (endpoint {}:{}){ready}{labelled}",
+            "kubeadm init on {} (endpoint {}:{}){cni}{ready}{labelled}",
             target.name, endpoint.host, endpoint.port
         ))
     }
@@ -145,7 +168,7 @@ impl Distribution for Kubeadm {
         run_steps(&nodes, ActionKind::JoinNode, &target, &steps).await?;
         let (ready, labelled) = match ctx.access.kubeconfig.as_ref() {
             Some(kubeconfig) => (
-                ex.await_ready(kubeconfig, &target.name).await,
+                ex.await_ready(ctx, kubeconfig, &target.name).await,
                 ex.settle_node(ctx, kubeconfig, &target.name, scheduling)
                     .await,
             ),
@@ -193,8 +216,9 @@ impl Distribution for Kubeadm {
         to: KubeVersion,
     ) -> Result<String, ExecuteError> {
         let target = node_target(machine)?;
-        let steps = kubeadm::upgrade_control_plane(to);
         let action = ActionKind::UpgradeControlPlane;
+        let network = ctx.network().ok_or(ExecuteError::NoSpec { action })?;
+        let steps = kubeadm::upgrade_control_plane(to, &network);
         run_steps(&ex.nodes(ctx)?, action, &target, &steps).await?;
         Ok(format!("kubeadm upgrade apply v{to} on {}", target.name))
     }

@@ -436,7 +436,7 @@ const TO_SPLIT: &[(&str, usize)] = &[
     ("src/observe/mod.rs::observe", 129),
     ("src/observe/mod.rs::observe_api", 125),
     ("src/commands/demo.rs::demo", 104),
-    ("src/commands/run.rs::run", 143),
+    ("src/commands/run/mod.rs::run", 126),
     ("src/commands/status.rs::render_cluster", 101),
     ("crates/core/src/spec/notifications.rs::validate", 120),
     ("crates/core/src/spec/validate.rs::fleet", 134),

@@ -264,6 +264,11 @@ const PURE_IN_THE_DAEMON: &[(&str, &str)] = &[
         "reads the answer of the Proxmox client's VM config call, beside the client",
     ),
     (
+        "src/providers/proxmox/machine_config.rs",
+        "the Proxmox client's config parameters for a VM's hardware, computed from the config \
+         the client read, beside the client",
+    ),
+    (
         "src/execute/distribution/talos/error.rs",
         "the Talos steps' errors, beside the steps that raise them",
     ),

@@ -39,6 +39,8 @@ pub(crate) fn node(static_address: Option<StaticAddress>) -> NodeFacts {
         mac_address: "bc:24:11:12:34:56".parse().expect("a MAC address"),
         static_address,
         register_with_taints: Vec::new(),
+        links: Vec::new(),
+        volumes: Vec::new(),
     }
 }
 
@@ -97,6 +99,7 @@ fn xorriso_reads_a_static_nodes_cidata_image_as_written() {
         address: "10.20.0.50/24".parse().expect("net"),
         gateway: "10.20.0.1".parse().expect("ip"),
         nameservers: vec!["10.20.0.2".parse().expect("ip")],
+        search_domain: None,
     };
     judged(&node(Some(fixed)));
 }

@@ -62,6 +62,8 @@ fn cidata(name: &str, role: MachineRole, bundle: &SecretsBundle) -> Vec<u8> {
         mac_address: "bc:24:11:00:00:07".parse().expect("MAC"),
         static_address: None,
         register_with_taints: Vec::new(),
+        links: Vec::new(),
+        volumes: Vec::new(),
     };
     let config = render_machine_config(&facts(), &node, bundle).expect("renders");
     cidata_image(&cidata_files(&node, name, &config).expect("files")).expect("image")

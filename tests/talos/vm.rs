@@ -176,6 +176,8 @@ fn cidata_for(name: &str, role: MachineRole, bundle: &SecretsBundle) -> Vec<u8> 
         mac_address: "bc:24:11:00:00:07".parse().expect("MAC"),
         static_address: None,
         register_with_taints: Vec::new(),
+        links: Vec::new(),
+        volumes: Vec::new(),
     };
     let config = render_machine_config(&cluster_facts(), &facts, bundle).expect("renders");
     let files = cidata_files(&facts, name, &config).expect("files");

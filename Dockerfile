@@ -7,7 +7,8 @@
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked --bin capstan \
+# --no-default-features: the production binary carries no lab (no simulator, no gRPC server).
+RUN cargo build --release --locked -p capstan --no-default-features --bin capstan \
  && mkdir -p /out/usr/local/bin \
  && cp target/release/capstan /out/usr/local/bin/capstan \
  # The shared libraries capstan links beyond glibc (OpenSSL for libgit2's HTTPS, zlib...),

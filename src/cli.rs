@@ -79,6 +79,13 @@ pub enum Command {
     /// Print or write the JSON Schemas of `capstan.yaml` and the cluster files (for editors and
     /// CI). The committed copies live in `schemas/`.
     Schema(SchemaArgs),
+    /// Print or write the book's reference pages generated from the code: the command line,
+    /// its environment variables, the fleet and cluster files, the metrics.
+    ///
+    /// The committed copies live in `docs/src/reference/`; a test fails when one is stale.
+    ///
+    /// Example: `capstan reference --out docs/src/reference`
+    Reference(ReferenceArgs),
     /// Plan a repository against an observed-state snapshot: what capstan would do next, and
     /// every step to convergence.
     ///
@@ -382,7 +389,7 @@ pub struct RunArgs {
     /// repository can change. `source.verify` applies only revisions signed by allowed keys
     /// (`mode: head|all`, `allowedSigners: FILE` for SSH, `openpgpKeys: FILE` for OpenPGP;
     /// the key files are re-read when they change). Relative paths are relative to its
-    /// folder. See the README's "Verified commits".
+    /// folder. See the book's "Verified commits" (docs/src/guide/verified-commits.md).
     #[arg(long, env = env_vars::CAPSTAN_CONFIG)]
     pub config: Option<PathBuf>,
 }
@@ -617,6 +624,14 @@ pub struct ValidateArgs {
 pub struct SchemaArgs {
     /// Write `fleet.schema.json`, `cluster.schema.json` and `observed.schema.json` (the
     /// snapshot `capstan plan --observed` reads) into this folder instead of printing them.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// `capstan reference`.
+#[derive(Debug, clap::Args)]
+pub struct ReferenceArgs {
+    /// Write the pages into this folder instead of printing them.
     #[arg(long)]
     pub out: Option<PathBuf>,
 }

@@ -23,13 +23,13 @@ use crate::providers::kube::{
 };
 use crate::providers::proxmox::{
     ClientOptions, ConnectionConfig, ProxmoxClient, ProxmoxError, ProxmoxProvider, TokenSecret,
-    Trust,
 };
 use crate::providers::talos::api::{GrpcTalosApi, TALOS_API_PORT, TalosApiError, TalosCredentials};
 use crate::records::ca_pins::{CaPins, PinError, PinStore};
 use crate::records::flux::{FluxDeliverer, KubeconfigDelivery};
 use crate::secrets::{SecretError, SecretReader, SecretUse};
 use crate::spec::{ClusterSpec, Fleet, SecretSource};
+#[cfg(feature = "lab")]
 use capstan_lab::lab::{ApiAddresses, LabFile};
 
 /// Everything observe and execute reach the world through.
@@ -217,14 +217,29 @@ pub struct Connections {
     /// Reads the secrets a revision names after start (`endpointFrom`).
     secrets: SecretReader,
     /// Where a lab serves each cluster's endpoint (`run --lab`); `None` on a real fleet.
-    lab_addresses: Option<ApiAddresses>,
+    lab_addresses: Option<Arc<dyn AddressBook>>,
     pins: Arc<CaPins>,
     /// What admitted kubeconfigs and the Flux deliverers fingerprint secrets with.
     fingerprints: FingerprintKey,
 }
 
+/// Where a lab serves what a fleet declares (a cluster's endpoint, a Talos node's API): the
+/// declared host and port to the loopback address to dial instead. Only a lab has one.
+pub trait AddressBook: std::fmt::Debug + Send + Sync {
+    /// The address to dial for `host:port`, when the lab serves it.
+    fn resolve(&self, host: &str, port: u16) -> Option<SocketAddr>;
+}
+
+#[cfg(feature = "lab")]
+impl AddressBook for ApiAddresses {
+    fn resolve(&self, host: &str, port: u16) -> Option<SocketAddr> {
+        ApiAddresses::resolve(self, host, port)
+    }
+}
+
 /// The key of the secret fingerprints of a daemon working on the lab `lab`: derived from the
 /// lab's Proxmox token, as a real daemon's from its tokens.
+#[cfg(feature = "lab")]
 pub fn lab_fingerprint_key(lab: &LabFile) -> FingerprintKey {
     FingerprintKey::derive([lab.proxmox.token.trim().as_bytes()])
 }
@@ -296,6 +311,7 @@ impl Connections {
     ///
     /// # Errors
     /// When the lab's access does not work.
+    #[cfg(feature = "lab")]
     pub async fn for_lab(
         fleet: &Fleet,
         lab: &LabFile,
@@ -308,7 +324,7 @@ impl Connections {
                 &lab.proxmox.url,
                 &lab.proxmox.token_id,
                 TokenSecret::new(lab.proxmox.token.clone()),
-                Trust::Fingerprint(lab.proxmox.fingerprint.clone()),
+                crate::providers::proxmox::Trust::Fingerprint(lab.proxmox.fingerprint.clone()),
             );
             proxmox.insert(
                 name.clone(),
@@ -329,8 +345,8 @@ impl Connections {
     /// These connections, dialling each workload cluster's endpoint where `addresses` says a
     /// lab serves it (the operator's choice: `run --lab`, `run --lab-addresses`).
     #[must_use]
-    pub fn with_lab_addresses(mut self, addresses: ApiAddresses) -> Self {
-        self.lab_addresses = Some(addresses);
+    pub fn with_lab_addresses(mut self, addresses: impl AddressBook + 'static) -> Self {
+        self.lab_addresses = Some(Arc::new(addresses));
         self
     }
 

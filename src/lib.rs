@@ -33,6 +33,7 @@ pub mod observe;
 pub mod providers;
 pub mod records;
 pub mod redact;
+pub mod reference;
 pub mod secrets;
 pub mod source;
 pub mod status_branch;

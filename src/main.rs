@@ -38,6 +38,9 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
         Command::Schema(schema) => commands::schema::run(&schema, &mut stdout)
             .map(|()| Outcome::Success)
             .map_err(Into::into),
+        Command::Reference(reference) => commands::schema::reference(&reference, &mut stdout)
+            .map(|()| Outcome::Success)
+            .map_err(Into::into),
         Command::Plan(plan) => commands::plan::run(&plan, &SystemClock, &environment, &mut stdout)
             .with_context(|| format!("planning {}", plan.repo)),
         Command::Preview(preview) => {
@@ -46,7 +49,10 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
         }
         Command::Run(run) => commands::run::run(&run, environment)
             .with_context(|| format!("running on {}", run.repo)),
+        #[cfg(feature = "lab")]
         Command::Demo(demo) => commands::demo::demo(&demo, environment).context("running the demo"),
+        #[cfg(not(feature = "lab"))]
+        Command::Demo(_) => Err(commands::NoLab("demo").into()),
         Command::Status(status) => {
             commands::status::run(&status, &environment, &mut stdout).context("showing the status")
         }
@@ -62,7 +68,10 @@ fn run(args: Args) -> anyhow::Result<Outcome> {
         }
         Command::Observe(observe) => commands::observe::run(&observe, environment, &mut stdout)
             .with_context(|| format!("observing {}", observe.repo)),
+        #[cfg(feature = "lab")]
         Command::Lab(lab) => commands::lab::run(&lab, &mut stdout).context("running the lab"),
+        #[cfg(not(feature = "lab"))]
+        Command::Lab(_) => Err(commands::NoLab("lab").into()),
     }
 }
 

@@ -8,7 +8,7 @@
 //! - The exposition is written by prometheus-client's Prometheus text encoder (format 0.0.4),
 //!   which escapes every label value (`\`, `"` and newlines): a cluster name from a Proxmox
 //!   tag or a revision cannot add a line.
-//! - Names and label sets are those the README lists; counters get their `_total` from the
+//! - Names and label sets are those the book lists (docs/src/reference/metrics.md is generated from this registry); counters get their `_total` from the
 //!   library.
 
 use std::sync::{Arc, Mutex, RwLock};
@@ -412,10 +412,10 @@ mod tests {
 
     use super::*;
 
-    /// The metric names the README's `/metrics` paragraph gives (`capstan_…` not followed by
+    /// The metric names the book's `/metrics` paragraph gives (`capstan_…` not followed by
     /// `::`, which is a crate's path).
     fn readme_metrics() -> BTreeSet<String> {
-        let readme = include_str!("../README.md");
+        let readme = include_str!("../docs/src/operating/status.md");
         readme
             .match_indices("capstan_")
             .filter_map(|(at, _)| {
@@ -465,7 +465,7 @@ mod tests {
         assert!(served.len() >= 15, "{served:?}");
         assert_eq!(
             served, listed,
-            "the README's /metrics paragraph and the registry"
+            "the book's /metrics paragraph and the registry"
         );
     }
 }

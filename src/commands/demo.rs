@@ -53,7 +53,7 @@ pub fn demo(args: &DemoArgs, env: fn(&str) -> Option<String>) -> Result<Outcome,
     if !clone.exists() {
         source::seed::clone_for_user(&remote, &clone, DEMO_BRANCH)?;
     }
-    let talos = talos_clusters(&clone);
+    let os_configs = os_client_configs(&clone);
     let url = format!("file://{}", remote.display());
     let redactor = Redactor::default();
     let git_options = source::GitOptions {
@@ -124,7 +124,7 @@ pub fn demo(args: &DemoArgs, env: fn(&str) -> Option<String>) -> Result<Outcome,
             started,
             lab_dir.clone(),
             (clone.clone(), url.clone(), fleet.status.branch.clone()),
-            (bound, talos),
+            (bound, os_configs),
             args.exit_when_ready,
         );
         let stop: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
@@ -146,7 +146,7 @@ async fn announce_when_ready(
     started: std::time::Instant,
     lab_dir: PathBuf,
     (repo, remote, status_branch): (PathBuf, String, String),
-    (http, talos): (std::net::SocketAddr, Vec<String>),
+    (http, os_configs): (std::net::SocketAddr, Vec<(String, &'static str)>),
     quiet_after: bool,
 ) {
     loop {
@@ -178,10 +178,10 @@ async fn announce_when_ready(
             "  Flux's kubeconfig Secrets: kubectl --kubeconfig {} -n flux-system get secrets",
             management.display()
         );
-        for name in &talos {
+        for (name, config) in &os_configs {
             let _ = writeln!(
                 out,
-                "  {name}'s talosconfig: kubectl --kubeconfig {} -n capstan-system get secret {name}-talosconfig -o jsonpath='{{.data.talosconfig}}' | base64 -d",
+                "  {name}'s {config}: kubectl --kubeconfig {} -n capstan-system get secret {name}-{config} -o jsonpath='{{.data.{config}}}' | base64 -d",
                 management.display()
             );
         }
@@ -213,9 +213,10 @@ async fn announce_when_ready(
     }
 }
 
-/// The Talos clusters of the repository in `clone` (whose talosconfig the walkthrough shows),
-/// by name; none when it cannot be read or loaded (the daemon then says why).
-fn talos_clusters(clone: &Path) -> Vec<String> {
+/// The clusters of the repository in `clone` whose distribution keeps an OS client
+/// configuration (Talos's talosconfig), with its record's key, for the walkthrough to show;
+/// none when the repository cannot be read or loaded (the daemon then says why).
+fn os_client_configs(clone: &Path) -> Vec<(String, &'static str)> {
     let Ok(files) = source::read_repo(clone) else {
         return Vec::new();
     };
@@ -225,10 +226,10 @@ fn talos_clusters(clone: &Path) -> Vec<String> {
             desired
                 .clusters
                 .into_iter()
-                .filter(|(_, cluster)| {
-                    cluster.spec.kubernetes.distribution == spec::Distribution::Talos
+                .filter_map(|(name, cluster)| {
+                    let capabilities = cluster.spec.kubernetes.distribution.capabilities();
+                    capabilities.os_client_config.map(|config| (name, config))
                 })
-                .map(|(name, _)| name)
                 .collect()
         })
         .unwrap_or_default()

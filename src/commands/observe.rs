@@ -12,7 +12,9 @@ use crate::observe::{ObserveSettings, Observer};
 use crate::secrets::{Limits, SecretReader};
 use crate::source::{self, SettingsError};
 use crate::spec;
+#[cfg(feature = "lab")]
 use capstan_lab::kube::MANAGEMENT;
+#[cfg(feature = "lab")]
 use capstan_lab::lab::{ApiAddresses, LabFile};
 
 /// Observing failed.
@@ -51,6 +53,11 @@ pub enum ObserveError {
         /// What in it does not parse.
         reason: String,
     },
+    /// `--lab-state` was given to a build without the lab.
+    #[error(
+        "--lab-state needs the lab, which this build of capstan leaves out (built with --no-default-features); build it with `cargo build --features lab`"
+    )]
+    NoLab,
     /// The connections could not be built.
     #[error("cannot connect")]
     Connect(#[from] ConnectError),
@@ -93,15 +100,7 @@ pub fn run(
         .map_err(ObserveError::Runtime)?;
     let observation = runtime.block_on(async {
         let connections = match &args.lab_state {
-            Some(dir) => {
-                let (lab, management) = read_lab(dir)?;
-                let passwords = crate::connect::datastore_passwords(&desired.fleet, &reader)?;
-                let addresses = ApiAddresses::from_lab_file(&lab);
-                Connections::for_lab(&desired.fleet, &lab, &management, addresses)
-                    .await?
-                    .with_secret_reader(reader)
-                    .with_datastores(&desired.fleet, &passwords)?
-            }
+            Some(dir) => lab_connections(dir, &desired.fleet, reader).await?,
             None => {
                 let secrets = crate::connect::resolve_secrets(&desired.fleet, &reader)?;
                 Connections::from_fleet(&desired.fleet, &secrets, reader).await?
@@ -129,6 +128,33 @@ pub fn run(
     })
 }
 
+/// The connections to the lab whose state is in `dir` (`capstan lab --state-dir`).
+#[cfg(feature = "lab")]
+async fn lab_connections(
+    dir: &std::path::Path,
+    fleet: &spec::Fleet,
+    reader: SecretReader,
+) -> Result<Connections, ObserveError> {
+    let (lab, management) = read_lab(dir)?;
+    let passwords = crate::connect::datastore_passwords(fleet, &reader)?;
+    let addresses = ApiAddresses::from_lab_file(&lab);
+    Ok(Connections::for_lab(fleet, &lab, &management, addresses)
+        .await?
+        .with_secret_reader(reader)
+        .with_datastores(fleet, &passwords)?)
+}
+
+#[cfg(not(feature = "lab"))]
+#[allow(clippy::unused_async)] // the same signature as the lab's
+async fn lab_connections(
+    _: &std::path::Path,
+    _: &spec::Fleet,
+    _: SecretReader,
+) -> Result<Connections, ObserveError> {
+    Err(ObserveError::NoLab)
+}
+
+#[cfg(feature = "lab")]
 fn read_lab(dir: &std::path::Path) -> Result<(LabFile, String), ObserveError> {
     let path = dir.join("lab.json");
     let text = std::fs::read_to_string(&path).map_err(|source| ObserveError::LabState {

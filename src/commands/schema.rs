@@ -49,3 +49,30 @@ pub fn run(args: &SchemaArgs, out: &mut impl Write) -> Result<(), SchemaError> {
     }
     Ok(())
 }
+
+/// Prints the book's generated reference pages to `out`, or writes them into `args.out`.
+///
+/// # Errors
+/// When a file or stdout cannot be written.
+pub fn reference(
+    args: &crate::cli::ReferenceArgs,
+    out: &mut impl Write,
+) -> Result<(), SchemaError> {
+    for (name, text) in crate::reference::pages() {
+        match &args.out {
+            Some(dir) => {
+                let path = dir.join(name);
+                std::fs::create_dir_all(dir)
+                    .and_then(|()| std::fs::write(&path, text))
+                    .map_err(|source| SchemaError::Write { path, source })?;
+            }
+            None => out
+                .write_all(format!("<!-- {name} -->\n{text}").as_bytes())
+                .map_err(|source| SchemaError::Write {
+                    path: "stdout".into(),
+                    source,
+                })?,
+        }
+    }
+    Ok(())
+}

@@ -135,7 +135,13 @@ impl<Pr: Providers> Daemon<Pr> {
             );
             status.clusters.insert(name.clone(), entry);
         }
-        status.findings = plan.findings.iter().map(|f| f.message.clone()).collect();
+        // The fleet's findings (orphans, removed clusters), then each cluster's (drift).
+        status.findings = plan
+            .findings
+            .iter()
+            .chain(plan.clusters.iter().flat_map(|cluster| &cluster.findings))
+            .map(|f| f.message.clone())
+            .collect();
         let revision = status.revision.clone().unwrap_or_default();
         for (name, entry) in &mut status.clusters {
             let before = match previous.clusters.get(name) {

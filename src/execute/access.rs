@@ -29,6 +29,8 @@ pub struct ClusterAccess {
     pub api_down_because: Option<String>,
     /// The connection's storage for ISO images (`isoStorage`), where Talos machine configs go.
     pub iso_storage: Option<String>,
+    /// Whether the connection lets capstan create a missing resource pool (`createPools`).
+    pub create_pools: bool,
 }
 
 impl std::fmt::Debug for ClusterAccess {
@@ -42,6 +44,7 @@ impl std::fmt::Debug for ClusterAccess {
             .field("read_from", &self.read_from)
             .field("api_down_because", &self.api_down_because)
             .field("iso_storage", &self.iso_storage)
+            .field("create_pools", &self.create_pools)
             .finish()
     }
 }
@@ -102,9 +105,18 @@ impl<Pr: Providers> Executor<Pr> {
             .vm_addresses(&vm)
             .await
             .map_err(proxmox_failed("read address"))?;
+        // A static address recorded on the VM is the node's (its cards may carry others).
+        let recorded: Vec<std::net::IpAddr> = ctx
+            .observed
+            .machines
+            .get(&target.name)
+            .map(|m| capstan_core::addresses::tagged_addresses(&m.tags).collect())
+            .unwrap_or_default();
         addresses
-            .first()
+            .iter()
             .map(|a| std::net::IpAddr::V4(*a))
+            .find(|a| recorded.contains(a))
+            .or_else(|| addresses.first().map(|a| std::net::IpAddr::V4(*a)))
             .ok_or_else(|| ExecuteError::NoAddress {
                 machine: target.name.clone(),
             })

@@ -160,6 +160,47 @@ pub enum ExecuteError {
         /// The step.
         action: ActionKind,
     },
+    /// Every address of the range is held by another VM.
+    #[error(
+        "{action}: {machine}: every address of nodeAddresses {range} is held by another machine: widen the range (it must hold every machine a rollout runs at once)"
+    )]
+    NoFreeAddress {
+        /// The step.
+        action: ActionKind,
+        /// The machine.
+        machine: NodeName,
+        /// The range.
+        range: String,
+    },
+    /// The VM just cloned is not among the cluster's VMs Proxmox lists (yet).
+    #[error(
+        "{action}: {machine}: its VM is not among the cluster's VMs Proxmox lists, so its static address cannot be recorded on it"
+    )]
+    VmNotListed {
+        /// The step.
+        action: ActionKind,
+        /// The machine.
+        machine: NodeName,
+    },
+    /// The template cannot give a machine what the file declares (static addresses through
+    /// cloud-init need a cloud-init drive and cloud-init).
+    #[error("{action}: {reason}")]
+    Template {
+        /// The step.
+        action: ActionKind,
+        /// What is missing and how to fix the template.
+        reason: String,
+    },
+    /// A data disk could not be formatted or mounted in the guest.
+    #[error("{action}: {machine}: {reason}")]
+    Volumes {
+        /// The step.
+        action: ActionKind,
+        /// The machine.
+        machine: NodeName,
+        /// What the guest said (bounded, redacted by the caller's chain).
+        reason: String,
+    },
 }
 
 impl ExecuteError {
@@ -183,6 +224,10 @@ impl ExecuteError {
             | ExecuteError::NoKubeconfig { .. }
             | ExecuteError::NoControlPlane { .. }
             | ExecuteError::NoAddress { .. } => true,
+            // A machine on its way out gives its address back when it is destroyed; Proxmox's
+            // resource listing lags a clone by moments.
+            ExecuteError::NoFreeAddress { .. } | ExecuteError::VmNotListed { .. } => true,
+            ExecuteError::Template { .. } | ExecuteError::Volumes { .. } => false,
             ExecuteError::Cluster { source, .. } => source.is_transient(),
             ExecuteError::Flux(source) => source.is_transient(),
             ExecuteError::KubeconfigRefused { source, .. } => source.is_transient(),

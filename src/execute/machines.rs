@@ -5,35 +5,60 @@
 use std::time::Duration;
 
 use crate::connect::Providers;
-use crate::execute::distribution::Distribution as _;
+use crate::execute::distribution::{Distribution as _, NewMachine};
 use crate::model::{NodeName, Ownership};
 use crate::observed::{MachineSpec, PREPARED_TAG};
 use crate::plan::{ActionKind, MachineRef};
 use crate::providers::kube::{ClusterClient, Taint};
-use crate::providers::proxmox::{CloneRequest, ExpectedVm, ProxmoxProvider, PveNode, VmSettings};
+use crate::providers::proxmox::{
+    CloneRequest, CloudInit, ExpectedVm, ProxmoxProvider, PveNode, VmSettings,
+};
 use crate::scheduling::NodeScheduling;
 use crate::spec::KubeVersion;
+use capstan_core::addresses::StaticAddress;
 
 use super::access::{api_failed, fenced, node_target, proxmox_failed, vm_ref};
 use super::{ExecuteError, Executor, StepContext};
+
+/// Where a new machine goes and how it is filed, as its `create-machine` step says.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Placed<'a> {
+    /// The Proxmox node.
+    pub node: &'a str,
+    /// The storage of its clone (and of its data disks that name none).
+    pub storage: &'a Option<String>,
+    /// The operator's tags.
+    pub tags: &'a Vec<String>,
+    /// Its resource pool.
+    pub pool: &'a Option<String>,
+}
 
 /// A clean shutdown after a node's reset gets this long before the VM is stopped hard.
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl<Pr: Providers> Executor<Pr> {
-    /// Clones `machine`'s template into VM `name` on `proxmox_node`, configures, resizes and
-    /// starts it, after the distribution's checks.
+    /// Clones `machine`'s template into VM `name` on `proxmox_node` (in the pool's resource
+    /// pool, made first when missing and allowed), takes its static address, configures it
+    /// (hardware, tags, cloud-init), resizes its boot disk, gives it what the distribution
+    /// delivers before the first boot, and starts it.
     pub(super) async fn create_machine(
         &self,
         ctx: StepContext<'_>,
         name: &NodeName,
         ownership: &Ownership,
         machine: &MachineSpec,
-        proxmox_node: &str,
-        storage: &Option<String>,
+        placed: &Placed<'_>,
     ) -> Result<String, ExecuteError> {
+        let (proxmox_node, storage) = (placed.node, placed.storage);
         let proxmox = self.proxmox(ctx)?;
         ctx.distribution().preflight(self, ctx).await?;
+        let pool = placed.pool.clone();
+        if let Some(pool) = &pool {
+            proxmox
+                .ensure_pool(pool, ctx.access.create_pools)
+                .await
+                .map_err(proxmox_failed("resource pool"))?;
+        }
         let created = self.clock.now();
         let request = CloneRequest {
             template: machine.template.to_string(),
@@ -41,7 +66,7 @@ impl<Pr: Providers> Executor<Pr> {
             name: name.clone(),
             ownership: ownership.clone(),
             created,
-            pool: None,
+            pool,
             storage: storage.clone(),
             built_from: Some(machine.summary()),
         };
@@ -49,14 +74,18 @@ impl<Pr: Providers> Executor<Pr> {
             .clone_vm(&request)
             .await
             .map_err(proxmox_failed("clone"))?;
+        let (address, cloud_init) = self.network_settings(ctx, &vm, name, machine).await?;
         let settings = VmSettings {
             cores: machine.cores,
             memory_mib: machine.memory_mib,
             cpu_type: machine.cpu.to_string(),
             ownership: ownership.clone(),
             created,
-            cloud_init: None,
+            cloud_init,
             built_from: Some(machine.summary()),
+            hardware: machine.hardware.clone(),
+            disk_storage: storage.clone(),
+            tags: placed.tags.clone(),
         };
         proxmox
             .configure_vm(&vm, &settings)
@@ -70,9 +99,17 @@ impl<Pr: Providers> Executor<Pr> {
             .spec
             .map(|spec| NodeScheduling::of(spec, &ownership.pool, ownership.role, proxmox_node))
             .unwrap_or_default();
+        let new_machine = NewMachine {
+            vm: &vm,
+            name,
+            role: ownership.role,
+            scheduling: &scheduling,
+            address: address.as_ref(),
+            hardware: &machine.hardware,
+        };
         let delivered = ctx
             .distribution()
-            .deliver_config(self, ctx, &vm, name, ownership.role, &scheduling)
+            .deliver_config(self, ctx, &new_machine)
             .await?;
         proxmox
             .start_vm(&vm)
@@ -89,10 +126,81 @@ impl<Pr: Providers> Executor<Pr> {
             }
         };
         let delivered = delivered.map_or(String::new(), |what| format!(" with {what}"));
+        let fixed = address.map_or(String::new(), |a| format!(" at {}", a.address.addr()));
         Ok(format!(
-            "VM {} cloned from {} on {proxmox_node} and started{delivered}{agent}",
+            "VM {} cloned from {} on {proxmox_node}{fixed} and started{delivered}{agent}",
             vm.vmid, machine.template
         ))
+    }
+
+    /// A new machine's static address (chosen and recorded on its VM, when the cluster
+    /// declares `network.nodeAddresses`) and its cloud-init settings.
+    async fn network_settings(
+        &self,
+        ctx: StepContext<'_>,
+        vm: &crate::providers::proxmox::VmRef,
+        name: &NodeName,
+        machine: &MachineSpec,
+    ) -> Result<(Option<StaticAddress>, Option<CloudInit>), ExecuteError> {
+        let Some(spec) = ctx.spec else {
+            return Ok((None, None));
+        };
+        let address = super::addresses::node_address(self, ctx, spec, vm, name).await?;
+        let cloud_init = self
+            .cloud_init(ctx, spec, vm, machine, address.as_ref())
+            .await?;
+        Ok((address, cloud_init))
+    }
+
+    /// The cloud-init settings of a new machine whose distribution is configured through
+    /// Proxmox's cloud-init: its static address on the card that carries it, DHCP on its
+    /// other cards; `None` when it declares neither cards nor a static address (the
+    /// template's settings stay). Refuses a VM without a cloud-init drive, saying how to fix
+    /// the template.
+    async fn cloud_init(
+        &self,
+        ctx: StepContext<'_>,
+        spec: &crate::spec::ClusterSpec,
+        vm: &crate::providers::proxmox::VmRef,
+        machine: &MachineSpec,
+        address: Option<&StaticAddress>,
+    ) -> Result<Option<CloudInit>, ExecuteError> {
+        let capabilities = spec.kubernetes.distribution.capabilities();
+        let cards = machine.hardware.networks.len();
+        if !capabilities.cloud_init_network || (cards == 0 && address.is_none()) {
+            return Ok(None);
+        }
+        let has_drive = self
+            .proxmox(ctx)?
+            .vm_hardware(vm)
+            .await
+            .map_err(proxmox_failed("read the config"))?
+            .cloud_init_drive;
+        if !has_drive {
+            return Err(ExecuteError::Template {
+                action: ActionKind::CreateMachine,
+                reason: format!(
+                    "template {} has no cloud-init drive, which {} nodes need for their static address and network cards: add one to the template (Hardware → Add → CloudInit Drive, or `qm set <id> --ide2 <storage>:cloudinit`) and install cloud-init in it",
+                    machine.template, capabilities.tool
+                ),
+            });
+        }
+        let primary = machine.hardware.primary_card();
+        let ipconfigs = (0..cards.max(1))
+            .map(|index| {
+                let value = match address {
+                    Some(fixed) if index == primary => fixed.ipconfig(),
+                    _ => "ip=dhcp".to_owned(),
+                };
+                (index, value)
+            })
+            .collect();
+        Ok(Some(CloudInit {
+            ipconfigs,
+            nameservers: address.map(|a| a.nameservers.clone()).unwrap_or_default(),
+            search_domain: address.and_then(|a| a.search_domain.clone()),
+            ..CloudInit::default()
+        }))
     }
 
     /// What the distribution prepares on a new machine, then the tag that says it is done.

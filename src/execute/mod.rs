@@ -32,14 +32,17 @@ use crate::spec::ClusterSpec;
 use distribution::Chosen;
 
 mod access;
+mod addresses;
 mod bootstrap;
 pub(crate) mod config_isos;
+pub(crate) mod data_disks;
 mod deliveries;
 pub mod distribution;
 mod drains;
 mod error;
+mod filing;
 mod labels;
-mod machines;
+pub(crate) mod machines;
 mod membership;
 mod removal;
 
@@ -133,8 +136,16 @@ impl<Pr: Providers> Executor<Pr> {
                 machine,
                 proxmox_node,
                 storage,
+                tags,
+                pool,
             } => {
-                self.create_machine(ctx, name, ownership, machine, proxmox_node, storage)
+                let placed = machines::Placed {
+                    node: proxmox_node.as_str(),
+                    storage,
+                    tags,
+                    pool,
+                };
+                self.create_machine(ctx, name, ownership, machine, &placed)
                     .await?
             }
             Action::PrepareNode { machine, version } => {
@@ -164,6 +175,7 @@ impl<Pr: Providers> Executor<Pr> {
                 ..
             } => self.join_node(ctx, machine, *role, scheduling).await?,
             Action::LabelNodes { nodes } => self.label_nodes(ctx, nodes).await?,
+            Action::TagMachines { machines } => self.tag_machines(ctx, machines).await?,
             Action::DeleteNode {
                 node,
                 role,

@@ -123,6 +123,8 @@ fn observed(machines: &[(&str, u32)]) -> ObservedCluster {
                     built_from: None,
                     config: None,
                     task: None,
+                    pool: None,
+                    recorded_tags: None,
                 };
                 (NodeName::from(*name), observed)
             })

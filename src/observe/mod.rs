@@ -22,6 +22,7 @@
 
 mod admin;
 mod guest;
+mod hardware;
 mod management;
 mod network;
 mod nodes;
@@ -40,8 +41,8 @@ use crate::execute::distribution::{self, AdminSource, Distribution as _, Version
 use crate::model::NodeName;
 use crate::observed::{
     BOOTSTRAP_MARKER, DRAIN_STARTED_ANNOTATION, DrainObserved, FluxSecret, FluxTarget, Observed,
-    ObservedCluster, ObservedControlPlane, ObservedMachine, ObservedStorage, ObservedTemplate,
-    PodRef, PowerState, ProxmoxNode, VmConfig,
+    ObservedCluster, ObservedControlPlane, ObservedMachine, ObservedTemplate, PodRef, PowerState,
+    ProxmoxNode, VmConfig,
 };
 use crate::providers::kube::{AdminKubeconfig, ClusterClient, NodeState};
 use crate::providers::proxmox::{self, ProxmoxProvider, VmInfo};
@@ -165,25 +166,21 @@ impl<Pr: Providers> Observer<Pr> {
         let mut storages = BTreeMap::new();
         let mut machines: BTreeMap<String, (String, Vec<VmInfo>)> = BTreeMap::new();
         let mut unreachable_connections = BTreeMap::new();
+        let mut offered = hardware::Offered::default();
         for connection in self.providers.proxmox_connections() {
             let Some(client) = self.providers.proxmox(connection) else {
                 continue;
             };
             match client.inventory().await {
                 Ok(inventory) => {
-                    for host in &inventory.nodes {
-                        proxmox_nodes
-                            .insert(host.name.0.clone(), proxmox_node(host, &inventory.vms));
-                    }
-                    for template in &inventory.templates {
-                        templates
-                            .entry(template.name.clone())
-                            .or_default()
-                            .push(observed_template(template, &inventory.storages));
-                    }
-                    for (storage, shared) in &inventory.storages {
-                        storages.insert(storage.clone(), ObservedStorage { shared: *shared });
-                    }
+                    let proxmox = hardware::Proxmox {
+                        storages: &mut storages,
+                        nodes: &mut proxmox_nodes,
+                        templates: &mut templates,
+                        offered: &mut offered,
+                    };
+                    hardware::add_connection(client, desired, connection, &inventory, proxmox)
+                        .await;
                     for vm in inventory.vms.into_iter().filter(|vm| !vm.is_template) {
                         if let Some(owner) = &vm.owner {
                             let cluster = owner.ownership.cluster.clone();
@@ -203,6 +200,7 @@ impl<Pr: Providers> Observer<Pr> {
         observation.observed.proxmox_nodes = Some(proxmox_nodes);
         observation.observed.proxmox_templates = Some(templates);
         observation.observed.proxmox_storages = Some(storages);
+        offered.record(&mut observation.observed);
         let (held, unlisted) = self.held_secrets(desired).await;
         let (mut records, unlisted_records) = self.records(desired).await;
         let unlisted = unlisted.or(unlisted_records);
@@ -264,11 +262,10 @@ impl<Pr: Providers> Observer<Pr> {
                     if !observed.is_empty() {
                         observation.observed.clusters.insert(name.clone(), observed);
                     }
-                    access.iso_storage = desired
-                        .fleet
-                        .proxmox
-                        .get(&access.connection)
-                        .and_then(|connection| connection.iso_storage.clone());
+                    let connection = desired.fleet.proxmox.get(&access.connection);
+                    access.iso_storage =
+                        connection.and_then(|connection| connection.iso_storage.clone());
+                    access.create_pools = connection.is_some_and(|c| c.create_pools);
                     observation.access.insert(name, access);
                 }
                 Err(err) => {
@@ -355,6 +352,7 @@ impl<Pr: Providers> Observer<Pr> {
             mark_guest_agents(client, vms, &mut observed).await;
             if let Some(cluster) = cluster {
                 read_built_from(client, &cluster.spec, vms, &mut observed).await;
+                hardware::machine_configs(client, &cluster.spec, vms, &mut observed).await;
             }
         }
         observed.flux = match cluster {
@@ -624,7 +622,7 @@ async fn observe_workloads(name: &str, api: &impl ClusterClient, observed: &mut 
     }
 }
 
-fn proxmox_node(host: &proxmox::HostInfo, vms: &[VmInfo]) -> ProxmoxNode {
+pub(super) fn proxmox_node(host: &proxmox::HostInfo, vms: &[VmInfo]) -> ProxmoxNode {
     ProxmoxNode {
         online: host.online,
         memory_total_mib: host.memory_capacity_bytes / MIB,
@@ -635,12 +633,13 @@ fn proxmox_node(host: &proxmox::HostInfo, vms: &[VmInfo]) -> ProxmoxNode {
                 .count(),
         )
         .unwrap_or(u32::MAX),
+        bridges: None,
     }
 }
 
 /// A template copy; it is on shared storage when every volume is on a storage flagged shared,
 /// and built for the distributions its tags or description name.
-fn observed_template(
+pub(super) fn observed_template(
     template: &proxmox::TemplateInfo,
     storages: &BTreeMap<String, bool>,
 ) -> ObservedTemplate {
@@ -656,6 +655,7 @@ fn observed_template(
             &template.description,
         ),
         memory_hotplug: template.memory_hotplug,
+        without_cloud_init_drive: !template.cloud_init_drive,
     }
 }
 
@@ -679,8 +679,11 @@ fn observed_machine(vm: &VmInfo, now: Timestamp) -> Option<ObservedMachine> {
             cores: vm.cores,
             memory_mib: u32::try_from(vm.memory_mib).unwrap_or(u32::MAX),
             disk_gib: u32::try_from(vm.disk_bytes / GIB).unwrap_or(u32::MAX),
+            hardware: None,
         }),
         task: None,
+        pool: vm.pool.as_deref().map(Into::into),
+        recorded_tags: None,
     })
 }
 

@@ -210,3 +210,18 @@ fn wrap(cluster: &str) -> impl FnOnce(RecordError) -> TalosStoreError + '_ {
         source: Box::new(source),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_talos_capability_names_the_talosconfig_record_the_demo_shows() {
+        // The demo prints `<cluster>-<key>` and `.data.<key>` from the capability alone.
+        let key = crate::spec::Distribution::Talos
+            .capabilities()
+            .os_client_config;
+        assert_eq!(key, Some(TALOSCONFIG_KEY));
+        assert_eq!(talosconfig_secret_name("t"), format!("t-{TALOSCONFIG_KEY}"));
+    }
+}

@@ -1,72 +1,26 @@
 //! The layout rules of the workspace, checked on the source files: no file under a crate's
-//! `src/` over 800 lines; no import cycle between the files of one module (a file that
-//! needs a sibling which needs it back is one concern split in two, or two concerns tangled);
-//! capstan-core free of I/O crates; no pure module left in the daemon crate (pure code
-//! belongs in capstan-core, whose lints keep it pure) but those listed with a reason; no
-//! question of which distribution a cluster runs outside the distribution modules; the test kit
-//! a dev-dependency adding no crate; and the test binaries sharing helpers through the kit,
-//! never by including each other's files.
+//! `src/` over 800 lines; capstan-core free of I/O crates; no pure module left in the daemon
+//! crate (pure code belongs in capstan-core, whose lints keep it pure) but those listed with
+//! a reason; the test kit a dev-dependency adding no crate; the test binaries sharing helpers
+//! through the kit, never by including each other's files; and every path the README and the
+//! book name exists. Import cycles, distribution branches and function lengths are read as
+//! Rust in `architecture.rs`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// Where each crate's sources are.
-const SOURCE_ROOTS: &[&str] = &[
+pub(crate) const SOURCE_ROOTS: &[&str] = &[
     "src",
     "crates/core/src",
     "crates/lab/src",
     "crates/testkit/src",
+    "crates/talos-api/src",
 ];
 
 const MAX_LINES: usize = 800;
 
-/// The only places that may ask which distribution a cluster runs, each with why; everything
-/// else calls the `Distribution` interface or reads core's `Capabilities`.
-const DISTRIBUTION_MODULES: &[(&str, &str)] = &[
-    (
-        "src/execute/distribution/",
-        "the Distribution trait, its kubeadm and K3s implementations, and `of`, which chooses one per cluster",
-    ),
-    ("src/providers/kubeadm/", "kubeadm's node commands"),
-    ("src/providers/k3s/", "K3s's node commands"),
-    (
-        "crates/core/src/spec/distribution.rs",
-        "each distribution's Capabilities: the one description the planner and the validator read",
-    ),
-    (
-        "crates/core/src/spec/patches/",
-        "patches in each distribution's own language: its merge rules, its reference data, what it owns",
-    ),
-    (
-        "crates/core/src/spec/k3s.rs",
-        "validation of the fields one distribution has and the other refuses (a K3s build in the version, a datastore)",
-    ),
-];
-
-/// Whether `line` asks which distribution a cluster runs: names a variant, tests for K3s, or
-/// matches on a distribution.
-fn asks_the_distribution(line: &str) -> bool {
-    let code = line.split("//").next().unwrap_or_default();
-    code.contains("is_k3s")
-        || code.contains("Distribution::K3s")
-        || code.contains("Distribution::Kubeadm")
-        || (code.contains("match ") && code.trim_end().ends_with("distribution {"))
-}
-
-/// Whether `file` holds tests only (test files, fixtures, property tests).
-fn is_test_file(file: &Path) -> bool {
-    let name = file
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or_default();
-    matches!(name, "tests.rs" | "fixtures.rs" | "proptests.rs")
-        || file.components().any(|c| c.as_os_str() == "tests")
-}
-
-/// A module path inside a crate: `["plan", "cluster", "version"]`.
-type ModulePath = Vec<String>;
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("read source folder") {
         let path = entry.expect("folder entry").path();
         if path.is_dir() {
@@ -75,116 +29,6 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
             out.push(path);
         }
     }
-}
-
-/// The module a file defines: `a/b.rs` and `a/b/mod.rs` are `a::b`; `lib.rs`/`main.rs` the root.
-fn module_of(root: &Path, file: &Path) -> ModulePath {
-    let relative = file.strip_prefix(root).expect("file under its root");
-    let mut parts: ModulePath = relative
-        .with_extension("")
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect();
-    if matches!(
-        parts.last().map(String::as_str),
-        Some("mod" | "lib" | "main")
-    ) {
-        parts.pop();
-    }
-    parts
-}
-
-/// The modules `file` refers to through `crate::…`, `super::…` and `self::…` paths (inline
-/// `mod tests` blocks left out: tests may reach anywhere).
-fn references(file: &Path, module: &ModulePath) -> Vec<ModulePath> {
-    let text = std::fs::read_to_string(file).expect("read source file");
-    let code = text
-        .split("#[cfg(test)]\nmod tests {")
-        .next()
-        .unwrap_or_default();
-    let mut found = Vec::new();
-    for (index, _) in code.match_indices("::") {
-        let start = code[..index]
-            .rfind(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
-            .map_or(0, |i| i + 1);
-        let end = code[index..]
-            .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
-            .map_or(code.len(), |i| index + i);
-        let path: Vec<&str> = code[start..end].split("::").collect();
-        let (mut base, rest): (ModulePath, &[&str]) = match path.first() {
-            Some(&"crate") => (Vec::new(), &path[1..]),
-            Some(&"super" | &"self") => (module.clone(), &path[..]),
-            _ => continue,
-        };
-        let mut rest = rest;
-        while let Some(first) = rest.first() {
-            match *first {
-                "super" => {
-                    base.pop();
-                }
-                "self" => {}
-                _ => break,
-            }
-            rest = &rest[1..];
-        }
-        base.extend(rest.iter().map(|s| (*s).to_owned()));
-        found.push(base);
-    }
-    found
-}
-
-/// For every module, which siblings its files (and their children) depend on.
-fn sibling_edges(root: &Path) -> BTreeMap<ModulePath, BTreeSet<ModulePath>> {
-    let mut files = Vec::new();
-    rust_files(root, &mut files);
-    let modules: BTreeMap<ModulePath, PathBuf> = files
-        .iter()
-        .map(|file| (module_of(root, file), file.clone()))
-        .collect();
-    let mut edges: BTreeMap<ModulePath, BTreeSet<ModulePath>> = BTreeMap::new();
-    for (module, file) in &modules {
-        for target in references(file, module) {
-            // The longest prefix that is a module of its own file.
-            let Some(target) = (1..=target.len())
-                .rev()
-                .map(|n| target[..n].to_vec())
-                .find(|prefix| modules.contains_key(prefix))
-            else {
-                continue;
-            };
-            let common = module
-                .iter()
-                .zip(&target)
-                .take_while(|(a, b)| a == b)
-                .count();
-            if common == module.len() || common == target.len() {
-                continue; // a parent and its descendants may use each other
-            }
-            edges
-                .entry(module[..=common].to_vec())
-                .or_default()
-                .insert(target[..=common].to_vec());
-        }
-    }
-    edges
-}
-
-fn reaches(
-    edges: &BTreeMap<ModulePath, BTreeSet<ModulePath>>,
-    from: &ModulePath,
-    to: &ModulePath,
-) -> bool {
-    let mut seen = BTreeSet::new();
-    let mut stack = vec![from.clone()];
-    while let Some(module) = stack.pop() {
-        if &module == to {
-            return true;
-        }
-        if seen.insert(module.clone()) {
-            stack.extend(edges.get(&module).into_iter().flatten().cloned());
-        }
-    }
-    false
 }
 
 #[test]
@@ -204,82 +48,6 @@ fn no_source_file_is_over_800_lines() {
         }
     }
     assert!(long.is_empty(), "split these files: {long:?}");
-}
-
-#[test]
-fn no_two_files_of_a_module_import_each_other() {
-    let mut cycles = Vec::new();
-    for root in SOURCE_ROOTS {
-        let edges = sibling_edges(Path::new(root));
-        for (module, targets) in &edges {
-            for target in targets {
-                if module < target && reaches(&edges, target, module) {
-                    cycles.push(format!(
-                        "{root}: {} <-> {}",
-                        module.join("::"),
-                        target.join("::")
-                    ));
-                }
-            }
-        }
-    }
-    assert!(cycles.is_empty(), "import cycles: {cycles:?}");
-}
-
-#[test]
-fn no_code_outside_the_distribution_modules_asks_which_distribution_a_cluster_runs() {
-    for (module, why) in DISTRIBUTION_MODULES {
-        assert!(Path::new(module).exists(), "{module} ({why}) is gone");
-    }
-    let mut branches = Vec::new();
-    for root in SOURCE_ROOTS {
-        let mut files = Vec::new();
-        rust_files(Path::new(root), &mut files);
-        for file in files {
-            let path = file.to_string_lossy().replace('\\', "/");
-            if is_test_file(&file)
-                || DISTRIBUTION_MODULES
-                    .iter()
-                    .any(|(module, _)| path.starts_with(module))
-            {
-                continue;
-            }
-            let text = std::fs::read_to_string(&file).expect("read source file");
-            let code = text
-                .split("#[cfg(test)]\nmod tests {")
-                .next()
-                .unwrap_or_default();
-            for (index, line) in code.lines().enumerate() {
-                if asks_the_distribution(line) {
-                    branches.push(format!("{path}:{}: {}", index + 1, line.trim()));
-                }
-            }
-        }
-    }
-    assert!(
-        branches.is_empty(),
-        "ask the Distribution interface (src/execute/distribution/) or Capabilities instead: {branches:#?}"
-    );
-}
-
-#[test]
-fn a_distribution_branch_is_recognised() {
-    for branch in [
-        "if k3s::is_k3s(ctx) {",
-        "        if spec.kubernetes.distribution == Distribution::K3s {",
-        "    Distribution::Kubeadm => \"kubeadm\",",
-        "    match spec.kubernetes.distribution {",
-    ] {
-        assert!(asks_the_distribution(branch), "{branch}");
-    }
-    for other in [
-        "let distribution = spec.kubernetes.distribution;",
-        "\"distribution {} → {}\",",
-        "// Distribution::K3s in a comment",
-        "if !self.capabilities().upgrades_in_place {",
-    ] {
-        assert!(!asks_the_distribution(other), "{other}");
-    }
 }
 
 /// The `[dependencies]` names of a crate's manifest.
@@ -407,20 +175,40 @@ fn readme_paths(readme: &str) -> BTreeSet<String> {
 }
 
 #[test]
-fn every_path_the_readme_names_exists() {
-    let readme = std::fs::read_to_string("README.md").expect("read README.md");
-    let paths = readme_paths(&readme);
+fn every_path_the_readme_and_the_book_name_exists() {
+    let mut texts = vec![(
+        "README.md".to_owned(),
+        std::fs::read_to_string("README.md").expect("read README.md"),
+    )];
+    let mut folders = vec![std::path::PathBuf::from("docs/src")];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).expect("read the book") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                let text = std::fs::read_to_string(&path).expect("read a page");
+                texts.push((path.display().to_string(), text));
+            }
+        }
+    }
+    let mut missing = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (page, text) in &texts {
+        for path in readme_paths(text) {
+            if !Path::new(path.as_str()).exists() {
+                missing.push(format!("{page}: {path}"));
+            }
+            seen.insert(path);
+        }
+    }
     assert!(
-        paths.contains("src/observe/") && paths.contains("crates/core/src/plan/"),
-        "read the README's paths: {paths:?}"
+        seen.contains("src/observe/") && seen.contains("crates/core/src/plan/"),
+        "read the pages' paths: {seen:?}"
     );
-    let missing: Vec<&String> = paths
-        .iter()
-        .filter(|path| !Path::new(path.as_str()).exists())
-        .collect();
     assert!(
         missing.is_empty(),
-        "the README names paths that do not exist: {missing:?}"
+        "pages name paths that do not exist: {missing:#?}"
     );
 }
 
@@ -474,6 +262,11 @@ const PURE_IN_THE_DAEMON: &[(&str, &str)] = &[
     (
         "src/providers/proxmox/hardware.rs",
         "reads the answer of the Proxmox client's VM config call, beside the client",
+    ),
+    (
+        "src/providers/proxmox/machine_config.rs",
+        "the Proxmox client's config parameters for a VM's hardware, computed from the config \
+         the client read, beside the client",
     ),
     (
         "src/execute/distribution/talos/error.rs",

@@ -3,6 +3,8 @@
 //!
 //! The shared helpers are the test kit's (`capstan_testkit`, crates/testkit).
 
+mod architecture;
+mod book;
 mod demo;
 mod k3s;
 mod layout;

@@ -175,15 +175,20 @@ fn a_gateway_inside_the_range_or_without_a_range_is_refused() {
 }
 
 #[test]
-fn static_node_addresses_on_kubeadm_are_refused_with_file_and_line() {
+fn static_node_addresses_on_kubeadm_follow_the_same_rules_as_on_talos() {
     let repo = talos_repo();
     repo.edit(CLUSTER, "distribution: talos", "distribution: kubeadm");
     repo.edit(CLUSTER, "  talos:\n    version: v1.13.9\n", "");
     with_node_addresses(&repo, "192.168.1.50-192.168.1.59", "");
+    let run = repo.validate();
+    assert_eq!(run.stdout.matches("error:").count(), 0, "{}", run.stdout);
+    let repo = talos_repo();
+    repo.edit(CLUSTER, "distribution: talos", "distribution: kubeadm");
+    repo.edit(CLUSTER, "  talos:\n    version: v1.13.9\n", "");
+    with_node_addresses(&repo, "192.168.1.50-192.168.1.51", "");
     repo.validate()
         .assert_code(1)
-        .assert_reports("clusters/talos.yaml:13:5: error: spec.network.nodeAddresses: static node addresses are for Talos clusters, but the distribution is kubeadm")
-        .assert_reports("kubeadm and K3s nodes take their addresses from DHCP");
+        .assert_reports("spec.network.nodeAddresses: 192.168.1.50-192.168.1.51 holds 2 addresses");
 }
 
 #[test]

@@ -28,7 +28,7 @@ fn unknown_fields_are_refused_with_the_closest_name() {
     repo.edit(PROD, "    drainTimeout: 10m", "    drainTimeuot: 10m");
     repo.validate()
         .assert_code(1)
-        .assert_reports("clusters/prod.yaml:39:5: error: spec.rollout.drainTimeuot: unknown field `drainTimeuot`")
+        .assert_reports("clusters/prod.yaml:60:5: error: spec.rollout.drainTimeuot: unknown field `drainTimeuot`")
         .assert_reports("hint: did you mean `drainTimeout`?");
 }
 
@@ -124,7 +124,7 @@ fn fewer_workers_than_min_workers_says_add_a_worker_first() {
     repo.edit(PROD, "      replicas: 3", "      replicas: 1");
     repo.validate()
         .assert_code(1)
-        .assert_reports("clusters/prod.yaml:34:7: error: spec.workers[0].replicas: 1 workers in all, below rollout.minWorkers 2")
+        .assert_reports("clusters/prod.yaml:47:7: error: spec.workers[1].replicas: 1 workers in all, below rollout.minWorkers 2")
         .assert_reports("add a worker first");
 }
 
@@ -230,7 +230,7 @@ fn a_max_surge_of_zero_is_refused_with_its_position() {
     );
     repo.validate()
         .assert_code(1)
-        .assert_reports("clusters/prod.yaml:38:5: error: spec.rollout.maxSurge: 0 extra VMs would leave no room for a replacement")
+        .assert_reports("clusters/prod.yaml:59:5: error: spec.rollout.maxSurge: 0 extra VMs would leave no room for a replacement")
         .assert_reports("the default is 1");
 }
 
@@ -240,7 +240,7 @@ fn durations_and_cron_schedules_must_parse() {
     repo.edit(PROD, "drainTimeout: 10m", "drainTimeout: ten minutes");
     repo.validate()
         .assert_code(1)
-        .assert_reports("clusters/prod.yaml:39:19: error: spec.rollout.drainTimeout: `ten minutes` is not a duration");
+        .assert_reports("clusters/prod.yaml:60:19: error: spec.rollout.drainTimeout: `ten minutes` is not a duration");
     let repo = ScratchRepo::from_examples();
     repo.edit(
         PROD,

@@ -69,6 +69,7 @@ fn vm(vmid: u32, name: &str, template_k3s: Option<&str>) -> GuestIdentity {
         talos: None,
         media: Vec::new(),
         cluster: Some("edge".to_owned()),
+        hardware: Default::default(),
     }
 }
 

@@ -137,6 +137,7 @@ fn guest(target: &NodeTarget) -> GuestIdentity {
         talos: None,
         media: Vec::new(),
         cluster: None,
+        hardware: Default::default(),
     }
 }
 

@@ -124,11 +124,15 @@ impl Setup {
             ownership: ownership.clone(),
             created,
             cloud_init: Some(CloudInit {
-                ipconfig0: "ip=dhcp".into(),
+                ipconfigs: vec![(0, "ip=dhcp".into())],
                 user: None,
                 ssh_keys: None,
+                ..CloudInit::default()
             }),
             built_from: None,
+            hardware: Default::default(),
+            disk_storage: None,
+            tags: Vec::new(),
         };
         client
             .configure_vm(&vm, &settings)

@@ -79,6 +79,12 @@ fn worker_hash(template: &str) -> String {
         placement: vec!["pve1".into(), "pve2".into(), "pve3".into()],
         cpu: "x86-64-v2-AES".to_owned(),
         storage: None,
+        sockets: None,
+        disks: Vec::new(),
+        networks: Vec::new(),
+        pci: Vec::new(),
+        tags: Vec::new(),
+        pool: None,
     };
     let version = KubeVersion {
         major: 1,

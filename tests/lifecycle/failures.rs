@@ -195,6 +195,27 @@ impl ProxmoxProvider for PanickingProxmox {
     {
         self.inner.vm_hardware(vm)
     }
+    fn hardware_facts(
+        &self,
+        nodes: &[PveNode],
+    ) -> impl Future<Output = Result<capstan::providers::proxmox::HardwareFacts, ProxmoxError>> + Send
+    {
+        self.inner.hardware_facts(nodes)
+    }
+    fn ensure_pool(
+        &self,
+        pool: &str,
+        create: bool,
+    ) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
+        self.inner.ensure_pool(pool, create)
+    }
+    fn place_vm(
+        &self,
+        vm: &ExpectedVm,
+        filing: &capstan::providers::proxmox::VmFiling,
+    ) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
+        self.inner.place_vm(vm, filing)
+    }
     fn write_file(
         &self,
         vm: &VmRef,

@@ -67,6 +67,7 @@ fn control_plane(world: &World) -> GuestIdentity {
         talos: None,
         media: Vec::new(),
         cluster: None,
+        hardware: Default::default(),
     }
 }
 

@@ -12,11 +12,13 @@ use capstan::providers::node_exec::{Command, GuestAgent, NodeExec as _, NodeTarg
 use capstan::providers::proxmox::{
     ClientOptions, ConnectionConfig, ProxmoxClient, TokenSecret, Trust,
 };
-use capstan::status::{FleetStatus, reasons};
 use capstan_lab::values::LabDuration;
 use capstan_lab::world::LabConfig;
 use capstan_testkit::judge::{self, Judge};
-use capstan_testkit::network::{FLUX_CNI, assert_network_shown, with_network};
+use capstan_testkit::network::{
+    assert_declared_ranges_shown, assert_waits_for_a_cni_unharmed, install_cni_as_flux,
+    with_network,
+};
 use capstan_testkit::{ClusterYaml, World, fleet_yaml, kubectl_with, ready};
 
 const RANGES: &str = "pods: 10.60.0.0/16, services: 10.70.0.0/16";
@@ -48,17 +50,6 @@ spec:
     )
 }
 
-/// The kubeconfig Flux holds for `cluster`, as a file.
-fn flux_kubeconfig(world: &World, cluster: &str) -> std::path::PathBuf {
-    let delivered = world.flux_kubeconfig(cluster).expect("delivered to Flux");
-    let file = world
-        .state
-        .path()
-        .join(format!("{cluster}-from-flux.kubeconfig"));
-    std::fs::write(&file, delivered).expect("write kubeconfig");
-    file
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kubeadm_cluster_runs_the_declared_pod_and_service_ranges_kubectl_shows() {
     if !judge::present(&[Judge::Kubectl]) {
@@ -73,18 +64,7 @@ async fn a_kubeadm_cluster_runs_the_declared_pod_and_service_ranges_kubectl_show
     )
     .await;
     world.start_until_ready(&["ranges"]).await;
-    let kubeconfig = flux_kubeconfig(&world, "ranges");
-    kubectl_with(
-        &kubeconfig,
-        &[
-            "create",
-            "deployment",
-            "web",
-            "--image=nginx",
-            "--replicas=2",
-        ],
-    );
-    assert_network_shown(&kubeconfig, 3, "10.60.0.0/16", "10.70.0.1");
+    assert_declared_ranges_shown(&world, "ranges");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -100,7 +80,7 @@ async fn a_kubeadm_bootstrap_applies_calico_through_the_api_while_the_lab_refuse
     )
     .await;
     world.start_until_ready(&["calico"]).await;
-    let kubeconfig = flux_kubeconfig(&world, "calico");
+    let kubeconfig = world.flux_kubeconfig_file("calico");
     let calico = kubectl_with(
         &kubeconfig,
         &[
@@ -202,7 +182,7 @@ async fn a_kubeadm_cluster_without_kube_proxy_runs_none_also_after_an_upgrade() 
     )
     .await;
     world.start_until_ready(&["noproxy"]).await;
-    let kubeconfig = flux_kubeconfig(&world, "noproxy");
+    let kubeconfig = world.flux_kubeconfig_file("noproxy");
     let daemon_sets = |kubeconfig: &std::path::Path| {
         kubectl_with(
             kubeconfig,
@@ -244,7 +224,7 @@ async fn a_kubeadm_cluster_without_kube_proxy_runs_none_also_after_an_upgrade() 
         world.steps_ok(ActionKind::UpgradeControlPlane.name()) >= 1,
         "kubeadm upgrade apply ran"
     );
-    let kubeconfig = flux_kubeconfig(&world, "noproxy");
+    let kubeconfig = world.flux_kubeconfig_file("noproxy");
     assert!(
         !daemon_sets(&kubeconfig).contains("kube-proxy"),
         "kubeadm upgrade apply skipped its kube-proxy addon: {}",
@@ -266,24 +246,7 @@ async fn a_k3s_cluster_runs_the_declared_pod_and_service_ranges_kubectl_shows() 
     )
     .await;
     world.start_until_ready(&["k3ranges"]).await;
-    let kubeconfig = flux_kubeconfig(&world, "k3ranges");
-    kubectl_with(
-        &kubeconfig,
-        &[
-            "create",
-            "deployment",
-            "web",
-            "--image=nginx",
-            "--replicas=2",
-        ],
-    );
-    assert_network_shown(&kubeconfig, 3, "10.60.0.0/16", "10.70.0.1");
-}
-
-/// The Ready condition of `cluster`, as `reason: message`.
-fn ready_condition(status: &FleetStatus, cluster: &str) -> Option<String> {
-    let condition = status.clusters.get(cluster)?.conditions.first()?;
-    Some(format!("{}: {}", condition.reason, condition.message))
+    assert_declared_ranges_shown(&world, "k3ranges");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -303,61 +266,9 @@ async fn a_k3s_cluster_without_a_cni_reaches_flux_first_is_not_fenced_and_goes_r
     )
     .await;
     world.start_daemon().await;
-    // The kubeconfig reaches Flux's Secret while no node can be Ready (there is no CNI).
-    world
-        .wait_for("the kubeconfig delivered", |s| {
-            s.clusters
-                .get(CLUSTER)
-                .and_then(|c| c.flux_kubeconfig_fingerprint.as_ref())
-                .is_some()
-        })
-        .await;
-    assert!(
-        world.flux_kubeconfig(CLUSTER).is_some(),
-        "Flux's Secret holds it"
-    );
-    assert!(
-        world.nodes_of(CLUSTER).iter().all(|n| !n.ready),
-        "no node Ready yet: {:?}",
-        world.nodes_of(CLUSTER)
-    );
-    let status = world
-        .wait_for("the three nodes waiting for a CNI", |s| {
-            ready_condition(s, CLUSTER).is_some_and(|c| c.contains("3 nodes report"))
-        })
-        .await;
-    assert_eq!(
-        ready_condition(&status, CLUSTER).as_deref(),
-        Some(format!("{}: waiting for a CNI: 3 nodes report NetworkPluginNotReady (Flux installs it from flux-system/{CLUSTER}-kubeconfig)", reasons::WAITING_FOR_CNI).as_str())
-    );
-
-    // An agent goes silent while its node waits for the CNI: over 3× remediation.after (2 s),
-    // nothing is fenced, stopped or replaced.
-    let silent = world
-        .vm_views(CLUSTER)
-        .into_iter()
-        .find(|vm| vm.is_worker())
-        .expect("an agent")
-        .name;
-    world.lab.faults().hang_vm(&silent);
-    let vms_before: Vec<String> = world
-        .vms_of(CLUSTER)
-        .into_iter()
-        .map(|vm| vm.name)
-        .collect();
-    tokio::time::sleep(Duration::from_secs(7)).await;
-    world.wait_passes(3).await;
-    let fences: u64 = ["ok", "error"]
-        .iter()
-        .filter_map(|outcome| {
-            world
-                .counters()
-                .steps
-                .get(&(ActionKind::FenceMachine, *outcome))
-                .copied()
-        })
-        .sum();
-    assert_eq!(fences, 0, "nothing fenced: {:?}", world.counters().steps);
+    // The kubeconfig reaches Flux's Secret while no node can be Ready (there is no CNI), and
+    // an agent gone silent meanwhile is not fenced.
+    let kubeconfig = assert_waits_for_a_cni_unharmed(&world, CLUSTER, 3).await;
     let status = world.status();
     assert!(
         status.clusters[CLUSTER]
@@ -367,31 +278,5 @@ async fn a_k3s_cluster_without_a_cni_reaches_flux_first_is_not_fenced_and_goes_r
         "nodes waiting for a CNI count against no maxUnhealthy: {:?}",
         status.clusters[CLUSTER].conditions
     );
-    let vms_after: Vec<String> = world
-        .vms_of(CLUSTER)
-        .into_iter()
-        .map(|vm| vm.name)
-        .collect();
-    assert_eq!(vms_after, vms_before, "no machine created or removed");
-    assert!(
-        world
-            .lab
-            .proxmox()
-            .vm_named(&silent)
-            .is_some_and(|vm| vm.running)
-    );
-    world.lab.faults().unhang_vm(&silent);
-
-    // Flux installs the CNI: the cluster goes Ready.
-    let kubeconfig = flux_kubeconfig(&world, CLUSTER);
-    let manifest = world.state.path().join("cni.yaml");
-    std::fs::write(&manifest, FLUX_CNI).expect("write the CNI");
-    kubectl_with(
-        &kubeconfig,
-        &["apply", "-f", &manifest.display().to_string()],
-    );
-    world
-        .wait_for("the cluster Ready with its CNI", |s| ready(s, &[CLUSTER]))
-        .await;
-    assert!(world.nodes_of(CLUSTER).iter().all(|n| n.ready));
+    install_cni_as_flux(&world, CLUSTER, &kubeconfig).await;
 }

@@ -86,6 +86,7 @@ async fn a_converged_pass_calls_no_guest_agent_and_a_refused_kubeconfig_is_read_
                 talos: None,
                 media: Vec::new(),
                 cluster: None,
+                hardware: Default::default(),
             },
             &["kubeadm", "certs", "renew", "all"].map(String::from),
         )

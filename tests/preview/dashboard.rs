@@ -78,11 +78,11 @@ async fn the_preview_page_shows_the_comment_and_axe_finds_no_serious_violation()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "writes the README's screenshots, docs/dashboard-preview-*.png: cargo test --test preview dashboard::screenshots -- --ignored"]
+#[ignore = "writes the README's screenshots, docs/src/images/dashboard-preview-*.png: cargo test --test preview dashboard::screenshots -- --ignored"]
 async fn screenshots() {
     assert!(present(&[Judge::Chromium]), "chromium and chromedriver");
     let (_on, _daemon, url, pr, _dir) = previewed().await;
-    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/images");
     tokio::task::spawn_blocking(move || {
         for (width, height) in [(1280, 800), (390, 844)] {
             let browser = Browser::start(width, height);

@@ -67,7 +67,7 @@ fn an_unknown_time_zone_is_refused_with_its_position_and_the_closest_name() {
     fleet
         .preview("zone", "text")
         .assert_code(1)
-        .assert_reports("clusters/prod.yaml:44:27")
+        .assert_reports("clusters/prod.yaml:65:27")
         .assert_reports(
             "`Europe/Roma` is not a time zone of the IANA database: did you mean `Europe/Rome`?",
         );

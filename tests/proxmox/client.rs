@@ -171,11 +171,15 @@ async fn configure_sets_hardware_agent_tags_and_cloud_init() {
         ownership: ownership("prod", Role::Worker, "general"),
         created: created(),
         cloud_init: Some(CloudInit {
-            ipconfig0: "ip=dhcp".into(),
+            ipconfigs: vec![(0, "ip=dhcp".into())],
             user: Some("capstan".into()),
             ssh_keys: Some("ssh-ed25519 AAAAC3Nza capstan@lab\n".into()),
+            ..CloudInit::default()
         }),
         built_from: Some("template=debian13-k8s cores=4".into()),
+        hardware: Default::default(),
+        disk_storage: None,
+        tags: Vec::new(),
     };
     setup
         .client

@@ -200,12 +200,8 @@ fn a_lab_config_describes_the_world_and_typos_are_refused() {
 }
 
 #[test]
-fn the_readme_lab_config_example_is_a_valid_world() {
-    let readme = include_str!("../../README.md");
-    let section = readme
-        .split("## The lab")
-        .nth(1)
-        .expect("README has a lab section");
+fn the_book_lab_config_example_is_a_valid_world() {
+    let section = include_str!("../../docs/src/lab/index.md");
     let example = section
         .split("```yaml\n")
         .nth(1)
@@ -222,12 +218,8 @@ fn the_readme_lab_config_example_is_a_valid_world() {
 }
 
 #[test]
-fn the_readme_simulated_clusters_example_is_a_valid_lab_config() {
-    let readme = include_str!("../../README.md");
-    let section = readme
-        .split("## Simulated clusters")
-        .nth(1)
-        .expect("README has a simulated clusters section");
+fn the_book_simulated_clusters_example_is_a_valid_lab_config() {
+    let section = include_str!("../../docs/src/lab/simulated-clusters.md");
     let example = section
         .split("```yaml\n")
         .nth(1)

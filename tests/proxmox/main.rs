@@ -9,6 +9,8 @@ mod proxmox_support;
 mod client;
 mod failures;
 mod fidelity;
+mod hardware;
 mod iso;
 mod lab;
+mod schema;
 mod third_party;

@@ -292,11 +292,11 @@ return document.querySelector('.timeline .bar.running') && document.querySelecto
   ? true : null;";
 
 #[test]
-#[ignore = "writes the README's screenshots, docs/dashboard-*.png: cargo test --test source dashboard::screenshots -- --ignored"]
+#[ignore = "writes the README's screenshots, docs/src/images/dashboard-*.png: cargo test --test source dashboard::screenshots -- --ignored"]
 fn screenshots() {
     assert!(present(&[Judge::Chromium]), "chromium and chromedriver");
-    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
-    std::fs::create_dir_all(&docs).expect("docs/");
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/images");
+    std::fs::create_dir_all(&docs).expect("docs/src/images/");
     let demo = Demo::start();
     let sizes = [(1280, 800), (390, 844)];
     for (width, height) in sizes {

@@ -40,6 +40,8 @@ pub(crate) fn node(static_address: Option<StaticAddress>) -> NodeFacts {
         static_address,
         register_with_taints: Vec::new(),
         patches: Vec::new(),
+        links: Vec::new(),
+        volumes: Vec::new(),
     }
 }
 
@@ -98,6 +100,7 @@ fn xorriso_reads_a_static_nodes_cidata_image_as_written() {
         address: "10.20.0.50/24".parse().expect("net"),
         gateway: "10.20.0.1".parse().expect("ip"),
         nameservers: vec!["10.20.0.2".parse().expect("ip")],
+        search_domain: None,
     };
     judged(&node(Some(fixed)));
 }

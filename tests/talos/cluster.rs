@@ -63,6 +63,8 @@ fn cidata(name: &str, role: MachineRole, bundle: &SecretsBundle) -> Vec<u8> {
         static_address: None,
         register_with_taints: Vec::new(),
         patches: Vec::new(),
+        links: Vec::new(),
+        volumes: Vec::new(),
     };
     let config = render_machine_config(&facts(), &node, bundle).expect("renders");
     cidata_image(&cidata_files(&node, name, &config).expect("files")).expect("image")

@@ -7,12 +7,12 @@
 
 use std::time::Duration;
 
-use capstan::plan::ActionKind;
-use capstan::status::{FleetStatus, reasons};
 use capstan_lab::values::LabDuration;
 use capstan_testkit::judge::{self, Judge};
-use capstan_testkit::network::{FLUX_CNI, assert_network_shown};
-use capstan_testkit::{World, kubectl_with, ready};
+use capstan_testkit::network::{
+    assert_declared_ranges_shown, assert_waits_for_a_cni_unharmed, install_cni_as_flux,
+};
+use capstan_testkit::{World, kubectl_with};
 
 use crate::reconcile::{TALOS, fleet, talos_lab};
 
@@ -44,16 +44,6 @@ spec:
     )
 }
 
-fn flux_kubeconfig(world: &World, name: &str) -> std::path::PathBuf {
-    let delivered = world.flux_kubeconfig(name).expect("delivered to Flux");
-    let file = world
-        .state
-        .path()
-        .join(format!("{name}-from-flux.kubeconfig"));
-    std::fs::write(&file, delivered).expect("write kubeconfig");
-    file
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_talos_cluster_runs_the_declared_pod_and_service_ranges_kubectl_shows() {
     if !judge::present(&[Judge::Kubectl]) {
@@ -69,18 +59,7 @@ async fn a_talos_cluster_runs_the_declared_pod_and_service_ranges_kubectl_shows(
     );
     let mut world = World::with_lab(talos_lab(), &fleet(), &[("tranges", file)], false).await;
     world.start_until_ready(&["tranges"]).await;
-    let kubeconfig = flux_kubeconfig(&world, "tranges");
-    kubectl_with(
-        &kubeconfig,
-        &[
-            "create",
-            "deployment",
-            "web",
-            "--image=nginx",
-            "--replicas=2",
-        ],
-    );
-    assert_network_shown(&kubeconfig, 3, "10.60.0.0/16", "10.70.0.1");
+    let kubeconfig = assert_declared_ranges_shown(&world, "tranges");
     let daemon_sets = kubectl_with(
         &kubeconfig,
         &["get", "daemonsets", "-n", "kube-system", "-o", "name"],
@@ -89,11 +68,6 @@ async fn a_talos_cluster_runs_the_declared_pod_and_service_ranges_kubectl_shows(
         daemon_sets.contains("kube-flannel") && daemon_sets.contains("kube-proxy"),
         "Talos's flannel and kube-proxy: {daemon_sets}"
     );
-}
-
-fn ready_condition(status: &FleetStatus, name: &str) -> Option<String> {
-    let condition = status.clusters.get(name)?.conditions.first()?;
-    Some(format!("{}: {}", condition.reason, condition.message))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -109,62 +83,8 @@ async fn a_talos_cluster_without_a_cni_reaches_flux_first_is_not_fenced_and_goes
     let file = cluster(NAME, 68, 3, 1, "cni: none, kubeProxy: false, ");
     let mut world = World::with_lab(lab, &fleet(), &[(NAME, file)], false).await;
     world.start_daemon().await;
-    world
-        .wait_for("the kubeconfig delivered", |s| {
-            s.clusters
-                .get(NAME)
-                .and_then(|c| c.flux_kubeconfig_fingerprint.as_ref())
-                .is_some()
-        })
-        .await;
-    assert!(
-        world.flux_kubeconfig(NAME).is_some(),
-        "Flux's Secret holds it"
-    );
-    assert!(
-        world.nodes_of(NAME).iter().all(|n| !n.ready),
-        "no node Ready yet: {:?}",
-        world.nodes_of(NAME)
-    );
     // The three control planes and the worker come up without a CNI.
-    let status = world
-        .wait_for("four nodes waiting for a CNI", |s| {
-            ready_condition(s, NAME).is_some_and(|c| c.contains("4 nodes report"))
-        })
-        .await;
-    assert_eq!(
-        ready_condition(&status, NAME).as_deref(),
-        Some(format!("{}: waiting for a CNI: 4 nodes report NetworkPluginNotReady (Flux installs it from flux-system/{NAME}-kubeconfig)", reasons::WAITING_FOR_CNI).as_str())
-    );
-
-    // The worker's agent goes silent while it waits: over 3x remediation.after, nothing is
-    // fenced, stopped or replaced.
-    let silent = world
-        .vm_views(NAME)
-        .into_iter()
-        .find(|vm| vm.is_worker())
-        .expect("a worker")
-        .name;
-    world.lab.faults().hang_vm(&silent);
-    let vms_before: Vec<String> = world.vms_of(NAME).into_iter().map(|vm| vm.name).collect();
-    tokio::time::sleep(Duration::from_secs(7)).await;
-    world.wait_passes(3).await;
-    let fences: u64 = ["ok", "error"]
-        .iter()
-        .filter_map(|outcome| {
-            world
-                .counters()
-                .steps
-                .get(&(ActionKind::FenceMachine, *outcome))
-                .copied()
-        })
-        .sum();
-    assert_eq!(fences, 0, "nothing fenced: {:?}", world.counters().steps);
-    let vms_after: Vec<String> = world.vms_of(NAME).into_iter().map(|vm| vm.name).collect();
-    assert_eq!(vms_after, vms_before, "no machine created or removed");
-    world.lab.faults().unhang_vm(&silent);
-
-    let kubeconfig = flux_kubeconfig(&world, NAME);
+    let kubeconfig = assert_waits_for_a_cni_unharmed(&world, NAME, 4).await;
     let daemon_sets = kubectl_with(
         &kubeconfig,
         &["get", "daemonsets", "-n", "kube-system", "-o", "name"],
@@ -173,14 +93,5 @@ async fn a_talos_cluster_without_a_cni_reaches_flux_first_is_not_fenced_and_goes
         !daemon_sets.contains("kube-proxy") && !daemon_sets.contains("flannel"),
         "no CNI and no kube-proxy from Talos: {daemon_sets}"
     );
-    let manifest = world.state.path().join("cni.yaml");
-    std::fs::write(&manifest, FLUX_CNI).expect("write the CNI");
-    kubectl_with(
-        &kubeconfig,
-        &["apply", "-f", &manifest.display().to_string()],
-    );
-    world
-        .wait_for("the cluster Ready with its CNI", |s| ready(s, &[NAME]))
-        .await;
-    assert!(world.nodes_of(NAME).iter().all(|n| n.ready));
+    install_cni_as_flux(&world, NAME, &kubeconfig).await;
 }

@@ -129,6 +129,8 @@ fn configs_rendered_from_a_generated_bundle_pass_talos_schema() {
             static_address: None,
             register_with_taints: Vec::new(),
             patches: Vec::new(),
+            links: Vec::new(),
+            volumes: Vec::new(),
         };
         let config = render_machine_config(&cluster, &node, &bundle).expect("renders");
         let documents: Vec<serde_json::Value> =

@@ -177,6 +177,8 @@ fn cidata_for(name: &str, role: MachineRole, bundle: &SecretsBundle) -> Vec<u8> 
         static_address: None,
         register_with_taints: Vec::new(),
         patches: Vec::new(),
+        links: Vec::new(),
+        volumes: Vec::new(),
     };
     let config = render_machine_config(&cluster_facts(), &facts, bundle).expect("renders");
     let files = cidata_files(&facts, name, &config).expect("files");

@@ -15,6 +15,7 @@
 //! environment and file calls of the standard library and of jiff. Everything it needs comes in
 //! as data, which is why most of capstan's logic is tested here in milliseconds.
 
+pub mod addresses;
 pub mod clock;
 pub mod dashboard;
 pub mod errors;

@@ -20,13 +20,14 @@ use ipnet::IpNet;
 use jiff::Timestamp;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
-use sha1::{Digest, Sha1};
 use smol_str::SmolStr;
 
-use crate::model::{NodeName, Ownership, Role, VmId};
-use crate::spec::{ClusterSpec, Distribution, Endpoint, KubeVersion, Machine, RecordedNetwork};
-use crate::talos::TalosVersion;
+use crate::model::{NodeName, Ownership, VmId};
+use crate::spec::{Distribution, Endpoint, KubeVersion, RecordedNetwork};
 use crate::workloads::{DisruptionBudget, ObservedPod};
+
+mod machine_spec;
+pub use machine_spec::MachineSpec;
 
 /// Proxmox tag the executor puts on a VM just before it deletes the VM's Node: from then on the
 /// VM is on its way out (reset, then destroy), never mistaken for a machine waiting to join.
@@ -76,6 +77,13 @@ pub struct Observed {
     /// must write to shared storage). `None` when not observed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxmox_storages: Option<BTreeMap<String, ObservedStorage>>,
+    /// The resource pools Proxmox has. `None` when not observed (no cluster names one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxmox_pools: Option<Vec<String>>,
+    /// The PCI resource mappings, each with the Proxmox node of each of its devices. `None`
+    /// when not observed (no cluster declares a PCI device).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci_mappings: Option<BTreeMap<String, Vec<String>>>,
 }
 
 /// The measured wall time of one action's steps.
@@ -121,6 +129,9 @@ pub struct ProxmoxNode {
     pub memory_used_mib: u64,
     /// VMs on the node (any owner).
     pub vm_count: u32,
+    /// Its bridges (`vmbr0`, ...). `None` when not observed (no cluster declares cards).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bridges: Option<Vec<String>>,
 }
 
 impl ProxmoxNode {
@@ -150,6 +161,10 @@ pub struct ObservedTemplate {
     /// Whether its `hotplug` option includes memory (its clones inherit it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub memory_hotplug: bool,
+    /// Whether its config has no cloud-init drive (its clones inherit that): Proxmox then
+    /// writes no `ipconfig<n>` anywhere a guest reads it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub without_cloud_init_drive: bool,
 }
 
 impl ObservedTemplate {
@@ -183,6 +198,31 @@ impl ObservedTemplate {
 pub struct ObservedStorage {
     /// The `shared` flag: the same content is reachable from every node.
     pub shared: bool,
+    /// What each node sees of it: whether it holds disk images and its space. Empty in older
+    /// snapshots: then data disks are not counted against it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub nodes: BTreeMap<String, StorageOnNode>,
+}
+
+/// A storage as one node sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StorageOnNode {
+    /// Whether it holds disk images (content `images`): only then can a disk be made on it.
+    pub images: bool,
+    /// Its size, GiB.
+    #[serde(rename = "totalGiB")]
+    pub total_gib: u64,
+    /// What it uses, GiB: on thin storage what is written, not what is allocated.
+    #[serde(rename = "usedGiB")]
+    pub used_gib: u64,
+}
+
+impl StorageOnNode {
+    /// What is left, GiB.
+    pub fn free_gib(&self) -> u64 {
+        self.total_gib.saturating_sub(self.used_gib)
+    }
 }
 
 /// What exists of one cluster.
@@ -287,6 +327,13 @@ pub struct ObservedMachine {
     /// A Proxmox task running on the VM (a clone, a start...), which its next step waits on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<ProxmoxTask>,
+    /// The resource pool the VM is in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<SmolStr>,
+    /// The operator's tags capstan recorded as set on it (its description's record), when
+    /// read (the VM carries tags the file does not declare).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded_tags: Option<Vec<SmolStr>>,
 }
 
 impl ObservedMachine {
@@ -330,6 +377,10 @@ pub struct VmConfig {
     /// Boot disk size in GiB.
     #[serde(rename = "diskGiB")]
     pub disk_gib: u32,
+    /// Its sockets, data disks, cards and PCI devices as its config holds them (read for the
+    /// machines of pools that declare any; mounts and `primary` are not in a config).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hardware: Option<crate::spec::hardware::MachineHardware>,
 }
 
 /// A Proxmox task in progress.
@@ -343,206 +394,6 @@ pub struct ProxmoxTask {
     /// When it started.
     #[schemars(schema_with = "timestamp_schema")]
     pub started: Timestamp,
-}
-
-/// The normalised machine spec that makes a node what it is. Two machines with equal specs are
-/// interchangeable; a machine whose spec differs from the desired one is replaced, never changed
-/// in place. Placement and storage are not part of it: they say where, not what.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct MachineSpec {
-    /// Proxmox template cloned.
-    pub template: SmolStr,
-    /// vCPUs.
-    pub cores: u32,
-    /// Memory in MiB.
-    #[serde(rename = "memoryMiB")]
-    pub memory_mib: u32,
-    /// Boot disk in GiB.
-    #[serde(rename = "diskGiB")]
-    pub disk_gib: u32,
-    /// Proxmox vCPU type.
-    pub cpu: SmolStr,
-    /// Kubernetes release of the node's packages.
-    pub kubernetes: KubeVersion,
-    /// How the node is built.
-    pub distribution: Distribution,
-    /// Control plane or worker.
-    pub role: Role,
-    /// The Talos release the machine runs (Talos clusters only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub talos: Option<TalosVersion>,
-    /// The digest of the patches that reach the machine (`spec::patches::digest`), when any
-    /// does: a changed patch replaces the machines it reaches, and only those.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub patches: Option<SmolStr>,
-}
-
-impl MachineSpec {
-    /// The spec of one of `spec`'s machines at a Kubernetes release: [`MachineSpec::new`] with
-    /// the cluster's distribution, for Talos its release, and the digest of the patches that
-    /// reach the machines of `pool` (`None`: the control planes).
-    pub fn for_cluster(
-        spec: &ClusterSpec,
-        pool: Option<&str>,
-        machine: &Machine,
-        kubernetes: KubeVersion,
-        role: Role,
-    ) -> Self {
-        MachineSpec {
-            talos: spec.talos.as_ref().map(|t| t.version),
-            patches: crate::spec::patches::digest(spec, pool),
-            ..MachineSpec::new(machine, kubernetes, spec.kubernetes.distribution, role)
-        }
-    }
-
-    /// The spec of a machine of the cluster language, at a Kubernetes release.
-    pub fn new(
-        machine: &Machine,
-        kubernetes: KubeVersion,
-        distribution: Distribution,
-        role: Role,
-    ) -> Self {
-        MachineSpec {
-            template: machine.template.as_str().into(),
-            cores: machine.cores,
-            memory_mib: machine.memory_mib,
-            disk_gib: machine.disk_gib,
-            cpu: machine.cpu.as_str().into(),
-            kubernetes,
-            distribution,
-            role,
-            talos: None,
-            patches: None,
-        }
-    }
-
-    /// The spec hash stored on the VM ([`Ownership::spec_hash`]): the first 12 hex digits of
-    /// the sha1 of the normalised spec, one `field=value` line each in a fixed order.
-    pub fn spec_hash(&self) -> SmolStr {
-        let distribution = self.distribution.name();
-        let normalised = format!(
-            "template={}\ncores={}\nmemoryMiB={}\ndiskGiB={}\ncpu={}\nkubernetes={}\ndistribution={}\nrole={}\n",
-            self.template.trim(),
-            self.cores,
-            self.memory_mib,
-            self.disk_gib,
-            self.cpu.trim(),
-            self.kubernetes,
-            distribution,
-            self.role,
-        );
-        // Only Talos machines carry the line: every other machine keeps the hash it had.
-        let normalised = match self.talos {
-            Some(talos) => format!("{normalised}talos={talos}\n"),
-            None => normalised,
-        };
-        // Likewise, only machines some patch reaches.
-        let patches = self.patches.as_ref().map(|p| format!("patches={p}\n"));
-        let normalised = normalised + &patches.unwrap_or_default();
-        let digest = Sha1::digest(normalised.as_bytes());
-        // The first 6 bytes in lowercase hex (a format per byte cost more than the digest: a
-        // plan hashes every pool of every cluster).
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        let mut hash = [0u8; 12];
-        for (pair, byte) in hash.chunks_exact_mut(2).zip(digest.iter()) {
-            pair[0] = HEX[usize::from(byte >> 4)];
-            pair[1] = HEX[usize::from(byte & 0x0f)];
-        }
-        // Twelve hex digits: ASCII, and short enough to stay inline.
-        SmolStr::new_inline(std::str::from_utf8(&hash).unwrap_or_default())
-    }
-
-    /// One line naming every field (`template=debian13-k8s cores=4 ...`): what the executor
-    /// writes into a new VM's description, read back by [`MachineSpec::parse_summary`].
-    pub fn summary(&self) -> String {
-        let distribution = self.distribution.name();
-        let summary = format!(
-            "template={} cores={} memoryMiB={} diskGiB={} cpu={} kubernetes={} distribution={distribution} role={}",
-            self.template,
-            self.cores,
-            self.memory_mib,
-            self.disk_gib,
-            self.cpu,
-            self.kubernetes,
-            self.role
-        );
-        let talos = self
-            .talos
-            .map(|t| format!(" talos={t}"))
-            .unwrap_or_default();
-        let patches = self.patches.as_ref().map(|p| format!(" patches={p}"));
-        format!("{summary}{talos}{}", patches.unwrap_or_default())
-    }
-
-    /// Reads a [`MachineSpec::summary`] back; `None` when a field is missing or malformed.
-    pub fn parse_summary(line: &str) -> Option<MachineSpec> {
-        let field = |key: &str| {
-            line.split_whitespace()
-                .find_map(|pair| pair.strip_prefix(key)?.strip_prefix('='))
-                .filter(|v| !v.is_empty())
-        };
-        Some(MachineSpec {
-            template: field("template")?.into(),
-            cores: field("cores")?.parse().ok()?,
-            memory_mib: field("memoryMiB")?.parse().ok()?,
-            disk_gib: field("diskGiB")?.parse().ok()?,
-            cpu: field("cpu")?.into(),
-            kubernetes: field("kubernetes")?.parse().ok()?,
-            distribution: Distribution::from_name(field("distribution")?)?,
-            role: match field("role")? {
-                "control-plane" => Role::ControlPlane,
-                "worker" => Role::Worker,
-                _ => return None,
-            },
-            talos: field("talos").map(str::parse).transpose().ok()?,
-            patches: field("patches").map(SmolStr::new),
-        })
-    }
-
-    /// The fields that differ from `newer`, as `field old → new`, for reasons like
-    /// "outdated: template debian13-k8s → debian13-k8s-v2".
-    pub fn differences(&self, newer: &MachineSpec) -> Vec<String> {
-        // Compared first, formatted only when they differ: this runs for every outdated
-        // machine at every step of a prediction.
-        fn field<T: PartialEq + std::fmt::Display>(
-            out: &mut Vec<String>,
-            name: &str,
-            old: &T,
-            new: &T,
-        ) {
-            if old != new {
-                out.push(format!("{name} {old} → {new}"));
-            }
-        }
-        let mut out = Vec::new();
-        field(&mut out, "template", &self.template, &newer.template);
-        field(&mut out, "cores", &self.cores, &newer.cores);
-        field(&mut out, "memoryMiB", &self.memory_mib, &newer.memory_mib);
-        field(&mut out, "diskGiB", &self.disk_gib, &newer.disk_gib);
-        field(&mut out, "cpu", &self.cpu, &newer.cpu);
-        field(&mut out, "kubernetes", &self.kubernetes, &newer.kubernetes);
-        if self.distribution != newer.distribution {
-            out.push(format!(
-                "distribution {} → {}",
-                format!("{:?}", self.distribution).to_lowercase(),
-                format!("{:?}", newer.distribution).to_lowercase()
-            ));
-        }
-        field(&mut out, "role", &self.role, &newer.role);
-        if self.talos != newer.talos {
-            let name = |v: Option<TalosVersion>| v.map_or("none".to_owned(), |v| v.to_string());
-            out.push(format!(
-                "talos {} → {}",
-                name(self.talos),
-                name(newer.talos)
-            ));
-        }
-        if self.patches != newer.patches {
-            out.push("patches changed".to_owned());
-        }
-        out
-    }
 }
 
 /// A Kubernetes Node.
@@ -704,4 +555,35 @@ pub fn json_schema() -> serde_json::Value {
 }
 
 #[cfg(test)]
-mod tests;
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshots_round_trip_through_json() {
+        let mut observed = Observed::nothing();
+        observed.clusters.insert(
+            "prod".into(),
+            ObservedCluster {
+                control_plane: Some(ObservedControlPlane {
+                    endpoint: Endpoint {
+                        host: "k8s-prod.lab.example".into(),
+                        address: "192.168.1.23".parse().expect("ip"),
+                        port: 6443,
+                    },
+                    version: "1.36.2".parse().expect("version"),
+                    unreachable_since: None,
+                    certificates_expire: Some("2027-01-01T00:00:00Z".parse().expect("time")),
+                    admin_kubeconfig: Some("sha256:0011223344556677".into()),
+                    bootstrap_incomplete: false,
+                    network: None,
+                    api_service_address: None,
+                }),
+                ..ObservedCluster::default()
+            },
+        );
+        let text = serde_json::to_string(&observed).expect("serialise");
+        assert!(text.contains("\"certificatesExpire\":\"2027-01-01T00:00:00Z\""));
+        let back: Observed = serde_json::from_str(&text).expect("parse");
+        assert_eq!(back, observed);
+    }
+}

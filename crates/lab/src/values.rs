@@ -50,6 +50,13 @@ pub struct Ipv4Range {
     pub last: Ipv4Addr,
 }
 
+impl Ipv4Range {
+    /// Whether `address` is inside the range.
+    pub fn contains(&self, address: Ipv4Addr) -> bool {
+        self.first <= address && address <= self.last
+    }
+}
+
 impl TryFrom<String> for Ipv4Range {
     type Error = String;
 

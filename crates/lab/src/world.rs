@@ -17,6 +17,9 @@ use serde::{Deserialize, Serialize};
 use crate::kube::SimClusterConfig;
 use crate::values::{Ipv4Range, KubeVersion, LabDuration};
 
+mod hardware;
+pub use hardware::{WorldBridge, WorldPciDevice, WorldPciMapping, WorldSegment};
+
 /// Reading a lab config failed.
 #[derive(Debug, thiserror::Error)]
 pub enum WorldError {
@@ -148,6 +151,9 @@ pub struct ProxmoxWorld {
     /// The VMs' network.
     #[serde(default)]
     pub network: WorldNetwork,
+    /// PCI resource mappings (`cluster/mapping/pci`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pci_mappings: Vec<WorldPciMapping>,
     /// How long tasks take.
     #[serde(default)]
     pub timings: Timings,
@@ -172,6 +178,7 @@ impl Default for ProxmoxWorld {
             pools: default_pools(),
             vms: Vec::new(),
             network: WorldNetwork::default(),
+            pci_mappings: Vec::new(),
             timings: Timings::default(),
             faults: WorldFaults::default(),
         }
@@ -269,13 +276,24 @@ impl ProxmoxWorld {
                 return invalid(format!("VMID {} is used twice", vm.vmid));
             }
         }
-        let range = &self.network.dhcp_range;
-        let in_subnet = |ip: Ipv4Addr| self.network.subnet.contains(&ip);
-        if !in_subnet(range.first) || !in_subnet(range.last) {
-            return invalid(format!(
-                "the DHCP range {}-{} is not inside {}",
-                range.first, range.last, self.network.subnet
-            ));
+        for segment in self.network.all_segments() {
+            let Some(range) = segment.dhcp_range else {
+                continue;
+            };
+            if !segment.holds(range.first) || !segment.holds(range.last) {
+                return invalid(format!(
+                    "the DHCP range {}-{} is not inside {}",
+                    range.first, range.last, segment.subnet
+                ));
+            }
+        }
+        for mapping in &self.pci_mappings {
+            if let Some(device) = mapping.devices.iter().find(|d| !has_node(&d.node)) {
+                return invalid(format!(
+                    "PCI mapping {} has a device on unknown node {}",
+                    mapping.id, device.node
+                ));
+            }
         }
         Ok(())
     }
@@ -293,6 +311,7 @@ fn default_nodes() -> Vec<WorldNode> {
             cores: 16,
             memory_gib: 64,
             online: true,
+            bridges: hardware::default_bridges(),
         })
         .collect()
 }
@@ -332,6 +351,9 @@ pub struct WorldNode {
     /// Whether the node is up at start.
     #[serde(default = "default_true")]
     pub online: bool,
+    /// Its bridges (default: `vmbr0`).
+    #[serde(default = "hardware::default_bridges")]
+    pub bridges: Vec<WorldBridge>,
 }
 
 fn default_node_cores() -> u32 {
@@ -442,6 +464,13 @@ pub struct WorldTemplate {
     /// `k3s`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
+    /// Whether its disk carries cloud-init, which applies the VM's cloud-init settings
+    /// (`ipconfig<n>`, `nameserver`) at boot (default: yes, except on a Talos image).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cloud_init: Option<bool>,
+    /// Whether it has a cloud-init drive (`ide2: <storage>:cloudinit`; default yes).
+    #[serde(default = "default_true")]
+    pub cloud_init_drive: bool,
 }
 
 impl WorldTemplate {
@@ -460,7 +489,14 @@ impl WorldTemplate {
             k3s: None,
             talos: None,
             tags: Vec::new(),
+            cloud_init: None,
+            cloud_init_drive: true,
         }
+    }
+
+    /// Whether its disk carries cloud-init ([`WorldTemplate::cloud_init`] with its default).
+    pub fn has_cloud_init(&self) -> bool {
+        self.cloud_init.unwrap_or(self.talos.is_none())
     }
 }
 
@@ -510,25 +546,47 @@ pub struct WorldVm {
     pub running: bool,
 }
 
-/// The network the VMs live in.
+/// The network the VMs live in: the main segment (untagged on `vmbr0`, with a router), and
+/// others the cards may reach.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WorldNetwork {
     /// The subnet.
     pub subnet: Ipv4Net,
-    /// Addresses handed to running VMs, in order.
-    pub dhcp_range: Ipv4Range,
+    /// Addresses handed to running VMs, in order; absent (`null`): no DHCP server, so VMs
+    /// need static addresses.
+    pub dhcp_range: Option<Ipv4Range>,
+    /// Other segments (VLANs, other bridges).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub segments: Vec<WorldSegment>,
 }
 
 impl Default for WorldNetwork {
     fn default() -> Self {
         WorldNetwork {
             subnet: Ipv4Net::new_assert(Ipv4Addr::new(192, 168, 1, 0), 24),
-            dhcp_range: Ipv4Range {
+            dhcp_range: Some(Ipv4Range {
                 first: Ipv4Addr::new(192, 168, 1, 100),
                 last: Ipv4Addr::new(192, 168, 1, 169),
-            },
+            }),
+            segments: Vec::new(),
         }
+    }
+}
+
+impl WorldNetwork {
+    /// Every segment: the main one (untagged on `vmbr0`, with a router) first.
+    pub fn all_segments(&self) -> Vec<WorldSegment> {
+        let main = WorldSegment {
+            bridge: "vmbr0".into(),
+            vlan: None,
+            subnet: self.subnet,
+            dhcp_range: self.dhcp_range,
+            router: true,
+        };
+        std::iter::once(main)
+            .chain(self.segments.iter().cloned())
+            .collect()
     }
 }
 

@@ -3,9 +3,13 @@
 //! installed as Flux would (its agent's DaemonSet applied with the kubeconfig Flux holds).
 
 use std::net::Ipv4Addr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use crate::world::kubectl_with;
+use capstan::plan::ActionKind;
+use capstan::status::{FleetStatus, reasons};
+
+use crate::world::{World, kubectl_with, ready};
 
 /// A CNI's node agent as Flux would apply it (Cilium's shape: a host-network DaemonSet that
 /// writes its configuration into the host's `/etc/cni/net.d`).
@@ -118,6 +122,124 @@ pub fn assert_network_shown(kubeconfig: &Path, nodes: usize, pods: &str, api_ser
             assert!(is_inside(ip, pods), "a pod's address inside {pods}: {line}");
         }
     }
+}
+
+/// With Flux's kubeconfig of `cluster` (three nodes, declared on pods 10.60.0.0/16 and
+/// services 10.70.0.0/16): runs two pods and asserts the network kubectl shows
+/// ([`assert_network_shown`]). Returns the kubeconfig file.
+pub fn assert_declared_ranges_shown(world: &World, cluster: &str) -> PathBuf {
+    let kubeconfig = world.flux_kubeconfig_file(cluster);
+    kubectl_with(
+        &kubeconfig,
+        &[
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx",
+            "--replicas=2",
+        ],
+    );
+    assert_network_shown(&kubeconfig, 3, "10.60.0.0/16", "10.70.0.1");
+    kubeconfig
+}
+
+/// The `Ready` condition of `cluster` as `reason: message`.
+pub fn ready_condition(status: &FleetStatus, cluster: &str) -> Option<String> {
+    let condition = status.clusters.get(cluster)?.conditions.first()?;
+    Some(format!("{}: {}", condition.reason, condition.message))
+}
+
+/// The first half of a `cni: none` cluster's life, the same on every distribution: its
+/// kubeconfig reaches Flux's Secret while no node is Ready, the status says that `nodes` nodes
+/// wait for a CNI, and a worker whose agent goes silent meanwhile is neither fenced nor
+/// replaced over 3× `remediation.after` (the file's must be 2 s, the lab's agent timeout
+/// short). Returns Flux's kubeconfig as a file.
+pub async fn assert_waits_for_a_cni_unharmed(
+    world: &World,
+    cluster: &str,
+    nodes: usize,
+) -> PathBuf {
+    world
+        .wait_for("the kubeconfig delivered", |s| {
+            s.clusters
+                .get(cluster)
+                .and_then(|c| c.flux_kubeconfig_fingerprint.as_ref())
+                .is_some()
+        })
+        .await;
+    assert!(
+        world.nodes_of(cluster).iter().all(|n| !n.ready),
+        "no node Ready yet: {:?}",
+        world.nodes_of(cluster)
+    );
+    let waiting = format!("{nodes} nodes report");
+    let status = world
+        .wait_for("the nodes waiting for a CNI", |s| {
+            ready_condition(s, cluster).is_some_and(|c| c.contains(&waiting))
+        })
+        .await;
+    assert_eq!(
+        ready_condition(&status, cluster),
+        Some(format!(
+            "{}: waiting for a CNI: {nodes} nodes report NetworkPluginNotReady (Flux installs it from flux-system/{cluster}-kubeconfig)",
+            reasons::WAITING_FOR_CNI
+        ))
+    );
+
+    let silent = world
+        .vm_views(cluster)
+        .into_iter()
+        .find(|vm| vm.is_worker())
+        .expect("a worker")
+        .name;
+    world.lab.faults().hang_vm(&silent);
+    let names = |world: &World| -> Vec<String> {
+        world
+            .vms_of(cluster)
+            .into_iter()
+            .map(|vm| vm.name)
+            .collect()
+    };
+    let before = names(world);
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    world.wait_passes(3).await;
+    let fences: u64 = ["ok", "error"]
+        .iter()
+        .filter_map(|outcome| {
+            world
+                .counters()
+                .steps
+                .get(&(ActionKind::FenceMachine, *outcome))
+                .copied()
+        })
+        .sum();
+    assert_eq!(fences, 0, "nothing fenced: {:?}", world.counters().steps);
+    assert_eq!(names(world), before, "no machine created or removed");
+    assert!(
+        world
+            .lab
+            .proxmox()
+            .vm_named(&silent)
+            .is_some_and(|vm| vm.running),
+        "{silent} still runs"
+    );
+    world.lab.faults().unhang_vm(&silent);
+    world.flux_kubeconfig_file(cluster)
+}
+
+/// Applies [`FLUX_CNI`] with Flux's kubeconfig, as Flux would, and waits for `cluster` to
+/// be Ready with every node Ready.
+pub async fn install_cni_as_flux(world: &World, cluster: &str, kubeconfig: &Path) {
+    let manifest = world.state.path().join("cni.yaml");
+    std::fs::write(&manifest, FLUX_CNI).expect("write the CNI");
+    kubectl_with(
+        kubeconfig,
+        &["apply", "-f", &manifest.display().to_string()],
+    );
+    world
+        .wait_for("the cluster Ready with its CNI", |s| ready(s, &[cluster]))
+        .await;
+    assert!(world.nodes_of(cluster).iter().all(|n| n.ready));
 }
 
 #[cfg(test)]

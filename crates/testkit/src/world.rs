@@ -46,6 +46,8 @@ pub struct World {
     http: Option<SocketAddr>,
     daemon: Option<tokio::task::JoinHandle<()>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Whether a test took the schema's verdict itself ([`World::take_schema_violations`]).
+    schema_judged: bool,
 }
 
 /// How a [`World`]'s daemon runs: what it follows (the world's folder, or a Git remote), how
@@ -203,6 +205,7 @@ impl World {
             http: None,
             daemon: None,
             stop: None,
+            schema_judged: false,
         };
         for (name, text) in clusters {
             world.write_cluster(name, text);
@@ -589,6 +592,17 @@ approvedMinors: [\"1.36\"]
             .to_owned()
     }
 
+    /// The kubeconfig Flux holds for `cluster`, written to a file for kubectl.
+    pub fn flux_kubeconfig_file(&self, cluster: &str) -> PathBuf {
+        let delivered = self.flux_kubeconfig(cluster).expect("delivered to Flux");
+        let file = self
+            .state
+            .path()
+            .join(format!("{cluster}-from-flux.kubeconfig"));
+        std::fs::write(&file, delivered).expect("write kubeconfig");
+        file
+    }
+
     /// The Flux Secret's `value` for a cluster (the delivered kubeconfig), decoded.
     pub fn flux_kubeconfig(&self, cluster: &str) -> Option<String> {
         let management = self.lab.kube().management().expect("management cluster");
@@ -640,12 +654,53 @@ impl World {
     }
 }
 
+impl World {
+    /// Every parameter the lab's Proxmox received that Proxmox's published schema refuses
+    /// (see [`crate::pve_schema`]), one line each; empty when all fit.
+    pub fn schema_violations(&self) -> Vec<String> {
+        let sent: Vec<crate::pve_schema::SentParameter> = self
+            .lab
+            .proxmox()
+            .sent_parameters()
+            .into_iter()
+            .map(
+                |(method, template, name, value)| crate::pve_schema::SentParameter {
+                    method,
+                    template,
+                    name,
+                    value,
+                },
+            )
+            .collect();
+        crate::pve_schema::violations(&sent)
+    }
+
+    /// [`World::schema_violations`], taken by the test: dropping the world then judges no
+    /// more (a test that plants a wrong parameter on purpose).
+    pub fn take_schema_violations(&mut self) -> Vec<String> {
+        self.schema_judged = true;
+        self.schema_violations()
+    }
+}
+
 impl Drop for World {
+    /// Stops the daemon and the lab; then, unless the test already failed, judges every
+    /// parameter the lab received against Proxmox's published schema, so no test of the suite
+    /// passes with a parameter a real Proxmox VE would refuse.
     fn drop(&mut self) {
         if let Some(daemon) = self.daemon.take() {
             daemon.abort();
         }
         self.lab.stop();
+        if std::thread::panicking() || self.schema_judged {
+            return;
+        }
+        let violations = self.schema_violations();
+        assert!(
+            violations.is_empty(),
+            "parameters sent to Proxmox that its published API schema refuses:\n{}",
+            violations.join("\n")
+        );
     }
 }
 

@@ -43,16 +43,15 @@ pub trait Distribution: Sync {
     ) -> impl Future<Output = Result<(), ExecuteError>> + Send;
 
     /// Gives a new machine, cloned and configured but not yet started, what it must hold at
-    /// its first boot (Talos: its machine config on a NoCloud ISO, with the taints its Node
-    /// registers with from `scheduling`); says what, when anything.
+    /// its first boot (Talos: its machine config on a NoCloud ISO, with its static address, its
+    /// cards' links, its data volumes and the taints its Node registers with); says what, when
+    /// anything. kubeadm and K3s get their address and cards through Proxmox's cloud-init,
+    /// set with the VM's config.
     fn deliver_config<Pr: Providers>(
         &self,
         ex: &Executor<Pr>,
         ctx: StepContext<'_>,
-        vm: &VmRef,
-        name: &NodeName,
-        role: Role,
-        scheduling: &NodeScheduling,
+        machine: &NewMachine<'_>,
     ) -> impl Future<Output = Result<Option<String>, ExecuteError>> + Send;
 
     /// Prepares a new machine for `version` (kubeadm installs CRI-O and Kubernetes; a K3s
@@ -140,6 +139,24 @@ pub trait Distribution: Sync {
     ) -> impl Future<Output = Option<String>> + Send;
 }
 
+/// A machine just cloned and configured, before its first start.
+#[derive(Debug, Clone, Copy)]
+pub struct NewMachine<'a> {
+    /// Its VM.
+    pub vm: &'a VmRef,
+    /// Its name (the hostname and Node name).
+    pub name: &'a NodeName,
+    /// Control plane or worker.
+    pub role: Role,
+    /// What its Node carries.
+    pub scheduling: &'a NodeScheduling,
+    /// Its static address, when the cluster declares `network.nodeAddresses` (tagged on the VM
+    /// already).
+    pub address: Option<&'a capstan_core::talos::StaticAddress>,
+    /// Its sockets, data disks, cards and PCI devices, as the file declares them.
+    pub hardware: &'a capstan_core::spec::hardware::MachineHardware,
+}
+
 /// Where a cluster's admin kubeconfig comes from.
 #[derive(Debug, Clone)]
 pub enum AdminSource {
@@ -205,12 +222,9 @@ impl Distribution for Chosen {
         &self,
         ex: &Executor<Pr>,
         ctx: StepContext<'_>,
-        vm: &VmRef,
-        name: &NodeName,
-        role: Role,
-        scheduling: &NodeScheduling,
+        machine: &NewMachine<'_>,
     ) -> Result<Option<String>, ExecuteError> {
-        each!(self, d => d.deliver_config(ex, ctx, vm, name, role, scheduling).await)
+        each!(self, d => d.deliver_config(ex, ctx, machine).await)
     }
 
     async fn prepare<Pr: Providers>(

@@ -15,7 +15,7 @@ use base64::Engine as _;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::api::{Api, Method, Params, Retry, segment};
+use super::api::{Api, Method, Params, Retry};
 use super::connection::ConnectionConfig;
 use super::error::ProxmoxError;
 pub use super::options::ClientOptions;
@@ -94,7 +94,7 @@ impl ProxmoxClient {
 
     /// Re-reads a VM and checks it is the one the caller expects. `Ok(None)` when the VM is
     /// gone from the whole cluster; `Ok(Some(vm))` with its current location otherwise.
-    async fn verify(
+    pub(super) async fn verify(
         &self,
         action: &'static str,
         expected: &ExpectedVm,
@@ -153,7 +153,7 @@ impl ProxmoxClient {
         }
     }
 
-    async fn post_task(
+    pub(super) async fn post_task(
         &self,
         vm: &VmRef,
         suffix: &str,
@@ -312,23 +312,15 @@ impl ProxmoxProvider for ProxmoxClient {
                 .collect()
         };
         let vm_entries = of_type("qemu");
+        let storage_space = of_type("storage")
+            .into_iter()
+            .filter_map(storage_space)
+            .collect();
         let storages: std::collections::BTreeMap<String, bool> = of_type("storage")
             .into_iter()
             .filter_map(|entry| Some((text(entry, "storage")?, flag(entry, "shared"))))
             .collect();
-        let mut nodes: Vec<HostInfo> = of_type("node")
-            .into_iter()
-            .filter_map(|entry| {
-                Some(HostInfo {
-                    name: PveNode(text(entry, "node")?),
-                    online: text(entry, "status").as_deref() == Some("online"),
-                    cpu_capacity: float(entry, "maxcpu").unwrap_or(0.0) as u32,
-                    cpu_usage: float(entry, "cpu").unwrap_or(0.0),
-                    memory_capacity_bytes: uint(entry, "maxmem").unwrap_or(0),
-                    memory_used_bytes: uint(entry, "mem").unwrap_or(0),
-                })
-            })
-            .collect();
+        let mut nodes: Vec<HostInfo> = of_type("node").into_iter().filter_map(host).collect();
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
         let online = |node: &str| nodes.iter().any(|n| n.name.0 == node && n.online);
         let mut vms = Vec::new();
@@ -376,6 +368,7 @@ impl ProxmoxProvider for ProxmoxClient {
                 disk_bytes: uint(entry, "maxdisk").unwrap_or(0),
                 lock: text(entry, "lock").filter(|lock| !lock.is_empty()),
                 owner,
+                pool: text(entry, "pool").filter(|pool| !pool.is_empty()),
             });
         }
         vms.sort_by_key(|vm| vm.vmid);
@@ -390,6 +383,7 @@ impl ProxmoxProvider for ProxmoxClient {
             vms,
             storages,
             templates,
+            storage_space,
         })
     }
 
@@ -489,35 +483,26 @@ impl ProxmoxProvider for ProxmoxClient {
     }
 
     async fn configure_vm(&self, vm: &VmRef, settings: &VmSettings) -> Result<(), ProxmoxError> {
-        let mut params: Params = vec![
-            ("cores".into(), settings.cores.to_string()),
-            ("memory".into(), settings.memory_mib.to_string()),
-            ("cpu".into(), settings.cpu_type.clone()),
-            ("agent".into(), "1".into()),
-            (
-                "tags".into(),
-                ownership::encode_tags(&settings.ownership, settings.created).join(";"),
-            ),
-            (
-                "description".into(),
-                ownership::encode_description(
-                    &settings.ownership,
-                    settings.created,
-                    settings.built_from.as_deref(),
-                ),
-            ),
-        ];
-        if let Some(cloud_init) = &settings.cloud_init {
-            params.push(("ipconfig0".into(), cloud_init.ipconfig0.clone()));
-            if let Some(user) = &cloud_init.user {
-                params.push(("ciuser".into(), user.clone()));
-            }
-            if let Some(keys) = &cloud_init.ssh_keys {
-                // `sshkeys` has format `urlencoded`: Proxmox wants it percent-encoded itself.
-                params.push(("sshkeys".into(), segment(keys)));
-            }
-        }
-        self.post_task(vm, "/config", params).await
+        self.write_config(vm, settings).await
+    }
+
+    async fn hardware_facts(
+        &self,
+        nodes: &[PveNode],
+    ) -> Result<super::HardwareFacts, ProxmoxError> {
+        self.read_hardware_facts(nodes).await
+    }
+
+    async fn ensure_pool(&self, pool: &str, create: bool) -> Result<(), ProxmoxError> {
+        self.make_pool(pool, create).await
+    }
+
+    async fn place_vm(
+        &self,
+        expected: &ExpectedVm,
+        filing: &super::VmFiling,
+    ) -> Result<(), ProxmoxError> {
+        self.file_vm(expected, filing).await
     }
 
     async fn resize_disk(&self, vm: &VmRef, size_gib: u32) -> Result<ResizeOutcome, ProxmoxError> {
@@ -780,4 +765,30 @@ impl ProxmoxProvider for ProxmoxClient {
             .await
             .map(|_| ())
     }
+}
+
+/// A storage's space and content on one node, from its `/cluster/resources` entry.
+fn storage_space(entry: &Value) -> Option<super::StorageSpace> {
+    Some(super::StorageSpace {
+        node: text(entry, "node")?,
+        storage: text(entry, "storage")?,
+        content: text(entry, "content")
+            .map(|c| c.split(',').map(str::to_owned).collect())
+            .unwrap_or_default(),
+        total_bytes: uint(entry, "maxdisk").unwrap_or(0),
+        used_bytes: uint(entry, "disk").unwrap_or(0),
+        available: text(entry, "status").as_deref() == Some("available"),
+    })
+}
+
+/// A Proxmox node, from its `/cluster/resources` entry.
+fn host(entry: &Value) -> Option<HostInfo> {
+    Some(HostInfo {
+        name: PveNode(text(entry, "node")?),
+        online: text(entry, "status").as_deref() == Some("online"),
+        cpu_capacity: float(entry, "maxcpu").unwrap_or(0.0) as u32,
+        cpu_usage: float(entry, "cpu").unwrap_or(0.0),
+        memory_capacity_bytes: uint(entry, "maxmem").unwrap_or(0),
+        memory_used_bytes: uint(entry, "mem").unwrap_or(0),
+    })
 }

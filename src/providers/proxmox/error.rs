@@ -138,6 +138,17 @@ pub enum ProxmoxError {
         /// The template name.
         template: String,
     },
+    /// A machine names a resource pool Proxmox does not have, and the connection may not
+    /// create one.
+    #[error(
+        "machine.pool: Proxmox has no resource pool `{pool}` (it has {existing}); create it (Datacenter → Permissions → Pools), name an existing one, or set `createPools: true` on the connection in capstan.yaml"
+    )]
+    PoolMissing {
+        /// The pool named.
+        pool: String,
+        /// The pools there are, listed.
+        existing: String,
+    },
     /// A VM does not exist (where it must).
     #[error("VM {vmid} does not exist on {node}")]
     VmNotFound {

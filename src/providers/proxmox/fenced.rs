@@ -1,6 +1,7 @@
 //! [`Fenced`]: a [`ProxmoxProvider`] that checks its replica still leads before each call that
 //! changes something (a clone, a configuration, a start, a stop, a shutdown, a destroy, a tag,
-//! a command or a file sent to a guest, an ISO uploaded, deleted, attached or detached), so a step whose replica lost the Lease sends nothing
+//! a command or a file sent to a guest, an ISO uploaded, deleted, attached or detached, a
+//! resource pool made, a VM's tags and pool filed), so a step whose replica lost the Lease sends nothing
 //! more. Reads pass through: a standby observes too.
 
 use std::future::Future;
@@ -169,5 +170,28 @@ impl<P: ProxmoxProvider> ProxmoxProvider for Fenced<P> {
     async fn detach_cdrom(&self, vm: &VmRef, volume: &VolumeId) -> Result<(), ProxmoxError> {
         self.check(format_args!("detaching {volume} from VM {}", vm.vmid))?;
         self.inner.detach_cdrom(vm, volume).await
+    }
+
+    fn hardware_facts(
+        &self,
+        nodes: &[PveNode],
+    ) -> impl Future<Output = Result<super::HardwareFacts, ProxmoxError>> + Send {
+        self.inner.hardware_facts(nodes)
+    }
+
+    async fn ensure_pool(&self, pool: &str, create: bool) -> Result<(), ProxmoxError> {
+        if create {
+            self.check(format_args!("making sure resource pool {pool} exists"))?;
+        }
+        self.inner.ensure_pool(pool, create).await
+    }
+
+    async fn place_vm(
+        &self,
+        vm: &ExpectedVm,
+        filing: &super::VmFiling,
+    ) -> Result<(), ProxmoxError> {
+        self.check(format_args!("filing VM {} (tags, pool)", vm.vm.vmid))?;
+        self.inner.place_vm(vm, filing).await
     }
 }

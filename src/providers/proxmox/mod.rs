@@ -15,10 +15,13 @@
 mod agent;
 mod api;
 mod client;
+mod configure;
 pub mod connection;
 pub mod error;
+mod facts;
 mod fenced;
 mod hardware;
+mod machine_config;
 mod options;
 pub mod ownership;
 #[cfg(test)]
@@ -39,6 +42,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use crate::model::{NodeName, Ownership, VmId};
+use capstan_core::spec::hardware::MachineHardware;
 
 pub use agent::GUEST_OUTPUT_MAX_BYTES;
 pub use client::{ClientOptions, ProxmoxClient};
@@ -46,6 +50,7 @@ pub use connection::{ConnectionConfig, TokenSecret, Trust};
 pub use error::{ProxmoxError, RetryPolicy, TaskFailure, backoff_delay};
 pub use fenced::Fenced;
 pub use hardware::VmHardware;
+pub use machine_config::disk_serial;
 pub use ownership::VmOwner;
 pub use volumes::{ISO_UPLOAD_MAX_BYTES, StorageContent, StoredVolume, VolumeId};
 
@@ -84,6 +89,26 @@ pub struct Inventory {
     /// Every template on an online node, with the storages its volumes are on, sorted by
     /// VMID.
     pub templates: Vec<TemplateInfo>,
+    /// Each storage as each node sees it: its content types and space (a shared storage once
+    /// per node, with the same figures).
+    pub storage_space: Vec<StorageSpace>,
+}
+
+/// One storage on one node, as `/cluster/resources` reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorageSpace {
+    /// The node.
+    pub node: String,
+    /// The storage id.
+    pub storage: String,
+    /// Its content types (`images`, `iso`, ...).
+    pub content: Vec<String>,
+    /// Its size, bytes (`maxdisk`).
+    pub total_bytes: u64,
+    /// What it uses, bytes (`disk`): on thin storage what is written, not what is allocated.
+    pub used_bytes: u64,
+    /// Whether it is available there (`status: available`).
+    pub available: bool,
 }
 
 /// A template and where its volumes are: Proxmox clones it to another node only when every
@@ -103,6 +128,8 @@ pub struct TemplateInfo {
     pub description: String,
     /// Whether its `hotplug` option included memory when it was first seen.
     pub memory_hotplug: bool,
+    /// Whether it had a cloud-init drive when it was first seen.
+    pub cloud_init_drive: bool,
 }
 
 impl Inventory {
@@ -170,6 +197,8 @@ pub struct VmInfo {
     /// Ownership, for VMs capstan created (from the tags, or the description of a VM left
     /// untagged).
     pub owner: Option<VmOwner>,
+    /// The resource pool it is in, if any.
+    pub pool: Option<String>,
 }
 
 impl VmInfo {
@@ -228,7 +257,7 @@ pub struct CloneRequest {
 /// The hardware and cloud-init settings of a VM.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VmSettings {
-    /// vCPUs.
+    /// vCPUs per socket.
     pub cores: u32,
     /// Memory, MiB.
     pub memory_mib: u32,
@@ -242,17 +271,51 @@ pub struct VmSettings {
     pub cloud_init: Option<CloudInit>,
     /// What the VM is built from, one line, re-written into its description.
     pub built_from: Option<String>,
+    /// Sockets, data disks, network cards and PCI devices (see `machine_config`).
+    pub hardware: MachineHardware,
+    /// The storage of data disks that name none (`None`: the boot disk's).
+    pub disk_storage: Option<String>,
+    /// The operator's tags, written beside capstan's (and recorded in the description, so a
+    /// later change removes only those).
+    pub tags: Vec<String>,
 }
 
-/// Cloud-init settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Cloud-init settings (Proxmox writes them onto the VM's cloud-init drive at start).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CloudInit {
-    /// `ipconfig0`, e.g. `ip=dhcp` or `ip=192.168.1.50/24,gw=192.168.1.1`.
-    pub ipconfig0: String,
+    /// `ipconfig<n>` by card index: `ip=dhcp` or `ip=192.168.1.50/24,gw=192.168.1.1`.
+    pub ipconfigs: Vec<(usize, String)>,
+    /// DNS servers (`nameserver`).
+    pub nameservers: Vec<std::net::IpAddr>,
+    /// DNS search domain (`searchdomain`).
+    pub search_domain: Option<String>,
     /// Default user.
     pub user: Option<String>,
     /// SSH public keys, one per line.
     pub ssh_keys: Option<String>,
+}
+
+/// What Proxmox offers a machine's hardware, beyond the inventory: the bridges of each
+/// node, the resource pools, and the PCI resource mappings.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HardwareFacts {
+    /// Each online node's bridges (Linux bridges and OVS bridges), with their MTU when known.
+    pub bridges: std::collections::BTreeMap<String, Vec<(String, Option<u32>)>>,
+    /// Every resource pool id.
+    pub pools: Vec<String>,
+    /// Each PCI mapping's devices: the nodes it has a device on (one entry per device).
+    pub pci_mappings: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+/// How a VM is filed in place ([`ProxmoxProvider::place_vm`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct VmFiling {
+    /// The operator's tags it must carry (beside capstan's own).
+    pub tags: Vec<String>,
+    /// The resource pool it must be in (`None`: it stays where it is).
+    pub pool: Option<String>,
+    /// Also remove the tags that are neither capstan's nor in `tags` (`onDrift: replace`).
+    pub remove_foreign: bool,
 }
 
 /// Whether a resize changed anything.
@@ -500,6 +563,35 @@ pub trait ProxmoxProvider: Send + Sync {
         volume: &VolumeId,
     ) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
 
+    /// The bridges of each of `nodes` (those online), the resource pools and the PCI
+    /// mappings: one call per node and two in all.
+    fn hardware_facts(
+        &self,
+        nodes: &[PveNode],
+    ) -> impl Future<Output = Result<HardwareFacts, ProxmoxError>> + Send;
+
+    /// Makes sure resource pool `pool` exists: creates it when `create` and it is missing.
+    ///
+    /// # Errors
+    /// `PoolMissing` (naming the pools there are) when it is missing and may not be created.
+    fn ensure_pool(
+        &self,
+        pool: &str,
+        create: bool,
+    ) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
+
+    /// Files the VM in place: its tags become capstan's own and `filing.tags` (tags capstan
+    /// set before and `filing.tags` no longer names are removed; anyone else's stay, unless
+    /// `filing.remove_foreign`), and it moves into `filing.pool` when given. Verifies ownership first; a VM already gone is success.
+    ///
+    /// # Errors
+    /// `NotOurs` when the VM at that VMID has another name or owner (nothing is done to it).
+    fn place_vm(
+        &self,
+        vm: &ExpectedVm,
+        filing: &VmFiling,
+    ) -> impl Future<Output = Result<(), ProxmoxError>> + Send;
+
     /// Guest-agent requests made through this provider so far (for `/metrics`); 0 when it
     /// does not count them.
     fn guest_agent_calls(&self) -> u64 {
@@ -510,6 +602,26 @@ pub trait ProxmoxProvider: Send + Sync {
 impl<T: ProxmoxProvider> ProxmoxProvider for Arc<T> {
     fn guest_agent_calls(&self) -> u64 {
         (**self).guest_agent_calls()
+    }
+    fn hardware_facts(
+        &self,
+        nodes: &[PveNode],
+    ) -> impl Future<Output = Result<HardwareFacts, ProxmoxError>> + Send {
+        (**self).hardware_facts(nodes)
+    }
+    fn ensure_pool(
+        &self,
+        pool: &str,
+        create: bool,
+    ) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
+        (**self).ensure_pool(pool, create)
+    }
+    fn place_vm(
+        &self,
+        vm: &ExpectedVm,
+        filing: &VmFiling,
+    ) -> impl Future<Output = Result<(), ProxmoxError>> + Send {
+        (**self).place_vm(vm, filing)
     }
     fn storage_content(
         &self,

@@ -212,6 +212,38 @@ pub fn encode_description(
     text
 }
 
+/// Marks the description line that records the operator's tags capstan set on the VM
+/// (`machine.tags`), so a later change removes those and no one else's.
+pub const TAGS_MARKER: &str = "capstan.dev/tags:";
+
+/// `description` with its tags record set to `tags` (the line replaced, or added; none when
+/// `tags` is empty).
+pub fn with_tags_record(description: &str, tags: &[String]) -> String {
+    let mut text: String = description
+        .lines()
+        .filter(|line| !line.trim().starts_with(TAGS_MARKER))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    if !tags.is_empty() {
+        text.push_str(&format!("{TAGS_MARKER} {}\n", tags.join(";")));
+    }
+    text
+}
+
+/// The operator's tags capstan recorded as set (see [`with_tags_record`]); only valid tags.
+pub fn recorded_tags(description: &str) -> Vec<String> {
+    description
+        .lines()
+        .find_map(|line| line.trim().strip_prefix(TAGS_MARKER))
+        .map(split_tags)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|tag| is_valid_tag(tag))
+        .collect()
+}
+
+pub use capstan_core::spec::hardware::is_capstan_tag;
+
 /// What the VM was built from, as [`encode_description`] wrote it.
 pub fn parse_built_from(description: &str) -> Option<&str> {
     description
@@ -283,6 +315,20 @@ mod tests {
 
     fn created() -> Timestamp {
         "2026-11-30T10:00:00Z".parse().expect("timestamp")
+    }
+
+    #[test]
+    fn the_tags_record_is_replaced_in_place_and_read_back() {
+        let description = encode_description(&owner(), created(), Some("template=x"));
+        let recorded = with_tags_record(&description, &["team-a".into(), "storage".into()]);
+        assert!(recorded.starts_with(&description));
+        assert_eq!(recorded_tags(&recorded), vec!["team-a", "storage"]);
+        let changed = with_tags_record(&recorded, &["team-b".into()]);
+        assert_eq!(recorded_tags(&changed), vec!["team-b"]);
+        assert_eq!(parse_built_from(&changed), Some("template=x"));
+        assert_eq!(with_tags_record(&changed, &[]), description);
+        assert!(is_capstan_tag("capstan-ip-10.0.0.1") && is_capstan_tag("cluster-prod"));
+        assert!(!is_capstan_tag("team-a"));
     }
 
     #[test]

@@ -159,4 +159,25 @@ impl ProxmoxProvider for Recorder {
         self.record(format!("detach {} {volume}", vm.vmid));
         Ok(())
     }
+    async fn hardware_facts(&self, _: &[PveNode]) -> Result<super::HardwareFacts, ProxmoxError> {
+        Err(unexpected())
+    }
+    async fn ensure_pool(&self, pool: &str, create: bool) -> Result<(), ProxmoxError> {
+        self.record(format!("pool {pool} create={create}"));
+        Ok(())
+    }
+    async fn place_vm(
+        &self,
+        vm: &ExpectedVm,
+        filing: &super::VmFiling,
+    ) -> Result<(), ProxmoxError> {
+        self.record(format!(
+            "file {} tags={} pool={:?} remove_foreign={}",
+            vm.vm.vmid,
+            filing.tags.join(";"),
+            filing.pool,
+            filing.remove_foreign
+        ));
+        Ok(())
+    }
 }

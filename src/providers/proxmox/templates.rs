@@ -22,6 +22,8 @@ struct KnownTemplate {
     description: String,
     /// Whether its `hotplug` option includes memory.
     memory_hotplug: bool,
+    /// Whether it has a cloud-init drive.
+    cloud_init_drive: bool,
 }
 
 /// What each known template's config said, by (node, VMID).
@@ -73,11 +75,15 @@ impl TemplateCache {
                 Some(known) => known,
                 None => {
                     let known = match read_config(vm.clone()).await {
-                        Ok(config) => KnownTemplate {
-                            storages: volume_storages(&config),
-                            description: text(&config, "description").unwrap_or_default(),
-                            memory_hotplug: super::VmHardware::from_config(&config).memory_hotplug,
-                        },
+                        Ok(config) => {
+                            let hardware = super::VmHardware::from_config(&config);
+                            KnownTemplate {
+                                storages: volume_storages(&config),
+                                description: text(&config, "description").unwrap_or_default(),
+                                memory_hotplug: hardware.memory_hotplug,
+                                cloud_init_drive: hardware.cloud_init_drive,
+                            }
+                        }
                         Err(err) if err.is_not_found() => continue,
                         Err(err) => return Err(err),
                     };
@@ -95,6 +101,7 @@ impl TemplateCache {
                     .unwrap_or_default(),
                 description: known.description,
                 memory_hotplug: known.memory_hotplug,
+                cloud_init_drive: known.cloud_init_drive,
             });
         }
         // A template gone (or moved) is read again if it comes back.

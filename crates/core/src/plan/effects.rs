@@ -44,7 +44,8 @@ impl ActionKind {
             ActionKind::CreateMachine
             | ActionKind::PrepareNode
             | ActionKind::ResetNode
-            | ActionKind::DestroyMachine => Changes {
+            | ActionKind::DestroyMachine
+            | ActionKind::TagMachines => Changes {
                 machines: true,
                 ..NOTHING
             },

@@ -38,6 +38,12 @@ pub fn machine(template: &str, cores: u32, memory_mib: u32) -> Machine {
         placement: vec!["pve1".to_owned(), "pve2".to_owned()],
         cpu: "x86-64-v2-AES".to_owned(),
         storage: None,
+        sockets: None,
+        disks: Vec::new(),
+        networks: Vec::new(),
+        pci: Vec::new(),
+        tags: Vec::new(),
+        pool: None,
     }
 }
 
@@ -75,6 +81,7 @@ impl Cluster {
                     node_addresses: None,
                     gateway: None,
                     nameservers: Vec::new(),
+                    search_domain: None,
                 },
                 control_plane: crate::spec::ControlPlane {
                     replicas: 1,
@@ -375,6 +382,7 @@ pub fn proxmox(free_mib: &[(&str, u64)]) -> Option<BTreeMap<String, ProxmoxNode>
                         memory_total_mib: 131_072,
                         memory_used_mib: 131_072 - free,
                         vm_count: 0,
+                        bridges: None,
                     },
                 )
             })

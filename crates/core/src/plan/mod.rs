@@ -26,7 +26,8 @@
 pub mod bound;
 mod cluster;
 mod effects;
-pub mod placement;
+mod hardware_fit;
+mod placement;
 mod removed;
 pub mod render;
 mod simulate;
@@ -83,6 +84,9 @@ pub struct Policy {
     /// The clusters others follow (`rollout.after`), as last reported: a follower's disruptive
     /// steps are held until those it follows have converged at this revision and soaked.
     pub stages: Stages,
+    /// The Proxmox connections whose missing resource pools capstan may create
+    /// (`createPools`).
+    pub pool_creating_connections: BTreeSet<String>,
 }
 
 impl Policy {
@@ -94,6 +98,13 @@ impl Policy {
             incomplete: desired.incomplete,
             suspended: BTreeMap::new(),
             stages: Stages::default(),
+            pool_creating_connections: desired
+                .fleet
+                .proxmox
+                .iter()
+                .filter(|(_, connection)| connection.create_pools)
+                .map(|(name, _)| name.clone())
+                .collect(),
         }
     }
 }

@@ -15,6 +15,8 @@ use crate::observed::{Observed, ObservedStorage, ObservedTemplate};
 use crate::spec::Distribution;
 use crate::spec::validate::VM_NAME_PREFIX;
 
+use super::hardware_fit::HardwareNeeds;
+
 const SUFFIX_LEN: u32 = 5;
 
 /// Placement preference, smallest first: VMs of the pool on the node, free memory (most
@@ -49,11 +51,21 @@ pub fn machine_name(cluster: &str, pool: &str, spec_hash: &str, ordinal: u32) ->
     ))
 }
 
-/// Free memory of each Proxmox node, as the plan reserves and releases it.
+/// Free memory of each Proxmox node, free space of each storage and free devices of each PCI
+/// mapping, as the plan reserves and releases them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Capacity {
     /// `None` when the Proxmox nodes were not observed: memory is not checked.
     nodes: Option<BTreeMap<String, Load>>,
+    /// Free GiB of each storage as a node sees it: (storage, node), or (storage, "") for a
+    /// shared storage. Only what was observed is checked.
+    storage_free: BTreeMap<(String, String), i64>,
+    /// Free devices of each PCI mapping on each node: (mapping, node). Only what was observed
+    /// is checked.
+    devices_free: BTreeMap<(String, String), i64>,
+    /// Bridges, storages, pools and PCI mappings, as observed (shared: never changes during a
+    /// plan).
+    offer: Arc<super::hardware_fit::Offer>,
     /// Where templates are, shared (the plan copies `Capacity` per cluster; this never
     /// changes during a plan). `None` when not observed: any node of placement is taken.
     templates: Option<Arc<TemplateSites>>,
@@ -96,7 +108,65 @@ impl Capacity {
                 storages: observed.proxmox_storages.clone().unwrap_or_default(),
             })
         });
-        Capacity { nodes, templates }
+        let mut storage_free = BTreeMap::new();
+        for (name, storage) in observed.proxmox_storages.iter().flatten() {
+            for (node, space) in &storage.nodes {
+                let at = if storage.shared { "" } else { node.as_str() };
+                let free = i64::try_from(space.free_gib()).unwrap_or(i64::MAX);
+                storage_free.insert((name.clone(), at.to_owned()), free);
+            }
+        }
+        let mut devices_free: BTreeMap<(String, String), i64> = BTreeMap::new();
+        for (mapping, nodes) in observed.pci_mappings.iter().flatten() {
+            for node in nodes {
+                *devices_free
+                    .entry((mapping.clone(), node.clone()))
+                    .or_default() += 1;
+            }
+        }
+        // Devices running machines hold (Proxmox reserves a device for a running VM only).
+        let running = observed
+            .clusters
+            .values()
+            .flat_map(|cluster| cluster.machines.values())
+            .filter(|machine| machine.is_running());
+        for machine in running {
+            let held = machine
+                .config
+                .as_ref()
+                .and_then(|c| c.hardware.as_ref())
+                .map(|h| h.pci.as_slice())
+                .unwrap_or_default();
+            for device in held {
+                let key = (device.mapping.clone(), machine.proxmox_node.to_string());
+                if let Some(free) = devices_free.get_mut(&key) {
+                    *free -= 1;
+                }
+            }
+        }
+        Capacity {
+            nodes,
+            templates,
+            storage_free,
+            devices_free,
+            offer: Arc::new(super::hardware_fit::Offer::of(observed)),
+        }
+    }
+
+    /// Whether every copy of `template` observed lacks a cloud-init drive (`false` when the
+    /// templates were not observed or it has no copy: other rules speak then).
+    pub(crate) fn lacks_cloud_init_drive(&self, template: &str) -> bool {
+        self.templates
+            .as_ref()
+            .and_then(|sites| sites.templates.get(template))
+            .is_some_and(|copies| {
+                !copies.is_empty() && copies.iter().all(|c| c.without_cloud_init_drive)
+            })
+    }
+
+    /// What Proxmox offers machines' hardware.
+    pub(crate) fn offer(&self) -> &super::hardware_fit::Offer {
+        &self.offer
     }
 
     /// The nodes of `placement` (in its order) where Proxmox can make a full clone of
@@ -202,6 +272,69 @@ impl Capacity {
         }
     }
 
+    /// The key of `storage`'s space as `node` sees it, when observed.
+    fn storage_key(&self, storage: &str, node: &str) -> Option<(String, String)> {
+        let shared = (storage.to_owned(), String::new());
+        let local = (storage.to_owned(), node.to_owned());
+        if self.storage_free.contains_key(&shared) {
+            Some(shared)
+        } else {
+            self.storage_free.contains_key(&local).then_some(local)
+        }
+    }
+
+    /// Takes a new VM's data disks (`(storage, GiB)`) and PCI devices (`(mapping, count)`) on
+    /// `node`.
+    pub(crate) fn reserve_hardware(&mut self, node: &str, needs: &HardwareNeeds<'_>) {
+        for (storage, gib) in &needs.disks {
+            if let Some(key) = self.storage_key(storage, node)
+                && let Some(free) = self.storage_free.get_mut(&key)
+            {
+                *free -= i64::try_from(*gib).unwrap_or(i64::MAX);
+            }
+        }
+        for (mapping, count) in &needs.devices {
+            if let Some(free) = self
+                .devices_free
+                .get_mut(&((*mapping).to_owned(), node.to_owned()))
+            {
+                *free -= i64::from(*count);
+            }
+        }
+    }
+
+    /// Why `node` cannot hold `needs` now (storage space, free devices), if it cannot.
+    fn hardware_refusal(&self, node: &str, needs: &HardwareNeeds<'_>) -> Option<NodeRefused> {
+        for (storage, gib) in &needs.disks {
+            let free = self
+                .storage_key(storage, node)
+                .and_then(|key| self.storage_free.get(&key));
+            if let Some(free) = free
+                && *free < i64::try_from(*gib).unwrap_or(i64::MAX)
+            {
+                return Some(NodeRefused::Storage {
+                    node: node.to_owned(),
+                    storage: storage.clone(),
+                    free_gib: (*free).max(0),
+                    needed_gib: *gib,
+                });
+            }
+        }
+        for (mapping, count) in &needs.devices {
+            if let Some(free) = self
+                .devices_free
+                .get(&((*mapping).to_owned(), node.to_owned()))
+                && *free < i64::from(*count)
+            {
+                return Some(NodeRefused::Device {
+                    node: node.to_owned(),
+                    mapping: (*mapping).to_owned(),
+                });
+            }
+        }
+        None
+    }
+
     /// Gives back `mib` on `node` (a running VM was destroyed or stopped).
     pub(crate) fn release(&mut self, node: &str, mib: u32) {
         if let Some(load) = self.nodes.as_mut().and_then(|nodes| nodes.get_mut(node)) {
@@ -230,10 +363,15 @@ impl Capacity {
         placement: &'p [String],
         memory_mib: u32,
         spread: &BTreeMap<&str, u32>,
+        needs: &HardwareNeeds<'_>,
     ) -> Result<&'p str, NoNodeFits> {
         let mut best: Option<(PlacementKey, &String)> = None;
         let mut why = Vec::new();
         for (index, node) in placement.iter().enumerate() {
+            if let Some(refused) = self.hardware_refusal(node, needs) {
+                why.push(refused);
+                continue;
+            }
             let free = match &self.nodes {
                 None => 0,
                 Some(nodes) => match nodes.get(node) {
@@ -334,6 +472,26 @@ pub(crate) enum NodeRefused {
     /// The node has less free memory than the VM asks.
     #[error("{node} has {free_mib} MiB free")]
     Memory { node: String, free_mib: i64 },
+    /// A storage has less room than the VM's data disks on it.
+    #[error(
+        "machine.disks: storage {storage} on {node} has {free_gib} GiB free, the data disks need {needed_gib} GiB"
+    )]
+    Storage {
+        node: String,
+        storage: String,
+        free_gib: i64,
+        needed_gib: u64,
+    },
+    /// Every device of a PCI mapping on the node is held by a running VM.
+    #[error("every device of PCI mapping {mapping} on {node} is held by a running VM")]
+    Device { node: String, mapping: String },
+}
+
+impl NoNodeFits {
+    /// Whether a node was refused for storage space or devices (not only memory).
+    pub(crate) fn is_hardware(&self) -> bool {
+        matches!(self, NoNodeFits::Refused(why) if why.iter().any(|r| matches!(r, NodeRefused::Storage { .. } | NodeRefused::Device { .. })))
+    }
 }
 
 fn refusals(refused: &[NodeRefused]) -> String {
@@ -345,272 +503,4 @@ fn refusals(refused: &[NodeRefused]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::observed::ProxmoxNode;
-
-    #[test]
-    fn names_are_deterministic_dns_labels_with_five_base36_chars() {
-        let name = machine_name("prod", "general", "0123456789ab", 0);
-        assert_eq!(name, machine_name("prod", "general", "0123456789ab", 0));
-        assert_ne!(name, machine_name("prod", "general", "0123456789ab", 1));
-        let suffix = name
-            .as_str()
-            .strip_prefix("capstan-prod-general-")
-            .expect("prefix");
-        assert_eq!(suffix.len(), 5);
-        assert!(
-            suffix
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-        );
-    }
-
-    #[test]
-    fn placement_spreads_then_prefers_free_memory_and_explains_refusals() {
-        let node = |online, used| ProxmoxNode {
-            online,
-            memory_total_mib: 65536,
-            memory_used_mib: used,
-            vm_count: 0,
-        };
-        let observed = Observed {
-            clusters: BTreeMap::new(),
-            proxmox_nodes: Some(BTreeMap::from([
-                ("pve1".to_owned(), node(true, 60000)),
-                ("pve2".to_owned(), node(true, 10000)),
-                ("pve3".to_owned(), node(false, 0)),
-            ])),
-            ..Observed::default()
-        };
-        let capacity = Capacity::of(&observed);
-        let placement: Vec<String> = ["pve1", "pve2", "pve3"].map(String::from).to_vec();
-        assert_eq!(
-            capacity.choose(&placement, 4096, &BTreeMap::new()),
-            Ok("pve2")
-        );
-        let spread = BTreeMap::from([("pve2", 1)]);
-        assert_eq!(capacity.choose(&placement, 4096, &spread), Ok("pve1"));
-        assert_eq!(
-            capacity.choose(&placement, 60000, &BTreeMap::new()),
-            Err(NoNodeFits::Refused(vec![
-                NodeRefused::Memory {
-                    node: "pve1".into(),
-                    free_mib: 5536,
-                },
-                NodeRefused::Memory {
-                    node: "pve2".into(),
-                    free_mib: 55536,
-                },
-                NodeRefused::Offline {
-                    node: "pve3".into(),
-                },
-            ]))
-        );
-        assert_eq!(
-            capacity
-                .choose(&placement, 60000, &BTreeMap::new())
-                .expect_err("no room")
-                .to_string(),
-            "pve1 has 5536 MiB free, pve2 has 55536 MiB free, pve3 is offline"
-        );
-    }
-
-    fn with_templates(copies: &[(&str, &str, bool)]) -> Capacity {
-        let mut templates: BTreeMap<String, Vec<ObservedTemplate>> = BTreeMap::new();
-        for (index, (name, node, shared)) in copies.iter().enumerate() {
-            templates
-                .entry((*name).to_owned())
-                .or_default()
-                .push(ObservedTemplate {
-                    proxmox_node: (*node).to_owned(),
-                    vm_id: crate::model::VmId(9000 + u32::try_from(index).expect("small")),
-                    shared_storage: *shared,
-                    distributions: Vec::new(),
-                    memory_hotplug: false,
-                });
-        }
-        Capacity::of(&Observed {
-            proxmox_templates: Some(templates),
-            proxmox_storages: Some(BTreeMap::from([
-                ("local-lvm".to_owned(), ObservedStorage { shared: false }),
-                ("ceph".to_owned(), ObservedStorage { shared: true }),
-            ])),
-            ..Observed::default()
-        })
-    }
-
-    #[test]
-    fn clones_go_where_the_template_is_or_anywhere_from_shared_storage() {
-        let placement: Vec<String> = ["pve1", "pve2", "pve3"].map(String::from).to_vec();
-        let local = with_templates(&[("debian", "pve2", false), ("debian", "pve3", false)]);
-        assert_eq!(
-            local.clone_targets("debian", None, &placement, Distribution::Kubeadm),
-            Ok(vec!["pve2".to_owned(), "pve3".to_owned()])
-        );
-        let shared = with_templates(&[("debian", "pve2", true)]);
-        assert_eq!(
-            shared.clone_targets("debian", Some("ceph"), &placement, Distribution::Kubeadm),
-            Ok(placement.clone())
-        );
-        // A full clone to another node must also write to shared storage.
-        assert_eq!(
-            shared.clone_targets(
-                "debian",
-                Some("local-lvm"),
-                &placement,
-                Distribution::Kubeadm
-            ),
-            Ok(vec!["pve2".to_owned()])
-        );
-        let unobserved = Capacity::of(&Observed::default());
-        assert_eq!(
-            unobserved.clone_targets("debian", None, &placement, Distribution::Kubeadm),
-            Ok(placement.clone())
-        );
-    }
-
-    #[test]
-    fn a_template_no_node_of_placement_can_clone_is_refused_with_its_nodes_and_a_fix() {
-        let capacity = with_templates(&[("debian", "pve1", false)]);
-        let placement: Vec<String> = ["pve2", "pve3"].map(String::from).to_vec();
-        let refusal = capacity
-            .clone_targets("debian", None, &placement, Distribution::Kubeadm)
-            .expect_err("refused");
-        assert!(matches!(refusal, Unclonable::OffPlacement { .. }));
-        assert_eq!(
-            refusal.to_string(),
-            "template debian is on pve1 (VM 9000, local storage) and cannot be cloned to placement pve2, pve3 (a template on local storage can only be cloned on its own node); add pve1 to placement, copy the template to a node of placement, or put it on shared storage"
-        );
-        let missing = capacity
-            .clone_targets("ubuntu", None, &placement, Distribution::Kubeadm)
-            .expect_err("refused");
-        assert!(
-            missing
-                .to_string()
-                .starts_with("template ubuntu exists on no Proxmox node"),
-            "{missing}"
-        );
-    }
-
-    #[test]
-    fn a_template_built_for_another_distribution_is_no_source_for_a_clone() {
-        let placement: Vec<String> = ["pve1", "pve2"].map(String::from).to_vec();
-        let mut capacity = Observed {
-            proxmox_templates: Some(BTreeMap::from([(
-                "debian13-k8s".to_owned(),
-                ["pve1", "pve2"]
-                    .iter()
-                    .zip(9000..)
-                    .map(|(node, vm_id)| ObservedTemplate {
-                        proxmox_node: (*node).to_owned(),
-                        vm_id: crate::model::VmId(vm_id),
-                        shared_storage: false,
-                        distributions: vec![Distribution::Kubeadm],
-                        memory_hotplug: false,
-                    })
-                    .collect(),
-            )])),
-            ..Observed::default()
-        };
-        let refusal = Capacity::of(&capacity)
-            .clone_targets("debian13-k8s", None, &placement, Distribution::K3s)
-            .expect_err("refused");
-        assert_eq!(
-            refusal.to_string(),
-            "template debian13-k8s is built for kubeadm (its tags or description say so), not k3s: its clones could not run k3s; name a k3s template in machine.template, or tag this one k3s once it carries k3s"
-        );
-        assert_eq!(
-            Capacity::of(&capacity).clone_targets(
-                "debian13-k8s",
-                None,
-                &placement,
-                Distribution::Kubeadm
-            ),
-            Ok(placement.clone())
-        );
-        // The copy on pve2 says it carries both: only it is a source.
-        if let Some(copies) = capacity
-            .proxmox_templates
-            .as_mut()
-            .and_then(|t| t.get_mut("debian13-k8s"))
-        {
-            copies[1].distributions = vec![Distribution::Kubeadm, Distribution::K3s];
-        }
-        assert_eq!(
-            Capacity::of(&capacity).clone_targets(
-                "debian13-k8s",
-                None,
-                &placement,
-                Distribution::K3s
-            ),
-            Ok(vec!["pve2".to_owned()])
-        );
-    }
-
-    #[test]
-    fn a_template_declares_its_distributions_in_its_tags_or_its_description() {
-        let declared = |tags: &[&str], description: &str| {
-            ObservedTemplate::declared_distributions(tags.iter().copied(), description)
-        };
-        assert_eq!(declared(&["debian", "K3s"], ""), vec![Distribution::K3s]);
-        assert_eq!(
-            declared(
-                &["kubeadm"],
-                "Debian 13 with CRI-O\nDistribution: k3s, kubeadm\n"
-            ),
-            vec![Distribution::Kubeadm, Distribution::K3s]
-        );
-        assert_eq!(declared(&[], "built 2026-05-01"), Vec::new());
-        assert_eq!(
-            declared(&["talos"], "distribution: talos"),
-            vec![Distribution::Talos]
-        );
-    }
-
-    #[test]
-    fn a_template_with_memory_hotplug_is_no_source_for_a_talos_clone() {
-        let placement: Vec<String> = ["pve1", "pve2"].map(String::from).to_vec();
-        let mut capacity = Observed {
-            proxmox_templates: Some(BTreeMap::from([(
-                "talos-v1.13.9".to_owned(),
-                ["pve1", "pve2"]
-                    .iter()
-                    .zip(9400..)
-                    .map(|(node, vm_id)| ObservedTemplate {
-                        proxmox_node: (*node).to_owned(),
-                        vm_id: crate::model::VmId(vm_id),
-                        shared_storage: false,
-                        distributions: vec![Distribution::Talos],
-                        memory_hotplug: true,
-                    })
-                    .collect(),
-            )])),
-            ..Observed::default()
-        };
-        let refusal = Capacity::of(&capacity)
-            .clone_targets("talos-v1.13.9", None, &placement, Distribution::Talos)
-            .expect_err("refused");
-        assert_eq!(
-            refusal.to_string(),
-            "template talos-v1.13.9 has memory hotplug enabled: Talos sees only the memory present at boot; remove `memory` from the template's Hotplug option (Hardware → Hotplug)"
-        );
-        // The copy on pve2 without it is the only source.
-        if let Some(copies) = capacity
-            .proxmox_templates
-            .as_mut()
-            .and_then(|t| t.get_mut("talos-v1.13.9"))
-        {
-            copies[1].memory_hotplug = false;
-        }
-        assert_eq!(
-            Capacity::of(&capacity).clone_targets(
-                "talos-v1.13.9",
-                None,
-                &placement,
-                Distribution::Talos
-            ),
-            Ok(vec!["pve2".to_owned()])
-        );
-    }
-}
+mod tests;

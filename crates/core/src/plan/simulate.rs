@@ -215,6 +215,9 @@ fn machines_named(step: &Step) -> Vec<NodeName> {
         }
         Action::DeliverKubeconfig { .. } => {}
         Action::LabelNodes { nodes } => names.extend(nodes.iter().map(|n| n.node.clone())),
+        Action::TagMachines { machines } => {
+            names.extend(machines.iter().map(|f| f.machine.name.clone()));
+        }
     }
     names
 }
@@ -424,6 +427,53 @@ fn renewed(now: Timestamp) -> Option<Timestamp> {
     now.saturating_add(CERTIFICATE_LIFETIME).ok()
 }
 
+/// A `create-machine` step's effect: the VM runs, built as the step says, its memory, data
+/// disks and devices taken on its node.
+fn created(state: &mut ObservedCluster, capacity: &mut Capacity, step: &Step, now: Timestamp) {
+    let Action::CreateMachine {
+        name,
+        ownership,
+        machine,
+        proxmox_node,
+        storage,
+        tags,
+        pool,
+    } = &step.action
+    else {
+        return;
+    };
+    capacity.reserve(proxmox_node, machine.memory_mib);
+    capacity.reserve_hardware(
+        proxmox_node,
+        &crate::plan::hardware_fit::HardwareNeeds::of_parts(&machine.hardware, storage.as_deref()),
+    );
+    // Finishing an interrupted creation starts the VM that is there, id and all.
+    let vm_id = state.machines.get(name).map_or(UNASSIGNED, |vm| vm.vm_id);
+    state.machines.insert(
+        name.clone(),
+        ObservedMachine {
+            vm_id,
+            proxmox_node: proxmox_node.clone(),
+            ownership: ownership.clone(),
+            tags: tags.iter().map(|t| t.as_str().into()).collect(),
+            power: PowerState::Running,
+            created: now,
+            guest_agent: true,
+            built_from: Some((**machine).clone()),
+            config: Some(VmConfig {
+                cores: machine.cores * machine.hardware.sockets(),
+                memory_mib: machine.memory_mib,
+                disk_gib: machine.disk_gib,
+                hardware: (!machine.hardware.is_default()).then(|| machine.hardware.clone()),
+            }),
+            task: None,
+            pool: pool.as_deref().map(Into::into),
+            recorded_tags: (!tags.is_empty())
+                .then(|| tags.iter().map(|t| t.as_str().into()).collect()),
+        },
+    );
+}
+
 /// Applies the expected effect of `step` to `state` (one cluster) and `capacity`. `batch`
 /// makes predicted fingerprints distinct.
 pub(crate) fn apply(
@@ -443,36 +493,7 @@ pub(crate) fn apply(
         Some(format!("{PREDICTED}{} (#{serial})", step.name()))
     };
     match &step.action {
-        Action::CreateMachine {
-            name,
-            ownership,
-            machine,
-            proxmox_node,
-            ..
-        } => {
-            capacity.reserve(proxmox_node, machine.memory_mib);
-            // Finishing an interrupted creation starts the VM that is there, id and all.
-            let vm_id = state.machines.get(name).map_or(UNASSIGNED, |vm| vm.vm_id);
-            state.machines.insert(
-                name.clone(),
-                ObservedMachine {
-                    vm_id,
-                    proxmox_node: proxmox_node.clone(),
-                    ownership: ownership.clone(),
-                    tags: Vec::new(),
-                    power: PowerState::Running,
-                    created: now,
-                    guest_agent: true,
-                    built_from: Some(machine.clone()),
-                    config: Some(VmConfig {
-                        cores: machine.cores,
-                        memory_mib: machine.memory_mib,
-                        disk_gib: machine.disk_gib,
-                    }),
-                    task: None,
-                },
-            );
-        }
+        Action::CreateMachine { .. } => created(state, capacity, step, now),
         Action::InitControlPlane {
             machine,
             endpoint,
@@ -526,6 +547,13 @@ pub(crate) fn apply(
                 if let Some(node) = state.nodes.get_mut(&change.node) {
                     change.apply_to(node);
                 }
+            }
+        }
+        Action::TagMachines { machines } => {
+            for filing in machines {
+                let vm = state.machines.get_mut(&filing.machine.name);
+                vm.into_iter()
+                    .for_each(|vm| super::cluster::file_in_place(vm, filing));
             }
         }
         Action::Cordon { node } => {

@@ -201,13 +201,20 @@ pub enum Action {
         name: NodeName,
         /// Tags to write.
         ownership: Ownership,
-        /// What to build (written into the VM's description).
-        machine: MachineSpec,
+        /// What to build (written into the VM's description); boxed, as it carries the
+        /// machine's hardware.
+        machine: Box<MachineSpec>,
         /// Proxmox node chosen (rule 15).
         proxmox_node: SmolStr,
         /// Storage for the clone (default: the template's).
         #[serde(skip_serializing_if = "Option::is_none")]
         storage: Option<String>,
+        /// The operator's Proxmox tags, beside capstan's (`machine.tags`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tags: Vec<String>,
+        /// The resource pool the VM goes into (`machine.pool`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pool: Option<String>,
     },
     /// `kubeadm init` on the first control plane, with kube-vip holding the endpoint, then the
     /// CNI.
@@ -332,6 +339,14 @@ pub enum Action {
         /// Each Node's change.
         nodes: Vec<Relabel>,
     },
+    /// File VMs in place in Proxmox: the operator's tags the file declares (those capstan set
+    /// and the file dropped removed; with `onDrift: replace`, any tag that is neither capstan's
+    /// nor declared), and the resource pool. Replaces no machine.
+    #[serde(rename_all = "camelCase")]
+    TagMachines {
+        /// Each VM's filing.
+        machines: Vec<Filing>,
+    },
     /// Destroy every VM of a removed cluster (without draining), withdraw its Flux Secret,
     /// then delete every record capstan keeps of it (its identity last) and its config ISOs.
     #[serde(rename_all = "camelCase")]
@@ -346,6 +361,26 @@ pub enum Action {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         records: Vec<crate::observed::ObservedRecord>,
     },
+}
+
+/// How one VM is filed in Proxmox ([`Action::TagMachines`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Filing {
+    /// The VM.
+    pub machine: MachineRef,
+    /// Its owner, checked before anything changes.
+    pub ownership: Ownership,
+    /// The operator's tags it must carry.
+    pub tags: Vec<String>,
+    /// The resource pool it must be in (none: it stays where it is).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    /// Also remove the tags that are neither capstan's nor declared (`onDrift: replace`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub remove_foreign: bool,
+    /// What changes, in words (`tags +team-a −team-b, pool → k8s`).
+    pub changes: String,
 }
 
 /// A shared value, serialised as the value itself.
@@ -374,6 +409,7 @@ impl Action {
             Action::DeliverKubeconfig { .. } => ActionKind::DeliverKubeconfig,
             Action::FenceMachine { .. } => ActionKind::FenceMachine,
             Action::LabelNodes { .. } => ActionKind::LabelNodes,
+            Action::TagMachines { .. } => ActionKind::TagMachines,
             Action::DeleteCluster { .. } => ActionKind::DeleteCluster,
         }
     }
@@ -417,13 +453,15 @@ pub enum ActionKind {
     FenceMachine,
     /// [`Action::LabelNodes`].
     LabelNodes,
+    /// [`Action::TagMachines`].
+    TagMachines,
     /// [`Action::DeleteCluster`].
     DeleteCluster,
 }
 
 impl ActionKind {
     /// Every action, in declaration order.
-    pub const ALL: [ActionKind; 15] = [
+    pub const ALL: [ActionKind; 16] = [
         ActionKind::CreateMachine,
         ActionKind::InitControlPlane,
         ActionKind::PrepareNode,
@@ -438,6 +476,7 @@ impl ActionKind {
         ActionKind::DeliverKubeconfig,
         ActionKind::FenceMachine,
         ActionKind::LabelNodes,
+        ActionKind::TagMachines,
         ActionKind::DeleteCluster,
     ];
 
@@ -458,6 +497,7 @@ impl ActionKind {
             ActionKind::DeliverKubeconfig => "deliver-kubeconfig",
             ActionKind::FenceMachine => "fence-machine",
             ActionKind::LabelNodes => "label-nodes",
+            ActionKind::TagMachines => "tag-machines",
             ActionKind::DeleteCluster => "delete-cluster",
         }
     }

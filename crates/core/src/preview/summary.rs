@@ -44,6 +44,7 @@ pub(super) fn cluster(facts: &Facts<'_>) -> String {
         }
     }
     parts.extend(machine_phrases(&added));
+    parts.extend(storage_phrases(&added));
     parts.extend(in_place_phrases(&added));
     for step in &added {
         if let Action::UpgradeControlPlane { from, to, .. } = &step.step.action {
@@ -135,8 +136,37 @@ fn machine_phrases(added: &[&PreviewStep]) -> Vec<String> {
     out
 }
 
-/// `labels change in place on 3 nodes`, `taints change in place on 1 node`: what the
-/// `label-nodes` steps this change adds do.
+/// `data disks +300 GiB on local-lvm`: the GiB of data disks the machines this change creates
+/// take, per storage (a disk that names no storage goes to the machine's, else the
+/// template's). What a replaced machine gives back when destroyed is not subtracted: new
+/// machines are made before old ones go.
+fn storage_phrases(added: &[&PreviewStep]) -> Vec<String> {
+    let mut by_storage: BTreeMap<String, u64> = BTreeMap::new();
+    for step in added {
+        if let Action::CreateMachine {
+            machine, storage, ..
+        } = &step.step.action
+        {
+            for (name, gib) in machine.hardware.disk_gib_by_storage(storage.as_deref()) {
+                *by_storage.entry(name).or_default() += gib;
+            }
+        }
+    }
+    by_storage
+        .into_iter()
+        .map(|(storage, gib)| {
+            if storage == "template" {
+                format!("data disks +{gib} GiB on the template's storage")
+            } else {
+                format!("data disks +{gib} GiB on {storage}")
+            }
+        })
+        .collect()
+}
+
+/// `labels change in place on 3 nodes`, `taints change in place on 1 node`, `tags or
+/// resource pool change in place on 2 VMs`: what the `label-nodes` and `tag-machines` steps
+/// this change adds do.
 fn in_place_phrases(added: &[&PreviewStep]) -> Vec<String> {
     let relabelled: Vec<&crate::scheduling::Relabel> = added
         .iter()
@@ -148,7 +178,7 @@ fn in_place_phrases(added: &[&PreviewStep]) -> Vec<String> {
         .collect();
     let labels = relabelled.iter().filter(|n| n.changes_labels()).count();
     let taints = relabelled.iter().filter(|n| n.changes_taints()).count();
-    [("labels", labels), ("taints", taints)]
+    let mut out: Vec<String> = [("labels", labels), ("taints", taints)]
         .into_iter()
         .filter(|(_, count)| *count > 0)
         .map(|(what, count)| {
@@ -157,7 +187,31 @@ fn in_place_phrases(added: &[&PreviewStep]) -> Vec<String> {
                 plural("node", count)
             )
         })
-        .collect()
+        .collect();
+    let filed = filed_vms(added);
+    if filed > 0 {
+        out.push(format!(
+            "tags or resource pool change in place on {filed} {}",
+            plural("VM", filed)
+        ));
+    }
+    out
+}
+
+/// How many VMs the `tag-machines` steps among `steps` file in place.
+fn filed_vms<'a>(steps: impl IntoIterator<Item = &'a &'a PreviewStep>) -> usize {
+    steps
+        .into_iter()
+        .filter_map(|s| match &s.step.action {
+            Action::TagMachines { machines } => Some(machines.len()),
+            _ => None,
+        })
+        .sum()
+}
+
+/// Whether a changed field is a machine's `tags` or `pool`, which apply in place.
+fn files_in_place(path: &str) -> bool {
+    path.ends_with(".machine.tags") || path.ends_with(".machine.pool")
 }
 
 /// `replaces 3 workers: workers.storage.patches changed` for a change of a level's patches
@@ -223,6 +277,14 @@ pub(super) fn explain(change: &FieldChange, predicted: &[PreviewStep]) -> String
             .and_then(|rest| rest.split_once(".machine."))
             .map(|(pool, _)| pool)
     };
+    if files_in_place(&change.path) {
+        let steps: Vec<&PreviewStep> = predicted.iter().collect();
+        let count = filed_vms(&steps);
+        return format!(
+            "{text}: applies in place on {count} {} (tag-machines), replaces no machine",
+            plural("VM", count)
+        );
+    }
     // Every replacement the head holds, also those the base would make for another reason:
     // with this change they are built from the new spec.
     let destroyed_in = |pool: Option<&str>| {

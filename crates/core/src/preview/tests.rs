@@ -546,3 +546,79 @@ fn a_talos_cluster_patch_change_diffs_every_machine_config_with_secrets_redacted
         );
     }
 }
+
+#[test]
+fn a_preview_says_the_gib_of_data_disks_per_storage_and_that_tags_apply_in_place() {
+    // The base has no `prod`: every machine of the head's is new.
+    let mut base = example_revision("main@sha1:1", 3);
+    base.files.clusters.remove(1);
+    let mut head = example_revision("disks@sha1:2", 3);
+    let general = "machine: {template: debian13-k8s, cores: 4, memoryMiB: 8192, diskGiB: 50, placement: [pve1, pve2]}";
+    let prod = &mut head.files.clusters[1].text;
+    assert!(prod.contains(general), "the example's general pool");
+    *prod = prod.replacen(
+        general,
+        &general.replacen(
+            "placement:",
+            "disks: [{sizeGiB: 100, storage: local-lvm}, {sizeGiB: 20}], tags: [storage], placement:",
+            1,
+        ),
+        1,
+    );
+    let preview = build(
+        &base,
+        &head,
+        &Observed::nothing(),
+        jiff::Timestamp::UNIX_EPOCH,
+        &Validated,
+    );
+    assert!(!preview.is_refused(), "{:?}", preview.refusals);
+    let prod = preview
+        .clusters
+        .iter()
+        .find(|c| c.name == "prod")
+        .expect("prod previewed");
+    // Three new workers: 100 GiB each on local-lvm, 20 GiB each on the template's storage
+    // (the pool names no storage).
+    assert!(
+        prod.summary.contains(
+            "data disks +300 GiB on local-lvm, data disks +60 GiB on the template's storage"
+        ),
+        "{}",
+        prod.summary
+    );
+    let tags = changes::FieldChange {
+        path: "workers.general.machine.tags".into(),
+        from: Some("[\"a\"]".into()),
+        to: Some("[\"b\"]".into()),
+    };
+    let filing = |machine: &str| PreviewStep {
+        step: Step {
+            action: plan::Action::TagMachines {
+                machines: vec![plan::Filing {
+                    machine: plan::MachineRef {
+                        name: machine.into(),
+                        vm_id: None,
+                        proxmox_node: "pve1".into(),
+                    },
+                    ownership: crate::model::Ownership {
+                        cluster: "prod".into(),
+                        role: crate::model::Role::Worker,
+                        pool: "general".into(),
+                        spec_hash: "0123456789ab".into(),
+                    },
+                    tags: vec!["b".into()],
+                    pool: None,
+                    remove_foreign: false,
+                    changes: "tags +b −a".into(),
+                }],
+            },
+            ..step("reset-node", machine)
+        },
+        pending_on_base: false,
+    };
+    assert_eq!(
+        summary::explain(&tags, &[filing("w-1"), filing("w-2")]),
+        "workers.general.machine.tags [\"a\"] → [\"b\"]: applies in place on 2 VMs (tag-machines), replaces no machine"
+    );
+}

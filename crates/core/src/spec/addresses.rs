@@ -1,6 +1,7 @@
 //! Static node addresses across clusters: two clusters' `network.nodeAddresses` never overlap,
 //! or two VMs could be given one address. Checked across files, as unique endpoint addresses
-//! are: the later file of two loses.
+//! are: the later file of two loses. The rules of one cluster's range are in
+//! `node_addresses`.
 
 use super::diagnostic::Diagnostic;
 use super::validate::Checked;

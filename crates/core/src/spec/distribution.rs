@@ -44,6 +44,19 @@ pub struct Capabilities {
     prepare: (&'static str, &'static str),
     /// Where its nodes' labels and taints come from.
     pub scheduling: super::scheduling::SchedulingWays,
+    /// The folder under which alone it mounts a data disk (`machine.disks[].mount`), when it
+    /// has one: Talos mounts user volumes only at `/var/mnt/<name>`.
+    pub user_volumes_under: Option<&'static str>,
+    /// How a node's static address and network cards reach it, as reasons and docs name it.
+    pub network_config: &'static str,
+    /// Whether a node's static address and cards are configured through Proxmox's cloud-init
+    /// (`ipconfig<n>`, `nameserver`, `searchdomain`): its template needs a cloud-init drive and
+    /// cloud-init. Without, the distribution's own config carries them (Talos).
+    pub cloud_init_network: bool,
+    /// The operating system's own client configuration capstan keeps for operators beside
+    /// the kubeconfig, by the key of its record (Talos's `talosconfig`); none when the
+    /// kubeconfig is all there is.
+    pub os_client_config: Option<&'static str>,
 }
 
 impl Capabilities {
@@ -81,10 +94,14 @@ const KUBEADM: Capabilities = Capabilities {
         ],
     },
     prepare: ("install CRI-O and Kubernetes ", ""),
+    os_client_config: None,
     scheduling: super::scheduling::SchedulingWays {
         control_planes_schedulable: false,
         registers_labels: true,
     },
+    user_volumes_under: None,
+    network_config: "Proxmox's cloud-init (ipconfig, nameserver, searchdomain)",
+    cloud_init_network: true,
 };
 
 const K3S: Capabilities = Capabilities {
@@ -113,10 +130,14 @@ const K3S: Capabilities = Capabilities {
         ],
     },
     prepare: ("check that K3s ", " is in its template"),
+    os_client_config: None,
     scheduling: super::scheduling::SchedulingWays {
         control_planes_schedulable: true,
         registers_labels: true,
     },
+    user_volumes_under: None,
+    network_config: "Proxmox's cloud-init (ipconfig, nameserver, searchdomain)",
+    cloud_init_network: true,
 };
 
 const TALOS: Capabilities = Capabilities {
@@ -150,10 +171,14 @@ const TALOS: Capabilities = Capabilities {
         "check that Talos runs its machine config for Kubernetes ",
         "",
     ),
+    os_client_config: Some("talosconfig"),
     scheduling: super::scheduling::SchedulingWays {
         control_planes_schedulable: false,
         registers_labels: false,
     },
+    user_volumes_under: Some("/var/mnt/"),
+    network_config: "its machine config (NoCloud network-config, LinkConfig per card)",
+    cloud_init_network: false,
 };
 
 impl Distribution {

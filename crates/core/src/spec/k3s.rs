@@ -25,9 +25,7 @@ pub fn cluster(out: &mut Vec<Diagnostic>, fleet: &Fleet, spec: &ClusterSpec, fil
             .with_hint("set `kubernetes.distribution: talos`, or remove `talos`"),
         );
     }
-    if kubernetes.distribution != Distribution::Talos {
-        super::talos::without_talos_fields(out, spec, file);
-    }
+    super::node_addresses::within(out, spec, file);
     match kubernetes.distribution {
         Distribution::Kubeadm | Distribution::Talos => {
             without_k3s_fields(out, spec, file);

@@ -98,7 +98,7 @@ mod tests {
         let with = format!("{WINDOW}\n  maintenance: {{timeZone: Europe/Roma}}");
         let text = findings(&with);
         assert!(
-            text.contains("clusters/prod.yaml:44:27: error: spec.maintenance.timeZone: `Europe/Roma` is not a time zone of the IANA database: did you mean `Europe/Rome`?"),
+            text.contains("clusters/prod.yaml:65:27: error: spec.maintenance.timeZone: `Europe/Roma` is not a time zone of the IANA database: did you mean `Europe/Rome`?"),
             "{text}"
         );
     }

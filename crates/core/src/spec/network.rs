@@ -1,7 +1,7 @@
 //! The networks of a cluster (`spec.network`): the VMs' subnet, the pod and service networks,
-//! the CNI and kube-proxy, the addresses that belong to something else, and, for Talos, the
-//! range the VMs take static addresses from. Cross-field rules live in `network_rules`,
-//! `validate` and `talos`.
+//! the CNI and kube-proxy, the addresses that belong to something else, and the range the
+//! VMs take static addresses from (every distribution). Cross-field rules live in `network_rules`,
+//! `node_addresses`, `validate` and `talos`.
 //!
 //! # Why the cluster network is optional in the file
 //! `pods`, `services`, `cni` and `kubeProxy` are `Option`s, resolved by [`Network::resolve`]:
@@ -54,19 +54,24 @@ pub struct Network {
     #[serde(default)]
     #[schemars(length(max = bounds::MAX_RESERVED_RANGES))]
     pub reserved: Vec<AddressRange>,
-    /// Talos only: the addresses its VMs take as static addresses, one each, lowest free first
-    /// (`192.168.1.50-192.168.1.99`); unset, they take DHCP leases. Inside `nodes`, outside
-    /// `reserved`, without the endpoint address, and no other cluster's.
+    /// The addresses the VMs take as static addresses, one each, lowest free first
+    /// (`192.168.1.50-192.168.1.99`), on the card that carries the node's address; unset, they
+    /// take DHCP leases. Inside `nodes`, outside `reserved`, without the endpoint address, and
+    /// no other cluster's. Talos writes it into its machine config; kubeadm and K3s get it
+    /// through Proxmox's cloud-init (the template needs a cloud-init drive and cloud-init).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_addresses: Option<AddressRange>,
-    /// Talos with `nodeAddresses`: the default gateway; unset, the first host address of
-    /// `nodes` (`192.168.1.1`).
+    /// With `nodeAddresses`: the default gateway; unset, the first host address of `nodes`
+    /// (`192.168.1.1`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<IpAddr>,
-    /// Talos with `nodeAddresses`: DNS servers; unset, the gateway.
+    /// With `nodeAddresses`: DNS servers; unset, the gateway.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = bounds::MAX_NAMESERVERS))]
     pub nameservers: Vec<IpAddr>,
+    /// With `nodeAddresses`: the DNS search domain (`lab.example`); unset, none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search_domain: Option<String>,
 }
 
 impl Network {

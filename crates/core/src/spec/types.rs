@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use super::hardware::Machine;
 use super::limits as bounds;
 pub use super::network::{ClusterNetwork, Cni, Network, NetworkDefaults, RecordedNetwork};
 pub use super::patch::Patch;
@@ -120,6 +121,10 @@ pub struct ProxmoxConnection {
     /// uploads each Talos machine's NoCloud configuration image; Talos clusters need one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iso_storage: Option<String>,
+    /// Whether capstan may create a resource pool a machine names (`machine.pool`) when
+    /// Proxmox has none of that name; without it, a missing pool is refused before any clone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub create_pools: bool,
 }
 
 /// A MySQL or MariaDB server that capstan administers to provision K3s datastores.
@@ -528,44 +533,6 @@ pub struct WorkerPool {
     pub patches: Vec<Patch>,
 }
 
-/// The VM a node is built from. A node whose machine differs from this is replaced, never
-/// changed in place.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Machine {
-    /// Name of the Proxmox template to clone (a full clone).
-    pub template: String,
-    /// vCPUs.
-    #[schemars(range(min = 1, max = bounds::MAX_CORES))]
-    pub cores: u32,
-    /// Memory in MiB.
-    #[serde(rename = "memoryMiB")]
-    #[schemars(range(min = 512, max = bounds::MAX_MEMORY_MIB))]
-    pub memory_mib: u32,
-    /// Boot disk size in GiB (the template's disk is grown to it).
-    #[serde(rename = "diskGiB", default = "default_disk_gib")]
-    #[schemars(range(min = 10, max = bounds::MAX_DISK_GIB))]
-    pub disk_gib: u32,
-    /// Proxmox nodes to spread the VMs over, least loaded first.
-    #[schemars(length(min = 1, max = bounds::MAX_PLACEMENT))]
-    pub placement: Vec<String>,
-    /// Proxmox vCPU type. It must offer x86-64-v2: binaries built for it (Calico's among them)
-    /// crash without it.
-    #[serde(default = "default_cpu_type")]
-    pub cpu: String,
-    /// Proxmox storage for the full clone (default: the template's storage).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub storage: Option<String>,
-}
-
-fn default_disk_gib() -> u32 {
-    50
-}
-
-fn default_cpu_type() -> String {
-    "x86-64-v2-AES".to_owned()
-}
-
 /// How changes roll out.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -784,5 +751,19 @@ impl FluxDelivery {
         self.secret_name
             .clone()
             .unwrap_or_else(|| format!("{cluster}-kubeconfig"))
+    }
+}
+
+impl ClusterSpec {
+    /// The machine of pool `pool` (`cp` and the control-plane role: the control plane's).
+    pub fn machine_of(&self, pool: &str, role: crate::model::Role) -> Option<&Machine> {
+        match role {
+            crate::model::Role::ControlPlane => Some(&self.control_plane.machine),
+            crate::model::Role::Worker => self
+                .workers
+                .iter()
+                .find(|p| p.pool == pool)
+                .map(|p| &p.machine),
+        }
     }
 }

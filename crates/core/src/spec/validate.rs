@@ -464,6 +464,7 @@ fn control_plane(out: &mut Vec<Diagnostic>, spec: &ClusterSpec, file: &SourceFil
         ));
     }
     super::machine::check(out, machine, path, replicas, file);
+    super::hardware_rules::check(out, machine, path, spec.kubernetes.distribution, file);
 }
 
 fn workers(out: &mut Vec<Diagnostic>, cluster: &str, spec: &ClusterSpec, file: &SourceFile) {
@@ -499,6 +500,13 @@ fn workers(out: &mut Vec<Diagnostic>, cluster: &str, spec: &ClusterSpec, file: &
             &pool.machine,
             &format!("{path}.machine"),
             pool.replicas,
+            file,
+        );
+        super::hardware_rules::check(
+            out,
+            &pool.machine,
+            &format!("{path}.machine"),
+            spec.kubernetes.distribution,
             file,
         );
     }

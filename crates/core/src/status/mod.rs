@@ -38,7 +38,8 @@ pub struct FleetStatus {
     /// Each cluster's status, by name.
     #[serde(default)]
     pub clusters: BTreeMap<String, ClusterStatus>,
-    /// Facts about the fleet: orphans, removed clusters.
+    /// Facts about the fleet (orphans, removed clusters) and its clusters (a VM changed outside
+    /// capstan: drift, rule 14).
     #[serde(default)]
     pub findings: Vec<String>,
     /// Conditions of the fleet itself ([`conditions::SOURCE_AVAILABLE`]).

@@ -262,6 +262,8 @@ fn a_cluster_whose_file_has_errors_stays_in_the_status_blocked_on_its_file() {
             built_from: None,
             config: None,
             task: None,
+            pool: None,
+            recorded_tags: None,
         },
     );
     observed.nodes.insert(

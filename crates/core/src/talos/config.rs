@@ -7,9 +7,14 @@
 //!   disk and image) and the cluster (name, endpoint, network, bootstrap token, CAs, images);
 //! - `HostnameConfig`: the hostname (Talos 1.13 has no `machine.network`);
 //! - `LinkAliasConfig`: names the interface with the node's MAC address `net0`, so what
-//!   follows does not depend on the name Linux gives it;
-//! - `Layer2VIPConfig` (control planes): the endpoint address, announced on `net0` by one
-//!   control plane at a time (Talos's own VIP, not kube-vip).
+//!   follows does not depend on the name Linux gives it; with cards declared
+//!   (`machine.networks`), one alias per card (`net<i>`), and a `LinkConfig` with the MTU of
+//!   each card that sets one;
+//! - `Layer2VIPConfig` (control planes): the endpoint address, announced on the link that
+//!   carries the node's address by one control plane at a time (Talos's own VIP, not
+//!   kube-vip);
+//! - `UserVolumeConfig`: each data disk with a mount, by its serial, formatted and mounted by
+//!   Talos at `/var/mnt/<name>`.
 //!
 //! The node's patches (`spec.patches` and its level's) are merged last, by Talos's rules
 //! (`spec::patches::talos`); validation judged the result by the schema before.
@@ -63,18 +68,56 @@ pub fn render_machine_config(
         "kind": "HostnameConfig",
         "hostname": node.hostname,
     }));
-    documents.push(json!({
-        "apiVersion": "v1alpha1",
-        "kind": "LinkAliasConfig",
-        "name": LINK_ALIAS,
-        "selector": {"match": format!("mac(link.permanent_addr) == \"{}\"", node.mac_address)},
-    }));
+    let alias = |mac: &super::facts::MacAddress| {
+        json!({
+            "apiVersion": "v1alpha1",
+            "kind": "LinkAliasConfig",
+            "selector": {"match": format!("mac(link.permanent_addr) == \"{mac}\"")},
+        })
+    };
+    // The link carrying the node's address: `net0` for the template's one card, else the
+    // alias of the card that carries it.
+    let mut vip_link = LINK_ALIAS.to_owned();
+    if node.links.is_empty() {
+        let mut document = alias(&node.mac_address);
+        document["name"] = json!(LINK_ALIAS);
+        documents.push(document);
+    }
+    for (index, link) in node.links.iter().enumerate() {
+        let name = format!("net{index}");
+        let mut document = alias(&link.mac_address);
+        document["name"] = json!(name);
+        documents.push(document);
+        if let Some(mtu) = link.mtu {
+            documents.push(json!({
+                "apiVersion": "v1alpha1",
+                "kind": "LinkConfig",
+                "name": name,
+                "mtu": mtu,
+            }));
+        }
+        if link.mac_address == node.mac_address {
+            vip_link = name;
+        }
+    }
     if node.role == MachineRole::ControlPlane {
         documents.push(json!({
             "apiVersion": "v1alpha1",
             "kind": "Layer2VIPConfig",
             "name": cluster.endpoint_address.to_string(),
-            "link": LINK_ALIAS,
+            "link": vip_link,
+        }));
+    }
+    for volume in &node.volumes {
+        documents.push(json!({
+            "apiVersion": "v1alpha1",
+            "kind": "UserVolumeConfig",
+            "name": volume.name,
+            "volumeType": "disk",
+            "provisioning": {
+                "diskSelector": {"match": format!("disk.serial == \"{}\"", volume.serial)},
+            },
+            "filesystem": {"type": volume.filesystem},
         }));
     }
     crate::spec::patches::talos::apply(&mut documents, &node.patches);

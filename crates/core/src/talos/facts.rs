@@ -59,16 +59,7 @@ impl MachineRole {
     }
 }
 
-/// A node's own address when it does not take one from DHCP.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StaticAddress {
-    /// The address with its prefix length (`10.20.0.50/24`).
-    pub address: IpNet,
-    /// The default gateway, in the same family and network.
-    pub gateway: IpAddr,
-    /// DNS servers (may be empty).
-    pub nameservers: Vec<IpAddr>,
-}
+pub use crate::addresses::StaticAddress;
 
 /// A network interface's hardware address, `bc:24:11:00:00:01` (Proxmox VE sets it at clone).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -119,6 +110,32 @@ pub struct NodeFacts {
     /// The patches of its level, in the order they apply (`spec.patches`, then its control
     /// plane's or pool's): merged onto the rendered documents by Talos's rules.
     pub patches: Vec<crate::spec::Patch>,
+    /// Its network cards in order (`net0`, `net1`, ...), when the file declares them: each
+    /// gets a link alias (`net<i>`, by MAC) and its MTU; `mac_address` is the one that carries
+    /// the node's address (and on control planes the VIP). Empty: the template's one card.
+    pub links: Vec<Link>,
+    /// Data disks Talos formats and mounts (at `/var/mnt/<name>`), as user volumes.
+    pub volumes: Vec<UserVolume>,
+}
+
+/// One network card of a Talos machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    /// Its hardware address.
+    pub mac_address: MacAddress,
+    /// Its MTU, when the file sets one.
+    pub mtu: Option<u16>,
+}
+
+/// A data disk Talos mounts at `/var/mnt/<name>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserVolume {
+    /// The volume's name (1 to 34 letters, digits and `-`).
+    pub name: String,
+    /// The disk's serial, as Proxmox sets it (`capstan-disk1`): how Talos finds the disk.
+    pub serial: String,
+    /// `ext4` or `xfs`.
+    pub filesystem: &'static str,
 }
 
 /// Facts a config cannot be rendered from, naming what is wrong.

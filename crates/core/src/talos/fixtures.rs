@@ -68,5 +68,7 @@ pub fn node(role: MachineRole) -> NodeFacts {
         static_address: None,
         register_with_taints: Vec::new(),
         patches: Vec::new(),
+        links: Vec::new(),
+        volumes: Vec::new(),
     }
 }

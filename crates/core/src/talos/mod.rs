@@ -10,7 +10,7 @@
 //! The Talos/Kubernetes support window lives in `spec` (`spec::talos_versions`, re-exported
 //! here as `versions`), which validates `spec.talos.version` against it.
 
-pub mod addresses;
+pub use crate::addresses;
 pub mod config;
 pub mod facts;
 pub mod iso9660;

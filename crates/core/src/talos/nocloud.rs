@@ -10,7 +10,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use super::facts::{MacAddress, NodeFacts};
+use super::facts::NodeFacts;
 use super::iso9660::{self, IsoFile, IsoProblem};
 
 /// The volume label Talos looks for (it also accepts `CIDATA`).
@@ -78,16 +78,46 @@ pub fn cidata_files(
     Ok(CidataFiles {
         user_data: machine_config.to_owned(),
         meta_data,
-        network_config: network_config(node.mac_address, node.static_address.as_ref()),
+        network_config: network_config(node, node.static_address.as_ref()),
     })
 }
 
-/// `network-config` in the v1 format: DHCP, or the static address with its gateway and DNS
-/// servers.
-fn network_config(mac: MacAddress, fixed: Option<&super::facts::StaticAddress>) -> String {
+/// `network-config` in the v1 format: on the card that carries the node's address, DHCP or
+/// the static address with its gateway and DNS servers; on the node's other cards, DHCP.
+fn network_config(node: &NodeFacts, fixed: Option<&super::facts::StaticAddress>) -> String {
+    let mac = node.mac_address;
+    let primary = node
+        .links
+        .iter()
+        .position(|link| link.mac_address == mac)
+        .unwrap_or(0);
+    let name = if node.links.is_empty() {
+        INTERFACE.to_owned()
+    } else {
+        format!("eth{primary}")
+    };
     let mut out = format!(
-        "version: 1\nconfig:\n  - type: physical\n    name: {INTERFACE}\n    mac_address: '{mac}'\n    subnets:\n"
+        "version: 1\nconfig:\n  - type: physical\n    name: {name}\n    mac_address: '{mac}'\n    subnets:\n"
     );
+    let (subnets, nameservers) = primary_subnets(fixed);
+    out.push_str(&subnets);
+    for (index, link) in node.links.iter().enumerate() {
+        if index == primary {
+            continue;
+        }
+        out.push_str(&format!(
+            "  - type: physical\n    name: eth{index}\n    mac_address: '{}'\n    subnets:\n      - type: dhcp\n",
+            link.mac_address
+        ));
+    }
+    out.push_str(&nameservers);
+    out
+}
+
+/// The primary card's subnets, and the nameserver entry of a static address.
+fn primary_subnets(fixed: Option<&super::facts::StaticAddress>) -> (String, String) {
+    let mut out = String::new();
+    let mut nameservers = String::new();
     match fixed {
         None => out.push_str("      - type: dhcp\n"),
         Some(fixed) => {
@@ -103,14 +133,14 @@ fn network_config(mac: MacAddress, fixed: Option<&super::facts::StaticAddress>) 
             }
             out.push_str(&format!("        gateway: '{}'\n", fixed.gateway));
             if !fixed.nameservers.is_empty() {
-                out.push_str("  - type: nameserver\n    address:\n");
+                nameservers.push_str("  - type: nameserver\n    address:\n");
                 for server in &fixed.nameservers {
-                    out.push_str(&format!("    - '{}'\n", display_address(server)));
+                    nameservers.push_str(&format!("    - '{}'\n", display_address(server)));
                 }
             }
         }
     }
-    out
+    (out, nameservers)
 }
 
 fn display_address(address: &IpAddr) -> String {
@@ -170,6 +200,7 @@ mod tests {
             address: "192.168.1.11/24".parse().expect("net"),
             gateway: "192.168.1.1".parse().expect("ip"),
             nameservers: vec!["192.168.1.1".parse().expect("ip")],
+            search_domain: None,
         });
         let files = cidata_files(&facts, "vm-101", "config").expect("files");
         assert_eq!(
@@ -185,6 +216,7 @@ mod tests {
             address: "2001:2:3:4:5:6:7:f7/64".parse().expect("net"),
             gateway: "fe80::1".parse().expect("ip"),
             nameservers: vec![],
+            search_domain: None,
         });
         let files = cidata_files(&facts, "vm-101", "config").expect("files");
         assert!(files.network_config.ends_with(
@@ -204,6 +236,7 @@ mod tests {
                 "10.20.0.2".parse().expect("ip"),
                 "fd00::2".parse().expect("ip"),
             ],
+            search_domain: None,
         });
         let files = cidata_files(&facts, "vm-1", "c").expect("files");
         let parsed: serde_json::Value =

@@ -115,6 +115,8 @@ pub fn check(out: &mut Vec<Diagnostic>, name: &str, spec: &ClusterSpec, file: &S
             static_address: None,
             register_with_taints: Vec::new(),
             patches: Vec::new(),
+            links: Vec::new(),
+            volumes: Vec::new(),
         };
         let Ok(config) = render_machine_config(&cluster, &node, &placeholder_bundle()) else {
             return;
@@ -274,6 +276,10 @@ pub fn rendered_config(name: &str, spec: &ClusterSpec, pool: Option<&str>) -> Op
         static_address: None,
         register_with_taints: Vec::new(),
         patches: patches_for(spec, pool),
+        // The pool's cards and user volumes are rendered at the step; validation judges the
+        // patches against the rest of the configuration.
+        links: Vec::new(),
+        volumes: Vec::new(),
     };
     render_machine_config(&cluster, &node, &placeholder_bundle()).ok()
 }

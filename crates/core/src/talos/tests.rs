@@ -163,6 +163,63 @@ fn the_declared_network_is_rendered_and_the_default_one_as_talos_always_had_it()
 }
 
 #[test]
+fn declared_cards_get_a_link_each_the_vip_follows_the_primary_and_volumes_mount_under_var_mnt() {
+    use super::facts::{Link, UserVolume};
+    let mut node = node(MachineRole::ControlPlane);
+    let storage_card = "bc:24:11:00:00:02".parse().expect("mac");
+    node.links = vec![
+        Link {
+            mac_address: "bc:24:11:00:00:01".parse().expect("mac"),
+            mtu: None,
+        },
+        Link {
+            mac_address: storage_card,
+            mtu: Some(9000),
+        },
+    ];
+    // The storage network's card carries the node's address here.
+    node.mac_address = storage_card;
+    node.volumes = vec![UserVolume {
+        name: "longhorn".into(),
+        serial: "capstan-disk1".into(),
+        filesystem: "xfs",
+    }];
+    let config = render_machine_config(&cluster(), &node, &bundle()).expect("renders");
+    let documents = schema_checked(&config);
+    assert_eq!(
+        kinds(&documents),
+        vec![
+            "v1alpha1",
+            "HostnameConfig",
+            "LinkAliasConfig",
+            "LinkAliasConfig",
+            "LinkConfig",
+            "Layer2VIPConfig",
+            "UserVolumeConfig"
+        ]
+    );
+    assert_eq!(documents[4]["name"], "net1");
+    assert_eq!(documents[4]["mtu"], 9000);
+    assert_eq!(
+        documents[5]["link"], "net1",
+        "the VIP moves with the address"
+    );
+    assert_eq!(
+        documents[6]["provisioning"]["diskSelector"]["match"],
+        "disk.serial == \"capstan-disk1\""
+    );
+    assert_eq!(documents[6]["filesystem"]["type"], "xfs");
+    let files = super::nocloud::cidata_files(&node, "vm-1", &config).expect("files");
+    assert!(
+        files
+            .network_config
+            .starts_with("version: 1\nconfig:\n  - type: physical\n    name: eth1\n    mac_address: 'bc:24:11:00:00:02'\n    subnets:\n      - type: dhcp\n  - type: physical\n    name: eth0\n"),
+        "{}",
+        files.network_config
+    );
+}
+
+#[test]
 fn a_control_plane_carries_every_ca_key_as_base64_pem() {
     use base64::Engine as _;
     let config = render_machine_config(&cluster(), &node(MachineRole::ControlPlane), &bundle())
@@ -313,6 +370,7 @@ fn invalid_facts_are_refused_naming_the_fact() {
                     address: "10.20.0.50/24".parse().expect("net"),
                     gateway: "10.30.0.1".parse().expect("ip"),
                     nameservers: vec![],
+                    search_domain: None,
                 })
             }),
             "the gateway 10.30.0.1 is not in the network of the static address 10.20.0.50/24",
@@ -323,6 +381,7 @@ fn invalid_facts_are_refused_naming_the_fact() {
                     address: "10.20.0.0/24".parse().expect("net"),
                     gateway: "10.20.0.1".parse().expect("ip"),
                     nameservers: vec![],
+                    search_domain: None,
                 })
             }),
             "the static address 10.20.0.0/24 is not a host address",
@@ -373,6 +432,7 @@ fn static_address() -> impl Strategy<Value = Option<StaticAddress>> {
                     .expect("a prefix within 32"),
                 gateway: std::net::Ipv4Addr::from(network + gateway).into(),
                 nameservers,
+                search_domain: None,
             }
         });
     prop::option::of(fixed)
@@ -416,6 +476,8 @@ prop_compose! {
             static_address,
             register_with_taints: Vec::new(),
             patches: Vec::new(),
+            links: Vec::new(),
+            volumes: Vec::new(),
         };
         (cluster, node)
     }

@@ -30,3 +30,11 @@ pub const K3S_KUBECONFIG: &str = "/etc/rancher/k3s/k3s.yaml";
 /// The kubelet's kubeconfig, present once the node has joined (kubeadm's preflight refuses a
 /// second join when it exists).
 pub const KUBELET_CONF: &str = "/etc/kubernetes/kubelet.conf";
+
+/// The data disks capstan mounts on a kubeadm or K3s node, one line each: `SERIAL PATH FS`.
+pub const DATA_DISKS_LIST: &str = "/etc/capstan/data-disks";
+/// Formats (the first time) and mounts each disk of [`DATA_DISKS_LIST`], found by its serial
+/// under `/dev/disk/by-id/` (`bash DATA_DISKS_SCRIPT`).
+pub const DATA_DISKS_SCRIPT: &str = "/etc/capstan/mount-data-disks.sh";
+/// cloud-init's program, on a template that carries it (`test -x`).
+pub const CLOUD_INIT: &str = "/usr/bin/cloud-init";

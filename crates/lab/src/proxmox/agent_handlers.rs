@@ -8,8 +8,8 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 
 use super::endpoints::Route;
-use super::handlers::Reply;
 use super::params::Params;
+use super::reply::Reply;
 use super::state::{AgentState, ApiFail, ExecState, Shared};
 
 pub(super) async fn agent(
@@ -54,36 +54,34 @@ pub(super) async fn agent(
         }})),
         Route::AgentNetwork => {
             let state = shared.lock();
-            state.vm_on(&node, vmid)?;
-            let mac = state
-                .mac_address(vmid)
-                .unwrap_or_else(|| "bc:24:11:00:00:00".into());
-            let mut eth = json!({
-                "name": "eth0",
-                "hardware-address": mac,
-                "ip-addresses": [],
-                "statistics": {"rx-bytes": 1_048_576, "rx-packets": 1024, "rx-errs": 0, "rx-dropped": 0,
-                               "tx-bytes": 524_288, "tx-packets": 512, "tx-errs": 0, "tx-dropped": 0},
-            });
-            let mut addresses = Vec::new();
-            if let Some(ip) = state.leases.get(&vmid) {
-                addresses.push(json!({"ip-address": ip.to_string(), "ip-address-type": "ipv4", "prefix": state.prefix_len}));
+            let vm = state.vm_on(&node, vmid)?;
+            let addresses = state.card_addresses(vmid);
+            let mut interfaces = vec![json!({
+                "name": "lo",
+                "hardware-address": "00:00:00:00:00:00",
+                "ip-addresses": [
+                    {"ip-address": "127.0.0.1", "ip-address-type": "ipv4", "prefix": 8},
+                    {"ip-address": "::1", "ip-address-type": "ipv6", "prefix": 128},
+                ],
+                "statistics": {"rx-bytes": 0, "rx-packets": 0, "rx-errs": 0, "rx-dropped": 0,
+                               "tx-bytes": 0, "tx-packets": 0, "tx-errs": 0, "tx-dropped": 0},
+            })];
+            // The guest names its cards in slot order, as the agent lists them.
+            for card in super::addresses::cards(&vm.config) {
+                let mut ip = Vec::new();
+                if let Some((_, address)) = addresses.iter().find(|(i, _)| *i == card.index) {
+                    ip.push(json!({"ip-address": address.to_string(), "ip-address-type": "ipv4", "prefix": state.prefix_of(*address)}));
+                }
+                ip.push(json!({"ip-address": format!("fe80::be24:11ff:fe{:02x}:{vmid:x}", card.index), "ip-address-type": "ipv6", "prefix": 64}));
+                interfaces.push(json!({
+                    "name": format!("eth{}", card.index),
+                    "hardware-address": card.mac,
+                    "ip-addresses": ip,
+                    "statistics": {"rx-bytes": 1_048_576, "rx-packets": 1024, "rx-errs": 0, "rx-dropped": 0,
+                                   "tx-bytes": 524_288, "tx-packets": 512, "tx-errs": 0, "tx-dropped": 0},
+                }));
             }
-            addresses.push(json!({"ip-address": format!("fe80::be24:11ff:fe00:{vmid:x}"), "ip-address-type": "ipv6", "prefix": 64}));
-            eth["ip-addresses"] = Value::Array(addresses);
-            Reply::data(json!({"result": [
-                {
-                    "name": "lo",
-                    "hardware-address": "00:00:00:00:00:00",
-                    "ip-addresses": [
-                        {"ip-address": "127.0.0.1", "ip-address-type": "ipv4", "prefix": 8},
-                        {"ip-address": "::1", "ip-address-type": "ipv6", "prefix": 128},
-                    ],
-                    "statistics": {"rx-bytes": 0, "rx-packets": 0, "rx-errs": 0, "rx-dropped": 0,
-                                   "tx-bytes": 0, "tx-packets": 0, "tx-errs": 0, "tx-dropped": 0},
-                },
-                eth,
-            ]}))
+            Reply::data(json!({"result": interfaces}))
         }
         Route::AgentExec => {
             let argv = p.list("command");

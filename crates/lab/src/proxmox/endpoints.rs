@@ -2,6 +2,7 @@
 //! the Proxmox VE 9.1 schema gives them, written by hand (the fidelity test compares them with
 //! the real schema).
 
+use super::formats::{check_drive, check_hostpci, check_ipconfig, check_net};
 use super::params::{
     Spec, Ty, check_content, check_content_list, check_dns_name, check_memory, check_node,
     check_pool, check_size, check_storage, check_tag_list, check_upload_tmpfile, check_urlencoded,
@@ -61,6 +62,10 @@ pub(super) enum Route {
     StorageUpload,
     DeleteVolume,
     Pools,
+    PoolsCreate,
+    PoolsUpdate,
+    NodeNetwork,
+    PciMappings,
 }
 
 /// One endpoint: method, path template, handler and parameters.
@@ -111,11 +116,11 @@ fn config_params(post: bool) -> Vec<Spec> {
         b("force"),
         b("freeze"),
         s("hookscript"),
-        s("hostpci").family(15),
+        s("hostpci").family(15).property(check_hostpci),
         s("hotplug"),
         s("hugepages").choices(&["any", "2", "1024"]),
-        s("ide").family(3),
-        s("ipconfig").family(31),
+        s("ide").family(3).property(check_drive),
+        s("ipconfig").family(31).property(check_ipconfig),
         b("keephugepages"),
         b("kvm"),
         b("localtime"),
@@ -136,7 +141,7 @@ fn config_params(post: bool) -> Vec<Spec> {
         int("migrate_speed").min(0),
         s("name").check(check_dns_name),
         s("nameserver"),
-        s("net").family(31),
+        s("net").family(31).property(check_net),
         node(),
         b("numa"),
         s("numa").family(7),
@@ -149,8 +154,8 @@ fn config_params(post: bool) -> Vec<Spec> {
         b("reboot"),
         s("revert"),
         s("rng0"),
-        s("sata").family(5),
-        s("scsi").family(30),
+        s("sata").family(5).property(check_drive),
+        s("scsi").family(30).property(check_drive),
         s("scsihw").choices(&[
             "lsi",
             "lsi53c810",
@@ -178,7 +183,7 @@ fn config_params(post: bool) -> Vec<Spec> {
         s("usb").family(13),
         int("vcpus").min(1),
         s("vga"),
-        s("virtio").family(15),
+        s("virtio").family(15).property(check_drive),
         s("vmgenid"),
         vmid(),
         s("vmstatestorage"),
@@ -457,6 +462,55 @@ pub(super) fn endpoints() -> Vec<Endpoint> {
                 node(),
                 s("storage").check(check_storage),
                 s("volume").required(),
+            ],
+        ),
+        e(
+            "GET",
+            "/nodes/{node}/network",
+            Route::NodeNetwork,
+            vec![
+                node(),
+                s("type").choices(&[
+                    "bridge",
+                    "bond",
+                    "eth",
+                    "alias",
+                    "vlan",
+                    "fabric",
+                    "OVSBridge",
+                    "OVSBond",
+                    "OVSPort",
+                    "OVSIntPort",
+                    "vnet",
+                    "any_bridge",
+                    "any_local_bridge",
+                    "include_sdn",
+                ]),
+            ],
+        ),
+        e(
+            "GET",
+            "/cluster/mapping/pci",
+            Route::PciMappings,
+            vec![s("check-node").check(check_node)],
+        ),
+        e(
+            "POST",
+            "/pools",
+            Route::PoolsCreate,
+            vec![s("poolid").required().check(check_pool), s("comment")],
+        ),
+        e(
+            "PUT",
+            "/pools",
+            Route::PoolsUpdate,
+            vec![
+                s("poolid").required().check(check_pool),
+                b("allow-move"),
+                s("comment"),
+                b("delete"),
+                s("storage"),
+                s("vms"),
             ],
         ),
         e(

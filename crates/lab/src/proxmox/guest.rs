@@ -32,6 +32,43 @@ pub struct GuestIdentity {
     /// The cluster its owner's tags name (`cluster-<name>`), if any: what the lab names a
     /// cluster it starts after (K3s itself knows no cluster name).
     pub cluster: Option<String>,
+    /// Its block devices and network cards, as its config makes them.
+    pub hardware: GuestHardware,
+}
+
+/// What a guest sees of its virtual hardware, derived from its VM's config alone.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GuestHardware {
+    /// Its disks in slot order (`sda` for `scsi0`, then `sdb`, ...), CD-ROMs left out.
+    pub disks: Vec<GuestDisk>,
+    /// Its network cards in slot order (`eth0` for `net0`, ...).
+    pub cards: Vec<GuestCard>,
+    /// Whether its disk carries cloud-init (from its template).
+    pub cloud_init: bool,
+}
+
+/// A block device of a guest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestDisk {
+    /// Its kernel name (`sdb`).
+    pub name: String,
+    /// Its serial (the drive's `serial=`), if set.
+    pub serial: Option<String>,
+    /// Its size, bytes.
+    pub size_bytes: u64,
+}
+
+/// A network card of a guest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestCard {
+    /// Its name (`eth1`).
+    pub name: String,
+    /// Its MAC address, lowercase.
+    pub mac: String,
+    /// Its MTU: the card's, else its bridge's.
+    pub mtu: u32,
+    /// Its IPv4 address, when it has one.
+    pub address: Option<Ipv4Addr>,
 }
 
 /// An image in a CD-ROM drive, as the VM reads it.
@@ -225,6 +262,7 @@ mod tests {
             talos: None,
             media: Vec::new(),
             cluster: None,
+            hardware: Default::default(),
         }
     }
 

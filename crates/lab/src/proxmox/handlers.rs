@@ -12,20 +12,9 @@ use serde_json::{Value, json};
 
 use super::endpoints::Route;
 use super::params::Params;
+use super::reply::Reply;
 use super::state::{ApiFail, GIB, Shared, SimState};
-use super::{agent_handlers, storage, upload, vm_handlers};
-
-/// A successful answer: `data`, and `total` for paged lists.
-pub(super) struct Reply {
-    pub data: Value,
-    pub total: Option<usize>,
-}
-
-impl Reply {
-    pub(super) fn data(data: Value) -> Result<Reply, ApiFail> {
-        Ok(Reply { data, total: None })
-    }
-}
+use super::{agent_handlers, hardware_api, storage, upload, vm_handlers};
 
 const PVE_VERSION: &str = "9.1.3";
 const PVE_REPOID: &str = "5e0d3b3a";
@@ -74,6 +63,10 @@ pub(super) async fn dispatch(
         Route::StorageUpload => upload::upload(shared, &p, user),
         Route::DeleteVolume => storage::delete_volume(shared, &p, user),
         Route::Pools => pools(shared, &p),
+        Route::PoolsCreate => hardware_api::create_pool(shared, &p),
+        Route::PoolsUpdate => hardware_api::update_pool(shared, &p),
+        Route::NodeNetwork => hardware_api::node_network(shared, &p),
+        Route::PciMappings => hardware_api::pci_mappings(shared),
     }
 }
 

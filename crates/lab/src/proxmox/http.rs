@@ -16,8 +16,9 @@ use axum::response::Response;
 use serde_json::{Map, Value, json};
 
 use super::endpoints::{Endpoint, Route};
-use super::handlers::{Reply, dispatch};
+use super::handlers::dispatch;
 use super::params::validate;
+use super::reply::Reply;
 use super::state::{ApiFail, Exchange, Shared};
 use super::upload::{UPLOAD_MAX_BYTES, upload_params};
 
@@ -109,6 +110,9 @@ async fn serve(
         Ok(raw) => raw,
         Err(fail) => return error_response(&fail),
     };
+    app.shared
+        .lock()
+        .remember_sent(endpoint.method, endpoint.template, &raw);
     let outcome = answer(&app, endpoint, &captures, &raw, &user, api_path).await;
     if let Some(tmp) = raw.get("tmpfilename").and_then(Value::as_str) {
         // pveproxy removes the temporary file once the call is answered.

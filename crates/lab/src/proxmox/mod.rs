@@ -17,10 +17,16 @@
 mod addresses;
 mod agent_handlers;
 mod endpoints;
+mod formats;
 mod guest;
 mod handlers;
+mod hardware;
+mod hardware_api;
 mod http;
 mod params;
+pub mod pattern;
+mod reply;
+mod sizes;
 mod state;
 mod storage;
 mod tasks;
@@ -38,11 +44,12 @@ use crate::serve::{HttpsServer, ServeError};
 use crate::tls::{Identity, TlsError, self_signed_server};
 use crate::world::{CallFault, ProxmoxWorld, TaskFault, WorldError, WorldVm};
 
+pub use formats::known_keys as known_property_keys;
 pub use guest::{
-    DefaultShell, ExecFuture, ExecOutcome, FileOpenError, GuestIdentity, GuestSoftware, MediaImage,
-    PowerEvent,
+    DefaultShell, ExecFuture, ExecOutcome, FileOpenError, GuestCard, GuestDisk, GuestHardware,
+    GuestIdentity, GuestSoftware, MediaImage, PowerEvent,
 };
-pub use state::Exchange;
+pub use state::{Exchange, SentParameter};
 pub use upload::UPLOAD_MAX_BYTES;
 
 use state::{Durations, Shared, SimState};
@@ -314,6 +321,13 @@ impl SimHandle {
         self.shared.lock().exchanges.clone()
     }
 
+    /// Every distinct scalar parameter received since the start, as (method, path template,
+    /// name, value), whatever the answer (a refused call's parameters too): what a judge of
+    /// the published schema checks.
+    pub fn sent_parameters(&self) -> Vec<state::SentParameter> {
+        self.shared.lock().sent.iter().cloned().collect()
+    }
+
     /// Every VM and template, by VMID.
     pub fn vms(&self) -> Vec<SimVm> {
         let state = self.shared.lock();
@@ -357,6 +371,28 @@ impl SimHandle {
     /// The VM `vmid`, if it exists.
     pub fn vm(&self, vmid: u32) -> Option<SimVm> {
         self.vms().into_iter().find(|vm| vm.vmid == vmid)
+    }
+
+    /// What the guest of VM `vmid` is, as the node software sees it (its disks and cards
+    /// derived from its config), if it exists.
+    pub fn guest(&self, vmid: u32) -> Option<GuestIdentity> {
+        self.shared.lock().identity(vmid)
+    }
+
+    /// Sets `key` of VM `vmid`'s config to `value` as someone at Proxmox's web interface would
+    /// (no checks, no task): a change made outside capstan.
+    pub fn edit_config(&self, vmid: u32, key: &str, value: &str) -> Result<(), SimError> {
+        let mut state = self.shared.lock();
+        let vm = state.vms.get_mut(&vmid).ok_or_else(|| SimError::Change {
+            reason: format!("VM {vmid} does not exist"),
+        })?;
+        vm.config.insert(key.to_owned(), value.to_owned());
+        Ok(())
+    }
+
+    /// The resource pool VM `vmid` is in, if any.
+    pub fn pool_of(&self, vmid: u32) -> Option<String> {
+        self.shared.lock().vms.get(&vmid)?.pool.clone()
     }
 
     /// The VM named `name`, if one exists.

@@ -54,8 +54,8 @@ pub(super) enum Invalid {
     /// `pve-storage-id` format.
     #[error("invalid format - storage ID '{value}' contains illegal characters")]
     StorageId { value: String },
-    /// `pve-poolid` format.
-    #[error("invalid format - pool name '{value}' contains illegal characters")]
+    /// `pve-poolid` format (`PVE::AccessControl::verify_poolname`).
+    #[error("invalid format - pool name '{value}' contains invalid characters")]
     PoolName { value: String },
     /// `pve-tag-list` format: one tag is not a `pve-tag`.
     #[error("invalid format - invalid characters in tag '{tag}'")]
@@ -74,6 +74,10 @@ pub(super) enum Invalid {
     /// `pve-storage-content` format (`PVE::Storage::verify_content`).
     #[error("invalid format - invalid content type '{value}'")]
     Content { value: String },
+    /// A property string (`net[n]`, `scsi[n]`, ...): the parser's error, or `format error` and
+    /// one line per key at fault (see `formats`).
+    #[error("invalid format - {detail}")]
+    Format { detail: String },
 }
 
 /// A parameter's JSON Schema type.
@@ -89,6 +93,9 @@ pub(super) enum Ty {
 /// A format check: `Err(why)` when the value is not of the format.
 type Check = fn(&str) -> Result<(), Invalid>;
 
+/// A property-string check, given the parameter's name (`net1`) for its errors' paths.
+type PropertyCheck = fn(&str, &str) -> Result<(), Invalid>;
+
 /// One parameter.
 #[derive(Debug, Clone)]
 pub(super) struct Spec {
@@ -102,6 +109,7 @@ pub(super) struct Spec {
     pub max_len: Option<usize>,
     pub choices: Option<Vec<String>>,
     pub check: Option<Check>,
+    pub property: Option<PropertyCheck>,
 }
 
 impl Spec {
@@ -116,6 +124,7 @@ impl Spec {
             max_len: None,
             choices: None,
             check: None,
+            property: None,
         }
     }
     pub(super) fn required(mut self) -> Self {
@@ -140,6 +149,10 @@ impl Spec {
     }
     pub(super) fn check(mut self, check: Check) -> Self {
         self.check = Some(check);
+        self
+    }
+    pub(super) fn property(mut self, check: PropertyCheck) -> Self {
+        self.property = Some(check);
         self
     }
     pub(super) fn family(mut self, max_index: u32) -> Self {
@@ -211,7 +224,7 @@ pub(super) fn validate(specs: &[Spec], raw: &BTreeMap<String, Value>) -> Result<
             errors.insert(key.clone(), Invalid::Undefined.to_string());
             continue;
         };
-        match check_value(spec, value) {
+        match check_value(spec, key, value) {
             Ok(value) => {
                 checked.insert(key.clone(), value);
             }
@@ -257,7 +270,7 @@ fn scalar_text(value: &Value) -> Option<String> {
     }
 }
 
-fn check_value(spec: &Spec, value: &Value) -> Result<Value, Invalid> {
+fn check_value(spec: &Spec, name: &str, value: &Value) -> Result<Value, Invalid> {
     if spec.ty == Ty::Array {
         return match value {
             Value::Array(items) => items
@@ -342,6 +355,9 @@ fn check_value(spec: &Spec, value: &Value) -> Result<Value, Invalid> {
     if let Some(check) = spec.check {
         check(&text)?;
     }
+    if let Some(check) = spec.property {
+        check(name, &text)?;
+    }
     Ok(typed)
 }
 
@@ -414,10 +430,14 @@ pub(super) fn check_storage(value: &str) -> Result<(), Invalid> {
 }
 
 pub(super) fn check_pool(value: &str) -> Result<(), Invalid> {
-    if !value.is_empty()
-        && value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    let levels: Vec<&str> = value.split('/').collect();
+    if levels.len() <= 3
+        && levels.iter().all(|level| {
+            !level.is_empty()
+                && level
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        })
     {
         Ok(())
     } else {

@@ -17,12 +17,10 @@ use serde_json::Value;
 use sha1::{Digest, Sha1};
 
 use super::guest::{GuestIdentity, GuestSoftware, PowerEvent};
+pub(super) use super::sizes::{GIB, MIB, format_size, parse_size, property_default};
 use crate::clock::{Clock, LabClock};
 use crate::world::{CallFault, ProxmoxWorld, TaskFault, Timings};
 use capstan_core::model::VmId;
-
-pub(super) const MIB: u64 = 1024 * 1024;
-pub(super) const GIB: u64 = 1024 * MIB;
 
 /// An error answer: HTTP status, message, and per-parameter errors for a 400.
 #[derive(Debug, Clone)]
@@ -134,6 +132,8 @@ pub(super) struct NodeState {
     pub memory_bytes: u64,
     pub online: bool,
     pub index: u32,
+    /// Its bridges and their MTU.
+    pub bridges: BTreeMap<String, u32>,
 }
 
 pub(super) struct StorageState {
@@ -168,6 +168,8 @@ pub(super) struct VmState {
     /// The Talos version the disk boots (a Talos template's and its clones'): the guest
     /// agent is Talos's extension, which runs no commands.
     pub talos: Option<String>,
+    /// Whether the disk carries cloud-init (a template's, inherited by its clones).
+    pub cloud_init: bool,
 }
 
 impl VmState {
@@ -248,43 +250,6 @@ impl VmState {
     }
 }
 
-/// The value of a property string's default key (`8192` in `8192` or `current=8192`).
-pub(super) fn property_default<'a>(value: &'a str, key: &str) -> Option<&'a str> {
-    value
-        .split(',')
-        .find_map(|part| match part.split_once('=') {
-            Some((k, v)) if k == key => Some(v),
-            Some(_) => None,
-            None => Some(part),
-        })
-}
-
-/// Parses `32G`, `512M`, `1T`, `10K` or plain bytes.
-pub(super) fn parse_size(text: &str) -> Option<u64> {
-    let (number, factor) = match text.chars().last()? {
-        'K' | 'k' => (&text[..text.len() - 1], 1024.0),
-        'M' | 'm' => (&text[..text.len() - 1], MIB as f64),
-        'G' | 'g' => (&text[..text.len() - 1], GIB as f64),
-        'T' | 't' => (&text[..text.len() - 1], (GIB * 1024) as f64),
-        _ => (text, 1.0),
-    };
-    let value: f64 = number.parse().ok()?;
-    (value >= 0.0).then(|| (value * factor).round() as u64)
-}
-
-/// Formats a size the way Proxmox writes it in a disk's `size=`.
-pub(super) fn format_size(bytes: u64) -> String {
-    if bytes.is_multiple_of(GIB * 1024) && bytes > 0 {
-        format!("{}T", bytes / (GIB * 1024))
-    } else if bytes.is_multiple_of(GIB) {
-        format!("{}G", bytes / GIB)
-    } else if bytes.is_multiple_of(MIB) {
-        format!("{}M", bytes / MIB)
-    } else {
-        format!("{}K", bytes.div_ceil(1024))
-    }
-}
-
 pub(super) struct TaskState {
     pub node: String,
     pub pid: u32,
@@ -359,18 +324,54 @@ pub(super) struct SimState {
     pub tasks: HashMap<String, TaskState>,
     pub next_pid: u32,
     pub pstart: u64,
+    /// Each VM's node address (its default route's).
     pub leases: BTreeMap<u32, Ipv4Addr>,
-    pub dhcp_first: u32,
-    pub dhcp_last: u32,
-    pub prefix_len: u8,
+    /// Each card's address, by (VMID, card index).
+    pub card_leases: BTreeMap<(u32, usize), Ipv4Addr>,
+    /// The network segments, the main one first.
+    pub segments: Vec<crate::world::WorldSegment>,
+    /// PCI mappings: id → (node, device path).
+    pub pci_mappings: BTreeMap<String, Vec<(String, String)>>,
+    /// The mapped devices each running VM holds: (mapping, device path).
+    pub held_devices: BTreeMap<u32, Vec<(String, String)>>,
     pub faults: Faults,
     pub calls: BTreeMap<String, u64>,
     pub exchanges: Vec<Exchange>,
+    /// Every scalar parameter received, as (method, template, name, value), deduplicated:
+    /// what judges of the published schema read ([`super::SimHandle::sent_parameters`]).
+    pub sent: std::collections::BTreeSet<SentParameter>,
     pub next_mac: u32,
     pub store: super::volumes::Store,
 }
 
+/// One parameter a client sent: (method, path template, name, value as text).
+pub type SentParameter = (String, String, String, String);
+
+/// Distinct parameters remembered at most (a lab runs for minutes; values repeat).
+const MAX_SENT: usize = 50_000;
+
 impl SimState {
+    /// Remembers the scalar parameters of one call (arrays and objects are no property
+    /// strings; path parameters are not in `raw`).
+    pub fn remember_sent(&mut self, method: &str, template: &str, raw: &BTreeMap<String, Value>) {
+        for (name, value) in raw {
+            let text = match value {
+                Value::String(text) => text.clone(),
+                Value::Number(number) => number.to_string(),
+                Value::Bool(flag) => u8::from(*flag).to_string(),
+                _ => continue,
+            };
+            if name == "_dc" {
+                continue;
+            }
+            if self.sent.len() >= MAX_SENT {
+                return;
+            }
+            self.sent
+                .insert((method.to_owned(), template.to_owned(), name.clone(), text));
+        }
+    }
+
     /// Counts one call of an endpoint.
     pub fn count(&mut self, key: &str) {
         *self.calls.entry(key.to_owned()).or_default() += 1;
@@ -392,6 +393,11 @@ impl SimState {
                             memory_bytes: node.memory_gib * GIB,
                             online: node.online && !world.faults.offline_nodes.contains(&node.name),
                             index: index as u32 + 1,
+                            bridges: node
+                                .bridges
+                                .iter()
+                                .map(|b| (b.name.clone(), b.mtu))
+                                .collect(),
                         },
                     )
                 })
@@ -416,14 +422,15 @@ impl SimState {
                 .iter()
                 .map(|p| (p.clone(), String::new()))
                 .collect(),
+            held_devices: BTreeMap::new(),
             vms: BTreeMap::new(),
             tasks: HashMap::new(),
             next_pid: 0x1000,
             pstart: 0x10_0000,
             leases: BTreeMap::new(),
-            dhcp_first: u32::from(world.network.dhcp_range.first),
-            dhcp_last: u32::from(world.network.dhcp_range.last),
-            prefix_len: world.network.subnet.prefix_len(),
+            card_leases: BTreeMap::new(),
+            segments: world.network.all_segments(),
+            pci_mappings: pci_mappings(world),
             faults: Faults {
                 tasks: world.faults.fail_tasks.clone(),
                 calls: world.faults.fail_calls.clone(),
@@ -436,6 +443,7 @@ impl SimState {
             },
             calls: BTreeMap::new(),
             exchanges: Vec::new(),
+            sent: std::collections::BTreeSet::new(),
             next_mac: 1,
             store: super::volumes::Store::default(),
         };
@@ -445,33 +453,7 @@ impl SimState {
             .map(|s| s.name.clone())
             .unwrap_or_else(|| "local-lvm".into());
         for template in world.effective_templates() {
-            let storage = template.storage.clone().unwrap_or(first_storage.clone());
-            let mut config = state.base_config(
-                template.vmid,
-                &template.name,
-                template.cores,
-                template.memory_mib,
-                &storage,
-                u64::from(template.disk_gib) * GIB,
-                now_unix,
-            );
-            config.insert("cpu".into(), template.cpu.clone());
-            config.insert("template".into(), "1".into());
-            if !template.tags.is_empty() {
-                config.insert("tags".into(), template.tags.join(";"));
-            }
-            config.insert(
-                "scsi0".into(),
-                format!(
-                    "{storage}:base-{}-disk-0,size={}G",
-                    template.vmid, template.disk_gib
-                ),
-            );
-            state.insert_vm(template.vmid, &template.node, config, false, None);
-            if let Some(vm) = state.vms.get_mut(&template.vmid) {
-                vm.k3s_airgap = template.k3s.clone();
-                vm.talos = template.talos.clone();
-            }
+            state.add_template(&template, &first_storage, now_unix);
         }
         for vm in &world.vms {
             let mut config = state.base_config(
@@ -499,6 +481,45 @@ impl SimState {
             }
         }
         state
+    }
+
+    /// Adds `template` as the world declares it (its disk on its storage, else `first_storage`).
+    fn add_template(
+        &mut self,
+        template: &crate::world::WorldTemplate,
+        first_storage: &str,
+        now_unix: i64,
+    ) {
+        let storage = template.storage.clone().unwrap_or(first_storage.to_owned());
+        let mut config = self.base_config(
+            template.vmid,
+            &template.name,
+            template.cores,
+            template.memory_mib,
+            &storage,
+            u64::from(template.disk_gib) * GIB,
+            now_unix,
+        );
+        config.insert("cpu".into(), template.cpu.clone());
+        config.insert("template".into(), "1".into());
+        if !template.tags.is_empty() {
+            config.insert("tags".into(), template.tags.join(";"));
+        }
+        if !template.cloud_init_drive {
+            config.retain(|key, _| key != "ide2" && key != "ipconfig0");
+        }
+        config.insert(
+            "scsi0".into(),
+            format!(
+                "{storage}:base-{}-disk-0,size={}G",
+                template.vmid, template.disk_gib
+            ),
+        );
+        self.insert_vm(template.vmid, &template.node, config, false, None);
+        if let Some(vm) = self.vms.get_mut(&template.vmid) {
+            (vm.k3s_airgap, vm.talos) = (template.k3s.clone(), template.talos.clone());
+            vm.cloud_init = template.has_cloud_init();
+        }
     }
 
     /// The config a fresh VM (or template) of this size has.
@@ -583,6 +604,7 @@ impl SimState {
                 received: Vec::new(),
                 k3s_airgap: None,
                 talos: None,
+                cloud_init: true,
             },
         );
     }
@@ -621,6 +643,7 @@ impl SimState {
                     .find_map(|tag| tag.strip_prefix("cluster-"))
                     .map(str::to_owned)
             }),
+            hardware: self.guest_hardware(vmid),
         })
     }
 
@@ -636,19 +659,6 @@ impl SimState {
             .filter_map(|(_, value)| self.volume_bytes(&vm.node, value.split(',').next()?))
             .map(super::guest::MediaImage)
             .collect()
-    }
-
-    /// Hands `vmid` an address from the DHCP range (kept until the VM is destroyed).
-    pub fn lease(&mut self, vmid: u32) -> Option<Ipv4Addr> {
-        if let Some(address) = self.leases.get(&vmid) {
-            return Some(*address);
-        }
-        let taken: std::collections::BTreeSet<u32> =
-            self.leases.values().map(|ip| u32::from(*ip)).collect();
-        let free = (self.dhcp_first..=self.dhcp_last).find(|ip| !taken.contains(ip))?;
-        let address = Ipv4Addr::from(free);
-        self.leases.insert(vmid, address);
-        Some(address)
     }
 
     /// The next free VMID (100 and up).
@@ -748,29 +758,25 @@ fn fake_uuid(seed: u32, now: i64) -> String {
     )
 }
 
+/// The world's PCI mappings: id → (node, device path) of each device.
+fn pci_mappings(world: &ProxmoxWorld) -> BTreeMap<String, Vec<(String, String)>> {
+    world
+        .pci_mappings
+        .iter()
+        .map(|m| {
+            let devices = m
+                .devices
+                .iter()
+                .map(|d| (d.node.clone(), d.path.clone()))
+                .collect();
+            (m.id.clone(), devices)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_round_trip_through_the_proxmox_form() {
-        assert_eq!(parse_size("20G"), Some(20 * GIB));
-        assert_eq!(format_size(20 * GIB), "20G");
-        assert_eq!(format_size(2048 * GIB), "2T");
-        assert_eq!(format_size(512 * MIB), "512M");
-        assert_eq!(parse_size("+1G"), Some(GIB));
-    }
-
-    #[test]
-    fn property_strings_yield_their_default_key() {
-        assert_eq!(property_default("8192", "current"), Some("8192"));
-        assert_eq!(property_default("current=4096", "current"), Some("4096"));
-        assert_eq!(
-            property_default("1,fstrim_cloned_disks=1", "enabled"),
-            Some("1")
-        );
-        assert_eq!(property_default("enabled=0", "enabled"), Some("0"));
-    }
 
     #[test]
     fn selectors_match_ids_names_and_prefixes() {

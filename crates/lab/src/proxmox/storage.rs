@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::handlers::Reply;
 use super::params::Params;
+use super::reply::Reply;
 use super::state::{ApiFail, Shared, SimState};
 use super::tasks::{TaskEnd, start_task};
 
@@ -49,10 +49,9 @@ impl SimState {
             .vms
             .values()
             .filter(|vm| shared || vm.node == node)
-            .filter_map(|vm| {
-                let (key, size) = vm.disk()?;
-                vm.config.get(&key)?.starts_with(&prefix).then_some(size)
-            })
+            .flat_map(|vm| vm.volumes())
+            .filter(|(_, on, _)| on == storage)
+            .map(|(_, _, size)| size)
             .sum();
         let scope = self.volume_scope(storage, node);
         let files: u64 = self
@@ -298,6 +297,19 @@ pub(super) fn content_text(content: &[String]) -> String {
     let mut sorted = content.to_vec();
     sorted.sort();
     sorted.join(",")
+}
+
+/// Whether a config has a cloud-init drive (`<storage>:vm-<id>-cloudinit` on a CD-ROM slot).
+pub(super) fn has_cloud_init_drive(config: &BTreeMap<String, String>) -> bool {
+    config
+        .iter()
+        .filter(|(key, _)| is_volume_key(key))
+        .any(|(_, value)| {
+            value
+                .split(',')
+                .next()
+                .is_some_and(|volume| volume.ends_with("cloudinit"))
+        })
 }
 
 #[cfg(test)]

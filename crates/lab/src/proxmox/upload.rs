@@ -17,8 +17,8 @@ use std::sync::Arc;
 use axum::http::{HeaderMap, header};
 use serde_json::Value;
 
-use super::handlers::Reply;
 use super::params::Params;
+use super::reply::Reply;
 use super::state::{ApiFail, Shared};
 use super::storage::{content_dir, is_file_based, storage_path};
 use super::tasks::{TaskEnd, start_task};

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::guest::PowerEvent;
-use super::handlers::Reply;
 use super::params::Params;
+use super::reply::Reply;
 use super::state::{ApiFail, GIB, MIB, Shared, SimState, format_size, parse_size};
 use super::tasks::{TaskEnd, start_task};
 
@@ -59,9 +59,9 @@ pub(super) fn clone_vm(shared: &Arc<Shared>, p: &Params, user: &str) -> Result<R
         .unwrap_or("local-lvm")
         .to_owned();
     let is_template = source.is_template();
-    let k3s_airgap = source.k3s_airgap.clone();
-    let talos = source.talos.clone();
-    let mut config = source.config.clone();
+    let (k3s_airgap, talos) = (source.k3s_airgap.clone(), source.talos.clone());
+    let cloud_init = source.cloud_init;
+    let (mut config, source_config) = (source.config.clone(), source.config.clone());
     let source_name = source.name();
     let full = p.flag("full").unwrap_or(!is_template);
     if !full && p.text("storage").is_some() {
@@ -110,20 +110,20 @@ pub(super) fn clone_vm(shared: &Arc<Shared>, p: &Params, user: &str) -> Result<R
             format_size(size)
         ),
     );
-    config.insert(
-        "ide2".into(),
-        format!("{storage}:vm-{newid}-cloudinit,media=cdrom"),
-    );
-    config.insert(
-        "net0".into(),
-        format!("virtio={},bridge=vmbr0", state.new_mac()),
-    );
+    if config.contains_key("ide2") {
+        config.insert(
+            "ide2".into(),
+            format!("{storage}:vm-{newid}-cloudinit,media=cdrom"),
+        );
+    }
+    super::hardware::new_macs(&mut state, &source_config, &mut config);
     config.insert("meta".into(), format!("creation-qemu=9.2.0,ctime={now}"));
     config.insert("lock".into(), "clone".into());
     state.insert_vm(newid, &target, config, false, pool);
     if let Some(clone) = state.vms.get_mut(&newid) {
         clone.k3s_airgap = k3s_airgap;
         clone.talos = talos;
+        clone.cloud_init = cloud_init;
     }
     let first_log = vec![
         format!(
@@ -299,7 +299,10 @@ pub(super) fn config_set(
                 .collect()
         })
         .unwrap_or_default();
-    let apply = move |state: &mut SimState| {
+    let (changes, disks) = super::hardware::prepare_changes(&mut state, changes)?;
+    let apply = move |state: &mut SimState| -> Result<Vec<String>, String> {
+        let mut changes = changes.clone();
+        let log = super::hardware::allocate(state, vmid, &disks, &mut changes)?;
         if let Some(vm) = state.vms.get_mut(&vmid) {
             for key in &deletions {
                 vm.config.remove(key);
@@ -308,9 +311,10 @@ pub(super) fn config_set(
                 vm.config.insert(key.clone(), value.clone());
             }
         }
+        Ok(log)
     };
     if !asynchronous {
-        apply(&mut state);
+        apply(&mut state).map_err(ApiFail::die)?;
         return Reply::data(Value::Null);
     }
     let upid = start_task(
@@ -329,8 +333,13 @@ pub(super) fn config_set(
             if let Some(message) = injected {
                 return TaskEnd::failed(message);
             }
-            apply(state);
-            TaskEnd::default()
+            match apply(state) {
+                Ok(log) => TaskEnd {
+                    log,
+                    ..TaskEnd::default()
+                },
+                Err(message) => TaskEnd::failed(message),
+            }
         }),
     );
     Reply::data(Value::from(upid))
@@ -410,6 +419,16 @@ pub(super) fn start(shared: &Arc<Shared>, p: &Params, user: &str) -> Result<Repl
             if vm.running {
                 return TaskEnd::failed(format!("VM {vmid} already running"));
             }
+            if let Err((log, error)) = super::hardware::start_check(state, vmid) {
+                return TaskEnd {
+                    log,
+                    error: Some(error),
+                    ..TaskEnd::default()
+                };
+            }
+            let Some(vm) = state.vms.get(&vmid) else {
+                return TaskEnd::failed("the VM went away");
+            };
             let needed = vm.memory_bytes();
             let capacity = state.nodes.get(&node).map(|n| n.memory_bytes).unwrap_or(0);
             if state.running_memory(&node) + needed > capacity {
@@ -421,6 +440,7 @@ pub(super) fn start(shared: &Arc<Shared>, p: &Params, user: &str) -> Result<Repl
                     ..TaskEnd::default()
                 };
             }
+            state.take_devices(vmid);
             state.address_at_start(vmid, guest.as_ref());
             if let Some(vm) = state.vms.get_mut(&vmid) {
                 vm.running = true;
@@ -439,9 +459,10 @@ pub(super) fn start(shared: &Arc<Shared>, p: &Params, user: &str) -> Result<Repl
     Reply::data(Value::from(upid))
 }
 
-/// Marks a VM stopped; returns the event to report.
+/// Marks a VM stopped (its mapped devices freed); returns the event to report.
 fn power_off(state: &mut SimState, vmid: u32, event: PowerEvent) -> TaskEnd {
     let identity = state.identity(vmid);
+    state.held_devices.remove(&vmid);
     match state.vms.get_mut(&vmid) {
         Some(vm) if vm.running => {
             vm.running = false;
@@ -582,7 +603,8 @@ pub(super) fn destroy(shared: &Arc<Shared>, p: &Params, user: &str) -> Result<Re
             }
             let identity = state.identity(vmid);
             state.vms.remove(&vmid);
-            state.leases.remove(&vmid);
+            state.release_addresses(vmid);
+            state.held_devices.remove(&vmid);
             TaskEnd {
                 events: identity
                     .map(|id| vec![(id, PowerEvent::Destroyed)])

@@ -21,12 +21,11 @@ use crate::model::{NodeName, Role};
 use crate::plan::{ActionKind, MachineRef};
 use crate::providers::k3s::{self as commands, ServerJoin};
 use crate::providers::kubeadm::NodeStep;
-use crate::providers::proxmox::VmRef;
 use crate::records::k3s::{self as k3s_records, K3sSecrets, ProvisionedDatabase};
 use crate::scheduling::{NodeScheduling, Registration};
 use crate::spec::{ClusterSpec, Endpoint, KubeVersion};
 
-use super::{AdminSource, Distribution, VersionSource};
+use super::{AdminSource, Distribution, NewMachine, VersionSource};
 use datastore::Datastore;
 
 mod datastore;
@@ -57,10 +56,7 @@ impl Distribution for K3s {
         &self,
         _: &Executor<Pr>,
         _: StepContext<'_>,
-        _: &VmRef,
-        _: &NodeName,
-        _: Role,
-        _: &NodeScheduling,
+        _: &NewMachine<'_>,
     ) -> Result<Option<String>, ExecuteError> {
         Ok(None)
     }
@@ -82,14 +78,22 @@ impl Distribution for K3s {
     }
 
     /// Nothing to run: a K3s template carries everything (the air-gapped binary).
+    /// A K3s template carries K3s: preparing is its hardware's part alone (its static address
+    /// checked, its data disks mounted).
     async fn prepare<Pr: Providers>(
         &self,
-        _: &Executor<Pr>,
-        _: StepContext<'_>,
-        _: &MachineRef,
+        ex: &Executor<Pr>,
+        ctx: StepContext<'_>,
+        machine: &MachineRef,
         version: KubeVersion,
     ) -> Result<String, ExecuteError> {
-        Ok(format!("K3s {version} is in its template"))
+        let settled = ex.settle_hardware(ctx, machine).await?;
+        let settled = if settled.is_empty() {
+            String::new()
+        } else {
+            format!(", {settled}")
+        };
+        Ok(format!("K3s {version} is in its template{settled}"))
     }
 
     /// The first K3s server: kube-vip and the install, then the bootstrap record.

@@ -13,12 +13,11 @@ use crate::execute::{
 use crate::model::{NodeName, Role};
 use crate::plan::{ActionKind, MachineRef};
 use crate::providers::kubeadm::{self, NodeStep};
-use crate::providers::proxmox::VmRef;
 use crate::scheduling::{NodeScheduling, Registration};
 use crate::spec::Cni;
 use crate::spec::{ClusterSpec, Endpoint, KubeVersion};
 
-use super::{AdminSource, Distribution, VersionSource};
+use super::{AdminSource, Distribution, NewMachine, VersionSource};
 
 pub mod calico;
 
@@ -32,10 +31,7 @@ impl Distribution for Kubeadm {
         &self,
         _: &Executor<Pr>,
         _: StepContext<'_>,
-        _: &VmRef,
-        _: &NodeName,
-        _: Role,
-        _: &NodeScheduling,
+        _: &NewMachine<'_>,
     ) -> Result<Option<String>, ExecuteError> {
         Ok(None)
     }
@@ -56,9 +52,15 @@ impl Distribution for Kubeadm {
         version: KubeVersion,
     ) -> Result<String, ExecuteError> {
         let target = node_target(machine)?;
+        let settled = ex.settle_hardware(ctx, machine).await?;
         let steps = kubeadm::prepare_node(version);
         run_steps(&ex.nodes(ctx)?, ActionKind::PrepareNode, &target, &steps).await?;
-        Ok(format!("CRI-O and Kubernetes {version}"))
+        let settled = if settled.is_empty() {
+            String::new()
+        } else {
+            format!(", {settled}")
+        };
+        Ok(format!("CRI-O and Kubernetes {version}{settled}"))
     }
 
     async fn init<Pr: Providers>(
@@ -271,7 +273,17 @@ fn prepare_unless_done(
     if observed.is_some_and(|vm| vm.is_prepared()) {
         return Vec::new();
     }
-    kubeadm::prepare_node(version)
+    // Its data disks first, as `prepare-node` mounts them.
+    let hardware = observed
+        .zip(ctx.spec)
+        .and_then(|(vm, spec)| spec.machine_of(&vm.ownership.pool, vm.ownership.role))
+        .map(capstan_core::spec::hardware::MachineHardware::of)
+        .unwrap_or_default();
+    [
+        crate::execute::data_disks::mount_steps(&hardware),
+        kubeadm::prepare_node(version),
+    ]
+    .concat()
 }
 
 /// The Kubernetes version a machine is built with: the one its spec hash was made for, which

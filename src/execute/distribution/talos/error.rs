@@ -67,24 +67,6 @@ pub enum TalosError {
         /// The machine leaving.
         machine: NodeName,
     },
-    /// Every address of `network.nodeAddresses` is held by another machine of the cluster.
-    #[error(
-        "{machine}: every address of nodeAddresses {range} is held by another machine of the cluster: widen the range (it must hold every machine a rollout runs at once)"
-    )]
-    NoFreeAddress {
-        /// The machine.
-        machine: NodeName,
-        /// The range.
-        range: String,
-    },
-    /// The VM just cloned is not among the cluster's VMs Proxmox lists (yet).
-    #[error(
-        "{machine}: its VM is not among the cluster's VMs Proxmox lists, so its static address cannot be recorded on it"
-    )]
-    VmNotListed {
-        /// The machine.
-        machine: NodeName,
-    },
     /// The machine config cannot be rendered.
     #[error("cannot render the Talos machine config")]
     Render(#[source] RenderProblem),
@@ -118,10 +100,6 @@ impl TalosError {
             TalosError::Store(source) => source.is_transient(),
             // A node that does not answer yet (booting) or a member that cannot leave now.
             TalosError::Api(_) | TalosError::NoHealthyMember { .. } => true,
-            // A machine on its way out gives its address back when it is destroyed.
-            TalosError::NoFreeAddress { .. } => true,
-            // Proxmox's resource listing lags a clone by moments.
-            TalosError::VmNotListed { .. } => true,
             TalosError::NoIsoStorage { .. }
             | TalosError::StorageHoldsNoIso { .. }
             | TalosError::MemoryHotplug { .. }

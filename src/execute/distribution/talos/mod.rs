@@ -20,6 +20,7 @@
 
 use capstan_core::talos::{
     ClusterFacts, MacAddress, MachineRole, NodeFacts, TalosVersion, cidata_files, cidata_image,
+    facts::{Link, UserVolume},
     render_machine_config,
 };
 
@@ -37,10 +38,9 @@ use crate::records::talos::{self as store, StoredBundle};
 use crate::scheduling::NodeScheduling;
 use crate::spec::{ClusterSpec, Endpoint, KubeVersion};
 
-use super::{AdminSource, Distribution, VersionSource};
+use super::{AdminSource, Distribution, NewMachine, VersionSource};
 pub use error::TalosError;
 
-mod addresses;
 mod error;
 mod etcd;
 
@@ -90,19 +90,16 @@ impl Distribution for Talos {
         Ok(())
     }
 
-    /// Renders the machine's config (with its static address from `network.nodeAddresses`,
-    /// tagged on the VM first, when the cluster declares the range), writes it on a `cidata`
-    /// ISO, uploads it to the ISO storage and puts it in the VM's CD-ROM drive. Refuses a VM
-    /// with memory hotplug.
+    /// Renders the machine's config (with its static address, tagged on the VM already, its
+    /// cards' links and its data volumes), writes it on a `cidata` ISO, uploads it to the ISO
+    /// storage and puts it in the VM's CD-ROM drive. Refuses a VM with memory hotplug.
     async fn deliver_config<Pr: Providers>(
         &self,
         ex: &Executor<Pr>,
         ctx: StepContext<'_>,
-        vm: &VmRef,
-        name: &NodeName,
-        role: Role,
-        scheduling: &NodeScheduling,
+        machine: &NewMachine<'_>,
     ) -> Result<Option<String>, ExecuteError> {
+        let (vm, name, role) = (machine.vm, machine.name, machine.role);
         let action = ActionKind::CreateMachine;
         let spec = require_spec(ctx, action)?;
         let storage = iso_storage(ctx, action)?;
@@ -119,17 +116,42 @@ impl Distribution for Talos {
                 },
             ));
         }
-        let mac_address = hardware
-            .mac_address
-            .and_then(|mac| mac.parse::<MacAddress>().ok())
-            .ok_or_else(|| {
-                failed(
-                    action,
-                    TalosError::NoMacAddress {
-                        machine: name.clone(),
-                    },
-                )
-            })?;
+        let no_mac = || {
+            failed(
+                action,
+                TalosError::NoMacAddress {
+                    machine: name.clone(),
+                },
+            )
+        };
+        let declared = &machine.hardware.networks;
+        let links = if declared.is_empty() {
+            Vec::new()
+        } else {
+            declared
+                .iter()
+                .enumerate()
+                .map(|(index, card)| {
+                    let mac = hardware
+                        .mac_addresses
+                        .get(index)
+                        .and_then(|mac| mac.parse::<MacAddress>().ok())
+                        .ok_or_else(no_mac)?;
+                    Ok(Link {
+                        mac_address: mac,
+                        mtu: card.mtu,
+                    })
+                })
+                .collect::<Result<Vec<_>, ExecuteError>>()?
+        };
+        let mac_address = match links.get(machine.hardware.primary_card()) {
+            Some(link) => link.mac_address,
+            None => hardware
+                .mac_address
+                .and_then(|mac| mac.parse::<MacAddress>().ok())
+                .ok_or_else(no_mac)?,
+        };
+        let volumes = user_volumes(machine.hardware);
         let stored = bundle(ex, ctx, spec, action).await?;
         let node = NodeFacts {
             role: match role {
@@ -139,11 +161,17 @@ impl Distribution for Talos {
             hostname: name.to_string(),
             install_disk: INSTALL_DISK.to_owned(),
             mac_address,
-            static_address: addresses::node_address(ex, ctx, spec, vm, name).await?,
-            register_with_taints: scheduling
+            static_address: machine.address.cloned(),
+            register_with_taints: machine
+                .scheduling
                 .registration(&spec.kubernetes.distribution.capabilities().scheduling)
                 .taints,
-            patches: capstan_core::talos::patches::patches_for(spec, scheduling.worker_pool()),
+            patches: capstan_core::talos::patches::patches_for(
+                spec,
+                machine.scheduling.worker_pool(),
+            ),
+            links,
+            volumes,
         };
         let running = ctx.observed.control_plane.as_ref();
         let running = running.and_then(|cp| cp.network.as_ref());
@@ -524,4 +552,22 @@ fn template_of<'a>(ctx: StepContext<'_>, spec: &'a ClusterSpec, name: &NodeName)
         .map_or(&spec.control_plane.machine.template, |workers| {
             &workers.machine.template
         })
+}
+
+/// The data disks Talos mounts as user volumes (those with a mount, under `/var/mnt/`), found
+/// by the serial capstan gives each disk.
+fn user_volumes(hardware: &capstan_core::spec::hardware::MachineHardware) -> Vec<UserVolume> {
+    hardware
+        .disks
+        .iter()
+        .enumerate()
+        .filter_map(|(index, disk)| {
+            let mount = disk.mount.as_ref()?;
+            Some(UserVolume {
+                name: mount.path.strip_prefix("/var/mnt/")?.to_owned(),
+                serial: crate::providers::proxmox::disk_serial(index),
+                filesystem: mount.filesystem.as_str(),
+            })
+        })
+        .collect()
 }

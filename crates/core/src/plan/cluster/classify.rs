@@ -157,10 +157,15 @@ impl<'a> Ctx<'a> {
         }
         let config = machine.config.as_ref()?;
         let wanted = desired.machine;
-        let sized_as_wanted = config.cores == wanted.cores
+        let sized_as_wanted = config.cores == wanted.cores * wanted.sockets.unwrap_or(1)
             && config.memory_mib == wanted.memory_mib
             && config.disk_gib == wanted.disk_gib;
-        if sized_as_wanted {
+        // The hardware was read only for the pools that declare some.
+        let built_as_wanted = config
+            .hardware
+            .as_ref()
+            .is_none_or(|found| desired.spec().hardware.drift_from(found).is_empty());
+        if sized_as_wanted && built_as_wanted {
             return None;
         }
         self.drift(view, config, out)
@@ -174,8 +179,15 @@ impl<'a> Ctx<'a> {
         let wanted = self.pools[view.pool].desired.as_ref()?.machine;
         let machine = view.machine;
         let mut drift = Vec::new();
-        if config.cores != wanted.cores {
-            drift.push(format!("cores {} → {}", wanted.cores, config.cores));
+        // Proxmox reports vCPUs (sockets × cores): with one socket, the cores.
+        let vcpus = wanted.cores * wanted.sockets.unwrap_or(1);
+        let label = if vcpus == wanted.cores {
+            "cores"
+        } else {
+            "vCPUs"
+        };
+        if config.cores != vcpus {
+            drift.push(format!("{label} {vcpus} → {}", config.cores));
         }
         if config.memory_mib != wanted.memory_mib {
             drift.push(format!(
@@ -185,6 +197,9 @@ impl<'a> Ctx<'a> {
         }
         if config.disk_gib != wanted.disk_gib {
             drift.push(format!("diskGiB {} → {}", wanted.disk_gib, config.disk_gib));
+        }
+        if let (Some(found), Some(desired)) = (&config.hardware, &self.pools[view.pool].desired) {
+            drift.extend(desired.spec().hardware.drift_from(found));
         }
         let drift = drift.join(", ");
         let replace = self.input.spec.rollout.on_drift == DriftPolicy::Replace;

@@ -3,6 +3,7 @@
 //! changed control plane (rule 10).
 
 use super::*;
+use crate::plan::hardware_fit::HardwareNeeds;
 use crate::plan::types::PREDICTED;
 
 /// Counts one more VM of a pool on `node` (borrowed: a prediction asks at every batch).
@@ -30,6 +31,54 @@ pub(super) struct Tally {
 }
 
 impl<'a> Ctx<'a> {
+    /// The nodes of `machine`'s placement a clone of it can go to (rule 15: its template is
+    /// there or can be cloned there, its network settings can reach it, its bridges, storages,
+    /// PCI mappings and resource pool exist); why none can, naming the field.
+    fn placement_of(&self, capacity: &Capacity, machine: &Machine) -> Result<Vec<String>, String> {
+        let placement = capacity
+            .clone_targets(
+                &machine.template,
+                machine.storage.as_deref(),
+                &machine.placement,
+                self.spec().kubernetes.distribution,
+            )
+            .map_err(|why| why.to_string())?;
+        if let Some(why) = self.cloud_init_missing(capacity, machine) {
+            return Err(why);
+        }
+        let create_pools = self
+            .input
+            .policy
+            .pool_creating_connections
+            .contains(&self.spec().proxmox);
+        crate::plan::hardware_fit::fitting(capacity.offer(), machine, &placement, create_pools)
+    }
+
+    /// Why a machine built from `machine` could not take its network settings, when its
+    /// distribution takes them from Proxmox's cloud-init (kubeadm, K3s) and the cluster
+    /// declares static addresses or the machine declares cards, but no copy of its template
+    /// has a cloud-init drive (its clones would boot without them).
+    fn cloud_init_missing(&self, capacity: &Capacity, machine: &Machine) -> Option<String> {
+        let spec = self.spec();
+        let capabilities = spec.kubernetes.distribution.capabilities();
+        let wanted = spec.network.node_addresses.is_some() || !machine.networks.is_empty();
+        if !capabilities.cloud_init_network
+            || !wanted
+            || !capacity.lacks_cloud_init_drive(&machine.template)
+        {
+            return None;
+        }
+        let what = if spec.network.node_addresses.is_some() {
+            "its static address (network.nodeAddresses)"
+        } else {
+            "its network cards (machine.networks)"
+        };
+        Some(format!(
+            "machine.template: template {} has no cloud-init drive, through which {} nodes get {what}: add one to the template (Hardware → Add → CloudInit Drive, or `qm set <vmid> --ide2 <storage>:cloudinit`) and make sure cloud-init is installed in it",
+            machine.template, capabilities.tool
+        ))
+    }
+
     /// Marks each pool's fresh machines (`View::in_pool`) and, among them, the surplus
     /// ones: those beyond the replicas, taken unjoined first, then being removed, then not
     /// counted, then by name. Counts each pool's members ([`Tally`]), the quiet machines of a
@@ -241,6 +290,7 @@ impl<'a> Ctx<'a> {
         };
         let mut scratch = capacity.clone();
         let mut refused = Vec::new();
+        let mut short_of_hardware = false;
         let mut unclonable = Vec::new();
         let mut planned = Vec::new();
         for (pool, now, later) in demand {
@@ -250,18 +300,14 @@ impl<'a> Ctx<'a> {
             if now + later == 0 {
                 continue;
             }
-            let placement = match capacity.clone_targets(
-                &desired.machine.template,
-                desired.machine.storage.as_deref(),
-                &desired.machine.placement,
-                self.spec().kubernetes.distribution,
-            ) {
+            let placement = match self.placement_of(capacity, desired.machine) {
                 Ok(placement) => placement,
                 Err(why) => {
                     unclonable.push(format!("pool {}: {why}", self.pools[pool].name));
                     continue;
                 }
             };
+            let needs = HardwareNeeds::of(desired.machine);
             let mut spread: BTreeMap<&str, u32> = BTreeMap::new();
             for &index in &self.pools[pool].members {
                 count_on(&mut spread, &self.views[index].machine.proxmox_node);
@@ -271,15 +317,17 @@ impl<'a> Ctx<'a> {
                 *spread.entry(node).or_default() += count;
             }
             for index in 0..now + later {
-                match scratch.choose(&placement, desired.machine.memory_mib, &spread) {
+                match scratch.choose(&placement, desired.machine.memory_mib, &spread, &needs) {
                     Ok(node) => {
                         scratch.reserve(node, desired.machine.memory_mib);
+                        scratch.reserve_hardware(node, &needs);
                         count_on(&mut spread, node);
                         if index < now {
                             planned.push((pool, SmolStr::new(node)));
                         }
                     }
                     Err(why) => {
+                        short_of_hardware |= why.is_hardware();
                         refused.push(format!(
                             "a {} MiB {} of pool {} ({why})",
                             desired.machine.memory_mib,
@@ -303,13 +351,7 @@ impl<'a> Ctx<'a> {
         }
         if !refused.is_empty() {
             refused.dedup();
-            out.blocked.push(Blocked {
-                rule: Rule::Capacity,
-                message: format!(
-                    "no Proxmox node in placement has the memory for {}: nothing is cloned until the VMs this cluster still needs fit; free memory or add nodes to placement",
-                    refused.join("; ")
-                ),
-            });
+            out.blocked.push(no_room(&refused, short_of_hardware));
             return;
         }
         let mut planned_per_pool: BTreeMap<usize, usize> = BTreeMap::new();
@@ -387,9 +429,11 @@ impl<'a> Ctx<'a> {
                         pool: pool_name.into(),
                         spec_hash: desired.hash().clone(),
                     },
-                    machine: desired.spec().clone(),
+                    machine: Box::new(desired.spec().clone()),
                     proxmox_node: node.clone(),
                     storage: desired.machine.storage.clone(),
+                    tags: desired.machine.tags.clone(),
+                    pool: desired.machine.pool.clone(),
                 },
                 Target {
                     cluster: self.name().into(),
@@ -473,5 +517,22 @@ impl<'a> Ctx<'a> {
         );
         out.push(step, Gate::Open);
         self.input.observed.flux.is_some()
+    }
+}
+
+/// The refusal of a plan whose new VMs fit no node of their placement (rule 15): `refused`
+/// says why for each, `hardware` whether storage space or devices are short too.
+fn no_room(refused: &[String], hardware: bool) -> Blocked {
+    let (lacking, free) = if hardware {
+        ("memory, storage space or devices", "them")
+    } else {
+        ("memory", "memory")
+    };
+    Blocked {
+        rule: Rule::Capacity,
+        message: format!(
+            "no Proxmox node in placement has the {lacking} for {}: nothing is cloned until the VMs this cluster still needs fit; free {free} or add nodes to placement",
+            refused.join("; ")
+        ),
     }
 }

@@ -9,6 +9,7 @@
 
 mod classify;
 mod create;
+mod filing;
 mod fixed;
 mod guard;
 mod health;
@@ -37,6 +38,7 @@ use crate::observed::{MachineSpec, ObservedCluster, ObservedMachine, ObservedNod
 use crate::spec::validate::{CONTROL_PLANE_POOL, VM_NAME_PREFIX};
 use crate::spec::{Capabilities, ClusterSpec, DriftPolicy, KubeVersion, Machine, ReplacePolicy};
 pub(crate) use classify::Facts;
+pub(crate) use filing::file_in_place;
 use memo::PoolSpecs;
 pub(crate) use memo::SpecMemo;
 pub(crate) use quiet::Quiet;
@@ -562,6 +564,7 @@ impl<'a> Ctx<'a> {
         }
         self.removals(out, upgrading);
         self.relabels(out);
+        self.filings(out);
         self.report_nodes(out);
     }
 
@@ -754,9 +757,11 @@ impl<'a> Ctx<'a> {
             Action::CreateMachine {
                 name: view.name.clone(),
                 ownership: machine.ownership.clone(),
-                machine: desired.spec().clone(),
+                machine: Box::new(desired.spec().clone()),
                 proxmox_node: machine.proxmox_node.clone(),
                 storage: desired.machine.storage.clone(),
+                tags: desired.machine.tags.clone(),
+                pool: desired.machine.pool.clone(),
             },
             self.target(view),
             format!(

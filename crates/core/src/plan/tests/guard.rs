@@ -148,6 +148,7 @@ fn rule_16_a_drifted_machine_is_not_replaced_under_forbid() {
         cores: 8,
         memory_mib: 8192,
         disk_gib: 50,
+        hardware: None,
     });
     let plan = plan_at(&desired(vec![prod]), &observed, now());
     let cluster = plan.cluster("prod").expect("planned");

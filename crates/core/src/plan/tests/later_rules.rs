@@ -500,6 +500,7 @@ fn rule_14_drift_is_reported_and_replaced_only_when_asked() {
         cores: 8,
         memory_mib: 8192,
         disk_gib: 50,
+        hardware: None,
     });
     let vm_id = vm.vm_id;
     let plan = plan_at(&desired(vec![prod.clone()]), &observed, now());

@@ -77,7 +77,7 @@ fn bootstrap_creates_the_control_plane_initialises_joins_then_workers_then_deliv
     };
     assert_eq!(ownership.spec_hash, prod.hash("cp"));
     assert_eq!(ownership.role, Role::ControlPlane);
-    assert_eq!(machine, &prod.machine_spec("cp"));
+    assert_eq!(**machine, prod.machine_spec("cp"));
     assert_eq!(proxmox_node, "pve1");
     assert_eq!(cluster.steps[0].target.vm_id, None);
     assert!(!cluster.steps[0].disruptive);

@@ -22,6 +22,7 @@ fn action_kinds_are_named_as_the_actions_serialise() {
             "deliver-kubeconfig",
             "fence-machine",
             "label-nodes",
+            "tag-machines",
             "delete-cluster",
         ]
     );

@@ -41,7 +41,7 @@ fn following_a_cluster_of_the_repository_is_accepted() {
 fn an_unknown_name_is_refused_at_its_line_with_the_names_known() {
     let text = findings("[platform, stagin]", "[]");
     assert!(
-        text.contains("clusters/prod.yaml:38:23: error: spec.rollout.after[1]: no cluster `stagin` in this repository"),
+        text.contains("clusters/prod.yaml:59:23: error: spec.rollout.after[1]: no cluster `stagin` in this repository"),
         "{text}"
     );
     assert!(
@@ -54,7 +54,7 @@ fn an_unknown_name_is_refused_at_its_line_with_the_names_known() {
 fn a_cycle_is_refused_in_each_file_of_it() {
     let text = findings("[platform]", "[prod]");
     assert!(
-        text.contains("clusters/prod.yaml:38:13: error: spec.rollout.after[0]: the stages make a cycle: prod → platform → prod"),
+        text.contains("clusters/prod.yaml:59:13: error: spec.rollout.after[0]: the stages make a cycle: prod → platform → prod"),
         "{text}"
     );
     assert!(

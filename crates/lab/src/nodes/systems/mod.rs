@@ -7,6 +7,7 @@
 //! script, and power events; `kubeadm` and `kubectl` (with etcdctl through `kubectl exec`) are
 //! the two tools' handlers.
 
+mod disks;
 pub(super) mod k3s;
 mod kubeadm;
 mod kubeadm_config;
@@ -87,6 +88,8 @@ pub(super) struct Guest {
     k3s_stopped: bool,
     /// `k3s certificate rotate` ran: the next service start issues new certificates.
     k3s_rotation_pending: bool,
+    /// The data disks mounted by capstan's script: mount point → (device, filesystem).
+    pub(super) mounts: BTreeMap<String, (String, String)>,
 }
 
 impl Default for Guest {
@@ -101,6 +104,7 @@ impl Default for Guest {
             running: true,
             k3s_stopped: false,
             k3s_rotation_pending: false,
+            mounts: BTreeMap::new(),
         }
     }
 }
@@ -271,6 +275,7 @@ impl GuestSystems {
             "install" => self.install(vm.vmid, args),
             "rm" => self.remove(vm.vmid, args),
             "bash" => self.bash(backend, vm, args, now, &mut later),
+            "lsblk" => disks::lsblk(&self.guest(vm.vmid).mounts, vm, args),
             "kubeadm" | "kubectl" if self.guest(vm.vmid).kubeadm.is_none() => {
                 Exit::failure(127, format!("bash: line 1: {program}: command not found\n"))
             }
@@ -312,10 +317,13 @@ impl GuestSystems {
     /// `test -f|-e PATH`: a file written, or what the VM's template carries (the `k3s` binary
     /// of an air-gap install).
     fn test(&mut self, vm: &GuestVm, args: &[String]) -> Exit {
-        let carried = |path: &str| path == paths::K3S_BINARY && vm.k3s_airgap.is_some();
+        let carried = |path: &str| {
+            path == paths::K3S_BINARY && vm.k3s_airgap.is_some()
+                || path == paths::CLOUD_INIT && vm.hardware.cloud_init
+        };
         let guest = self.guest(vm.vmid);
         match args {
-            [flag, path] if flag == "-f" || flag == "-e" => Exit {
+            [flag, path] if flag == "-f" || flag == "-e" || flag == "-x" => Exit {
                 exit_code: i32::from(!guest.files.contains_key(path) && !carried(path)),
                 stdout: String::new(),
                 stderr: String::new(),
@@ -431,6 +439,15 @@ impl GuestSystems {
         match script.as_str() {
             paths::PREPARE_SCRIPT => self.prepare(vm, script_args, later),
             paths::RENEW_SCRIPT => self.renew(backend, vm),
+            paths::DATA_DISKS_SCRIPT => {
+                let list = self
+                    .guest(vm.vmid)
+                    .files
+                    .get(paths::DATA_DISKS_LIST)
+                    .cloned()
+                    .unwrap_or_default();
+                disks::mount_data_disks(&mut self.guest(vm.vmid).mounts, vm, &list)
+            }
             other => Exit::failure(
                 1,
                 format!("bash: {other}: the lab does not emulate this script\n"),

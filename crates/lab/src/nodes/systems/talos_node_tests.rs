@@ -84,6 +84,7 @@ fn vm(vmid: u32, name: &str, media: Vec<MediaImage>) -> GuestIdentity {
         talos: Some("v1.11.5".into()),
         media,
         cluster: None,
+        hardware: Default::default(),
     }
 }
 

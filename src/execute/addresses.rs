@@ -1,5 +1,6 @@
-//! A new Talos machine's static address, when its cluster declares `network.nodeAddresses`:
-//! chosen and recorded as a tag on its VM before its config is rendered.
+//! A new machine's static address, when its cluster declares `network.nodeAddresses` (every
+//! distribution): chosen and recorded as a tag on its VM before anything that carries it is
+//! written (kubeadm and K3s: the VM's cloud-init settings; Talos: its machine config).
 //!
 //! # Guarantees
 //! - A VM that already carries an address tag (a retry after a crash) keeps that address; so
@@ -25,7 +26,7 @@ use crate::plan::ActionKind;
 use crate::providers::proxmox::{ExpectedVm, ProxmoxProvider as _, VmRef};
 use crate::spec::ClusterSpec;
 
-use super::{TalosError, failed};
+use super::access::proxmox_failed;
 
 /// The static address `name` (VM `vm`) is configured with; `None` when the cluster's VMs
 /// take DHCP leases.
@@ -48,7 +49,7 @@ pub(super) async fn node_address<Pr: Providers>(
     let inventory = proxmox
         .inventory()
         .await
-        .map_err(|source| failed(action, TalosError::from_proxmox(source)))?;
+        .map_err(proxmox_failed("list the VMs holding addresses"))?;
     let this = inventory
         .owned_by(ctx.cluster)
         .find(|info| info.vm_ref() == *vm);
@@ -87,25 +88,19 @@ pub(super) async fn node_address<Pr: Providers>(
     }
     let address = match held {
         Some(address) => address,
-        None => choose_address(range, &taken).ok_or_else(|| {
-            failed(
-                action,
-                TalosError::NoFreeAddress {
-                    machine: name.clone(),
-                    range: range.to_string(),
-                },
-            )
+        None => choose_address(range, &taken).ok_or_else(|| ExecuteError::NoFreeAddress {
+            action,
+            machine: name.clone(),
+            range: range.to_string(),
         })?,
     };
     // Recorded before the config is rendered: a crash after this finds the address again.
-    let owner = this.and_then(|info| info.owner.as_ref()).ok_or_else(|| {
-        failed(
-            action,
-            TalosError::VmNotListed {
+    let owner =
+        this.and_then(|info| info.owner.as_ref())
+            .ok_or_else(|| ExecuteError::VmNotListed {
+                action,
                 machine: name.clone(),
-            },
-        )
-    })?;
+            })?;
     let expected = ExpectedVm {
         vm: vm.clone(),
         name: name.clone(),
@@ -114,7 +109,7 @@ pub(super) async fn node_address<Pr: Providers>(
     proxmox
         .add_tag(&expected, &address_tag(address))
         .await
-        .map_err(|source| failed(action, TalosError::from_proxmox(source)))?;
+        .map_err(proxmox_failed("tag the static address"))?;
     tracing::info!(cluster = ctx.cluster, machine = %name, %address, "static address chosen");
     Ok(Some(static_address(&spec.network, address)))
 }

@@ -1,7 +1,8 @@
-//! Static node addresses (pure): which address of `network.nodeAddresses` a new machine takes,
-//! and how a VM carries the one it took. The address is recorded as a Proxmox tag
-//! (`capstan-ip-10.20.0.50`) before the machine's config is rendered, so a restart or a retry
-//! finds it on the VM and renders the same config.
+//! Static node addresses, for every distribution (pure): which address of
+//! `network.nodeAddresses` a new machine takes, and how a VM carries the one it took. The
+//! address is recorded as a Proxmox tag (`capstan-ip-10.20.0.50`) before anything that carries
+//! it is written (a Talos machine config, a kubeadm or K3s VM's cloud-init settings), so a
+//! restart or a retry finds it on the VM and writes the same.
 //!
 //! # Guarantees
 //! - [`choose_address`] gives the lowest address of the range no other machine holds, and
@@ -16,8 +17,31 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use super::facts::StaticAddress;
 use crate::spec::Network;
+
+/// A node's own address when it does not take one from DHCP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaticAddress {
+    /// The address with its prefix length (`10.20.0.50/24`).
+    pub address: IpNet,
+    /// The default gateway, in the same family and network.
+    pub gateway: IpAddr,
+    /// DNS servers (may be empty).
+    pub nameservers: Vec<IpAddr>,
+    /// The DNS search domain, when the cluster names one.
+    pub search_domain: Option<String>,
+}
+
+impl StaticAddress {
+    /// Proxmox's cloud-init `ipconfig` value for it (`ip=10.20.0.50/24,gw=10.20.0.1`, or
+    /// `ip6=...,gw6=...`).
+    pub fn ipconfig(&self) -> String {
+        match self.address {
+            IpNet::V4(net) => format!("ip={net},gw={}", self.gateway),
+            IpNet::V6(net) => format!("ip6={net},gw6={}", self.gateway),
+        }
+    }
+}
 use crate::spec::values::AddressRange;
 
 /// The prefix of the tag that records a VM's static address.
@@ -86,6 +110,7 @@ pub fn static_address(network: &Network, address: IpAddr) -> StaticAddress {
         address,
         gateway: network.gateway_or_default(),
         nameservers: network.nameservers_or_default(),
+        search_domain: network.search_domain.clone(),
     }
 }
 

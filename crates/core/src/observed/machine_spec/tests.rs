@@ -1,3 +1,7 @@
+//! Unit tests of a machine's spec and its hash, with the hardware a file declares.
+
+use crate::spec::{RepoFiles, SourceText, load};
+
 use super::*;
 
 fn spec() -> MachineSpec {
@@ -11,6 +15,7 @@ fn spec() -> MachineSpec {
         distribution: Distribution::Kubeadm,
         role: Role::Worker,
         talos: None,
+        hardware: MachineHardware::default(),
         patches: None,
     }
 }
@@ -73,33 +78,76 @@ fn a_machine_summary_reads_back_as_the_same_spec() {
     assert_eq!(MachineSpec::parse_summary("template=x cores=four"), None);
 }
 
+const PROD: &str = include_str!("../../../../../examples-repo/clusters/prod.yaml");
+const FLEET: &str = include_str!("../../../../../examples-repo/capstan.yaml");
+
 #[test]
-fn snapshots_round_trip_through_json() {
-    let mut observed = Observed::nothing();
-    observed.clusters.insert(
-        "prod".into(),
-        ObservedCluster {
-            control_plane: Some(ObservedControlPlane {
-                endpoint: Endpoint {
-                    host: "k8s-prod.lab.example".into(),
-                    address: "192.168.1.23".parse().expect("ip"),
-                    port: 6443,
-                },
-                version: "1.36.2".parse().expect("version"),
-                unreachable_since: None,
-                certificates_expire: Some("2027-01-01T00:00:00Z".parse().expect("time")),
-                admin_kubeconfig: Some("sha256:0011223344556677".into()),
-                bootstrap_incomplete: false,
-                network: None,
-                api_service_address: None,
-            }),
-            ..ObservedCluster::default()
+fn hardware_is_in_the_spec_hash_but_tags_and_pool_are_not_and_absent_fields_hash_as_before() {
+    let desired = load(&RepoFiles {
+        fleet: SourceText {
+            path: "capstan.yaml".into(),
+            text: FLEET.to_owned(),
         },
+        clusters: vec![SourceText {
+            path: "clusters/prod.yaml".into(),
+            text: PROD.to_owned(),
+        }],
+    });
+    let desired = desired.desired.expect("the example fleet is valid");
+    let spec = &desired.clusters["prod"].spec;
+    let hash = |machine: &crate::spec::Machine| {
+        MachineSpec::new(
+            machine,
+            spec.kubernetes.version,
+            Distribution::Kubeadm,
+            crate::model::Role::Worker,
+        )
+        .spec_hash()
+    };
+    let base = spec.workers[0].machine.clone();
+    let before = hash(&base);
+    // Pinned: the example's general pool hashes as it did before hardware existed.
+    assert_eq!(
+        before, "6926a32f0b77",
+        "an unchanged file never changes a hash"
     );
-    let text = serde_json::to_string(&observed).expect("serialise");
-    assert!(text.contains("\"certificatesExpire\":\"2027-01-01T00:00:00Z\""));
-    let back: Observed = serde_json::from_str(&text).expect("parse");
-    assert_eq!(back, observed);
+    let mut placed = base.clone();
+    placed.tags = vec!["team-a".into()];
+    placed.pool = Some("k8s".into());
+    placed.sockets = Some(1);
+    assert_eq!(
+        hash(&placed),
+        before,
+        "tags, pool and one socket replace nothing"
+    );
+    let mut disks = base.clone();
+    disks.disks = serde_json::from_str(r#"[{"sizeGiB": 100}]"#).expect("disk");
+    let mut cards = base.clone();
+    cards.networks = serde_json::from_str(r#"[{"bridge": "vmbr0", "vlan": 20}]"#).expect("card");
+    let mut gpu = base.clone();
+    gpu.pci = serde_json::from_str(r#"[{"mapping": "gpu-a40"}]"#).expect("pci");
+    let mut sockets = base.clone();
+    sockets.sockets = Some(2);
+    for changed in [&disks, &cards, &gpu, &sockets] {
+        assert_ne!(hash(changed), before, "{changed:?}");
+    }
+    let built = MachineSpec::new(
+        &disks,
+        spec.kubernetes.version,
+        Distribution::Kubeadm,
+        crate::model::Role::Worker,
+    );
+    assert_eq!(
+        MachineSpec::parse_summary(&built.summary()),
+        Some(built.clone())
+    );
+    let older = MachineSpec::new(
+        &base,
+        spec.kubernetes.version,
+        Distribution::Kubeadm,
+        crate::model::Role::Worker,
+    );
+    assert_eq!(older.differences(&built), vec!["disks [] → [100 GiB]"]);
 }
 
 #[test]

@@ -30,10 +30,20 @@ use crate::spec::{self, Fleet, RepoFiles};
 use crate::status_branch::{
     BranchOptions, CommitSettings, StatusBranchError, StatusRepository, StatusWriter, WriterOptions,
 };
-use capstan_lab::lab::{ApiAddresses, Lab, LabError, LabOptions};
-use capstan_lab::world::{LabConfig, WorldError};
+#[cfg(feature = "lab")]
+use capstan_lab::lab::LabError;
+#[cfg(feature = "lab")]
+use capstan_lab::world::WorldError;
+
+#[cfg(feature = "lab")]
+mod lab;
+#[cfg(feature = "lab")]
+pub(super) use lab::{lab_connections, start_lab};
+#[cfg(feature = "lab")]
+use lab::{run_on_lab, with_lab_addresses};
 
 /// Passes while busy in the lab, where every operation takes milliseconds.
+#[cfg(feature = "lab")]
 pub(super) const LAB_BUSY_INTERVAL: Duration = Duration::from_millis(250);
 
 /// Running the daemon failed.
@@ -72,11 +82,21 @@ pub enum RunError {
     #[error("cannot connect")]
     Connect(#[from] ConnectError),
     /// The lab config could not be read.
+    #[cfg(feature = "lab")]
     #[error("cannot load the lab config")]
     LabConfig(#[source] WorldError),
     /// The lab could not start.
+    #[cfg(feature = "lab")]
     #[error("cannot start the lab")]
     Lab(#[source] LabError),
+    /// A lab was asked of a build without one.
+    #[error(
+        "{what} needs the lab, which this build of capstan leaves out (built with --no-default-features); build it with `cargo build --features lab`"
+    )]
+    NoLab {
+        /// What asked for it.
+        what: &'static str,
+    },
     /// The async runtime could not start.
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
@@ -258,25 +278,8 @@ pub fn run(args: &RunArgs, env: fn(&str) -> Option<String>) -> Result<Outcome, R
         let mut options = daemon_options(&folder, &args.daemon);
         options.observe_workloads = source.previews.is_some();
         options.admission = admission;
-        let mut out = std::io::stdout();
         if args.target.lab {
-            let config = match &args.target.lab_config {
-                Some(path) => LabConfig::load(path).map_err(RunError::LabConfig)?,
-                None => LabConfig::default(),
-            };
-            let lab = start_lab(config, Some(args.target.state_dir.clone())).await?;
-            options.busy_interval = args.daemon.busy_interval.map_or(LAB_BUSY_INTERVAL, |d| d.0);
-            let _ = writeln!(
-                out,
-                "lab: simulated Proxmox VE at {} (state in {})",
-                lab.proxmox_url(),
-                args.target.state_dir.display()
-            );
-            let election = election(&args.leader, Some(lab.management_kubeconfig())).await?;
-            let connections = lab_connections(&fleet, &lab, &reader).await?;
-            let clock: Arc<dyn Clock> = Arc::new(lab.clock().clone());
-            serve_daemon(options, connections, clock, source, election, stop_signal()).await?;
-            lab.stop();
+            run_on_lab(args, options, &fleet, &reader, source).await?;
         } else {
             // Every secret read is known to the redactor from now on (the status branch's
             // guard refuses any value it knows).
@@ -285,7 +288,7 @@ pub fn run(args: &RunArgs, env: fn(&str) -> Option<String>) -> Result<Outcome, R
             let election = election(&args.leader, first_management).await?;
             let mut connections = Connections::from_fleet(&fleet, &secrets, reader).await?;
             if let Some(dir) = &args.target.lab_addresses {
-                connections = connections.with_lab_addresses(ApiAddresses::from_state_dir(dir));
+                connections = with_lab_addresses(connections, dir)?;
             }
             serve_daemon(
                 options,
@@ -301,24 +304,24 @@ pub fn run(args: &RunArgs, env: fn(&str) -> Option<String>) -> Result<Outcome, R
     })
 }
 
-/// The connections to `lab` for `fleet`. A lab's datastores are real MariaDB servers: their
-/// admin passwords are read as for a real fleet (through `reader`, which also reads the
-/// clusters' `endpointFrom`), and so known to the redactor.
-pub(super) async fn lab_connections(
-    fleet: &Fleet,
-    lab: &Lab,
-    reader: &SecretReader,
-) -> Result<Connections, RunError> {
-    let passwords = crate::connect::datastore_passwords(fleet, reader)?;
-    Ok(Connections::for_lab(
-        fleet,
-        &lab.lab_file(),
-        &lab.management_kubeconfig(),
-        lab.api_addresses(),
-    )
-    .await?
-    .with_secret_reader(reader.clone())
-    .with_datastores(fleet, &passwords)?)
+/// `run --lab` in a build without the lab.
+#[cfg(not(feature = "lab"))]
+async fn run_on_lab(
+    _: &RunArgs,
+    _: DaemonOptions,
+    _: &Fleet,
+    _: &SecretReader,
+    _: DaemonSource,
+) -> Result<(), RunError> {
+    Err(RunError::NoLab { what: "run --lab" })
+}
+
+/// `run --lab-addresses` in a build without the lab.
+#[cfg(not(feature = "lab"))]
+fn with_lab_addresses(_: Connections, _: &Path) -> Result<Connections, RunError> {
+    Err(RunError::NoLab {
+        what: "run --lab-addresses",
+    })
 }
 
 /// What the daemon follows: a Git remote (with its webhooks) or, without a tracker, the
@@ -564,17 +567,6 @@ fn verified_records(tracker: Tracker, management: &Option<KubeClusterClient>) ->
     })
 }
 
-pub(super) async fn start_lab(
-    config: LabConfig,
-    state_dir: Option<PathBuf>,
-) -> Result<Lab, RunError> {
-    let options = LabOptions {
-        state_dir,
-        ..LabOptions::ephemeral()
-    };
-    Lab::start(config, options).await.map_err(RunError::Lab)
-}
-
 fn daemon_options(repo: &Path, args: &DaemonArgs) -> DaemonOptions {
     let mut options = DaemonOptions::new(repo.to_owned());
     if let Some(interval) = args.busy_interval {
@@ -614,6 +606,7 @@ fn fleet_of(files: &RepoFiles, shown: &str, admission: &Admission) -> Result<Fle
 /// With `verifier`, the tip is read only when it passes; else the last revision verified by
 /// an earlier run (kept in the mirror), if its signature still passes; else nothing can be
 /// reconciled and the daemon does not start.
+#[cfg(feature = "lab")]
 pub(super) fn open_remote(
     options: source::GitOptions,
     redactor: &Redactor,

@@ -90,13 +90,15 @@ pub(super) async fn read_built_from<P: ProxmoxProvider>(
     observed: &mut ObservedCluster,
 ) {
     let version = spec.kubernetes.version;
-    let desired: Vec<_> = std::iter::once((&spec.control_plane.machine, Role::ControlPlane))
+    let desired: Vec<_> = std::iter::once((None, &spec.control_plane.machine, Role::ControlPlane))
         .chain(
             spec.workers
                 .iter()
-                .map(|pool| (&pool.machine, Role::Worker)),
+                .map(|pool| (Some(pool.pool.as_str()), &pool.machine, Role::Worker)),
         )
-        .map(|(machine, role)| MachineSpec::for_cluster(spec, machine, version, role).spec_hash())
+        .map(|(pool, machine, role)| {
+            MachineSpec::for_cluster(spec, pool, machine, version, role).spec_hash()
+        })
         .collect();
     for vm in vms {
         let name = NodeName(vm.name.as_str().into());

@@ -263,6 +263,10 @@ const DISTRIBUTION_MODULES: &[(&str, &str)] = &[
         "validation of the fields one distribution has and the others refuse (a K3s build in the version, a datastore, Talos's release)",
     ),
     (
+        "crates/core/src/spec/patches/",
+        "patches in each distribution's own language: its merge rules, its reference data, what it owns",
+    ),
+    (
         "crates/core/src/spec/talos.rs",
         "validation of the `talos` section, which only Talos clusters have",
     ),

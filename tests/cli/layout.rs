@@ -312,6 +312,11 @@ const PURE_IN_THE_DAEMON: &[(&str, &str)] = &[
         "Proxmox's task ids: only the Proxmox client knows Proxmox's formats (STYLE §1)",
     ),
     (
+        "src/providers/kubeadm/patches.rs",
+        "the cluster's patches merged into the files kubeadm reads on a node, beside the \
+         templates they patch: only the kubeadm provider knows kubeadm's files (STYLE §1)",
+    ),
+    (
         "src/providers/proxmox/wire.rs",
         "Proxmox's JSON shapes: only the Proxmox client knows Proxmox's formats (STYLE §1)",
     ),

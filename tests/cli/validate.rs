@@ -387,3 +387,26 @@ fn a_cni_the_distribution_cannot_install_is_refused_with_those_it_can() {
         .assert_reports("clusters/prod.yaml:24:5: error: spec.network.cni: kubeadm cannot install the CNI `flannel`")
         .assert_reports("kubeadm installs `calico` (IPIP, applied through the new cluster's API at bootstrap) or `none` (no CNI: Flux installs one)");
 }
+
+#[test]
+fn a_talos_patch_is_refused_at_its_line_in_talos_s_words_or_naming_the_field_capstan_owns() {
+    let repo = ScratchRepo::from_examples();
+    repo.edit(
+        "clusters/talos.yaml",
+        "  controlPlane:\n",
+        "  patches:\n    - machine:\n        files:\n          - {path: /var/etc/a.conf, content: x, permissions: 420, op: move}\n    - cluster:\n        network:\n          cni: {name: custom}\n  controlPlane:\n",
+    );
+    repo.validate()
+        .assert_code(1)
+        .assert_reports("clusters/talos.yaml:60:11: error: spec.patches[1].cluster.network.cni: `cni` is capstan's to set, not a patch's")
+        .assert_reports("hint: use `spec.network.cni`");
+    let repo = ScratchRepo::from_examples();
+    repo.edit(
+        "clusters/talos.yaml",
+        "  controlPlane:\n",
+        "  patches:\n    - machine:\n        files:\n          - {path: /var/etc/a.conf, content: x, permissions: 420, op: move}\n  controlPlane:\n",
+    );
+    repo.validate()
+        .assert_code(1)
+        .assert_reports("error: spec.patches[0].machine.files[0].op: \"move\" is not one of \"create\", \"append\" or \"overwrite\"");
+}

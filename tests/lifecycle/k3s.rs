@@ -579,3 +579,49 @@ async fn one_clusters_endpoint_from_cannot_read_another_clusters_dsn() {
     let _ = daemon.kill();
     let _ = daemon.wait();
 }
+
+/// K3s's critical values must be equal on every server, and on an external datastore K3s
+/// does not refuse a mismatch: a new server whose `disable: servicelb` differs from the
+/// running servers' is refused by capstan before it starts, naming the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_whose_critical_values_differ_from_the_running_ones_is_refused_before_it_starts() {
+    if !judge::present(&[Judge::Mariadb]) {
+        return;
+    }
+    let mariadb = MariaDb::start();
+    let world = edge_ready_with_template(&mariadb, "debian13-k3s-b", None).await;
+    let servers_before: Vec<String> = world
+        .nodes_of("edge")
+        .into_iter()
+        .filter(|n| n.control_plane)
+        .map(|n| n.name)
+        .collect();
+    let changed = seed_k3s_cluster().replacen(
+        "  controlPlane:\n",
+        "  patches:\n    - disable: [servicelb]\n  controlPlane:\n",
+        1,
+    );
+    assert!(changed.contains("servicelb"), "the seed cluster changed");
+    world.write_cluster("edge", &changed);
+    let status = world
+        .wait_for("the new server refused", |s| {
+            serde_json::to_string(&s.clusters["edge"])
+                .expect("json")
+                .contains("critical values disable differ")
+        })
+        .await;
+    let text = serde_json::to_string(&status.clusters["edge"]).expect("json");
+    assert!(text.contains("every server must have the same"), "{text}");
+    let servers_now: Vec<String> = world
+        .nodes_of("edge")
+        .into_iter()
+        .filter(|n| n.control_plane && n.ready)
+        .map(|n| n.name)
+        .collect();
+    for server in &servers_before {
+        assert!(
+            servers_now.contains(server),
+            "{server} still serves: {servers_now:?}"
+        );
+    }
+}

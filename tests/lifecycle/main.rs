@@ -22,6 +22,7 @@ mod leader;
 mod network;
 mod notifications;
 mod observe_cost;
+mod patches;
 mod preview_live;
 mod prune;
 mod real_connections;

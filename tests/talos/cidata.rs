@@ -39,6 +39,7 @@ pub(crate) fn node(static_address: Option<StaticAddress>) -> NodeFacts {
         mac_address: "bc:24:11:12:34:56".parse().expect("a MAC address"),
         static_address,
         register_with_taints: Vec::new(),
+        patches: Vec::new(),
         links: Vec::new(),
         volumes: Vec::new(),
     }

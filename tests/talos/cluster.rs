@@ -62,6 +62,7 @@ fn cidata(name: &str, role: MachineRole, bundle: &SecretsBundle) -> Vec<u8> {
         mac_address: "bc:24:11:00:00:07".parse().expect("MAC"),
         static_address: None,
         register_with_taints: Vec::new(),
+        patches: Vec::new(),
         links: Vec::new(),
         volumes: Vec::new(),
     };

@@ -20,6 +20,7 @@ mod example;
 mod hardware;
 mod labels;
 mod network;
+mod patches;
 mod python;
 mod reconcile;
 mod records;

@@ -128,6 +128,7 @@ fn configs_rendered_from_a_generated_bundle_pass_talos_schema() {
             mac_address: "bc:24:11:00:00:07".parse().expect("MAC"),
             static_address: None,
             register_with_taints: Vec::new(),
+            patches: Vec::new(),
             links: Vec::new(),
             volumes: Vec::new(),
         };

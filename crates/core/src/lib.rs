@@ -31,3 +31,22 @@ pub mod spec;
 pub mod status;
 pub mod talos;
 pub mod workloads;
+
+/// The findings of a cluster's patches: `spec::patches` judges what the file says (bounds,
+/// secrets, owned fields, kubeadm's and K3s's references), `talos::patches` the Talos machine
+/// configs they make, which only the Talos renderer can render. Composed here, at the crate's
+/// root, because the renderer itself builds on `spec`.
+pub(crate) fn patch_findings(
+    name: &str,
+    spec: &spec::ClusterSpec,
+    file: &spec::SourceFile,
+) -> Vec<spec::Diagnostic> {
+    let mut out = Vec::new();
+    spec::patches::check(&mut out, spec, file);
+    // Talos's schema judges only configs whose patches passed the rules above (an owned field
+    // is reported once, as capstan's).
+    if spec.talos.is_some() && out.is_empty() {
+        talos::patches::check(&mut out, name, spec, file);
+    }
+    out
+}

@@ -57,6 +57,15 @@ pub struct Registration {
 }
 
 impl NodeScheduling {
+    /// The worker pool the node is of (its `capstan.dev/pool` label), `None` for a control
+    /// plane: whose patches it takes.
+    pub fn worker_pool(&self) -> Option<&str> {
+        self.labels
+            .get(crate::spec::scheduling::POOL_LABEL)
+            .map(String::as_str)
+            .filter(|pool| *pool != crate::spec::validate::CONTROL_PLANE_POOL)
+    }
+
     /// What a node of `pool` (`cp` for the control plane) of `spec` carries, its VM on
     /// Proxmox node `proxmox_node`.
     pub fn of(spec: &ClusterSpec, pool: &str, role: Role, proxmox_node: &str) -> Self {

@@ -206,6 +206,94 @@ pub fn install_agent(
     ]
 }
 
+/// `steps` (from [`install_server`] or [`install_agent`]) with the cluster's K3s patches for
+/// `pool`'s machines (`None`: a server) added to [`CONFIG`]: the keys the role reads
+/// (`capstan_core::spec::patches::k3s`), after capstan's own. Unchanged when none reaches it.
+///
+/// # Errors
+/// [`KubeadmError::Patches`] when capstan's own file does not read back as YAML.
+pub fn with_patches(
+    steps: Vec<NodeStep>,
+    spec: &ClusterSpec,
+    pool: Option<&str>,
+    node: &str,
+) -> Result<Vec<NodeStep>, KubeadmError> {
+    let settings = crate::spec::patches::k3s::settings(spec, pool);
+    if settings.is_empty() {
+        return Ok(steps);
+    }
+    let failed = |reason: &str| KubeadmError::Patches {
+        node: node.to_owned(),
+        reason: reason.to_owned(),
+    };
+    steps
+        .into_iter()
+        .map(|step| match step {
+            NodeStep::WriteFile {
+                path,
+                mode,
+                content,
+            } if path == CONFIG => {
+                // The file holds the token: an error never quotes it.
+                let mut config: serde_json::Map<String, serde_json::Value> =
+                    serde_saphyr::from_str(&content)
+                        .map_err(|_| failed("config.yaml does not read back as YAML"))?;
+                for (key, value) in &settings {
+                    config.entry(key.clone()).or_insert_with(|| value.clone());
+                }
+                let content = serde_saphyr::to_string(&config)
+                    .map_err(|_| failed("config.yaml cannot be written as YAML"))?;
+                Ok(NodeStep::WriteFile {
+                    path,
+                    mode,
+                    content,
+                })
+            }
+            other => Ok(other),
+        })
+        .collect()
+}
+
+/// The most of a server's `config.yaml` capstan reads back.
+const MAX_CONFIG_BYTES: usize = 64 * 1024 + 4096;
+
+/// Refuses a new server whose K3s critical values (`spec::patches::k3s`) differ from those of
+/// the running server `running`: K3s requires them equal on every server and, on an external
+/// datastore, does not refuse a mismatch itself. The file holds the token: it is read as a
+/// sensitive command's output and never quoted.
+///
+/// # Errors
+/// [`KubeadmError::Patches`] naming the keys that differ; the read's own error.
+pub async fn same_critical_values<E: NodeExec>(
+    nodes: &Kubeadm<E>,
+    running: &NodeTarget,
+    spec: &ClusterSpec,
+    node: &str,
+) -> Result<(), KubeadmError> {
+    let read = Command::new(&["cat", CONFIG])
+        .sensitive()
+        .max_output(MAX_CONFIG_BYTES);
+    let output = nodes.checked("read config.yaml", running, &read).await?;
+    let config: serde_json::Map<String, serde_json::Value> = serde_saphyr::from_str(&output.stdout)
+        .map_err(|_| KubeadmError::Patches {
+            node: running.name.to_string(),
+            reason: "its config.yaml does not read as YAML".to_owned(),
+        })?;
+    let wanted = crate::spec::patches::k3s::settings(spec, None);
+    let differ = crate::spec::patches::k3s::critical_differences(&config, &wanted);
+    if differ.is_empty() {
+        return Ok(());
+    }
+    Err(KubeadmError::Patches {
+        node: node.to_owned(),
+        reason: format!(
+            "K3s's critical values {} differ from those server {} runs with: every server must have the same (K3s does not refuse a mismatch on an external datastore); put the running value back in spec.patches, or rebuild the cluster with the new one",
+            differ.join(", "),
+            running.name
+        ),
+    })
+}
+
 /// Runs an install's `steps` (from [`install_server`] or [`install_agent`]) on `target`, cloned
 /// from `template`. When a command fails and the node has no [`BINARY`], says that the
 /// template carries no K3s air-gap install, rather than the install script's last words.

@@ -217,3 +217,55 @@ fn a_server_without_a_cni_from_capstan_runs_no_flannel_and_without_kube_proxy_no
         "--cluster-cidr 10.42.0.0/16 --service-cidr 10.70.0.0/16 --cluster-dns 10.70.0.10 --flannel-backend none --disable-network-policy --disable-kube-proxy"
     );
 }
+
+#[test]
+fn patches_add_the_keys_each_role_reads_to_the_0600_file_and_nothing_to_a_command_line() {
+    let mut spec = edge_spec();
+    let patch = |value: serde_json::Value| match value {
+        serde_json::Value::Object(map) => crate::spec::Patch(map),
+        _ => unreachable!("a map"),
+    };
+    spec.patches = vec![patch(serde_json::json!({
+        "disable": ["traefik", "servicelb"],
+        "kubelet-arg": ["max-pods=150"],
+    }))];
+    let server = install_server(
+        &spec,
+        &spec.cluster_network(None),
+        &join(),
+        &NodeName::from("capstan-prod-cp-a1b2c"),
+        address(),
+        &Registration::default(),
+    );
+    let server = with_patches(server, &spec, None, "capstan-prod-cp-a1b2c").expect("patched");
+    let (_, config, mode) = written(&server)
+        .into_iter()
+        .find(|(path, _, _)| *path == CONFIG)
+        .expect("the configuration file");
+    assert_eq!(mode, FileMode::Secret);
+    let config: serde_json::Value = serde_saphyr::from_str(config).expect("YAML");
+    assert_eq!(config["token"], "t0k3n-secret", "capstan's own keys stay");
+    assert_eq!(
+        config["disable"],
+        serde_json::json!(["traefik", "servicelb"])
+    );
+    assert_eq!(config["kubelet-arg"], serde_json::json!(["max-pods=150"]));
+    for command in commands(&server) {
+        assert!(!command.argv.join(" ").contains("traefik"), "{command:?}");
+    }
+    let agent = install_agent(
+        &spec,
+        "t0k3n-secret",
+        &NodeName::from("capstan-prod-general-a1b2c"),
+        address(),
+        &Registration::default(),
+    );
+    let agent = with_patches(agent, &spec, Some("general"), "agent").expect("patched");
+    let (_, config, _) = written(&agent)
+        .into_iter()
+        .find(|(path, _, _)| *path == CONFIG)
+        .expect("the configuration file");
+    let config: serde_json::Value = serde_saphyr::from_str(config).expect("YAML");
+    assert!(config.get("disable").is_none(), "a server flag: {config}");
+    assert_eq!(config["kubelet-arg"], serde_json::json!(["max-pods=150"]));
+}

@@ -57,6 +57,8 @@ pub const KUBELET_CONF: &str = "/etc/kubernetes/kubelet.conf";
 /// cluster runs without it.
 pub const KUBE_PROXY_PHASE: &str = "addon/kube-proxy";
 
+pub mod patches;
+
 const INIT_TEMPLATE: &str = include_str!("templates/kubeadm-init.yaml");
 const JOIN_WORKER_TEMPLATE: &str = include_str!("templates/kubeadm-join-worker.yaml");
 const JOIN_CONTROL_PLANE_TEMPLATE: &str = include_str!("templates/kubeadm-join-control-plane.yaml");
@@ -561,6 +563,14 @@ pub enum KubeadmError {
         what: &'static str,
         /// The file that is not there.
         path: &'static str,
+    },
+    /// The cluster's patches could not be merged into the node's configuration.
+    #[error("the patches of {node}'s configuration: {reason}")]
+    Patches {
+        /// The node.
+        node: String,
+        /// What failed (never the configuration's content: it may hold a token).
+        reason: String,
     },
     /// A command printed something capstan cannot read.
     #[error("{operation} on {node}: unexpected output from `{command}`")]

@@ -40,19 +40,26 @@ pub struct MachineSpec {
     /// Sockets, data disks, network cards and PCI devices, when the file declares any.
     #[serde(default, skip_serializing_if = "MachineHardware::is_default")]
     pub hardware: MachineHardware,
+    /// The digest of the patches that reach the machine (`spec::patches::digest`), when any
+    /// does: a changed patch replaces the machines it reaches, and only those.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patches: Option<SmolStr>,
 }
 
 impl MachineSpec {
     /// The spec of one of `spec`'s machines at a Kubernetes release: [`MachineSpec::new`] with
-    /// the cluster's distribution and, for Talos, its release.
+    /// the cluster's distribution, for Talos its release, and the digest of the patches that
+    /// reach the machines of `pool` (`None`: the control planes).
     pub fn for_cluster(
         spec: &ClusterSpec,
+        pool: Option<&str>,
         machine: &Machine,
         kubernetes: KubeVersion,
         role: Role,
     ) -> Self {
         MachineSpec {
             talos: spec.talos.as_ref().map(|t| t.version),
+            patches: crate::spec::patches::digest(spec, pool),
             ..MachineSpec::new(machine, kubernetes, spec.kubernetes.distribution, role)
         }
     }
@@ -75,6 +82,7 @@ impl MachineSpec {
             role,
             talos: None,
             hardware: MachineHardware::of(machine),
+            patches: None,
         }
     }
 
@@ -104,6 +112,9 @@ impl MachineSpec {
         } else {
             format!("{normalised}hardware={}\n", self.hardware.canonical())
         };
+        // Likewise only machines some patch reaches.
+        let patches = self.patches.as_ref().map(|p| format!("patches={p}\n"));
+        let normalised = normalised + &patches.unwrap_or_default();
         let digest = Sha1::digest(normalised.as_bytes());
         // The first 6 bytes in lowercase hex (a format per byte cost more than the digest: a
         // plan hashes every pool of every cluster).
@@ -135,11 +146,13 @@ impl MachineSpec {
             Some(talos) => format!("{summary} talos={talos}"),
             None => summary,
         };
-        if self.hardware.is_default() {
+        let summary = if self.hardware.is_default() {
             summary
         } else {
             format!("{summary} hardware={}", self.hardware.canonical())
-        }
+        };
+        let patches = self.patches.as_ref().map(|p| format!(" patches={p}"));
+        format!("{summary}{}", patches.unwrap_or_default())
     }
 
     /// Reads a [`MachineSpec::summary`] back; `None` when a field is missing or malformed.
@@ -170,6 +183,7 @@ impl MachineSpec {
                 Some(text) => MachineHardware::from_canonical(text)?,
                 None => MachineHardware::default(),
             },
+            patches: field("patches").map(SmolStr::new),
         })
     }
 
@@ -233,6 +247,9 @@ impl MachineSpec {
                 format!("[{}]", names.join(", "))
             };
             out.push(format!("pci {} → {}", names(&old.pci), names(&new.pci)));
+        }
+        if self.patches != newer.patches {
+            out.push("patches changed".to_owned());
         }
         out
     }

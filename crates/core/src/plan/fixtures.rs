@@ -90,6 +90,7 @@ impl Cluster {
                     schedulable: None,
                     labels: BTreeMap::new(),
                     taints: Vec::new(),
+                    patches: Vec::new(),
                 },
                 workers: vec![WorkerPool {
                     pool: "general".to_owned(),
@@ -98,6 +99,7 @@ impl Cluster {
                     machine: machine("debian13-k8s", 4, 8192),
                     labels: BTreeMap::new(),
                     taints: Vec::new(),
+                    patches: Vec::new(),
                 }],
                 rollout: Rollout::default(),
                 maintenance: Maintenance::default(),
@@ -110,6 +112,7 @@ impl Cluster {
                         secret_name: None,
                     }),
                 },
+                patches: Vec::new(),
             },
         }
     }
@@ -131,6 +134,7 @@ impl Cluster {
                 machine: machine("debian13-k8s", 4, 8192),
                 labels: BTreeMap::new(),
                 taints: Vec::new(),
+                patches: Vec::new(),
             }),
         }
         self
@@ -244,8 +248,8 @@ impl Cluster {
 
     /// What a pool's machines are made from (`cp` for the control plane).
     pub fn machine_spec(&self, pool: &str) -> MachineSpec {
-        let (machine, role) = if pool == "cp" {
-            (&self.spec.control_plane.machine, Role::ControlPlane)
+        let (machine, role, level) = if pool == "cp" {
+            (&self.spec.control_plane.machine, Role::ControlPlane, None)
         } else {
             let pool = self
                 .spec
@@ -253,9 +257,15 @@ impl Cluster {
                 .iter()
                 .find(|p| p.pool == pool)
                 .expect("pool exists");
-            (&pool.machine, Role::Worker)
+            (&pool.machine, Role::Worker, Some(pool.pool.as_str()))
         };
-        MachineSpec::for_cluster(&self.spec, machine, self.spec.kubernetes.version, role)
+        MachineSpec::for_cluster(
+            &self.spec,
+            level,
+            machine,
+            self.spec.kubernetes.version,
+            role,
+        )
     }
 
     /// The `ordinal`-th machine name of a pool at the current spec.

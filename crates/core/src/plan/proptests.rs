@@ -391,7 +391,8 @@ fn assert_converged(
                 .expect("desired pool");
             (&pool.machine, Role::Worker)
         };
-        let wanted = MachineSpec::for_cluster(&spec.spec, machine, version, role);
+        let level = (pool != "cp").then_some(pool.as_str());
+        let wanted = MachineSpec::for_cluster(&spec.spec, level, machine, version, role);
         assert_eq!(
             vm.ownership.spec_hash,
             wanted.spec_hash(),

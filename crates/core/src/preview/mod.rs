@@ -22,6 +22,7 @@
 
 mod changes;
 pub mod comment;
+mod configs;
 mod drains;
 mod estimate;
 mod network;
@@ -172,6 +173,10 @@ pub struct ClusterPreview {
     pub diff: String,
     /// The fields of its spec that change (`workers.general.replicas 3 → 4`).
     pub changes: Vec<String>,
+    /// What changed patches do to each level's rendered configuration, as unified diffs
+    /// (secret-named lines redacted).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub config_diffs: Vec<String>,
     /// The head's predicted steps against the observed state, in order.
     pub predicted: Vec<PreviewStep>,
     /// Refusals about this cluster.
@@ -350,19 +355,15 @@ pub fn build_within(
                 file: path,
                 summary,
                 diff,
-                changes: field_changes
-                    .iter()
-                    .map(|c| summary::explain(c, &predicted))
-                    .chain(network::cni_notes(
-                        name,
-                        head_cluster,
-                        observed
-                            .clusters
-                            .get(name)
-                            .and_then(|o| o.control_plane.as_ref()?.network.as_ref()),
-                        head_steps,
-                    ))
-                    .collect(),
+                config_diffs: configs::config_diffs(base_cluster, head_cluster),
+                changes: changes_of(
+                    name,
+                    &field_changes,
+                    &predicted,
+                    head_cluster,
+                    observed,
+                    head_steps,
+                ),
                 estimate: estimate::estimate(&predicted, &observed.step_durations).map(|e| {
                     e.with_windows(head_cluster.and_then(|c| {
                         let rounds = estimate::rounds(&predicted);
@@ -499,6 +500,26 @@ fn over_limits(
         ),
         clusters: Vec::new(),
     }
+}
+
+/// What each changed field of cluster `name` causes, then the CNI notes of its head.
+fn changes_of(
+    name: &str,
+    field_changes: &[changes::FieldChange],
+    predicted: &[PreviewStep],
+    head: Option<&Cluster>,
+    observed: &Observed,
+    head_steps: Option<&ClusterPlan>,
+) -> Vec<String> {
+    let running = observed
+        .clusters
+        .get(name)
+        .and_then(|o| o.control_plane.as_ref()?.network.as_ref());
+    field_changes
+        .iter()
+        .map(|c| summary::explain(c, predicted))
+        .chain(network::cni_notes(name, head, running, head_steps))
+        .collect()
 }
 
 fn cluster_plan<'a>(plan: Option<&'a Plan>, name: &str) -> Option<&'a ClusterPlan> {

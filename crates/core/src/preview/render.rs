@@ -144,6 +144,15 @@ fn cluster_markdown(out: &mut String, cluster: &ClusterPreview) {
         let _ = writeln!(out);
     }
     write_diff(out, &cluster.diff);
+    if !cluster.config_diffs.is_empty() {
+        let _ = writeln!(
+            out,
+            "**Rendered configuration** that changes (secrets redacted):\n"
+        );
+        for diff in &cluster.config_diffs {
+            write_diff(out, diff);
+        }
+    }
     if cluster.predicted.is_empty() {
         let _ = writeln!(out, "No steps: the head converges with nothing to do.\n");
     } else {

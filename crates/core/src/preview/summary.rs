@@ -214,6 +214,32 @@ fn files_in_place(path: &str) -> bool {
     path.ends_with(".machine.tags") || path.ends_with(".machine.pool")
 }
 
+/// `replaces 3 workers: workers.storage.patches changed` for a change of a level's patches
+/// (their rendered difference is the preview's configuration diff, not the JSON of the field).
+fn patches_changed(change: &FieldChange, predicted: &[PreviewStep]) -> Option<String> {
+    let pool = match change.path.as_str() {
+        "patches" => None,
+        "controlPlane.patches" => Some(CONTROL_PLANE_POOL),
+        path => Some(path.strip_prefix("workers.")?.strip_suffix(".patches")?),
+    };
+    let destroyed = predicted
+        .iter()
+        .filter(|s| matches!(s.step.action, Action::DestroyMachine { .. }))
+        .filter(|s| pool.is_none() || s.step.target.pool.as_deref() == pool)
+        .count();
+    let noun = match pool {
+        Some(CONTROL_PLANE_POOL) => "control plane",
+        Some(_) => "worker",
+        None => "machine",
+    };
+    let cause = format!("{} changed", change.path);
+    Some(if destroyed == 0 {
+        format!("replaces no machine now: {cause}")
+    } else {
+        format!("replaces {destroyed} {}: {cause}", plural(noun, destroyed))
+    })
+}
+
 /// Whether a changed field is one that applies in place (labels, taints, `schedulable`).
 fn applies_in_place(path: &str) -> bool {
     let field = path
@@ -238,6 +264,9 @@ fn plural(noun: &str, count: usize) -> String {
 /// A changed field and what it causes: `workers.general.machine.template debian13-k8s →
 /// debian13-k8s-v2: replaces 3 workers`.
 pub(super) fn explain(change: &FieldChange, predicted: &[PreviewStep]) -> String {
+    if let Some(words) = patches_changed(change, predicted) {
+        return words;
+    }
     let text = change.to_string();
     let pool = if change.path.starts_with("controlPlane.machine.") {
         Some(CONTROL_PLANE_POOL)

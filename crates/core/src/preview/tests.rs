@@ -79,6 +79,7 @@ fn huge_cluster(name: &str, lines: usize) -> ClusterPreview {
         summary: "+1 worker".to_owned(),
         diff,
         changes: Vec::new(),
+        config_diffs: Vec::new(),
         predicted: Vec::new(),
         refused: Vec::new(),
         drains: Vec::new(),
@@ -426,6 +427,124 @@ fn a_diff_holding_a_fence_stays_inside_its_block() {
     );
     let markdown = render::markdown(&preview);
     assert!(markdown.contains("`````diff\n"), "{markdown}");
+}
+
+#[test]
+fn a_patch_change_names_its_level_as_the_cause_of_the_replacements() {
+    let change = changes::FieldChange {
+        path: "workers.storage.patches".into(),
+        from: Some("[{\"maxPods\":150}]".into()),
+        to: Some("[{\"maxPods\":200}]".into()),
+    };
+    let destroy = |machine: &str, pool: &str| PreviewStep {
+        step: Step {
+            action: plan::Action::DestroyMachine {
+                machine: plan::MachineRef {
+                    name: machine.into(),
+                    vm_id: None,
+                    proxmox_node: "pve1".into(),
+                },
+                ownership: crate::model::Ownership {
+                    cluster: "prod".into(),
+                    role: crate::model::Role::Worker,
+                    pool: pool.into(),
+                    spec_hash: "0123456789ab".into(),
+                },
+            },
+            target: Target {
+                cluster: "prod".into(),
+                pool: Some(pool.into()),
+                ..Target::default()
+            },
+            ..step("reset-node", machine)
+        },
+        pending_on_base: false,
+    };
+    let predicted = vec![
+        destroy("s-1", "storage"),
+        destroy("s-2", "storage"),
+        destroy("s-3", "storage"),
+        destroy("g-1", "general"),
+    ];
+    assert_eq!(
+        summary::explain(&change, &predicted),
+        "replaces 3 workers: workers.storage.patches changed"
+    );
+}
+
+fn loaded_cluster(text: &str) -> spec::Cluster {
+    let files = RepoFiles {
+        fleet: spec::SourceText {
+            path: "capstan.yaml".into(),
+            text: include_str!("../../../../examples-repo/capstan.yaml").into(),
+        },
+        clusters: vec![spec::SourceText {
+            path: "clusters/c.yaml".into(),
+            text: text.into(),
+        }],
+    };
+    let loaded = spec::load(&files);
+    assert!(!loaded.diagnostics.has_errors(), "{}", loaded.diagnostics);
+    let desired = loaded.desired.expect("valid");
+    desired.clusters.values().next().expect("one").clone()
+}
+
+#[test]
+fn a_pool_patch_change_shows_that_pool_s_rendered_configuration_difference_only() {
+    let prod = include_str!("../../../../examples-repo/clusters/prod.yaml");
+    let with = |pods: u32| {
+        prod.replacen(
+            "    - pool: general\n",
+            &format!("    - pool: general\n      patches:\n        - apiVersion: kubelet.config.k8s.io/v1beta1\n          kind: KubeletConfiguration\n          maxPods: {pods}\n"),
+            1,
+        )
+    };
+    let (base, head) = (loaded_cluster(&with(150)), loaded_cluster(&with(200)));
+    let diffs = configs::config_diffs(Some(&base), Some(&head));
+    assert_eq!(diffs.len(), 1, "{diffs:#?}");
+    assert!(
+        diffs[0].starts_with("--- a/workers.general (rendered configuration)"),
+        "{}",
+        diffs[0]
+    );
+    assert!(
+        diffs[0].contains("-maxPods: 150\n+maxPods: 200"),
+        "{}",
+        diffs[0]
+    );
+}
+
+#[test]
+fn a_talos_cluster_patch_change_diffs_every_machine_config_with_secrets_redacted() {
+    let talos = include_str!("../../../../examples-repo/clusters/talos.yaml");
+    let with = |value: &str| {
+        talos.replacen(
+            "\n  workers:\n",
+            &format!("\n  patches:\n    - machine:\n        sysctls:\n          vm.max_map_count: \"{value}\"\n  workers:\n"),
+            1,
+        )
+    };
+    let (base, head) = (
+        loaded_cluster(&with("262144")),
+        loaded_cluster(&with("524288")),
+    );
+    let diffs = configs::config_diffs(Some(&base), Some(&head));
+    assert_eq!(
+        diffs.len(),
+        2,
+        "the control planes' and the pool's: {diffs:#?}"
+    );
+    for diff in &diffs {
+        assert!(
+            diff.contains("+    vm.max_map_count: '524288'")
+                || diff.contains("+    vm.max_map_count: \"524288\""),
+            "{diff}"
+        );
+        assert!(
+            !diff.contains("abcdef.0123456789abcdef"),
+            "no token shown: {diff}"
+        );
+    }
 }
 
 #[test]

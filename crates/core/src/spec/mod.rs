@@ -28,6 +28,8 @@ pub mod network_rules;
 mod node_addresses;
 pub mod notifications;
 mod parse;
+mod patch;
+pub mod patches;
 mod policies;
 pub mod remediation;
 mod replace;

@@ -1,10 +1,10 @@
 //! The replacement guard's field (`replace: allow|forbid` on `spec.rollout`, the control plane
 //! and each worker pool): which one applies to a pool, and its check against the other
-//! rollout settings.
+//! rollout settings. Also the cluster's totals and resolved network, read by every rule.
 
 use super::diagnostic::{Diagnostic, SourceFile};
 use super::policies::ReplacePolicy;
-use super::types::{ClusterSpec, DriftPolicy};
+use super::types::{ClusterNetwork, ClusterSpec, DriftPolicy, RecordedNetwork};
 
 impl ClusterSpec {
     /// Whether the control plane (`None`) or the worker pool `pool` may have its live
@@ -50,5 +50,23 @@ pub(super) fn check(out: &mut Vec<Diagnostic>, spec: &ClusterSpec, file: &Source
             )
             .with_hint("set rollout.onDrift: report, or replace: allow where drifted machines may be replaced"),
         );
+    }
+}
+
+impl ClusterSpec {
+    /// Total workers over every pool (saturating: validation bounds them far below).
+    pub fn worker_replicas(&self) -> u32 {
+        self.workers
+            .iter()
+            .fold(0, |sum: u32, pool| sum.saturating_add(pool.replicas))
+    }
+
+    /// The network the cluster runs on: the file's fields, else what the live cluster was
+    /// built with (`running`, when observed), else its distribution's defaults.
+    pub fn cluster_network(&self, running: Option<&RecordedNetwork>) -> ClusterNetwork {
+        self.network.resolve(
+            &self.kubernetes.distribution.capabilities().network,
+            running,
+        )
     }
 }

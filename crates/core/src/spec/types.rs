@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 pub use super::hardware::Machine;
 use super::limits as bounds;
 pub use super::network::{ClusterNetwork, Cni, Network, NetworkDefaults, RecordedNetwork};
+pub use super::patch::Patch;
 pub use super::policies::{BlockedDrain, ReplacePolicy};
 pub use super::scheduling::{NodeTaint, TaintEffect};
 pub use super::secret_source::SecretSource;
@@ -338,6 +339,12 @@ pub struct ClusterSpec {
     /// Where the admin kubeconfig is delivered.
     #[serde(default)]
     pub delivery: Delivery,
+    /// Settings capstan has no field for, in the distribution's own language (Talos
+    /// strategic-merge patches, kubeadm documents, K3s `config.yaml` keys), for every machine;
+    /// the control plane's and each pool's follow. A change replaces the machines it reaches.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = super::patch::MAX_PATCHES))]
+    pub patches: Vec<Patch>,
 }
 
 /// Kubernetes version and distribution.
@@ -485,6 +492,10 @@ pub struct ControlPlane {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = super::scheduling::MAX_TAINTS))]
     pub taints: Vec<NodeTaint>,
+    /// Patches for the control planes only, after `spec.patches` (see there).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = super::patch::MAX_PATCHES))]
+    pub patches: Vec<Patch>,
 }
 
 fn default_control_plane_replicas() -> u32 {
@@ -516,6 +527,10 @@ pub struct WorkerPool {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = super::scheduling::MAX_TAINTS))]
     pub taints: Vec<NodeTaint>,
+    /// Patches for this pool's workers only, after `spec.patches` (see there).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = super::patch::MAX_PATCHES))]
+    pub patches: Vec<Patch>,
 }
 
 /// How changes roll out.
@@ -750,21 +765,5 @@ impl ClusterSpec {
                 .find(|p| p.pool == pool)
                 .map(|p| &p.machine),
         }
-    }
-
-    /// Total workers over every pool (saturating: validation bounds them far below).
-    pub fn worker_replicas(&self) -> u32 {
-        self.workers
-            .iter()
-            .fold(0, |sum: u32, pool| sum.saturating_add(pool.replicas))
-    }
-
-    /// The network the cluster runs on: the file's fields, else what the live cluster was
-    /// built with (`running`, when observed), else its distribution's defaults.
-    pub fn cluster_network(&self, running: Option<&RecordedNetwork>) -> ClusterNetwork {
-        self.network.resolve(
-            &self.kubernetes.distribution.capabilities().network,
-            running,
-        )
     }
 }

@@ -16,6 +16,9 @@
 //! - `UserVolumeConfig`: each data disk with a mount, by its serial, formatted and mounted by
 //!   Talos at `/var/mnt/<name>`.
 //!
+//! The node's patches (`spec.patches` and its level's) are merged last, by Talos's rules
+//! (`spec::patches::talos`); validation judged the result by the schema before.
+//!
 //! Workers get only what they need: the CA certificates without their keys, no etcd,
 //! aggregator, service-account or encryption secret.
 
@@ -117,6 +120,7 @@ pub fn render_machine_config(
             "filesystem": {"type": volume.filesystem},
         }));
     }
+    crate::spec::patches::talos::apply(&mut documents, &node.patches);
     let mut out = String::new();
     for document in &documents {
         let yaml = serde_saphyr::to_string(document)

@@ -107,6 +107,9 @@ pub struct NodeFacts {
     /// The taints its Node registers with (the kubelet's `registerWithTaints`), so no pod
     /// lands on it before them.
     pub register_with_taints: Vec<crate::spec::NodeTaint>,
+    /// The patches of its level, in the order they apply (`spec.patches`, then its control
+    /// plane's or pool's): merged onto the rendered documents by Talos's rules.
+    pub patches: Vec<crate::spec::Patch>,
     /// Its network cards in order (`net0`, `net1`, ...), when the file declares them: each
     /// gets a link alias (`net<i>`, by MAC) and its MTU; `mac_address` is the one that carries
     /// the node's address (and on control planes the VIP). Empty: the template's one card.

@@ -67,6 +67,7 @@ pub fn node(role: MachineRole) -> NodeFacts {
         mac_address: "bc:24:11:00:00:01".parse().expect("a MAC address"),
         static_address: None,
         register_with_taints: Vec::new(),
+        patches: Vec::new(),
         links: Vec::new(),
         volumes: Vec::new(),
     }

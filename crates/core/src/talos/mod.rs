@@ -15,6 +15,7 @@ pub mod config;
 pub mod facts;
 pub mod iso9660;
 pub mod nocloud;
+pub mod patches;
 pub mod secrets;
 pub use crate::spec::talos_versions as versions;
 

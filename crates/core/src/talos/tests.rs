@@ -475,6 +475,7 @@ prop_compose! {
             mac_address: super::facts::MacAddress(mac),
             static_address,
             register_with_taints: Vec::new(),
+            patches: Vec::new(),
             links: Vec::new(),
             volumes: Vec::new(),
         };
@@ -500,4 +501,53 @@ proptest! {
             prop_assert_eq!(vip["name"].as_str(), Some(address.as_str()));
         }
     }
+}
+
+#[test]
+fn patches_merge_by_talos_rules_into_a_config_the_schema_accepts() {
+    let patch = |value: serde_json::Value| match value {
+        Value::Object(map) => crate::spec::Patch(map),
+        _ => unreachable!("a patch is a map"),
+    };
+    let mut worker = node(MachineRole::Worker);
+    worker.patches = vec![
+        patch(serde_json::json!({"machine": {"sysctls": {"vm.max_map_count": "262144"}}})),
+        patch(serde_json::json!({"machine": {"kubelet": {"extraMounts": [
+            {"destination": "/var/lib/longhorn", "type": "bind", "source": "/var/lib/longhorn",
+             "options": ["bind", "rshared", "rw"]}
+        ]}}})),
+        patch(
+            serde_json::json!({"apiVersion": "v1alpha1", "kind": "KmsgLogConfig",
+            "name": "remote", "url": "udp://192.168.1.5:6050/"}),
+        ),
+        // Talos's rule: `$patch: delete` removes a field capstan set and does not own.
+        patch(
+            serde_json::json!({"machine": {"kubelet": {"defaultRuntimeSeccompProfileEnabled": {"$patch": "delete"}}}}),
+        ),
+    ];
+    let config = render_machine_config(&cluster(), &worker, &bundle()).expect("renders");
+    let documents = schema_checked(&config);
+    assert_eq!(
+        kinds(&documents),
+        [
+            "v1alpha1",
+            "HostnameConfig",
+            "LinkAliasConfig",
+            "KmsgLogConfig"
+        ]
+    );
+    let kubelet = &documents[0]["machine"]["kubelet"];
+    assert_eq!(
+        documents[0]["machine"]["sysctls"]["vm.max_map_count"],
+        "262144"
+    );
+    assert_eq!(
+        kubelet["extraMounts"][0]["destination"],
+        "/var/lib/longhorn"
+    );
+    assert!(kubelet.get("defaultRuntimeSeccompProfileEnabled").is_none());
+    assert!(
+        kubelet["image"].as_str().is_some(),
+        "capstan's own fields stay"
+    );
 }

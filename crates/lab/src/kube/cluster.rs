@@ -417,8 +417,8 @@ impl SimCluster {
                     {"type": "InternalIP", "address": node.address.clone().unwrap_or_else(|| "127.0.0.1".into())},
                     {"type": "Hostname", "address": node.name},
                 ],
-                "capacity": {"cpu": "4", "memory": "8131264Ki", "pods": "110", "ephemeral-storage": "51343840Ki"},
-                "allocatable": {"cpu": "4", "memory": "8028864Ki", "pods": "110", "ephemeral-storage": "47318999Ki"},
+                "capacity": {"cpu": "4", "memory": "8131264Ki", "pods": node.max_pods.unwrap_or(110).to_string(), "ephemeral-storage": "51343840Ki"},
+                "allocatable": {"cpu": "4", "memory": "8028864Ki", "pods": node.max_pods.unwrap_or(110).to_string(), "ephemeral-storage": "47318999Ki"},
                 "nodeInfo": {
                     "kubeletVersion": kubelet,
                     "kubeProxyVersion": kubelet,

@@ -86,6 +86,9 @@ pub struct SimNodeConfig {
     /// Extra annotations.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
+    /// Its kubelet's `maxPods`: the Node's pod capacity (default 110).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_pods: Option<u32>,
 }
 
 /// A Node taint, as the API writes it.
@@ -129,6 +132,7 @@ impl SimNodeConfig {
             labels: BTreeMap::new(),
             taints: None,
             annotations: BTreeMap::new(),
+            max_pods: None,
         }
     }
 

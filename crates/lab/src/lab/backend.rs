@@ -188,6 +188,7 @@ impl ClusterBackend for LabBackend {
                 .collect(),
             taints: Some(registration.taints.clone()),
             annotations: registration.annotations.clone(),
+            max_pods: registration.max_pods,
             ..match node.role {
                 Role::ControlPlane => SimNodeConfig::control_plane(&node.name),
                 Role::Worker => SimNodeConfig::worker(&node.name),

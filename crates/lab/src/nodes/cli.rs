@@ -90,6 +90,22 @@ pub enum PhaseName {
         #[arg(long)]
         upload_certs: bool,
     },
+    /// `kubeadm init phase addon kube-proxy --config FILE`.
+    Addon {
+        /// Which addon: `kube-proxy`.
+        which: String,
+        /// Path to a kubeadm configuration file.
+        #[arg(long)]
+        config: Option<String>,
+    },
+    /// `kubeadm init phase upload-config kubeadm --config FILE`.
+    UploadConfig {
+        /// What to upload: `kubeadm` (the ClusterConfiguration).
+        what: String,
+        /// Path to a kubeadm configuration file.
+        #[arg(long)]
+        config: Option<String>,
+    },
 }
 
 /// `kubeadm join`.

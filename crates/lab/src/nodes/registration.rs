@@ -25,6 +25,9 @@ pub struct Registration {
     /// Annotations the distribution writes on the Node (Talos's record of the label and taint
     /// keys it owns, `talos.dev/owned-labels` and `talos.dev/owned-taints`).
     pub annotations: BTreeMap<String, String>,
+    /// The kubelet configuration's `maxPods` (the Node's pod capacity); unset: the kubelet's
+    /// default, 110.
+    pub max_pods: Option<u32>,
 }
 
 const EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];

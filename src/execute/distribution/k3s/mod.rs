@@ -118,6 +118,8 @@ impl Distribution for K3s {
         let registration = registration(&spec, scheduling);
         let steps =
             commands::install_server(&spec, &network, &join, &target.name, address, &registration);
+        let steps = commands::with_patches(steps, &spec, None, target.name.as_str())
+            .map_err(kubeadm_failed(action.name()))?;
         commands::install(
             &nodes,
             action.name(),
@@ -182,6 +184,15 @@ impl Distribution for K3s {
                 commands::install_agent(spec, &token, &target.name, address, &registration)
             }
         };
+        let steps =
+            commands::with_patches(steps, spec, scheduling.worker_pool(), target.name.as_str())
+                .map_err(kubeadm_failed(action.name()))?;
+        if role == Role::ControlPlane {
+            let running = ex.join_through(ctx, &target.name)?;
+            commands::same_critical_values(&nodes, &running, spec, target.name.as_str())
+                .await
+                .map_err(kubeadm_failed(action.name()))?;
+        }
         commands::install(
             &nodes,
             action.name(),

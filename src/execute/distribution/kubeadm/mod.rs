@@ -80,18 +80,17 @@ impl Distribution for Kubeadm {
         let target = node_target(machine)?;
         let address = ex.address(ctx, &target).await?;
         let nodes = ex.nodes(ctx)?;
-        let steps = [
-            prepare_unless_done(ctx, machine, version),
-            kubeadm::init_control_plane(
-                ctx.cluster,
-                &spec,
-                &network,
-                &target.name,
-                address,
-                &registration(&spec, scheduling),
-            ),
-        ]
-        .concat();
+        let init = kubeadm::init_control_plane(
+            ctx.cluster,
+            &spec,
+            &network,
+            &target.name,
+            address,
+            &registration(&spec, scheduling),
+        );
+        let init = kubeadm::patches::with_patches(init, &spec, None, target.name.as_str())
+            .map_err(kubeadm_failed(action.name()))?;
+        let steps = [prepare_unless_done(ctx, machine, version), init].concat();
         run_steps(&nodes, action, &target, &steps).await?;
         let read = nodes
             .admin_kubeconfig(&target)
@@ -141,6 +140,22 @@ impl Distribution for Kubeadm {
             .join_ticket(&control_plane)
             .await
             .map_err(kubeadm_failed(ActionKind::JoinNode.name()))?;
+        let version = kubelet_version_for(ctx, machine, spec);
+        if role == Role::ControlPlane {
+            let network = ctx.network().ok_or(ExecuteError::NoSpec {
+                action: ActionKind::JoinNode,
+            })?;
+            let name = control_plane.name.as_str();
+            let upload = kubeadm::patches::upload_cluster_configuration(
+                ctx.cluster,
+                spec,
+                &network,
+                version,
+                name,
+            )
+            .map_err(kubeadm_failed(ActionKind::JoinNode.name()))?;
+            run_steps(&nodes, ActionKind::JoinNode, &control_plane, &upload).await?;
+        }
         let key = match role {
             Role::ControlPlane => Some(
                 nodes
@@ -151,20 +166,19 @@ impl Distribution for Kubeadm {
             Role::Worker => None,
         };
         let address = ex.address(ctx, &target).await?;
-        let version = kubelet_version_for(ctx, machine, spec);
-        let steps = [
-            prepare_unless_done(ctx, machine, version),
-            kubeadm::join_node(
-                role,
-                &ticket,
-                key.as_deref(),
-                spec,
-                &target.name,
-                address,
-                &registration(spec, scheduling),
-            ),
-        ]
-        .concat();
+        let join = kubeadm::join_node(
+            role,
+            &ticket,
+            key.as_deref(),
+            spec,
+            &target.name,
+            address,
+            &registration(spec, scheduling),
+        );
+        let pool = scheduling.worker_pool();
+        let join = kubeadm::patches::with_patches(join, spec, pool, target.name.as_str())
+            .map_err(kubeadm_failed(ActionKind::JoinNode.name()))?;
+        let steps = [prepare_unless_done(ctx, machine, version), join].concat();
         run_steps(&nodes, ActionKind::JoinNode, &target, &steps).await?;
         let (ready, labelled) = match ctx.access.kubeconfig.as_ref() {
             Some(kubeconfig) => (

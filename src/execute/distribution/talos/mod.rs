@@ -166,6 +166,10 @@ impl Distribution for Talos {
                 .scheduling
                 .registration(&spec.kubernetes.distribution.capabilities().scheduling)
                 .taints,
+            patches: capstan_core::talos::patches::patches_for(
+                spec,
+                machine.scheduling.worker_pool(),
+            ),
             links,
             volumes,
         };

@@ -16,6 +16,7 @@ fn spec() -> MachineSpec {
         role: Role::Worker,
         talos: None,
         hardware: MachineHardware::default(),
+        patches: None,
     }
 }
 
@@ -147,4 +148,25 @@ fn hardware_is_in_the_spec_hash_but_tags_and_pool_are_not_and_absent_fields_hash
         crate::model::Role::Worker,
     );
     assert_eq!(older.differences(&built), vec!["disks [] → [100 GiB]"]);
+}
+
+#[test]
+fn a_patch_digest_is_part_of_the_machine_spec_hash_summary_and_differences() {
+    let plain = spec();
+    let patched = MachineSpec {
+        patches: Some("0123456789ab".into()),
+        ..plain.clone()
+    };
+    assert!(patched.summary().ends_with(" patches=0123456789ab"));
+    assert_eq!(
+        MachineSpec::parse_summary(&patched.summary()),
+        Some(patched.clone())
+    );
+    assert_ne!(patched.spec_hash(), plain.spec_hash());
+    assert_eq!(
+        plain.spec_hash(),
+        "6926a32f0b77",
+        "no patch: the hash it always had"
+    );
+    assert_eq!(plain.differences(&patched), vec!["patches changed"]);
 }

@@ -46,14 +46,15 @@ impl SpecMemo {
         if let Some((_, specs)) = self.by_version.borrow().iter().find(|(v, _)| *v == version) {
             return Rc::clone(specs);
         }
-        let machines = std::iter::once((&spec.control_plane.machine, Role::ControlPlane)).chain(
-            spec.workers
-                .iter()
-                .map(|pool| (&pool.machine, Role::Worker)),
-        );
+        let machines = std::iter::once((None, &spec.control_plane.machine, Role::ControlPlane))
+            .chain(
+                spec.workers
+                    .iter()
+                    .map(|pool| (Some(pool.pool.as_str()), &pool.machine, Role::Worker)),
+            );
         let specs: PoolSpecs = machines
-            .map(|(machine, role)| {
-                let machine_spec = MachineSpec::for_cluster(spec, machine, version, role);
+            .map(|(pool, machine, role)| {
+                let machine_spec = MachineSpec::for_cluster(spec, pool, machine, version, role);
                 let hash = machine_spec.spec_hash();
                 (machine_spec, hash)
             })

@@ -36,6 +36,8 @@ pub(in crate::nodes) struct ServerRequest {
     /// The network its flags (or configuration file) give the cluster.
     pub network: crate::kube::network::ClusterNetwork,
     pub registration: Registration,
+    /// The packaged components it does not deploy (`disable`, from its configuration file).
+    pub disable: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -233,6 +235,7 @@ fn install(
                 port: server.https_listen_port,
                 network,
                 registration,
+                disable: disabled(settings.as_ref()),
             }))
         }
         cli::K3sCommand::Agent(agent) => {
@@ -390,6 +393,13 @@ impl GuestSystems {
             ));
         }
         let admin = state.access.admin_kubeconfig.clone();
+        // Each server deploys the packaged components it does not disable (K3s's deploy
+        // controller applies its manifests at every start).
+        if !request.disable.iter().any(|c| c == "traefik") {
+            backend
+                .apply_manifest(&name, TRAEFIK)
+                .map_err(|err| fatal(&capstan_core::errors::error_chain(&err)))?;
+        }
         let node = kubelet(vm, &request.node, request.version, Role::ControlPlane)
             .registering(request.registration.clone());
         self.join_k3s(backend, vm, &name, &node, later)
@@ -449,6 +459,7 @@ impl GuestSystems {
                     token: request.token.clone(),
                     datastore: request.datastore.clone(),
                 }),
+                kubeadm: Default::default(),
             },
         );
         Ok(name)
@@ -638,6 +649,43 @@ impl GuestSystems {
             guest.files.remove(path);
         }
         Exit::success("+ systemctl stop k3s\n+ rm -rf /etc/rancher/k3s /var/lib/rancher/k3s\n")
+    }
+}
+
+/// K3s's packaged ingress controller, as its server deploys it unless `disable: traefik`
+/// (K3s installs it through a HelmChart; the lab applies the Deployment it makes).
+const TRAEFIK: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: traefik
+  namespace: kube-system
+  labels: {app.kubernetes.io/name: traefik}
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app.kubernetes.io/name: traefik}
+  template:
+    metadata:
+      labels: {app.kubernetes.io/name: traefik}
+    spec:
+      containers:
+        - name: traefik
+          image: rancher/mirrored-library-traefik:3.3.6
+";
+
+/// The components `disable` names in K3s's configuration file: a list, or one
+/// comma-separated string.
+fn disabled(settings: Option<&serde_json::Value>) -> Vec<String> {
+    match settings.and_then(|s| s.get("disable")) {
+        Some(serde_json::Value::String(text)) => {
+            text.split(',').map(|c| c.trim().to_owned()).collect()
+        }
+        Some(serde_json::Value::Array(items)) => items
+            .iter()
+            .filter_map(serde_json::Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        _ => Vec::new(),
     }
 }
 

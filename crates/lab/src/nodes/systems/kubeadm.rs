@@ -3,7 +3,6 @@
 //! words.
 
 use super::*;
-use crate::kube::network::{ClusterNetwork, KubeProxy, NetworkPlugin};
 
 impl GuestSystems {
     pub(super) fn kubeadm(
@@ -23,6 +22,12 @@ impl GuestSystems {
                 Some(InitPhase::Phase {
                     phase: PhaseName::UploadCerts { upload_certs },
                 }) => self.upload_certs(vm, upload_certs, now),
+                Some(InitPhase::Phase {
+                    phase: PhaseName::UploadConfig { what, config },
+                }) => self.upload_config(vm, &what, config.as_deref()),
+                Some(InitPhase::Phase {
+                    phase: PhaseName::Addon { which, config },
+                }) => self.addon(backend, vm, &which, config.as_deref()),
                 None => self.init(
                     backend,
                     vm,
@@ -59,7 +64,11 @@ impl GuestSystems {
         }
     }
 
-    fn read_config(&mut self, vmid: VmId, path: Option<&str>) -> Result<Vec<Value>, Exit> {
+    pub(super) fn read_config(
+        &mut self,
+        vmid: VmId,
+        path: Option<&str>,
+    ) -> Result<Vec<Value>, Exit> {
         let Some(path) = path else {
             return Err(Exit::failure(
                 1,
@@ -143,34 +152,10 @@ impl GuestSystems {
         let (Some(kubelet), Some(kubeadm)) = (guest.kubelet, guest.kubeadm) else {
             return preflight_error("FileExisting-kubelet", "kubelet not found in system path");
         };
-        let version = match cluster["kubernetesVersion"]
-            .as_str()
-            .map(str::parse::<KubeVersion>)
-        {
-            Some(Ok(version)) => version,
-            _ => {
-                return Exit::failure(
-                    1,
-                    "ClusterConfiguration.kubernetesVersion: invalid or missing version\n",
-                );
-            }
+        let version = match init_version(&cluster, kubelet, kubeadm) {
+            Ok(version) => version,
+            Err(exit) => return exit,
         };
-        if version > kubeadm {
-            return Exit::failure(
-                1,
-                format!(
-                    "this version of kubeadm only supports deploying clusters with the control plane version <= v{kubeadm}. Current version: v{version}\n"
-                ),
-            );
-        }
-        if kubelet.minor_version() > version.minor_version() {
-            return preflight_error(
-                "KubeletVersion",
-                &format!(
-                    "the kubelet version is higher than the control plane version. This is not a supported version skew and may lead to a malfunctional cluster. Kubelet version: \"{kubelet}\" Control plane version: \"{version}\""
-                ),
-            );
-        }
         let Some(endpoint) = cluster["controlPlaneEndpoint"].as_str().map(str::to_owned) else {
             return Exit::failure(
                 1,
@@ -213,7 +198,7 @@ impl GuestSystems {
             .as_str()
             .unwrap_or(&vm.name)
             .to_owned();
-        let network = match kubeadm_network(&init, &cluster) {
+        let network = match kubeadm_config::kubeadm_network(&init, &cluster) {
             Ok(network) => network,
             Err(message) => {
                 return Exit::failure(
@@ -222,11 +207,19 @@ impl GuestSystems {
                 );
             }
         };
-        let registration =
+        let mut registration =
             match Registration::from_kubeadm(&init["nodeRegistration"], Role::ControlPlane) {
                 Ok(registration) => registration,
                 Err(message) => return Exit::failure(1, format!("{message}\n")),
             };
+        let stored = kubeadm_config::Stored {
+            kubelet: find("KubeletConfiguration"),
+            cluster: cluster.clone(),
+        };
+        let guest = self.guest(vm.vmid);
+        if let Err(exit) = kubeadm_config::take(guest, &stored.kubelet, &init, &mut registration) {
+            return exit;
+        }
         let cluster_configuration = serde_json::to_string(&cluster).unwrap_or_default();
         let access = match backend.create_cluster(&NewCluster {
             name: name.clone(),
@@ -254,6 +247,7 @@ impl GuestSystems {
             certificate_key: None,
             etcd: BTreeMap::new(),
             k3s: None,
+            kubeadm: stored,
         };
         state.etcd.insert(member_id(), node.clone());
         let token = new_token();
@@ -295,6 +289,7 @@ impl GuestSystems {
     ) -> Result<(), String> {
         let state = self.clusters.get(cluster).ok_or("no such cluster")?;
         let admin = state.access.admin_kubeconfig.clone();
+        let apiserver = kubeadm_config::apiserver_manifest(&state.kubeadm.cluster);
         let guest = self.guests.entry(vm.vmid).or_default();
         let kubelet = guest.kubelet.ok_or("kubelet not installed")?;
         backend
@@ -323,9 +318,13 @@ impl GuestSystems {
                 "kube-scheduler",
                 "etcd",
             ] {
+                let manifest = match component {
+                    "kube-apiserver" => apiserver.clone(),
+                    _ => format!("# static pod {component}\n"),
+                };
                 guest.put_file(
                     format!("/etc/kubernetes/manifests/{component}.yaml"),
-                    format!("# static pod {component}\n"),
+                    manifest,
                 );
             }
         }
@@ -489,18 +488,19 @@ impl GuestSystems {
             Role::Worker
         };
         if role == Role::ControlPlane {
-            let key_valid = state.certificate_key.as_ref().is_some_and(|(key, expiry)| {
-                Some(key) == request.certificate_key.as_ref() && *expiry > now
-            });
-            if !key_valid {
-                return Exit::failure(
-                    1,
-                    "error execution phase control-plane-prepare/download-certs: error downloading certs: error downloading the secret: Secret \"kubeadm-certs\" was not found in the \"kube-system\" Namespace. This Secret might have expired. Please, run `kubeadm init phase upload-certs --upload-certs` on a control plane to generate a new one\n",
-                );
+            if !key_valid(state, &request, now) {
+                return Exit::failure(1, CERTS_MISSING);
             }
             state.etcd.insert(member_id(), request.node.clone());
         }
-        let member = (request.node.as_str(), role, request.registration);
+        let base = state.kubeadm.kubelet.clone();
+        let mut registration = request.registration;
+        let guest = self.guest(vm.vmid);
+        if let Err(exit) = kubeadm_config::take(guest, &base, &request.document, &mut registration)
+        {
+            return exit;
+        }
+        let member = (request.node.as_str(), role, registration);
         if let Err(message) = self.register(backend, vm, &name, member, later) {
             return Exit::failure(
                 1,
@@ -528,6 +528,7 @@ impl GuestSystems {
         };
         let registration = Registration::from_kubeadm(&join["nodeRegistration"], role)
             .map_err(|message| Exit::failure(1, format!("{message}\n")))?;
+        let join_document = join.clone();
         Ok(JoinRequest {
             endpoint: text(&token["apiServerEndpoint"]),
             token: text(&token["token"]),
@@ -544,6 +545,7 @@ impl GuestSystems {
                 .as_str()
                 .map(str::to_owned),
             registration,
+            document: join_document,
         })
     }
 
@@ -649,7 +651,7 @@ impl GuestSystems {
         state.version = target;
         backend.set_version(&cluster, target);
         // The `addon/kube-proxy` phase deploys kube-proxy again unless told to skip it.
-        if !skips(&config["apply"]["skipPhases"], "addon/kube-proxy")
+        if !kubeadm_config::skips(&config["apply"]["skipPhases"], "addon/kube-proxy")
             && let Err(err) = backend.deploy_kube_proxy(&cluster)
         {
             let message = capstan_core::errors::error_chain(&err);
@@ -708,6 +710,58 @@ struct JoinRequest {
     control_plane: bool,
     certificate_key: Option<String>,
     registration: Registration,
+    /// The `JoinConfiguration` (its `patches.directory`).
+    document: Value,
+}
+
+/// The control plane's version `kubeadm init` deploys (`ClusterConfiguration.kubernetesVersion`),
+/// refused as kubeadm refuses it: newer than kubeadm, or older than the kubelet.
+fn init_version(
+    cluster: &Value,
+    kubelet: KubeVersion,
+    kubeadm: KubeVersion,
+) -> Result<KubeVersion, Exit> {
+    let version = match cluster["kubernetesVersion"]
+        .as_str()
+        .map(str::parse::<KubeVersion>)
+    {
+        Some(Ok(version)) => version,
+        _ => {
+            return Err(Exit::failure(
+                1,
+                "ClusterConfiguration.kubernetesVersion: invalid or missing version\n",
+            ));
+        }
+    };
+    if version > kubeadm {
+        return Err(Exit::failure(
+            1,
+            format!(
+                "this version of kubeadm only supports deploying clusters with the control plane version <= v{kubeadm}. Current version: v{version}\n"
+            ),
+        ));
+    }
+    if kubelet.minor_version() > version.minor_version() {
+        return Err(preflight_error(
+            "KubeletVersion",
+            &format!(
+                "the kubelet version is higher than the control plane version. This is not a supported version skew and may lead to a malfunctional cluster. Kubelet version: \"{kubelet}\" Control plane version: \"{version}\""
+            ),
+        ));
+    }
+    Ok(version)
+}
+
+/// What `kubeadm join --control-plane` says when the certificate key is not (or no longer)
+/// the one uploaded.
+const CERTS_MISSING: &str = "error execution phase control-plane-prepare/download-certs: error downloading certs: error downloading the secret: Secret \"kubeadm-certs\" was not found in the \"kube-system\" Namespace. This Secret might have expired. Please, run `kubeadm init phase upload-certs --upload-certs` on a control plane to generate a new one\n";
+
+/// Whether the joining control plane's certificate key is the uploaded one, unexpired.
+fn key_valid(state: &ClusterState, request: &JoinRequest, now: Timestamp) -> bool {
+    state
+        .certificate_key
+        .as_ref()
+        .is_some_and(|(key, expiry)| Some(key) == request.certificate_key.as_ref() && *expiry > now)
 }
 
 fn preflight_error(check: &str, detail: &str) -> Exit {
@@ -734,41 +788,4 @@ fn new_token() -> String {
 
 fn member_id() -> u64 {
     u64::from_str_radix(&random_hex(8), 16).unwrap_or(1)
-}
-
-/// Whether a `skipPhases` list names `phase` (or its parent, `addon`).
-fn skips(phases: &Value, phase: &str) -> bool {
-    let parent = phase.split('/').next().unwrap_or(phase);
-    phases
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .any(|skipped| skipped == phase || skipped == parent)
-}
-
-/// The network `kubeadm init` configures: `networking.podSubnet` (kube-controller-manager's
-/// `--cluster-cidr`, with node IPAM) and `serviceSubnet` (kubeadm's default 10.96.0.0/12),
-/// the CNI left to whoever applies one, and kube-proxy's DaemonSet unless the
-/// `addon/kube-proxy` phase is skipped.
-fn kubeadm_network(init: &Value, cluster: &Value) -> Result<ClusterNetwork, String> {
-    let networking = &cluster["networking"];
-    let pods = networking["podSubnet"]
-        .as_str()
-        .ok_or("the lab needs ClusterConfiguration.networking.podSubnet (node IPAM): capstan always sets it")?;
-    let services = networking["serviceSubnet"]
-        .as_str()
-        .unwrap_or("10.96.0.0/12");
-    let network = ClusterNetwork {
-        pods: ClusterNetwork::parse_range(pods, "--cluster-cidr")?,
-        services: ClusterNetwork::parse_range(services, "--service-cluster-ip-range")?,
-        plugin: NetworkPlugin::Applied,
-        kube_proxy: if skips(&init["skipPhases"], "addon/kube-proxy") {
-            KubeProxy::Disabled
-        } else {
-            KubeProxy::DaemonSet
-        },
-    };
-    network.check()?;
-    Ok(network)
 }

@@ -10,6 +10,7 @@
 mod disks;
 pub(super) mod k3s;
 mod kubeadm;
+mod kubeadm_config;
 mod kubectl;
 pub(crate) mod talos;
 pub(crate) mod talos_network;
@@ -208,6 +209,8 @@ struct ClusterState {
     certificate_key: Option<(String, Timestamp)>,
     etcd: BTreeMap<u64, String>,
     k3s: Option<k3s::K3sCluster>,
+    /// kubeadm's cluster-wide configuration (empty for K3s).
+    kubeadm: kubeadm_config::Stored,
 }
 
 /// How long a command takes in the lab, if it is one of the slow ones.

@@ -121,6 +121,11 @@ pub struct TalosMachine {
     /// The cluster's network: `cluster.network` (pod and service subnets, the CNI) and
     /// `cluster.proxy`.
     pub network: ClusterNetwork,
+    /// The kernel parameters it sets (`machine.sysctls`).
+    pub sysctls: BTreeMap<String, String>,
+    /// Where the kubelet's extra mounts land in its container
+    /// (`machine.kubelet.extraMounts[].destination`).
+    pub kubelet_mounts: Vec<String>,
 }
 
 impl std::fmt::Debug for TalosMachine {
@@ -177,6 +182,8 @@ struct MachineSection {
     network: Option<Network>,
     #[serde(default, rename = "nodeLabels")]
     node_labels: BTreeMap<String, String>,
+    #[serde(default)]
+    sysctls: BTreeMap<String, String>,
 }
 
 #[derive(Deserialize)]
@@ -186,6 +193,14 @@ struct Kubelet {
     image: Option<String>,
     #[serde(default)]
     extra_config: Option<KubeletExtraConfig>,
+    #[serde(default)]
+    extra_mounts: Vec<ExtraMount>,
+}
+
+#[derive(Deserialize)]
+struct ExtraMount {
+    #[serde(default)]
+    destination: String,
 }
 
 #[derive(Deserialize)]
@@ -368,6 +383,13 @@ fn machine_config(user_data: &[u8]) -> Result<TalosMachine, TalosBootError> {
     {
         return Err(TalosBootError::Hostname);
     }
+    let kubelet_mounts = machine.kubelet.as_ref().map_or_else(Vec::new, |k| {
+        k.extra_mounts
+            .iter()
+            .map(|m| m.destination.clone())
+            .collect()
+    });
+    let sysctls = machine.sysctls;
     let kubernetes_version = match machine.kubelet.and_then(|k| k.image) {
         Some(image) => Some(image_version(&image).ok_or(TalosBootError::KubeletImage)?),
         None => None,
@@ -393,6 +415,8 @@ fn machine_config(user_data: &[u8]) -> Result<TalosMachine, TalosBootError> {
         kubernetes_ca_key_pem,
         shared_secrets: hash.finalize().into(),
         network,
+        sysctls,
+        kubelet_mounts,
     })
 }
 

@@ -30,24 +30,16 @@ pub fn render(schema: &serde_json::Value) -> String {
 /// When a file or stdout cannot be written.
 pub fn run(args: &SchemaArgs, out: &mut impl Write) -> Result<(), SchemaError> {
     let observed = ("observed.schema.json", crate::observed::json_schema());
-    for (name, schema) in spec::json_schemas().into_iter().chain([observed]) {
-        let text = render(&schema);
-        match &args.out {
-            Some(dir) => {
-                let path = dir.join(name);
-                std::fs::create_dir_all(dir)
-                    .and_then(|()| std::fs::write(&path, text))
-                    .map_err(|source| SchemaError::Write { path, source })?;
-            }
-            None => out
-                .write_all(format!("# {name}\n{text}").as_bytes())
-                .map_err(|source| SchemaError::Write {
-                    path: "stdout".into(),
-                    source,
-                })?,
-        }
-    }
-    Ok(())
+    let files = spec::json_schemas()
+        .into_iter()
+        .chain([observed])
+        .map(|(name, schema)| (name, render(&schema)));
+    emit(
+        files,
+        args.out.as_deref(),
+        |name, text| format!("# {name}\n{text}"),
+        out,
+    )
 }
 
 /// Prints the book's generated reference pages to `out`, or writes them into `args.out`.
@@ -58,8 +50,24 @@ pub fn reference(
     args: &crate::cli::ReferenceArgs,
     out: &mut impl Write,
 ) -> Result<(), SchemaError> {
-    for (name, text) in crate::reference::pages() {
-        match &args.out {
+    emit(
+        crate::reference::pages(),
+        args.out.as_deref(),
+        |name, text| format!("<!-- {name} -->\n{text}"),
+        out,
+    )
+}
+
+/// Writes each `(file name, text)` into `dir`, or prints it to `out` under the heading
+/// `printed` gives it.
+fn emit(
+    files: impl IntoIterator<Item = (&'static str, String)>,
+    dir: Option<&std::path::Path>,
+    printed: impl Fn(&str, &str) -> String,
+    out: &mut impl Write,
+) -> Result<(), SchemaError> {
+    for (name, text) in files {
+        match dir {
             Some(dir) => {
                 let path = dir.join(name);
                 std::fs::create_dir_all(dir)
@@ -67,7 +75,7 @@ pub fn reference(
                     .map_err(|source| SchemaError::Write { path, source })?;
             }
             None => out
-                .write_all(format!("<!-- {name} -->\n{text}").as_bytes())
+                .write_all(printed(name, &text).as_bytes())
                 .map_err(|source| SchemaError::Write {
                     path: "stdout".into(),
                     source,

@@ -427,9 +427,11 @@ async fn tags_and_pool_change_in_place_and_a_disk_change_replaces_the_pool_one_a
     world.write_cluster(CLUSTER, &cluster("tags: [team-b, backup], pool: k8s, "));
     world
         .wait_for_within("the tags changed in place", Duration::from_secs(60), |_| {
-            workers(&world)
-                .iter()
-                .all(|vm| operator_tags(&vm.config) == ["backup", "team-b"])
+            // The step counts once it has ended, which may be a moment after the VMs show it.
+            world.steps_ok("tag-machines") >= 1
+                && workers(&world)
+                    .iter()
+                    .all(|vm| operator_tags(&vm.config) == ["backup", "team-b"])
         })
         .await;
     assert!(world.steps_ok("tag-machines") >= 1);

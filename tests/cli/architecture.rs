@@ -448,8 +448,6 @@ const TO_SPLIT: &[(&str, usize)] = &[
     ("crates/core/src/notify/mod.rs::cluster_events", 124),
     ("crates/core/src/talos/iso9660.rs::write_image", 108),
     ("crates/core/src/plan/simulate.rs::apply", 197),
-    ("crates/core/src/plan/cluster/removal.rs::remove", 142),
-    ("crates/core/src/plan/cluster/create.rs::creates", 229),
     ("crates/core/src/status/mod.rs::cluster_status", 175),
     ("crates/core/src/dashboard/cluster.rs::cluster_page", 130),
     ("crates/core/src/preview/mod.rs::build_within", 170),

@@ -140,6 +140,17 @@ impl Cluster {
         self
     }
 
+    /// Gives each machine of a pool one device of PCI mapping `mapping`, placed on
+    /// `placement`.
+    pub fn with_pci(mut self, pool: &str, mapping: &str, placement: &[&str]) -> Self {
+        let machine = self.machine_mut(pool);
+        machine.pci = vec![crate::spec::hardware::PciDevice {
+            mapping: mapping.to_owned(),
+        }];
+        machine.placement = placement.iter().map(|node| (*node).to_owned()).collect();
+        self
+    }
+
     /// Removes a worker pool.
     pub fn without_pool(mut self, pool: &str) -> Self {
         self.spec.workers.retain(|p| p.pool != pool);

@@ -557,12 +557,13 @@ impl<'a> Ctx<'a> {
         }
         // After an upgrade or a renewal the kubeconfig goes out before any machine moves.
         let redelivering = self.delivery(out);
+        let mut device_bound = create::DeviceBound::new();
         if !upgrading && !redelivering {
             self.prepares(out);
             self.joins(out);
-            self.creates(out, capacity);
+            device_bound = self.creates(out, capacity);
         }
-        self.removals(out, upgrading);
+        self.removals(out, upgrading, &device_bound);
         self.relabels(out);
         self.filings(out);
         self.report_nodes(out);

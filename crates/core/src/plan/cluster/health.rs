@@ -80,7 +80,8 @@ impl<'a> Ctx<'a> {
             })
             .map(|v| v.name.clone())
             .collect();
-        let nodes = members().count();
+        // A prediction keeps Ready workers aside (quiet): they are members all the same.
+        let nodes = members().count() + self.input.quiet.map_or(0, Quiet::len);
         let max_unhealthy = remediation.max_unhealthy.of(nodes);
         if unhealthy.len() <= max_unhealthy {
             return false;

@@ -135,6 +135,7 @@ fn guest(target: &NodeTarget) -> GuestIdentity {
         address: Some("192.168.1.100".parse().expect("ip")),
         k3s_airgap: None,
         talos: None,
+        talos_extensions: Vec::new(),
         media: Vec::new(),
         cluster: None,
         hardware: Default::default(),

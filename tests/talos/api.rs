@@ -52,6 +52,7 @@ impl Cluster {
                 address: format!("10.5.0.{index}").parse().expect("an address"),
                 talos_tag: TALOS_TAG.to_owned(),
                 control_plane,
+                extensions: vec!["qemu-guest-agent".to_owned(), "iscsi-tools".to_owned()],
             };
             nodes.push(
                 TalosNodeApi::start(&os_ca, node, etcd.clone())
@@ -142,6 +143,20 @@ async fn version_answers_the_nodes_talos_tag() {
     let version = cluster.client(0).await.version().await.expect("answers");
     assert_eq!(version.talos_tag, TALOS_TAG);
     assert!(version.rbac);
+}
+
+#[tokio::test]
+async fn the_resource_api_lists_the_extensions_the_node_runs() {
+    let cluster = Cluster::start(1).await;
+    let extensions = cluster.client(0).await.extensions().await.expect("answers");
+    let names: Vec<(&str, &str)> = extensions
+        .iter()
+        .map(|e| (e.name.as_str(), e.version.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        vec![("qemu-guest-agent", TALOS_TAG), ("iscsi-tools", TALOS_TAG)]
+    );
 }
 
 #[tokio::test]

@@ -17,6 +17,7 @@ mod cidata;
 mod cluster;
 mod delivery;
 mod example;
+mod extensions;
 mod hardware;
 mod labels;
 mod network;

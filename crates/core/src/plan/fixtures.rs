@@ -219,6 +219,7 @@ impl Cluster {
         self.spec.talos = Some(crate::spec::TalosSpec {
             version: release.parse().expect("a Talos release"),
             installer_image: None,
+            extensions: Vec::new(),
         });
         self
     }

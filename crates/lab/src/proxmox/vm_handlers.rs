@@ -61,6 +61,7 @@ pub(super) fn clone_vm(shared: &Arc<Shared>, p: &Params, user: &str) -> Result<R
     let is_template = source.is_template();
     let (k3s_airgap, talos) = (source.k3s_airgap.clone(), source.talos.clone());
     let cloud_init = source.cloud_init;
+    let talos_extensions = source.talos_extensions.clone();
     let (mut config, source_config) = (source.config.clone(), source.config.clone());
     let source_name = source.name();
     let full = p.flag("full").unwrap_or(!is_template);
@@ -123,6 +124,7 @@ pub(super) fn clone_vm(shared: &Arc<Shared>, p: &Params, user: &str) -> Result<R
     if let Some(clone) = state.vms.get_mut(&newid) {
         clone.k3s_airgap = k3s_airgap;
         clone.talos = talos;
+        clone.talos_extensions = talos_extensions;
         clone.cloud_init = cloud_init;
     }
     let first_log = vec![

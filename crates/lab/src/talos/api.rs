@@ -13,6 +13,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use capstan_talos_api::common::Metadata;
+use capstan_talos_api::cosi::resource::state_server::StateServer;
 use capstan_talos_api::machine::machine_service_server::{MachineService, MachineServiceServer};
 use capstan_talos_api::machine::{
     Bootstrap, BootstrapRequest, BootstrapResponse, EtcdForfeitLeadership,
@@ -69,6 +70,9 @@ pub struct TalosNode {
     pub talos_tag: String,
     /// Whether it is a control plane (only those serve the etcd calls).
     pub control_plane: bool,
+    /// The system extensions its image carries (`iscsi-tools`), served as
+    /// `ExtensionStatuses` resources.
+    pub extensions: Vec<String>,
 }
 
 /// Starting a node's Talos API failed.
@@ -174,6 +178,8 @@ impl TalosNodeApi {
                 .await
                 .map(|stream| (Ok::<_, io::Error>(stream), incoming))
         });
+        let resources = StateServer::new(super::resources::ResourceService { node: node.clone() })
+            .max_decoding_message_size(MAX_REQUEST_BYTES);
         let service = MachineServiceServer::new(NodeService {
             node,
             etcd,
@@ -187,6 +193,7 @@ impl TalosNodeApi {
             };
             if let Err(error) = tonic::transport::Server::builder()
                 .add_service(service)
+                .add_service(resources)
                 .serve_with_incoming_shutdown(incoming, stop)
                 .await
             {
@@ -436,7 +443,7 @@ impl NodeService {
 }
 
 /// Talos's RBAC: every call here needs `os:admin`.
-fn authorize<T>(request: &Request<T>) -> Result<(), Status> {
+pub(super) fn authorize<T>(request: &Request<T>) -> Result<(), Status> {
     let allowed = request
         .extensions()
         .get::<PeerRoles>()

@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod etcd;
+mod resources;
 
 pub use api::{ADMIN_ROLE, EtcdChanged, OsCa, PeerRoles, TalosApiError, TalosNode, TalosNodeApi};
 pub use etcd::{EtcdCluster, EtcdError, EtcdMember};

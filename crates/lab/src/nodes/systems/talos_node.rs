@@ -58,6 +58,8 @@ pub(in crate::nodes) struct TalosGuest {
     address: Option<IpAddr>,
     /// The Talos version it boots (its template's).
     talos_tag: String,
+    /// The system extensions its image carries (its template's).
+    extensions: Vec<String>,
     api: Option<TalosNodeApi>,
     etcd: Membership,
     /// Its Node is registered with the cluster's API server.
@@ -154,6 +156,7 @@ impl GuestSystems {
         guest.running = true;
         guest.address = vm.address.map(IpAddr::V4);
         guest.talos_tag = vm.talos.clone().unwrap_or_default();
+        guest.extensions = vm.talos_extensions.clone();
         guest.etcd = Membership::NotYet;
         guest.say(format!("[talos] Talos {} booting", guest.talos_tag));
         let (machine, source) = match outcome {
@@ -311,6 +314,7 @@ impl GuestSystems {
                 hostname: guest.hostname.clone(),
                 address,
                 talos_tag: guest.talos_tag.clone(),
+                extensions: guest.extensions.clone(),
                 control_plane: guest.is_control_plane(),
             };
             match TalosNodeApi::start_now(&os_ca, node, cluster.etcd.clone(), hook.clone()) {

@@ -82,6 +82,7 @@ fn vm(vmid: u32, name: &str, media: Vec<MediaImage>) -> GuestIdentity {
         )),
         k3s_airgap: None,
         talos: Some("v1.11.5".into()),
+        talos_extensions: vec!["qemu-guest-agent".into()],
         media,
         cluster: None,
         hardware: Default::default(),

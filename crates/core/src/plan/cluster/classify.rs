@@ -7,7 +7,17 @@ use std::cmp::Ordering;
 use smol_str::format_smolstr;
 
 use super::create::Tally;
-use super::*;
+use std::rc::Rc;
+
+use smol_str::SmolStr;
+
+use crate::model::{NodeName, Role};
+use crate::observed::{ObservedMachine, ObservedNode};
+use crate::plan::types::{Finding, FindingKind};
+use crate::spec::validate::CONTROL_PLANE_POOL;
+use crate::spec::{DriftPolicy, Machine, ReplacePolicy};
+
+use super::{Ctx, DesiredPool, Outcome, Pool, View, guard};
 use crate::observed::VmConfig;
 
 impl<'a> Ctx<'a> {

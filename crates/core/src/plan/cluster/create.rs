@@ -2,7 +2,16 @@
 //! replaced), where they go (rule 15), and the kubeconfig delivery that follows a built or
 //! changed control plane (rule 10).
 
-use super::*;
+use std::collections::BTreeMap;
+
+use smol_str::SmolStr;
+
+use crate::model::{NodeName, Ownership, Role};
+use crate::plan::placement::Capacity;
+use crate::plan::types::{Action, Blocked, Rule, Step, Target};
+use crate::spec::Machine;
+
+use super::{Ctx, DesiredPool, Gate, Outcome, Pool, Quiet, View};
 use crate::plan::hardware_fit::HardwareNeeds;
 use crate::plan::placement::{NoNodeFits, NodeRefused};
 use crate::plan::types::PREDICTED;

@@ -30,13 +30,12 @@ use super::Policy;
 use super::placement::{self, Capacity};
 use super::types::{
     Action, ActionKind, Blocked, Finding, FindingKind, MachineRef, Resource, Rule, Step, Target,
-    Wait, Waiting,
+    Waiting,
 };
 use super::window::{Need, WindowState};
-use crate::model::{NodeName, Ownership, Role};
+use crate::model::{NodeName, Role};
 use crate::observed::{MachineSpec, ObservedCluster, ObservedMachine, ObservedNode, StepDuration};
-use crate::spec::validate::{CONTROL_PLANE_POOL, VM_NAME_PREFIX};
-use crate::spec::{Capabilities, ClusterSpec, DriftPolicy, KubeVersion, Machine, ReplacePolicy};
+use crate::spec::{Capabilities, ClusterSpec, KubeVersion, Machine, ReplacePolicy};
 pub(crate) use classify::Facts;
 pub(crate) use filing::file_in_place;
 use memo::PoolSpecs;

@@ -3,7 +3,12 @@
 //! quorum (rule 9), through cordon, a drain with a deadline (rule 5) and the Node's deletion.
 
 use super::create::DeviceBound;
-use super::*;
+use smol_str::SmolStr;
+
+use crate::model::Role;
+use crate::plan::types::{Action, ActionKind, Blocked, Resource, Rule, Target, Wait};
+
+use super::{Ctx, Gate, Outcome, View, add};
 
 impl<'a> Ctx<'a> {
     /// A member capstan is taking out (a fenced machine is not: it is dead already, and its

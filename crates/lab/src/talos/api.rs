@@ -33,9 +33,8 @@ use tonic::transport::server::Connected;
 use tonic::{Request, Response, Status};
 
 use super::etcd::{EtcdCluster, EtcdError};
+use super::roles::{PeerRoles, authorize};
 
-/// The role a client certificate's Organization must carry.
-pub const ADMIN_ROLE: &str = "os:admin";
 /// The largest request the server decodes (Talos's calls here carry a few fields).
 const MAX_REQUEST_BYTES: usize = 64 * 1024;
 /// How long to wait after a failed accept (no file descriptors) before the next.
@@ -178,8 +177,11 @@ impl TalosNodeApi {
                 .await
                 .map(|stream| (Ok::<_, io::Error>(stream), incoming))
         });
-        let resources = StateServer::new(super::resources::ResourceService { node: node.clone() })
-            .max_decoding_message_size(MAX_REQUEST_BYTES);
+        let resources = StateServer::new(super::resources::ResourceService {
+            talos_tag: node.talos_tag.clone(),
+            extensions: node.extensions.clone(),
+        })
+        .max_decoding_message_size(MAX_REQUEST_BYTES);
         let service = MachineServiceServer::new(NodeService {
             node,
             etcd,
@@ -261,10 +263,6 @@ async fn accept_loop(
         });
     }
 }
-
-/// The roles (Organizations) of a connection's client certificate.
-#[derive(Debug, Clone, Default)]
-pub struct PeerRoles(Arc<[String]>);
 
 fn organizations(der: &[u8]) -> Vec<String> {
     let Ok((_, certificate)) = x509_parser::parse_x509_certificate(der) else {
@@ -439,19 +437,6 @@ impl NodeService {
                 "{what} is only available on control plane nodes"
             )))
         }
-    }
-}
-
-/// Talos's RBAC: every call here needs `os:admin`.
-pub(super) fn authorize<T>(request: &Request<T>) -> Result<(), Status> {
-    let allowed = request
-        .extensions()
-        .get::<PeerRoles>()
-        .is_some_and(|roles| roles.0.iter().any(|role| role == ADMIN_ROLE));
-    if allowed {
-        Ok(())
-    } else {
-        Err(Status::permission_denied("not authorized"))
     }
 }
 

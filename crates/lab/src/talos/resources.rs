@@ -8,7 +8,7 @@ use capstan_talos_api::cosi::resource::{ListRequest, ListResponse, Metadata, Res
 use tonic::codegen::BoxStream;
 use tonic::{Request, Response, Status};
 
-use super::api::{TalosNode, authorize};
+use super::roles::authorize;
 
 /// The resource type of a system extension's status.
 pub const EXTENSION_STATUSES: &str = "ExtensionStatuses.runtime.talos.dev";
@@ -17,7 +17,10 @@ const RUNTIME: &str = "runtime";
 
 /// The resource API of one node.
 pub(super) struct ResourceService {
-    pub node: TalosNode,
+    /// The Talos version it runs (the lab's extensions carry it as theirs).
+    pub talos_tag: String,
+    /// The system extensions its image carries.
+    pub extensions: Vec<String>,
 }
 
 #[tonic::async_trait]
@@ -47,8 +50,7 @@ impl ResourceService {
     /// One `ExtensionStatus` per extension, numbered as Talos numbers them, its spec in YAML
     /// as Talos marshals it (the lab's extensions carry the image's Talos version).
     fn extension_statuses(&self) -> impl Iterator<Item = ListResponse> + '_ {
-        self.node
-            .extensions
+        self.extensions
             .iter()
             .enumerate()
             .map(|(index, name)| ListResponse {
@@ -66,7 +68,7 @@ impl ResourceService {
                         proto_spec: Vec::new(),
                         yaml_spec: format!(
                             "image: {index:03}.{name}.sqsh\nmetadata:\n    name: {name}\n    version: {}\n    author: Sidero Labs\n    description: {name}, as the lab's image carries it\n",
-                            self.node.talos_tag
+                            self.talos_tag
                         ),
                     }),
                 }),

@@ -12,8 +12,18 @@
 //! shows it to every user of the node; so is a configuration file holding them that others
 //! than root may read.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use capstan_core::model::Role;
+
 use crate::kine::Dsn;
+use crate::nodes::{ClusterBackend, NewCluster, NewNode, Registration, cli, paths};
+use crate::proxmox::ExecOutcome as Exit;
+use crate::proxmox::GuestIdentity as GuestVm;
+use crate::values::KubeVersion;
+
+use super::{ClusterState, GuestSystems, Later, Member};
 
 /// What the install command asks, read before anything changes (the datastore is reached
 /// between reading and applying, outside the state lock).

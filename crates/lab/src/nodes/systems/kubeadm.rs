@@ -2,7 +2,25 @@
 //! handling, reset, upgrade and certificate renewal, each refusing what kubeadm refuses with its
 //! words.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use capstan_core::model::{Role, VmId};
+use jiff::{SignedDuration, Timestamp};
+use serde_json::Value;
+
+use crate::nodes::cli::{
+    CertsCommand, InitPhase, KubeadmCommand, PhaseName, TokenCommand, UpgradeCommand,
+};
+use crate::nodes::{ClusterBackend, NewCluster, NewNode, Registration, cli, paths, random_hex};
+use crate::proxmox::ExecOutcome as Exit;
+use crate::proxmox::GuestIdentity as GuestVm;
+use crate::values::KubeVersion;
+
+use super::{
+    CERTIFICATE_KEY_LIFETIME, ClusterState, GuestSystems, KUBELET_MAX_MINOR_SKEW, Later, Member,
+    kubeadm_config,
+};
 
 impl GuestSystems {
     pub(super) fn kubeadm(

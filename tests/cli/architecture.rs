@@ -397,7 +397,10 @@ fn no_file_but_a_test_imports_its_parent_whole() {
         "name what these files take from their parent (`use super::{{A, b}};`), not `use super::*;`: {found:#?}"
     );
     let planted: syn::File = syn::parse_str("use super::*;\nfn f() {}").expect("parses");
-    assert!(imports_its_parent_whole(&planted), "the check sees a planted glob");
+    assert!(
+        imports_its_parent_whole(&planted),
+        "the check sees a planted glob"
+    );
     let named: syn::File = syn::parse_str("use super::{a, B};").expect("parses");
     assert!(!imports_its_parent_whole(&named));
 }

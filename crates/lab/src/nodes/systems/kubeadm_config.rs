@@ -8,8 +8,10 @@
 
 use serde_json::Value;
 
-use super::{Exit, GuestVm};
 use crate::kube::network::{ClusterNetwork, KubeProxy, NetworkPlugin};
+use crate::values::KubeVersion;
+
+use super::{Exit, GuestVm};
 
 /// Where kubeadm writes the kubelet's configuration on a node.
 pub(super) const KUBELET_CONFIG: &str = "/var/lib/kubelet/config.yaml";
@@ -207,6 +209,54 @@ pub(super) fn kubeadm_network(init: &Value, cluster: &Value) -> Result<ClusterNe
     };
     network.check()?;
     Ok(network)
+}
+
+/// The control plane's version `kubeadm init` deploys (`ClusterConfiguration.kubernetesVersion`),
+/// refused as kubeadm refuses it: newer than kubeadm, or older than the kubelet.
+pub(super) fn init_version(
+    cluster: &Value,
+    kubelet: KubeVersion,
+    kubeadm: KubeVersion,
+) -> Result<KubeVersion, Exit> {
+    let version = match cluster["kubernetesVersion"]
+        .as_str()
+        .map(str::parse::<KubeVersion>)
+    {
+        Some(Ok(version)) => version,
+        _ => {
+            return Err(Exit::failure(
+                1,
+                "ClusterConfiguration.kubernetesVersion: invalid or missing version\n",
+            ));
+        }
+    };
+    if version > kubeadm {
+        return Err(Exit::failure(
+            1,
+            format!(
+                "this version of kubeadm only supports deploying clusters with the control plane version <= v{kubeadm}. Current version: v{version}\n"
+            ),
+        ));
+    }
+    if kubelet.minor_version() > version.minor_version() {
+        return Err(preflight_error(
+            "KubeletVersion",
+            &format!(
+                "the kubelet version is higher than the control plane version. This is not a supported version skew and may lead to a malfunctional cluster. Kubelet version: \"{kubelet}\" Control plane version: \"{version}\""
+            ),
+        ));
+    }
+    Ok(version)
+}
+
+/// A failed preflight check, in kubeadm's words.
+pub(super) fn preflight_error(check: &str, detail: &str) -> Exit {
+    Exit::failure(
+        1,
+        format!(
+            "error execution phase preflight: [preflight] Some fatal errors occurred:\n\t[ERROR {check}]: {detail}\n[preflight] If you know what you are doing, you can make a check non-fatal with `--ignore-preflight-errors=...`\n"
+        ),
+    )
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 //!   state [`Desired::incomplete`], so a broken file is never mistaken for a deleted cluster.
 
 mod addresses;
+pub mod authentication;
 pub mod bounds;
 mod delivery;
 pub mod diagnostic;

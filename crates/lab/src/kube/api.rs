@@ -55,7 +55,9 @@ async fn handle(
     }
     let query = parse_query(uri.query().unwrap_or_default());
     let certificate = certificate.map(|Extension(c)| c).unwrap_or_default();
+    let jwt_user = jwt_user(&state, &headers).await;
     let request = Request {
+        jwt_user,
         state: &state,
         method: &method,
         path: uri.path(),
@@ -69,13 +71,34 @@ async fn handle(
     }
 }
 
-/// Whether the request's bearer token is cut off by the partition fault.
-fn is_partitioned(state: &ClusterState, headers: &HeaderMap) -> bool {
-    let token = headers
+/// The request's bearer token, if it carries one.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    token.is_some_and(|t| state.lock().partitioned.contains(t.trim()))
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+}
+
+/// Whether the request's bearer token is cut off by the partition fault.
+fn is_partitioned(state: &ClusterState, headers: &HeaderMap) -> bool {
+    bearer(headers).is_some_and(|t| state.lock().partitioned.contains(t))
+}
+
+/// Who a bearer token the lab did not issue names, by the JWT issuers of the serving API
+/// server's AuthenticationConfiguration (fetched outside the state's lock).
+async fn jwt_user(state: &ClusterState, headers: &HeaderMap) -> Option<User> {
+    let token = bearer(headers)?;
+    let authenticator = {
+        let inner = state.lock();
+        if inner.tokens.contains_key(token) {
+            return None;
+        }
+        inner.api_servers.serving()?
+    };
+    authenticator
+        .authenticate(token, state.now().as_second())
+        .await
 }
 
 fn json_response(code: StatusCode, value: &Value) -> Response {
@@ -136,6 +159,8 @@ struct Target {
 }
 
 struct Request<'a> {
+    /// Who the bearer token names by the API server's JWT issuers, if anyone.
+    jwt_user: Option<User>,
     state: &'a ClusterState,
     method: &'a Method,
     path: &'a str,
@@ -156,7 +181,8 @@ impl Request<'_> {
     fn authenticate(&self, certificate: &ClientCertificate) -> Option<User> {
         if let Some(value) = self.headers.get(header::AUTHORIZATION) {
             let token = value.to_str().ok()?.strip_prefix("Bearer ")?.trim();
-            return self.state.lock().tokens.get(token).cloned();
+            let issued = self.state.lock().tokens.get(token).cloned();
+            return issued.or_else(|| self.jwt_user.clone());
         }
         let subject = certificate.0.as_ref()?;
         // kube-apiserver refuses an expired client certificate ("x509: certificate has

@@ -324,6 +324,28 @@ impl SimCluster {
         self.state.lock().storage_unavailable = reason;
     }
 
+    /// The API server on control plane `node` runs with the `AuthenticationConfiguration`
+    /// `authentication` (the file its `--authentication-config` names, as the node holds it;
+    /// `None`: no such flag), or stopped (`running: false`). The endpoint answers with the
+    /// configuration of the API server that started last.
+    ///
+    /// # Errors
+    /// kube-apiserver's words when the configuration does not load (it would not start).
+    pub fn api_server(
+        &self,
+        node: &str,
+        running: bool,
+        authentication: Option<&str>,
+    ) -> Result<(), String> {
+        let mut inner = self.state.lock();
+        if running {
+            inner.api_servers.start(node, authentication)
+        } else {
+            inner.api_servers.stop(node);
+            Ok(())
+        }
+    }
+
     /// What `/version` reports.
     pub fn version(&self) -> String {
         self.state.lock().git_version.clone()

@@ -15,6 +15,7 @@ mod apply;
 mod cluster;
 mod config;
 mod controllers;
+pub(crate) mod jwt;
 pub mod network;
 pub mod node_restriction;
 mod patch;

@@ -169,7 +169,48 @@ pub(super) fn apiserver_manifest(cluster: &Value) -> String {
         };
         out.push_str(&format!("  - --{name}={value}\n"));
     }
+    let volumes = cluster["apiServer"]["extraVolumes"].as_array();
+    for volume in volumes.into_iter().flatten() {
+        let (Some(host), Some(mount)) = (volume["hostPath"].as_str(), volume["mountPath"].as_str())
+        else {
+            continue;
+        };
+        out.push_str(&format!("# volume {host} mounted at {mount}\n"));
+    }
     out
+}
+
+/// The `AuthenticationConfiguration` the API server of `cluster` (a ClusterConfiguration)
+/// reads on a node holding `files`: the file its `authentication-config` argument names,
+/// through the `extraVolumes` entry that mounts it into the static pod; `None` without the
+/// argument. Without the mount or the file the API server does not start, in its words.
+pub(super) fn authentication_file(
+    cluster: &Value,
+    files: &std::collections::BTreeMap<String, String>,
+) -> Result<Option<String>, String> {
+    let api_server = &cluster["apiServer"];
+    let Some(path) = api_server["extraArgs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|arg| arg["name"] == "authentication-config")
+        .and_then(|arg| arg["value"].as_str())
+    else {
+        return Ok(None);
+    };
+    let host_path = api_server["extraVolumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|volume| volume["mountPath"].as_str() == Some(path))
+        .and_then(|volume| volume["hostPath"].as_str());
+    let missing = || {
+        format!(
+            "kube-apiserver: failed to load AuthenticationConfiguration: open {path}: no such file or directory"
+        )
+    };
+    let host_path = host_path.ok_or_else(missing)?;
+    files.get(host_path).cloned().map(Some).ok_or_else(missing)
 }
 
 /// Whether a `skipPhases` list names `phase` (or its parent, `addon`).

@@ -34,7 +34,10 @@ fn judge_tokens(world: &World, cluster: &str, issuer: &Issuer) {
     for key in ["rsa", "ec"] {
         let user = whoami(&kubeconfig, &issuer.token(&issuer.url, key, key), dir)
             .unwrap_or_else(|err| panic!("{cluster}: a {key} token is accepted: {err}"));
-        assert_eq!(user["username"], "oidc:alice@example.com", "{cluster}: {user}");
+        assert_eq!(
+            user["username"], "oidc:alice@example.com",
+            "{cluster}: {user}"
+        );
         assert_eq!(
             user["groups"],
             json!(["oidc:platform", "oidc:dev", "system:authenticated"]),
@@ -45,7 +48,10 @@ fn judge_tokens(world: &World, cluster: &str, issuer: &Issuer) {
     let rogue_key = issuer.token(&issuer.url, "rogue", "rsa");
     for (what, token) in [("another issuer", other_issuer), ("another key", rogue_key)] {
         let refused = whoami(&kubeconfig, &token, dir).expect_err(what);
-        assert!(refused.contains("Unauthorized"), "{cluster}: {what}: {refused}");
+        assert!(
+            refused.contains("Unauthorized"),
+            "{cluster}: {what}: {refused}"
+        );
     }
 }
 
@@ -69,7 +75,10 @@ async fn a_kubeadm_cluster_s_api_server_accepts_its_issuer_s_tokens_and_refuses_
     let nodes = world.lab.nodes().expect("the lab's node software");
     for vm in world.vms_of("sso") {
         let vmid = capstan::model::VmId(vm.vmid);
-        let file = nodes.file(vmid, capstan::providers::kubeadm::authentication::CONFIG_PATH);
+        let file = nodes.file(
+            vmid,
+            capstan::providers::kubeadm::authentication::CONFIG_PATH,
+        );
         assert_eq!(
             file.is_some(),
             vm.name.contains("-cp-"),

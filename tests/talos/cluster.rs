@@ -47,10 +47,10 @@ fn facts() -> ClusterFacts {
         talos_version: TALOS_VERSION.parse().expect("version"),
         installer_image: None,
         network: capstan::spec::Distribution::Talos
-        authentication: None,
             .capabilities()
             .network
             .cluster_network(),
+        authentication: None,
     }
 }
 

@@ -120,7 +120,13 @@ struct NoClusters;
 
 impl ClusterBackend for NoClusters {
     fn talos_api(&self, _: std::net::IpAddr, _: Option<std::net::SocketAddr>) {}
-    fn api_server(&self, cluster: &str, _: &str, _: bool, _: Option<&str>) -> Result<(), BackendError> {
+    fn api_server(
+        &self,
+        cluster: &str,
+        _: &str,
+        _: bool,
+        _: Option<&str>,
+    ) -> Result<(), BackendError> {
         Err(BackendError::NoCluster {
             cluster: cluster.to_owned(),
         })
@@ -169,6 +175,7 @@ fn cluster_facts() -> ClusterFacts {
             .capabilities()
             .network
             .cluster_network(),
+        authentication: None,
     }
 }
 

@@ -105,9 +105,10 @@ impl Issuer {
                     async move { axum::Json(jwks) }
                 }),
             );
-        let server = HttpsServer::start("127.0.0.1:0".parse().expect("addr"), &serving, None, router)
-            .await
-            .expect("the issuer serves");
+        let server =
+            HttpsServer::start("127.0.0.1:0".parse().expect("addr"), &serving, None, router)
+                .await
+                .expect("the issuer serves");
         let address = format!("{}/realms/lab", server.url());
         url.set(address.clone()).expect("set once");
         Issuer {

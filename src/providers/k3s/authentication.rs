@@ -59,7 +59,9 @@ pub fn with_authentication(
             Some(Value::String(arg)) => vec![Value::String(arg)],
             _ => Vec::new(),
         };
-        args.push(Value::String(format!("authentication-config={CONFIG_PATH}")));
+        args.push(Value::String(format!(
+            "authentication-config={CONFIG_PATH}"
+        )));
         config.insert("kube-apiserver-arg".to_owned(), Value::Array(args));
         let content = serde_saphyr::to_string(&config)
             .map_err(|_| failed("config.yaml cannot be written as YAML"))?;

@@ -271,8 +271,7 @@ fn patches_add_the_keys_each_role_reads_to_the_0600_file_and_nothing_to_a_comman
 }
 
 #[test]
-fn a_server_writes_the_authentication_file_and_names_it_beside_the_patches_api_server_arguments()
-{
+fn a_server_writes_the_authentication_file_and_names_it_beside_the_patches_api_server_arguments() {
     use crate::providers::k3s::authentication::{CONFIG_PATH, with_authentication};
     use crate::spec::authentication::{Authentication, ClaimMapping, ClaimMappings, JwtIssuer};
     let mut spec = edge_spec();

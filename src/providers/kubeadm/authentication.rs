@@ -79,10 +79,11 @@ pub fn with_authentication(
                 mode,
                 content,
             } if path == INIT_CONFIG => {
-                let content = in_init_file(&content, spec).map_err(|reason| KubeadmError::Patches {
-                    node: node.to_owned(),
-                    reason: reason.to_owned(),
-                })?;
+                let content =
+                    in_init_file(&content, spec).map_err(|reason| KubeadmError::Patches {
+                        node: node.to_owned(),
+                        reason: reason.to_owned(),
+                    })?;
                 out.push(NodeStep::WriteFile {
                     path,
                     mode,

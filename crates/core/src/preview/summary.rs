@@ -286,8 +286,8 @@ fn plural(noun: &str, count: usize) -> String {
 /// A changed field and what it causes: `workers.general.machine.template debian13-k8s →
 /// debian13-k8s-v2: replaces 3 workers`.
 pub(super) fn explain(change: &FieldChange, predicted: &[PreviewStep]) -> String {
-    if let Some(words) = patches_changed(change, predicted)
-        .or_else(|| authentication_changed(change, predicted))
+    if let Some(words) =
+        patches_changed(change, predicted).or_else(|| authentication_changed(change, predicted))
     {
         return words;
     }

@@ -286,7 +286,9 @@ fn url_problem(url: &str) -> Result<(), String> {
         ));
     }
     if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!("`{shown_url}` contains spaces or control characters"));
+        return Err(format!(
+            "`{shown_url}` contains spaces or control characters"
+        ));
     }
     Ok(())
 }

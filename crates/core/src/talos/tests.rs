@@ -286,14 +286,24 @@ fn authentication_is_a_control_plane_file_mounted_and_named_for_the_api_server()
         serde_json::json!({"hostPath": path, "mountPath": path, "readonly": true})
     );
     let file = &v1["machine"]["files"][0];
-    assert_eq!((file["path"].as_str(), file["op"].as_str()), (Some(path), Some("create")));
-    let content: Value = serde_saphyr::from_str(file["content"].as_str().expect("text")).expect("YAML");
+    assert_eq!(
+        (file["path"].as_str(), file["op"].as_str()),
+        (Some(path), Some("create"))
+    );
+    let content: Value =
+        serde_saphyr::from_str(file["content"].as_str().expect("text")).expect("YAML");
     assert_eq!(content["kind"], "AuthenticationConfiguration");
-    assert_eq!(content["apiVersion"], "apiserver.config.k8s.io/v1", "Kubernetes 1.36");
+    assert_eq!(
+        content["apiVersion"], "apiserver.config.k8s.io/v1",
+        "Kubernetes 1.36"
+    );
     let worker =
         render_machine_config(&facts, &node(MachineRole::Worker), &bundle()).expect("renders");
     let worker = &schema_checked(&worker)[0];
-    assert!(worker["machine"].get("files").is_none(), "a worker's kubelet never reads it");
+    assert!(
+        worker["machine"].get("files").is_none(),
+        "a worker's kubelet never reads it"
+    );
 }
 
 #[test]

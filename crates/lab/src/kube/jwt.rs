@@ -88,8 +88,12 @@ impl JwtAuthenticator {
     /// # Errors
     /// The field that is wrong, as kube-apiserver names it.
     pub(crate) fn from_configuration(text: &str) -> Result<Self, String> {
-        let document: Value = serde_saphyr::from_str(text)
-            .map_err(|err| format!("failed to load AuthenticationConfiguration: {}", err.without_snippet()))?;
+        let document: Value = serde_saphyr::from_str(text).map_err(|err| {
+            format!(
+                "failed to load AuthenticationConfiguration: {}",
+                err.without_snippet()
+            )
+        })?;
         let api_version = document["apiVersion"].as_str().unwrap_or_default();
         if !matches!(
             api_version,
@@ -141,7 +145,10 @@ impl JwtAuthenticator {
 /// One `jwt[]` entry, checked as kube-apiserver checks it.
 fn issuer(entry: &Value, index: usize) -> Result<Issuer, String> {
     let at = |field: &str| format!("jwt[{index}].{field}");
-    let url = entry["issuer"]["url"].as_str().unwrap_or_default().to_owned();
+    let url = entry["issuer"]["url"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     if !url.starts_with("https://") {
         return Err(format!(
             "{}: Invalid value: \"{url}\": URL scheme must be https",
@@ -167,13 +174,25 @@ fn issuer(entry: &Value, index: usize) -> Result<Issuer, String> {
         ));
     }
     let ca = entry["issuer"]["certificateAuthority"].as_str();
-    let client = client(ca).map_err(|why| format!("{}: Invalid value: {why}", at("issuer.certificateAuthority")))?;
-    let username = mapping(&entry["claimMappings"]["username"])
-        .ok_or_else(|| format!("{}: Required value: claim or expression is required", at("claimMappings.username")))?;
+    let client = client(ca).map_err(|why| {
+        format!(
+            "{}: Invalid value: {why}",
+            at("issuer.certificateAuthority")
+        )
+    })?;
+    let username = mapping(&entry["claimMappings"]["username"]).ok_or_else(|| {
+        format!(
+            "{}: Required value: claim or expression is required",
+            at("claimMappings.username")
+        )
+    })?;
     let groups = match &entry["claimMappings"]["groups"] {
         Value::Null => None,
         groups => Some(mapping(groups).ok_or_else(|| {
-            format!("{}: Required value: prefix is required when claim is set", at("claimMappings.groups"))
+            format!(
+                "{}: Required value: prefix is required when claim is set",
+                at("claimMappings.groups")
+            )
         })?),
     };
     Ok(Issuer {
@@ -190,7 +209,10 @@ fn issuer(entry: &Value, index: usize) -> Result<Issuer, String> {
 /// claim is set.
 fn mapping(value: &Value) -> Option<Mapping> {
     Some(Mapping {
-        claim: value["claim"].as_str().filter(|c| !c.is_empty())?.to_owned(),
+        claim: value["claim"]
+            .as_str()
+            .filter(|c| !c.is_empty())?
+            .to_owned(),
         prefix: value["prefix"].as_str()?.to_owned(),
     })
 }
@@ -201,7 +223,8 @@ fn client(ca: Option<&str>) -> Result<reqwest::Client, String> {
     match ca {
         Some(pem) => {
             for certificate in CertificateDer::pem_slice_iter(pem.as_bytes()) {
-                let certificate = certificate.map_err(|_| "the certificate authority is no PEM".to_owned())?;
+                let certificate =
+                    certificate.map_err(|_| "the certificate authority is no PEM".to_owned())?;
                 roots
                     .add(certificate)
                     .map_err(|err| format!("the certificate authority does not parse: {err}"))?;

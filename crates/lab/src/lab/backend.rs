@@ -269,7 +269,13 @@ impl ClusterBackend for LabBackend {
             Err(_) if !running => return Ok(()),
             Err(err) => return Err(err),
         };
-        tracing::debug!(cluster, node, running, authentication = authentication.is_some(), "lab API server");
+        tracing::debug!(
+            cluster,
+            node,
+            running,
+            authentication = authentication.is_some(),
+            "lab API server"
+        );
         sim.api_server(node, running, authentication)
             .map_err(|message| BackendError::Forbidden(format!("kube-apiserver: {message}")))
     }

@@ -182,7 +182,11 @@ fn an_authentication_digest_is_part_of_the_machine_spec_hash_summary_and_differe
         authentication: Some("a1b2c3d4e5f6".into()),
         ..plain.clone()
     };
-    assert!(signed_on.summary().ends_with(" authentication=a1b2c3d4e5f6"));
+    assert!(
+        signed_on
+            .summary()
+            .ends_with(" authentication=a1b2c3d4e5f6")
+    );
     assert_eq!(
         MachineSpec::parse_summary(&signed_on.summary()),
         Some(signed_on.clone())

@@ -29,7 +29,11 @@ fn a_changed_issuer_replaces_the_control_planes_one_at_a_time_and_no_worker() {
         .with_workers("general", 2);
     let observed = built(&desired(vec![before.clone()]));
     let after = with_issuer(before.clone(), "https://sso.example.com/realms/lab");
-    assert_eq!(after.hash("general"), before.hash("general"), "not a worker's");
+    assert_eq!(
+        after.hash("general"),
+        before.hash("general"),
+        "not a worker's"
+    );
     assert_ne!(after.hash("cp"), before.hash("cp"), "a control plane's");
     let plan = plan_at(&desired(vec![after.clone()]), &observed, now());
     let cluster = plan.cluster("prod").expect("planned");

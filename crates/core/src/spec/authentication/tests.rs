@@ -8,7 +8,8 @@ const FLEET: &str = include_str!("../../../../../examples-repo/capstan.yaml");
 const KUBEADM: &str = include_str!("../../../../../examples-repo/clusters/prod.yaml");
 
 /// A CA certificate (any DER SEQUENCE passes the shape check; the API server parses it).
-const CA: &str = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUJ0xG\n-----END CERTIFICATE-----\n";
+const CA: &str =
+    "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUJ0xG\n-----END CERTIFICATE-----\n";
 
 /// `authentication` (YAML lines indented for `kubernetes`) added to the kubeadm example.
 fn with_authentication(lines: &str) -> String {
@@ -23,7 +24,10 @@ fn issuer(url: &str, ca: &str) -> String {
     let ca = if ca.is_empty() {
         String::new()
     } else {
-        let lines: String = ca.lines().map(|line| format!("            {line}\n")).collect();
+        let lines: String = ca
+            .lines()
+            .map(|line| format!("            {line}\n"))
+            .collect();
         format!("          certificateAuthority: |\n{lines}")
     };
     format!(
@@ -55,10 +59,7 @@ fn errors(text: &str) -> Vec<crate::spec::Diagnostic> {
 
 #[test]
 fn an_issuer_with_a_ca_is_accepted_and_rendered_as_the_api_server_reads_it() {
-    let text = with_authentication(&issuer(
-        "https://sso.example.com/realms/lab",
-        CA,
-    ));
+    let text = with_authentication(&issuer("https://sso.example.com/realms/lab", CA));
     let loaded = loaded(&text);
     assert!(!loaded.diagnostics.has_errors(), "{}", loaded.diagnostics);
     let spec = &loaded.desired.expect("valid").clusters["prod"].spec;
@@ -85,7 +86,10 @@ fn an_issuer_with_a_ca_is_accepted_and_rendered_as_the_api_server_reads_it() {
 #[test]
 fn the_version_is_v1_from_kubernetes_1_34_and_v1beta1_before() {
     let version = |text: &str| text.parse::<KubeVersion>().expect("a version");
-    assert_eq!(api_version(version("1.33.5")), "apiserver.config.k8s.io/v1beta1");
+    assert_eq!(
+        api_version(version("1.33.5")),
+        "apiserver.config.k8s.io/v1beta1"
+    );
     assert_eq!(api_version(version("1.34.0")), "apiserver.config.k8s.io/v1");
     assert_eq!(api_version(version("1.36.2")), "apiserver.config.k8s.io/v1");
 }
@@ -108,8 +112,14 @@ fn several_audiences_match_any() {
     };
     let file = configuration(&authentication, "1.36.2".parse().expect("a version"));
     let document: Value = serde_saphyr::from_str(&file).expect("YAML");
-    assert_eq!(document["jwt"][0]["issuer"]["audienceMatchPolicy"], "MatchAny");
-    assert_eq!(document["jwt"][0]["claimMappings"]["username"]["prefix"], "");
+    assert_eq!(
+        document["jwt"][0]["issuer"]["audienceMatchPolicy"],
+        "MatchAny"
+    );
+    assert_eq!(
+        document["jwt"][0]["claimMappings"]["username"]["prefix"],
+        ""
+    );
 }
 
 #[test]
@@ -123,8 +133,15 @@ fn a_plain_http_issuer_is_refused_at_its_line() {
         error.field.as_deref(),
         Some("spec.kubernetes.authentication.jwt[0].url")
     );
-    assert!(error.message.contains("not an https:// URL"), "{}", error.message);
-    let line = text.lines().nth(error.line.expect("a line") - 1).unwrap_or_default();
+    assert!(
+        error.message.contains("not an https:// URL"),
+        "{}",
+        error.message
+    );
+    let line = text
+        .lines()
+        .nth(error.line.expect("a line") - 1)
+        .unwrap_or_default();
     assert!(line.contains("http://sso.example.com"), "{line}");
 }
 

@@ -121,7 +121,10 @@ async fn other_issuers_keys_audiences_expired_or_unverified_tokens_name_nobody()
         JwtAuthenticator::from_configuration(&configuration(&issuer)).expect("loads");
     let other_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
     let mut cases = vec![
-        ("another issuer", token(&issuer.key, "k1", &claims("https://evil.example.com"))),
+        (
+            "another issuer",
+            token(&issuer.key, "k1", &claims("https://evil.example.com")),
+        ),
         ("another key", token(&other_key, "k1", &claims(&issuer.url))),
         ("garbage", "a.b.c".to_owned()),
         ("oversized", "e".repeat(MAX_TOKEN_BYTES + 1)),
@@ -156,7 +159,9 @@ fn configurations_the_api_server_refuses_do_not_load() {
     let plain = "apiVersion: apiserver.config.k8s.io/v1\nkind: AuthenticationConfiguration\njwt:\n  - issuer: {url: http://sso.example.com, audiences: [k]}\n    claimMappings: {username: {claim: sub, prefix: \"\"}}\n";
     let err = JwtAuthenticator::from_configuration(plain).expect_err("http");
     assert!(err.contains("URL scheme must be https"), "{err}");
-    let two = plain.replace("http://", "https://").replace("[k]", "[k, l]");
+    let two = plain
+        .replace("http://", "https://")
+        .replace("[k]", "[k, l]");
     let err = JwtAuthenticator::from_configuration(&two).expect_err("policy");
     assert!(err.contains("audienceMatchPolicy"), "{err}");
     let no_prefix = plain

@@ -399,7 +399,8 @@ impl GuestSystems {
         let admin = state.access.admin_kubeconfig.clone();
         // The API server runs inside K3s: it starts with the file its flag names, or K3s
         // does not start.
-        let authentication = authentication_file(&request.apiserver_args, &self.guest(vm.vmid).files)?;
+        let authentication =
+            authentication_file(&request.apiserver_args, &self.guest(vm.vmid).files)?;
         backend
             .api_server(&name, &request.node, true, authentication.as_deref())
             .map_err(|err| fatal(&capstan_core::errors::error_chain(&err)))?;
@@ -706,10 +707,10 @@ fn authentication_file(
     args: &[String],
     files: &BTreeMap<String, String>,
 ) -> Result<Option<String>, Exit> {
-    let Some(path) = args
-        .iter()
-        .find_map(|arg| arg.trim_start_matches('-').strip_prefix("authentication-config="))
-    else {
+    let Some(path) = args.iter().find_map(|arg| {
+        arg.trim_start_matches('-')
+            .strip_prefix("authentication-config=")
+    }) else {
         return Ok(None);
     };
     files.get(path).cloned().map(Some).ok_or_else(|| {

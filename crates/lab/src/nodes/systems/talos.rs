@@ -436,7 +436,9 @@ fn api_server_authentication(v1alpha1: &Value) -> Result<Option<String>, String>
         return Ok(None);
     };
     let missing = || {
-        format!("failed to load AuthenticationConfiguration: open {path}: no such file or directory")
+        format!(
+            "failed to load AuthenticationConfiguration: open {path}: no such file or directory"
+        )
     };
     let host_path = api_server["extraVolumes"]
         .as_array()

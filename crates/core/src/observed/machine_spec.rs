@@ -66,7 +66,9 @@ impl MachineSpec {
             talos: spec.talos.as_ref().map(|t| t.version),
             patches: crate::spec::patches::digest(spec, pool),
             authentication: match role {
-                Role::ControlPlane => crate::spec::authentication::digest(spec),
+                Role::ControlPlane => {
+                    crate::spec::authentication::digest(spec.kubernetes.authentication.as_ref())
+                }
                 Role::Worker => None,
             },
             ..MachineSpec::new(machine, kubernetes, spec.kubernetes.distribution, role)

@@ -503,7 +503,11 @@ fn an_authentication_change_names_the_control_planes_it_replaces() {
         },
         pending_on_base: false,
     };
-    let predicted = vec![destroy("cp-1", "cp"), destroy("cp-2", "cp"), destroy("cp-3", "cp")];
+    let predicted = vec![
+        destroy("cp-1", "cp"),
+        destroy("cp-2", "cp"),
+        destroy("cp-3", "cp"),
+    ];
     assert_eq!(
         summary::explain(&change, &predicted),
         "replaces 3 control planes: kubernetes.authentication.jwt changed"

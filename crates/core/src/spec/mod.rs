@@ -12,6 +12,7 @@
 
 mod addresses;
 pub mod authentication;
+mod authentication_rules;
 pub mod bounds;
 mod delivery;
 pub mod diagnostic;

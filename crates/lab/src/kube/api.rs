@@ -28,6 +28,7 @@ use super::table;
 use crate::serve::ClientCertificate;
 
 mod apply_handler;
+mod authentication;
 
 /// A server-side watch ends after this long unless the client asks otherwise (the real server
 /// picks 30–60 minutes); clients re-watch from the last resourceVersion.
@@ -55,7 +56,7 @@ async fn handle(
     }
     let query = parse_query(uri.query().unwrap_or_default());
     let certificate = certificate.map(|Extension(c)| c).unwrap_or_default();
-    let jwt_user = jwt_user(&state, &headers).await;
+    let jwt_user = authentication::jwt_user(&state, &headers).await;
     let request = Request {
         jwt_user,
         state: &state,
@@ -71,34 +72,9 @@ async fn handle(
     }
 }
 
-/// The request's bearer token, if it carries one.
-fn bearer(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-}
-
 /// Whether the request's bearer token is cut off by the partition fault.
 fn is_partitioned(state: &ClusterState, headers: &HeaderMap) -> bool {
-    bearer(headers).is_some_and(|t| state.lock().partitioned.contains(t))
-}
-
-/// Who a bearer token the lab did not issue names, by the JWT issuers of the serving API
-/// server's AuthenticationConfiguration (fetched outside the state's lock).
-async fn jwt_user(state: &ClusterState, headers: &HeaderMap) -> Option<User> {
-    let token = bearer(headers)?;
-    let authenticator = {
-        let inner = state.lock();
-        if inner.tokens.contains_key(token) {
-            return None;
-        }
-        inner.api_servers.serving()?
-    };
-    authenticator
-        .authenticate(token, state.now().as_second())
-        .await
+    authentication::bearer(headers).is_some_and(|t| state.lock().partitioned.contains(t))
 }
 
 fn json_response(code: StatusCode, value: &Value) -> Response {

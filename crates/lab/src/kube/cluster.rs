@@ -16,6 +16,8 @@ use base64::Engine as _;
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 
+mod api_servers;
+
 use super::config::{SimNodeConfig, SimWorkloads};
 use super::network::{
     ClusterNetwork, KubeletState, is_network_ready, kubelet_state, node_conditions,
@@ -322,28 +324,6 @@ impl SimCluster {
     /// request gets a 503 naming `reason`, as a K3s server's does while its datastore is gone.
     pub fn set_storage_unavailable(&self, reason: Option<String>) {
         self.state.lock().storage_unavailable = reason;
-    }
-
-    /// The API server on control plane `node` runs with the `AuthenticationConfiguration`
-    /// `authentication` (the file its `--authentication-config` names, as the node holds it;
-    /// `None`: no such flag), or stopped (`running: false`). The endpoint answers with the
-    /// configuration of the API server that started last.
-    ///
-    /// # Errors
-    /// kube-apiserver's words when the configuration does not load (it would not start).
-    pub fn api_server(
-        &self,
-        node: &str,
-        running: bool,
-        authentication: Option<&str>,
-    ) -> Result<(), String> {
-        let mut inner = self.state.lock();
-        if running {
-            inner.api_servers.start(node, authentication)
-        } else {
-            inner.api_servers.stop(node);
-            Ok(())
-        }
     }
 
     /// What `/version` reports.

@@ -21,8 +21,6 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject as _;
 use serde_json::{Map, Value};
 
-use super::state::User;
-
 /// The longest bearer token looked at (kube-apiserver's request headers are bounded too).
 const MAX_TOKEN_BYTES: usize = 16 * 1024;
 /// The largest discovery document read.
@@ -47,6 +45,15 @@ const ALGORITHMS: &[Algorithm] = &[
     Algorithm::ES256,
     Algorithm::ES384,
 ];
+
+/// Who a token names: the user and groups, prefixed as configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct JwtUser {
+    /// The username claim's value after its prefix.
+    pub name: String,
+    /// The groups claim's values after their prefix, and `system:authenticated`.
+    pub groups: Vec<String>,
+}
 
 /// The JWT issuers of one API server's configuration.
 pub(crate) struct JwtAuthenticator {
@@ -122,7 +129,7 @@ impl JwtAuthenticator {
 
     /// Who `token` names, if one of the issuers signed it for one of its audiences and it is
     /// valid at `now` (seconds since the epoch, the lab's clock); `None` otherwise.
-    pub(crate) async fn authenticate(&self, token: &str, now: i64) -> Option<User> {
+    pub(crate) async fn authenticate(&self, token: &str, now: i64) -> Option<JwtUser> {
         if token.len() > MAX_TOKEN_BYTES {
             return None;
         }
@@ -367,7 +374,7 @@ impl Issuer {
     /// The user the verified `claims` name, with the configured prefixes; `None` when the
     /// username claim is missing, empty or not a string, an `email` username is not verified,
     /// or the groups claim is neither a string nor a list of strings.
-    fn user(&self, claims: &Map<String, Value>) -> Option<User> {
+    fn user(&self, claims: &Map<String, Value>) -> Option<JwtUser> {
         let name = claims
             .get(&self.username.claim)?
             .as_str()
@@ -395,53 +402,10 @@ impl Issuer {
             groups.extend(values.into_iter().map(|g| format!("{}{g}", mapping.prefix)));
         }
         groups.push("system:authenticated".to_owned());
-        Some(User {
+        Some(JwtUser {
             name: format!("{}{name}", self.username.prefix),
             groups,
         })
-    }
-}
-
-/// The API servers of one cluster, by the control plane each runs on, in the order they
-/// started: the endpoint answers with the newest's configuration (the one a rollout put last).
-#[derive(Debug, Default)]
-pub(crate) struct ApiServers {
-    running: Vec<(String, String, Option<Arc<JwtAuthenticator>>)>,
-}
-
-impl ApiServers {
-    /// Control plane `node`'s API server runs with the `AuthenticationConfiguration`
-    /// `configuration` (or none); unchanged when it already does.
-    ///
-    /// # Errors
-    /// kube-apiserver's words when the configuration does not load.
-    pub fn start(&mut self, node: &str, configuration: Option<&str>) -> Result<(), String> {
-        let text = configuration.unwrap_or_default();
-        if self
-            .running
-            .iter()
-            .any(|(n, t, _)| n == node && t.as_str() == text)
-        {
-            return Ok(());
-        }
-        let authenticator = match configuration {
-            Some(text) => Some(Arc::new(JwtAuthenticator::from_configuration(text)?)),
-            None => None,
-        };
-        self.running.retain(|(n, _, _)| n != node);
-        self.running
-            .push((node.to_owned(), text.to_owned(), authenticator));
-        Ok(())
-    }
-
-    /// Control plane `node`'s API server stopped.
-    pub fn stop(&mut self, node: &str) {
-        self.running.retain(|(n, _, _)| n != node);
-    }
-
-    /// The authenticator of the API server the endpoint reaches, if it has one.
-    pub fn serving(&self) -> Option<Arc<JwtAuthenticator>> {
-        self.running.last().and_then(|(_, _, a)| a.clone())
     }
 }
 

@@ -11,6 +11,7 @@
 //! always there. [`SimCluster`] is one cluster's handle for the rest of the lab.
 
 mod api;
+mod api_servers;
 mod apply;
 mod cluster;
 mod config;

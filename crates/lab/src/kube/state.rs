@@ -53,7 +53,7 @@ pub(crate) struct Inner {
     pub network: ClusterNetwork,
     /// The API servers running on the control planes, each with the JWT issuers of the
     /// `AuthenticationConfiguration` it started with.
-    pub api_servers: super::jwt::ApiServers,
+    pub api_servers: super::api_servers::ApiServers,
 }
 
 /// One audited `POST pods/<name>/eviction`.
@@ -113,7 +113,7 @@ impl ClusterState {
                 evictions: Vec::new(),
                 storage_unavailable: None,
                 network: ClusterNetwork::lab_default(),
-                api_servers: super::jwt::ApiServers::default(),
+                api_servers: super::api_servers::ApiServers::default(),
             }),
             address: OnceLock::new(),
         }

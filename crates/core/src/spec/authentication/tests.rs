@@ -164,15 +164,22 @@ fn a_private_key_or_a_non_pem_ca_is_refused() {
         );
         assert!(error.message.contains(words), "{}", error.message);
     }
-    assert!(ca_problem(CA).is_ok());
 }
 
 #[test]
 fn urls_with_users_queries_or_twice_named_issuers_are_refused() {
-    assert!(url_problem("https://user:pw@sso.example.com").is_err());
-    assert!(url_problem("https://sso.example.com/?a=b").is_err());
-    assert!(url_problem("https://").is_err());
-    assert!(url_problem("https://sso.example.com/realms/lab").is_ok());
+    for url in [
+        "https://user:pw@sso.example.com",
+        "https://sso.example.com/?a=b",
+        "https://",
+    ] {
+        let errors = errors(&with_authentication(&issuer(url, "")));
+        assert_eq!(
+            errors[0].field.as_deref(),
+            Some("spec.kubernetes.authentication.jwt[0].url"),
+            "{url}: {errors:?}"
+        );
+    }
     let twice = issuer("https://sso.example.com", "")
         + &issuer("https://sso.example.com", "").replacen("      jwt:\n", "", 1);
     let errors = errors(&with_authentication(&twice));
@@ -214,11 +221,14 @@ fn the_digest_follows_the_field_and_is_none_without_it() {
         .clone();
     let mut other = spec.clone();
     other.kubernetes.authentication = None;
-    assert_eq!(digest(&other), None);
+    assert_eq!(digest(other.kubernetes.authentication.as_ref()), None);
     let mut changed = spec.clone();
     if let Some(authentication) = &mut changed.kubernetes.authentication {
         authentication.jwt[0].audiences = vec!["other".into()];
     }
-    assert!(digest(&spec).is_some());
-    assert_ne!(digest(&spec), digest(&changed));
+    assert!(digest(spec.kubernetes.authentication.as_ref()).is_some());
+    assert_ne!(
+        digest(spec.kubernetes.authentication.as_ref()),
+        digest(changed.kubernetes.authentication.as_ref())
+    );
 }

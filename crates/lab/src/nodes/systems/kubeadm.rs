@@ -294,12 +294,8 @@ impl GuestSystems {
         let guest = self.guests.entry(vm.vmid).or_default();
         let kubelet = guest.kubelet.ok_or("kubelet not installed")?;
         if role == Role::ControlPlane {
-            // The API server's static pod starts with the file its flag names, or not at all.
-            let authentication =
-                kubeadm_config::authentication_file(&cluster_configuration, &guest.files)?;
-            backend
-                .api_server(cluster, node, true, authentication.as_deref())
-                .map_err(|err| capstan_core::errors::error_chain(&err))?;
+            let files = &guest.files;
+            kubeadm_config::api_server(backend, (cluster, node), &cluster_configuration, files)?;
         }
         backend
             .register_node(
@@ -578,9 +574,7 @@ impl GuestSystems {
             {
                 state.etcd.retain(|_, name| *name != member.node);
                 out.push_str("[reset] Removing member from the etcd cluster\n");
-                if let Err(err) = backend.api_server(&member.cluster, &member.node, false, None) {
-                    tracing::debug!(error = %capstan_core::errors::error_chain(&err), "API server already gone");
-                }
+                kubeadm_config::api_server_stopped(backend, &member.cluster, &member.node);
             }
         }
         out.push_str("[reset] Stopping the kubelet service\n[reset] Deleting contents of directories: [/etc/kubernetes/manifests /var/lib/kubelet /etc/kubernetes/pki]\n");

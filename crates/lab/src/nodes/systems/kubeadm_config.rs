@@ -213,6 +213,32 @@ pub(super) fn authentication_file(
     files.get(host_path).cloned().map(Some).ok_or_else(missing)
 }
 
+/// Starts the API server of control plane `node` of `cluster` with the authentication its
+/// static pod reads (see [`authentication_file`]), or says why it does not start.
+pub(super) fn api_server(
+    backend: &impl crate::nodes::ClusterBackend,
+    (cluster, node): (&str, &str),
+    configuration: &Value,
+    files: &std::collections::BTreeMap<String, String>,
+) -> Result<(), String> {
+    let authentication = authentication_file(configuration, files)?;
+    backend
+        .api_server(cluster, node, true, authentication.as_deref())
+        .map_err(|err| capstan_core::errors::error_chain(&err))
+}
+
+/// The API server of control plane `node` stopped (`kubeadm reset`).
+pub(super) fn api_server_stopped(
+    backend: &impl crate::nodes::ClusterBackend,
+    cluster: &str,
+    node: &str,
+) {
+    if let Err(err) = backend.api_server(cluster, node, false, None) {
+        let error = capstan_core::errors::error_chain(&err);
+        tracing::debug!(%error, "the API server was already gone");
+    }
+}
+
 /// Whether a `skipPhases` list names `phase` (or its parent, `addon`).
 pub(super) fn skips(phases: &Value, phase: &str) -> bool {
     let parent = phase.split('/').next().unwrap_or(phase);

@@ -125,3 +125,56 @@ spec:
         release = capstan_lab::world::DEFAULT_K3S_RELEASE
     )
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adding_an_issuer_in_git_replaces_the_control_plane_and_no_worker() {
+    if !judge::present(&[Judge::Kubectl, Judge::PyJwt]) {
+        return;
+    }
+    let issuer = Issuer::start().await;
+    let plain = ClusterYaml::lab("roll")
+        .address(78)
+        .workers(1)
+        .render()
+        .replacen("minWorkers: 2", "minWorkers: 1", 1);
+    let mut world = World::new(&fleet_yaml(&["1.36"], false), &[("roll", plain.clone())]).await;
+    world.start_until_ready(&["roll"]).await;
+    let names = |world: &World| -> Vec<String> {
+        world
+            .vm_views("roll")
+            .into_iter()
+            .map(|vm| vm.name)
+            .collect()
+    };
+    let before = names(&world);
+    let token = issuer.token(&issuer.url, "rsa", "rsa");
+    let kubeconfig = world.flux_kubeconfig("roll").expect("delivered to Flux");
+    let refused = whoami(&kubeconfig, &token, world.state.path()).expect_err("no issuer yet");
+    assert!(refused.contains("Unauthorized"), "{refused}");
+
+    world.write_cluster("roll", &with_authentication(&plain, &issuer));
+    let old_control_plane = before
+        .iter()
+        .find(|name| name.contains("-cp-"))
+        .expect("a control plane")
+        .clone();
+    world
+        .wait_for("the control plane replaced", |s| {
+            capstan_testkit::ready(s, &["roll"])
+                && s.clusters["roll"].nodes.len() == 2
+                && s.clusters["roll"]
+                    .nodes
+                    .iter()
+                    .all(|n| n.name.as_str() != old_control_plane)
+        })
+        .await;
+    let after = names(&world);
+    for worker in before.iter().filter(|name| !name.contains("-cp-")) {
+        assert!(after.contains(worker), "{worker} untouched: {after:?}");
+    }
+    // The new control plane joined with the ClusterConfiguration capstan uploaded, its API
+    // server started with the file written on it.
+    let kubeconfig = world.flux_kubeconfig("roll").expect("delivered to Flux");
+    let user = whoami(&kubeconfig, &token, world.state.path()).expect("accepted now");
+    assert_eq!(user["username"], "oidc:alice@example.com", "{user}");
+}

@@ -29,7 +29,7 @@ pub enum Delivery {
 pub fn delivery(talos: TalosVersion) -> Delivery {
     // Every release capstan accepts (1.13 and earlier) predates the KubeAuthenticationConfig
     // document; a later one is refused at validation until it is taught here.
-    let _ = talos;
+    debug_assert!(talos.minor_version() <= super::versions::NEWEST_KNOWN_TALOS);
     Delivery::ApiServerFile
 }
 

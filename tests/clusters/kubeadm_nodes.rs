@@ -45,6 +45,20 @@ impl FakeClusters {
 
 impl ClusterBackend for FakeClusters {
     fn talos_api(&self, _: std::net::IpAddr, _: Option<std::net::SocketAddr>) {}
+    fn api_server(
+        &self,
+        cluster: &str,
+        _: &str,
+        running: bool,
+        _: Option<&str>,
+    ) -> Result<(), BackendError> {
+        if !running || self.clusters.lock().expect("lock").contains_key(cluster) {
+            return Ok(());
+        }
+        Err(BackendError::NoCluster {
+            cluster: cluster.to_owned(),
+        })
+    }
     fn remove_cluster(&self, cluster: &str) {
         self.clusters.lock().expect("lock").remove(cluster);
     }

@@ -13,6 +13,7 @@
 
 mod addresses;
 mod api;
+mod authentication;
 mod cidata;
 mod cluster;
 mod delivery;

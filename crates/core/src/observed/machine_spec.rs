@@ -44,6 +44,11 @@ pub struct MachineSpec {
     /// does: a changed patch replaces the machines it reaches, and only those.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub patches: Option<SmolStr>,
+    /// The digest of `kubernetes.authentication` (`spec::authentication::digest`), on control
+    /// planes only: the API server reads it, so a change replaces the control planes and no
+    /// worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authentication: Option<SmolStr>,
 }
 
 impl MachineSpec {
@@ -60,6 +65,12 @@ impl MachineSpec {
         MachineSpec {
             talos: spec.talos.as_ref().map(|t| t.version),
             patches: crate::spec::patches::digest(spec, pool),
+            authentication: match role {
+                Role::ControlPlane => {
+                    crate::spec::authentication::digest(spec.kubernetes.authentication.as_ref())
+                }
+                Role::Worker => None,
+            },
             ..MachineSpec::new(machine, kubernetes, spec.kubernetes.distribution, role)
         }
     }
@@ -83,6 +94,7 @@ impl MachineSpec {
             talos: None,
             hardware: MachineHardware::of(machine),
             patches: None,
+            authentication: None,
         }
     }
 
@@ -115,6 +127,12 @@ impl MachineSpec {
         // Likewise only machines some patch reaches.
         let patches = self.patches.as_ref().map(|p| format!("patches={p}\n"));
         let normalised = normalised + &patches.unwrap_or_default();
+        // Likewise only control planes of clusters with single sign-on.
+        let authentication = self
+            .authentication
+            .as_ref()
+            .map(|a| format!("authentication={a}\n"));
+        let normalised = normalised + &authentication.unwrap_or_default();
         let digest = Sha1::digest(normalised.as_bytes());
         // The first 6 bytes in lowercase hex (a format per byte cost more than the digest: a
         // plan hashes every pool of every cluster).
@@ -152,7 +170,15 @@ impl MachineSpec {
             format!("{summary} hardware={}", self.hardware.canonical())
         };
         let patches = self.patches.as_ref().map(|p| format!(" patches={p}"));
-        format!("{summary}{}", patches.unwrap_or_default())
+        let authentication = self
+            .authentication
+            .as_ref()
+            .map(|a| format!(" authentication={a}"));
+        format!(
+            "{summary}{}{}",
+            patches.unwrap_or_default(),
+            authentication.unwrap_or_default()
+        )
     }
 
     /// Reads a [`MachineSpec::summary`] back; `None` when a field is missing or malformed.
@@ -184,6 +210,7 @@ impl MachineSpec {
                 None => MachineHardware::default(),
             },
             patches: field("patches").map(SmolStr::new),
+            authentication: field("authentication").map(SmolStr::new),
         })
     }
 
@@ -250,6 +277,9 @@ impl MachineSpec {
         }
         if self.patches != newer.patches {
             out.push("patches changed".to_owned());
+        }
+        if self.authentication != newer.authentication {
+            out.push("authentication changed".to_owned());
         }
         out
     }

@@ -360,6 +360,10 @@ pub struct KubernetesSpec {
     /// one, a single K3s server uses its embedded SQLite.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub datastore: Option<Datastore>,
+    /// Single sign-on for the API server: the JWT (OpenID Connect) issuers whose tokens it
+    /// accepts, on every distribution. A change replaces the control planes, one at a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authentication: Option<super::authentication::Authentication>,
 }
 
 /// The Talos Linux release of a Talos cluster.

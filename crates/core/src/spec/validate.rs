@@ -275,6 +275,7 @@ pub fn cluster(fleet: &Fleet, cluster: &Cluster, file: &SourceFile) -> Vec<Diagn
     references(&mut out, fleet, spec, file);
     version(&mut out, fleet, spec, file);
     super::network_rules::check(&mut out, spec, file);
+    super::authentication_rules::check(&mut out, spec, file);
     endpoint(&mut out, spec, file);
     control_plane(&mut out, spec, file);
     workers(&mut out, name, spec, file);

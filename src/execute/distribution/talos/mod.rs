@@ -439,6 +439,7 @@ fn cidata(
         talos_version: talos.version,
         installer_image: talos.installer_image.clone(),
         network,
+        authentication: spec.kubernetes.authentication.clone(),
     };
     let config = render_machine_config(&facts, node, &stored.bundle).map_err(TalosError::Render)?;
     let instance_id = format!("{}-{}", node.hostname, vm.vmid);

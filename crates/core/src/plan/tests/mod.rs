@@ -1,6 +1,7 @@
 //! Table tests: one group per lifecycle rule, each on a built world changed one way, asserting
 //! whole ordered plans and the exact refusal messages.
 
+mod authentication;
 mod bootstrap;
 mod devices;
 mod in_flight;

@@ -309,8 +309,13 @@ impl GuestSystems {
         let state = self.clusters.get(cluster).ok_or("no such cluster")?;
         let admin = state.access.admin_kubeconfig.clone();
         let apiserver = kubeadm_config::apiserver_manifest(&state.kubeadm.cluster);
+        let cluster_configuration = state.kubeadm.cluster.clone();
         let guest = self.guests.entry(vm.vmid).or_default();
         let kubelet = guest.kubelet.ok_or("kubelet not installed")?;
+        if role == Role::ControlPlane {
+            let files = &guest.files;
+            kubeadm_config::api_server(backend, (cluster, node), &cluster_configuration, files)?;
+        }
         backend
             .register_node(
                 cluster,
@@ -588,6 +593,7 @@ impl GuestSystems {
             {
                 state.etcd.retain(|_, name| *name != member.node);
                 out.push_str("[reset] Removing member from the etcd cluster\n");
+                kubeadm_config::api_server_stopped(backend, &member.cluster, &member.node);
             }
         }
         out.push_str("[reset] Stopping the kubelet service\n[reset] Deleting contents of directories: [/etc/kubernetes/manifests /var/lib/kubelet /etc/kubernetes/pki]\n");

@@ -126,6 +126,9 @@ pub struct TalosMachine {
     /// Where the kubelet's extra mounts land in its container
     /// (`machine.kubelet.extraMounts[].destination`).
     pub kubelet_mounts: Vec<String>,
+    /// The `AuthenticationConfiguration` its API server reads (see [`api_server_authentication`]),
+    /// or why the API server does not start.
+    pub authentication: Result<Option<String>, String>,
 }
 
 impl std::fmt::Debug for TalosMachine {
@@ -341,6 +344,7 @@ fn machine_config(user_data: &[u8]) -> Result<TalosMachine, TalosBootError> {
         .into_iter()
         .find(|d| d.get("version").and_then(Value::as_str) == Some("v1alpha1"))
         .ok_or(TalosBootError::NoV1alpha1)?;
+    let authentication = api_server_authentication(&document);
     let config: Config = serde_json::from_value(document).map_err(TalosBootError::Shape)?;
     let machine = config.machine.ok_or(TalosBootError::Missing("machine"))?;
     let cluster = config.cluster.ok_or(TalosBootError::Missing("cluster"))?;
@@ -417,7 +421,40 @@ fn machine_config(user_data: &[u8]) -> Result<TalosMachine, TalosBootError> {
         network,
         sysctls,
         kubelet_mounts,
+        authentication,
     })
+}
+
+/// The `AuthenticationConfiguration` a control plane's API server reads, from its machine
+/// config (`v1alpha1`): the file `cluster.apiServer.extraArgs.authentication-config` names
+/// inside the pod, mounted from the host by `cluster.apiServer.extraVolumes`, written there by
+/// `machine.files`; `None` without the argument. Without the mount or the file, the API server
+/// does not start, in its words.
+fn api_server_authentication(v1alpha1: &Value) -> Result<Option<String>, String> {
+    let api_server = &v1alpha1["cluster"]["apiServer"];
+    let Some(path) = api_server["extraArgs"]["authentication-config"].as_str() else {
+        return Ok(None);
+    };
+    let missing = || {
+        format!(
+            "failed to load AuthenticationConfiguration: open {path}: no such file or directory"
+        )
+    };
+    let host_path = api_server["extraVolumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|volume| volume["mountPath"].as_str() == Some(path))
+        .and_then(|volume| volume["hostPath"].as_str())
+        .ok_or_else(missing)?;
+    v1alpha1["machine"]["files"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|file| file["path"].as_str() == Some(host_path))
+        .and_then(|file| file["content"].as_str())
+        .map(|content| Some(content.to_owned()))
+        .ok_or_else(missing)
 }
 
 /// The network a Talos cluster runs: the first pod and service subnets (Talos's defaults

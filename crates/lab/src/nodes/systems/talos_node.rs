@@ -277,6 +277,7 @@ impl GuestSystems {
             return;
         };
         serve_oldest_version(backend, &kubernetes, cluster, &guests);
+        serve_authentication(backend, &kubernetes, &mut guests);
         let down = !cluster.etcd.has_quorum();
         if down != cluster.storage_down {
             cluster.storage_down = down;
@@ -494,6 +495,41 @@ fn serve_oldest_version(
     {
         cluster.version = Some(oldest);
         backend.set_version(kubernetes, oldest);
+    }
+}
+
+/// Each running control plane's API server runs with the authentication its machine config
+/// gives it (see `api_server_authentication`); a stopped or departed one runs no more.
+fn serve_authentication(
+    backend: &impl ClusterBackend,
+    kubernetes: &str,
+    guests: &mut [(VmId, &mut TalosGuest)],
+) {
+    for (_, guest) in guests.iter_mut() {
+        let Some(machine) = guest.machine.as_ref().filter(|_| guest.is_control_plane()) else {
+            continue;
+        };
+        let node = guest.hostname.clone();
+        let running = guest.running && guest.etcd == Membership::Member;
+        let started = match (&machine.authentication, running) {
+            (_, false) => backend.api_server(kubernetes, &node, false, None),
+            (Ok(authentication), true) => {
+                backend.api_server(kubernetes, &node, true, authentication.as_deref())
+            }
+            (Err(why), true) => {
+                let why = format!("[talos] kube-apiserver: {why}");
+                if guest.console.last() != Some(&why) {
+                    guest.say(why);
+                }
+                continue;
+            }
+        };
+        if let Err(err) = started {
+            let why = format!("[talos] kube-apiserver: {}", chain(&err));
+            if guest.console.last() != Some(&why) {
+                guest.say(why);
+            }
+        }
     }
 }
 

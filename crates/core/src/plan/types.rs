@@ -636,6 +636,20 @@ impl Rule {
         self as u8 + 1
     }
 
+    /// The file of its table tests under `crates/core/src/plan/tests/`:
+    /// `rule_<number>_<name in snake case>.rs` (`rule_01_create_before_remove.rs`).
+    pub fn test_file(self) -> String {
+        let mut name = format!("rule_{:02}_", self.number());
+        for (at, letter) in format!("{self:?}").chars().enumerate() {
+            if letter.is_ascii_uppercase() && at > 0 {
+                name.push('_');
+            }
+            name.push(letter.to_ascii_lowercase());
+        }
+        name.push_str(".rs");
+        name
+    }
+
     /// A short title.
     pub fn title(self) -> &'static str {
         match self {

@@ -48,6 +48,112 @@ pub const TYPES: [&str; 9] = [
     SOURCE_VERIFIED,
 ];
 
+/// A condition as the reference page lists it: whose it is, and the reasons it gives when it
+/// holds and when it does not.
+#[derive(Debug, Clone, Copy)]
+pub struct Catalogued {
+    /// Its type.
+    pub condition: &'static str,
+    /// Whose condition it is (`a cluster`, `the fleet`), and when it is listed.
+    pub of: &'static str,
+    /// Its reasons when True.
+    pub when_true: &'static [&'static str],
+    /// Its reasons when False.
+    pub when_false: &'static [&'static str],
+}
+
+/// Every condition with its reasons, in [`TYPES`] order: `capstan reference` writes the book's
+/// page from it.
+pub const CATALOGUE: [Catalogued; 9] = {
+    use reasons::*;
+    const CLUSTER: &str = "a cluster";
+    const WHILE_IT_HOLDS: &str = "a cluster (listed only while it holds)";
+    const FLEET: &str = "the fleet";
+    [
+        Catalogued {
+            condition: READY,
+            of: CLUSTER,
+            when_true: &[CONVERGED],
+            when_false: &[RECONCILING, WAITING_FOR_CNI],
+        },
+        Catalogued {
+            condition: API_AVAILABLE,
+            of: CLUSTER,
+            when_true: &[ANSWERING],
+            when_false: &[NOT_INITIALISED, UNREACHABLE, DATASTORE_UNAVAILABLE],
+        },
+        Catalogued {
+            condition: KUBECONFIG_DELIVERED,
+            of: CLUSTER,
+            when_true: &[CURRENT],
+            when_false: &[OUTDATED, NOT_CONFIGURED],
+        },
+        Catalogued {
+            condition: BLOCKED,
+            of: CLUSTER,
+            when_true: &[
+                REFUSED,
+                REPLACEMENT_FORBIDDEN,
+                STEP_FAILING,
+                RECORD_REFUSED,
+                OBSERVATION_FAILED,
+                INVALID_FILE,
+            ],
+            when_false: &[CLEAR],
+        },
+        Catalogued {
+            condition: REMEDIATION_HELD,
+            of: WHILE_IT_HOLDS,
+            when_true: &[TOO_MANY_UNHEALTHY],
+            when_false: &[],
+        },
+        Catalogued {
+            condition: SUSPENDED,
+            of: WHILE_IT_HOLDS,
+            when_true: &[
+                SUSPENDED_IN_GIT,
+                SUSPENDED_AT_RUNTIME,
+                SUSPENSION_UNREADABLE,
+            ],
+            when_false: &[],
+        },
+        Catalogued {
+            condition: SOURCE_AVAILABLE,
+            of: FLEET,
+            when_true: &[FOLLOWING],
+            when_false: &[SOURCE_UNREACHABLE],
+        },
+        Catalogued {
+            condition: STATUS_PUSHED,
+            of: FLEET,
+            when_true: &[PUSHED],
+            when_false: &[
+                PUSH_REJECTED,
+                PUSH_REFUSED,
+                SECRET_REFUSED,
+                STATUS_BRANCH_UNAVAILABLE,
+            ],
+        },
+        Catalogued {
+            condition: SOURCE_VERIFIED,
+            of: FLEET,
+            when_true: &[VERIFIED],
+            when_false: &[
+                UNSIGNED,
+                KEY_NOT_ALLOWED,
+                BAD_SIGNATURE,
+                KEY_NOT_VALID,
+                UNSUPPORTED_SIGNATURE,
+                TOO_MANY_COMMITS,
+                KEYS_UNREADABLE,
+                UNVERIFIABLE,
+                NOT_DESCENDANT,
+                RECORD_UNAVAILABLE,
+            ],
+        },
+    ]
+};
+
 /// Why a condition has its status. Each names the condition it explains.
 pub mod reasons {
     /// `Ready` True: converged.
@@ -202,29 +308,15 @@ mod tests {
     }
 
     #[test]
-    fn the_book_table_lists_every_type_and_every_reason() {
-        let readme = include_str!("../../../../docs/src/reference/conditions.md");
-        let rows: Vec<Vec<&str>> = readme
-            .lines()
-            .skip_while(|line| !line.starts_with("| condition | of |"))
-            .skip(2)
-            .take_while(|line| line.starts_with('|'))
-            .map(|line| line.split('|').map(str::trim).collect())
-            .collect();
-        let names = |cell: &str| -> Vec<String> {
-            // An empty cell: the condition is listed only while it holds.
-            cell.split(',')
-                .map(|name| name.trim().trim_matches('`').to_owned())
-                .filter(|name| !name.is_empty())
-                .collect()
-        };
-        let types: Vec<String> = rows.iter().flat_map(|row| names(row[1])).collect();
+    fn the_catalogue_lists_every_type_in_order_and_every_reason_once() {
+        let types: Vec<&str> = CATALOGUE.iter().map(|c| c.condition).collect();
         assert_eq!(types, TYPES);
-        let mut listed: Vec<String> = rows
+        let mut listed: Vec<&str> = CATALOGUE
             .iter()
-            .flat_map(|row| names(row[3]).into_iter().chain(names(row[4])))
+            .flat_map(|c| c.when_true.iter().chain(c.when_false))
+            .copied()
             .collect();
-        listed.sort();
+        listed.sort_unstable();
         let mut all: Vec<&str> = reasons::ALL.to_vec();
         all.sort_unstable();
         assert_eq!(listed, all);

@@ -58,7 +58,7 @@ fn removal(machine: &NodeName) -> Vec<(&'static str, String)> {
     .collect()
 }
 
-/// Each rule's table tests are in a file of their own, `rule_<number>_<rule>.rs`.
+/// Each rule's table tests are in a file of their own, [`Rule::test_file`].
 #[test]
 fn every_rule_has_a_test_file_named_after_it() {
     let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/plan/tests");
@@ -68,18 +68,15 @@ fn every_rule_has_a_test_file_named_after_it() {
             index + 1,
             "Rule::ALL is in number order"
         );
-        let mut name = String::new();
-        for (at, letter) in format!("{rule:?}").chars().enumerate() {
-            if letter.is_ascii_uppercase() && at > 0 {
-                name.push('_');
-            }
-            name.push(letter.to_ascii_lowercase());
-        }
-        let file = format!("rule_{:02}_{name}.rs", rule.number());
+        let file = rule.test_file();
         assert!(
             folder.join(&file).exists(),
             "rule {}: {file}",
             rule.number()
         );
     }
+    assert_eq!(
+        Rule::OneDisruptionAtATime.test_file(),
+        "rule_02_one_disruption_at_a_time.rs"
+    );
 }

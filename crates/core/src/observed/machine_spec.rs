@@ -44,6 +44,11 @@ pub struct MachineSpec {
     /// does: a changed patch replaces the machines it reaches, and only those.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub patches: Option<SmolStr>,
+    /// The digest of `kubernetes.registries` (`Registries::digest`: what the file says, never
+    /// a password), when it says anything: the runtime reads it as it starts, so a change
+    /// replaces every machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registries: Option<SmolStr>,
 }
 
 impl MachineSpec {
@@ -60,6 +65,7 @@ impl MachineSpec {
         MachineSpec {
             talos: spec.talos.as_ref().map(|t| t.version),
             patches: crate::spec::patches::digest(spec, pool),
+            registries: spec.kubernetes.registries.digest(),
             ..MachineSpec::new(machine, kubernetes, spec.kubernetes.distribution, role)
         }
     }
@@ -83,6 +89,7 @@ impl MachineSpec {
             talos: None,
             hardware: MachineHardware::of(machine),
             patches: None,
+            registries: None,
         }
     }
 
@@ -115,6 +122,12 @@ impl MachineSpec {
         // Likewise only machines some patch reaches.
         let patches = self.patches.as_ref().map(|p| format!("patches={p}\n"));
         let normalised = normalised + &patches.unwrap_or_default();
+        // Likewise only machines of a cluster that declares registries.
+        let registries = self
+            .registries
+            .as_ref()
+            .map(|r| format!("registries={r}\n"));
+        let normalised = normalised + &registries.unwrap_or_default();
         let digest = Sha1::digest(normalised.as_bytes());
         // The first 6 bytes in lowercase hex (a format per byte cost more than the digest: a
         // plan hashes every pool of every cluster).
@@ -152,7 +165,12 @@ impl MachineSpec {
             format!("{summary} hardware={}", self.hardware.canonical())
         };
         let patches = self.patches.as_ref().map(|p| format!(" patches={p}"));
-        format!("{summary}{}", patches.unwrap_or_default())
+        let registries = self.registries.as_ref().map(|r| format!(" registries={r}"));
+        format!(
+            "{summary}{}{}",
+            patches.unwrap_or_default(),
+            registries.unwrap_or_default()
+        )
     }
 
     /// Reads a [`MachineSpec::summary`] back; `None` when a field is missing or malformed.
@@ -184,6 +202,7 @@ impl MachineSpec {
                 None => MachineHardware::default(),
             },
             patches: field("patches").map(SmolStr::new),
+            registries: field("registries").map(SmolStr::new),
         })
     }
 
@@ -250,6 +269,9 @@ impl MachineSpec {
         }
         if self.patches != newer.patches {
             out.push("patches changed".to_owned());
+        }
+        if self.registries != newer.registries {
+            out.push("registries changed".to_owned());
         }
         out
     }

@@ -58,6 +58,7 @@ pub const KUBELET_CONF: &str = "/etc/kubernetes/kubelet.conf";
 pub const KUBE_PROXY_PHASE: &str = "addon/kube-proxy";
 
 pub mod patches;
+pub mod registries;
 
 const INIT_TEMPLATE: &str = include_str!("templates/kubeadm-init.yaml");
 const JOIN_WORKER_TEMPLATE: &str = include_str!("templates/kubeadm-join-worker.yaml");

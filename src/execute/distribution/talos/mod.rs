@@ -19,7 +19,8 @@
 //!   one is removed by id through a healthy member; members that match no machine are removed.
 
 use capstan_core::talos::{
-    ClusterFacts, MacAddress, MachineRole, NodeFacts, TalosVersion, cidata_files, cidata_image,
+    ClusterFacts, MacAddress, MachineRole, NodeFacts, RenderProblem, TalosVersion, cidata_files,
+    cidata_image,
     facts::{Link, UserVolume},
     render_machine_config,
 };
@@ -36,6 +37,7 @@ use crate::providers::talos::api::{
 use crate::providers::talos::{admin_credentials, kubeconfig};
 use crate::records::talos::{self as store, StoredBundle};
 use crate::scheduling::NodeScheduling;
+use crate::spec::registries::ResolvedRegistries;
 use crate::spec::{ClusterSpec, Endpoint, KubeVersion};
 
 use super::{AdminSource, Distribution, NewMachine, VersionSource};
@@ -175,8 +177,16 @@ impl Distribution for Talos {
         };
         let running = ctx.observed.control_plane.as_ref();
         let running = running.and_then(|cp| cp.network.as_ref());
-        let image = cidata(ctx.cluster, spec, running, &node, vm, &stored)
-            .map_err(|source| failed(action, source))?;
+        let registries = crate::execute::registries(ex.providers(), ctx, spec, action)?;
+        let image = cidata(
+            ctx.cluster,
+            spec,
+            running,
+            (&node, &registries),
+            vm,
+            &stored,
+        )
+        .map_err(|source| failed(action, source))?;
         let file_name = iso_file_name(name, vm);
         let volume = proxmox
             .upload_iso(&vm.node, storage, &file_name, &image)
@@ -420,12 +430,12 @@ fn iso_file_name(name: &NodeName, vm: &VmRef) -> String {
 }
 
 /// The `cidata` image of `node`, on the network the cluster runs (`running`: what it was
-/// built with, when it exists).
+/// built with, when it exists), with the registry documents of `registries`.
 fn cidata(
     cluster: &str,
     spec: &ClusterSpec,
     running: Option<&capstan_core::spec::RecordedNetwork>,
-    node: &NodeFacts,
+    (node, registries): (&NodeFacts, &ResolvedRegistries),
     vm: &VmRef,
     stored: &StoredBundle,
 ) -> Result<Vec<u8>, TalosError> {
@@ -441,7 +451,10 @@ fn cidata(
         installer_image: talos.installer_image.clone(),
         network,
     };
-    let config = render_machine_config(&facts, node, &stored.bundle).map_err(TalosError::Render)?;
+    let mut config =
+        render_machine_config(&facts, node, &stored.bundle).map_err(TalosError::Render)?;
+    capstan_core::talos::registries::append(&mut config, registries)
+        .map_err(|words| TalosError::Render(RenderProblem::Yaml(words)))?;
     let instance_id = format!("{}-{}", node.hostname, vm.vmid);
     let files = cidata_files(node, &instance_id, &config).map_err(TalosError::Cidata)?;
     cidata_image(&files).map_err(TalosError::Cidata)

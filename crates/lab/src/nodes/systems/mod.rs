@@ -213,6 +213,30 @@ struct ClusterState {
     kubeadm: kubeadm_config::Stored,
 }
 
+/// An image pull a node's runtime was asked for, with what it read of its files.
+#[derive(Debug)]
+pub(super) struct ImagePull {
+    hosts: super::runtime::RegistryHosts,
+    image: super::runtime::Image,
+    runtime: super::runtime::Runtime,
+}
+
+impl ImagePull {
+    /// Pulls, answering as `crictl pull` does.
+    pub(super) async fn run(self) -> Exit {
+        match super::runtime::pull(&self.hosts, &self.image, self.runtime).await {
+            Ok(digest) => Exit::success(format!("Image is up to date for {digest}\n")),
+            Err(why) => Exit::failure(
+                1,
+                format!(
+                    "level=fatal msg=\"pulling image: rpc error: code = Unknown desc = failed to pull and unpack image \\\"{}/{}:{}\\\": {why}\"\n",
+                    self.image.registry, self.image.repository, self.image.reference
+                ),
+            ),
+        }
+    }
+}
+
 /// How long a command takes in the lab, if it is one of the slow ones.
 pub(super) fn duration_of(argv: &[String], timings: &NodeTimings) -> Option<Duration> {
     let words: Vec<&str> = argv.iter().map(String::as_str).collect();
@@ -239,6 +263,56 @@ impl GuestSystems {
         Some(k3s::ConfigFile {
             text,
             mode: guest.modes.get(paths::K3S_CONFIG).copied(),
+        })
+    }
+
+    /// An image pull through the node's runtime, `crictl pull IMAGE` (a K3s node's
+    /// `k3s crictl pull IMAGE` too), with the registry configuration the runtime reads from
+    /// the VM's files; `None` for any other command, an `Err` for a node without a runtime or
+    /// whose runtime's files do not read.
+    pub(super) fn image_pull(&mut self, vm: &GuestVm, argv: &[String]) -> Option<Result<ImagePull, Exit>> {
+        use super::runtime::{self, Image, Runtime};
+        let words: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let image = match words.as_slice() {
+            ["crictl", "pull", image] | ["k3s", "crictl", "pull", image] => *image,
+            _ => return None,
+        };
+        let k3s = vm.k3s_airgap.is_some();
+        let guest = self.guest(vm.vmid);
+        let runs = if k3s {
+            guest.member.is_some() && guest.running && !guest.k3s_stopped
+        } else {
+            guest.kubelet.is_some()
+        };
+        if !runs {
+            let socket = if k3s {
+                "/run/k3s/containerd/containerd.sock"
+            } else {
+                "/var/run/crio/crio.sock"
+            };
+            return Some(Err(Exit::failure(
+                1,
+                format!("level=fatal msg=\"validate service connection: validate CRI v1 image API for endpoint \\\"unix://{socket}\\\": rpc error: code = Unavailable desc = connection error: dial unix {socket}: connect: no such file or directory\"\n"),
+            )));
+        }
+        let Some(image) = Image::parse(image) else {
+            return Some(Err(Exit::failure(
+                1,
+                format!("level=fatal msg=\"pulling image: invalid reference format: {image}\"\n"),
+            )));
+        };
+        let (hosts, runtime) = if k3s {
+            (runtime::k3s(&guest.files), Runtime::Containerd)
+        } else {
+            (runtime::crio(&guest.files), Runtime::CriO)
+        };
+        Some(match hosts {
+            Ok(hosts) => Ok(ImagePull {
+                hosts,
+                image,
+                runtime,
+            }),
+            Err(why) => Err(Exit::failure(1, format!("level=fatal msg=\"pulling image: {why}\"\n"))),
         })
     }
 

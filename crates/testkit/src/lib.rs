@@ -12,6 +12,7 @@
 //!   programs as judges, skipped (or required in CI) in the name of the running test.
 //! - [`network`]: the cluster network as kubectl sees it, and a CNI installed as Flux would.
 //! - [`pve_schema`]: Proxmox VE's published API schema as a judge of every parameter sent.
+//! - [`registry`]: a registry mirror on loopback that records the pulls it serves.
 //! - [`mariadb`]: a real MariaDB for K3s datastores; [`talos`]: a lab with a Talos template
 //!   and an ISO storage.
 
@@ -25,6 +26,7 @@ pub mod mariadb;
 pub mod network;
 pub mod process;
 pub mod pve_schema;
+pub mod registry;
 pub mod talos;
 pub mod timeline;
 pub mod wait;

@@ -247,9 +247,7 @@ impl Image {
             return None;
         }
         let (registry, rest) = match text.split_once('/') {
-            Some((first, rest))
-                if first.contains(['.', ':']) || first == "localhost" =>
-            {
+            Some((first, rest)) if first.contains(['.', ':']) || first == "localhost" => {
                 (first.to_owned(), rest.to_owned())
             }
             _ => ("docker.io".to_owned(), text.to_owned()),
@@ -279,7 +277,11 @@ impl Image {
 ///
 /// # Errors
 /// Every endpoint failed or refused.
-pub async fn pull(hosts: &RegistryHosts, image: &Image, runtime: Runtime) -> Result<String, String> {
+pub async fn pull(
+    hosts: &RegistryHosts,
+    image: &Image,
+    runtime: Runtime,
+) -> Result<String, String> {
     let upstream = Endpoint {
         tls: true,
         host: if image.registry == "docker.io" {
@@ -288,7 +290,11 @@ pub async fn pull(hosts: &RegistryHosts, image: &Image, runtime: Runtime) -> Res
             image.registry.clone()
         },
     };
-    let mirrors = hosts.mirrors.get(&image.registry).cloned().unwrap_or_default();
+    let mirrors = hosts
+        .mirrors
+        .get(&image.registry)
+        .cloned()
+        .unwrap_or_default();
     let mut last = String::new();
     for endpoint in mirrors.iter().chain(std::iter::once(&upstream)) {
         let mut path = format!("/v2/{}/manifests/{}", image.repository, image.reference);
@@ -340,7 +346,8 @@ async fn fetch(
         endpoint.host
     );
     if let Some((user, password)) = auth {
-        let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        let encoded =
+            base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
         request.push_str(&format!("Authorization: Basic {encoded}\r\n"));
     }
     request.push_str("\r\n");
@@ -373,8 +380,12 @@ async fn fetch(
                 .collect();
             Ok(format!("sha256:{digest}"))
         }
-        Some(401) => Err(format!("unexpected status from GET request to {url}: 401 Unauthorized")),
-        Some(code) => Err(format!("unexpected status from GET request to {url}: {code}")),
+        Some(401) => Err(format!(
+            "unexpected status from GET request to {url}: 401 Unauthorized"
+        )),
+        Some(code) => Err(format!(
+            "unexpected status from GET request to {url}: {code}"
+        )),
         None => Err(format!("Get \"{url}\": malformed HTTP response")),
     }
 }
@@ -394,9 +405,15 @@ mod tests {
                 reference: "latest".into()
             }
         );
-        assert_eq!(image("docker.io/rancher/mirrored-pause:3.6").repository, "rancher/mirrored-pause");
+        assert_eq!(
+            image("docker.io/rancher/mirrored-pause:3.6").repository,
+            "rancher/mirrored-pause"
+        );
         let local = image("127.0.0.1:5000/team/app:v1");
-        assert_eq!((local.registry.as_str(), local.reference.as_str()), ("127.0.0.1:5000", "v1"));
+        assert_eq!(
+            (local.registry.as_str(), local.reference.as_str()),
+            ("127.0.0.1:5000", "v1")
+        );
         assert_eq!(image("ghcr.io/a/b@sha256:00").reference, "sha256:00");
         assert_eq!(Image::parse("a b"), None);
     }
@@ -423,9 +440,15 @@ mod tests {
         let hosts = crio(&files).expect("reads");
         assert_eq!(
             hosts.mirrors["docker.io"],
-            [Endpoint { tls: false, host: "127.0.0.1:5000".into() }]
+            [Endpoint {
+                tls: false,
+                host: "127.0.0.1:5000".into()
+            }]
         );
-        assert_eq!(hosts.auths["127.0.0.1:5000"], ("robot".to_owned(), "s3cr3t".to_owned()));
+        assert_eq!(
+            hosts.auths["127.0.0.1:5000"],
+            ("robot".to_owned(), "s3cr3t".to_owned())
+        );
         assert!(!format!("{hosts:?}").contains("s3cr3t"));
         let mut broken = files.clone();
         broken.remove("/etc/crio/auth.json");
@@ -438,6 +461,9 @@ mod tests {
         let err = pull(&RegistryHosts::default(), &image, Runtime::CriO)
             .await
             .expect_err("docker.io is not reachable from the lab");
-        assert!(err.contains("lookup registry-1.docker.io: no such host"), "{err}");
+        assert!(
+            err.contains("lookup registry-1.docker.io: no such host"),
+            "{err}"
+        );
     }
 }

@@ -20,8 +20,7 @@ use capstan_talos_api::machine::{
     EtcdLeaveClusterRequest, EtcdLeaveClusterResponse, EtcdMember as ProtoMember,
     EtcdMemberListRequest, EtcdMemberListResponse, EtcdMembers, EtcdRemoveMemberById,
     EtcdRemoveMemberByIdRequest, EtcdRemoveMemberByIdResponse, FeaturesInfo, ImagePull,
-    ImagePullRequest, ImagePullResponse, PlatformInfo, Version,
-    VersionInfo, VersionResponse,
+    ImagePullRequest, ImagePullResponse, PlatformInfo, Version, VersionInfo, VersionResponse,
 };
 use rcgen::{CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair, SanType};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};

@@ -270,7 +270,11 @@ impl GuestSystems {
     /// `k3s crictl pull IMAGE` too), with the registry configuration the runtime reads from
     /// the VM's files; `None` for any other command, an `Err` for a node without a runtime or
     /// whose runtime's files do not read.
-    pub(super) fn image_pull(&mut self, vm: &GuestVm, argv: &[String]) -> Option<Result<ImagePull, Exit>> {
+    pub(super) fn image_pull(
+        &mut self,
+        vm: &GuestVm,
+        argv: &[String],
+    ) -> Option<Result<ImagePull, Exit>> {
         use super::runtime::{self, Image, Runtime};
         let words: Vec<&str> = argv.iter().map(String::as_str).collect();
         let image = match words.as_slice() {
@@ -292,7 +296,9 @@ impl GuestSystems {
             };
             return Some(Err(Exit::failure(
                 1,
-                format!("level=fatal msg=\"validate service connection: validate CRI v1 image API for endpoint \\\"unix://{socket}\\\": rpc error: code = Unavailable desc = connection error: dial unix {socket}: connect: no such file or directory\"\n"),
+                format!(
+                    "level=fatal msg=\"validate service connection: validate CRI v1 image API for endpoint \\\"unix://{socket}\\\": rpc error: code = Unavailable desc = connection error: dial unix {socket}: connect: no such file or directory\"\n"
+                ),
             )));
         }
         let Some(image) = Image::parse(image) else {
@@ -312,7 +318,10 @@ impl GuestSystems {
                 image,
                 runtime,
             }),
-            Err(why) => Err(Exit::failure(1, format!("level=fatal msg=\"pulling image: {why}\"\n"))),
+            Err(why) => Err(Exit::failure(
+                1,
+                format!("level=fatal msg=\"pulling image: {why}\"\n"),
+            )),
         })
     }
 

@@ -63,7 +63,10 @@ pub struct Mirror {
 pub struct RegistryCredentials {
     /// The user name (not a secret: the password is).
     pub username: String,
-    /// Where to read the password (or token) at run time. Never write it here.
+    /// Where to read the password (or token) at run time, under the operator's rules: the
+    /// variable `CAPSTAN_CLUSTER_<CLUSTER>_REGISTRY_<HOST>_PASSWORD` (the host with every
+    /// character but letters and digits as `_`), or a file in `clusters/<cluster>/` of the
+    /// daemon's `--secrets-dir`. Never write the password here.
     pub password_from: SecretSource,
 }
 

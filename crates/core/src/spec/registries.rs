@@ -144,9 +144,8 @@ impl Registries {
         if self.is_empty() {
             return None;
         }
-        let json = serde_json::to_value(self).expect("registries serialise as JSON");
-        let mut text = String::new();
-        super::patches::merge::canonical(&json, &mut text);
+        // Maps are ordered and fields fixed: the JSON is canonical as it is.
+        let text = serde_json::to_string(self).expect("registries serialise as JSON");
         let digest = Sha1::digest(text.as_bytes());
         let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
         Some(hex.into())
@@ -307,13 +306,13 @@ fn check_credentials(out: &mut Vec<Diagnostic>, registries: &Registries, file: &
                 )
                 .with_hint("write the registry user's name; its password comes from passwordFrom"),
             );
-        } else if let Some(what) = super::patches::secrets::looks_secret("username", username) {
+        } else if let Some(what) = looks_like_a_key(username) {
             out.push(
                 file.error(
                     &format!("{path}.username"),
                     format!("the user name looks like {what}"),
                 )
-                .with_hint(super::patches::SECRET_SOURCES_HINT),
+                .with_hint(SECRET_HINT),
             );
         }
         check_password_source(
@@ -350,6 +349,22 @@ fn check_password_source(
         }
         _ => {}
     }
+}
+
+const SECRET_HINT: &str = "the file is in Git and in previews, so it never carries a secret: write the registry user's name here and read its password or token from `passwordFrom` (`{env: NAME}` or `{file: PATH}`, read at run time)";
+
+/// What a user name that is a key or a token looks like, in words.
+fn looks_like_a_key(value: &str) -> Option<&'static str> {
+    if value.contains("-----BEGIN ") {
+        return Some("a PEM block (a certificate or a key)");
+    }
+    if value.starts_with("eyJ") && value.matches('.').count() == 2 && value.len() > 30 {
+        return Some("a JSON Web Token");
+    }
+    let encoded =
+        |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'_' | b'-');
+    (value.len() >= 64 && value.bytes().all(encoded))
+        .then_some("encoded key material (a long token)")
 }
 
 /// Why `pem` is not a CA certificate bundle, if it is not.

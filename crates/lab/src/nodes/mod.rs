@@ -13,7 +13,6 @@ pub mod cli;
 pub mod iso9660;
 pub mod paths;
 mod registration;
-pub mod runtime;
 mod systems;
 
 pub use registration::Registration;

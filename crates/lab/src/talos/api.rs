@@ -70,7 +70,7 @@ pub struct TalosNode {
     /// Whether it is a control plane (only those serve the etcd calls).
     pub control_plane: bool,
     /// What its containerd pulls through (its machine config's registry documents).
-    pub registries: crate::nodes::runtime::RegistryHosts,
+    pub registries: crate::runtime::RegistryHosts,
 }
 
 /// Starting a node's Talos API failed.
@@ -470,7 +470,7 @@ impl MachineService for NodeService {
         &self,
         request: Request<ImagePullRequest>,
     ) -> Result<Response<ImagePullResponse>, Status> {
-        use crate::nodes::runtime::{self, Image, Runtime};
+        use crate::runtime::{self, Image, Runtime};
         authorize(&request)?;
         let reference = request.into_inner().reference;
         let image = Image::parse(&reference).ok_or_else(|| {

@@ -175,18 +175,7 @@ impl Distribution for Talos {
             links,
             volumes,
         };
-        let running = ctx.observed.control_plane.as_ref();
-        let running = running.and_then(|cp| cp.network.as_ref());
-        let registries = crate::execute::registries(ex.providers(), ctx, spec, action)?;
-        let image = cidata(
-            ctx.cluster,
-            spec,
-            running,
-            (&node, &registries),
-            vm,
-            &stored,
-        )
-        .map_err(|source| failed(action, source))?;
+        let image = config_image(ex, ctx, spec, (&node, vm), &stored)?;
         let file_name = iso_file_name(name, vm);
         let volume = proxmox
             .upload_iso(&vm.node, storage, &file_name, &image)
@@ -427,6 +416,23 @@ fn iso_storage<'a>(ctx: StepContext<'a>, action: ActionKind) -> Result<&'a str, 
 /// The ISO of machine `name` on VM `vm`: one per VM, so a replacement never reuses one.
 fn iso_file_name(name: &NodeName, vm: &VmRef) -> String {
     crate::execute::config_isos::file_name(name, vm.vmid)
+}
+
+/// The `cidata` image of `node` on `vm`: its machine config on the network the cluster runs,
+/// with the cluster's registries (their passwords read now).
+fn config_image<Pr: Providers>(
+    ex: &Executor<Pr>,
+    ctx: StepContext<'_>,
+    spec: &ClusterSpec,
+    (node, vm): (&NodeFacts, &VmRef),
+    stored: &StoredBundle,
+) -> Result<Vec<u8>, ExecuteError> {
+    let action = ActionKind::CreateMachine;
+    let running = ctx.observed.control_plane.as_ref();
+    let running = running.and_then(|cp| cp.network.as_ref());
+    let registries = crate::execute::registries(ex.providers(), ctx, spec, action)?;
+    cidata(ctx.cluster, spec, running, (node, &registries), vm, stored)
+        .map_err(|source| failed(action, source))
 }
 
 /// The `cidata` image of `node`, on the network the cluster runs (`running`: what it was

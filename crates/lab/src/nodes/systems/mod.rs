@@ -216,15 +216,15 @@ struct ClusterState {
 /// An image pull a node's runtime was asked for, with what it read of its files.
 #[derive(Debug)]
 pub(super) struct ImagePull {
-    hosts: super::runtime::RegistryHosts,
-    image: super::runtime::Image,
-    runtime: super::runtime::Runtime,
+    hosts: crate::runtime::RegistryHosts,
+    image: crate::runtime::Image,
+    runtime: crate::runtime::Runtime,
 }
 
 impl ImagePull {
     /// Pulls, answering as `crictl pull` does.
     pub(super) async fn run(self) -> Exit {
-        match super::runtime::pull(&self.hosts, &self.image, self.runtime).await {
+        match crate::runtime::pull(&self.hosts, &self.image, self.runtime).await {
             Ok(digest) => Exit::success(format!("Image is up to date for {digest}\n")),
             Err(why) => Exit::failure(
                 1,
@@ -275,7 +275,7 @@ impl GuestSystems {
         vm: &GuestVm,
         argv: &[String],
     ) -> Option<Result<ImagePull, Exit>> {
-        use super::runtime::{self, Image, Runtime};
+        use crate::runtime::{self, Image, Runtime};
         let words: Vec<&str> = argv.iter().map(String::as_str).collect();
         let image = match words.as_slice() {
             ["crictl", "pull", image] | ["k3s", "crictl", "pull", image] => *image,

@@ -128,7 +128,7 @@ pub struct TalosMachine {
     pub kubelet_mounts: Vec<String>,
     /// What its containerd pulls through: the `RegistryMirrorConfig` and
     /// `RegistryAuthConfig` documents.
-    pub registries: crate::nodes::runtime::RegistryHosts,
+    pub registries: crate::runtime::RegistryHosts,
 }
 
 impl std::fmt::Debug for TalosMachine {
@@ -340,7 +340,7 @@ fn machine_config(user_data: &[u8]) -> Result<TalosMachine, TalosBootError> {
         .find(|d| d.get("kind").and_then(Value::as_str) == Some("HostnameConfig"))
         .and_then(|d| d.get("hostname").and_then(Value::as_str))
         .map(str::to_owned);
-    let registries = crate::nodes::runtime::talos(&documents);
+    let registries = crate::runtime::talos(&documents);
     let document = documents
         .into_iter()
         .find(|d| d.get("version").and_then(Value::as_str) == Some("v1alpha1"))

@@ -304,3 +304,40 @@ async fn a_k3s_cluster_s_containerd_pulls_through_its_mirror_with_credentials_ke
         mirror.requests()
     );
 }
+
+#[tokio::test]
+async fn a_registry_password_the_daemon_cannot_read_blocks_the_cluster_before_any_clone() {
+    let mirror = Mirror::start(USER, PASSWORD).await;
+    let variable = variable("unread", &mirror);
+    let file = with_registries(
+        &ClusterYaml::lab("unread")
+            .address(77)
+            .workers(1)
+            .render()
+            .replacen("minWorkers: 2", "minWorkers: 1", 1),
+        &mirror,
+        &variable,
+    );
+    // The daemon's environment has no such variable.
+    let mut world = world("unread", file, "CAPSTAN_SOMETHING_ELSE".to_owned()).await;
+    world.start_daemon().await;
+    let status = world
+        .wait_for("unread Blocked on its registry password", |s| {
+            s.clusters
+                .get("unread")
+                .is_some_and(|c| c.phase == capstan::status::Phase::Blocked)
+        })
+        .await;
+    let last = status.clusters["unread"]
+        .last_step
+        .as_ref()
+        .expect("the failed step");
+    assert!(
+        last.message.contains("cannot read a registry password")
+            && last.message.contains(&variable)
+            && last.message.contains("passwordFrom"),
+        "{}",
+        last.message
+    );
+    assert!(world.vms_of("unread").is_empty(), "no VM was cloned");
+}

@@ -1,7 +1,8 @@
 //! The nodes' container runtime, as far as an image pull goes: it reads the registry
 //! configuration the real runtime reads, from the files written to the VM (CRI-O's
 //! `registries.conf.d` drop-ins and the `global_auth_file` its own drop-ins name, K3s's
-//! `registries.yaml`, Talos's registry documents), and pulls over real HTTP: each mirror of
+//! `registries.yaml` as K3s read it at its last start, Talos's registry documents), and pulls
+//! over real HTTP: each mirror of
 //! the image's registry in order, then the registry itself, presenting the host's credentials
 //! as HTTP Basic.
 //!

@@ -90,6 +90,9 @@ pub(super) struct Guest {
     k3s_rotation_pending: bool,
     /// The data disks mounted by capstan's script: mount point → (device, filesystem).
     pub(super) mounts: BTreeMap<String, (String, String)>,
+    /// `registries.yaml` as K3s read it when it last started (K3s renders containerd's
+    /// registry configuration from it at start only), if it existed.
+    k3s_registries: Option<String>,
 }
 
 impl Default for Guest {
@@ -105,6 +108,7 @@ impl Default for Guest {
             k3s_stopped: false,
             k3s_rotation_pending: false,
             mounts: BTreeMap::new(),
+            k3s_registries: None,
         }
     }
 }
@@ -167,6 +171,11 @@ impl Guest {
         }
         self.files.insert(path.to_owned(), content);
         Ok(())
+    }
+
+    /// K3s starts (installed, or its service started): it reads `registries.yaml` now.
+    pub(super) fn k3s_starts(&mut self) {
+        self.k3s_registries = self.files.get(crate::runtime::K3S_REGISTRIES).cloned();
     }
 
     /// Whether `path` is a folder of this VM.
@@ -308,7 +317,12 @@ impl GuestSystems {
             )));
         };
         let (hosts, runtime) = if k3s {
-            (runtime::k3s(&guest.files), Runtime::Containerd)
+            let read: BTreeMap<String, String> = guest
+                .k3s_registries
+                .iter()
+                .map(|text| (runtime::K3S_REGISTRIES.to_owned(), text.clone()))
+                .collect();
+            (runtime::k3s(&read), Runtime::Containerd)
         } else {
             (runtime::crio(&guest.files), Runtime::CriO)
         };
@@ -590,6 +604,9 @@ impl GuestSystems {
                 guest.running = true;
                 // An installed K3s service is enabled: it starts with the VM.
                 guest.k3s_stopped = false;
+                if vm.k3s_airgap.is_some() {
+                    guest.k3s_starts();
+                }
                 member
                     .map(|m| Later::NodeReady {
                         cluster: m.cluster,

@@ -1,7 +1,8 @@
 //! `kubernetes.registries` on kubeadm and K3s clusters the daemon builds: the nodes' runtime
 //! (CRI-O, K3s's containerd) pulls `docker.io` images through the mirror the file names, with
 //! the credentials read from the secret source (the mirror, a real HTTP server on loopback,
-//! records the pull and who made it); an image of a registry without a mirror is refused (the
+//! records the pull and who made it; the kubeadm cluster's serves HTTPS under a private CA the
+//! file gives); an image of a registry without a mirror is refused (the
 //! lab reaches no registry of its own); and the password is nowhere but on the nodes: not in
 //! the repository, the status, the daemon's log, nor a command line sent to a guest agent.
 //!
@@ -72,10 +73,18 @@ fn variable(cluster: &str, mirror: &Mirror) -> String {
 }
 
 /// `text` (a cluster file whose `kubernetes` is a flow mapping) with `docker.io` mirrored by
-/// `mirror`, its credentials' password from `variable`.
+/// `mirror`, its credentials' password from `variable`, and its CA for an HTTPS mirror.
 fn with_registries(text: &str, mirror: &Mirror, variable: &str) -> String {
+    let ca = match mirror.ca_pem() {
+        Some(pem) => format!(
+            ", ca: {{\"{}\": {}}}",
+            mirror.host(),
+            serde_json::to_string(pem).expect("a JSON string is a YAML one")
+        ),
+        None => String::new(),
+    };
     let registries = format!(
-        "  kubernetes: {{registries: {{mirrors: {{docker.io: {{endpoints: [\"{url}\"]}}}}, credentials: {{\"{host}\": {{username: {USER}, passwordFrom: {{env: {variable}}}}}}}}}, ",
+        "  kubernetes: {{registries: {{mirrors: {{docker.io: {{endpoints: [\"{url}\"]}}}}, credentials: {{\"{host}\": {{username: {USER}, passwordFrom: {{env: {variable}}}}}}}{ca}}}, ",
         url = mirror.url(),
         host = mirror.host(),
     );
@@ -215,11 +224,13 @@ async fn pulls_through_the_mirror(
     }
 }
 
+/// The kubeadm cluster's mirror serves HTTPS with a private CA, which CRI-O trusts through
+/// `containers-certs.d`.
 #[tokio::test]
 async fn a_kubeadm_cluster_s_cri_o_pulls_through_its_mirror_with_credentials_kept_off_git_logs_and_command_lines()
  {
     let (log, _guard) = Log::capture();
-    let mirror = Mirror::start(USER, PASSWORD).await;
+    let mirror = Mirror::start_tls(USER, PASSWORD).await;
     let variable = variable("mirrored", &mirror);
     let file = with_registries(
         &ClusterYaml::lab("mirrored")
@@ -240,6 +251,11 @@ async fn a_kubeadm_cluster_s_cri_o_pulls_through_its_mirror_with_credentials_kep
         nodes.file_mode(capstan::model::VmId(vm), "/etc/crio/auth.json"),
         Some(0o600)
     );
+    let ca = nodes.file(
+        capstan::model::VmId(vm),
+        &format!("/etc/containers/certs.d/{}/ca.crt", mirror.host()),
+    );
+    assert_eq!(ca.as_deref(), mirror.ca_pem(), "the mirror's CA in certs.d");
     pulls_through_the_mirror(&world, "mirrored", &mirror, &["crictl", "pull"], &log).await;
 }
 

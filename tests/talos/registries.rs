@@ -2,7 +2,8 @@
 //! asked through the Talos API's `ImagePull` by third-party bindings (PyPI's
 //! `talos-linux-api`, with the talosconfig capstan delivers), pulls a `docker.io` image
 //! through the mirror of its machine config's `RegistryMirrorConfig`, presenting the
-//! `RegistryAuthConfig` credentials (the mirror, a real HTTP server on loopback, records it);
+//! `RegistryAuthConfig` credentials and trusting the `RegistryTLSConfig` CA (the mirror, a real
+//! HTTPS server on loopback under a private CA, records it);
 //! a registry without a mirror is refused; the password read from the secret source is in no
 //! status, log line or repository file.
 //!
@@ -60,6 +61,8 @@ spec:
         \"{host}\":
           username: {USER}
           passwordFrom: {{env: {variable}}}
+      ca:
+        \"{host}\": {ca}
   talos: {{version: {TALOS}}}
   endpoint: {{host: k8s-{CLUSTER}.lab.example, address: 192.168.1.69}}
   network: {{nodes: 192.168.1.0/24, reserved: [\"192.168.1.170-192.168.1.189\"]}}
@@ -76,6 +79,8 @@ spec:
 ",
         url = mirror.url(),
         host = mirror.host(),
+        ca = serde_json::to_string(mirror.ca_pem().expect("an HTTPS mirror"))
+            .expect("a JSON string is a YAML one"),
     )
 }
 
@@ -171,7 +176,7 @@ async fn talos_machines_pull_through_the_mirror_of_their_registry_documents_with
         .with_writer(move || out.clone())
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
-    let mirror = Mirror::start(USER, PASSWORD).await;
+    let mirror = Mirror::start_tls(USER, PASSWORD).await;
     let variable = format!(
         "CAPSTAN_CLUSTER_MIRRORED_TALOS_REGISTRY_{}_PASSWORD",
         variable_word(&mirror.host())

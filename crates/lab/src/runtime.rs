@@ -10,8 +10,10 @@
 //! registry elsewhere (`docker.io`, `registry.k8s.io`) is unreachable, so a pull succeeds only
 //! through a mirror the files name. A mirror is asked for the manifest
 //! (`GET /v2/<name>/manifests/<reference>`, with containerd's `?ns=<registry>`); any answer but
-//! 200 moves on to the next endpoint, as runtimes do. Only plain HTTP is spoken: an `https://`
-//! endpoint is reported unreachable rather than trusted without checking its certificate.
+//! 200 moves on to the next endpoint, as runtimes do. An `https://` endpoint is checked against
+//! the CA the files give for its host (CRI-O's `/etc/containers/certs.d/<host>/*.crt`, K3s's
+//! `configs.<host>.tls.ca_file`, Talos's `RegistryTLSConfig`) and nothing else: the lab's
+//! VMs trust no public CA, and no registry they could reach has a certificate one signed.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -28,6 +30,8 @@ pub const CRIO_REGISTRIES_DIR: &str = "/etc/containers/registries.conf.d/";
 pub const CRIO_CONF_DIR: &str = "/etc/crio/crio.conf.d/";
 /// K3s's private registry configuration.
 pub const K3S_REGISTRIES: &str = "/etc/rancher/k3s/registries.yaml";
+/// Where `containers-certs.d(5)` keeps each registry host's CAs (`<dir><host>/*.crt`).
+pub const CERTS_DIR: &str = "/etc/containers/certs.d/";
 /// The most of a registry's answer the runtime reads (a manifest is a few KiB).
 const MAX_ANSWER_BYTES: usize = 256 * 1024;
 /// How long one endpoint may take to answer.
@@ -48,6 +52,8 @@ pub struct RegistryHosts {
     mirrors: BTreeMap<String, Vec<Endpoint>>,
     /// `(user, password)` by `HOST[:PORT]`.
     auths: BTreeMap<String, (String, String)>,
+    /// The PEM CAs trusted for a host's certificate, by `HOST[:PORT]`.
+    cas: BTreeMap<String, String>,
 }
 
 impl std::fmt::Debug for RegistryHosts {
@@ -55,6 +61,7 @@ impl std::fmt::Debug for RegistryHosts {
         f.debug_struct("RegistryHosts")
             .field("mirrors", &self.mirrors)
             .field("auth_hosts", &self.auths.keys().collect::<Vec<_>>())
+            .field("ca_hosts", &self.cas.keys().collect::<Vec<_>>())
             .finish()
     }
 }
@@ -91,7 +98,14 @@ pub fn crio(files: &BTreeMap<String, String>) -> Result<RegistryHosts, String> {
     let mut hosts = RegistryHosts::default();
     let mut auth_file = None;
     for (path, text) in files {
-        if path.starts_with(CRIO_REGISTRIES_DIR) && path.ends_with(".conf") {
+        if let Some(host) = path
+            .strip_prefix(CERTS_DIR)
+            .and_then(|rest| rest.rsplit_once('/'))
+            .filter(|(_, name)| name.ends_with(".crt"))
+            .map(|(host, _)| host)
+        {
+            hosts.cas.entry(host.to_owned()).or_default().push_str(text);
+        } else if path.starts_with(CRIO_REGISTRIES_DIR) && path.ends_with(".conf") {
             let table: toml::Table = text
                 .parse()
                 .map_err(|err| format!("loading registries configuration {path}: {err}"))?;
@@ -195,6 +209,13 @@ pub fn k3s(files: &BTreeMap<String, String>) -> Result<RegistryHosts, String> {
             if let (Some(user), Some(password)) = (field("username"), field("password")) {
                 hosts.auths.insert(host.clone(), (user, password));
             }
+            let ca_file = config.pointer("/tls/ca_file").and_then(Value::as_str);
+            if let Some(ca_file) = ca_file {
+                let pem = files.get(ca_file).ok_or_else(|| {
+                    format!("failed to load registries.yaml: ca_file {ca_file}: no such file")
+                })?;
+                hosts.cas.insert(host.clone(), pem.clone());
+            }
         }
     }
     Ok(hosts)
@@ -216,6 +237,11 @@ pub fn talos(documents: &[Value]) -> RegistryHosts {
                     .filter_map(endpoint_of)
                     .collect();
                 hosts.mirrors.insert(name.to_owned(), endpoints);
+            }
+            Some("RegistryTLSConfig") => {
+                if let Some(ca) = document.get("ca").and_then(Value::as_str) {
+                    hosts.cas.insert(name.to_owned(), ca.to_owned());
+                }
             }
             Some("RegistryAuthConfig") => {
                 let field = |key: &str| document.get(key)?.as_str().map(str::to_owned);
@@ -303,7 +329,8 @@ pub async fn pull(
             path.push_str(&format!("?ns={}", image.registry));
         }
         let auth = hosts.auths.get(&endpoint.host);
-        match fetch(endpoint, &path, auth).await {
+        let ca = hosts.cas.get(&endpoint.host).map(String::as_str);
+        match fetch(endpoint, &path, auth, ca).await {
             Ok(digest) => return Ok(digest),
             Err(why) => last = why,
         }
@@ -311,11 +338,13 @@ pub async fn pull(
     Err(last)
 }
 
-/// `GET path` of `endpoint`, over plain HTTP on loopback only.
+/// `GET path` of `endpoint`, on loopback only, over TLS checked against `ca` for an
+/// `https://` one.
 async fn fetch(
     endpoint: &Endpoint,
     path: &str,
     auth: Option<&(String, String)>,
+    ca: Option<&str>,
 ) -> Result<String, String> {
     let url = format!(
         "{}://{}{path}",
@@ -337,11 +366,6 @@ async fn fetch(
             "Get \"{url}\": dial tcp: lookup {name}: no such host"
         ));
     };
-    if endpoint.tls {
-        return Err(format!(
-            "Get \"{url}\": the lab reaches registries over plain HTTP only"
-        ));
-    }
     let mut request = format!(
         "GET {path} HTTP/1.1\r\nHost: {}\r\nAccept: application/vnd.oci.image.index.v1+json, application/vnd.docker.distribution.manifest.v2+json\r\nConnection: close\r\n",
         endpoint.host
@@ -352,15 +376,15 @@ async fn fetch(
         request.push_str(&format!("Authorization: Basic {encoded}\r\n"));
     }
     request.push_str("\r\n");
+    let host = endpoint.host.clone();
     let exchange = async {
-        let mut stream = tokio::net::TcpStream::connect(address).await?;
-        stream.write_all(request.as_bytes()).await?;
-        let mut answer = Vec::new();
-        stream
-            .take(MAX_ANSWER_BYTES as u64)
-            .read_to_end(&mut answer)
-            .await?;
-        Ok::<_, std::io::Error>(answer)
+        let stream = tokio::net::TcpStream::connect(address).await?;
+        if endpoint.tls {
+            let stream = tls(&host, ca)?.connect(server_name(&host)?, stream).await?;
+            exchange(stream, &request).await
+        } else {
+            exchange(stream, &request).await
+        }
     };
     let answer = match tokio::time::timeout(ENDPOINT_TIMEOUT, exchange).await {
         Ok(Ok(answer)) => answer,
@@ -389,6 +413,55 @@ async fn fetch(
         )),
         None => Err(format!("Get \"{url}\": malformed HTTP response")),
     }
+}
+
+/// Sends `request` and reads the answer (at most [`MAX_ANSWER_BYTES`]).
+async fn exchange(
+    mut stream: impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    request: &str,
+) -> std::io::Result<Vec<u8>> {
+    stream.write_all(request.as_bytes()).await?;
+    let mut answer = Vec::new();
+    stream
+        .take(MAX_ANSWER_BYTES as u64)
+        .read_to_end(&mut answer)
+        .await?;
+    Ok(answer)
+}
+
+/// A TLS client trusting `ca` alone for `host` (Go's words when nothing signs it).
+fn tls(host: &str, ca: Option<&str>) -> std::io::Result<tokio_rustls::TlsConnector> {
+    use rustls::pki_types::pem::PemObject as _;
+    let unknown = || {
+        std::io::Error::other(format!(
+            "tls: failed to verify certificate: x509: certificate signed by unknown authority (no CA for {host})"
+        ))
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for certificate in
+        rustls::pki_types::CertificateDer::pem_slice_iter(ca.unwrap_or_default().as_bytes())
+    {
+        let certificate = certificate.map_err(|_| unknown())?;
+        roots.add(certificate).map_err(|_| unknown())?;
+    }
+    if roots.is_empty() {
+        return Err(unknown());
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(std::io::Error::other)?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(tokio_rustls::TlsConnector::from(std::sync::Arc::new(
+        config,
+    )))
+}
+
+/// The name a host's certificate must carry: its address or DNS name, without the port.
+fn server_name(host: &str) -> std::io::Result<rustls::pki_types::ServerName<'static>> {
+    let name = host.rsplit_once(':').map_or(host, |(name, _)| name);
+    rustls::pki_types::ServerName::try_from(name.to_owned()).map_err(std::io::Error::other)
 }
 
 #[cfg(test)]
@@ -454,6 +527,62 @@ mod tests {
         let mut broken = files.clone();
         broken.remove("/etc/crio/auth.json");
         assert!(crio(&broken).is_err(), "a named auth file that is missing");
+    }
+
+    /// A registry over HTTPS on loopback, its certificate signed by a CA of its own (PEM).
+    async fn https_registry() -> (crate::serve::HttpsServer, String) {
+        use crate::tls::CertificateAuthority;
+        let not_after =
+            jiff::Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_hours(24 * 365 * 100);
+        let ca = CertificateAuthority::new("registry CA", not_after).expect("a CA");
+        let loopback: IpAddr = [127, 0, 0, 1].into();
+        let identity = ca
+            .issue_server("registry", &[], &[loopback], not_after)
+            .expect("a certificate");
+        let router = axum::Router::new().fallback(|| async { "{}" });
+        let server =
+            crate::serve::HttpsServer::start(SocketAddr::new(loopback, 0), &identity, None, router)
+                .await
+                .expect("serves");
+        (server, ca.identity().cert_pem.clone())
+    }
+
+    #[tokio::test]
+    async fn an_https_mirror_is_trusted_only_under_the_ca_k3s_names_for_it() {
+        let (server, ca) = https_registry().await;
+        let host = server.local_addr().to_string();
+        let yaml = format!(
+            "mirrors:\n  docker.io:\n    endpoint: [\"https://{host}\"]\nconfigs:\n  \"{host}\":\n    tls: {{ca_file: /etc/rancher/k3s/ca.crt}}\n"
+        );
+        let mut files: BTreeMap<String, String> =
+            [(K3S_REGISTRIES.to_owned(), yaml)].into_iter().collect();
+        assert!(k3s(&files).is_err(), "the CA file it names is missing");
+        files.insert("/etc/rancher/k3s/ca.crt".to_owned(), ca);
+        let image = Image::parse("busybox:1.36").expect("a reference");
+        let trusted = k3s(&files).expect("reads");
+        assert!(pull(&trusted, &image, Runtime::Containerd).await.is_ok());
+        files.remove("/etc/rancher/k3s/ca.crt");
+        let yaml = files[K3S_REGISTRIES].replace(
+            "    tls: {ca_file: /etc/rancher/k3s/ca.crt}\n",
+            "    auth: {username: a, password: b}\n",
+        );
+        files.insert(K3S_REGISTRIES.to_owned(), yaml);
+        let untrusted = k3s(&files).expect("reads");
+        let err = pull(&untrusted, &image, Runtime::Containerd)
+            .await
+            .expect_err("no CA for the mirror, and docker.io unreachable");
+        assert!(
+            err.contains("no such host"),
+            "the last endpoint's reason: {err}"
+        );
+        let mirror = Endpoint { tls: true, host };
+        let refused = fetch(&mirror, "/v2/library/busybox/manifests/1.36", None, None)
+            .await
+            .expect_err("no CA is trusted for it");
+        assert!(
+            refused.contains("certificate signed by unknown authority"),
+            "{refused}"
+        );
     }
 
     #[tokio::test]

@@ -33,17 +33,29 @@ struct Shared {
     requests: Mutex<Vec<MirrorRequest>>,
 }
 
+/// How a mirror serves.
+#[derive(Debug)]
+enum Serving {
+    /// Plain HTTP.
+    Plain(tokio::task::JoinHandle<()>),
+    /// HTTPS, with a certificate of its own CA (PEM).
+    Tls(capstan_lab::serve::HttpsServer, String),
+}
+
 /// A running mirror; dropping it stops it.
 #[derive(Debug)]
 pub struct Mirror {
     address: SocketAddr,
     shared: Arc<Shared>,
-    task: tokio::task::JoinHandle<()>,
+    serving: Serving,
 }
 
 impl Drop for Mirror {
     fn drop(&mut self) {
-        self.task.abort();
+        match &self.serving {
+            Serving::Plain(task) => task.abort(),
+            Serving::Tls(server, _) => server.stop(),
+        }
     }
 }
 
@@ -52,13 +64,18 @@ const MANIFEST: &str =
     r#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[]}"#;
 
 impl Mirror {
-    /// Serves a mirror on a loopback port that lets `user` with `password` pull.
-    pub async fn start(user: &str, password: &str) -> Mirror {
-        let shared = Arc::new(Shared {
+    fn shared(user: &str, password: &str) -> Arc<Shared> {
+        Arc::new(Shared {
             user: user.to_owned(),
             password: password.to_owned(),
             requests: Mutex::new(Vec::new()),
-        });
+        })
+    }
+
+    /// Serves a mirror over plain HTTP on a loopback port that lets `user` with `password`
+    /// pull.
+    pub async fn start(user: &str, password: &str) -> Mirror {
+        let shared = Mirror::shared(user, password);
         let app = axum::Router::new()
             .fallback(answer)
             .with_state(Arc::clone(&shared));
@@ -72,7 +89,44 @@ impl Mirror {
         Mirror {
             address,
             shared,
-            task,
+            serving: Serving::Plain(task),
+        }
+    }
+
+    /// [`Mirror::start`] over HTTPS, with a certificate for `127.0.0.1` signed by a CA of its
+    /// own ([`Mirror::ca_pem`]).
+    pub async fn start_tls(user: &str, password: &str) -> Mirror {
+        use capstan_lab::tls::CertificateAuthority;
+        let shared = Mirror::shared(user, password);
+        let app = axum::Router::new()
+            .fallback(answer)
+            .with_state(Arc::clone(&shared));
+        let not_after = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(24);
+        let ca = CertificateAuthority::new("mirror CA", not_after).expect("a CA");
+        let loopback: std::net::IpAddr = [127, 0, 0, 1].into();
+        let identity = ca
+            .issue_server("mirror", &[], &[loopback], not_after)
+            .expect("a serving certificate");
+        let server = capstan_lab::serve::HttpsServer::start(
+            SocketAddr::new(loopback, 0),
+            &identity,
+            None,
+            app,
+        )
+        .await
+        .expect("serves HTTPS");
+        Mirror {
+            address: server.local_addr(),
+            shared,
+            serving: Serving::Tls(server, ca.identity().cert_pem.clone()),
+        }
+    }
+
+    /// The PEM certificate of the CA that signed an HTTPS mirror's certificate.
+    pub fn ca_pem(&self) -> Option<&str> {
+        match &self.serving {
+            Serving::Plain(_) => None,
+            Serving::Tls(_, pem) => Some(pem),
         }
     }
 
@@ -81,9 +135,13 @@ impl Mirror {
         self.address.to_string()
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT`, or `https://` for a mirror over TLS.
     pub fn url(&self) -> String {
-        format!("http://{}", self.address)
+        let scheme = match self.serving {
+            Serving::Plain(_) => "http",
+            Serving::Tls(..) => "https",
+        };
+        format!("{scheme}://{}", self.address)
     }
 
     /// Every request so far, in order.

@@ -90,9 +90,9 @@ pub(super) struct Guest {
     k3s_rotation_pending: bool,
     /// The data disks mounted by capstan's script: mount point → (device, filesystem).
     pub(super) mounts: BTreeMap<String, (String, String)>,
-    /// `registries.yaml` as K3s read it when it last started (K3s renders containerd's
-    /// registry configuration from it at start only), if it existed.
-    k3s_registries: Option<String>,
+    /// `registries.yaml` and the CA files it names as K3s read them when it last started
+    /// (K3s renders containerd's registry configuration from them at start only).
+    k3s_registries: BTreeMap<String, String>,
 }
 
 impl Default for Guest {
@@ -108,7 +108,7 @@ impl Default for Guest {
             k3s_stopped: false,
             k3s_rotation_pending: false,
             mounts: BTreeMap::new(),
-            k3s_registries: None,
+            k3s_registries: BTreeMap::new(),
         }
     }
 }
@@ -175,7 +175,12 @@ impl Guest {
 
     /// K3s starts (installed, or its service started): it reads `registries.yaml` now.
     pub(super) fn k3s_starts(&mut self) {
-        self.k3s_registries = self.files.get(crate::runtime::K3S_REGISTRIES).cloned();
+        // What registries.yaml names may be anywhere: K3s reads whichever it names.
+        self.k3s_registries = if self.files.contains_key(crate::runtime::K3S_REGISTRIES) {
+            self.files.clone()
+        } else {
+            BTreeMap::new()
+        };
     }
 
     /// Whether `path` is a folder of this VM.
@@ -317,12 +322,7 @@ impl GuestSystems {
             )));
         };
         let (hosts, runtime) = if k3s {
-            let read: BTreeMap<String, String> = guest
-                .k3s_registries
-                .iter()
-                .map(|text| (runtime::K3S_REGISTRIES.to_owned(), text.clone()))
-                .collect();
-            (runtime::k3s(&read), Runtime::Containerd)
+            (runtime::k3s(&guest.k3s_registries), Runtime::Containerd)
         } else {
             (runtime::crio(&guest.files), Runtime::CriO)
         };

@@ -224,7 +224,8 @@ fn is_branch_name(name: &str) -> bool {
 
 const DNS_LABEL_HINT: &str = "use lowercase letters, digits and `-`, starting and ending with a letter or digit, at most 63 characters";
 
-fn check_secret_source(
+/// Refuses a secret source that names no variable or file.
+pub(super) fn check_secret_source(
     out: &mut Vec<Diagnostic>,
     file: &SourceFile,
     path: &str,

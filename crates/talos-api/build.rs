@@ -6,11 +6,13 @@ use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("proto");
-    let protos = ["machine/machine.proto"];
+    let protos = ["machine/machine.proto", "v1alpha1/state.proto"];
     for file in [
         "machine/machine.proto",
         "common/common.proto",
         "google/rpc/status.proto",
+        "v1alpha1/state.proto",
+        "v1alpha1/resource.proto",
     ] {
         println!("cargo:rerun-if-changed={}", root.join(file).display());
     }

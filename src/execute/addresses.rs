@@ -3,8 +3,9 @@
 //! written (kubeadm and K3s: the VM's cloud-init settings; Talos: its machine config).
 //!
 //! # Guarantees
-//! - A VM that already carries an address tag (a retry after a crash) keeps that address; so
-//!   does one the pass observed with it (creating the machine again rewrites its tags). Only
+//! - A VM that already carries an address tag (a retry after a crash) keeps that address
+//!   (adopting a half-made VM keeps its `capstan-…` facts); so does one the pass observed
+//!   with it. Only
 //!   while the address is inside `network.nodeAddresses` and no other VM holds it: a tag is
 //!   anyone's to write who may tag VMs, so one outside the range or naming another VM's
 //!   address is ignored (with a warning naming it) and the machine takes a free address.

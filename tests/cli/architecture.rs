@@ -363,6 +363,48 @@ fn is_test_file(file: &Path) -> bool {
         || file.components().any(|c| c.as_os_str() == "tests")
 }
 
+/// Whether `file` imports everything of its parent at its top level (`use super::*;`): what
+/// it takes from there can then be found only by searching.
+fn imports_its_parent_whole(file: &syn::File) -> bool {
+    fn glob_of_super(tree: &syn::UseTree) -> bool {
+        match tree {
+            syn::UseTree::Path(path) if path.ident == "super" => {
+                matches!(&*path.tree, syn::UseTree::Glob(_))
+            }
+            _ => false,
+        }
+    }
+    file.items.iter().any(|item| match item {
+        syn::Item::Use(used) => !is_cfg_test(&used.attrs) && glob_of_super(&used.tree),
+        _ => false,
+    })
+}
+
+#[test]
+fn no_file_but_a_test_imports_its_parent_whole() {
+    let mut found = Vec::new();
+    for root in SOURCE_ROOTS {
+        let mut files = Vec::new();
+        rust_files(Path::new(root), &mut files);
+        for file in files.iter().filter(|file| !is_test_file(file)) {
+            if imports_its_parent_whole(&parse(file)) {
+                found.push(file.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "name what these files take from their parent (`use super::{{A, b}};`), not `use super::*;`: {found:#?}"
+    );
+    let planted: syn::File = syn::parse_str("use super::*;\nfn f() {}").expect("parses");
+    assert!(
+        imports_its_parent_whole(&planted),
+        "the check sees a planted glob"
+    );
+    let named: syn::File = syn::parse_str("use super::{a, B};").expect("parses");
+    assert!(!imports_its_parent_whole(&named));
+}
+
 #[test]
 fn no_code_outside_the_distribution_modules_asks_which_distribution_a_cluster_runs() {
     for (module, why) in DISTRIBUTION_MODULES {
@@ -448,8 +490,6 @@ const TO_SPLIT: &[(&str, usize)] = &[
     ("crates/core/src/notify/mod.rs::cluster_events", 124),
     ("crates/core/src/talos/iso9660.rs::write_image", 108),
     ("crates/core/src/plan/simulate.rs::apply", 197),
-    ("crates/core/src/plan/cluster/removal.rs::remove", 142),
-    ("crates/core/src/plan/cluster/create.rs::creates", 229),
     ("crates/core/src/status/mod.rs::cluster_status", 175),
     ("crates/core/src/dashboard/cluster.rs::cluster_page", 130),
     ("crates/core/src/preview/mod.rs::build_within", 170),

@@ -216,3 +216,43 @@ fn normalise(path: &Path) -> PathBuf {
     }
     out
 }
+
+/// The test files under `tests/` (one folder per test binary), as `tests/<binary>/<file>.rs`.
+fn test_files() -> BTreeSet<String> {
+    let mut files = BTreeSet::new();
+    for binary in std::fs::read_dir("tests").expect("tests/").flatten() {
+        let Ok(entries) = std::fs::read_dir(binary.path()) else {
+            continue;
+        };
+        for file in entries.flatten() {
+            let path = file.path();
+            if path.extension().is_some_and(|e| e == "rs") {
+                files.insert(path.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn every_test_file_is_in_the_index_and_every_file_it_names_exists() {
+    let index = std::fs::read_to_string(format!("{BOOK}/contributing/test-index.md"))
+        .expect("the index page");
+    let named: BTreeSet<String> = index
+        .split('`')
+        .filter(|part| part.starts_with("tests/") && part.ends_with(".rs"))
+        .map(str::to_owned)
+        .collect();
+    let files = test_files();
+    let missing: Vec<&String> = files.difference(&named).collect();
+    assert!(
+        missing.is_empty(),
+        "add these to docs/src/contributing/test-index.md (their binary's table, and the feature they prove): {missing:#?}"
+    );
+    let gone: Vec<&String> = named.difference(&files).collect();
+    assert!(
+        gone.is_empty(),
+        "the index names files that are gone: {gone:#?}"
+    );
+    assert!(files.len() > 100, "the tests were found: {}", files.len());
+}

@@ -327,6 +327,17 @@ const PURE_IN_THE_DAEMON: &[(&str, &str)] = &[
          files (STYLE §1)",
     ),
     (
+        "src/providers/kubeadm/authentication.rs",
+        "the API server's authentication file, flag and volume in the files kubeadm reads on a \
+         control plane, beside the templates: only the kubeadm provider knows kubeadm's files \
+         (STYLE §1)",
+    ),
+    (
+        "src/providers/k3s/authentication.rs",
+        "the API server's authentication file and argument in K3s's config.yaml on a server, \
+         beside the install steps: only the K3s provider knows K3s's files (STYLE §1)",
+    ),
+    (
         "src/providers/proxmox/wire.rs",
         "Proxmox's JSON shapes: only the Proxmox client knows Proxmox's formats (STYLE §1)",
     ),

@@ -364,8 +364,8 @@ fn a_lease_duration_with_a_fraction_of_a_second_is_a_usage_error() {
 
 #[test]
 fn a_k3s_or_talos_pod_range_overlapping_the_node_subnet_is_refused_at_its_line() {
-    // The pod range goes right under `nodes:` (line 31 of edge.yaml, 52 of talos.yaml).
-    for (file, line) in [("clusters/edge.yaml", 32), ("clusters/talos.yaml", 53)] {
+    // The pod range goes right under `nodes:` (line 31 of edge.yaml, 55 of talos.yaml).
+    for (file, line) in [("clusters/edge.yaml", 32), ("clusters/talos.yaml", 56)] {
         let repo = ScratchRepo::from_examples();
         repo.edit(
             file,
@@ -398,7 +398,7 @@ fn a_talos_patch_is_refused_at_its_line_in_talos_s_words_or_naming_the_field_cap
     );
     repo.validate()
         .assert_code(1)
-        .assert_reports("clusters/talos.yaml:60:11: error: spec.patches[1].cluster.network.cni: `cni` is capstan's to set, not a patch's")
+        .assert_reports("clusters/talos.yaml:63:11: error: spec.patches[1].cluster.network.cni: `cni` is capstan's to set, not a patch's")
         .assert_reports("hint: use `spec.network.cni`");
     let repo = ScratchRepo::from_examples();
     repo.edit(

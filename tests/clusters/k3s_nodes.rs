@@ -67,6 +67,7 @@ fn vm(vmid: u32, name: &str, template_k3s: Option<&str>) -> GuestIdentity {
         address: Some(format!("192.168.1.{}", vmid - 100).parse().expect("ip")),
         k3s_airgap: template_k3s.map(str::to_owned),
         talos: None,
+        talos_extensions: Vec::new(),
         media: Vec::new(),
         cluster: Some("edge".to_owned()),
         hardware: Default::default(),

@@ -45,6 +45,20 @@ impl FakeClusters {
 
 impl ClusterBackend for FakeClusters {
     fn talos_api(&self, _: std::net::IpAddr, _: Option<std::net::SocketAddr>) {}
+    fn api_server(
+        &self,
+        cluster: &str,
+        _: &str,
+        running: bool,
+        _: Option<&str>,
+    ) -> Result<(), BackendError> {
+        if !running || self.clusters.lock().expect("lock").contains_key(cluster) {
+            return Ok(());
+        }
+        Err(BackendError::NoCluster {
+            cluster: cluster.to_owned(),
+        })
+    }
     fn remove_cluster(&self, cluster: &str) {
         self.clusters.lock().expect("lock").remove(cluster);
     }
@@ -135,6 +149,7 @@ fn guest(target: &NodeTarget) -> GuestIdentity {
         address: Some("192.168.1.100".parse().expect("ip")),
         k3s_airgap: None,
         talos: None,
+        talos_extensions: Vec::new(),
         media: Vec::new(),
         cluster: None,
         hardware: Default::default(),

@@ -573,7 +573,7 @@ async fn a_gpu_pool_lands_where_its_mapping_is_and_a_replacement_gets_the_device
     let mut world = World::with_lab(
         lab,
         &fleet_yaml(&["1.36"], false),
-        &[(CLUSTER, text)],
+        &[(CLUSTER, text.clone())],
         false,
     )
     .await;
@@ -613,6 +613,36 @@ async fn a_gpu_pool_lands_where_its_mapping_is_and_a_replacement_gets_the_device
     assert!(
         world.lab.proxmox().vm(first.vmid).is_none(),
         "the dead VM is gone"
+    );
+
+    // A new template with the only device held: the pool is replaced old before new (a new
+    // VM could not start beside the old one), never two GPU VMs running at once.
+    let v2 = text.replace(
+        "template: debian13-k8s, cores: 2, memoryMiB: 4096, pci",
+        "template: debian13-k8s-v2, cores: 2, memoryMiB: 4096, pci",
+    );
+    world.write_cluster(CLUSTER, &v2);
+    let most_running = std::cell::Cell::new(0);
+    world
+        .wait_for_within(
+            "the GPU pool on its new template",
+            Duration::from_secs(90),
+            |s| {
+                let now = gpu(&world);
+                let running = now.iter().filter(|vm| vm.running).count();
+                most_running.set(most_running.get().max(running));
+                ready(s, &[CLUSTER])
+                    && now.len() == 1
+                    && now[0].name != second.name
+                    && now[0].running
+                    && now[0].config.get("hostpci0").map(String::as_str) == Some("mapping=gpu-a40")
+            },
+        )
+        .await;
+    assert_eq!(
+        most_running.get(),
+        1,
+        "old before new: one GPU VM ran at a time"
     );
     world.kill_daemon().await;
 }

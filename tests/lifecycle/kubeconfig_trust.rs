@@ -65,6 +65,7 @@ fn control_plane(world: &World) -> GuestIdentity {
         address: vm.address,
         k3s_airgap: None,
         talos: None,
+        talos_extensions: Vec::new(),
         media: Vec::new(),
         cluster: None,
         hardware: Default::default(),

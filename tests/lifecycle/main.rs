@@ -5,6 +5,7 @@
 //!
 //! The shared helpers are the test kit's (`capstan_testkit`, crates/testkit).
 
+mod authentication;
 mod bootstrap;
 mod certificates;
 mod concurrency;

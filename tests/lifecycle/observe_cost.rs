@@ -84,6 +84,7 @@ async fn a_converged_pass_calls_no_guest_agent_and_a_refused_kubeconfig_is_read_
                 address: control_plane.address,
                 k3s_airgap: None,
                 talos: None,
+                talos_extensions: Vec::new(),
                 media: Vec::new(),
                 cluster: None,
                 hardware: Default::default(),

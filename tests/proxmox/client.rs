@@ -10,7 +10,8 @@ use crate::proxmox_support::{
 use capstan::model::{Role, VmId};
 use capstan::providers::proxmox::ownership::{parse_description, parse_tags, split_tags};
 use capstan::providers::proxmox::{
-    CloudInit, PowerState, ProxmoxError, ProxmoxProvider, PveNode, ResizeOutcome, VmSettings,
+    CloudInit, ExpectedVm, PowerState, ProxmoxError, ProxmoxProvider, PveNode, ResizeOutcome,
+    VmSettings,
 };
 
 const GIB: u64 = 1024 * 1024 * 1024;
@@ -143,12 +144,33 @@ async fn a_clone_carries_its_name_and_ownership_from_the_first_call() {
 }
 
 #[tokio::test]
-async fn cloning_the_same_name_again_returns_the_same_vm() {
+async fn cloning_the_same_name_again_returns_the_same_vm_with_the_facts_it_recorded() {
     let setup = start(fast_world()).await;
     let request = clone_request("prod", "general", "again", "pve1");
     let first = setup.client.clone_vm(&request).await.expect("clone");
+    // A crash after the address was chosen and configured: the retried creation adopts the
+    // VM and must keep the address tag, or another machine could take the address it uses.
+    let expected = ExpectedVm {
+        vm: first.clone(),
+        name: request.name.clone(),
+        ownership: request.ownership.clone(),
+    };
+    setup
+        .client
+        .add_tag(&expected, "capstan-ip-192.168.1.202")
+        .await
+        .expect("tag");
     let second = setup.client.clone_vm(&request).await.expect("clone again");
     assert_eq!(first, second);
+    let tags = split_tags(&setup.sim.handle().vm(first.vmid.0).expect("vm").config["tags"]);
+    assert!(
+        tags.iter().any(|t| t == "capstan-ip-192.168.1.202"),
+        "the address survives adoption: {tags:?}"
+    );
+    assert_eq!(
+        parse_tags(&tags).expect("valid").expect("owned").ownership,
+        request.ownership
+    );
     let named = setup
         .sim
         .handle()

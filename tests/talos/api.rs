@@ -53,6 +53,7 @@ impl Cluster {
                 talos_tag: TALOS_TAG.to_owned(),
                 control_plane,
                 registries: Default::default(),
+                extensions: vec!["qemu-guest-agent".to_owned(), "iscsi-tools".to_owned()],
             };
             nodes.push(
                 TalosNodeApi::start(&os_ca, node, etcd.clone())
@@ -143,6 +144,20 @@ async fn version_answers_the_nodes_talos_tag() {
     let version = cluster.client(0).await.version().await.expect("answers");
     assert_eq!(version.talos_tag, TALOS_TAG);
     assert!(version.rbac);
+}
+
+#[tokio::test]
+async fn the_resource_api_lists_the_extensions_the_node_runs() {
+    let cluster = Cluster::start(1).await;
+    let extensions = cluster.client(0).await.extensions().await.expect("answers");
+    let names: Vec<(&str, &str)> = extensions
+        .iter()
+        .map(|e| (e.name.as_str(), e.version.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        vec![("qemu-guest-agent", TALOS_TAG), ("iscsi-tools", TALOS_TAG)]
+    );
 }
 
 #[tokio::test]

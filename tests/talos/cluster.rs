@@ -50,6 +50,7 @@ fn facts() -> ClusterFacts {
             .capabilities()
             .network
             .cluster_network(),
+        authentication: None,
     }
 }
 

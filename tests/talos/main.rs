@@ -13,10 +13,12 @@
 
 mod addresses;
 mod api;
+mod authentication;
 mod cidata;
 mod cluster;
 mod delivery;
 mod example;
+mod extensions;
 mod hardware;
 mod labels;
 mod network;

@@ -119,6 +119,7 @@ fn configs_rendered_from_a_generated_bundle_pass_talos_schema() {
             .capabilities()
             .network
             .cluster_network(),
+        authentication: None,
     };
     for role in [MachineRole::ControlPlane, MachineRole::Worker] {
         let node = NodeFacts {

@@ -120,6 +120,17 @@ struct NoClusters;
 
 impl ClusterBackend for NoClusters {
     fn talos_api(&self, _: std::net::IpAddr, _: Option<std::net::SocketAddr>) {}
+    fn api_server(
+        &self,
+        cluster: &str,
+        _: &str,
+        _: bool,
+        _: Option<&str>,
+    ) -> Result<(), BackendError> {
+        Err(BackendError::NoCluster {
+            cluster: cluster.to_owned(),
+        })
+    }
     fn remove_cluster(&self, _: &str) {}
     fn create_cluster(&self, request: &NewCluster) -> Result<ClusterAccess, BackendError> {
         Err(BackendError::NoCluster {
@@ -164,6 +175,7 @@ fn cluster_facts() -> ClusterFacts {
             .capabilities()
             .network
             .cluster_network(),
+        authentication: None,
     }
 }
 

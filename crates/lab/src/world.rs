@@ -460,6 +460,10 @@ pub struct WorldTemplate {
     /// takes its machine config from a `cidata` CD-ROM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub talos: Option<String>,
+    /// The system extensions a Talos image carries, by the names their metadata give
+    /// (`iscsi-tools`); absent: `qemu-guest-agent` alone, as capstan's templates need.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub talos_extensions: Option<Vec<String>>,
     /// Its Proxmox tags (a template may say which distribution it is built for: `kubeadm`,
     /// `k3s`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -488,9 +492,20 @@ impl WorldTemplate {
             storage: None,
             k3s: None,
             talos: None,
+            talos_extensions: None,
             tags: Vec::new(),
             cloud_init: None,
             cloud_init_drive: true,
+        }
+    }
+
+    /// The extensions its Talos image carries ([`WorldTemplate::talos_extensions`] with its
+    /// default); none on another image.
+    pub fn extensions(&self) -> Vec<String> {
+        match (&self.talos, &self.talos_extensions) {
+            (None, _) => Vec::new(),
+            (Some(_), Some(listed)) => listed.clone(),
+            (Some(_), None) => vec!["qemu-guest-agent".to_owned()],
         }
     }
 

@@ -10,7 +10,8 @@
 //!   (and core's typed fixtures, [`fixtures`]).
 //! - [`wait`]: polling with a deadline, naming what was awaited; [`judge`]: third-party
 //!   programs as judges, skipped (or required in CI) in the name of the running test.
-//! - [`network`]: the cluster network as kubectl sees it, and a CNI installed as Flux would.
+//! - [`network`]: the cluster network as kubectl sees it, and a CNI installed as Flux would;
+//!   [`oidc`]: a JWT issuer over HTTPS with tokens minted by PyJWT, and `kubectl auth whoami`.
 //! - [`pve_schema`]: Proxmox VE's published API schema as a judge of every parameter sent.
 //! - [`registry`]: a registry mirror on loopback that records the pulls it serves.
 //! - [`mariadb`]: a real MariaDB for K3s datastores; [`talos`]: a lab with a Talos template
@@ -24,6 +25,7 @@ pub mod git;
 pub mod judge;
 pub mod mariadb;
 pub mod network;
+pub mod oidc;
 pub mod process;
 pub mod pve_schema;
 pub mod registry;

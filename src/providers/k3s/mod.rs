@@ -43,6 +43,8 @@ pub const KUBECONFIG: &str = "/etc/rancher/k3s/k3s.yaml";
 /// Static pods a K3s server's kubelet runs.
 pub const KUBE_VIP_MANIFEST: &str = "/var/lib/rancher/k3s/agent/pod-manifests/kube-vip.yaml";
 
+pub mod authentication;
+
 const KUBE_VIP_TEMPLATE: &str = include_str!("templates/kube-vip.yaml");
 /// K3s's own start (datastore, certificates, API server) on a slow host.
 const INSTALL_TIMEOUT: Duration = Duration::from_secs(10 * 60);

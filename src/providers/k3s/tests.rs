@@ -269,3 +269,49 @@ fn patches_add_the_keys_each_role_reads_to_the_0600_file_and_nothing_to_a_comman
     assert!(config.get("disable").is_none(), "a server flag: {config}");
     assert_eq!(config["kubelet-arg"], serde_json::json!(["max-pods=150"]));
 }
+
+#[test]
+fn a_server_writes_the_authentication_file_and_names_it_beside_the_patches_api_server_arguments() {
+    use crate::providers::k3s::authentication::{CONFIG_PATH, with_authentication};
+    use crate::spec::authentication::{Authentication, ClaimMapping, ClaimMappings, JwtIssuer};
+    let mut spec = edge_spec();
+    spec.kubernetes.authentication = Some(Authentication {
+        jwt: vec![JwtIssuer {
+            url: "https://sso.example.com".into(),
+            audiences: vec!["kubernetes".into()],
+            certificate_authority: None,
+            claim_mappings: ClaimMappings {
+                username: ClaimMapping {
+                    claim: "email".into(),
+                    prefix: "oidc:".into(),
+                },
+                groups: None,
+            },
+        }],
+    });
+    let config = "token: \"t\"\nkube-apiserver-arg: [\"audit-log-path=/var/log/audit.log\"]\n";
+    let steps = vec![write_file(CONFIG, FileMode::Secret, config.to_owned())];
+    let steps = with_authentication(steps, &spec, "edge-cp-1").expect("rendered");
+    let [
+        NodeStep::WriteFile {
+            path: file,
+            content: configuration,
+            ..
+        },
+        NodeStep::WriteFile { content, .. },
+    ] = &steps[..]
+    else {
+        panic!("{steps:?}")
+    };
+    assert_eq!(file, CONFIG_PATH);
+    assert!(configuration.contains("kind: AuthenticationConfiguration"));
+    let config: serde_json::Value = serde_saphyr::from_str(content).expect("YAML");
+    assert_eq!(
+        config["kube-apiserver-arg"],
+        serde_json::json!([
+            "audit-log-path=/var/log/audit.log",
+            format!("authentication-config={CONFIG_PATH}")
+        ])
+    );
+    assert_eq!(config["token"], "t");
+}

@@ -57,6 +57,7 @@ pub const KUBELET_CONF: &str = "/etc/kubernetes/kubelet.conf";
 /// cluster runs without it.
 pub const KUBE_PROXY_PHASE: &str = "addon/kube-proxy";
 
+pub mod authentication;
 pub mod patches;
 pub mod registries;
 

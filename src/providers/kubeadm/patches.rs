@@ -23,8 +23,8 @@ pub const KUBELET_PATCH: &str = "/etc/capstan/kubeadm-patches/kubeletconfigurati
 pub const CLUSTER_CONFIG: &str = "/etc/capstan/kubeadm-cluster.yaml";
 
 /// Before a control plane joins, on a control plane of the cluster: kubeadm's
-/// `ClusterConfiguration` as capstan renders it now (the cluster's patches merged, at the
-/// `version` the control plane runs), uploaded with `kubeadm init phase upload-config kubeadm`,
+/// `ClusterConfiguration` as capstan renders it now (the cluster's patches merged, the API
+/// server's authentication flag and volume added, at the `version` the control plane runs), uploaded with `kubeadm init phase upload-config kubeadm`,
 /// and kube-proxy's addon written again with its `KubeProxyConfiguration` (`addon kube-proxy`,
 /// when the cluster runs it). A joining control plane renders its static pods from the
 /// configuration kubeadm keeps in the cluster, so a changed patch reaches the control planes
@@ -52,8 +52,13 @@ pub fn upload_cluster_configuration(
     let kinds = ["ClusterConfiguration", "KubeProxyConfiguration"];
     let text = patched(&rendered, &spec.patches_of(None), &kinds, false)
         .map_err(|reason| failed(&reason))?;
-    let documents: Vec<Value> = serde_saphyr::from_multiple(&text)
+    let mut documents: Vec<Value> = serde_saphyr::from_multiple(&text)
         .map_err(|_| failed("capstan's configuration does not read back as YAML"))?;
+    for document in &mut documents {
+        if document["kind"] == "ClusterConfiguration" {
+            super::authentication::onto_cluster_configuration(document, &spec);
+        }
+    }
     let mut content = String::new();
     for document in documents
         .iter()

@@ -407,6 +407,10 @@ impl ProxmoxProvider for ProxmoxClient {
             };
             if let Some(vm) = self.verify("adopt", &expected).await? {
                 self.wait_unlocked(&vm).await?;
+                // A crash may have come after the VM's address was chosen and configured:
+                // its facts stay.
+                let existing = text(&self.vm_config(&vm).await?, "tags").unwrap_or_default();
+                let tags = ownership::with_recorded_facts(tags, &existing);
                 self.set_tags(&vm, &tags).await?;
                 return Ok(vm);
             }

@@ -88,13 +88,10 @@ fn config_params(config: &Value, settings: &VmSettings) -> Params {
 /// capstan's ownership tags, the facts capstan recorded on the VM before (a static address
 /// chosen by an earlier attempt), then the operator's.
 fn tags(config: &Value, settings: &VmSettings) -> Vec<String> {
-    let mut tags = ownership::encode_tags(&settings.ownership, settings.created);
-    let facts = text(config, "tags")
-        .map(|raw| ownership::split_tags(&raw))
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|tag| tag.starts_with("capstan-") && !tags.contains(tag));
-    tags.extend(facts.collect::<Vec<_>>());
+    let mut tags = ownership::with_recorded_facts(
+        ownership::encode_tags(&settings.ownership, settings.created),
+        &text(config, "tags").unwrap_or_default(),
+    );
     for tag in &settings.tags {
         if !tags.contains(tag) {
             tags.push(tag.clone());

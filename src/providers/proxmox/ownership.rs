@@ -129,6 +129,19 @@ pub fn is_valid_tag(tag: &str) -> bool {
         })
 }
 
+/// `ownership_tags` followed by the facts capstan recorded on the VM before (its `capstan-…`
+/// tags: a static address, "prepared"), read from its tag list `existing`. Whoever rewrites
+/// a VM's tags keeps these: an address tag lost after its address was configured would let
+/// another machine take the address the VM still uses.
+pub fn with_recorded_facts(mut ownership_tags: Vec<String>, existing: &str) -> Vec<String> {
+    let facts: Vec<String> = split_tags(existing)
+        .into_iter()
+        .filter(|tag| tag.starts_with(NAME_PREFIX) && !ownership_tags.contains(tag))
+        .collect();
+    ownership_tags.extend(facts);
+    ownership_tags
+}
+
 /// Splits a Proxmox tag list (`a;b`, also `,` or space separated) into tags.
 pub fn split_tags(raw: &str) -> Vec<String> {
     raw.split([';', ',', ' '])

@@ -16,6 +16,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capstan_talos_api::common::Metadata;
+use capstan_talos_api::cosi::resource::ListRequest;
+use capstan_talos_api::cosi::resource::state_client::StateClient;
 use capstan_talos_api::machine::machine_service_client::MachineServiceClient;
 use capstan_talos_api::machine::{
     BootstrapRequest, EtcdForfeitLeadershipRequest, EtcdLeaveClusterRequest, EtcdMemberListRequest,
@@ -37,6 +39,10 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest response decoded: a member list or version is a few hundred bytes.
 pub const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
+/// The most system extensions a node may list (Image Factory offers about a hundred).
+pub const MAX_EXTENSIONS: usize = 256;
+/// The largest `ExtensionStatus` spec read (a real one is a few hundred bytes).
+const MAX_EXTENSION_SPEC_BYTES: usize = 16 * 1024;
 /// The most etcd members accepted in a list (etcd itself advises at most 7).
 pub const MAX_ETCD_MEMBERS: usize = 32;
 /// The most characters of a node's error message kept.
@@ -75,9 +81,16 @@ pub trait TalosApi: Send + Sync {
         &self,
         id: u64,
     ) -> impl Future<Output = Result<(), TalosApiError>> + Send;
+    /// The system extensions the node runs (its `ExtensionStatuses` resources), by the
+    /// names their metadata give (`iscsi-tools`).
+    fn extensions(&self) -> impl Future<Output = Result<Vec<Extension>, TalosApiError>> + Send;
 }
 
 impl<T: TalosApi> TalosApi for Arc<T> {
+    fn extensions(&self) -> impl Future<Output = Result<Vec<Extension>, TalosApiError>> + Send {
+        (**self).extensions()
+    }
+
     fn version(&self) -> impl Future<Output = Result<NodeVersion, TalosApiError>> + Send {
         (**self).version()
     }
@@ -121,6 +134,15 @@ pub struct NodeVersion {
     pub arch: String,
     /// Whether the node enforces roles (RBAC).
     pub rbac: bool,
+}
+
+/// A system extension a node runs, as its `ExtensionStatus` resource's metadata says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Extension {
+    /// Its name (`iscsi-tools`).
+    pub name: String,
+    /// Its version (`v0.2.0`).
+    pub version: String,
 }
 
 /// What `Bootstrap` did.
@@ -212,6 +234,8 @@ impl std::fmt::Debug for TalosCredentials {
 pub struct GrpcTalosApi {
     node: String,
     client: MachineServiceClient<Channel>,
+    /// The same connection, for the resource API Talos serves beside `MachineService`.
+    channel: Channel,
 }
 
 impl GrpcTalosApi {
@@ -269,9 +293,13 @@ impl GrpcTalosApi {
                 node: node.clone(),
                 source,
             })?;
-        let client =
-            MachineServiceClient::new(channel).max_decoding_message_size(MAX_RESPONSE_BYTES);
-        Ok(Self { node, client })
+        let client = MachineServiceClient::new(channel.clone())
+            .max_decoding_message_size(MAX_RESPONSE_BYTES);
+        Ok(Self {
+            node,
+            client,
+            channel,
+        })
     }
 
     fn call_error(&self, call: &'static str, status: &tonic::Status) -> TalosApiError {
@@ -425,6 +453,10 @@ impl TalosApi for GrpcTalosApi {
         Ok(())
     }
 
+    async fn extensions(&self) -> Result<Vec<Extension>, TalosApiError> {
+        self.list_extensions().await
+    }
+
     async fn etcd_remove_member_by_id(&self, id: u64) -> Result<(), TalosApiError> {
         const CALL: &str = "EtcdRemoveMemberByID";
         let response = self
@@ -437,6 +469,73 @@ impl TalosApi for GrpcTalosApi {
         self.single(CALL, &response.messages, |m| m.metadata.as_ref())?;
         Ok(())
     }
+}
+
+impl GrpcTalosApi {
+    /// [`TalosApi::extensions`]: `cosi.resource.State/List` of `ExtensionStatuses` in the
+    /// `runtime` namespace, as `talosctl get extensions` asks; each resource's YAML spec
+    /// read for its metadata's name and version. At most [`MAX_EXTENSIONS`] are read.
+    async fn list_extensions(&self) -> Result<Vec<Extension>, TalosApiError> {
+        const CALL: &str = "cosi.resource.State/List ExtensionStatuses";
+        let request = ListRequest {
+            namespace: "runtime".to_owned(),
+            r#type: "ExtensionStatuses.runtime.talos.dev".to_owned(),
+            options: None,
+        };
+        let mut stream = StateClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_RESPONSE_BYTES)
+            .list(request)
+            .await
+            .map_err(|status| self.call_error(CALL, &status))?
+            .into_inner();
+        let mut extensions = Vec::new();
+        while let Some(response) = stream
+            .message()
+            .await
+            .map_err(|status| self.call_error(CALL, &status))?
+        {
+            if extensions.len() == MAX_EXTENSIONS {
+                return Err(self.answer_error(
+                    CALL,
+                    format!("more than the {MAX_EXTENSIONS} extensions accepted"),
+                ));
+            }
+            let yaml = response
+                .resource
+                .and_then(|r| r.spec)
+                .map(|spec| spec.yaml_spec)
+                .unwrap_or_default();
+            extensions
+                .push(extension_of(&yaml).map_err(|problem| self.answer_error(CALL, problem))?);
+        }
+        Ok(extensions)
+    }
+}
+
+/// The extension an `ExtensionStatus` spec (YAML, as Talos marshals it) describes.
+fn extension_of(yaml: &str) -> Result<Extension, String> {
+    #[derive(serde::Deserialize)]
+    struct Status {
+        metadata: Metadata,
+    }
+    #[derive(serde::Deserialize)]
+    struct Metadata {
+        name: String,
+        #[serde(default)]
+        version: String,
+    }
+    if yaml.len() > MAX_EXTENSION_SPEC_BYTES {
+        return Err(format!(
+            "an extension spec of {} bytes, more than the {MAX_EXTENSION_SPEC_BYTES} accepted",
+            yaml.len()
+        ));
+    }
+    let status: Status = serde_saphyr::from_str(yaml)
+        .map_err(|_| "an extension spec without metadata.name".to_owned())?;
+    Ok(Extension {
+        name: bounded(&status.metadata.name),
+        version: bounded(&status.metadata.version),
+    })
 }
 
 /// A text a node sent, cut to [`MAX_NODE_MESSAGE`] characters.

@@ -49,6 +49,11 @@ pub struct MachineSpec {
     /// replaces every machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registries: Option<SmolStr>,
+    /// The digest of `kubernetes.authentication` (`spec::authentication::digest`), on control
+    /// planes only: the API server reads it, so a change replaces the control planes and no
+    /// worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authentication: Option<SmolStr>,
 }
 
 impl MachineSpec {
@@ -66,6 +71,12 @@ impl MachineSpec {
             talos: spec.talos.as_ref().map(|t| t.version),
             patches: crate::spec::patches::digest(spec, pool),
             registries: spec.kubernetes.registries.digest(),
+            authentication: match role {
+                Role::ControlPlane => {
+                    crate::spec::authentication::digest(spec.kubernetes.authentication.as_ref())
+                }
+                Role::Worker => None,
+            },
             ..MachineSpec::new(machine, kubernetes, spec.kubernetes.distribution, role)
         }
     }
@@ -90,6 +101,7 @@ impl MachineSpec {
             hardware: MachineHardware::of(machine),
             patches: None,
             registries: None,
+            authentication: None,
         }
     }
 
@@ -128,6 +140,12 @@ impl MachineSpec {
             .as_ref()
             .map(|r| format!("registries={r}\n"));
         let normalised = normalised + &registries.unwrap_or_default();
+        // Likewise only control planes of clusters with single sign-on.
+        let authentication = self
+            .authentication
+            .as_ref()
+            .map(|a| format!("authentication={a}\n"));
+        let normalised = normalised + &authentication.unwrap_or_default();
         let digest = Sha1::digest(normalised.as_bytes());
         // The first 6 bytes in lowercase hex (a format per byte cost more than the digest: a
         // plan hashes every pool of every cluster).
@@ -166,10 +184,15 @@ impl MachineSpec {
         };
         let patches = self.patches.as_ref().map(|p| format!(" patches={p}"));
         let registries = self.registries.as_ref().map(|r| format!(" registries={r}"));
+        let authentication = self
+            .authentication
+            .as_ref()
+            .map(|a| format!(" authentication={a}"));
         format!(
-            "{summary}{}{}",
+            "{summary}{}{}{}",
             patches.unwrap_or_default(),
-            registries.unwrap_or_default()
+            registries.unwrap_or_default(),
+            authentication.unwrap_or_default()
         )
     }
 
@@ -203,6 +226,7 @@ impl MachineSpec {
             },
             patches: field("patches").map(SmolStr::new),
             registries: field("registries").map(SmolStr::new),
+            authentication: field("authentication").map(SmolStr::new),
         })
     }
 
@@ -272,6 +296,9 @@ impl MachineSpec {
         }
         if self.registries != newer.registries {
             out.push("registries changed".to_owned());
+        }
+        if self.authentication != newer.authentication {
+            out.push("authentication changed".to_owned());
         }
         out
     }

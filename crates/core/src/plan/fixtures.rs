@@ -64,6 +64,7 @@ impl Cluster {
                     distribution: Distribution::Kubeadm,
                     datastore: None,
                     registries: Default::default(),
+                    authentication: None,
                 },
                 talos: None,
                 endpoint: Endpoint {
@@ -141,6 +142,17 @@ impl Cluster {
         self
     }
 
+    /// Gives each machine of a pool one device of PCI mapping `mapping`, placed on
+    /// `placement`.
+    pub fn with_pci(mut self, pool: &str, mapping: &str, placement: &[&str]) -> Self {
+        let machine = self.machine_mut(pool);
+        machine.pci = vec![crate::spec::hardware::PciDevice {
+            mapping: mapping.to_owned(),
+        }];
+        machine.placement = placement.iter().map(|node| (*node).to_owned()).collect();
+        self
+    }
+
     /// Removes a worker pool.
     pub fn without_pool(mut self, pool: &str) -> Self {
         self.spec.workers.retain(|p| p.pool != pool);
@@ -209,6 +221,7 @@ impl Cluster {
         self.spec.talos = Some(crate::spec::TalosSpec {
             version: release.parse().expect("a Talos release"),
             installer_image: None,
+            extensions: Vec::new(),
         });
         self
     }

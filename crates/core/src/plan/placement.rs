@@ -342,6 +342,16 @@ impl Capacity {
         }
     }
 
+    /// Gives back one device of PCI mapping `mapping` on `node` (the VM holding it stopped).
+    pub(crate) fn release_device(&mut self, node: &str, mapping: &str) {
+        if let Some(free) = self
+            .devices_free
+            .get_mut(&(mapping.to_owned(), node.to_owned()))
+        {
+            *free += 1;
+        }
+    }
+
     /// Writes the memory in use back into `observed`'s Proxmox nodes.
     pub(crate) fn write_back(&self, observed: &mut Observed) {
         let (Some(loads), Some(nodes)) = (&self.nodes, observed.proxmox_nodes.as_mut()) else {

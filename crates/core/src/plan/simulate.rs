@@ -587,7 +587,7 @@ pub(crate) fn apply(
         Action::ResetNode { machine } => {
             if let Some(vm) = state.machines.get_mut(&machine.name) {
                 if vm.is_running() {
-                    capacity.release(&vm.proxmox_node, memory_of(vm));
+                    release(capacity, vm);
                 }
                 vm.power = PowerState::Stopped;
             }
@@ -596,7 +596,7 @@ pub(crate) fn apply(
             if let Some(vm) = state.machines.remove(&machine.name)
                 && vm.is_running()
             {
-                capacity.release(&vm.proxmox_node, memory_of(&vm));
+                release(capacity, &vm);
             }
         }
         Action::UpgradeControlPlane { to, .. } => {
@@ -620,7 +620,7 @@ pub(crate) fn apply(
         Action::FenceMachine { machine, node } => {
             if let Some(vm) = state.machines.get_mut(&machine.name) {
                 if vm.is_running() {
-                    capacity.release(&vm.proxmox_node, memory_of(vm));
+                    release(capacity, vm);
                 }
                 vm.power = PowerState::Stopped;
             }
@@ -636,7 +636,7 @@ pub(crate) fn apply(
         }
         Action::DeleteCluster { .. } => {
             for vm in state.machines.values().filter(|vm| vm.is_running()) {
-                capacity.release(&vm.proxmox_node, memory_of(vm));
+                release(capacity, vm);
             }
             *state = ObservedCluster::default();
         }
@@ -653,6 +653,16 @@ pub(crate) fn apply(
 }
 
 /// Memory a VM takes on its Proxmox node: its observed config, else what it was built with.
+/// Gives back what running `vm` held on its node: its memory and its PCI devices (Proxmox
+/// reserves a device for a running VM only).
+fn release(capacity: &mut Capacity, vm: &ObservedMachine) {
+    capacity.release(&vm.proxmox_node, memory_of(vm));
+    let devices = vm.config.as_ref().and_then(|c| c.hardware.as_ref());
+    for device in devices.map(|h| h.pci.as_slice()).unwrap_or_default() {
+        capacity.release_device(&vm.proxmox_node, &device.mapping);
+    }
+}
+
 fn memory_of(vm: &ObservedMachine) -> u32 {
     vm.config
         .as_ref()

@@ -610,6 +610,27 @@ pub enum Rule {
 }
 
 impl Rule {
+    /// Every rule, in number order.
+    pub const ALL: [Rule; 17] = [
+        Rule::CreateBeforeRemove,
+        Rule::OneDisruptionAtATime,
+        Rule::MinWorkers,
+        Rule::RemovalsOneAtATime,
+        Rule::DrainTimeout,
+        Rule::Orphans,
+        Rule::Upgrades,
+        Rule::EndpointFixed,
+        Rule::Quorum,
+        Rule::Certificates,
+        Rule::MaintenanceWindow,
+        Rule::RemovedCluster,
+        Rule::Fencing,
+        Rule::Drift,
+        Rule::Capacity,
+        Rule::ReplaceGuard,
+        Rule::NetworkFixed,
+    ];
+
     /// The rule's number.
     pub fn number(self) -> u8 {
         self as u8 + 1

@@ -240,6 +240,28 @@ fn patches_changed(change: &FieldChange, predicted: &[PreviewStep]) -> Option<St
     })
 }
 
+/// `replaces 1 control plane: kubernetes.authentication changed`: the API server's
+/// configuration reaches the control planes only.
+fn authentication_changed(change: &FieldChange, predicted: &[PreviewStep]) -> Option<String> {
+    if !change.path.starts_with("kubernetes.authentication") {
+        return None;
+    }
+    let destroyed = predicted
+        .iter()
+        .filter(|s| matches!(s.step.action, Action::DestroyMachine { .. }))
+        .filter(|s| s.step.target.pool.as_deref() == Some(CONTROL_PLANE_POOL))
+        .count();
+    let cause = format!("{} changed", change.path);
+    Some(if destroyed == 0 {
+        format!("replaces no machine now: {cause}")
+    } else {
+        format!(
+            "replaces {destroyed} {}: {cause}",
+            plural("control plane", destroyed)
+        )
+    })
+}
+
 /// Whether a changed field is one that applies in place (labels, taints, `schedulable`).
 fn applies_in_place(path: &str) -> bool {
     let field = path
@@ -264,7 +286,9 @@ fn plural(noun: &str, count: usize) -> String {
 /// A changed field and what it causes: `workers.general.machine.template debian13-k8s →
 /// debian13-k8s-v2: replaces 3 workers`.
 pub(super) fn explain(change: &FieldChange, predicted: &[PreviewStep]) -> String {
-    if let Some(words) = patches_changed(change, predicted) {
+    if let Some(words) =
+        patches_changed(change, predicted).or_else(|| authentication_changed(change, predicted))
+    {
         return words;
     }
     let text = change.to_string();

@@ -473,6 +473,48 @@ fn a_patch_change_names_its_level_as_the_cause_of_the_replacements() {
 }
 
 #[test]
+fn an_authentication_change_names_the_control_planes_it_replaces() {
+    let change = changes::FieldChange {
+        path: "kubernetes.authentication.jwt".into(),
+        from: None,
+        to: Some("[{\"url\":\"https://sso.example.com\"}]".into()),
+    };
+    let destroy = |machine: &str, pool: &str| PreviewStep {
+        step: Step {
+            action: plan::Action::DestroyMachine {
+                machine: plan::MachineRef {
+                    name: machine.into(),
+                    vm_id: None,
+                    proxmox_node: "pve1".into(),
+                },
+                ownership: crate::model::Ownership {
+                    cluster: "prod".into(),
+                    role: crate::model::Role::ControlPlane,
+                    pool: pool.into(),
+                    spec_hash: "0123456789ab".into(),
+                },
+            },
+            target: Target {
+                cluster: "prod".into(),
+                pool: Some(pool.into()),
+                ..Target::default()
+            },
+            ..step("reset-node", machine)
+        },
+        pending_on_base: false,
+    };
+    let predicted = vec![
+        destroy("cp-1", "cp"),
+        destroy("cp-2", "cp"),
+        destroy("cp-3", "cp"),
+    ];
+    assert_eq!(
+        summary::explain(&change, &predicted),
+        "replaces 3 control planes: kubernetes.authentication.jwt changed"
+    );
+}
+
+#[test]
 fn a_registries_change_replaces_every_machine_in_the_preview() {
     let change = changes::FieldChange {
         path: "kubernetes.registries.mirrors.docker.io.endpoints".into(),

@@ -11,6 +11,8 @@
 //!   state [`Desired::incomplete`], so a broken file is never mistaken for a deleted cluster.
 
 mod addresses;
+pub mod authentication;
+mod authentication_rules;
 pub mod bounds;
 mod delivery;
 pub mod diagnostic;

@@ -369,6 +369,10 @@ pub struct KubernetesSpec {
         skip_serializing_if = "super::registries::Registries::is_empty"
     )]
     pub registries: super::registries::Registries,
+    /// Single sign-on for the API server: the JWT (OpenID Connect) issuers whose tokens it
+    /// accepts, on every distribution. A change replaces the control planes, one at a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authentication: Option<super::authentication::Authentication>,
 }
 
 /// The Talos Linux release of a Talos cluster.
@@ -383,6 +387,12 @@ pub struct TalosSpec {
     /// `siderolabs/qemu-guest-agent` extension); Talos's own by default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub installer_image: Option<String>,
+    /// System extensions every machine must run (`siderolabs/iscsi-tools`, as Image Factory
+    /// names them). They come with the template's image; a new machine whose template lacks
+    /// one is refused at `prepare-node`, before capstan counts it, naming what is missing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub extensions: Vec<String>,
 }
 
 /// A K3s cluster's external datastore: either a database capstan provisions on a server of

@@ -224,8 +224,7 @@ fn is_branch_name(name: &str) -> bool {
 
 const DNS_LABEL_HINT: &str = "use lowercase letters, digits and `-`, starting and ending with a letter or digit, at most 63 characters";
 
-/// Refuses a secret source that names no variable or file.
-pub(super) fn check_secret_source(
+fn check_secret_source(
     out: &mut Vec<Diagnostic>,
     file: &SourceFile,
     path: &str,
@@ -276,6 +275,7 @@ pub fn cluster(fleet: &Fleet, cluster: &Cluster, file: &SourceFile) -> Vec<Diagn
     references(&mut out, fleet, spec, file);
     version(&mut out, fleet, spec, file);
     super::network_rules::check(&mut out, spec, file);
+    super::authentication_rules::check(&mut out, spec, file);
     endpoint(&mut out, spec, file);
     control_plane(&mut out, spec, file);
     workers(&mut out, name, spec, file);

@@ -63,6 +63,9 @@ pub fn render_machine_config(
     node.check().map_err(RenderProblem::Facts)?;
     secrets.check().map_err(RenderProblem::Bundle)?;
     let mut documents = vec![v1alpha1(cluster, node, secrets)];
+    if node.role == MachineRole::ControlPlane {
+        super::authentication::apply(&mut documents[0], cluster);
+    }
     documents.push(json!({
         "apiVersion": "v1alpha1",
         "kind": "HostnameConfig",

@@ -36,6 +36,8 @@ pub struct ClusterFacts {
     pub installer_image: Option<String>,
     /// The cluster's network: pod and service subnets, flannel or no CNI, kube-proxy or not.
     pub network: ClusterNetwork,
+    /// The API server's single sign-on (`kubernetes.authentication`), on control planes.
+    pub authentication: Option<crate::spec::authentication::Authentication>,
 }
 
 /// What a machine is in its cluster. Talos 1.13 has no `init` type (its schema's

@@ -44,6 +44,7 @@ pub fn cluster() -> ClusterFacts {
         talos_version: "v1.13.9".parse().expect("a version"),
         installer_image: None,
         network: talos_network(),
+        authentication: None,
     }
 }
 

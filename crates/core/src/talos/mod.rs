@@ -11,6 +11,7 @@
 //! here as `versions`), which validates `spec.talos.version` against it.
 
 pub use crate::addresses;
+pub mod authentication;
 pub mod config;
 pub mod facts;
 pub mod iso9660;

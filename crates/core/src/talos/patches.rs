@@ -99,6 +99,7 @@ pub fn check(out: &mut Vec<Diagnostic>, name: &str, spec: &ClusterSpec, file: &S
         talos_version: talos.version,
         installer_image: talos.installer_image.clone(),
         network: spec.cluster_network(None),
+        authentication: spec.kubernetes.authentication.clone(),
     };
     let targets = std::iter::once((None, MachineRole::ControlPlane)).chain(
         spec.workers
@@ -272,6 +273,7 @@ pub fn rendered_config(name: &str, spec: &ClusterSpec, pool: Option<&str>) -> Op
         talos_version: talos.version,
         installer_image: talos.installer_image.clone(),
         network: spec.cluster_network(None),
+        authentication: spec.kubernetes.authentication.clone(),
     };
     let node = NodeFacts {
         role: match pool {

@@ -258,6 +258,55 @@ fn a_control_plane_carries_every_ca_key_as_base64_pem() {
 }
 
 #[test]
+fn authentication_is_a_control_plane_file_mounted_and_named_for_the_api_server() {
+    use crate::spec::authentication::{Authentication, ClaimMapping, ClaimMappings, JwtIssuer};
+    let mut facts = cluster();
+    facts.authentication = Some(Authentication {
+        jwt: vec![JwtIssuer {
+            url: "https://sso.example.com/realms/lab".into(),
+            audiences: vec!["kubernetes".into()],
+            certificate_authority: None,
+            claim_mappings: ClaimMappings {
+                username: ClaimMapping {
+                    claim: "email".into(),
+                    prefix: "oidc:".into(),
+                },
+                groups: None,
+            },
+        }],
+    });
+    let path = super::authentication::CONFIG_PATH;
+    let config = render_machine_config(&facts, &node(MachineRole::ControlPlane), &bundle())
+        .expect("renders");
+    let v1 = &schema_checked(&config)[0];
+    let api_server = &v1["cluster"]["apiServer"];
+    assert_eq!(api_server["extraArgs"]["authentication-config"], path);
+    assert_eq!(
+        api_server["extraVolumes"][0],
+        serde_json::json!({"hostPath": path, "mountPath": path, "readonly": true})
+    );
+    let file = &v1["machine"]["files"][0];
+    assert_eq!(
+        (file["path"].as_str(), file["op"].as_str()),
+        (Some(path), Some("create"))
+    );
+    let content: Value =
+        serde_saphyr::from_str(file["content"].as_str().expect("text")).expect("YAML");
+    assert_eq!(content["kind"], "AuthenticationConfiguration");
+    assert_eq!(
+        content["apiVersion"], "apiserver.config.k8s.io/v1",
+        "Kubernetes 1.36"
+    );
+    let worker =
+        render_machine_config(&facts, &node(MachineRole::Worker), &bundle()).expect("renders");
+    let worker = &schema_checked(&worker)[0];
+    assert!(
+        worker["machine"].get("files").is_none(),
+        "a worker's kubelet never reads it"
+    );
+}
+
+#[test]
 fn a_worker_config_is_valid_and_holds_no_ca_key_nor_control_plane_secret() {
     let config =
         render_machine_config(&cluster(), &node(MachineRole::Worker), &bundle()).expect("renders");
@@ -467,6 +516,7 @@ prop_compose! {
             talos_version: format!("v1.{talos_minor}.{talos_patch}").parse().expect("a version"),
             installer_image: installer,
             network: network_of(cni_none, kube_proxy),
+            authentication: None,
         };
         let node = NodeFacts {
             role: if is_control_plane { MachineRole::ControlPlane } else { MachineRole::Worker },

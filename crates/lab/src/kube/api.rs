@@ -28,6 +28,7 @@ use super::table;
 use crate::serve::ClientCertificate;
 
 mod apply_handler;
+mod authentication;
 
 /// A server-side watch ends after this long unless the client asks otherwise (the real server
 /// picks 30–60 minutes); clients re-watch from the last resourceVersion.
@@ -55,7 +56,9 @@ async fn handle(
     }
     let query = parse_query(uri.query().unwrap_or_default());
     let certificate = certificate.map(|Extension(c)| c).unwrap_or_default();
+    let jwt_user = authentication::jwt_user(&state, &headers).await;
     let request = Request {
+        jwt_user,
         state: &state,
         method: &method,
         path: uri.path(),
@@ -71,11 +74,7 @@ async fn handle(
 
 /// Whether the request's bearer token is cut off by the partition fault.
 fn is_partitioned(state: &ClusterState, headers: &HeaderMap) -> bool {
-    let token = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    token.is_some_and(|t| state.lock().partitioned.contains(t.trim()))
+    authentication::bearer(headers).is_some_and(|t| state.lock().partitioned.contains(t))
 }
 
 fn json_response(code: StatusCode, value: &Value) -> Response {
@@ -136,6 +135,8 @@ struct Target {
 }
 
 struct Request<'a> {
+    /// Who the bearer token names by the API server's JWT issuers, if anyone.
+    jwt_user: Option<User>,
     state: &'a ClusterState,
     method: &'a Method,
     path: &'a str,
@@ -156,7 +157,8 @@ impl Request<'_> {
     fn authenticate(&self, certificate: &ClientCertificate) -> Option<User> {
         if let Some(value) = self.headers.get(header::AUTHORIZATION) {
             let token = value.to_str().ok()?.strip_prefix("Bearer ")?.trim();
-            return self.state.lock().tokens.get(token).cloned();
+            let issued = self.state.lock().tokens.get(token).cloned();
+            return issued.or_else(|| self.jwt_user.clone());
         }
         let subject = certificate.0.as_ref()?;
         // kube-apiserver refuses an expired client certificate ("x509: certificate has

@@ -16,6 +16,8 @@ use base64::Engine as _;
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 
+mod api_servers;
+
 use super::config::{SimNodeConfig, SimWorkloads};
 use super::network::{
     ClusterNetwork, KubeletState, is_network_ready, kubelet_state, node_conditions,

@@ -11,10 +11,12 @@
 //! always there. [`SimCluster`] is one cluster's handle for the rest of the lab.
 
 mod api;
+mod api_servers;
 mod apply;
 mod cluster;
 mod config;
 mod controllers;
+pub(crate) mod jwt;
 pub mod network;
 pub mod node_restriction;
 mod patch;

@@ -51,6 +51,9 @@ pub(crate) struct Inner {
     pub storage_unavailable: Option<String>,
     /// How the control plane and the kubelets were configured to network.
     pub network: ClusterNetwork,
+    /// The API servers running on the control planes, each with the JWT issuers of the
+    /// `AuthenticationConfiguration` it started with.
+    pub api_servers: super::api_servers::ApiServers,
 }
 
 /// One audited `POST pods/<name>/eviction`.
@@ -79,6 +82,7 @@ impl std::fmt::Debug for Inner {
             .field("evictions", &self.evictions.len())
             .field("storage_unavailable", &self.storage_unavailable)
             .field("network", &self.network)
+            .field("api_servers", &self.api_servers)
             .finish()
     }
 }
@@ -109,6 +113,7 @@ impl ClusterState {
                 evictions: Vec::new(),
                 storage_unavailable: None,
                 network: ClusterNetwork::lab_default(),
+                api_servers: super::api_servers::ApiServers::default(),
             }),
             address: OnceLock::new(),
         }

@@ -256,6 +256,30 @@ impl ClusterBackend for LabBackend {
         }
     }
 
+    fn api_server(
+        &self,
+        cluster: &str,
+        node: &str,
+        running: bool,
+        authentication: Option<&str>,
+    ) -> Result<(), BackendError> {
+        let sim = match self.cluster(cluster) {
+            Ok(sim) => sim,
+            // A stopped API server of a cluster already gone: nothing is left to stop.
+            Err(_) if !running => return Ok(()),
+            Err(err) => return Err(err),
+        };
+        tracing::debug!(
+            cluster,
+            node,
+            running,
+            authentication = authentication.is_some(),
+            "lab API server"
+        );
+        sim.api_server(node, running, authentication)
+            .map_err(|message| BackendError::Forbidden(format!("kube-apiserver: {message}")))
+    }
+
     fn talos_api(&self, node: IpAddr, served: Option<SocketAddr>) {
         tracing::info!(%node, served = ?served, "lab Talos API");
         self.talos_apis.set(node, served);

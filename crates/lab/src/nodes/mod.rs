@@ -161,6 +161,19 @@ pub trait ClusterBackend: Send + Sync + 'static {
     /// The Talos API of the node at `node` (its address, as its guest agent reports it) is
     /// served at `served`, a loopback address, from now on; `None`: no longer served.
     fn talos_api(&self, node: IpAddr, served: Option<std::net::SocketAddr>);
+    /// The API server of control plane `node` started with `authentication` (the
+    /// `AuthenticationConfiguration` file its `--authentication-config` names, read from the
+    /// node; `None` without the flag), or stopped (`running: false`).
+    ///
+    /// # Errors
+    /// Why the API server does not start with it, in kube-apiserver's words.
+    fn api_server(
+        &self,
+        cluster: &str,
+        node: &str,
+        running: bool,
+        authentication: Option<&str>,
+    ) -> Result<(), BackendError>;
     /// The last machine of `cluster` was destroyed: the API server that ran on its machines
     /// stops and the cluster is forgotten, so a new cluster of that name starts its own.
     fn remove_cluster(&self, cluster: &str);

@@ -26,6 +26,8 @@ pub struct GuestIdentity {
     pub k3s_airgap: Option<String>,
     /// The Talos version the VM boots (from its template), if it is a Talos VM.
     pub talos: Option<String>,
+    /// The system extensions its Talos image carries (from its template).
+    pub talos_extensions: Vec<String>,
     /// The images in a Talos VM's CD-ROM drives (`media=cdrom`), in drive order: what it
     /// reads its machine config from at start. Empty for other VMs.
     pub media: Vec<MediaImage>,
@@ -260,6 +262,7 @@ mod tests {
             address: None,
             k3s_airgap: None,
             talos: None,
+            talos_extensions: Vec::new(),
             media: Vec::new(),
             cluster: None,
             hardware: Default::default(),

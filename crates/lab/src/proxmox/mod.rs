@@ -16,6 +16,7 @@
 
 mod addresses;
 mod agent_handlers;
+mod disk_image;
 mod endpoints;
 mod formats;
 mod guest;

@@ -168,6 +168,8 @@ pub(super) struct VmState {
     /// The Talos version the disk boots (a Talos template's and its clones'): the guest
     /// agent is Talos's extension, which runs no commands.
     pub talos: Option<String>,
+    /// The system extensions its Talos image carries (a template's, inherited by its clones).
+    pub talos_extensions: Vec<String>,
     /// Whether the disk carries cloud-init (a template's, inherited by its clones).
     pub cloud_init: bool,
 }
@@ -518,6 +520,7 @@ impl SimState {
         self.insert_vm(template.vmid, &template.node, config, false, None);
         if let Some(vm) = self.vms.get_mut(&template.vmid) {
             (vm.k3s_airgap, vm.talos) = (template.k3s.clone(), template.talos.clone());
+            vm.talos_extensions = template.extensions();
             vm.cloud_init = template.has_cloud_init();
         }
     }
@@ -604,6 +607,7 @@ impl SimState {
                 received: Vec::new(),
                 k3s_airgap: None,
                 talos: None,
+                talos_extensions: Vec::new(),
                 cloud_init: true,
             },
         );
@@ -633,6 +637,7 @@ impl SimState {
             address: self.leases.get(&vmid).copied(),
             k3s_airgap: vm.k3s_airgap.clone(),
             talos: vm.talos.clone(),
+            talos_extensions: vm.talos_extensions.clone(),
             media: if vm.talos.is_some() {
                 self.cdrom_media(vmid)
             } else {

@@ -59,8 +59,7 @@ pub(super) fn clone_vm(shared: &Arc<Shared>, p: &Params, user: &str) -> Result<R
         .unwrap_or("local-lvm")
         .to_owned();
     let is_template = source.is_template();
-    let (k3s_airgap, talos) = (source.k3s_airgap.clone(), source.talos.clone());
-    let cloud_init = source.cloud_init;
+    let image = source.image();
     let (mut config, source_config) = (source.config.clone(), source.config.clone());
     let source_name = source.name();
     let full = p.flag("full").unwrap_or(!is_template);
@@ -121,9 +120,7 @@ pub(super) fn clone_vm(shared: &Arc<Shared>, p: &Params, user: &str) -> Result<R
     config.insert("lock".into(), "clone".into());
     state.insert_vm(newid, &target, config, false, pool);
     if let Some(clone) = state.vms.get_mut(&newid) {
-        clone.k3s_airgap = k3s_airgap;
-        clone.talos = talos;
-        clone.cloud_init = cloud_init;
+        clone.take_image(image);
     }
     let first_log = vec![
         format!(

@@ -13,6 +13,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use capstan_talos_api::common::Metadata;
+use capstan_talos_api::cosi::resource::state_server::StateServer;
 use capstan_talos_api::machine::machine_service_server::{MachineService, MachineServiceServer};
 use capstan_talos_api::machine::{
     Bootstrap, BootstrapRequest, BootstrapResponse, EtcdForfeitLeadership,
@@ -32,9 +33,8 @@ use tonic::transport::server::Connected;
 use tonic::{Request, Response, Status};
 
 use super::etcd::{EtcdCluster, EtcdError};
+use super::roles::{PeerRoles, authorize};
 
-/// The role a client certificate's Organization must carry.
-pub const ADMIN_ROLE: &str = "os:admin";
 /// The largest request the server decodes (Talos's calls here carry a few fields).
 const MAX_REQUEST_BYTES: usize = 64 * 1024;
 /// How long to wait after a failed accept (no file descriptors) before the next.
@@ -71,6 +71,9 @@ pub struct TalosNode {
     pub control_plane: bool,
     /// What its containerd pulls through (its machine config's registry documents).
     pub registries: crate::runtime::RegistryHosts,
+    /// The system extensions its image carries (`iscsi-tools`), served as
+    /// `ExtensionStatuses` resources.
+    pub extensions: Vec<String>,
 }
 
 /// Starting a node's Talos API failed.
@@ -176,6 +179,11 @@ impl TalosNodeApi {
                 .await
                 .map(|stream| (Ok::<_, io::Error>(stream), incoming))
         });
+        let resources = StateServer::new(super::resources::ResourceService {
+            talos_tag: node.talos_tag.clone(),
+            extensions: node.extensions.clone(),
+        })
+        .max_decoding_message_size(MAX_REQUEST_BYTES);
         let service = MachineServiceServer::new(NodeService {
             node,
             etcd,
@@ -189,6 +197,7 @@ impl TalosNodeApi {
             };
             if let Err(error) = tonic::transport::Server::builder()
                 .add_service(service)
+                .add_service(resources)
                 .serve_with_incoming_shutdown(incoming, stop)
                 .await
             {
@@ -256,10 +265,6 @@ async fn accept_loop(
         });
     }
 }
-
-/// The roles (Organizations) of a connection's client certificate.
-#[derive(Debug, Clone, Default)]
-pub struct PeerRoles(Arc<[String]>);
 
 fn organizations(der: &[u8]) -> Vec<String> {
     let Ok((_, certificate)) = x509_parser::parse_x509_certificate(der) else {
@@ -434,19 +439,6 @@ impl NodeService {
                 "{what} is only available on control plane nodes"
             )))
         }
-    }
-}
-
-/// Talos's RBAC: every call here needs `os:admin`.
-fn authorize<T>(request: &Request<T>) -> Result<(), Status> {
-    let allowed = request
-        .extensions()
-        .get::<PeerRoles>()
-        .is_some_and(|roles| roles.0.iter().any(|role| role == ADMIN_ROLE));
-    if allowed {
-        Ok(())
-    } else {
-        Err(Status::permission_denied("not authorized"))
     }
 }
 

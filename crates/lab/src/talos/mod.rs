@@ -5,9 +5,12 @@
 
 pub mod api;
 pub mod etcd;
+mod resources;
+mod roles;
 
-pub use api::{ADMIN_ROLE, EtcdChanged, OsCa, PeerRoles, TalosApiError, TalosNode, TalosNodeApi};
+pub use api::{EtcdChanged, OsCa, TalosApiError, TalosNode, TalosNodeApi};
 pub use etcd::{EtcdCluster, EtcdError, EtcdMember};
+pub use roles::{ADMIN_ROLE, PeerRoles};
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};

@@ -119,6 +119,9 @@ impl Distribution for K3s {
         let steps =
             commands::install_server(&spec, &network, &join, &target.name, address, &registration);
         let steps = commands::with_patches(steps, &spec, None, target.name.as_str())
+            .and_then(|steps| {
+                commands::authentication::with_authentication(steps, &spec, target.name.as_str())
+            })
             .map_err(kubeadm_failed(action.name()))?;
         let steps =
             commands::registries::before(steps, &registries(ex.providers(), ctx, &spec, action)?);
@@ -186,9 +189,15 @@ impl Distribution for K3s {
                 commands::install_agent(spec, &token, &target.name, address, &registration)
             }
         };
-        let steps =
-            commands::with_patches(steps, spec, scheduling.worker_pool(), target.name.as_str())
-                .map_err(kubeadm_failed(action.name()))?;
+        let node = target.name.as_str();
+        let steps = commands::with_patches(steps, spec, scheduling.worker_pool(), node)
+            .and_then(|steps| match role {
+                Role::ControlPlane => {
+                    commands::authentication::with_authentication(steps, spec, node)
+                }
+                Role::Worker => Ok(steps),
+            })
+            .map_err(kubeadm_failed(action.name()))?;
         let steps =
             commands::registries::before(steps, &registries(ex.providers(), ctx, spec, action)?);
         if role == Role::ControlPlane {

@@ -93,6 +93,16 @@ impl Distribution for Kubeadm {
             &registration(&spec, scheduling),
         );
         let init = kubeadm::patches::with_patches(init, &spec, None, target.name.as_str())
+            .and_then(|init| {
+                let node = target.name.as_str();
+                kubeadm::authentication::with_authentication(
+                    init,
+                    &spec,
+                    Role::ControlPlane,
+                    version,
+                    node,
+                )
+            })
             .map_err(kubeadm_failed(action.name()))?;
         let steps = [prepare_unless_done(ctx, machine, version), init].concat();
         run_steps(&nodes, action, &target, &steps).await?;
@@ -181,6 +191,10 @@ impl Distribution for Kubeadm {
         );
         let pool = scheduling.worker_pool();
         let join = kubeadm::patches::with_patches(join, spec, pool, target.name.as_str())
+            .and_then(|join| {
+                let node = target.name.as_str();
+                kubeadm::authentication::with_authentication(join, spec, role, version, node)
+            })
             .map_err(kubeadm_failed(ActionKind::JoinNode.name()))?;
         let steps = [prepare_unless_done(ctx, machine, version), join].concat();
         run_steps(&nodes, ActionKind::JoinNode, &target, &steps).await?;

@@ -61,6 +61,20 @@ pub enum TalosError {
         /// The release the file names.
         wants: String,
     },
+    /// The machine lacks system extensions `spec.talos.extensions` declares.
+    #[error(
+        "{machine}: template `{template}` lacks the Talos extension(s) {missing} that talos.extensions declares (it runs {runs}): build the template from an Image Factory schematic that lists them (https://factory.talos.dev: pick the extensions, then use the schematic's NoCloud image and installer image), or drop them from talos.extensions"
+    )]
+    MissingExtensions {
+        /// The machine.
+        machine: NodeName,
+        /// Its template.
+        template: String,
+        /// The declared extensions it lacks, comma-separated.
+        missing: String,
+        /// What it runs, comma-separated (`none` when nothing).
+        runs: String,
+    },
     /// No member of etcd could remove a dead control plane.
     #[error("no healthy control plane answers to remove {machine}'s etcd member")]
     NoHealthyMember {
@@ -106,6 +120,7 @@ impl TalosError {
             | TalosError::NoMacAddress { .. }
             | TalosError::NoRelease
             | TalosError::TemplateRelease { .. }
+            | TalosError::MissingExtensions { .. }
             | TalosError::Render(_)
             | TalosError::Cidata(_)
             | TalosError::Secrets(_) => false,

@@ -31,9 +31,7 @@ use crate::model::{NodeName, Role};
 use crate::plan::{ActionKind, MachineRef};
 use crate::providers::kubeadm::NodeStep;
 use crate::providers::proxmox::{ProxmoxProvider as _, StorageContent, VmRef, VolumeId};
-use crate::providers::talos::api::{
-    BootstrapOutcome, GrpcTalosApi, TalosApi as _, TalosCredentials,
-};
+use crate::providers::talos::api::{BootstrapOutcome, GrpcTalosApi, TalosApi, TalosCredentials};
 use crate::providers::talos::{admin_credentials, kubeconfig};
 use crate::records::talos::{self as store, StoredBundle};
 use crate::scheduling::NodeScheduling;
@@ -230,8 +228,9 @@ impl Distribution for Talos {
                 },
             ));
         }
+        let extensions = check_extensions(&api, ctx, spec, machine).await?;
         Ok(format!(
-            "Talos {runs} runs its machine config for Kubernetes {version}; its config ISO deleted"
+            "Talos {runs}{extensions} runs its machine config for Kubernetes {version}; its config ISO deleted"
         ))
     }
 
@@ -456,6 +455,7 @@ fn cidata(
         talos_version: talos.version,
         installer_image: talos.installer_image.clone(),
         network,
+        authentication: spec.kubernetes.authentication.clone(),
     };
     let mut config =
         render_machine_config(&facts, node, &stored.bundle).map_err(TalosError::Render)?;
@@ -589,4 +589,66 @@ fn user_volumes(hardware: &capstan_core::spec::hardware::MachineHardware) -> Vec
             })
         })
         .collect()
+}
+
+/// Refuses a new machine whose template lacks an extension `spec.talos.extensions` declares,
+/// before capstan counts it; says which declared ones it runs (` with iscsi-tools v0.2.0`).
+async fn check_extensions(
+    api: &impl TalosApi,
+    ctx: StepContext<'_>,
+    spec: &ClusterSpec,
+    machine: &MachineRef,
+) -> Result<String, ExecuteError> {
+    let action = ActionKind::PrepareNode;
+    let declared = spec
+        .talos
+        .as_ref()
+        .map(|t| t.extensions.as_slice())
+        .unwrap_or_default();
+    if declared.is_empty() {
+        return Ok(String::new());
+    }
+    let runs = api
+        .extensions()
+        .await
+        .map_err(|source| failed(action, source.into()))?;
+    // A machine names an extension without its owner: `siderolabs/iscsi-tools` runs as
+    // `iscsi-tools`.
+    let reported = |declared: &str| {
+        declared
+            .rsplit_once('/')
+            .map_or(declared, |(_, n)| n)
+            .to_owned()
+    };
+    let running = |name: &str| runs.iter().find(|e| e.name == reported(name));
+    let missing: Vec<&str> = declared
+        .iter()
+        .filter(|name| running(name).is_none())
+        .map(String::as_str)
+        .collect();
+    if !missing.is_empty() {
+        let runs: Vec<String> = runs
+            .iter()
+            .map(|e| format!("{} {}", e.name, e.version))
+            .collect();
+        return Err(failed(
+            action,
+            TalosError::MissingExtensions {
+                machine: machine.name.clone(),
+                template: template_of(ctx, spec, &machine.name).to_owned(),
+                missing: missing.join(", "),
+                runs: if runs.is_empty() {
+                    "none".to_owned()
+                } else {
+                    runs.join(", ")
+                },
+            },
+        ));
+    }
+    let found: Vec<String> = declared
+        .iter()
+        .filter_map(|name| running(name))
+        .map(|e| format!("{} {}", e.name, e.version))
+        .collect();
+    Ok(format!(" with {}", found.join(", ")))
 }

@@ -18,6 +18,7 @@ fn spec() -> MachineSpec {
         hardware: MachineHardware::default(),
         patches: None,
         registries: None,
+        authentication: None,
     }
 }
 
@@ -191,4 +192,30 @@ fn a_registries_digest_is_part_of_the_machine_spec_hash_summary_and_differences(
         "none: the hash it always had"
     );
     assert_eq!(plain.differences(&mirrored), vec!["registries changed"]);
+}
+
+#[test]
+fn an_authentication_digest_is_part_of_the_machine_spec_hash_summary_and_differences() {
+    let plain = MachineSpec {
+        role: Role::ControlPlane,
+        ..spec()
+    };
+    let signed_on = MachineSpec {
+        authentication: Some("a1b2c3d4e5f6".into()),
+        ..plain.clone()
+    };
+    assert!(
+        signed_on
+            .summary()
+            .ends_with(" authentication=a1b2c3d4e5f6")
+    );
+    assert_eq!(
+        MachineSpec::parse_summary(&signed_on.summary()),
+        Some(signed_on.clone())
+    );
+    assert_ne!(signed_on.spec_hash(), plain.spec_hash());
+    assert_eq!(
+        plain.differences(&signed_on),
+        vec!["authentication changed"]
+    );
 }

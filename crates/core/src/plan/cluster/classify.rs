@@ -7,7 +7,17 @@ use std::cmp::Ordering;
 use smol_str::format_smolstr;
 
 use super::create::Tally;
-use super::*;
+use std::rc::Rc;
+
+use smol_str::SmolStr;
+
+use crate::model::{NodeName, Role};
+use crate::observed::{ObservedMachine, ObservedNode};
+use crate::plan::types::{Finding, FindingKind};
+use crate::spec::validate::CONTROL_PLANE_POOL;
+use crate::spec::{DriftPolicy, Machine, ReplacePolicy};
+
+use super::{Ctx, DesiredPool, Outcome, Pool, View};
 use crate::observed::VmConfig;
 
 impl<'a> Ctx<'a> {
@@ -28,7 +38,7 @@ impl<'a> Ctx<'a> {
             tally: Tally::default(),
             members: Vec::new(),
             replace: spec.replace_policy(None),
-            guarded: guard::Guarded::default(),
+            guarded: Default::default(),
         });
         for (index, pool) in spec.workers.iter().enumerate() {
             self.pools.push(Pool {
@@ -39,7 +49,7 @@ impl<'a> Ctx<'a> {
                 tally: Tally::default(),
                 members: Vec::new(),
                 replace: pool.replace.unwrap_or(spec.rollout.replace),
-                guarded: guard::Guarded::default(),
+                guarded: Default::default(),
             });
         }
         let observed = self.input.observed;
@@ -97,7 +107,7 @@ impl<'a> Ctx<'a> {
                     tally: Tally::default(),
                     members: Vec::new(),
                     replace: ReplacePolicy::Allow,
-                    guarded: guard::Guarded::default(),
+                    guarded: Default::default(),
                 });
                 self.pools.len() - 1
             }

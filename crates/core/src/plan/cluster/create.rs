@@ -2,8 +2,18 @@
 //! replaced), where they go (rule 15), and the kubeconfig delivery that follows a built or
 //! changed control plane (rule 10).
 
-use super::*;
+use std::collections::BTreeMap;
+
+use smol_str::SmolStr;
+
+use crate::model::{NodeName, Ownership, Role};
+use crate::plan::placement::Capacity;
+use crate::plan::types::{Action, Blocked, Rule, Step, Target};
+use crate::spec::Machine;
+
+use super::{Ctx, DesiredPool, Gate, Outcome, Pool, Quiet, View};
 use crate::plan::hardware_fit::HardwareNeeds;
+use crate::plan::placement::{NoNodeFits, NodeRefused};
 use crate::plan::types::PREDICTED;
 
 /// Counts one more VM of a pool on `node` (borrowed: a prediction asks at every batch).
@@ -225,17 +235,57 @@ impl<'a> Ctx<'a> {
 
     /// Creates machines: the deficit of each pool (all at once, workers alongside the control
     /// planes) and spares for the pools being replaced, pool after pool. All
-    /// the VMs the cluster still needs must fit before any is cloned (rule 15).
-    pub(super) fn creates(&self, out: &mut Outcome, capacity: &Capacity) {
-        let initialised = self.initialised();
-        let control_plane_complete = initialised && self.control_plane_complete();
+    /// the VMs the cluster still needs must fit before any is cloned (rule 15), except the
+    /// replacements of a worker pool whose PCI devices are all held: that pool is replaced
+    /// old before new, and the pools are returned for [`Self::removals`].
+    pub(super) fn creates(&self, out: &mut Outcome, capacity: &Capacity) -> DeviceBound {
         let repairing = |pool: &Pool<'_>| pool.tally.stale_fenced > 0;
         if self.input.predicting && self.surge_budget() == 0 && !self.pools.iter().any(repairing) {
             // Nothing may be created now, and a prediction reads only what runs now.
-            return;
+            return DeviceBound::new();
         }
+        let demand = self.demand();
+        if demand.iter().all(|(_, now, later)| now + later == 0) {
+            return DeviceBound::new();
+        }
+        // The VMs created later must fit too (rule 15), but with none created now, checking
+        // them could only add a refusal, which a prediction does not read.
+        if self.input.predicting && demand.iter().all(|(_, now, _)| *now == 0) {
+            return DeviceBound::new();
+        }
+        let placing = self.place(capacity, demand);
+        if !placing.unclonable.is_empty() {
+            let mut unclonable = placing.unclonable;
+            unclonable.dedup();
+            out.blocked.push(Blocked {
+                rule: Rule::Capacity,
+                message: format!(
+                    "no Proxmox node in placement can receive a clone: {}; nothing is cloned until every pool can be placed",
+                    unclonable.join("; ")
+                ),
+            });
+            return placing.device_bound;
+        }
+        if !placing.refused.is_empty() {
+            let mut refused = placing.refused;
+            refused.dedup();
+            out.blocked
+                .push(no_room(&refused, placing.short_of_hardware));
+            return placing.device_bound;
+        }
+        for step in self.creation_steps(capacity, placing.planned) {
+            out.push(step, Gate::Open);
+        }
+        placing.device_bound
+    }
+
+    /// What each pool needs created: `(pool, now, later)`, the deficit at once, replacements
+    /// in their turn, within `rollout.maxSurge` (a repair does not wait for the budget).
+    fn demand(&self) -> Vec<(usize, usize, usize)> {
+        let initialised = self.initialised();
+        let control_plane_complete = initialised && self.control_plane_complete();
+        let repairing = |pool: &Pool<'_>| pool.tally.stale_fenced > 0;
         let mut earlier_pools_stale = false;
-        // (pool, count now, count later)
         let mut demand: Vec<(usize, usize, usize)> = Vec::with_capacity(self.pools.len());
         for pool in 0..self.pools.len() {
             if self.pools[pool].desired.is_none() {
@@ -262,9 +312,6 @@ impl<'a> Ctx<'a> {
             demand.push((pool, now, total.saturating_sub(now)));
             earlier_pools_stale |= stale > 0 || pool == 0 && self.pools[0].tally.stale > 0;
         }
-        if demand.iter().all(|(_, now, later)| now + later == 0) {
-            return;
-        }
         // rollout.maxSurge: what does not fit the budget now is created later (it still has
         // to fit in memory). A repair does not wait: the dead machine holds up every removal.
         let mut budget = self.surge_budget();
@@ -277,22 +324,13 @@ impl<'a> Ctx<'a> {
             *later += held;
             budget -= *now;
         }
-        // The VMs created later must fit too (rule 15), but with none created now, checking
-        // them could only add a refusal, which a prediction does not read.
-        if self.input.predicting && demand.iter().all(|(_, now, _)| *now == 0) {
-            return;
-        }
-        let observed = self.input.observed;
-        let exists = |name: &NodeName| {
-            observed.machines.contains_key(name)
-                || observed.nodes.contains_key(name)
-                || self.input.quiet.is_some_and(|quiet| quiet.contains(name))
-        };
+        demand
+    }
+
+    /// Chooses a Proxmox node for each VM of `demand`, reserving what each takes.
+    fn place(&self, capacity: &Capacity, demand: Vec<(usize, usize, usize)>) -> Placing {
         let mut scratch = capacity.clone();
-        let mut refused = Vec::new();
-        let mut short_of_hardware = false;
-        let mut unclonable = Vec::new();
-        let mut planned = Vec::new();
+        let mut placing = Placing::default();
         for (pool, now, later) in demand {
             let Some(desired) = &self.pools[pool].desired else {
                 continue;
@@ -303,7 +341,8 @@ impl<'a> Ctx<'a> {
             let placement = match self.placement_of(capacity, desired.machine) {
                 Ok(placement) => placement,
                 Err(why) => {
-                    unclonable.push(format!("pool {}: {why}", self.pools[pool].name));
+                    let name = self.pools[pool].name;
+                    placing.unclonable.push(format!("pool {name}: {why}"));
                     continue;
                 }
             };
@@ -316,48 +355,66 @@ impl<'a> Ctx<'a> {
             for (node, count) in quiet.iter().flat_map(|quiet| &quiet.spread) {
                 *spread.entry(node).or_default() += count;
             }
+            let memory_mib = desired.machine.memory_mib;
             for index in 0..now + later {
-                match scratch.choose(&placement, desired.machine.memory_mib, &spread, &needs) {
+                match scratch.choose(&placement, memory_mib, &spread, &needs) {
                     Ok(node) => {
-                        scratch.reserve(node, desired.machine.memory_mib);
+                        scratch.reserve(node, memory_mib);
                         scratch.reserve_hardware(node, &needs);
                         count_on(&mut spread, node);
                         if index < now {
-                            planned.push((pool, SmolStr::new(node)));
+                            placing.planned.push((pool, SmolStr::new(node)));
                         }
                     }
-                    Err(why) => {
-                        short_of_hardware |= why.is_hardware();
-                        refused.push(format!(
-                            "a {} MiB {} of pool {} ({why})",
-                            desired.machine.memory_mib,
-                            self.pools[pool].role,
-                            self.pools[pool].name
-                        ));
-                    }
+                    Err(why) => match self.held_devices(pool, &why) {
+                        Some(mapping) => {
+                            placing.device_bound.insert(pool, mapping);
+                        }
+                        None => {
+                            placing.short_of_hardware |= why.is_hardware();
+                            placing.refused.push(format!(
+                                "a {memory_mib} MiB {} of pool {} ({why})",
+                                self.pools[pool].role, self.pools[pool].name
+                            ));
+                        }
+                    },
                 }
             }
         }
-        if !unclonable.is_empty() {
-            unclonable.dedup();
-            out.blocked.push(Blocked {
-                rule: Rule::Capacity,
-                message: format!(
-                    "no Proxmox node in placement can receive a clone: {}; nothing is cloned until every pool can be placed",
-                    unclonable.join("; ")
-                ),
-            });
-            return;
+        placing
+    }
+
+    /// The PCI mapping whose devices are all held, when that is why no node takes a new VM of
+    /// worker pool `pool` while some of its members are still to be replaced: those give
+    /// their devices back as they leave, old before new.
+    fn held_devices(&self, pool: usize, why: &NoNodeFits) -> Option<String> {
+        let pool = &self.pools[pool];
+        if pool.role != Role::Worker || pool.tally.stale == 0 {
+            return None;
         }
-        if !refused.is_empty() {
-            refused.dedup();
-            out.blocked.push(no_room(&refused, short_of_hardware));
-            return;
-        }
+        let NoNodeFits::Refused(refusals) = why else {
+            return None;
+        };
+        let mut mappings = refusals.iter().map(|refused| match refused {
+            NodeRefused::Device { mapping, .. } => Some(mapping),
+            _ => None,
+        });
+        let first = mappings.next().flatten()?.clone();
+        mappings.all(|m| m.is_some()).then_some(first)
+    }
+
+    /// The create steps of the VMs `planned` on their nodes, in name order per pool.
+    fn creation_steps(&self, capacity: &Capacity, planned: Vec<(usize, SmolStr)>) -> Vec<Step> {
         let mut planned_per_pool: BTreeMap<usize, usize> = BTreeMap::new();
         for (pool, _) in &planned {
             *planned_per_pool.entry(*pool).or_default() += 1;
         }
+        let observed = self.input.observed;
+        let exists = |name: &NodeName| {
+            observed.machines.contains_key(name)
+                || observed.nodes.contains_key(name)
+                || self.input.quiet.is_some_and(|quiet| quiet.contains(name))
+        };
         let mut steps = Vec::new();
         // Per pool: its new names, and why its machines are replaced (asked once: the words
         // are the same for every replacement of a batch).
@@ -368,13 +425,11 @@ impl<'a> Ctx<'a> {
             let Some(desired) = &self.pools[pool].desired else {
                 continue;
             };
-            let pool_name = self.pools[pool].name;
-            let role = self.pools[pool].role;
             let (pool_names, old) = names.entry(pool).or_insert_with(|| {
                 let count = planned_per_pool.get(&pool).copied().unwrap_or(0);
                 let names = self.input.memo.new_names(
                     self.name(),
-                    pool_name,
+                    self.pools[pool].name,
                     desired.hash(),
                     count,
                     exists,
@@ -388,67 +443,93 @@ impl<'a> Ctx<'a> {
                 continue;
             };
             let earlier = made.entry(pool).or_default();
-            let fresh = self.pools[pool].tally.fresh + *earlier;
+            let ordinal = self.pools[pool].tally.fresh + *earlier + 1;
             *earlier += 1;
-            let stale = self.pools[pool].tally.stale;
-            let reason = if let Some(old) = old.as_deref() {
-                format!(
-                    "replacement for pool {pool_name} ({stale} to replace; {old}): created before the old one leaves, at most {} VM(s) above the declared count (rollout.maxSurge)",
-                    self.max_surge()
-                )
-            } else if !initialised && role == Role::ControlPlane {
-                format!(
-                    "bootstrap: control plane {} of {}",
-                    fresh + 1,
-                    self.pools[pool].replicas
-                )
-            } else if !initialised {
-                format!(
-                    "bootstrap: {role} {} of {} of pool {pool_name}, cloned with the control plane",
-                    fresh + 1,
-                    self.pools[pool].replicas
-                )
-            } else {
-                format!(
-                    "pool {pool_name}: {role} {} of {}",
-                    fresh + 1,
-                    self.pools[pool].replicas
-                )
-            };
+            let reason = self.creation_reason(pool, ordinal, old.as_deref());
             let memory_note = if capacity.is_known() {
                 ""
             } else {
                 "; Proxmox memory not observed"
             };
-            steps.push(Self::step(
-                Action::CreateMachine {
-                    name: name.clone(),
-                    ownership: Ownership {
-                        cluster: self.name().into(),
-                        role,
-                        pool: pool_name.into(),
-                        spec_hash: desired.hash().clone(),
-                    },
-                    machine: Box::new(desired.spec().clone()),
-                    proxmox_node: node.clone(),
-                    storage: desired.machine.storage.clone(),
-                    tags: desired.machine.tags.clone(),
-                    pool: desired.machine.pool.clone(),
-                },
-                Target {
+            let reason = format!("{reason}; on {node}{memory_note}");
+            steps.push(self.create_step((pool, desired), name, &node, reason));
+        }
+        steps
+    }
+
+    /// Why the `ordinal`-th fresh machine of `pool` is created; `old` says why its members are
+    /// replaced, when they are.
+    fn creation_reason(&self, pool: usize, ordinal: usize, old: Option<&str>) -> String {
+        let (pool_name, role) = (self.pools[pool].name, self.pools[pool].role);
+        let tally = self.pools[pool].tally;
+        let replicas = self.pools[pool].replicas;
+        let initialised = self.initialised();
+        match old {
+            // A member already left for it: its PCI device was needed (old before new).
+            Some(old)
+                if tally.fresh + tally.stale < replicas as usize && self.needs_devices(pool) =>
+            {
+                format!(
+                    "replacement for pool {pool_name} ({} to replace; {old}): old before new, it takes the PCI device the member that left gave back",
+                    tally.stale
+                )
+            }
+            Some(old) => format!(
+                "replacement for pool {pool_name} ({} to replace; {old}): created before the old one leaves, at most {} VM(s) above the declared count (rollout.maxSurge)",
+                tally.stale,
+                self.max_surge()
+            ),
+            None if !initialised && role == Role::ControlPlane => {
+                format!("bootstrap: control plane {ordinal} of {replicas}")
+            }
+            None if !initialised => format!(
+                "bootstrap: {role} {ordinal} of {replicas} of pool {pool_name}, cloned with the control plane"
+            ),
+            None => format!("pool {pool_name}: {role} {ordinal} of {replicas}"),
+        }
+    }
+
+    /// Whether `pool`'s machines take PCI devices.
+    fn needs_devices(&self, pool: usize) -> bool {
+        self.pools[pool]
+            .desired
+            .as_ref()
+            .is_some_and(|desired| !desired.machine.pci.is_empty())
+    }
+
+    /// The step that clones a new machine `name` of `pool` on `node`.
+    fn create_step(
+        &self,
+        (pool, desired): (usize, &DesiredPool<'_>),
+        name: NodeName,
+        node: &str,
+        reason: String,
+    ) -> Step {
+        let (pool_name, role) = (self.pools[pool].name, self.pools[pool].role);
+        Self::step(
+            Action::CreateMachine {
+                name: name.clone(),
+                ownership: Ownership {
                     cluster: self.name().into(),
-                    machine: Some(name),
-                    vm_id: None,
-                    pool: Some(pool_name.into()),
-                    role: Some(role),
+                    role,
+                    pool: pool_name.into(),
+                    spec_hash: desired.hash().clone(),
                 },
-                format!("{reason}; on {node}{memory_note}"),
-            ));
-        }
-        // Clones of the same pool differ only by name; keep the batch in name order per pool.
-        for step in steps {
-            out.push(step, Gate::Open);
-        }
+                machine: Box::new(desired.spec().clone()),
+                proxmox_node: node.into(),
+                storage: desired.machine.storage.clone(),
+                tags: desired.machine.tags.clone(),
+                pool: desired.machine.pool.clone(),
+            },
+            Target {
+                cluster: self.name().into(),
+                machine: Some(name),
+                vm_id: None,
+                pool: Some(pool_name.into()),
+                role: Some(role),
+            },
+            reason,
+        )
     }
 
     /// Rule 10: deliver the admin kubeconfig when Flux's differs; the first delivery waits for
@@ -518,6 +599,23 @@ impl<'a> Ctx<'a> {
         out.push(step, Gate::Open);
         self.input.observed.flux.is_some()
     }
+}
+
+/// The worker pools replaced old before new, with the PCI mapping whose devices are all held:
+/// a stale member leaves before its replacement is created.
+pub(super) type DeviceBound = BTreeMap<usize, String>;
+
+/// Where a plan's new VMs go, or why they cannot.
+#[derive(Default)]
+struct Placing {
+    /// (pool, Proxmox node) of each VM created now.
+    planned: Vec<(usize, SmolStr)>,
+    /// Why VMs fit no node.
+    refused: Vec<String>,
+    short_of_hardware: bool,
+    /// Pools no node of placement can receive a clone of.
+    unclonable: Vec<String>,
+    device_bound: DeviceBound,
 }
 
 /// The refusal of a plan whose new VMs fit no node of their placement (rule 15): `refused`

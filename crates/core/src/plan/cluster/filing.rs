@@ -9,7 +9,10 @@
 //! never a reason to replace a machine). Removing `pool` from the file leaves the VMs where
 //! they are.
 
-use super::*;
+use crate::plan::types::{Action, Finding, FindingKind, MachineRef};
+use crate::spec::{DriftPolicy, Machine};
+
+use super::{Ctx, Gate, Outcome};
 use crate::observed::ObservedMachine;
 use crate::plan::types::Filing;
 use crate::spec::hardware::is_capstan_tag;

@@ -4,7 +4,9 @@
 //! kube-proxy. A file that asks otherwise blocks the whole cluster with what to put back;
 //! validation cannot see the live cluster, so these are the planner's.
 
-use super::*;
+use crate::plan::types::{Blocked, Rule};
+
+use super::Input;
 use crate::spec::RecordedNetwork;
 
 pub(super) fn endpoint_changed(input: &Input<'_>) -> Option<Blocked> {

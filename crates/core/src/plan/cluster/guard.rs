@@ -7,7 +7,13 @@
 //! replaces every machine, is refused whole while a pool that forbids it has a live member.
 
 use super::classify::Stale;
-use super::*;
+use crate::model::Role;
+use crate::observed::{ObservedMachine, ObservedNode};
+use crate::plan::types::{Blocked, Rule};
+use crate::spec::validate::CONTROL_PLANE_POOL;
+use crate::spec::{ClusterSpec, KubeVersion, ReplacePolicy};
+
+use super::{Ctx, DesiredPool, Input, Outcome, View};
 
 /// The members of one pool the guard keeps.
 #[derive(Debug, Clone, Default)]

@@ -2,7 +2,16 @@
 //! version upgrade (rule 7), certificate renewal (rule 10), Nodes whose VM is gone, and what
 //! the cluster waits on.
 
-use super::*;
+use jiff::{SignedDuration, Timestamp};
+
+use crate::model::{NodeName, Role};
+use crate::plan::types::{
+    Action, ActionKind, Finding, FindingKind, MachineRef, Resource, Target, Waiting,
+};
+use crate::plan::window::WindowState;
+use crate::spec::validate::VM_NAME_PREFIX;
+
+use super::{Ctx, Gate, Outcome, Quiet, View, add};
 use crate::spec::ClusterNetwork;
 
 impl<'a> Ctx<'a> {
@@ -80,7 +89,8 @@ impl<'a> Ctx<'a> {
             })
             .map(|v| v.name.clone())
             .collect();
-        let nodes = members().count();
+        // A prediction keeps Ready workers aside (quiet): they are members all the same.
+        let nodes = members().count() + self.input.quiet.map_or(0, Quiet::len);
         let max_unhealthy = remediation.max_unhealthy.of(nodes);
         if unhealthy.len() <= max_unhealthy {
             return false;

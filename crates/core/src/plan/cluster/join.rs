@@ -2,7 +2,11 @@
 //! script as soon as a new VM answers, and joins (control planes one at a time, workers as
 //! soon as a control plane runs).
 
-use super::*;
+use crate::model::Role;
+use crate::plan::placement::Capacity;
+use crate::plan::types::{Action, ActionKind, Resource};
+
+use super::{Ctx, Gate, Outcome, View};
 
 impl<'a> Ctx<'a> {
     /// Before `init-control-plane`: create the control planes, then initialise the first.

@@ -4,7 +4,10 @@
 //! part of a machine's spec hash). See `crate::scheduling` for what a node carries and whose
 //! keys capstan touches.
 
-use super::*;
+use crate::observed::ObservedNode;
+use crate::plan::types::{Action, Finding, FindingKind};
+
+use super::{Ctx, Gate, Outcome, View};
 use crate::scheduling::{
     Declared, NodeScheduling, OWNED_ELSEWHERE_ANNOTATIONS, Relabel, held_elsewhere,
     in_place_summary, relabel,

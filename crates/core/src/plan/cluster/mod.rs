@@ -30,13 +30,12 @@ use super::Policy;
 use super::placement::{self, Capacity};
 use super::types::{
     Action, ActionKind, Blocked, Finding, FindingKind, MachineRef, Resource, Rule, Step, Target,
-    Wait, Waiting,
+    Waiting,
 };
 use super::window::{Need, WindowState};
-use crate::model::{NodeName, Ownership, Role};
+use crate::model::{NodeName, Role};
 use crate::observed::{MachineSpec, ObservedCluster, ObservedMachine, ObservedNode, StepDuration};
-use crate::spec::validate::{CONTROL_PLANE_POOL, VM_NAME_PREFIX};
-use crate::spec::{Capabilities, ClusterSpec, DriftPolicy, KubeVersion, Machine, ReplacePolicy};
+use crate::spec::{Capabilities, ClusterSpec, KubeVersion, Machine, ReplacePolicy};
 pub(crate) use classify::Facts;
 pub(crate) use filing::file_in_place;
 use memo::PoolSpecs;
@@ -557,12 +556,13 @@ impl<'a> Ctx<'a> {
         }
         // After an upgrade or a renewal the kubeconfig goes out before any machine moves.
         let redelivering = self.delivery(out);
+        let mut device_bound = create::DeviceBound::new();
         if !upgrading && !redelivering {
             self.prepares(out);
             self.joins(out);
-            self.creates(out, capacity);
+            device_bound = self.creates(out, capacity);
         }
-        self.removals(out, upgrading);
+        self.removals(out, upgrading, &device_bound);
         self.relabels(out);
         self.filings(out);
         self.report_nodes(out);

@@ -2,7 +2,13 @@
 //! replacement is Ready (rule 1), never below `rollout.minWorkers` (rule 3) or control-plane
 //! quorum (rule 9), through cordon, a drain with a deadline (rule 5) and the Node's deletion.
 
-use super::*;
+use super::create::DeviceBound;
+use smol_str::SmolStr;
+
+use crate::model::Role;
+use crate::plan::types::{Action, ActionKind, Blocked, Resource, Rule, Target, Wait};
+
+use super::{Ctx, Gate, Outcome, View, add};
 
 impl<'a> Ctx<'a> {
     /// A member capstan is taking out (a fenced machine is not: it is dead already, and its
@@ -110,7 +116,12 @@ impl<'a> Ctx<'a> {
     }
 
     /// Why `view` may not start leaving now (rules 1, 3, 9), as a wait or a refusal.
-    pub(super) fn removal_hold(&self, out: &Outcome, view: &View<'a>) -> Option<Hold> {
+    pub(super) fn removal_hold(
+        &self,
+        out: &Outcome,
+        view: &View<'a>,
+        device_bound: &DeviceBound,
+    ) -> Option<Hold> {
         let pool = &self.pools[view.pool];
         let replicas = pool.replicas as usize;
         // The pool's other members carrying workloads.
@@ -128,7 +139,7 @@ impl<'a> Ctx<'a> {
             }
             return None;
         }
-        if others < replicas {
+        if others < replicas && !self.leaves_first(view, others, device_bound) {
             return Some(Hold::Replacement);
         }
         let minimum = self.spec().min_workers();
@@ -152,6 +163,20 @@ impl<'a> Ctx<'a> {
         None
     }
 
+    /// Whether stale `view` of a pool replaced old before new (its PCI devices all held)
+    /// leaves before its replacement exists: one member at a time, once every fresh member
+    /// of the pool carries workloads, `others` of them staying.
+    fn leaves_first(&self, view: &View<'a>, others: usize, device_bound: &DeviceBound) -> bool {
+        let pool = &self.pools[view.pool];
+        device_bound.contains_key(&view.pool)
+            && view.stale.is_some()
+            && others + 1 >= pool.replicas as usize
+            && !pool
+                .members
+                .iter()
+                .any(|&i| self.views[i].fresh && !self.views[i].is_counted())
+    }
+
     pub(super) fn replacement_hold(&self, view: &View<'a>) -> Hold {
         let pending = self.pools[view.pool]
             .members
@@ -172,7 +197,7 @@ impl<'a> Ctx<'a> {
 
     /// Members leave one at a time (rule 4): cordon, drain (with a deadline, rule 5), delete
     /// the Node; `retiring` then resets and destroys the VM.
-    pub(super) fn removals(&self, out: &mut Outcome, upgrading: bool) {
+    pub(super) fn removals(&self, out: &mut Outcome, upgrading: bool, device_bound: &DeviceBound) {
         self.surplus_unjoined(out);
         let spec_too_small = self.spec().worker_replicas() < self.spec().min_workers();
         if spec_too_small {
@@ -197,7 +222,7 @@ impl<'a> Ctx<'a> {
                 let mut chosen = None;
                 let mut first_hold = None;
                 for view in &leaving {
-                    match self.removal_hold(out, view) {
+                    match self.removal_hold(out, view, device_bound) {
                         None => {
                             chosen = Some(view);
                             break;
@@ -219,12 +244,12 @@ impl<'a> Ctx<'a> {
         };
         let Some(view) = chosen else { return };
         if in_flight.is_some()
-            && let Some(hold) = self.removal_hold(out, view)
+            && let Some(hold) = self.removal_hold(out, view, device_bound)
         {
             self.hold(out, view, hold);
             return;
         }
-        self.remove(out, view);
+        self.remove(out, view, device_bound.get(&view.pool));
     }
 
     /// Reports why `view` does not leave yet (a prediction, reading only steps, skips it).
@@ -265,17 +290,29 @@ impl<'a> Ctx<'a> {
         )
     }
 
-    /// The next step of one leaving member.
-    pub(super) fn remove(&self, out: &mut Outcome, view: &View<'a>) {
-        let Some(node) = view.node else { return };
-        let why = match self.stale_reason(view) {
-            Some(stale) => stale,
+    /// Why `view` leaves; `held_mapping` names the PCI mapping whose devices are all held
+    /// when it leaves before its replacement.
+    fn leaving_reason(&self, view: &View<'a>, held_mapping: Option<&String>) -> SmolStr {
+        match self.stale_reason(view) {
+            Some(stale) => match held_mapping {
+                Some(mapping) => smol_str::format_smolstr!(
+                    "{stale}; old before new: every device of PCI mapping {mapping} is held, so it leaves first and its replacement takes the device it gives back"
+                ),
+                None => stale,
+            },
             None => smol_str::format_smolstr!(
                 "surplus: pool {} wants {}",
                 view.machine.ownership.pool,
                 self.pools[view.pool].replicas
             ),
-        };
+        }
+    }
+
+    /// The next step of one leaving member; `held_mapping` names the PCI mapping whose
+    /// devices are all held when it leaves before its replacement.
+    pub(super) fn remove(&self, out: &mut Outcome, view: &View<'a>, held_mapping: Option<&String>) {
+        let Some(node) = view.node else { return };
+        let why = self.leaving_reason(view, held_mapping);
         let target = self.target(view);
         let role = view.role();
         let delete = |reason: String| {
@@ -333,6 +370,20 @@ impl<'a> Ctx<'a> {
             }
             return;
         }
+        self.drain_on(out, view, drain, &why, target);
+    }
+
+    /// The drain of leaving `view` under way (`drain`, pods left): continued within its
+    /// deadline, started again once nothing refuses eviction, or blocked past it.
+    fn drain_on(
+        &self,
+        out: &mut Outcome,
+        view: &View<'a>,
+        drain: &crate::observed::DrainObserved,
+        why: &str,
+        target: Target,
+    ) {
+        let timeout = self.spec().rollout.drain_timeout;
         let deadline = add(drain.started, timeout.0);
         let pods: Vec<String> = drain
             .remaining_pods

@@ -102,6 +102,25 @@ pub const OWNED: &[(&str, &str)] = &[
     ("config", "nothing: this is the config file"),
 ];
 
+/// What to use instead of an API server argument capstan writes itself.
+const AUTHENTICATION: &str = "`spec.kubernetes.authentication`: capstan writes the API server's AuthenticationConfiguration from it";
+
+/// The first `kube-apiserver-arg` of `value` that is capstan's (`authentication-config`,
+/// `oidc-*`: the API server refuses the latter beside the former).
+fn owned_apiserver_arg<'a>(key: &str, value: &'a Value) -> Option<&'a str> {
+    if key != "kube-apiserver-arg" {
+        return None;
+    }
+    let args: Vec<&Value> = match value {
+        Value::Array(items) => items.iter().collect(),
+        other => vec![other],
+    };
+    args.into_iter().filter_map(Value::as_str).find(|arg| {
+        let name = arg.trim_start_matches('-');
+        name.starts_with("authentication-config") || name.starts_with("oidc-")
+    })
+}
+
 /// Whether `key` with `value` is one of K3s's critical values.
 fn is_critical(key: &str, value: &Value) -> bool {
     let critical = &reference().critical;
@@ -200,6 +219,14 @@ pub fn check(out: &mut Vec<Diagnostic>, spec: &ClusterSpec, file: &SourceFile) {
             }
             if let Some(problem) = value_problem(flag, value) {
                 out.push(file.error(&at, format!("`{key}` {problem}")));
+                continue;
+            }
+            if let Some(arg) = owned_apiserver_arg(key, value) {
+                let name = arg.split('=').next().unwrap_or(arg);
+                out.push(
+                    file.error(&at, format!("`{name}` is capstan's to set, not a patch's"))
+                        .with_hint(format!("use {AUTHENTICATION}")),
+                );
                 continue;
             }
             level_rules(out, file, &located, key, value, flag);

@@ -61,7 +61,7 @@ const ENDPOINT: &str = "`spec.endpoint`: capstan writes it into every config, ce
 const NODE_NAME: &str = "nothing: capstan names every node (its VM's name)";
 const CRI_O: &str = "nothing: capstan's kubeadm nodes run CRI-O with systemd's cgroups";
 const TAINTS: &str = "`taints` (and `spec.controlPlane.schedulable`)";
-const AUTHENTICATION: &str = "nothing here: the API server's authentication is capstan's to write, and it has no field for it yet";
+const AUTHENTICATION: &str = "`spec.kubernetes.authentication`: capstan writes the API server's AuthenticationConfiguration from it";
 const PATCH_DIRECTORY: &str =
     "a `KubeletConfiguration` patch: capstan delivers it through kubeadm's patches directory";
 

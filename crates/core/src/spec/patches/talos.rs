@@ -22,7 +22,7 @@ const VERSION: &str = "`spec.kubernetes.version`: capstan picks every Kubernetes
 const VOLUMES: &str = "`machine.diskGiB`: capstan installs Talos on the VM's boot disk";
 const NETWORK_CARDS: &str = "`spec.network` (`nodes`, `nodeAddresses`, `gateway`, `nameservers`): capstan gives each machine one network card, aliased `net0`";
 const REGISTRIES: &str = "spec.kubernetes.registries: capstan writes the runtime's registry configuration from it (mirrors, CAs, and credentials from secret sources, never from Git)";
-const AUTHENTICATION: &str = "nothing here: the API server's authentication is capstan's to write, and it has no field for it yet";
+const AUTHENTICATION: &str = "`spec.kubernetes.authentication`: capstan writes the API server's AuthenticationConfiguration from it";
 const TAINTS: &str = "`taints` of the control plane or the pool";
 
 /// Fields of the `v1alpha1` document capstan sets.

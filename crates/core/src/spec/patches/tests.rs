@@ -268,6 +268,37 @@ fn k3s_keys_are_its_flags_critical_ones_on_the_cluster_level_only() {
 }
 
 #[test]
+fn api_server_authentication_in_a_patch_is_refused_pointing_at_the_field() {
+    let cases = [
+        (
+            K3S,
+            "    - kube-apiserver-arg: [\"audit-log-maxage=30\", \"oidc-issuer-url=https://sso.example.com\"]\n",
+        ),
+        (
+            KUBEADM,
+            "    - apiVersion: kubeadm.k8s.io/v1beta4\n      kind: ClusterConfiguration\n      apiServer:\n        extraArgs:\n          - name: authentication-config\n            value: /etc/mine.yaml\n",
+        ),
+        (
+            TALOS,
+            "    - cluster:\n        apiServer:\n          extraArgs:\n            authentication-config: /var/mine.yaml\n",
+        ),
+    ];
+    for (example, patch) in cases {
+        let (errors, _) = findings(&with_patches(example, patch, ""));
+        assert!(
+            errors.iter().any(|d| d
+                .hint
+                .as_deref()
+                .is_some_and(|hint| hint.contains("spec.kubernetes.authentication"))),
+            "{errors:#?}"
+        );
+    }
+    let allowed = "    - kube-apiserver-arg: [\"audit-log-maxage=30\"]\n";
+    let (errors, _) = findings(&with_patches(K3S, allowed, ""));
+    assert!(errors.is_empty(), "{errors:#?}");
+}
+
+#[test]
 fn a_k3s_critical_value_on_the_control_plane_level_is_refused() {
     let text = K3S.replacen(
         "  controlPlane:\n",

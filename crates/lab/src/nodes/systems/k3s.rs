@@ -12,8 +12,18 @@
 //! shows it to every user of the node; so is a configuration file holding them that others
 //! than root may read.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use capstan_core::model::Role;
+
 use crate::kine::Dsn;
+use crate::nodes::{ClusterBackend, NewCluster, NewNode, Registration, cli, paths};
+use crate::proxmox::ExecOutcome as Exit;
+use crate::proxmox::GuestIdentity as GuestVm;
+use crate::values::KubeVersion;
+
+use super::{ClusterState, GuestSystems, Later, Member};
 
 /// What the install command asks, read before anything changes (the datastore is reached
 /// between reading and applying, outside the state lock).
@@ -38,6 +48,9 @@ pub(in crate::nodes) struct ServerRequest {
     pub registration: Registration,
     /// The packaged components it does not deploy (`disable`, from its configuration file).
     pub disable: Vec<String>,
+    /// The arguments its API server runs with (`kube-apiserver-arg`, from its configuration
+    /// file), `NAME=VALUE` each.
+    pub apiserver_args: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -236,6 +249,7 @@ fn install(
                 network,
                 registration,
                 disable: disabled(settings.as_ref()),
+                apiserver_args: listed(settings.as_ref(), "kube-apiserver-arg"),
             }))
         }
         cli::K3sCommand::Agent(agent) => {
@@ -394,6 +408,13 @@ impl GuestSystems {
             ));
         }
         let admin = state.access.admin_kubeconfig.clone();
+        // The API server runs inside K3s: it starts with the file its flag names, or K3s
+        // does not start.
+        let authentication =
+            authentication_file(&request.apiserver_args, &self.guest(vm.vmid).files)?;
+        backend
+            .api_server(&name, &request.node, true, authentication.as_deref())
+            .map_err(|err| fatal(&capstan_core::errors::error_chain(&err)))?;
         // Each server deploys the packaged components it does not disable (K3s's deploy
         // controller applies its manifests at every start).
         if !request.disable.iter().any(|c| c == "traefik") {
@@ -641,6 +662,11 @@ impl GuestSystems {
         }
         if let Some(member) = guest.member.take() {
             backend.set_node_ready(&member.cluster, &member.node, false);
+            if member.role == Role::ControlPlane
+                && let Err(err) = backend.api_server(&member.cluster, &member.node, false, None)
+            {
+                tracing::debug!(error = %capstan_core::errors::error_chain(&err), "API server already gone");
+            }
         }
         guest.kubelet = None;
         for path in [
@@ -675,6 +701,37 @@ spec:
         - name: traefik
           image: rancher/mirrored-library-traefik:3.3.6
 ";
+
+/// The values of a repeatable key of K3s's configuration file: a list, or one string.
+fn listed(settings: Option<&serde_json::Value>, key: &str) -> Vec<String> {
+    match settings.and_then(|s| s.get(key)) {
+        Some(serde_json::Value::String(text)) => vec![text.clone()],
+        Some(serde_json::Value::Array(items)) => items
+            .iter()
+            .filter_map(|item| item.as_str().map(str::to_owned))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The `AuthenticationConfiguration` a K3s server's API server reads: the file its
+/// `authentication-config` argument names, from the node; `None` without the argument.
+fn authentication_file(
+    args: &[String],
+    files: &BTreeMap<String, String>,
+) -> Result<Option<String>, Exit> {
+    let Some(path) = args.iter().find_map(|arg| {
+        arg.trim_start_matches('-')
+            .strip_prefix("authentication-config=")
+    }) else {
+        return Ok(None);
+    };
+    files.get(path).cloned().map(Some).ok_or_else(|| {
+        fatal(&format!(
+            "kube-apiserver exited: failed to load AuthenticationConfiguration: open {path}: no such file or directory"
+        ))
+    })
+}
 
 /// The components `disable` names in K3s's configuration file: a list, or one
 /// comma-separated string.

@@ -2,7 +2,26 @@
 //! handling, reset, upgrade and certificate renewal, each refusing what kubeadm refuses with its
 //! words.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use capstan_core::model::{Role, VmId};
+use jiff::{SignedDuration, Timestamp};
+use serde_json::Value;
+
+use crate::nodes::cli::{
+    CertsCommand, InitPhase, KubeadmCommand, PhaseName, TokenCommand, UpgradeCommand,
+};
+use crate::nodes::{ClusterBackend, NewCluster, NewNode, Registration, cli, paths, random_hex};
+use crate::proxmox::ExecOutcome as Exit;
+use crate::proxmox::GuestIdentity as GuestVm;
+use crate::values::KubeVersion;
+
+use super::kubeadm_config::{init_version, preflight_error};
+use super::{
+    CERTIFICATE_KEY_LIFETIME, ClusterState, GuestSystems, KUBELET_MAX_MINOR_SKEW, Later, Member,
+    kubeadm_config,
+};
 
 impl GuestSystems {
     pub(super) fn kubeadm(
@@ -290,8 +309,13 @@ impl GuestSystems {
         let state = self.clusters.get(cluster).ok_or("no such cluster")?;
         let admin = state.access.admin_kubeconfig.clone();
         let apiserver = kubeadm_config::apiserver_manifest(&state.kubeadm.cluster);
+        let cluster_configuration = state.kubeadm.cluster.clone();
         let guest = self.guests.entry(vm.vmid).or_default();
         let kubelet = guest.kubelet.ok_or("kubelet not installed")?;
+        if role == Role::ControlPlane {
+            let files = &guest.files;
+            kubeadm_config::api_server(backend, (cluster, node), &cluster_configuration, files)?;
+        }
         backend
             .register_node(
                 cluster,
@@ -569,6 +593,7 @@ impl GuestSystems {
             {
                 state.etcd.retain(|_, name| *name != member.node);
                 out.push_str("[reset] Removing member from the etcd cluster\n");
+                kubeadm_config::api_server_stopped(backend, &member.cluster, &member.node);
             }
         }
         out.push_str("[reset] Stopping the kubelet service\n[reset] Deleting contents of directories: [/etc/kubernetes/manifests /var/lib/kubelet /etc/kubernetes/pki]\n");
@@ -714,44 +739,6 @@ struct JoinRequest {
     document: Value,
 }
 
-/// The control plane's version `kubeadm init` deploys (`ClusterConfiguration.kubernetesVersion`),
-/// refused as kubeadm refuses it: newer than kubeadm, or older than the kubelet.
-fn init_version(
-    cluster: &Value,
-    kubelet: KubeVersion,
-    kubeadm: KubeVersion,
-) -> Result<KubeVersion, Exit> {
-    let version = match cluster["kubernetesVersion"]
-        .as_str()
-        .map(str::parse::<KubeVersion>)
-    {
-        Some(Ok(version)) => version,
-        _ => {
-            return Err(Exit::failure(
-                1,
-                "ClusterConfiguration.kubernetesVersion: invalid or missing version\n",
-            ));
-        }
-    };
-    if version > kubeadm {
-        return Err(Exit::failure(
-            1,
-            format!(
-                "this version of kubeadm only supports deploying clusters with the control plane version <= v{kubeadm}. Current version: v{version}\n"
-            ),
-        ));
-    }
-    if kubelet.minor_version() > version.minor_version() {
-        return Err(preflight_error(
-            "KubeletVersion",
-            &format!(
-                "the kubelet version is higher than the control plane version. This is not a supported version skew and may lead to a malfunctional cluster. Kubelet version: \"{kubelet}\" Control plane version: \"{version}\""
-            ),
-        ));
-    }
-    Ok(version)
-}
-
 /// What `kubeadm join --control-plane` says when the certificate key is not (or no longer)
 /// the one uploaded.
 const CERTS_MISSING: &str = "error execution phase control-plane-prepare/download-certs: error downloading certs: error downloading the secret: Secret \"kubeadm-certs\" was not found in the \"kube-system\" Namespace. This Secret might have expired. Please, run `kubeadm init phase upload-certs --upload-certs` on a control plane to generate a new one\n";
@@ -762,15 +749,6 @@ fn key_valid(state: &ClusterState, request: &JoinRequest, now: Timestamp) -> boo
         .certificate_key
         .as_ref()
         .is_some_and(|(key, expiry)| Some(key) == request.certificate_key.as_ref() && *expiry > now)
-}
-
-fn preflight_error(check: &str, detail: &str) -> Exit {
-    Exit::failure(
-        1,
-        format!(
-            "error execution phase preflight: [preflight] Some fatal errors occurred:\n\t[ERROR {check}]: {detail}\n[preflight] If you know what you are doing, you can make a check non-fatal with `--ignore-preflight-errors=...`\n"
-        ),
-    )
 }
 
 fn split_endpoint(endpoint: &str) -> (String, u16) {

@@ -8,8 +8,10 @@
 
 use serde_json::Value;
 
-use super::{Exit, GuestVm};
 use crate::kube::network::{ClusterNetwork, KubeProxy, NetworkPlugin};
+use crate::values::KubeVersion;
+
+use super::{Exit, GuestVm};
 
 /// Where kubeadm writes the kubelet's configuration on a node.
 pub(super) const KUBELET_CONFIG: &str = "/var/lib/kubelet/config.yaml";
@@ -169,7 +171,74 @@ pub(super) fn apiserver_manifest(cluster: &Value) -> String {
         };
         out.push_str(&format!("  - --{name}={value}\n"));
     }
+    let volumes = cluster["apiServer"]["extraVolumes"].as_array();
+    for volume in volumes.into_iter().flatten() {
+        let (Some(host), Some(mount)) = (volume["hostPath"].as_str(), volume["mountPath"].as_str())
+        else {
+            continue;
+        };
+        out.push_str(&format!("# volume {host} mounted at {mount}\n"));
+    }
     out
+}
+
+/// The `AuthenticationConfiguration` the API server of `cluster` (a ClusterConfiguration)
+/// reads on a node holding `files`: the file its `authentication-config` argument names,
+/// through the `extraVolumes` entry that mounts it into the static pod; `None` without the
+/// argument. Without the mount or the file the API server does not start, in its words.
+pub(super) fn authentication_file(
+    cluster: &Value,
+    files: &std::collections::BTreeMap<String, String>,
+) -> Result<Option<String>, String> {
+    let api_server = &cluster["apiServer"];
+    let Some(path) = api_server["extraArgs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|arg| arg["name"] == "authentication-config")
+        .and_then(|arg| arg["value"].as_str())
+    else {
+        return Ok(None);
+    };
+    let host_path = api_server["extraVolumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|volume| volume["mountPath"].as_str() == Some(path))
+        .and_then(|volume| volume["hostPath"].as_str());
+    let missing = || {
+        format!(
+            "kube-apiserver: failed to load AuthenticationConfiguration: open {path}: no such file or directory"
+        )
+    };
+    let host_path = host_path.ok_or_else(missing)?;
+    files.get(host_path).cloned().map(Some).ok_or_else(missing)
+}
+
+/// Starts the API server of control plane `node` of `cluster` with the authentication its
+/// static pod reads (see [`authentication_file`]), or says why it does not start.
+pub(super) fn api_server(
+    backend: &impl crate::nodes::ClusterBackend,
+    (cluster, node): (&str, &str),
+    configuration: &Value,
+    files: &std::collections::BTreeMap<String, String>,
+) -> Result<(), String> {
+    let authentication = authentication_file(configuration, files)?;
+    backend
+        .api_server(cluster, node, true, authentication.as_deref())
+        .map_err(|err| capstan_core::errors::error_chain(&err))
+}
+
+/// The API server of control plane `node` stopped (`kubeadm reset`).
+pub(super) fn api_server_stopped(
+    backend: &impl crate::nodes::ClusterBackend,
+    cluster: &str,
+    node: &str,
+) {
+    if let Err(err) = backend.api_server(cluster, node, false, None) {
+        let error = capstan_core::errors::error_chain(&err);
+        tracing::debug!(%error, "the API server was already gone");
+    }
 }
 
 /// Whether a `skipPhases` list names `phase` (or its parent, `addon`).
@@ -207,6 +276,54 @@ pub(super) fn kubeadm_network(init: &Value, cluster: &Value) -> Result<ClusterNe
     };
     network.check()?;
     Ok(network)
+}
+
+/// The control plane's version `kubeadm init` deploys (`ClusterConfiguration.kubernetesVersion`),
+/// refused as kubeadm refuses it: newer than kubeadm, or older than the kubelet.
+pub(super) fn init_version(
+    cluster: &Value,
+    kubelet: KubeVersion,
+    kubeadm: KubeVersion,
+) -> Result<KubeVersion, Exit> {
+    let version = match cluster["kubernetesVersion"]
+        .as_str()
+        .map(str::parse::<KubeVersion>)
+    {
+        Some(Ok(version)) => version,
+        _ => {
+            return Err(Exit::failure(
+                1,
+                "ClusterConfiguration.kubernetesVersion: invalid or missing version\n",
+            ));
+        }
+    };
+    if version > kubeadm {
+        return Err(Exit::failure(
+            1,
+            format!(
+                "this version of kubeadm only supports deploying clusters with the control plane version <= v{kubeadm}. Current version: v{version}\n"
+            ),
+        ));
+    }
+    if kubelet.minor_version() > version.minor_version() {
+        return Err(preflight_error(
+            "KubeletVersion",
+            &format!(
+                "the kubelet version is higher than the control plane version. This is not a supported version skew and may lead to a malfunctional cluster. Kubelet version: \"{kubelet}\" Control plane version: \"{version}\""
+            ),
+        ));
+    }
+    Ok(version)
+}
+
+/// A failed preflight check, in kubeadm's words.
+pub(super) fn preflight_error(check: &str, detail: &str) -> Exit {
+    Exit::failure(
+        1,
+        format!(
+            "error execution phase preflight: [preflight] Some fatal errors occurred:\n\t[ERROR {check}]: {detail}\n[preflight] If you know what you are doing, you can make a check non-fatal with `--ignore-preflight-errors=...`\n"
+        ),
+    )
 }
 
 #[cfg(test)]

@@ -2,7 +2,15 @@
 //! through the cluster's API, never of a URL; exec of etcdctl in the etcd pod to list and
 //! remove members).
 
-use super::*;
+use capstan_core::model::VmId;
+use serde_json::Value;
+
+use crate::nodes::cli::{KubectlCommand, MemberCommand};
+use crate::nodes::{ClusterBackend, cli};
+use crate::proxmox::ExecOutcome as Exit;
+use crate::proxmox::GuestIdentity as GuestVm;
+
+use super::GuestSystems;
 
 impl GuestSystems {
     pub(super) fn kubectl(

@@ -17,20 +17,12 @@ pub(crate) mod talos_network;
 pub(crate) mod talos_node;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::IpAddr;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use serde_json::Value;
 
-use super::cli::{
-    self, CertsCommand, InitPhase, KubeadmCommand, KubectlCommand, MemberCommand, PhaseName,
-    TokenCommand, UpgradeCommand,
-};
 use super::paths;
-use super::{
-    ClusterAccess, ClusterBackend, NewCluster, NewNode, NodeTimings, Registration, random_hex,
-};
+use super::{ClusterAccess, ClusterBackend, NodeTimings};
 use crate::proxmox::{ExecOutcome as Exit, GuestIdentity as GuestVm, PowerEvent};
 use crate::values::KubeVersion;
 use capstan_core::model::{Role, VmId};

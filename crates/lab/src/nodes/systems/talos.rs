@@ -129,6 +129,9 @@ pub struct TalosMachine {
     /// What its containerd pulls through: the `RegistryMirrorConfig` and
     /// `RegistryAuthConfig` documents.
     pub registries: crate::runtime::RegistryHosts,
+    /// The `AuthenticationConfiguration` its API server reads (see [`api_server_authentication`]),
+    /// or why the API server does not start.
+    pub authentication: Result<Option<String>, String>,
 }
 
 impl std::fmt::Debug for TalosMachine {
@@ -324,6 +327,15 @@ pub fn boot<'a>(
 }
 
 /// Parses and checks `user_data`, a multi-document machine config.
+/// The hostname of a `HostnameConfig` document (Talos 1.12+ sets it in a document of its own).
+fn hostname_document(documents: &[Value]) -> Option<String> {
+    documents
+        .iter()
+        .find(|d| d.get("kind").and_then(Value::as_str) == Some("HostnameConfig"))
+        .and_then(|d| d.get("hostname").and_then(Value::as_str))
+        .map(str::to_owned)
+}
+
 fn machine_config(user_data: &[u8]) -> Result<TalosMachine, TalosBootError> {
     if user_data.len() > MAX_CONFIG_BYTES {
         return Err(TalosBootError::ConfigTooLarge(user_data.len()));
@@ -334,17 +346,13 @@ fn machine_config(user_data: &[u8]) -> Result<TalosMachine, TalosBootError> {
     if documents.len() > MAX_DOCUMENTS {
         return Err(TalosBootError::NoV1alpha1);
     }
-    // Talos 1.12+ sets the hostname in a document of its own.
-    let hostname_document = documents
-        .iter()
-        .find(|d| d.get("kind").and_then(Value::as_str) == Some("HostnameConfig"))
-        .and_then(|d| d.get("hostname").and_then(Value::as_str))
-        .map(str::to_owned);
+    let hostname_document = hostname_document(&documents);
     let registries = crate::runtime::talos(&documents);
     let document = documents
         .into_iter()
         .find(|d| d.get("version").and_then(Value::as_str) == Some("v1alpha1"))
         .ok_or(TalosBootError::NoV1alpha1)?;
+    let authentication = api_server_authentication(&document);
     let config: Config = serde_json::from_value(document).map_err(TalosBootError::Shape)?;
     let machine = config.machine.ok_or(TalosBootError::Missing("machine"))?;
     let cluster = config.cluster.ok_or(TalosBootError::Missing("cluster"))?;
@@ -422,7 +430,40 @@ fn machine_config(user_data: &[u8]) -> Result<TalosMachine, TalosBootError> {
         sysctls,
         kubelet_mounts,
         registries,
+        authentication,
     })
+}
+
+/// The `AuthenticationConfiguration` a control plane's API server reads, from its machine
+/// config (`v1alpha1`): the file `cluster.apiServer.extraArgs.authentication-config` names
+/// inside the pod, mounted from the host by `cluster.apiServer.extraVolumes`, written there by
+/// `machine.files`; `None` without the argument. Without the mount or the file, the API server
+/// does not start, in its words.
+fn api_server_authentication(v1alpha1: &Value) -> Result<Option<String>, String> {
+    let api_server = &v1alpha1["cluster"]["apiServer"];
+    let Some(path) = api_server["extraArgs"]["authentication-config"].as_str() else {
+        return Ok(None);
+    };
+    let missing = || {
+        format!(
+            "failed to load AuthenticationConfiguration: open {path}: no such file or directory"
+        )
+    };
+    let host_path = api_server["extraVolumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|volume| volume["mountPath"].as_str() == Some(path))
+        .and_then(|volume| volume["hostPath"].as_str())
+        .ok_or_else(missing)?;
+    v1alpha1["machine"]["files"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|file| file["path"].as_str() == Some(host_path))
+        .and_then(|file| file["content"].as_str())
+        .map(|content| Some(content.to_owned()))
+        .ok_or_else(missing)
 }
 
 /// The network a Talos cluster runs: the first pod and service subnets (Talos's defaults

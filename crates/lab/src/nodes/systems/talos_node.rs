@@ -58,6 +58,8 @@ pub(in crate::nodes) struct TalosGuest {
     address: Option<IpAddr>,
     /// The Talos version it boots (its template's).
     talos_tag: String,
+    /// The system extensions its image carries (its template's).
+    extensions: Vec<String>,
     api: Option<TalosNodeApi>,
     etcd: Membership,
     /// Its Node is registered with the cluster's API server.
@@ -154,6 +156,7 @@ impl GuestSystems {
         guest.running = true;
         guest.address = vm.address.map(IpAddr::V4);
         guest.talos_tag = vm.talos.clone().unwrap_or_default();
+        guest.extensions = vm.talos_extensions.clone();
         guest.etcd = Membership::NotYet;
         guest.say(format!("[talos] Talos {} booting", guest.talos_tag));
         let (machine, source) = match outcome {
@@ -274,6 +277,7 @@ impl GuestSystems {
             return;
         };
         serve_oldest_version(backend, &kubernetes, cluster, &guests);
+        serve_authentication(backend, &kubernetes, &mut guests);
         let down = !cluster.etcd.has_quorum();
         if down != cluster.storage_down {
             cluster.storage_down = down;
@@ -311,6 +315,7 @@ impl GuestSystems {
                 hostname: guest.hostname.clone(),
                 address,
                 talos_tag: guest.talos_tag.clone(),
+                extensions: guest.extensions.clone(),
                 control_plane: guest.is_control_plane(),
                 registries: guest
                     .machine
@@ -495,6 +500,41 @@ fn serve_oldest_version(
     {
         cluster.version = Some(oldest);
         backend.set_version(kubernetes, oldest);
+    }
+}
+
+/// Each running control plane's API server runs with the authentication its machine config
+/// gives it (see `api_server_authentication`); a stopped or departed one runs no more.
+fn serve_authentication(
+    backend: &impl ClusterBackend,
+    kubernetes: &str,
+    guests: &mut [(VmId, &mut TalosGuest)],
+) {
+    for (_, guest) in guests.iter_mut() {
+        let Some(machine) = guest.machine.as_ref().filter(|_| guest.is_control_plane()) else {
+            continue;
+        };
+        let node = guest.hostname.clone();
+        let running = guest.running && guest.etcd == Membership::Member;
+        let started = match (&machine.authentication, running) {
+            (_, false) => backend.api_server(kubernetes, &node, false, None),
+            (Ok(authentication), true) => {
+                backend.api_server(kubernetes, &node, true, authentication.as_deref())
+            }
+            (Err(why), true) => {
+                let why = format!("[talos] kube-apiserver: {why}");
+                if guest.console.last() != Some(&why) {
+                    guest.say(why);
+                }
+                continue;
+            }
+        };
+        if let Err(err) = started {
+            let why = format!("[talos] kube-apiserver: {}", chain(&err));
+            if guest.console.last() != Some(&why) {
+                guest.say(why);
+            }
+        }
     }
 }
 

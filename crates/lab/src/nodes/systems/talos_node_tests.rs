@@ -67,6 +67,9 @@ impl ClusterBackend for Recorded {
     fn remove_cluster(&self, cluster: &str) {
         self.removed.lock().expect("lock").push(cluster.to_owned());
     }
+    fn api_server(&self, _: &str, _: &str, _: bool, _: Option<&str>) -> Result<(), BackendError> {
+        Ok(())
+    }
 }
 
 fn vm(vmid: u32, name: &str, media: Vec<MediaImage>) -> GuestIdentity {
@@ -82,6 +85,7 @@ fn vm(vmid: u32, name: &str, media: Vec<MediaImage>) -> GuestIdentity {
         )),
         k3s_airgap: None,
         talos: Some("v1.11.5".into()),
+        talos_extensions: vec!["qemu-guest-agent".into()],
         media,
         cluster: None,
         hardware: Default::default(),

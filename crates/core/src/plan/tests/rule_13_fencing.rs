@@ -1,7 +1,51 @@
-//! `remediation.maxUnhealthy` (rule 13): past it nothing is fenced or replaced, and the plan
-//! names the unhealthy nodes; under it, fencing goes on as before.
+//! Rule 13, fencing: a dead node is fenced, then replaced. With `remediation.maxUnhealthy`: past it nothing is fenced or replaced, and the plan names
+//! the unhealthy nodes; under it, fencing goes on as before.
 
 use super::*;
+
+#[test]
+fn rule_13_a_dead_node_is_fenced_then_replaced() {
+    let prod = Cluster::test("prod").with_fencing();
+    let desired = desired(vec![prod.clone()]);
+    let mut observed = built(&desired);
+    let dead = machines_of(&observed, "prod", "general")[1].clone();
+    let cluster = cluster_mut(&mut observed, "prod");
+    let node = cluster.nodes.get_mut(&dead).expect("node");
+    node.ready = false;
+    node.ready_since = minutes(-6);
+    cluster.machines.get_mut(&dead).expect("vm").guest_agent = false;
+    let plan = plan_at(&desired, &observed, now());
+    let cluster = plan.cluster("prod").expect("planned");
+    assert_eq!(shape(&cluster.steps), vec![s("fence-machine", &dead)]);
+    assert_eq!(
+        cluster.steps[0].reason,
+        "node NotReady since 2026-04-29T11:54:00Z (over remediation.after 5m), VM running but its guest agent silent: hard-stop it and taint it out-of-service so its volumes detach, then replace it"
+    );
+    let taken: std::collections::BTreeSet<NodeName> =
+        observed.clusters["prod"].machines.keys().cloned().collect();
+    let new = (0..)
+        .map(|i| prod.name_of("general", i))
+        .find(|n| !taken.contains(n))
+        .expect("free");
+    assert_eq!(
+        shape(&cluster.predicted),
+        vec![
+            s("fence-machine", &dead),
+            s("create-machine", &new),
+            s("prepare-node", &new),
+            s("join-node", &new),
+            s("delete-node", &dead),
+            s("destroy-machine", &dead),
+        ]
+    );
+    // Before `after`, it only waits.
+    let plan = plan_at(&desired, &observed, minutes(-2));
+    assert_eq!(plan.clusters[0].steps, vec![]);
+    assert_eq!(
+        plan.clusters[0].waiting_on[0].step,
+        Some(ActionKind::FenceMachine)
+    );
+}
 
 /// prod with 5 workers and fencing on, `dead` of its workers NotReady for 6 minutes with
 /// their guest agents silent.

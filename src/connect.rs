@@ -65,6 +65,19 @@ pub trait Providers: Send + Sync + 'static {
     /// When the policy refuses the source or it cannot be read.
     fn kine_dsn(&self, cluster: &str, source: &SecretSource) -> Result<String, SecretError>;
 
+    /// The password cluster `cluster`'s nodes present to registry host `registry`
+    /// (`kubernetes.registries.credentials.REGISTRY.passwordFrom`), read now from where the
+    /// operator's policy lets that cluster read it; the redactor knows it from then on.
+    ///
+    /// # Errors
+    /// When the policy refuses the source or it cannot be read.
+    fn registry_password(
+        &self,
+        cluster: &str,
+        registry: &str,
+        source: &SecretSource,
+    ) -> Result<String, SecretError>;
+
     /// The admin kubeconfig `read` from a VM of `cluster` (declared by `spec`), reduced to its
     /// server, CA and client certificate ([`AdminKubeconfig::reduce`]), with its server pinned
     /// to the declared endpoint and its CA to the one pinned for the cluster (pinned now if
@@ -500,6 +513,16 @@ impl Providers for Connections {
 
     fn kine_dsn(&self, cluster: &str, source: &SecretSource) -> Result<String, SecretError> {
         self.secrets.read(SecretUse::KineDsn(cluster), source)
+    }
+
+    fn registry_password(
+        &self,
+        cluster: &str,
+        registry: &str,
+        source: &SecretSource,
+    ) -> Result<String, SecretError> {
+        self.secrets
+            .read(SecretUse::RegistryPassword { cluster, registry }, source)
     }
 
     async fn admit_kubeconfig(

@@ -194,6 +194,31 @@ pub(crate) fn require_spec(
     ctx.spec.ok_or(ExecuteError::NoSpec { action })
 }
 
+/// `spec`'s `kubernetes.registries` with each password read from its source, under the
+/// operator's rules (the redactor knows each from then on): what a node's runtime is given.
+pub(crate) fn registries<Pr: Providers>(
+    providers: &Pr,
+    ctx: StepContext<'_>,
+    spec: &ClusterSpec,
+    action: ActionKind,
+) -> Result<crate::spec::registries::ResolvedRegistries, ExecuteError> {
+    let resolved = crate::spec::registries::ResolvedRegistries::resolve(
+        &spec.kubernetes.registries,
+        |registry, source| providers.registry_password(ctx.cluster, registry, source),
+    )
+    .map_err(|source| ExecuteError::RegistryPassword {
+        action,
+        source: Box::new(source),
+    })?;
+    // CRI-O's auth file holds the pair as base64: a guest echoing it must not leak it either.
+    for credentials in resolved.credentials.values() {
+        use base64::Engine as _;
+        let pair = format!("{}:{}", credentials.username, credentials.password);
+        crate::redact::remember(&base64::engine::general_purpose::STANDARD.encode(pair));
+    }
+    Ok(resolved)
+}
+
 /// Runs `steps` on `target`, named after `action` in errors.
 pub(crate) async fn run_steps<E: NodeExec>(
     nodes: &Kubeadm<E>,

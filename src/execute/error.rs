@@ -108,6 +108,16 @@ pub enum ExecuteError {
         /// Why, and how to fix it.
         reason: String,
     },
+    /// A password `kubernetes.registries` names could not be read (the error names the
+    /// field and the source, never a value).
+    #[error("{action}: cannot read a registry password")]
+    RegistryPassword {
+        /// The step.
+        action: ActionKind,
+        /// Why, under the operator's rules.
+        #[source]
+        source: Box<crate::secrets::SecretError>,
+    },
     /// A K3s cluster's token and datastore password could not be read or kept.
     #[error("{action}")]
     Secrets {
@@ -240,7 +250,8 @@ impl ExecuteError {
             | ExecuteError::UnknownVm { .. }
             | ExecuteError::NoSpec { .. }
             | ExecuteError::NotInPlace { .. }
-            | ExecuteError::NoDatastore { .. } => false,
+            | ExecuteError::NoDatastore { .. }
+            | ExecuteError::RegistryPassword { .. } => false,
             ExecuteError::NotLeading(_) => true,
             ExecuteError::Talos { source, .. } => source.is_transient(),
         }

@@ -40,7 +40,8 @@ impl<Pr: Providers> Executor<Pr> {
     /// Clones `machine`'s template into VM `name` on `proxmox_node` (in the pool's resource
     /// pool, made first when missing and allowed), takes its static address, configures it
     /// (hardware, tags, cloud-init), resizes its boot disk, gives it what the distribution
-    /// delivers before the first boot, and starts it.
+    /// delivers before the first boot, and starts it. The distribution's preflight and the
+    /// cluster's registry passwords are checked before the clone.
     pub(super) async fn create_machine(
         &self,
         ctx: StepContext<'_>,
@@ -52,6 +53,11 @@ impl<Pr: Providers> Executor<Pr> {
         let (proxmox_node, storage) = (placed.node, placed.storage);
         let proxmox = self.proxmox(ctx)?;
         ctx.distribution().preflight(self, ctx).await?;
+        if let Some(spec) = ctx.spec {
+            // A registry password the daemon cannot read stops the step before any clone,
+            // not at the node's install with a VM made for nothing.
+            super::registries(self.providers(), ctx, spec, ActionKind::CreateMachine)?;
+        }
         let pool = placed.pool.clone();
         if let Some(pool) = &pool {
             proxmox

@@ -48,7 +48,9 @@ mod removal;
 
 pub use crate::plan::StepReport;
 pub use access::ClusterAccess;
-pub(crate) use access::{api_failed, fenced, kubeadm_failed, node_target, require_spec, run_steps};
+pub(crate) use access::{
+    api_failed, fenced, kubeadm_failed, node_target, registries, require_spec, run_steps,
+};
 pub use error::ExecuteError;
 
 /// What a step needs besides itself.

@@ -59,6 +59,17 @@ impl Providers for Fake {
             variable: "none in this fake".to_owned(),
         })
     }
+    fn registry_password(
+        &self,
+        cluster: &str,
+        registry: &str,
+        _: &crate::spec::SecretSource,
+    ) -> Result<String, crate::secrets::SecretError> {
+        Err(crate::secrets::SecretError::Unset {
+            field: format!("{cluster}: registries.credentials.{registry}.passwordFrom"),
+            variable: "none in this fake".to_owned(),
+        })
+    }
     fn admit_kubeconfig(
         &self,
         cluster: &str,

@@ -150,8 +150,8 @@ impl Admission {
     }
 
     /// Why cluster `name` is refused under the operator's limits, if it is: the field, the
-    /// message and the hint. Its `endpointFrom` must be a source the policy allows, its Flux
-    /// delivery a namespace `--delivery-namespaces` allows.
+    /// message and the hint. Its `endpointFrom` and registry `passwordFrom`s must be sources
+    /// the policy allows, its Flux delivery a namespace `--delivery-namespaces` allows.
     fn cluster_refusal(&self, name: &str, cluster: &Cluster) -> Option<(String, String, String)> {
         if let Some(policy) = &self.policy
             && let Some(source) = cluster
@@ -164,6 +164,17 @@ impl Admission {
         {
             let field = SecretUse::KineDsn(name).field();
             return Some((field, refusal.message, refusal.hint));
+        }
+        if let Some(policy) = &self.policy {
+            for (registry, credentials) in &cluster.spec.kubernetes.registries.credentials {
+                let use_ = SecretUse::RegistryPassword {
+                    cluster: name,
+                    registry,
+                };
+                if let Err(refusal) = policy.check(use_, &credentials.password_from) {
+                    return Some((use_.field(), refusal.message, refusal.hint));
+                }
+            }
         }
         let allowed = self.delivery_namespaces.as_ref()?;
         let flux = cluster.spec.delivery.flux.as_ref()?;

@@ -36,6 +36,14 @@ pub enum SecretUse<'a> {
     /// `notifications.providers.NAME.signingKeyFrom`: the key a generic receiver's payloads
     /// are signed with.
     NotificationSigningKey(&'a str),
+    /// `spec.kubernetes.registries.credentials.REGISTRY.passwordFrom` of the cluster
+    /// `cluster`: the password its nodes present to the registry host `registry`.
+    RegistryPassword {
+        /// The cluster (the owner).
+        cluster: &'a str,
+        /// The registry host (`HOST[:PORT]`).
+        registry: &'a str,
+    },
 }
 
 impl SecretUse<'_> {
@@ -54,6 +62,9 @@ impl SecretUse<'_> {
             }
             SecretUse::NotificationSigningKey(name) => {
                 format!("notifications.providers.{name}.signingKeyFrom")
+            }
+            SecretUse::RegistryPassword { registry, .. } => {
+                format!("spec.kubernetes.registries.credentials.{registry}.passwordFrom")
             }
         }
     }
@@ -76,6 +87,9 @@ impl SecretUse<'_> {
             SecretUse::NotificationSigningKey(name) => {
                 format!("the signing key of notification provider `{name}`")
             }
+            SecretUse::RegistryPassword { cluster, registry } => {
+                format!("the password cluster `{cluster}` presents to registry `{registry}`")
+            }
         }
     }
 
@@ -85,7 +99,9 @@ impl SecretUse<'_> {
             SecretUse::ProxmoxToken(name) | SecretUse::ProxmoxCa(name) => ("proxmox", name),
             SecretUse::DatastorePassword(name) => ("datastores", name),
             SecretUse::ManagementKubeconfig(name) => ("managementClusters", name),
-            SecretUse::KineDsn(name) => ("clusters", name),
+            SecretUse::KineDsn(name) | SecretUse::RegistryPassword { cluster: name, .. } => {
+                ("clusters", name)
+            }
             SecretUse::NotificationAddress(name) | SecretUse::NotificationSigningKey(name) => {
                 ("notifications", name)
             }
@@ -107,6 +123,15 @@ impl SecretUse<'_> {
             SecretUse::KineDsn(name) => ("CLUSTER", name, "DATASTORE_ENDPOINT"),
             SecretUse::NotificationAddress(name) => ("NOTIFICATION", name, "ADDRESS"),
             SecretUse::NotificationSigningKey(name) => ("NOTIFICATION", name, "SIGNING_KEY"),
+            SecretUse::RegistryPassword { cluster, registry } => {
+                // The host's word sits between the owner and a field word no other kind
+                // ends with; within a cluster, validation refuses two hosts of one word.
+                let cluster = cluster.to_ascii_uppercase().replace('-', "_");
+                let host = crate::spec::registries::variable_word(registry);
+                return Some(format!(
+                    "{prefix}CLUSTER_{cluster}_REGISTRY_{host}_PASSWORD"
+                ));
+            }
         };
         let name = name.to_ascii_uppercase().replace('-', "_");
         Some(format!("{prefix}{kind}_{name}_{field}"))
@@ -382,6 +407,10 @@ mod tests {
             SecretUse::KineDsn("edge-2"),
             SecretUse::NotificationAddress("homelab"),
             SecretUse::NotificationSigningKey("homelab"),
+            SecretUse::RegistryPassword {
+                cluster: "homelab",
+                registry: "mirror.example:5000",
+            },
         ];
         let names: BTreeSet<String> = uses.iter().filter_map(|u| u.variable("CAPSTAN_")).collect();
         assert_eq!(names.len(), uses.len());
@@ -396,6 +425,14 @@ mod tests {
         assert_eq!(
             SecretUse::KineDsn("edge-2").variable("FLEET_"),
             Some("FLEET_CLUSTER_EDGE_2_DATASTORE_ENDPOINT".to_owned())
+        );
+        assert_eq!(
+            SecretUse::RegistryPassword {
+                cluster: "edge-2",
+                registry: "mirror.example:5000"
+            }
+            .variable("CAPSTAN_"),
+            Some("CAPSTAN_CLUSTER_EDGE_2_REGISTRY_MIRROR_EXAMPLE_5000_PASSWORD".to_owned())
         );
     }
 

@@ -317,6 +317,16 @@ const PURE_IN_THE_DAEMON: &[(&str, &str)] = &[
          templates they patch: only the kubeadm provider knows kubeadm's files (STYLE §1)",
     ),
     (
+        "src/providers/kubeadm/registries.rs",
+        "kubernetes.registries as the files CRI-O reads on a kubeadm node (registries.conf.d, \
+         its auth file, certs.d): only the kubeadm provider knows its nodes' files (STYLE §1)",
+    ),
+    (
+        "src/providers/k3s/registries.rs",
+        "kubernetes.registries as K3s's registries.yaml: only the K3s provider knows K3s's \
+         files (STYLE §1)",
+    ),
+    (
         "src/providers/kubeadm/authentication.rs",
         "the API server's authentication file, flag and volume in the files kubeadm reads on a \
          control plane, beside the templates: only the kubeadm provider knows kubeadm's files \

@@ -328,6 +328,15 @@ impl Providers for PanickingProviders {
         self.inner.kine_dsn(cluster, source)
     }
 
+    fn registry_password(
+        &self,
+        cluster: &str,
+        registry: &str,
+        source: &capstan::spec::SecretSource,
+    ) -> Result<String, capstan::secrets::SecretError> {
+        self.inner.registry_password(cluster, registry, source)
+    }
+
     fn admit_kubeconfig(
         &self,
         cluster: &str,

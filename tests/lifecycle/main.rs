@@ -28,6 +28,7 @@ mod preview_live;
 mod prune;
 mod real_connections;
 mod records;
+mod registries;
 mod remediation;
 mod replace;
 mod scale;

@@ -52,6 +52,7 @@ impl Cluster {
                 address: format!("10.5.0.{index}").parse().expect("an address"),
                 talos_tag: TALOS_TAG.to_owned(),
                 control_plane,
+                registries: Default::default(),
                 extensions: vec!["qemu-guest-agent".to_owned(), "iscsi-tools".to_owned()],
             };
             nodes.push(

@@ -26,5 +26,6 @@ mod patches;
 mod python;
 mod reconcile;
 mod records;
+mod registries;
 mod secrets;
 mod vm;

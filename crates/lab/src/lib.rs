@@ -3,7 +3,8 @@
 //! kubectl) run against them. It is the default target of the main command and carries fault
 //! injection for the tests.
 //!
-//! Shared pieces live here: certificates (`tls`), HTTPS serving (`serve`). Time comes from a
+//! Shared pieces live here: certificates (`tls`), HTTPS serving (`serve`), the nodes' container
+//! runtime's image pulls (`runtime`, for the VMs' software and the Talos API alike). Time comes from a
 //! [`clock::LabClock`] that every part of a lab shares.
 //!
 //! The lab judges capstan, so it implements every contract it shares with capstan (Proxmox's tag
@@ -18,6 +19,7 @@ pub mod kube;
 pub mod lab;
 pub mod nodes;
 pub mod proxmox;
+pub mod runtime;
 pub mod serve;
 pub mod talos;
 pub mod tls;

@@ -13,6 +13,7 @@
 //! - [`network`]: the cluster network as kubectl sees it, and a CNI installed as Flux would;
 //!   [`oidc`]: a JWT issuer over HTTPS with tokens minted by PyJWT, and `kubectl auth whoami`.
 //! - [`pve_schema`]: Proxmox VE's published API schema as a judge of every parameter sent.
+//! - [`registry`]: a registry mirror on loopback that records the pulls it serves.
 //! - [`mariadb`]: a real MariaDB for K3s datastores; [`talos`]: a lab with a Talos template
 //!   and an ISO storage.
 
@@ -27,6 +28,7 @@ pub mod network;
 pub mod oidc;
 pub mod process;
 pub mod pve_schema;
+pub mod registry;
 pub mod talos;
 pub mod timeline;
 pub mod wait;

@@ -24,6 +24,8 @@ use crate::model::NodeName;
 use crate::scheduling::Registration;
 use crate::spec::{ClusterNetwork, ClusterSpec};
 
+pub mod registries;
+
 /// The install script a K3s template carries (K3s's air-gap install).
 pub const INSTALL_SCRIPT: &str = "/usr/local/bin/k3s-install.sh";
 /// What the install script leaves to remove a server.

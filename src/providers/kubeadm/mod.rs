@@ -59,6 +59,7 @@ pub const KUBE_PROXY_PHASE: &str = "addon/kube-proxy";
 
 pub mod authentication;
 pub mod patches;
+pub mod registries;
 
 const INIT_TEMPLATE: &str = include_str!("templates/kubeadm-init.yaml");
 const JOIN_WORKER_TEMPLATE: &str = include_str!("templates/kubeadm-join-worker.yaml");

@@ -351,3 +351,33 @@ fn a_delivery_outside_the_operators_namespaces_refuses_that_cluster_only() {
         "{shown:#?}"
     );
 }
+
+#[test]
+fn a_registry_password_read_from_another_owners_variable_refuses_that_cluster_at_its_line() {
+    let with_registry = |variable: &str| {
+        let mut cluster = k3s_cluster("edge", 25, "{env: CAPSTAN_CLUSTER_EDGE_DATASTORE_ENDPOINT}");
+        cluster.text = cluster.text.replacen(
+            "    datastore:\n",
+            &format!(
+                "    registries:\n      credentials:\n        mirror.example:5000:\n          username: robot\n          passwordFrom: {{env: {variable}}}\n    datastore:\n"
+            ),
+            1,
+        );
+        cluster
+    };
+    let fleet = fleet_text("https://pve1.lab.example:8006");
+    let own = "CAPSTAN_CLUSTER_EDGE_REGISTRY_MIRROR_EXAMPLE_5000_PASSWORD";
+    let loaded = real_fleet().load(&files(&fleet, vec![with_registry(own)]));
+    assert!(errors(&loaded).is_empty(), "{}", loaded.diagnostics);
+    let loaded = real_fleet().load(&files(
+        &fleet,
+        vec![with_registry("CAPSTAN_PROXMOX_HOMELAB_TOKEN")],
+    ));
+    let shown: Vec<String> = errors(&loaded).iter().map(ToString::to_string).collect();
+    assert_eq!(shown.len(), 1, "{shown:#?}");
+    assert!(
+        shown[0].starts_with("clusters/edge.yaml:14:11: error: spec.kubernetes.registries.credentials.mirror.example:5000.passwordFrom: the daemon does not let the password cluster `edge` presents to registry `mirror.example:5000` come from the environment variable CAPSTAN_PROXMOX_HOMELAB_TOKEN")
+            && shown[0].contains(&format!("name it {own}")),
+        "{shown:#?}"
+    );
+}

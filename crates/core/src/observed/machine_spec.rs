@@ -44,6 +44,11 @@ pub struct MachineSpec {
     /// does: a changed patch replaces the machines it reaches, and only those.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub patches: Option<SmolStr>,
+    /// The digest of `kubernetes.registries` (`Registries::digest`: what the file says, never
+    /// a password), when it says anything: the runtime reads it as it starts, so a change
+    /// replaces every machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registries: Option<SmolStr>,
     /// The digest of `kubernetes.authentication` (`spec::authentication::digest`), on control
     /// planes only: the API server reads it, so a change replaces the control planes and no
     /// worker.
@@ -65,6 +70,7 @@ impl MachineSpec {
         MachineSpec {
             talos: spec.talos.as_ref().map(|t| t.version),
             patches: crate::spec::patches::digest(spec, pool),
+            registries: spec.kubernetes.registries.digest(),
             authentication: match role {
                 Role::ControlPlane => {
                     crate::spec::authentication::digest(spec.kubernetes.authentication.as_ref())
@@ -94,6 +100,7 @@ impl MachineSpec {
             talos: None,
             hardware: MachineHardware::of(machine),
             patches: None,
+            registries: None,
             authentication: None,
         }
     }
@@ -127,6 +134,12 @@ impl MachineSpec {
         // Likewise only machines some patch reaches.
         let patches = self.patches.as_ref().map(|p| format!("patches={p}\n"));
         let normalised = normalised + &patches.unwrap_or_default();
+        // Likewise only machines of a cluster that declares registries.
+        let registries = self
+            .registries
+            .as_ref()
+            .map(|r| format!("registries={r}\n"));
+        let normalised = normalised + &registries.unwrap_or_default();
         // Likewise only control planes of clusters with single sign-on.
         let authentication = self
             .authentication
@@ -170,13 +183,15 @@ impl MachineSpec {
             format!("{summary} hardware={}", self.hardware.canonical())
         };
         let patches = self.patches.as_ref().map(|p| format!(" patches={p}"));
+        let registries = self.registries.as_ref().map(|r| format!(" registries={r}"));
         let authentication = self
             .authentication
             .as_ref()
             .map(|a| format!(" authentication={a}"));
         format!(
-            "{summary}{}{}",
+            "{summary}{}{}{}",
             patches.unwrap_or_default(),
+            registries.unwrap_or_default(),
             authentication.unwrap_or_default()
         )
     }
@@ -210,6 +225,7 @@ impl MachineSpec {
                 None => MachineHardware::default(),
             },
             patches: field("patches").map(SmolStr::new),
+            registries: field("registries").map(SmolStr::new),
             authentication: field("authentication").map(SmolStr::new),
         })
     }
@@ -277,6 +293,9 @@ impl MachineSpec {
         }
         if self.patches != newer.patches {
             out.push("patches changed".to_owned());
+        }
+        if self.registries != newer.registries {
+            out.push("registries changed".to_owned());
         }
         if self.authentication != newer.authentication {
             out.push("authentication changed".to_owned());

@@ -63,6 +63,7 @@ impl Cluster {
                     version: "1.36.2".parse().expect("version"),
                     distribution: Distribution::Kubeadm,
                     datastore: None,
+                    registries: Default::default(),
                     authentication: None,
                 },
                 talos: None,

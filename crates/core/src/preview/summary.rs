@@ -344,6 +344,13 @@ pub(super) fn explain(change: &FieldChange, predicted: &[PreviewStep]) -> String
             plural("node", count)
         );
     }
+    if change.path.starts_with("kubernetes.registries") {
+        let count = destroyed_in(None);
+        return format!(
+            "{text}: replaces {count} {} (a runtime reads its registries as it starts)",
+            plural("machine", count)
+        );
+    }
     if change.path == "talos.version" {
         let count = destroyed_in(None);
         return format!(

@@ -514,6 +514,45 @@ fn an_authentication_change_names_the_control_planes_it_replaces() {
     );
 }
 
+#[test]
+fn a_registries_change_replaces_every_machine_in_the_preview() {
+    let change = changes::FieldChange {
+        path: "kubernetes.registries.mirrors.docker.io.endpoints".into(),
+        from: Some("[\"https://a.example\"]".into()),
+        to: Some("[\"https://b.example\"]".into()),
+    };
+    let destroy = |machine: &str, pool: &str| PreviewStep {
+        step: Step {
+            action: plan::Action::DestroyMachine {
+                machine: plan::MachineRef {
+                    name: machine.into(),
+                    vm_id: None,
+                    proxmox_node: "pve1".into(),
+                },
+                ownership: crate::model::Ownership {
+                    cluster: "prod".into(),
+                    role: crate::model::Role::Worker,
+                    pool: pool.into(),
+                    spec_hash: "0123456789ab".into(),
+                },
+            },
+            target: Target {
+                cluster: "prod".into(),
+                pool: Some(pool.into()),
+                ..Target::default()
+            },
+            ..step("reset-node", machine)
+        },
+        pending_on_base: false,
+    };
+    let predicted = vec![destroy("c-1", "cp"), destroy("g-1", "general")];
+    let words = summary::explain(&change, &predicted);
+    assert!(
+        words.ends_with(": replaces 2 machines (a runtime reads its registries as it starts)"),
+        "{words}"
+    );
+}
+
 fn loaded_cluster(text: &str) -> spec::Cluster {
     let files = RepoFiles {
         fleet: spec::SourceText {

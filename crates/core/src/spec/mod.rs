@@ -33,6 +33,7 @@ mod parse;
 mod patch;
 pub mod patches;
 mod policies;
+pub mod registries;
 pub mod remediation;
 mod replace;
 pub mod scheduling;

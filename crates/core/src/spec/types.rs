@@ -360,6 +360,15 @@ pub struct KubernetesSpec {
     /// one, a single K3s server uses its embedded SQLite.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub datastore: Option<Datastore>,
+    /// Registry mirrors, credentials and CAs for every node's container runtime (CRI-O's
+    /// `registries.conf.d` and auth file on kubeadm, `registries.yaml` on K3s, the registry
+    /// documents on Talos). Passwords come from secret sources, never from the file. A change
+    /// replaces every machine.
+    #[serde(
+        default,
+        skip_serializing_if = "super::registries::Registries::is_empty"
+    )]
+    pub registries: super::registries::Registries,
     /// Single sign-on for the API server: the JWT (OpenID Connect) issuers whose tokens it
     /// accepts, on every distribution. A change replaces the control planes, one at a time.
     #[serde(default, skip_serializing_if = "Option::is_none")]

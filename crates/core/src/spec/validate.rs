@@ -282,6 +282,7 @@ pub fn cluster(fleet: &Fleet, cluster: &Cluster, file: &SourceFile) -> Vec<Diagn
     rollout(&mut out, spec, file);
     super::labels::check(&mut out, spec, file);
     super::bounds::cluster(&mut out, spec, file);
+    super::registries::check(&mut out, &spec.kubernetes.registries, file);
     out.extend(crate::patch_findings(name, spec, file));
     if let Some(flux) = &spec.delivery.flux {
         if flux.namespace == RECORDS_NAMESPACE {

@@ -17,6 +17,7 @@ pub mod facts;
 pub mod iso9660;
 pub mod nocloud;
 pub mod patches;
+pub mod registries;
 pub mod secrets;
 pub use crate::spec::talos_versions as versions;
 

@@ -86,7 +86,7 @@ fn placeholder_bundle() -> SecretsBundle {
 /// each document judged by Talos's schema. Renders nothing when the facts are not valid (their
 /// own rules report that).
 pub fn check(out: &mut Vec<Diagnostic>, name: &str, spec: &ClusterSpec, file: &SourceFile) {
-    if spec.all_patches().is_empty() {
+    if spec.all_patches().is_empty() && spec.kubernetes.registries.is_empty() {
         return;
     }
     let Some(talos) = &spec.talos else { return };
@@ -119,13 +119,21 @@ pub fn check(out: &mut Vec<Diagnostic>, name: &str, spec: &ClusterSpec, file: &S
             links: Vec::new(),
             volumes: Vec::new(),
         };
-        let Ok(config) = render_machine_config(&cluster, &node, &placeholder_bundle()) else {
+        let Some(config) = with_registries(
+            render_machine_config(&cluster, &node, &placeholder_bundle()).ok(),
+            spec,
+        ) else {
             return;
         };
         let Ok(mut documents): Result<Vec<Value>, _> = serde_saphyr::from_str_multiple(&config)
         else {
             return;
         };
+        for finding in judge_registries(&documents, file) {
+            if seen.insert((finding.field.clone(), finding.message.clone())) {
+                out.push(finding);
+            }
+        }
         let patches = spec.patches_of(pool);
         for (index, located) in patches.iter().enumerate() {
             apply_one(&mut documents, &located.value());
@@ -283,7 +291,39 @@ pub fn rendered_config(name: &str, spec: &ClusterSpec, pool: Option<&str>) -> Op
         links: Vec::new(),
         volumes: Vec::new(),
     };
-    render_machine_config(&cluster, &node, &placeholder_bundle()).ok()
+    with_registries(
+        render_machine_config(&cluster, &node, &placeholder_bundle()).ok(),
+        spec,
+    )
+}
+
+/// `config` with the registry documents of `spec` (their passwords placeholders).
+fn with_registries(config: Option<String>, spec: &ClusterSpec) -> Option<String> {
+    let mut config = config?;
+    let registries =
+        crate::spec::registries::ResolvedRegistries::placeholders(&spec.kubernetes.registries);
+    super::registries::append(&mut config, &registries).ok()?;
+    Some(config)
+}
+
+/// Talos's schema on the registry documents capstan renders from `kubernetes.registries`: a
+/// finding names the field of the file (its own rules refuse what Talos would; this is the
+/// proof they agree).
+fn judge_registries(documents: &[Value], file: &SourceFile) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for document in documents {
+        let kind = document.get("kind").and_then(Value::as_str).unwrap_or("");
+        if !kind.starts_with("Registry") {
+            continue;
+        }
+        for finding in judge(document).unwrap_or_default() {
+            out.push(
+                file.error("spec.kubernetes.registries", finding.message)
+                    .with_hint("Talos v1.13's machine-config schema refuses the registry document capstan renders from this field"),
+            );
+        }
+    }
+    out
 }
 
 /// The patches of `level` for `pool`, as the renderer takes them.

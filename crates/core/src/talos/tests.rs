@@ -601,3 +601,54 @@ fn patches_merge_by_talos_rules_into_a_config_the_schema_accepts() {
         "capstan's own fields stay"
     );
 }
+
+#[test]
+fn registry_documents_are_valid_talos_documents_with_the_password_read() {
+    use crate::spec::registries::{ResolvedCredentials, ResolvedRegistries};
+    let registries = ResolvedRegistries {
+        mirrors: [(
+            "docker.io".to_owned(),
+            vec![
+                "https://mirror.example:5000".to_owned(),
+                "http://10.0.0.9:5000".to_owned(),
+            ],
+        )]
+        .into(),
+        credentials: [(
+            "mirror.example:5000".to_owned(),
+            ResolvedCredentials {
+                username: "robot".to_owned(),
+                password: "s3cr3t-pull-password".to_owned(),
+            },
+        )]
+        .into(),
+        ca: [(
+            "mirror.example:5000".to_owned(),
+            "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n".to_owned(),
+        )]
+        .into(),
+    };
+    let mut config =
+        render_machine_config(&cluster(), &node(MachineRole::Worker), &bundle()).expect("renders");
+    super::registries::append(&mut config, &registries).expect("appends");
+    let documents = schema_checked(&config);
+    assert_eq!(
+        kinds(&documents)[3..],
+        [
+            "RegistryMirrorConfig",
+            "RegistryAuthConfig",
+            "RegistryTLSConfig"
+        ]
+    );
+    let mirror = &documents[3];
+    assert_eq!(mirror["name"], "docker.io");
+    assert_eq!(mirror["endpoints"][1]["url"], "http://10.0.0.9:5000");
+    assert_eq!(documents[4]["name"], "mirror.example:5000");
+    assert_eq!(documents[4]["username"], "robot");
+    assert_eq!(documents[4]["password"], "s3cr3t-pull-password");
+    assert!(
+        documents[5]["ca"]
+            .as_str()
+            .is_some_and(|ca| ca.contains("BEGIN CERTIFICATE"))
+    );
+}

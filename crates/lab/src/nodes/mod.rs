@@ -300,13 +300,18 @@ impl<B: ClusterBackend> NodeSoftware<B> {
     /// guest agent logs every command line to the guest's syslog, and `/proc/*/cmdline` shows
     /// it to every user of the node.
     pub async fn exec(&self, vm: &GuestIdentity, argv: &[String]) -> ExecOutcome {
-        let config = {
+        let (config, pull) = {
             let mut world = self.world();
             if let Some(refused) = secret_on_command_line(&world, argv) {
                 return refused;
             }
-            world.k3s_config(vm.vmid)
+            (world.k3s_config(vm.vmid), world.image_pull(vm, argv))
         };
+        match pull {
+            Some(Ok(pull)) => return pull.run().await,
+            Some(Err(refused)) => return refused,
+            None => {}
+        }
         if let Some(install) = systems::k3s::parse_install(vm, argv, config.as_ref()) {
             return match install {
                 Ok(install) => self.k3s_install(vm, install).await,

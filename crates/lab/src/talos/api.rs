@@ -20,8 +20,8 @@ use capstan_talos_api::machine::{
     EtcdForfeitLeadershipRequest, EtcdForfeitLeadershipResponse, EtcdLeaveCluster,
     EtcdLeaveClusterRequest, EtcdLeaveClusterResponse, EtcdMember as ProtoMember,
     EtcdMemberListRequest, EtcdMemberListResponse, EtcdMembers, EtcdRemoveMemberById,
-    EtcdRemoveMemberByIdRequest, EtcdRemoveMemberByIdResponse, FeaturesInfo, PlatformInfo, Version,
-    VersionInfo, VersionResponse,
+    EtcdRemoveMemberByIdRequest, EtcdRemoveMemberByIdResponse, FeaturesInfo, ImagePull,
+    ImagePullRequest, ImagePullResponse, PlatformInfo, Version, VersionInfo, VersionResponse,
 };
 use rcgen::{CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair, SanType};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
@@ -69,6 +69,8 @@ pub struct TalosNode {
     pub talos_tag: String,
     /// Whether it is a control plane (only those serve the etcd calls).
     pub control_plane: bool,
+    /// What its containerd pulls through (its machine config's registry documents).
+    pub registries: crate::runtime::RegistryHosts,
     /// The system extensions its image carries (`iscsi-tools`), served as
     /// `ExtensionStatuses` resources.
     pub extensions: Vec<String>,
@@ -454,6 +456,33 @@ fn etcd_status(context: &str, error: &EtcdError) -> Status {
 
 #[tonic::async_trait]
 impl MachineService for NodeService {
+    /// Pulls an image into the CRI, through the mirrors and with the credentials of the
+    /// machine config's registry documents.
+    async fn image_pull(
+        &self,
+        request: Request<ImagePullRequest>,
+    ) -> Result<Response<ImagePullResponse>, Status> {
+        use crate::runtime::{self, Image, Runtime};
+        authorize(&request)?;
+        let reference = request.into_inner().reference;
+        let image = Image::parse(&reference).ok_or_else(|| {
+            Status::invalid_argument(format!("error parsing image reference: {reference}"))
+        })?;
+        runtime::pull(&self.node.registries, &image, Runtime::Containerd)
+            .await
+            .map_err(|why| {
+                Status::unknown(format!(
+                    "error pulling image {}/{}:{}: {why}",
+                    image.registry, image.repository, image.reference
+                ))
+            })?;
+        Ok(Response::new(ImagePullResponse {
+            messages: vec![ImagePull {
+                metadata: self.metadata(),
+            }],
+        }))
+    }
+
     async fn version(&self, request: Request<()>) -> Result<Response<VersionResponse>, Status> {
         authorize(&request)?;
         Ok(Response::new(VersionResponse {

@@ -14,8 +14,8 @@
 
 use crate::connect::Providers;
 use crate::execute::{
-    ExecuteError, Executor, StepContext, fenced, kubeadm_failed, node_target, require_spec,
-    run_steps,
+    ExecuteError, Executor, StepContext, fenced, kubeadm_failed, node_target, registries,
+    require_spec, run_steps,
 };
 use crate::model::{NodeName, Role};
 use crate::plan::{ActionKind, MachineRef};
@@ -123,6 +123,8 @@ impl Distribution for K3s {
                 commands::authentication::with_authentication(steps, &spec, target.name.as_str())
             })
             .map_err(kubeadm_failed(action.name()))?;
+        let steps =
+            commands::registries::before(steps, &registries(ex.providers(), ctx, &spec, action)?);
         commands::install(
             &nodes,
             action.name(),
@@ -196,6 +198,8 @@ impl Distribution for K3s {
                 Role::Worker => Ok(steps),
             })
             .map_err(kubeadm_failed(action.name()))?;
+        let steps =
+            commands::registries::before(steps, &registries(ex.providers(), ctx, spec, action)?);
         if role == Role::ControlPlane {
             let running = ex.join_through(ctx, &target.name)?;
             commands::same_critical_values(&nodes, &running, spec, target.name.as_str())

@@ -8,7 +8,7 @@
 use crate::connect::Providers;
 use crate::execute::{
     ExecuteError, Executor, StepContext, api_failed, fenced, kubeadm_failed, node_target,
-    require_spec, run_steps,
+    registries, require_spec, run_steps,
 };
 use crate::model::{NodeName, Role};
 use crate::plan::{ActionKind, MachineRef};
@@ -53,7 +53,11 @@ impl Distribution for Kubeadm {
     ) -> Result<String, ExecuteError> {
         let target = node_target(machine)?;
         let settled = ex.settle_hardware(ctx, machine).await?;
-        let steps = kubeadm::prepare_node(version);
+        let action = ActionKind::PrepareNode;
+        let registries = registries(ex.providers(), ctx, require_spec(ctx, action)?, action)?;
+        // Before the packages: CRI-O reads them at its first start.
+        let mut steps = kubeadm::registries::files(&registries);
+        steps.extend(kubeadm::prepare_node(version));
         run_steps(&ex.nodes(ctx)?, ActionKind::PrepareNode, &target, &steps).await?;
         let settled = if settled.is_empty() {
             String::new()

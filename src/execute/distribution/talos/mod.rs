@@ -19,7 +19,8 @@
 //!   one is removed by id through a healthy member; members that match no machine are removed.
 
 use capstan_core::talos::{
-    ClusterFacts, MacAddress, MachineRole, NodeFacts, TalosVersion, cidata_files, cidata_image,
+    ClusterFacts, MacAddress, MachineRole, NodeFacts, RenderProblem, TalosVersion, cidata_files,
+    cidata_image,
     facts::{Link, UserVolume},
     render_machine_config,
 };
@@ -34,6 +35,7 @@ use crate::providers::talos::api::{BootstrapOutcome, GrpcTalosApi, TalosApi, Tal
 use crate::providers::talos::{admin_credentials, kubeconfig};
 use crate::records::talos::{self as store, StoredBundle};
 use crate::scheduling::NodeScheduling;
+use crate::spec::registries::ResolvedRegistries;
 use crate::spec::{ClusterSpec, Endpoint, KubeVersion};
 
 use super::{AdminSource, Distribution, NewMachine, VersionSource};
@@ -171,10 +173,7 @@ impl Distribution for Talos {
             links,
             volumes,
         };
-        let running = ctx.observed.control_plane.as_ref();
-        let running = running.and_then(|cp| cp.network.as_ref());
-        let image = cidata(ctx.cluster, spec, running, &node, vm, &stored)
-            .map_err(|source| failed(action, source))?;
+        let image = config_image(ex, ctx, spec, (&node, vm), &stored)?;
         let file_name = iso_file_name(name, vm);
         let volume = proxmox
             .upload_iso(&vm.node, storage, &file_name, &image)
@@ -418,13 +417,30 @@ fn iso_file_name(name: &NodeName, vm: &VmRef) -> String {
     crate::execute::config_isos::file_name(name, vm.vmid)
 }
 
+/// The `cidata` image of `node` on `vm`: its machine config on the network the cluster runs,
+/// with the cluster's registries (their passwords read now).
+fn config_image<Pr: Providers>(
+    ex: &Executor<Pr>,
+    ctx: StepContext<'_>,
+    spec: &ClusterSpec,
+    (node, vm): (&NodeFacts, &VmRef),
+    stored: &StoredBundle,
+) -> Result<Vec<u8>, ExecuteError> {
+    let action = ActionKind::CreateMachine;
+    let running = ctx.observed.control_plane.as_ref();
+    let running = running.and_then(|cp| cp.network.as_ref());
+    let registries = crate::execute::registries(ex.providers(), ctx, spec, action)?;
+    cidata(ctx.cluster, spec, running, (node, &registries), vm, stored)
+        .map_err(|source| failed(action, source))
+}
+
 /// The `cidata` image of `node`, on the network the cluster runs (`running`: what it was
-/// built with, when it exists).
+/// built with, when it exists), with the registry documents of `registries`.
 fn cidata(
     cluster: &str,
     spec: &ClusterSpec,
     running: Option<&capstan_core::spec::RecordedNetwork>,
-    node: &NodeFacts,
+    (node, registries): (&NodeFacts, &ResolvedRegistries),
     vm: &VmRef,
     stored: &StoredBundle,
 ) -> Result<Vec<u8>, TalosError> {
@@ -441,7 +457,10 @@ fn cidata(
         network,
         authentication: spec.kubernetes.authentication.clone(),
     };
-    let config = render_machine_config(&facts, node, &stored.bundle).map_err(TalosError::Render)?;
+    let mut config =
+        render_machine_config(&facts, node, &stored.bundle).map_err(TalosError::Render)?;
+    capstan_core::talos::registries::append(&mut config, registries)
+        .map_err(|words| TalosError::Render(RenderProblem::Yaml(words)))?;
     let instance_id = format!("{}-{}", node.hostname, vm.vmid);
     let files = cidata_files(node, &instance_id, &config).map_err(TalosError::Cidata)?;
     cidata_image(&files).map_err(TalosError::Cidata)

@@ -17,6 +17,7 @@ fn spec() -> MachineSpec {
         talos: None,
         hardware: MachineHardware::default(),
         patches: None,
+        registries: None,
         authentication: None,
     }
 }
@@ -170,6 +171,27 @@ fn a_patch_digest_is_part_of_the_machine_spec_hash_summary_and_differences() {
         "no patch: the hash it always had"
     );
     assert_eq!(plain.differences(&patched), vec!["patches changed"]);
+}
+
+#[test]
+fn a_registries_digest_is_part_of_the_machine_spec_hash_summary_and_differences() {
+    let plain = spec();
+    let mirrored = MachineSpec {
+        registries: Some("ba9876543210".into()),
+        ..plain.clone()
+    };
+    assert!(mirrored.summary().ends_with(" registries=ba9876543210"));
+    assert_eq!(
+        MachineSpec::parse_summary(&mirrored.summary()),
+        Some(mirrored.clone())
+    );
+    assert_ne!(mirrored.spec_hash(), plain.spec_hash());
+    assert_eq!(
+        plain.spec_hash(),
+        "6926a32f0b77",
+        "none: the hash it always had"
+    );
+    assert_eq!(plain.differences(&mirrored), vec!["registries changed"]);
 }
 
 #[test]

@@ -93,11 +93,11 @@ pub const OWNED: &[(&str, &str)] = &[
     ),
     (
         "private-registry",
-        "nothing here: registry mirrors and credentials are capstan's to write (credentials never go in Git), and it has no field for them yet",
+        "spec.kubernetes.registries: capstan writes the runtime's registry configuration from it (mirrors, CAs, and credentials from secret sources, never from Git)",
     ),
     (
         "system-default-registry",
-        "nothing here: registry mirrors and credentials are capstan's to write (credentials never go in Git), and it has no field for them yet",
+        "spec.kubernetes.registries: capstan writes the runtime's registry configuration from it (mirrors, CAs, and credentials from secret sources, never from Git)",
     ),
     ("config", "nothing: this is the config file"),
 ];

@@ -21,7 +21,7 @@ const ENDPOINT: &str = "`spec.endpoint` (`host`, `address`, `port`): capstan put
 const VERSION: &str = "`spec.kubernetes.version`: capstan picks every Kubernetes image from it";
 const VOLUMES: &str = "`machine.diskGiB`: capstan installs Talos on the VM's boot disk";
 const NETWORK_CARDS: &str = "`spec.network` (`nodes`, `nodeAddresses`, `gateway`, `nameservers`): capstan gives each machine one network card, aliased `net0`";
-const REGISTRIES: &str = "nothing here: registry mirrors and credentials are capstan's to write (credentials never go in Git), and it has no field for them yet";
+const REGISTRIES: &str = "spec.kubernetes.registries: capstan writes the runtime's registry configuration from it (mirrors, CAs, and credentials from secret sources, never from Git)";
 const AUTHENTICATION: &str = "`spec.kubernetes.authentication`: capstan writes the API server's AuthenticationConfiguration from it";
 const TAINTS: &str = "`taints` of the control plane or the pool";
 

@@ -384,6 +384,7 @@ impl GuestSystems {
                 "[INFO]  Skipping installation: k3s.service is already running on this node\n",
             ));
         }
+        self.guest(vm.vmid).k3s_starts();
         let existing = self.k3s_cluster_of(request);
         let created = existing.is_none();
         let name = match existing {
@@ -494,6 +495,7 @@ impl GuestSystems {
         request: &AgentRequest,
         later: &mut Vec<Later>,
     ) -> Exit {
+        self.guest(vm.vmid).k3s_starts();
         let address = request
             .server
             .trim_start_matches("https://")
@@ -589,6 +591,7 @@ impl GuestSystems {
             }
             "start" | "restart" => {
                 guest.k3s_stopped = false;
+                guest.k3s_starts();
                 if std::mem::take(&mut guest.k3s_rotation_pending) {
                     match backend.renew_certificates(&member.cluster) {
                         Ok(access) => {

@@ -82,6 +82,9 @@ pub(super) struct Guest {
     k3s_rotation_pending: bool,
     /// The data disks mounted by capstan's script: mount point → (device, filesystem).
     pub(super) mounts: BTreeMap<String, (String, String)>,
+    /// `registries.yaml` and the CA files it names as K3s read them when it last started
+    /// (K3s renders containerd's registry configuration from them at start only).
+    k3s_registries: BTreeMap<String, String>,
 }
 
 impl Default for Guest {
@@ -97,6 +100,7 @@ impl Default for Guest {
             k3s_stopped: false,
             k3s_rotation_pending: false,
             mounts: BTreeMap::new(),
+            k3s_registries: BTreeMap::new(),
         }
     }
 }
@@ -161,6 +165,16 @@ impl Guest {
         Ok(())
     }
 
+    /// K3s starts (installed, or its service started): it reads `registries.yaml` now.
+    pub(super) fn k3s_starts(&mut self) {
+        // What registries.yaml names may be anywhere: K3s reads whichever it names.
+        self.k3s_registries = if self.files.contains_key(crate::runtime::K3S_REGISTRIES) {
+            self.files.clone()
+        } else {
+            BTreeMap::new()
+        };
+    }
+
     /// Whether `path` is a folder of this VM.
     pub(super) fn has_folder(&self, path: &str) -> bool {
         self.folders.contains(path)
@@ -205,6 +219,30 @@ struct ClusterState {
     kubeadm: kubeadm_config::Stored,
 }
 
+/// An image pull a node's runtime was asked for, with what it read of its files.
+#[derive(Debug)]
+pub(super) struct ImagePull {
+    hosts: crate::runtime::RegistryHosts,
+    image: crate::runtime::Image,
+    runtime: crate::runtime::Runtime,
+}
+
+impl ImagePull {
+    /// Pulls, answering as `crictl pull` does.
+    pub(super) async fn run(self) -> Exit {
+        match crate::runtime::pull(&self.hosts, &self.image, self.runtime).await {
+            Ok(digest) => Exit::success(format!("Image is up to date for {digest}\n")),
+            Err(why) => Exit::failure(
+                1,
+                format!(
+                    "level=fatal msg=\"pulling image: rpc error: code = Unknown desc = failed to pull and unpack image \\\"{}/{}:{}\\\": {why}\"\n",
+                    self.image.registry, self.image.repository, self.image.reference
+                ),
+            ),
+        }
+    }
+}
+
 /// How long a command takes in the lab, if it is one of the slow ones.
 pub(super) fn duration_of(argv: &[String], timings: &NodeTimings) -> Option<Duration> {
     let words: Vec<&str> = argv.iter().map(String::as_str).collect();
@@ -231,6 +269,65 @@ impl GuestSystems {
         Some(k3s::ConfigFile {
             text,
             mode: guest.modes.get(paths::K3S_CONFIG).copied(),
+        })
+    }
+
+    /// An image pull through the node's runtime, `crictl pull IMAGE` (a K3s node's
+    /// `k3s crictl pull IMAGE` too), with the registry configuration the runtime reads from
+    /// the VM's files; `None` for any other command, an `Err` for a node without a runtime or
+    /// whose runtime's files do not read.
+    pub(super) fn image_pull(
+        &mut self,
+        vm: &GuestVm,
+        argv: &[String],
+    ) -> Option<Result<ImagePull, Exit>> {
+        use crate::runtime::{self, Image, Runtime};
+        let words: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let image = match words.as_slice() {
+            ["crictl", "pull", image] | ["k3s", "crictl", "pull", image] => *image,
+            _ => return None,
+        };
+        let k3s = vm.k3s_airgap.is_some();
+        let guest = self.guest(vm.vmid);
+        let runs = if k3s {
+            guest.member.is_some() && guest.running && !guest.k3s_stopped
+        } else {
+            guest.kubelet.is_some()
+        };
+        if !runs {
+            let socket = if k3s {
+                "/run/k3s/containerd/containerd.sock"
+            } else {
+                "/var/run/crio/crio.sock"
+            };
+            return Some(Err(Exit::failure(
+                1,
+                format!(
+                    "level=fatal msg=\"validate service connection: validate CRI v1 image API for endpoint \\\"unix://{socket}\\\": rpc error: code = Unavailable desc = connection error: dial unix {socket}: connect: no such file or directory\"\n"
+                ),
+            )));
+        }
+        let Some(image) = Image::parse(image) else {
+            return Some(Err(Exit::failure(
+                1,
+                format!("level=fatal msg=\"pulling image: invalid reference format: {image}\"\n"),
+            )));
+        };
+        let (hosts, runtime) = if k3s {
+            (runtime::k3s(&guest.k3s_registries), Runtime::Containerd)
+        } else {
+            (runtime::crio(&guest.files), Runtime::CriO)
+        };
+        Some(match hosts {
+            Ok(hosts) => Ok(ImagePull {
+                hosts,
+                image,
+                runtime,
+            }),
+            Err(why) => Err(Exit::failure(
+                1,
+                format!("level=fatal msg=\"pulling image: {why}\"\n"),
+            )),
         })
     }
 
@@ -499,6 +596,9 @@ impl GuestSystems {
                 guest.running = true;
                 // An installed K3s service is enabled: it starts with the VM.
                 guest.k3s_stopped = false;
+                if vm.k3s_airgap.is_some() {
+                    guest.k3s_starts();
+                }
                 member
                     .map(|m| Later::NodeReady {
                         cluster: m.cluster,

@@ -126,6 +126,9 @@ pub struct TalosMachine {
     /// Where the kubelet's extra mounts land in its container
     /// (`machine.kubelet.extraMounts[].destination`).
     pub kubelet_mounts: Vec<String>,
+    /// What its containerd pulls through: the `RegistryMirrorConfig` and
+    /// `RegistryAuthConfig` documents.
+    pub registries: crate::runtime::RegistryHosts,
     /// The `AuthenticationConfiguration` its API server reads (see [`api_server_authentication`]),
     /// or why the API server does not start.
     pub authentication: Result<Option<String>, String>,
@@ -324,6 +327,15 @@ pub fn boot<'a>(
 }
 
 /// Parses and checks `user_data`, a multi-document machine config.
+/// The hostname of a `HostnameConfig` document (Talos 1.12+ sets it in a document of its own).
+fn hostname_document(documents: &[Value]) -> Option<String> {
+    documents
+        .iter()
+        .find(|d| d.get("kind").and_then(Value::as_str) == Some("HostnameConfig"))
+        .and_then(|d| d.get("hostname").and_then(Value::as_str))
+        .map(str::to_owned)
+}
+
 fn machine_config(user_data: &[u8]) -> Result<TalosMachine, TalosBootError> {
     if user_data.len() > MAX_CONFIG_BYTES {
         return Err(TalosBootError::ConfigTooLarge(user_data.len()));
@@ -334,12 +346,8 @@ fn machine_config(user_data: &[u8]) -> Result<TalosMachine, TalosBootError> {
     if documents.len() > MAX_DOCUMENTS {
         return Err(TalosBootError::NoV1alpha1);
     }
-    // Talos 1.12+ sets the hostname in a document of its own.
-    let hostname_document = documents
-        .iter()
-        .find(|d| d.get("kind").and_then(Value::as_str) == Some("HostnameConfig"))
-        .and_then(|d| d.get("hostname").and_then(Value::as_str))
-        .map(str::to_owned);
+    let hostname_document = hostname_document(&documents);
+    let registries = crate::runtime::talos(&documents);
     let document = documents
         .into_iter()
         .find(|d| d.get("version").and_then(Value::as_str) == Some("v1alpha1"))
@@ -421,6 +429,7 @@ fn machine_config(user_data: &[u8]) -> Result<TalosMachine, TalosBootError> {
         network,
         sysctls,
         kubelet_mounts,
+        registries,
         authentication,
     })
 }

@@ -317,6 +317,11 @@ impl GuestSystems {
                 talos_tag: guest.talos_tag.clone(),
                 extensions: guest.extensions.clone(),
                 control_plane: guest.is_control_plane(),
+                registries: guest
+                    .machine
+                    .as_ref()
+                    .map(|m| m.registries.clone())
+                    .unwrap_or_default(),
             };
             match TalosNodeApi::start_now(&os_ca, node, cluster.etcd.clone(), hook.clone()) {
                 Ok(api) => {

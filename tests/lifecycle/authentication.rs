@@ -6,7 +6,7 @@
 
 use capstan_testkit::judge::{self, Judge};
 use capstan_testkit::oidc::{Issuer, whoami};
-use capstan_testkit::{ClusterYaml, World, fleet_yaml};
+use capstan_testkit::{ClusterYaml, World, fleet_yaml, k3s_lab_cluster};
 use serde_json::json;
 
 /// `text` (a cluster file whose `kubernetes` is a one-line mapping) with `issuer`'s
@@ -94,36 +94,10 @@ async fn a_k3s_cluster_s_api_server_accepts_its_issuer_s_tokens_and_refuses_othe
         return;
     }
     let issuer = Issuer::start().await;
-    let file = with_authentication(&k3s_cluster("sso-k3s", 77), &issuer);
+    let file = with_authentication(&k3s_lab_cluster("sso-k3s", 77), &issuer);
     let mut world = World::new(&fleet_yaml(&["1.36"], false), &[("sso-k3s", file)]).await;
     world.start_until_ready(&["sso-k3s"]).await;
     judge_tokens(&world, "sso-k3s", &issuer);
-}
-
-/// A K3s cluster of one server and one agent at 192.168.1.`octet`.
-fn k3s_cluster(name: &str, octet: u8) -> String {
-    format!(
-        "apiVersion: capstan.dev/v1alpha1
-kind: Cluster
-metadata: {{name: {name}}}
-spec:
-  proxmox: homelab
-  kubernetes: {{distribution: k3s, version: {release}}}
-  endpoint: {{host: k8s-{name}.lab.example, address: 192.168.1.{octet}}}
-  network: {{nodes: 192.168.1.0/24, reserved: [\"192.168.1.170-192.168.1.189\"]}}
-  controlPlane:
-    replicas: 1
-    machine: {{template: debian13-k3s, cores: 2, memoryMiB: 4096, cpu: host, placement: [pve1]}}
-  workers:
-    - pool: agents
-      replicas: 1
-      machine: {{template: debian13-k3s, cores: 2, memoryMiB: 4096, cpu: host, placement: [pve2]}}
-  rollout: {{minWorkers: 1, drainTimeout: 4s, joinTimeout: 2m}}
-  delivery:
-    flux: {{cluster: management}}
-",
-        release = capstan_lab::world::DEFAULT_K3S_RELEASE
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,58 +6,14 @@
 //! The runtime is single-threaded so that the log of this test alone can be captured (a
 //! subscriber set for the thread sees every task of the daemon and the lab).
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-
 use base64::Engine as _;
 use capstan::status::{FleetStatus, Phase};
 
 use capstan_lab::world::LabConfig;
 use capstan_testkit::judge::{self, Judge};
+use capstan_testkit::log::CapturedLog;
 use capstan_testkit::mariadb::{MariaDb, seed_k3s_cluster};
 use capstan_testkit::{World, fleet_yaml};
-
-/// The log lines of the daemon, as a subscriber without any redaction of its own writes them.
-#[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Log {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Log {
-    /// Captures what this thread logs at `info` and above until the guard is dropped.
-    fn capture() -> (Log, tracing::subscriber::DefaultGuard) {
-        let log = Log::default();
-        let out = log.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_ansi(false)
-            .with_max_level(tracing::Level::INFO)
-            .with_writer(move || out.clone())
-            .finish();
-        (log, tracing::subscriber::set_default(subscriber))
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(
-            &self
-                .0
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
-        .into_owned()
-    }
-}
 
 /// A K3s secret capstan generated and keeps in the management cluster.
 fn generated(world: &World, key: &str) -> String {
@@ -138,7 +94,7 @@ async fn a_k3s_token_echoed_by_a_hostile_guest_reaches_status_blocked_and_log_on
         false,
     )
     .await;
-    let (log, _guard) = Log::capture();
+    let (log, _guard) = CapturedLog::capture(tracing::Level::INFO);
     let (status, secrets) = blocked_by_a_hostile_guest(&mut world, &["k3s-token"]).await;
     assert_only_stars(&status, &log.text(), &secrets);
 }
@@ -164,7 +120,7 @@ async fn a_generated_datastore_password_echoed_by_a_hostile_guest_never_shows() 
     world
         .datastore_passwords
         .insert("mariadb".to_owned(), mariadb.root_password.clone());
-    let (log, _guard) = Log::capture();
+    let (log, _guard) = CapturedLog::capture(tracing::Level::INFO);
     let (status, secrets) =
         blocked_by_a_hostile_guest(&mut world, &["k3s-token", "datastore-password"]).await;
     let log = log.text();

@@ -7,7 +7,7 @@
 use capstan::clock::Clock as _;
 use capstan::model::Role;
 use capstan_testkit::judge::{self, Judge};
-use capstan_testkit::{ClusterYaml, World, fleet_yaml, kubectl_with, ready};
+use capstan_testkit::{ClusterYaml, World, fleet_yaml, k3s_lab_cluster, kubectl_with, ready};
 
 /// `text` with `patches` (YAML lines, indented for `spec`) added under `spec`.
 fn with_cluster_patches(text: &str, patches: &str) -> String {
@@ -91,32 +91,14 @@ async fn a_kubeadm_cluster_s_kubelet_and_api_server_patches_reach_its_nodes() {
 
 /// A K3s cluster of one server and one agent at 192.168.1.`octet`, with `patches`.
 fn k3s_cluster(name: &str, octet: u8, patches: &str) -> String {
-    let patches = if patches.is_empty() {
-        String::new()
-    } else {
-        format!("  patches:\n{patches}")
-    };
-    format!(
-        "apiVersion: capstan.dev/v1alpha1
-kind: Cluster
-metadata: {{name: {name}}}
-spec:
-  proxmox: homelab
-  kubernetes: {{distribution: k3s, version: {release}}}
-  endpoint: {{host: k8s-{name}.lab.example, address: 192.168.1.{octet}}}
-  network: {{nodes: 192.168.1.0/24, reserved: [\"192.168.1.170-192.168.1.189\"]}}
-{patches}  controlPlane:
-    replicas: 1
-    machine: {{template: debian13-k3s, cores: 2, memoryMiB: 4096, cpu: host, placement: [pve1]}}
-  workers:
-    - pool: agents
-      replicas: 1
-      machine: {{template: debian13-k3s, cores: 2, memoryMiB: 4096, cpu: host, placement: [pve2]}}
-  rollout: {{minWorkers: 1, drainTimeout: 4s, joinTimeout: 2m}}
-  delivery:
-    flux: {{cluster: management}}
-",
-        release = capstan_lab::world::DEFAULT_K3S_RELEASE
+    let cluster = k3s_lab_cluster(name, octet);
+    if patches.is_empty() {
+        return cluster;
+    }
+    cluster.replacen(
+        "  controlPlane:\n",
+        &format!("  patches:\n{patches}  controlPlane:\n"),
+        1,
     )
 }
 

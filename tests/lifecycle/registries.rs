@@ -9,59 +9,17 @@
 //! The runtime is single-threaded so that the log of this test alone can be captured (a
 //! subscriber set for the thread sees every task of the daemon and the lab).
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use capstan::secrets::{SecretPolicy, SecretReader};
 use capstan::spec::registries::variable_word;
+use capstan_testkit::log::CapturedLog;
 use capstan_testkit::registry::{Mirror, MirrorRequest};
-use capstan_testkit::{ClusterYaml, World, fleet_yaml};
+use capstan_testkit::{ClusterYaml, World, fleet_yaml, k3s_lab_cluster};
 
 /// The mirror's password: what must show nowhere but on the nodes.
 const PASSWORD: &str = "mirror-pull-password-3f9c2a71";
 const USER: &str = "robot";
-
-/// The log lines of the daemon, as a subscriber without any redaction of its own writes them.
-#[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Log {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Log {
-    /// Captures what this thread logs at `debug` and above until the guard is dropped.
-    fn capture() -> (Log, tracing::subscriber::DefaultGuard) {
-        let log = Log::default();
-        let out = log.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_ansi(false)
-            .with_max_level(tracing::Level::DEBUG)
-            .with_writer(move || out.clone())
-            .finish();
-        (log, tracing::subscriber::set_default(subscriber))
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(
-            &self
-                .0
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
-        .into_owned()
-    }
-}
 
 /// The environment variable cluster `cluster` reads the mirror's password from.
 fn variable(cluster: &str, mirror: &Mirror) -> String {
@@ -161,7 +119,7 @@ async fn pulls_through_the_mirror(
     cluster: &str,
     mirror: &Mirror,
     pull: &[&str],
-    log: &Log,
+    log: &CapturedLog,
 ) {
     let image = "docker.io/library/busybox:1.36";
     let pulled = on_every_node(world, cluster, &[pull, &[image]].concat()).await;
@@ -229,7 +187,7 @@ async fn pulls_through_the_mirror(
 #[tokio::test]
 async fn a_kubeadm_cluster_s_cri_o_pulls_through_its_mirror_with_credentials_kept_off_git_logs_and_command_lines()
  {
-    let (log, _guard) = Log::capture();
+    let (log, _guard) = CapturedLog::capture(tracing::Level::DEBUG);
     let mirror = Mirror::start_tls(USER, PASSWORD).await;
     let variable = variable("mirrored", &mirror);
     let file = with_registries(
@@ -259,39 +217,13 @@ async fn a_kubeadm_cluster_s_cri_o_pulls_through_its_mirror_with_credentials_kep
     pulls_through_the_mirror(&world, "mirrored", &mirror, &["crictl", "pull"], &log).await;
 }
 
-/// A K3s cluster of one server and one agent at 192.168.1.`octet`.
-fn k3s_cluster(name: &str, octet: u8) -> String {
-    format!(
-        "apiVersion: capstan.dev/v1alpha1
-kind: Cluster
-metadata: {{name: {name}}}
-spec:
-  proxmox: homelab
-  kubernetes: {{distribution: k3s, version: {release}}}
-  endpoint: {{host: k8s-{name}.lab.example, address: 192.168.1.{octet}}}
-  network: {{nodes: 192.168.1.0/24, reserved: [\"192.168.1.170-192.168.1.189\"]}}
-  controlPlane:
-    replicas: 1
-    machine: {{template: debian13-k3s, cores: 2, memoryMiB: 4096, cpu: host, placement: [pve1]}}
-  workers:
-    - pool: agents
-      replicas: 1
-      machine: {{template: debian13-k3s, cores: 2, memoryMiB: 4096, cpu: host, placement: [pve2]}}
-  rollout: {{minWorkers: 1, drainTimeout: 4s, joinTimeout: 2m}}
-  delivery:
-    flux: {{cluster: management}}
-",
-        release = capstan_lab::world::DEFAULT_K3S_RELEASE
-    )
-}
-
 #[tokio::test]
 async fn a_k3s_cluster_s_containerd_pulls_through_its_mirror_with_credentials_kept_off_git_logs_and_command_lines()
  {
-    let (log, _guard) = Log::capture();
+    let (log, _guard) = CapturedLog::capture(tracing::Level::DEBUG);
     let mirror = Mirror::start(USER, PASSWORD).await;
     let variable = variable("mirrored-k3s", &mirror);
-    let file = with_registries(&k3s_cluster("mirrored-k3s", 76), &mirror, &variable);
+    let file = with_registries(&k3s_lab_cluster("mirrored-k3s", 76), &mirror, &variable);
     let mut world = world("mirrored-k3s", file, variable).await;
     world.start_until_ready(&["mirrored-k3s"]).await;
     let nodes = world.lab.nodes().expect("the lab's node software");

@@ -9,14 +9,14 @@
 //!
 //! The runtime is single-threaded so that the log of this test alone can be captured.
 
-use std::io::Write;
 use std::process::Command;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use capstan::secrets::{SecretPolicy, SecretReader};
 use capstan::spec::registries::variable_word;
 use capstan_testkit::World;
 use capstan_testkit::judge::{self, Judge};
+use capstan_testkit::log::CapturedLog;
 use capstan_testkit::registry::Mirror;
 
 use crate::reconcile::{TALOS, fleet, talos_lab};
@@ -24,24 +24,6 @@ use crate::reconcile::{TALOS, fleet, talos_lab};
 const CLUSTER: &str = "mirrored-talos";
 const PASSWORD: &str = "talos-mirror-password-8d41c0e2";
 const USER: &str = "robot";
-
-/// The log lines of the daemon, as a subscriber without any redaction of its own writes them.
-#[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Log {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 fn cluster(mirror: &Mirror, variable: &str) -> String {
     format!(
@@ -168,14 +150,7 @@ async fn talos_machines_pull_through_the_mirror_of_their_registry_documents_with
         return;
     }
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let log = Log::default();
-    let out = log.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_ansi(false)
-        .with_max_level(tracing::Level::DEBUG)
-        .with_writer(move || out.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (log, _guard) = CapturedLog::capture(tracing::Level::DEBUG);
     let mirror = Mirror::start_tls(USER, PASSWORD).await;
     let variable = format!(
         "CAPSTAN_CLUSTER_MIRRORED_TALOS_REGISTRY_{}_PASSWORD",
@@ -218,12 +193,7 @@ async fn talos_machines_pull_through_the_mirror_of_their_registry_documents_with
     }
     let status = serde_json::to_string(&world.status()).expect("status serialises");
     assert!(!status.contains(PASSWORD), "the password in the status");
-    let log = String::from_utf8_lossy(
-        &log.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
-    )
-    .into_owned();
+    let log = log.text();
     assert!(
         !log.is_empty() && !log.contains(PASSWORD),
         "the password in the log"

@@ -213,6 +213,33 @@ pub fn lab_cluster(name: &str, workers: u32) -> String {
     ClusterYaml::lab(name).workers(workers).render()
 }
 
+/// A lab K3s cluster: one server (embedded SQLite) on pve1 and one agent (pool `agents`) on
+/// pve2, at the lab's K3s release, its endpoint at 192.168.1.`octet`.
+pub fn k3s_lab_cluster(name: &str, octet: u8) -> String {
+    format!(
+        "apiVersion: capstan.dev/v1alpha1
+kind: Cluster
+metadata: {{name: {name}}}
+spec:
+  proxmox: homelab
+  kubernetes: {{distribution: k3s, version: {release}}}
+  endpoint: {{host: k8s-{name}.lab.example, address: 192.168.1.{octet}}}
+  network: {{nodes: 192.168.1.0/24, reserved: [\"192.168.1.170-192.168.1.189\"]}}
+  controlPlane:
+    replicas: 1
+    machine: {{template: debian13-k3s, cores: 2, memoryMiB: 4096, cpu: host, placement: [pve1]}}
+  workers:
+    - pool: agents
+      replicas: 1
+      machine: {{template: debian13-k3s, cores: 2, memoryMiB: 4096, cpu: host, placement: [pve2]}}
+  rollout: {{minWorkers: 1, drainTimeout: 4s, joinTimeout: 2m}}
+  delivery:
+    flux: {{cluster: management}}
+",
+        release = capstan_lab::world::DEFAULT_K3S_RELEASE
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use capstan_core::spec::{self, Cluster, RepoFiles, SourceText};

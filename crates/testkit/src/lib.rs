@@ -23,6 +23,7 @@ pub mod cli;
 pub mod fleet;
 pub mod git;
 pub mod judge;
+pub mod log;
 pub mod mariadb;
 pub mod network;
 pub mod oidc;
@@ -35,7 +36,7 @@ pub mod wait;
 pub mod world;
 
 pub use capstan_core::plan::fixtures;
-pub use fleet::{ClusterYaml, FleetYaml, cluster_yaml, fleet_yaml, lab_cluster};
+pub use fleet::{ClusterYaml, FleetYaml, cluster_yaml, fleet_yaml, k3s_lab_cluster, lab_cluster};
 pub use git::{Remote, git};
 pub use judge::Judge;
 pub use timeline::{NodeView, Sample, Timeline, VmView};

@@ -315,7 +315,7 @@ fn check_credentials(out: &mut Vec<Diagnostic>, registries: &Registries, file: &
                 .with_hint(SECRET_HINT),
             );
         }
-        check_password_source(
+        SecretSource::check_form(
             out,
             file,
             &format!("{path}.passwordFrom"),
@@ -328,26 +328,6 @@ fn check_credentials(out: &mut Vec<Diagnostic>, registries: &Registries, file: &
                     .with_hint("the variable is named after the host with every character but letters and digits as `_`: give one of them a file source (`{file: ...}`) instead"),
             );
         }
-    }
-}
-
-fn check_password_source(
-    out: &mut Vec<Diagnostic>,
-    file: &SourceFile,
-    path: &str,
-    source: &SecretSource,
-) {
-    match source {
-        SecretSource::Env(variable) if variable.is_empty() || variable.contains(['=', ' ']) => {
-            out.push(file.error(
-                &format!("{path}.env"),
-                format!("`{variable}` is not an environment variable name"),
-            ));
-        }
-        SecretSource::File(file_path) if file_path.as_os_str().is_empty() => {
-            out.push(file.error(&format!("{path}.file"), "the file path is empty"));
-        }
-        _ => {}
     }
 }
 

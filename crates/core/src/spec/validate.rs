@@ -73,7 +73,7 @@ pub fn fleet(fleet: &Fleet, file: &SourceFile) -> Vec<Diagnostic> {
                     .with_hint("write USER@REALM!TOKENID, e.g. `capstan@pve!reconciler`; the secret goes in tokenFrom"),
             );
         }
-        check_secret_source(
+        SecretSource::check_form(
             &mut out,
             file,
             &format!("{path}.tokenFrom"),
@@ -105,7 +105,7 @@ pub fn fleet(fleet: &Fleet, file: &SourceFile) -> Vec<Diagnostic> {
                     .with_hint(DNS_LABEL_HINT),
             );
         }
-        check_secret_source(
+        SecretSource::check_form(
             &mut out,
             file,
             &format!("{path}.kubeconfigFrom"),
@@ -118,14 +118,14 @@ pub fn fleet(fleet: &Fleet, file: &SourceFile) -> Vec<Diagnostic> {
     out.extend(super::notifications::validate(&fleet.notifications, file));
     for (name, provider) in &fleet.notifications.providers {
         let path = format!("notifications.providers.{name}");
-        check_secret_source(
+        SecretSource::check_form(
             &mut out,
             file,
             &format!("{path}.addressFrom"),
             &provider.address_from,
         );
         if let Some(key) = &provider.signing_key_from {
-            check_secret_source(&mut out, file, &format!("{path}.signingKeyFrom"), key);
+            SecretSource::check_form(&mut out, file, &format!("{path}.signingKeyFrom"), key);
         }
     }
     let mut seen = std::collections::BTreeSet::new();
@@ -200,7 +200,7 @@ fn datastore_server(
                 .with_hint("name a user that may create databases and users, e.g. `root`"),
         );
     }
-    check_secret_source(
+    SecretSource::check_form(
         out,
         file,
         &format!("{path}.adminPasswordFrom"),
@@ -223,26 +223,6 @@ fn is_branch_name(name: &str) -> bool {
 }
 
 const DNS_LABEL_HINT: &str = "use lowercase letters, digits and `-`, starting and ending with a letter or digit, at most 63 characters";
-
-fn check_secret_source(
-    out: &mut Vec<Diagnostic>,
-    file: &SourceFile,
-    path: &str,
-    source: &SecretSource,
-) {
-    match source {
-        SecretSource::Env(variable) if variable.is_empty() || variable.contains(['=', ' ']) => {
-            out.push(file.error(
-                &format!("{path}.env"),
-                format!("`{variable}` is not an environment variable name"),
-            ));
-        }
-        SecretSource::File(file_path) if file_path.as_os_str().is_empty() => {
-            out.push(file.error(&format!("{path}.file"), "the file path is empty"));
-        }
-        _ => {}
-    }
-}
 
 fn is_token_id(token_id: &str) -> bool {
     match token_id
@@ -378,7 +358,7 @@ fn version(out: &mut Vec<Diagnostic>, fleet: &Fleet, spec: &ClusterSpec, file: &
         .as_ref()
         .and_then(|d| d.endpoint_from.as_ref())
     {
-        check_secret_source(out, file, "spec.kubernetes.datastore.endpointFrom", source);
+        SecretSource::check_form(out, file, "spec.kubernetes.datastore.endpointFrom", source);
     }
 }
 

@@ -35,24 +35,29 @@ pub mod talos;
 /// # Errors
 /// The step methods fail with [`ExecuteError`], naming the operation.
 pub trait Distribution: Sync {
-    /// Checks made before a machine of the cluster is cloned (K3s: its datastore answers).
+    /// Checks made before a machine of the cluster is cloned (K3s: its datastore answers;
+    /// by default none).
     fn preflight<Pr: Providers>(
         &self,
-        ex: &Executor<Pr>,
-        ctx: StepContext<'_>,
-    ) -> impl Future<Output = Result<(), ExecuteError>> + Send;
+        _: &Executor<Pr>,
+        _: StepContext<'_>,
+    ) -> impl Future<Output = Result<(), ExecuteError>> + Send {
+        async { Ok(()) }
+    }
 
     /// Gives a new machine, cloned and configured but not yet started, what it must hold at
     /// its first boot (Talos: its machine config on a NoCloud ISO, with its static address, its
     /// cards' links, its data volumes and the taints its Node registers with); says what, when
     /// anything. kubeadm and K3s get their address and cards through Proxmox's cloud-init,
-    /// set with the VM's config.
+    /// set with the VM's config (by default nothing is delivered).
     fn deliver_config<Pr: Providers>(
         &self,
-        ex: &Executor<Pr>,
-        ctx: StepContext<'_>,
-        machine: &NewMachine<'_>,
-    ) -> impl Future<Output = Result<Option<String>, ExecuteError>> + Send;
+        _: &Executor<Pr>,
+        _: StepContext<'_>,
+        _: &NewMachine<'_>,
+    ) -> impl Future<Output = Result<Option<String>, ExecuteError>> + Send {
+        async { Ok(None) }
+    }
 
     /// Prepares a new machine for `version` (kubeadm installs CRI-O and Kubernetes; a K3s
     /// template carries everything); says what the machine now holds.

@@ -25,7 +25,7 @@ use crate::records::k3s::{self as k3s_records, K3sSecrets, ProvisionedDatabase};
 use crate::scheduling::{NodeScheduling, Registration};
 use crate::spec::{ClusterSpec, Endpoint, KubeVersion};
 
-use super::{AdminSource, Distribution, NewMachine, VersionSource};
+use super::{AdminSource, Distribution, VersionSource};
 use datastore::Datastore;
 
 mod datastore;
@@ -52,15 +52,6 @@ pub struct K3s;
 
 impl Distribution for K3s {
     /// Nothing: the template boots as it is and the node is configured once it answers.
-    async fn deliver_config<Pr: Providers>(
-        &self,
-        _: &Executor<Pr>,
-        _: StepContext<'_>,
-        _: &NewMachine<'_>,
-    ) -> Result<Option<String>, ExecuteError> {
-        Ok(None)
-    }
-
     /// Before a VM is cloned: the provisioned datastore must accept the admin, a DSN given
     /// whole its own user.
     async fn preflight<Pr: Providers>(

@@ -17,7 +17,7 @@ use crate::scheduling::{NodeScheduling, Registration};
 use crate::spec::Cni;
 use crate::spec::{ClusterSpec, Endpoint, KubeVersion};
 
-use super::{AdminSource, Distribution, NewMachine, VersionSource};
+use super::{AdminSource, Distribution, VersionSource};
 
 pub mod calico;
 
@@ -27,23 +27,6 @@ pub struct Kubeadm;
 
 impl Distribution for Kubeadm {
     /// Nothing: the template boots as it is and the node is configured once it answers.
-    async fn deliver_config<Pr: Providers>(
-        &self,
-        _: &Executor<Pr>,
-        _: StepContext<'_>,
-        _: &NewMachine<'_>,
-    ) -> Result<Option<String>, ExecuteError> {
-        Ok(None)
-    }
-
-    async fn preflight<Pr: Providers>(
-        &self,
-        _: &Executor<Pr>,
-        _: StepContext<'_>,
-    ) -> Result<(), ExecuteError> {
-        Ok(())
-    }
-
     async fn prepare<Pr: Providers>(
         &self,
         ex: &Executor<Pr>,

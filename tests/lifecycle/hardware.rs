@@ -124,35 +124,6 @@ fn option<'a>(value: &'a str, key: &str) -> Option<&'a str> {
         .find_map(|part| part.strip_prefix(key)?.strip_prefix('='))
 }
 
-/// Each Node's InternalIP, by name, as kubectl prints it.
-fn internal_ips(world: &World, cluster: &str) -> BTreeMap<String, String> {
-    let listed: Value =
-        serde_json::from_str(&world.kubectl(cluster, &["get", "nodes", "-o", "json"]))
-            .expect("kubectl prints JSON");
-    listed["items"]
-        .as_array()
-        .expect("items")
-        .iter()
-        .map(|node| {
-            let ip = node["status"]["addresses"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|a| a["type"] == "InternalIP")
-                .and_then(|a| a["address"].as_str())
-                .unwrap_or_default()
-                .to_owned();
-            (
-                node["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-                ip,
-            )
-        })
-        .collect()
-}
-
 /// What `lsblk` in the guest of `vmid` lists: (name, serial, bytes, mount point).
 async fn block_devices(world: &World, vmid: u32) -> Vec<(String, String, u64, String)> {
     let guest = world.lab.proxmox().guest(vmid).expect("the VM exists");
@@ -192,7 +163,7 @@ async fn assert_declared_hardware(world: &World, cluster: &str, pool: &str) {
         .collect();
     assert_eq!(workers.len(), 2, "{workers:?}");
     let configs = configs_by_proxmoxer(world, &workers);
-    let ips = internal_ips(world, cluster);
+    let ips = world.internal_ips(cluster);
     for (name, _, vmid) in &workers {
         let devices = devices(&configs[name]);
         let keys: Vec<&str> = devices.keys().map(String::as_str).collect();

@@ -13,7 +13,6 @@ use capstan::backoff::random_unit;
 use capstan_lab::world::LabConfig;
 use capstan_testkit::judge::{self, Judge};
 use capstan_testkit::{ClusterYaml, World, fleet_yaml, ready};
-use serde_json::Value;
 
 const KILLS: usize = 6;
 /// Four addresses: one control plane, two workers and one more for a rollout's surge.
@@ -77,30 +76,10 @@ spec:
 
 /// Each Node's InternalIP, by name.
 fn internal_ips(world: &World, cluster: &str) -> BTreeMap<String, Ipv4Addr> {
-    let listed: Value =
-        serde_json::from_str(&world.kubectl(cluster, &["get", "nodes", "-o", "json"]))
-            .expect("kubectl prints JSON");
-    listed["items"]
-        .as_array()
-        .expect("items")
-        .iter()
-        .map(|node| {
-            let ip = node["status"]["addresses"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|a| a["type"] == "InternalIP")
-                .and_then(|a| a["address"].as_str())
-                .and_then(|a| a.parse().ok())
-                .expect("an InternalIP");
-            (
-                node["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-                ip,
-            )
-        })
+    world
+        .internal_ips(cluster)
+        .into_iter()
+        .map(|(name, ip)| (name, ip.parse().expect("an InternalIP")))
         .collect()
 }
 

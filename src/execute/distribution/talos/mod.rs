@@ -591,6 +591,9 @@ fn user_volumes(hardware: &capstan_core::spec::hardware::MachineHardware) -> Vec
         .collect()
 }
 
+/// The most extensions a refusal names of those a machine runs.
+const MAX_EXTENSIONS_NAMED: usize = 16;
+
 /// Refuses a new machine whose template lacks an extension `spec.talos.extensions` declares,
 /// before capstan counts it; says which declared ones it runs (` with iscsi-tools v0.2.0`).
 async fn check_extensions(
@@ -627,9 +630,16 @@ async fn check_extensions(
         .map(String::as_str)
         .collect();
     if !missing.is_empty() {
+        // What the node sent, printable and at most a few: it is named in the refusal.
         let runs: Vec<String> = runs
             .iter()
-            .map(|e| format!("{} {}", e.name, e.version))
+            .take(MAX_EXTENSIONS_NAMED)
+            .map(|e| {
+                format!("{} {}", e.name, e.version)
+                    .chars()
+                    .filter(|c| !c.is_control())
+                    .collect()
+            })
             .collect();
         return Err(failed(
             action,

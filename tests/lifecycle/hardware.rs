@@ -163,7 +163,7 @@ async fn assert_declared_hardware(world: &World, cluster: &str, pool: &str) {
         .collect();
     assert_eq!(workers.len(), 2, "{workers:?}");
     let configs = configs_by_proxmoxer(world, &workers);
-    let ips = world.internal_ips(cluster);
+    let ips = capstan_testkit::network::internal_ips(world, cluster);
     for (name, _, vmid) in &workers {
         let devices = devices(&configs[name]);
         let keys: Vec<&str> = devices.keys().map(String::as_str).collect();

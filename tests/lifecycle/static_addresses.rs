@@ -76,8 +76,7 @@ spec:
 
 /// Each Node's InternalIP, by name.
 fn internal_ips(world: &World, cluster: &str) -> BTreeMap<String, Ipv4Addr> {
-    world
-        .internal_ips(cluster)
+    capstan_testkit::network::internal_ips(world, cluster)
         .into_iter()
         .map(|(name, ip)| (name, ip.parse().expect("an InternalIP")))
         .collect()

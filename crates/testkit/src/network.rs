@@ -242,6 +242,32 @@ pub async fn install_cni_as_flux(world: &World, cluster: &str, kubeconfig: &Path
     assert!(world.nodes_of(cluster).iter().all(|n| n.ready));
 }
 
+/// Each Node's InternalIP (empty when it has none), by Node name, as the stock kubectl
+/// lists them.
+pub fn internal_ips(
+    world: &crate::World,
+    cluster: &str,
+) -> std::collections::BTreeMap<String, String> {
+    let listed: serde_json::Value =
+        serde_json::from_str(&world.kubectl(cluster, &["get", "nodes", "-o", "json"]))
+            .expect("kubectl prints JSON");
+    let nodes = listed["items"].as_array().expect("items");
+    nodes
+        .iter()
+        .map(|node| {
+            let ip = node["status"]["addresses"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|a| a["type"] == "InternalIP")
+                .and_then(|a| a["address"].as_str())
+                .unwrap_or_default();
+            let name = node["metadata"]["name"].as_str().unwrap_or_default();
+            (name.to_owned(), ip.to_owned())
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -570,29 +570,6 @@ approvedMinors: [\"1.36\"]
         ]
     }
 
-    /// Each Node's InternalIP (empty when it has none), by Node name, as the stock kubectl
-    /// lists them.
-    pub fn internal_ips(&self, cluster: &str) -> std::collections::BTreeMap<String, String> {
-        let listed: serde_json::Value =
-            serde_json::from_str(&self.kubectl(cluster, &["get", "nodes", "-o", "json"]))
-                .expect("kubectl prints JSON");
-        let nodes = listed["items"].as_array().expect("items");
-        nodes
-            .iter()
-            .map(|node| {
-                let ip = node["status"]["addresses"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .find(|a| a["type"] == "InternalIP")
-                    .and_then(|a| a["address"].as_str())
-                    .unwrap_or_default();
-                let name = node["metadata"]["name"].as_str().unwrap_or_default();
-                (name.to_owned(), ip.to_owned())
-            })
-            .collect()
-    }
-
     /// Runs the stock kubectl against a cluster of the lab; returns stdout, failing the test
     /// when kubectl fails.
     pub fn kubectl(&self, cluster: &str, args: &[&str]) -> String {
